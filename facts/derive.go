@@ -1,0 +1,309 @@
+package facts
+
+import (
+	"slices"
+	"sort"
+)
+
+// Facts is what policies decide on (design.md "Facts"). Every name list is
+// sorted and never nil.
+type Facts struct {
+	// Window is the start of the conservative post-compaction window of the
+	// whole history (spec §2.1).
+	Window Position
+	// Discovered is Discovered(window) (spec §3): raw reveal evidence.
+	Discovered []string
+	// Loaded is Loaded(window) (spec §4), raw: it may name unregistered ids.
+	Loaded []string
+	// Returned names the tools with a successful tool-return in the window.
+	Returned []string
+	// ActiveCapabilities is always-on ∪ (Loaded ∩ deferred): the active set
+	// of the next request.
+	ActiveCapabilities []string
+	// Outgoing is the reveal state of the history as the reference sends it
+	// on the next request, after cleaning (spec ADV1): the basis of
+	// advertisement.
+	Outgoing Outgoing
+	// Dispatch is present when the last message is a response: the facts
+	// its tool calls are judged against.
+	Dispatch *Dispatch
+}
+
+// Outgoing holds facts of the cleaned outgoing history (spec ADV1–ADV2).
+type Outgoing struct {
+	Discovered []string
+	Loaded     []string
+}
+
+// Dispatch holds the facts for the tool calls of the last response R.
+type Dispatch struct {
+	// Provider is R's provider_name, nil when null.
+	Provider *string
+	// Window is the provider-anchored window for R (spec §2.3); the
+	// conservative window when R has no provider.
+	Window Position
+	// Loaded is Loaded(window of the history without R): loads are read
+	// before the response (spec L5, X7).
+	Loaded []string
+	// Evidence is what the serving provider could still see although the
+	// conservative window dropped it (spec §5), narrowed as design.md says.
+	Evidence Evidence
+	// ActiveCapabilities is always-on ∪ (Loaded ∩ deferred) ∪ Evidence.Loaded
+	// (seed 000: the one activity set of dispatch).
+	ActiveCapabilities []string
+	// SameResponse is what R itself holds (spec X7).
+	SameResponse SameResponse
+	// Calls are R's tool-call parts in order.
+	Calls []Call
+}
+
+// Evidence is the anchored evidence of spec §5.
+type Evidence struct {
+	// Discovered is Discovered(anchored window) − Facts.Discovered.
+	Discovered []string
+	// Loaded is (Loaded(anchored window) − Dispatch.Loaded) ∩ deferred.
+	Loaded []string
+}
+
+// SameResponse is what the dispatched response reveals and loads by itself.
+type SameResponse struct {
+	// Revealed names the tools a provider-side search inside R revealed:
+	// they count for R's calls.
+	Revealed []string
+	// PendingLoads names the capabilities R's typed load calls ask for:
+	// they do not count for R's calls (the load has not executed yet).
+	PendingLoads []string
+}
+
+// Call is one tool-call part of the dispatched response.
+type Call struct {
+	// Part is the index of the part in the response.
+	Part int
+	Tool string
+	// ToolCallID is nil when the part has none.
+	ToolCallID *string
+	ToolKind   ToolKind
+	// Args is the raw JSON of the call's args (object, string or null).
+	Args []byte
+}
+
+// ConservativeWindow returns the start of the conservative post-compaction
+// window of h (spec C1–C2): the latest compaction part of any response,
+// whatever its provider or payload; {0, 0} when there is none.
+func ConservativeWindow(h History) Position {
+	for m := len(h) - 1; m >= 0; m-- {
+		if h[m].Kind != Response {
+			continue
+		}
+		parts := h[m].Parts
+		for p := len(parts) - 1; p >= 0; p-- {
+			if parts[p].Kind == Compaction {
+				return Position{m, p}
+			}
+		}
+	}
+	return Position{}
+}
+
+// AnchoredWindow returns the start of the provider-anchored window for the
+// last message of h, which must be a response R (spec C6–C7): with no
+// provider on R, the conservative window; otherwise the latest compaction
+// part strictly before R that is a wire boundary for R's provider, or {0, 0}.
+func AnchoredWindow(h History) Position {
+	r := len(h) - 1
+	if r < 0 || h[r].Kind != Response || !h[r].HasProvider {
+		return ConservativeWindow(h)
+	}
+	prov := h[r].Provider
+	for m := r - 1; m >= 0; m-- {
+		parts := h[m].Parts
+		for p := len(parts) - 1; p >= 0; p-- {
+			if parts[p].isBoundaryFor(prov) {
+				return Position{m, p}
+			}
+		}
+	}
+	return Position{}
+}
+
+// walk calls fn for every part of h from start on, in order.
+func walk(h History, start Position, fn func(m, p int, part *Part)) {
+	for m := start.Message; m < len(h); m++ {
+		p0 := 0
+		if m == start.Message {
+			p0 = start.Part
+		}
+		for p := p0; p < len(h[m].Parts); p++ {
+			fn(m, p, &h[m].Parts[p])
+		}
+	}
+}
+
+// Discovered returns the sorted names revealed from start on (spec D1).
+func Discovered(h History, start Position) []string {
+	set := map[string]struct{}{}
+	walk(h, start, func(_, _ int, part *Part) {
+		for _, n := range part.Reveals {
+			set[n] = struct{}{}
+		}
+	})
+	return sortedKeys(set)
+}
+
+// Loaded returns the sorted capability ids whose typed load call and return
+// both lie at or after start (spec L1–L3).
+func Loaded(h History, start Position) []string {
+	calls := map[string]string{}
+	set := map[string]struct{}{}
+	walk(h, start, func(_, _ int, part *Part) {
+		if part.ToolKind != ToolKindLoad || !part.HasToolCallID {
+			return
+		}
+		switch part.Kind {
+		case ToolCall:
+			if part.HasLoadID {
+				calls[part.ToolCallID] = part.LoadID
+			}
+		case ToolReturn:
+			if id, ok := calls[part.ToolCallID]; ok {
+				set[id] = struct{}{}
+			}
+		}
+	})
+	return sortedKeys(set)
+}
+
+// Derive computes the facts of h by transcribing the reference rules
+// literally: each window is located first, then parsed. It is the
+// specification the incremental Tracker is tested against.
+func Derive(h History, reg *Registry) Facts {
+	w := ConservativeWindow(h)
+	f := Facts{
+		Window:     w,
+		Discovered: Discovered(h, w),
+		Loaded:     Loaded(h, w),
+	}
+	returned := map[string]struct{}{}
+	walk(h, w, func(_, _ int, part *Part) {
+		if part.Kind == ToolReturn && part.Outcome == OutcomeSuccess {
+			returned[part.ToolName] = struct{}{}
+		}
+	})
+	f.Returned = sortedKeys(returned)
+	f.ActiveCapabilities = reg.activeFor(f.Loaded, nil)
+	f.Outgoing = Outgoing{Discovered: outgoingDiscovered(h, w), Loaded: f.Loaded}
+
+	r := len(h) - 1
+	if r < 0 || h[r].Kind != Response {
+		return f
+	}
+	R := &h[r]
+	hm := h[:r]
+	d := &Dispatch{
+		Window: AnchoredWindow(h),
+		Loaded: Loaded(hm, ConservativeWindow(hm)),
+	}
+	if R.HasProvider {
+		p := R.Provider
+		d.Provider = &p
+	}
+	d.Evidence.Discovered = minus(Discovered(h, d.Window), f.Discovered)
+	var evLoaded []string
+	for _, id := range minus(Loaded(h, d.Window), d.Loaded) {
+		if reg.IsDeferred(id) {
+			evLoaded = append(evLoaded, id)
+		}
+	}
+	d.Evidence.Loaded = nonNil(evLoaded)
+	d.ActiveCapabilities = reg.activeFor(d.Loaded, d.Evidence.Loaded)
+	d.SameResponse, d.Calls = sameResponse(R)
+	f.Dispatch = d
+	return f
+}
+
+// outgoingDiscovered is Discovered over the window of the cleaned outgoing
+// history (spec ADV1 a): a search return whose tool_call_id never appeared
+// on a tool-call part of an earlier message is an orphan and is dropped.
+// Dangling-call repair adds only untyped returns and merging changes no
+// evidence, so neither needs modelling here.
+func outgoingDiscovered(h History, w Position) []string {
+	seen := map[string]struct{}{}
+	set := map[string]struct{}{}
+	walk(h, Position{}, func(m, p int, part *Part) {
+		inWindow := m > w.Message || (m == w.Message && p >= w.Part)
+		switch part.Kind {
+		case ToolCall:
+			if part.HasToolCallID {
+				seen[part.ToolCallID] = struct{}{}
+			}
+			return
+		case ToolReturn:
+			if !part.HasToolCallID {
+				return
+			}
+			if _, ok := seen[part.ToolCallID]; !ok {
+				return
+			}
+		}
+		if inWindow {
+			for _, n := range part.Reveals {
+				set[n] = struct{}{}
+			}
+		}
+	})
+	return sortedKeys(set)
+}
+
+func sameResponse(R *Message) (SameResponse, []Call) {
+	revealed := map[string]struct{}{}
+	loads := map[string]struct{}{}
+	calls := []Call{}
+	for i := range R.Parts {
+		part := &R.Parts[i]
+		if part.Kind == BuiltinToolReturn {
+			for _, n := range part.Reveals {
+				revealed[n] = struct{}{}
+			}
+		}
+		if part.Kind != ToolCall {
+			continue
+		}
+		if part.ToolKind == ToolKindLoad && part.HasLoadID {
+			loads[part.LoadID] = struct{}{}
+		}
+		c := Call{Part: i, Tool: part.ToolName, ToolKind: part.ToolKind, Args: part.Args}
+		if part.HasToolCallID {
+			id := part.ToolCallID
+			c.ToolCallID = &id
+		}
+		calls = append(calls, c)
+	}
+	return SameResponse{Revealed: sortedKeys(revealed), PendingLoads: sortedKeys(loads)}, calls
+}
+
+func sortedKeys(set map[string]struct{}) []string {
+	out := make([]string, 0, len(set))
+	for k := range set {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// minus returns the sorted a − b for sorted a and b.
+func minus(a, b []string) []string {
+	out := make([]string, 0)
+	for _, s := range a {
+		if _, found := slices.BinarySearch(b, s); !found {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

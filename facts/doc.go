@@ -1,0 +1,22 @@
+// Package facts derives, in pure Go, what an agent's model has been shown:
+// the facts that policycheck's Rego policies decide on.
+//
+// It is the map of spec/semantics.md §2–§5 and of design.md "Facts":
+//
+//   - [History], [Message] and [Part] model a pydantic-ai message history
+//     after decoding (package loader turns the wire JSON into this model;
+//     this package never parses JSON and never imports OPA).
+//   - [Registry] is the shared, read-only tool and capability
+//     configuration. It is immutable once built and safe for concurrent use.
+//   - [Derive] computes [Facts] for a whole history by transcribing the
+//     reference rules literally: the conservative post-compaction window
+//     (§2.1), the provider-anchored window of the response being dispatched
+//     (§2.3), discovered tool names (§3), loaded capability ids (§4), the
+//     anchored evidence (§5) and the active capability sets.
+//   - [Tracker] yields the same [Facts] incrementally for a history that
+//     grows by appended messages, at a cost per appended message that does
+//     not depend on the length of the history already seen.
+//
+// Facts are raw evidence, not verdicts: deciding which tools are available,
+// advertised or callable is the policies' job (package engine).
+package facts

@@ -1,0 +1,263 @@
+package facts
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+)
+
+// Reserved framework tool names (spec X9, S2): a registry tool may not use them.
+const (
+	LoadCapabilityTool = "load_capability"
+	SearchTool         = "search_tools"
+)
+
+// Capability is a registered capability (spec 0.3).
+type Capability struct {
+	ID           string `json:"id"`
+	DeferLoading bool   `json:"defer_loading"`
+	Description  string `json:"description,omitempty"`
+}
+
+// Tool is a registered tool.
+type Tool struct {
+	Name string `json:"name"`
+	// Capability is the id of the owning capability, "" for none.
+	Capability   string `json:"capability"`
+	DeferLoading bool   `json:"defer_loading"`
+	Description  string `json:"description,omitempty"`
+	// MaxRetries is the tool's retry budget; nil means the default of 1.
+	MaxRetries *int `json:"max_retries,omitempty"`
+}
+
+// Gate says what makes a registry tool callable (conformance README).
+type Gate uint8
+
+// Gates.
+const (
+	// GateNone: always available.
+	GateNone Gate = iota
+	// GateSearch: deferred and not owned by a deferred capability; callable
+	// once revealed.
+	GateSearch
+	// GateCapability: owned by a deferred capability; callable once that
+	// capability is loaded (the load is the reveal).
+	GateCapability
+)
+
+func (g Gate) String() string {
+	switch g {
+	case GateSearch:
+		return "search"
+	case GateCapability:
+		return "capability"
+	}
+	return "none"
+}
+
+// RegistryError is a registry that breaks a rule. Pointer is the JSON
+// pointer of the offending value inside the registry document.
+type RegistryError struct {
+	Pointer string
+	Msg     string
+}
+
+func (e *RegistryError) Error() string { return e.Pointer + ": " + e.Msg }
+
+// Registry is the shared tool configuration. Build it with NewRegistry; it
+// is immutable afterwards and safe for concurrent use. Methods returning
+// slices return shared slices that callers must not modify.
+type Registry struct {
+	caps  []Capability
+	tools []Tool
+
+	capIndex  map[string]int
+	toolIndex map[string]int
+
+	deferred     []string // sorted ids of configured-deferred capabilities
+	always       []string // sorted ids of always-on capabilities
+	deferredSet  map[string]struct{}
+	gates        []Gate
+	searchGated  []string // sorted
+	alwaysTools  []string // sorted
+	capTools     map[string][]string
+	toolNames    []string // sorted
+	hasSearchUse bool
+}
+
+// NewRegistry validates and indexes a registry. It copies its arguments.
+// Errors are *RegistryError values joined with errors.Join, each naming the
+// JSON pointer of the offending entry.
+func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
+	r := &Registry{
+		caps:        slices.Clone(caps),
+		tools:       slices.Clone(tools),
+		capIndex:    make(map[string]int, len(caps)),
+		toolIndex:   make(map[string]int, len(tools)),
+		deferredSet: map[string]struct{}{},
+		capTools:    map[string][]string{},
+	}
+	var errs []error
+	for i, c := range r.caps {
+		ptr := fmt.Sprintf("/capabilities/%d/id", i)
+		if c.ID == "" {
+			msg := "capability id must be a non-empty string"
+			if c.DeferLoading {
+				msg = "a deferred capability must have an explicit, non-empty id"
+			}
+			errs = append(errs, &RegistryError{ptr, msg})
+			continue
+		}
+		if j, dup := r.capIndex[c.ID]; dup {
+			errs = append(errs, &RegistryError{ptr, fmt.Sprintf("duplicate capability id %q (first at /capabilities/%d)", c.ID, j)})
+			continue
+		}
+		r.capIndex[c.ID] = i
+		if c.DeferLoading {
+			r.deferred = append(r.deferred, c.ID)
+			r.deferredSet[c.ID] = struct{}{}
+		} else {
+			r.always = append(r.always, c.ID)
+		}
+	}
+	r.gates = make([]Gate, len(r.tools))
+	for i, t := range r.tools {
+		ptr := fmt.Sprintf("/tools/%d", i)
+		switch {
+		case t.Name == "":
+			errs = append(errs, &RegistryError{ptr + "/name", "tool name must be a non-empty string"})
+			continue
+		case t.Name == LoadCapabilityTool:
+			errs = append(errs, &RegistryError{ptr + "/name", "tool name 'load_capability' is reserved for deferred capability loading"})
+			continue
+		case t.Name == SearchTool:
+			errs = append(errs, &RegistryError{ptr + "/name", "tool name 'search_tools' is reserved for tool search"})
+			continue
+		}
+		if j, dup := r.toolIndex[t.Name]; dup {
+			errs = append(errs, &RegistryError{ptr + "/name", fmt.Sprintf("duplicate tool name %q (first at /tools/%d)", t.Name, j)})
+			continue
+		}
+		if t.MaxRetries != nil && *t.MaxRetries < 0 {
+			errs = append(errs, &RegistryError{ptr + "/max_retries", "max_retries must be >= 0"})
+		}
+		if t.Capability != "" {
+			if _, ok := r.capIndex[t.Capability]; !ok {
+				errs = append(errs, &RegistryError{ptr + "/capability", fmt.Sprintf("tool %q names unknown capability %q", t.Name, t.Capability)})
+				continue
+			}
+		}
+		r.toolIndex[t.Name] = i
+		_, capDeferred := r.deferredSet[t.Capability]
+		switch {
+		case t.Capability != "" && capDeferred:
+			// CapabilityOwnedToolset forces defer_loading on.
+			r.tools[i].DeferLoading = true
+			r.gates[i] = GateCapability
+			r.capTools[t.Capability] = append(r.capTools[t.Capability], t.Name)
+		case t.DeferLoading:
+			r.gates[i] = GateSearch
+			r.searchGated = append(r.searchGated, t.Name)
+		default:
+			r.gates[i] = GateNone
+			r.alwaysTools = append(r.alwaysTools, t.Name)
+		}
+		r.toolNames = append(r.toolNames, t.Name)
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	sort.Strings(r.deferred)
+	sort.Strings(r.always)
+	sort.Strings(r.searchGated)
+	sort.Strings(r.alwaysTools)
+	sort.Strings(r.toolNames)
+	for _, names := range r.capTools {
+		sort.Strings(names)
+	}
+	return r, nil
+}
+
+// Capabilities returns the registered capabilities in registry order.
+func (r *Registry) Capabilities() []Capability { return r.caps }
+
+// Tools returns the registered tools in registry order, with DeferLoading
+// forced on for tools of deferred capabilities.
+func (r *Registry) Tools() []Tool { return r.tools }
+
+// Tool looks a tool up by name.
+func (r *Registry) Tool(name string) (Tool, bool) {
+	i, ok := r.toolIndex[name]
+	if !ok {
+		return Tool{}, false
+	}
+	return r.tools[i], true
+}
+
+// Capability looks a capability up by id.
+func (r *Registry) Capability(id string) (Capability, bool) {
+	i, ok := r.capIndex[id]
+	if !ok {
+		return Capability{}, false
+	}
+	return r.caps[i], true
+}
+
+// GateOf returns what gates the named tool; ok is false for an unknown name.
+func (r *Registry) GateOf(name string) (g Gate, ok bool) {
+	i, ok := r.toolIndex[name]
+	if !ok {
+		return GateNone, false
+	}
+	return r.gates[i], true
+}
+
+// ToolNames returns every registry tool name, sorted.
+func (r *Registry) ToolNames() []string { return r.toolNames }
+
+// DeferredCapabilities returns the ids of configured-deferred capabilities, sorted.
+func (r *Registry) DeferredCapabilities() []string { return r.deferred }
+
+// AlwaysOnCapabilities returns the ids of always-on capabilities, sorted.
+func (r *Registry) AlwaysOnCapabilities() []string { return r.always }
+
+// IsDeferred reports whether id is a configured-deferred capability.
+func (r *Registry) IsDeferred(id string) bool {
+	_, ok := r.deferredSet[id]
+	return ok
+}
+
+// IsRegistered reports whether id is a registered capability.
+func (r *Registry) IsRegistered(id string) bool {
+	_, ok := r.capIndex[id]
+	return ok
+}
+
+// SearchGatedTools returns the search corpus (spec S1), sorted.
+func (r *Registry) SearchGatedTools() []string { return r.searchGated }
+
+// AlwaysAvailableTools returns the tools that need no reveal, sorted.
+func (r *Registry) AlwaysAvailableTools() []string { return r.alwaysTools }
+
+// CapabilityTools returns the sorted tools owned by a deferred capability.
+func (r *Registry) CapabilityTools(id string) []string { return r.capTools[id] }
+
+// HasLoadCapability reports whether the framework tool load_capability is
+// present: some capability is configured-deferred.
+func (r *Registry) HasLoadCapability() bool { return len(r.deferred) > 0 }
+
+// activeFor returns always ∪ (loaded ∩ deferred) ∪ extra, sorted. loaded
+// and extra are sets of ids.
+func (r *Registry) activeFor(loaded, extra []string) []string {
+	out := make([]string, 0, len(r.always)+len(loaded)+len(extra))
+	out = append(out, r.always...)
+	for _, id := range loaded {
+		if r.IsDeferred(id) {
+			out = append(out, id)
+		}
+	}
+	out = append(out, extra...)
+	sort.Strings(out)
+	return slices.Compact(out)
+}

@@ -1,0 +1,249 @@
+package facts
+
+import (
+	"slices"
+	"sort"
+)
+
+// Tracker derives Facts for a history that grows by appended messages.
+//
+// Appending a message costs time proportional to that message, and Facts
+// costs time proportional to the size of the fact sets (distinct tool names
+// and capability ids), not to the length of the history: the tracker keeps,
+// for the conservative window and for each provider that has produced a
+// wire-boundary compaction, the evidence accumulated since that window's
+// start. The last message, when it is a response, is held apart so that its
+// dispatch facts can be read without copying any state.
+//
+// A Tracker is not safe for concurrent use; the Registry it reads is.
+type Tracker struct {
+	reg *Registry
+	n   int // messages appended, pending one included
+
+	pending *Message // last message when it is a response, not yet folded in
+
+	cons       *window            // conservative window
+	all        *window            // the whole history: anchored window with no boundary
+	byProvider map[string]*window // anchored window per provider with a boundary
+	callIDs    map[string]struct{}
+}
+
+// window accumulates the evidence found from its start on.
+type window struct {
+	start    Position
+	disc     map[string]struct{}
+	calls    map[string]string // load call id → capability id
+	loaded   map[string]struct{}
+	returned map[string]struct{} // conservative window only
+	discOut  map[string]struct{} // conservative window only: cleaned reveals
+}
+
+func newWindow(start Position, conservative bool) *window {
+	w := &window{
+		start:  start,
+		disc:   map[string]struct{}{},
+		calls:  map[string]string{},
+		loaded: map[string]struct{}{},
+	}
+	if conservative {
+		w.returned = map[string]struct{}{}
+		w.discOut = map[string]struct{}{}
+	}
+	return w
+}
+
+// NewTracker returns a tracker for an empty history.
+func NewTracker(reg *Registry) *Tracker {
+	return &Tracker{
+		reg:        reg,
+		cons:       newWindow(Position{}, true),
+		all:        newWindow(Position{}, false),
+		byProvider: map[string]*window{},
+		callIDs:    map[string]struct{}{},
+	}
+}
+
+// Len returns the number of messages appended so far.
+func (t *Tracker) Len() int { return t.n }
+
+// Append adds messages to the end of the tracked history. The tracker keeps
+// references to the messages; callers must not modify them afterwards.
+func (t *Tracker) Append(msgs ...Message) {
+	for i := range msgs {
+		if t.pending != nil {
+			t.fold(t.pending, t.n-1)
+			t.pending = nil
+		}
+		m := &msgs[i]
+		if m.Kind == Response {
+			t.pending = m
+		} else {
+			t.fold(m, t.n)
+		}
+		t.n++
+	}
+}
+
+// fold applies message m at index idx to every window.
+func (t *Tracker) fold(m *Message, idx int) {
+	for p := range m.Parts {
+		part := &m.Parts[p]
+		if part.Kind == Compaction {
+			pos := Position{idx, p}
+			t.cons = newWindow(pos, true)
+			if part.HasProvider && part.HasPayload {
+				t.byProvider[part.Provider] = newWindow(pos, false)
+			}
+		}
+		orphan := false
+		switch part.Kind {
+		case ToolCall:
+			if part.HasToolCallID {
+				t.callIDs[part.ToolCallID] = struct{}{}
+			}
+		case ToolReturn:
+			if part.HasToolCallID {
+				_, seen := t.callIDs[part.ToolCallID]
+				orphan = !seen
+			} else {
+				orphan = true
+			}
+			if part.Outcome == OutcomeSuccess {
+				t.cons.returned[part.ToolName] = struct{}{}
+			}
+		}
+		t.cons.apply(part)
+		if !orphan {
+			for _, n := range part.Reveals {
+				t.cons.discOut[n] = struct{}{}
+			}
+		}
+		t.all.apply(part)
+		for _, w := range t.byProvider {
+			w.apply(part)
+		}
+	}
+}
+
+func (w *window) apply(part *Part) {
+	for _, n := range part.Reveals {
+		w.disc[n] = struct{}{}
+	}
+	if part.ToolKind != ToolKindLoad || !part.HasToolCallID {
+		return
+	}
+	switch part.Kind {
+	case ToolCall:
+		if part.HasLoadID {
+			w.calls[part.ToolCallID] = part.LoadID
+		}
+	case ToolReturn:
+		if id, ok := w.calls[part.ToolCallID]; ok {
+			w.loaded[id] = struct{}{}
+		}
+	}
+}
+
+// Facts returns the facts of the history appended so far. It equals
+// Derive over the same history.
+func (t *Tracker) Facts() Facts {
+	R := t.pending
+	if R == nil {
+		loaded := sortedKeys(t.cons.loaded)
+		return Facts{
+			Window:             t.cons.start,
+			Discovered:         sortedKeys(t.cons.disc),
+			Loaded:             loaded,
+			Returned:           sortedKeys(t.cons.returned),
+			ActiveCapabilities: t.reg.activeFor(loaded, nil),
+			Outgoing:           Outgoing{Discovered: sortedKeys(t.cons.discOut), Loaded: loaded},
+		}
+	}
+	r := t.n - 1
+	last := -1 // R's latest compaction part
+	for p := len(R.Parts) - 1; p >= 0; p-- {
+		if R.Parts[p].Kind == Compaction {
+			last = p
+			break
+		}
+	}
+	var f Facts
+	dispatchLoaded := sortedKeys(t.cons.loaded)
+	if last >= 0 {
+		// The conservative window starts inside R: only R's own parts from
+		// the compaction on count, and a response holds no returns.
+		disc := map[string]struct{}{}
+		for p := last; p < len(R.Parts); p++ {
+			for _, n := range R.Parts[p].Reveals {
+				disc[n] = struct{}{}
+			}
+		}
+		names := sortedKeys(disc)
+		f = Facts{
+			Window:     Position{r, last},
+			Discovered: names,
+			Loaded:     []string{},
+			Returned:   []string{},
+			Outgoing:   Outgoing{Discovered: names, Loaded: []string{}},
+		}
+	} else {
+		disc := sortedKeys(t.cons.disc)
+		out := sortedKeys(t.cons.discOut)
+		for p := range R.Parts {
+			disc = union(disc, R.Parts[p].Reveals)
+			out = union(out, R.Parts[p].Reveals)
+		}
+		f = Facts{
+			Window:     t.cons.start,
+			Discovered: disc,
+			Loaded:     dispatchLoaded,
+			Returned:   sortedKeys(t.cons.returned),
+			Outgoing:   Outgoing{Discovered: out, Loaded: dispatchLoaded},
+		}
+	}
+	f.ActiveCapabilities = t.reg.activeFor(f.Loaded, nil)
+
+	d := &Dispatch{Loaded: dispatchLoaded}
+	if !R.HasProvider {
+		d.Window = f.Window
+		d.Evidence = Evidence{Discovered: []string{}, Loaded: []string{}}
+	} else {
+		p := R.Provider
+		d.Provider = &p
+		w := t.byProvider[p]
+		if w == nil {
+			w = t.all
+		}
+		d.Window = w.start
+		// Compaction parts inside R are never the anchored boundary, so
+		// every reveal of R counts.
+		anchored := sortedKeys(w.disc)
+		for i := range R.Parts {
+			anchored = union(anchored, R.Parts[i].Reveals)
+		}
+		d.Evidence.Discovered = minus(anchored, f.Discovered)
+		evLoaded := []string{}
+		for id := range w.loaded {
+			if _, had := t.cons.loaded[id]; !had && t.reg.IsDeferred(id) {
+				evLoaded = append(evLoaded, id)
+			}
+		}
+		sort.Strings(evLoaded)
+		d.Evidence.Loaded = evLoaded
+	}
+	d.ActiveCapabilities = t.reg.activeFor(d.Loaded, d.Evidence.Loaded)
+	d.SameResponse, d.Calls = sameResponse(R)
+	f.Dispatch = d
+	return f
+}
+
+// union returns sorted a ∪ names for sorted a; names need not be sorted.
+func union(a []string, names []string) []string {
+	for _, n := range names {
+		i, found := slices.BinarySearch(a, n)
+		if !found {
+			a = slices.Insert(a, i, n)
+		}
+	}
+	return a
+}

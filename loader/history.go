@@ -1,0 +1,914 @@
+package loader
+
+import (
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// Limits bound what a decoder accepts, to protect a service from hostile
+// input. A zero field means "no limit" except MaxDepth, where zero selects
+// the default.
+type Limits struct {
+	// MaxBytes is the largest input accepted.
+	MaxBytes int64
+	// MaxMessages is the most messages a history may hold.
+	MaxMessages int
+	// MaxPartsPerMessage is the most parts one message may hold.
+	MaxPartsPerMessage int
+	// MaxParts is the most parts a whole history may hold.
+	MaxParts int
+	// MaxDepth is the deepest nesting of JSON arrays and objects.
+	MaxDepth int
+}
+
+// DefaultLimits are the limits used when none are given: generous for
+// real agent runs, small enough that one request cannot exhaust a server.
+func DefaultLimits() Limits {
+	return Limits{
+		MaxBytes:           64 << 20,
+		MaxMessages:        100_000,
+		MaxPartsPerMessage: 10_000,
+		MaxParts:           1_000_000,
+		MaxDepth:           128,
+	}
+}
+
+func (l Limits) depth() int {
+	if l.MaxDepth <= 0 {
+		return DefaultLimits().MaxDepth
+	}
+	return l.MaxDepth
+}
+
+// DecodeHistory decodes a pydantic-ai message history (a JSON array of
+// messages as ModelMessagesTypeAdapter writes it) into the facts model.
+//
+// It enforces the same rules as the shipped JSON Schema
+// (loader/schema/history.schema.json) in a single pass, so nothing the
+// schema rejects gets through this faster path: the reference's strictness
+// where it rejects (unknown kind or part_kind, a part in the wrong message
+// kind, an unknown tool_kind, a typed part whose payload does not validate,
+// a literal field with an unknown value) and its leniency where it accepts
+// (unknown extra keys, the legacy aliases added, vendor_details and
+// vendor_id). file names the input in errors; every error is an *Error.
+//
+// The returned history's Part.Args alias data: data must not be modified
+// while the history is in use.
+func DecodeHistory(file string, data []byte, lim Limits) (facts.History, error) {
+	if lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes {
+		return nil, &Error{File: file, Kind: KindLimit,
+			Msg: fmt.Sprintf("input is %d bytes, over the limit of %d", len(data), lim.MaxBytes)}
+	}
+	d := &historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim}
+	h, err := d.history()
+	if err != nil {
+		return nil, err
+	}
+	if d.peek() != 0 {
+		return nil, d.syntax("invalid JSON: unexpected data after the history")
+	}
+	return h, nil
+}
+
+// DecodeMessages decodes a JSON array of messages to append to a history
+// that already holds offset messages: error pointers count from offset.
+func DecodeMessages(file string, data []byte, offset int, lim Limits) ([]facts.Message, error) {
+	if lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes {
+		return nil, &Error{File: file, Kind: KindLimit,
+			Msg: fmt.Sprintf("input is %d bytes, over the limit of %d", len(data), lim.MaxBytes)}
+	}
+	d := &historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim, offset: offset}
+	h, err := d.history()
+	if err != nil {
+		return nil, err
+	}
+	if d.peek() != 0 {
+		return nil, d.syntax("invalid JSON: unexpected data after the messages")
+	}
+	return h, nil
+}
+
+type historyDecoder struct {
+	scanner
+	lim        Limits
+	offset     int
+	totalParts int
+}
+
+// JSON value types, as a bit mask of what a key accepts.
+type jtype uint8
+
+const (
+	tString jtype = 1 << iota
+	tNumber
+	tObject
+	tArray
+	tBool
+	tNull
+	tAny = tString | tNumber | tObject | tArray | tBool | tNull
+)
+
+func typeOf(c byte) jtype {
+	switch c {
+	case '"':
+		return tString
+	case '{':
+		return tObject
+	case '[':
+		return tArray
+	case 't', 'f':
+		return tBool
+	case 'n':
+		return tNull
+	}
+	return tNumber
+}
+
+func (t jtype) String() string {
+	var names []string
+	for _, x := range []struct {
+		t jtype
+		n string
+	}{{tString, "a string"}, {tNumber, "a number"}, {tObject, "an object"}, {tArray, "an array"}, {tBool, "a boolean"}, {tNull, "null"}} {
+		if t&x.t != 0 {
+			names = append(names, x.n)
+		}
+	}
+	switch len(names) {
+	case 0:
+		return "nothing"
+	case 1:
+		return names[0]
+	}
+	out := names[0]
+	for i, n := range names[1:] {
+		if i == len(names)-2 {
+			out += " or " + n
+		} else {
+			out += ", " + n
+		}
+	}
+	return out
+}
+
+func (d *historyDecoder) history() (facts.History, error) {
+	if d.peek() != '[' {
+		if _, err := d.skipValue(); err != nil {
+			return nil, err
+		}
+		return nil, d.fail(KindSchema, "a history must be an array of messages")
+	}
+	h := make(facts.History, 0, 16)
+	err := d.array(func(i int) *Error {
+		if d.lim.MaxMessages > 0 && d.offset+i >= d.lim.MaxMessages {
+			return d.fail(KindLimit, "more than %d messages", d.lim.MaxMessages)
+		}
+		m, err := d.message()
+		if err != nil {
+			return err
+		}
+		h = append(h, m)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+// message keys whose types are checked.
+const (
+	mKind = iota
+	mParts
+	mTimestamp
+	mInstructions
+	mRunID
+	mConversationID
+	mMetadata
+	mState
+	mUsage
+	mModelName
+	mProviderName
+	mProviderURL
+	mProviderDetails
+	mVendorDetails
+	mProviderResponseID
+	mVendorID
+	mFinishReason
+	mCount
+)
+
+var messageKeys = map[string]int{
+	"kind": mKind, "parts": mParts, "timestamp": mTimestamp, "instructions": mInstructions,
+	"run_id": mRunID, "conversation_id": mConversationID, "metadata": mMetadata, "state": mState,
+	"usage": mUsage, "model_name": mModelName, "provider_name": mProviderName,
+	"provider_url": mProviderURL, "provider_details": mProviderDetails,
+	"vendor_details": mVendorDetails, "provider_response_id": mProviderResponseID,
+	"vendor_id": mVendorID, "finish_reason": mFinishReason,
+}
+
+type keyRule struct {
+	key   int
+	name  string
+	types jtype
+}
+
+var requestRules = []keyRule{
+	{mTimestamp, "timestamp", tString | tNumber | tNull},
+	{mInstructions, "instructions", tString | tNull},
+	{mRunID, "run_id", tString | tNull},
+	{mConversationID, "conversation_id", tString | tNull},
+	{mMetadata, "metadata", tObject | tNull},
+}
+
+var responseRules = []keyRule{
+	{mUsage, "usage", tObject},
+	{mModelName, "model_name", tString | tNull},
+	{mTimestamp, "timestamp", tString | tNumber | tNull},
+	{mProviderName, "provider_name", tString | tNull},
+	{mProviderURL, "provider_url", tString | tNull},
+	{mProviderDetails, "provider_details", tObject | tNull},
+	{mVendorDetails, "vendor_details", tObject | tNull},
+	{mProviderResponseID, "provider_response_id", tString | tNull},
+	{mVendorID, "vendor_id", tString | tNull},
+	{mRunID, "run_id", tString | tNull},
+	{mConversationID, "conversation_id", tString | tNull},
+	{mMetadata, "metadata", tObject | tNull},
+}
+
+var (
+	requestStates  = []string{"complete", "interrupted"}
+	responseStates = []string{"complete", "incomplete", "suspended", "interrupted"}
+	finishReasons  = []string{"stop", "length", "content_filter", "tool_call", "error"}
+	outcomes       = []string{"success", "failed", "denied", "interrupted"}
+)
+
+func (d *historyDecoder) message() (facts.Message, *Error) {
+	var m facts.Message
+	if d.peek() != '{' {
+		if _, err := d.skipValue(); err != nil {
+			return m, err
+		}
+		return m, d.fail(KindSchema, "a message must be an object")
+	}
+	var spans [mCount]span
+	var parts []facts.Part
+	var partsSeen bool
+	err := d.object(func(key []byte) *Error {
+		k, known := messageKeys[string(key)]
+		if !known {
+			_, err := d.skipValue()
+			return err
+		}
+		if k == mParts {
+			if d.peek() != '[' {
+				sp, err := d.skipValue()
+				if err != nil {
+					return err
+				}
+				spans[mParts] = sp
+				return nil
+			}
+			partsSeen = true
+			parts = parts[:0]
+			s := d.i
+			err := d.array(func(j int) *Error {
+				if d.lim.MaxPartsPerMessage > 0 && j >= d.lim.MaxPartsPerMessage {
+					return d.fail(KindLimit, "more than %d parts in one message", d.lim.MaxPartsPerMessage)
+				}
+				d.totalParts++
+				if d.lim.MaxParts > 0 && d.totalParts > d.lim.MaxParts {
+					return d.fail(KindLimit, "more than %d parts in the history", d.lim.MaxParts)
+				}
+				p, err := d.part()
+				if err != nil {
+					return err
+				}
+				parts = append(parts, p)
+				return nil
+			})
+			spans[mParts] = span{s, d.i}
+			return err
+		}
+		sp, err := d.skipValue()
+		spans[k] = sp
+		return err
+	})
+	if err != nil {
+		return m, err
+	}
+	// Validate in a fixed order so that the first error is deterministic.
+	kind, err := d.enumAt(spans[mKind], "kind", []string{"request", "response"}, true)
+	if err != nil {
+		return m, err
+	}
+	if kind == "request" {
+		m.Kind = facts.Request
+	} else {
+		m.Kind = facts.Response
+	}
+	if !spans[mParts].present() {
+		return m, d.fail(KindSchema, "missing required key \"parts\"")
+	}
+	if !partsSeen || d.data[spans[mParts].s] != '[' {
+		return m, d.typeErr(spans[mParts], "parts", tArray)
+	}
+	rules, states := requestRules, requestStates
+	if m.Kind == facts.Response {
+		rules, states = responseRules, responseStates
+	}
+	for _, r := range rules {
+		if err := d.checkType(spans[r.key], r.name, r.types); err != nil {
+			return m, err
+		}
+	}
+	if _, err := d.enumAt(spans[mState], "state", states, false); err != nil {
+		return m, err
+	}
+	if m.Kind == facts.Response {
+		if spans[mFinishReason].present() && d.data[spans[mFinishReason].s] != 'n' {
+			if _, err := d.enumAt(spans[mFinishReason], "finish_reason", finishReasons, false); err != nil {
+				return m, err
+			}
+		}
+		if sp := spans[mProviderName]; sp.present() && d.data[sp.s] == '"' {
+			m.Provider, err = d.stringAt(sp, "provider_name")
+			if err != nil {
+				return m, err
+			}
+			m.HasProvider = true
+		}
+	}
+	for j := range parts {
+		if !parts[j].Kind.AllowedIn(m.Kind) {
+			d.push("parts")
+			d.pushIdx(j)
+			d.push("part_kind")
+			return m, d.fail(KindSchema, "%q is not allowed in a %s", parts[j].Kind.String(), m.Kind)
+		}
+	}
+	m.Parts = slices.Clip(slices.Clone(parts))
+	return m, nil
+}
+
+func (d *historyDecoder) checkType(sp span, name string, allowed jtype) *Error {
+	if !sp.present() {
+		return nil
+	}
+	if typeOf(d.data[sp.s])&allowed == 0 {
+		return d.typeErr(sp, name, allowed)
+	}
+	return nil
+}
+
+func (d *historyDecoder) typeErr(sp span, name string, allowed jtype) *Error {
+	d.push(name)
+	defer d.pop()
+	return d.fail(KindSchema, "must be %s, not %s", allowed, typeOf(d.data[sp.s]))
+}
+
+// stringAt decodes the string at sp (already validated as a string).
+func (d *historyDecoder) stringAt(sp span, name string) (string, *Error) {
+	var out string
+	err := d.at(sp, name, func() *Error {
+		var err *Error
+		out, err = d.readString()
+		return err
+	})
+	return out, err
+}
+
+// enumAt checks that the value at sp is one of the allowed strings.
+func (d *historyDecoder) enumAt(sp span, name string, allowed []string, required bool) (string, *Error) {
+	if !sp.present() {
+		if required {
+			return "", d.fail(KindSchema, "missing required key %q", name)
+		}
+		return "", nil
+	}
+	if d.data[sp.s] != '"' {
+		return "", d.typeErr(sp, name, tString)
+	}
+	s, err := d.stringAt(sp, name)
+	if err != nil {
+		return "", err
+	}
+	if !slices.Contains(allowed, s) {
+		d.push(name)
+		defer d.pop()
+		return "", d.fail(KindSchema, "%q is not one of %q", s, allowed)
+	}
+	return s, nil
+}
+
+// part keys.
+const (
+	pPartKind = iota
+	pToolName
+	pToolCallID
+	pToolKind
+	pArgs
+	pContent
+	pMetadata
+	pOutcome
+	pToolsAdded
+	pAdded
+	pProviderName
+	pProviderDetails
+	pTimestamp
+	pID
+	pSignature
+	pDynamicRef
+	pCount
+)
+
+var partKeys = map[string]int{
+	"part_kind": pPartKind, "tool_name": pToolName, "tool_call_id": pToolCallID,
+	"tool_kind": pToolKind, "args": pArgs, "content": pContent, "metadata": pMetadata,
+	"outcome": pOutcome, "tools_added": pToolsAdded, "added": pAdded,
+	"provider_name": pProviderName, "provider_details": pProviderDetails,
+	"timestamp": pTimestamp, "id": pID, "signature": pSignature, "dynamic_ref": pDynamicRef,
+}
+
+var partKeyNames = func() (names [pCount]string) {
+	for n, k := range partKeys {
+		names[k] = n
+	}
+	return
+}()
+
+type partRule struct {
+	key      int
+	types    jtype
+	required bool
+}
+
+const tTimestamp = tString | tNumber | tNull
+
+// plainRules are the per-kind key rules of untyped parts.
+var plainRules = map[facts.PartKind][]partRule{
+	facts.SystemPrompt: {{pContent, tString, true}, {pTimestamp, tTimestamp, false}, {pDynamicRef, tString | tNull, false}},
+	facts.UserPrompt:   {{pContent, tString | tArray, true}, {pTimestamp, tTimestamp, false}},
+	facts.Speech:       nil,
+	facts.File:         nil,
+	facts.Text: {{pContent, tString, true}, {pID, tString | tNull, false},
+		{pProviderName, tString | tNull, false}, {pProviderDetails, tObject | tNull, false}},
+	facts.Thinking: {{pContent, tString, true}, {pID, tString | tNull, false}, {pSignature, tString | tNull, false},
+		{pProviderName, tString | tNull, false}, {pProviderDetails, tObject | tNull, false}},
+	facts.Compaction: {{pContent, tString | tNull, false}, {pID, tString | tNull, false},
+		{pProviderName, tString | tNull, false}, {pProviderDetails, tObject | tNull, false}},
+	facts.ToolCall: {{pArgs, tObject | tString | tNull, false}, {pToolCallID, tString, false},
+		{pID, tString | tNull, false}, {pProviderName, tString | tNull, false}, {pProviderDetails, tObject | tNull, false}},
+	facts.BuiltinToolCall: {{pArgs, tObject | tString | tNull, false}, {pToolCallID, tString, false},
+		{pID, tString | tNull, false}, {pProviderName, tString | tNull, false}, {pProviderDetails, tObject | tNull, false}},
+	facts.ToolReturn: {{pContent, tAny, true}, {pToolCallID, tString, false}, {pTimestamp, tTimestamp, false}},
+	facts.BuiltinToolReturn: {{pContent, tAny, true}, {pToolCallID, tString, false}, {pTimestamp, tTimestamp, false},
+		{pProviderName, tString | tNull, false}, {pProviderDetails, tObject | tNull, false}},
+	facts.RetryPrompt: {{pContent, tString | tArray, true}, {pToolName, tString | tNull, false},
+		{pToolCallID, tString, false}, {pTimestamp, tTimestamp, false}},
+	facts.ToolAvailabilityDelta: {{pToolCallID, tString | tNull, false}},
+}
+
+// fixedNames are the tool names typed parts must carry (spec W14).
+func fixedName(k facts.PartKind, tk facts.ToolKind) string {
+	switch {
+	case tk == facts.ToolKindSearch && (k == facts.ToolCall || k == facts.ToolReturn):
+		return facts.SearchTool
+	case tk == facts.ToolKindSearch && (k == facts.BuiltinToolCall || k == facts.BuiltinToolReturn):
+		return "tool_search"
+	case tk == facts.ToolKindLoad && (k == facts.ToolCall || k == facts.ToolReturn):
+		return facts.LoadCapabilityTool
+	}
+	return ""
+}
+
+func (d *historyDecoder) part() (facts.Part, *Error) {
+	var p facts.Part
+	if d.peek() != '{' {
+		if _, err := d.skipValue(); err != nil {
+			return p, err
+		}
+		return p, d.fail(KindSchema, "a part must be an object")
+	}
+	var sp [pCount]span
+	err := d.object(func(key []byte) *Error {
+		v, err := d.skipValue()
+		if k, known := partKeys[string(key)]; known {
+			sp[k] = v
+		}
+		return err
+	})
+	if err != nil {
+		return p, err
+	}
+	if !sp[pPartKind].present() {
+		return p, d.fail(KindSchema, "missing required key \"part_kind\"")
+	}
+	if d.data[sp[pPartKind].s] != '"' {
+		return p, d.typeErr(sp[pPartKind], "part_kind", tString)
+	}
+	kindName, err := d.stringAt(sp[pPartKind], "part_kind")
+	if err != nil {
+		return p, err
+	}
+	kind, ok := facts.ParsePartKind(kindName)
+	if !ok {
+		d.push("part_kind")
+		defer d.pop()
+		return p, d.fail(KindSchema, "unknown part_kind %q", kindName)
+	}
+	p.Kind = kind
+	for _, r := range plainRules[kind] {
+		if !sp[r.key].present() {
+			if r.required {
+				return p, d.fail(KindSchema, "missing required key %q", partKeyNames[r.key])
+			}
+			continue
+		}
+		if err := d.checkType(sp[r.key], partKeyNames[r.key], r.types); err != nil {
+			return p, err
+		}
+	}
+	switch kind {
+	case facts.ToolCall, facts.BuiltinToolCall, facts.ToolReturn, facts.BuiltinToolReturn:
+		return p, d.toolPart(&p, &sp)
+	case facts.RetryPrompt:
+		if s := sp[pToolName]; s.present() && d.data[s.s] == '"' {
+			if p.ToolName, err = d.stringAt(s, "tool_name"); err != nil {
+				return p, err
+			}
+		}
+		return p, d.callID(&p, sp[pToolCallID])
+	case facts.ToolAvailabilityDelta:
+		key, name := sp[pToolsAdded], "tools_added"
+		if !key.present() {
+			key, name = sp[pAdded], "added"
+		}
+		if key.present() {
+			names, err := d.stringList(key, name)
+			if err != nil {
+				return p, err
+			}
+			p.Reveals = nonNilNames(names)
+		} else {
+			p.Reveals = []string{}
+		}
+		return p, d.callID(&p, sp[pToolCallID])
+	case facts.Compaction:
+		if err := d.provider(&p, sp[pProviderName]); err != nil {
+			return p, err
+		}
+		if c := sp[pContent]; c.present() && d.data[c.s] != 'n' {
+			p.HasPayload = true
+		}
+		if det := sp[pProviderDetails]; det.present() && d.data[det.s] == '{' {
+			err := d.at(det, "provider_details", func() *Error {
+				return d.object(func(key []byte) *Error {
+					if string(key) == "encrypted_content" {
+						p.HasPayload = true
+					}
+					_, err := d.skipValue()
+					return err
+				})
+			})
+			if err != nil {
+				return p, err
+			}
+		}
+	case facts.Text, facts.Thinking:
+		return p, d.provider(&p, sp[pProviderName])
+	}
+	return p, nil
+}
+
+func nonNilNames(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+func (d *historyDecoder) provider(p *facts.Part, s span) *Error {
+	if s.present() && d.data[s.s] == '"' {
+		var err *Error
+		if p.Provider, err = d.stringAt(s, "provider_name"); err != nil {
+			return err
+		}
+		p.HasProvider = true
+	}
+	return nil
+}
+
+func (d *historyDecoder) callID(p *facts.Part, s span) *Error {
+	if s.present() && d.data[s.s] == '"' {
+		var err *Error
+		if p.ToolCallID, err = d.stringAt(s, "tool_call_id"); err != nil {
+			return err
+		}
+		p.HasToolCallID = true
+	}
+	return nil
+}
+
+// stringList reads an array of strings.
+func (d *historyDecoder) stringList(sp span, name string) ([]string, *Error) {
+	if d.data[sp.s] != '[' {
+		return nil, d.typeErr(sp, name, tArray)
+	}
+	var out []string
+	err := d.at(sp, name, func() *Error {
+		return d.array(func(int) *Error {
+			if d.peek() != '"' {
+				return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+			}
+			s, err := d.readString()
+			out = append(out, s)
+			return err
+		})
+	})
+	return out, err
+}
+
+func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
+	kind := p.Kind
+	// tool_kind: a closed enum (spec W15).
+	if s := sp[pToolKind]; s.present() && d.data[s.s] != 'n' {
+		tk, err := d.enumAt(s, "tool_kind", []string{"tool-search", "capability-load"}, false)
+		if err != nil {
+			return err
+		}
+		if tk == "tool-search" {
+			p.ToolKind = facts.ToolKindSearch
+		} else {
+			p.ToolKind = facts.ToolKindLoad
+		}
+	}
+	fixed := fixedName(kind, p.ToolKind)
+	if fixed == "" {
+		// Untyped (or a combination the reference has no typed class for):
+		// a plain part, whose name is required.
+		p.ToolKind = facts.ToolKindNone
+		if !sp[pToolName].present() {
+			return d.fail(KindSchema, "missing required key \"tool_name\"")
+		}
+	}
+	if s := sp[pToolName]; s.present() {
+		if d.data[s.s] != '"' {
+			return d.typeErr(s, "tool_name", tString)
+		}
+		name, err := d.stringAt(s, "tool_name")
+		if err != nil {
+			return err
+		}
+		if fixed != "" && name != fixed {
+			d.push("tool_name")
+			defer d.pop()
+			return d.fail(KindSchema, "a %s part with tool_kind %q must be named %q, not %q", kind, p.ToolKind, fixed, name)
+		}
+		p.ToolName = name
+	} else {
+		p.ToolName = fixed
+	}
+	if err := d.callID(p, sp[pToolCallID]); err != nil {
+		return err
+	}
+	if kind == facts.BuiltinToolCall || kind == facts.BuiltinToolReturn {
+		if err := d.provider(p, sp[pProviderName]); err != nil {
+			return err
+		}
+	}
+	switch kind {
+	case facts.ToolCall, facts.BuiltinToolCall:
+		if a := sp[pArgs]; a.present() {
+			p.Args = d.data[a.s:a.e]
+		}
+		switch p.ToolKind {
+		case facts.ToolKindSearch:
+			return d.searchArgs(sp[pArgs])
+		case facts.ToolKindLoad:
+			return d.loadArgs(p, sp[pArgs])
+		}
+	case facts.ToolReturn, facts.BuiltinToolReturn:
+		if o := sp[pOutcome]; o.present() {
+			out, err := d.enumAt(o, "outcome", outcomes, false)
+			if err != nil {
+				return err
+			}
+			p.Outcome = facts.Outcome(slices.Index(outcomes, out))
+		}
+		switch p.ToolKind {
+		case facts.ToolKindSearch:
+			names, err := d.searchContent(sp[pContent])
+			p.Reveals = names
+			return err
+		case facts.ToolKindLoad:
+			return d.loadContent(sp[pContent])
+		}
+		if kind == facts.ToolReturn && p.ToolName == facts.SearchTool {
+			p.Reveals = d.legacyMetadata(sp[pMetadata])
+		}
+	}
+	return nil
+}
+
+// searchArgs checks typed search args: null, any string, or an object with
+// a queries list of strings (spec W16).
+func (d *historyDecoder) searchArgs(a span) *Error {
+	if !a.present() || d.data[a.s] != '{' {
+		return nil
+	}
+	found := false
+	err := d.at(a, "args", func() *Error {
+		return d.object(func(key []byte) *Error {
+			if string(key) != "queries" {
+				_, err := d.skipValue()
+				return err
+			}
+			found = true
+			if d.peek() != '[' {
+				return d.fail(KindSchema, "must be an array of strings, not %s", typeOf(d.peek()))
+			}
+			return d.array(func(int) *Error {
+				if d.peek() != '"' {
+					return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+				}
+				_, err := d.skipValue()
+				return err
+			})
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		d.push("args")
+		defer d.pop()
+		return d.fail(KindSchema, "a typed search call's args must have \"queries\"")
+	}
+	return nil
+}
+
+// loadArgs reads a typed load call's capability id (spec L2, W16).
+func (d *historyDecoder) loadArgs(p *facts.Part, a span) *Error {
+	if !a.present() || d.data[a.s] == 'n' {
+		return nil
+	}
+	if d.data[a.s] == '"' {
+		s, err := d.stringAt(a, "args")
+		if err != nil {
+			return err
+		}
+		var args map[string]any
+		if json.Unmarshal([]byte(s), &args) == nil {
+			if id, ok := args["id"].(string); ok {
+				p.LoadID, p.HasLoadID = id, true
+			}
+		}
+		return nil
+	}
+	// An object: "id" must be present and a string.
+	found := false
+	err := d.at(a, "args", func() *Error {
+		return d.object(func(key []byte) *Error {
+			if string(key) != "id" {
+				_, err := d.skipValue()
+				return err
+			}
+			if d.peek() != '"' {
+				return d.fail(KindSchema, "a capability id must be a string, not %s", typeOf(d.peek()))
+			}
+			id, err := d.readString()
+			p.LoadID, p.HasLoadID, found = id, true, true
+			return err
+		})
+	})
+	if err != nil {
+		return err
+	}
+	if !found {
+		d.push("args")
+		defer d.pop()
+		return d.fail(KindSchema, "a typed load call's args must have \"id\"")
+	}
+	return nil
+}
+
+// searchContent reads a typed search return's discovered tool names.
+func (d *historyDecoder) searchContent(c span) ([]string, *Error) {
+	if d.data[c.s] != '{' {
+		return nil, d.typeErr(c, "content", tObject)
+	}
+	names := []string{}
+	found := false
+	err := d.at(c, "content", func() *Error {
+		return d.object(func(key []byte) *Error {
+			switch string(key) {
+			case "discovered_tools":
+				found = true
+				names = names[:0]
+				if d.peek() != '[' {
+					return d.fail(KindSchema, "must be an array of tool matches, not %s", typeOf(d.peek()))
+				}
+				return d.array(func(int) *Error {
+					if d.peek() != '{' {
+						return d.fail(KindSchema, "a tool match must be an object, not %s", typeOf(d.peek()))
+					}
+					var name *string
+					err := d.object(func(key []byte) *Error {
+						if string(key) != "name" {
+							_, err := d.skipValue()
+							return err
+						}
+						if d.peek() != '"' {
+							return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+						}
+						s, err := d.readString()
+						name = &s
+						return err
+					})
+					if err != nil {
+						return err
+					}
+					if name == nil {
+						return d.fail(KindSchema, "a tool match must have \"name\"")
+					}
+					names = append(names, *name)
+					return nil
+				})
+			case "message":
+				if d.peek() != '"' {
+					return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+				}
+			}
+			_, err := d.skipValue()
+			return err
+		})
+	})
+	if err != nil {
+		return nil, err
+	}
+	if !found {
+		d.push("content")
+		defer d.pop()
+		return nil, d.fail(KindSchema, "a typed search return's content must have \"discovered_tools\"")
+	}
+	return names, nil
+}
+
+// loadContent checks a typed load return's content: an object whose
+// optional instructions are a string.
+func (d *historyDecoder) loadContent(c span) *Error {
+	if d.data[c.s] != '{' {
+		return d.typeErr(c, "content", tObject)
+	}
+	return d.at(c, "content", func() *Error {
+		return d.object(func(key []byte) *Error {
+			if string(key) == "instructions" && d.peek() != '"' {
+				return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+			}
+			_, err := d.skipValue()
+			return err
+		})
+	})
+}
+
+// legacyMetadata reads the legacy reveal form (spec D1 item 3): metadata
+// with a discovered_tools list of strings. Any other shape reveals nothing.
+func (d *historyDecoder) legacyMetadata(m span) []string {
+	if !m.present() || d.data[m.s] != '{' {
+		return nil
+	}
+	var names []string
+	ok := false
+	_ = d.at(m, "metadata", func() *Error {
+		return d.object(func(key []byte) *Error {
+			if string(key) != "discovered_tools" {
+				_, err := d.skipValue()
+				return err
+			}
+			names, ok = nil, false
+			if d.peek() != '[' {
+				_, err := d.skipValue()
+				return err
+			}
+			ok = true
+			return d.array(func(int) *Error {
+				if d.peek() != '"' {
+					ok = false
+					_, err := d.skipValue()
+					return err
+				}
+				s, err := d.readString()
+				names = append(names, s)
+				return err
+			})
+		})
+	})
+	if !ok {
+		return nil
+	}
+	return nonNilNames(names)
+}

@@ -1,0 +1,415 @@
+package loader
+
+import (
+	"bytes"
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode/utf8"
+)
+
+// scanner is a validating JSON reader over a byte slice. It checks the
+// full JSON grammar (RFC 8259, UTF-8 only), enforces a nesting limit and
+// keeps the JSON pointer of the value it is reading, so that every error
+// names where it happened.
+type scanner struct {
+	data     []byte
+	i        int
+	depth    int
+	maxDepth int
+	file     string
+	path     []seg
+}
+
+type seg struct {
+	key string
+	idx int // -1 for a key segment
+}
+
+// span is the extent of one JSON value inside scanner.data; e == 0 means absent.
+type span struct{ s, e int }
+
+func (sp span) present() bool { return sp.e != 0 }
+
+// strPlain marks the bytes that may appear unescaped in a JSON string and
+// need no further checks: printable ASCII other than '"' and '\'.
+var strPlain = func() (t [256]bool) {
+	for b := 0x20; b < 0x80; b++ {
+		t[b] = b != '"' && b != '\\'
+	}
+	return
+}()
+
+func (d *scanner) push(key string) { d.path = append(d.path, seg{key: key, idx: -1}) }
+func (d *scanner) pushIdx(i int)   { d.path = append(d.path, seg{idx: i}) }
+func (d *scanner) pop()            { d.path = d.path[:len(d.path)-1] }
+
+func (d *scanner) pointer() string {
+	if len(d.path) == 0 {
+		return ""
+	}
+	var b strings.Builder
+	for _, s := range d.path {
+		b.WriteByte('/')
+		if s.idx >= 0 {
+			b.WriteString(strconv.Itoa(s.idx))
+			continue
+		}
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(s.key))
+	}
+	return b.String()
+}
+
+// fail returns a validation error at the current pointer.
+func (d *scanner) fail(kind ErrorKind, format string, args ...any) *Error {
+	return &Error{File: d.file, Pointer: d.pointer(), Kind: kind, Msg: fmt.Sprintf(format, args...)}
+}
+
+// syntax returns a syntax error at the current offset.
+func (d *scanner) syntax(format string, args ...any) *Error {
+	e := d.fail(KindSyntax, format, args...)
+	e.Offset = d.i
+	e.Line = 1 + bytes.Count(d.data[:min(d.i, len(d.data))], []byte{'\n'})
+	e.Column = d.i - bytes.LastIndexByte(d.data[:min(d.i, len(d.data))], '\n')
+	return e
+}
+
+func (d *scanner) ws() {
+	for d.i < len(d.data) {
+		switch d.data[d.i] {
+		case ' ', '\t', '\n', '\r':
+			d.i++
+		default:
+			return
+		}
+	}
+}
+
+// peek returns the next non-space byte, or 0 at the end of input.
+func (d *scanner) peek() byte {
+	d.ws()
+	if d.i >= len(d.data) {
+		return 0
+	}
+	return d.data[d.i]
+}
+
+func (d *scanner) unexpected() *Error {
+	if d.i >= len(d.data) {
+		return d.syntax("invalid JSON: unexpected end of input")
+	}
+	c := d.data[d.i]
+	if c < 0x20 || c >= 0x7f {
+		return d.syntax("invalid JSON: unexpected byte 0x%02x", c)
+	}
+	return d.syntax("invalid JSON: unexpected character %q", c)
+}
+
+// skipString reads a string starting at '"' and returns the extent of its
+// raw contents (between the quotes) and whether it holds escapes.
+func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
+	d.i++ // opening quote
+	s = d.i
+	data := d.data
+	for {
+		for d.i < len(data) && strPlain[data[d.i]] {
+			d.i++
+		}
+		if d.i >= len(data) {
+			return 0, 0, false, d.syntax("invalid JSON: unterminated string")
+		}
+		c := data[d.i]
+		switch {
+		case c == '"':
+			e = d.i
+			d.i++
+			return s, e, esc, nil
+		case c == '\\':
+			esc = true
+			if d.i+1 >= len(data) {
+				return 0, 0, false, d.syntax("invalid JSON: unterminated string")
+			}
+			switch data[d.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				d.i += 2
+			case 'u':
+				if d.i+6 > len(data) {
+					return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
+				}
+				for _, h := range data[d.i+2 : d.i+6] {
+					if !isHex(h) {
+						return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
+					}
+				}
+				d.i += 6
+			default:
+				return 0, 0, false, d.syntax("invalid JSON: bad escape \\%c", data[d.i+1])
+			}
+		case c < 0x20:
+			return 0, 0, false, d.syntax("invalid JSON: control character 0x%02x in string", c)
+		default: // c >= 0x80
+			r, size := utf8.DecodeRune(data[d.i:])
+			if r == utf8.RuneError && size <= 1 {
+				return 0, 0, false, d.syntax("invalid UTF-8 in string")
+			}
+			d.i += size
+		}
+	}
+}
+
+func isHex(c byte) bool {
+	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+}
+
+// readString reads a string value and returns it decoded.
+func (d *scanner) readString() (string, *Error) {
+	if d.peek() != '"' {
+		return "", d.unexpected()
+	}
+	s, e, esc, err := d.skipString()
+	if err != nil {
+		return "", err
+	}
+	if !esc {
+		return string(d.data[s:e]), nil
+	}
+	return unescape(d.data[s-1 : e+1]), nil
+}
+
+// unescape decodes a quoted JSON string that skipString has validated.
+func unescape(q []byte) string {
+	var b strings.Builder
+	b.Grow(len(q))
+	for i := 1; i < len(q)-1; i++ {
+		c := q[i]
+		if c != '\\' {
+			b.WriteByte(c)
+			continue
+		}
+		i++
+		switch q[i] {
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u':
+			r, _ := strconv.ParseUint(string(q[i+1:i+5]), 16, 32)
+			i += 4
+			if utf16Surrogate(rune(r)) && i+6 < len(q) && q[i+1] == '\\' && q[i+2] == 'u' {
+				r2, _ := strconv.ParseUint(string(q[i+3:i+7]), 16, 32)
+				if c := decodeSurrogates(rune(r), rune(r2)); c != utf8.RuneError {
+					b.WriteRune(c)
+					i += 6
+					continue
+				}
+			}
+			b.WriteRune(rune(r))
+		default: // '"', '\\', '/'
+			b.WriteByte(q[i])
+		}
+	}
+	return b.String()
+}
+
+func utf16Surrogate(r rune) bool { return 0xd800 <= r && r < 0xe000 }
+
+func decodeSurrogates(r1, r2 rune) rune {
+	if 0xd800 <= r1 && r1 < 0xdc00 && 0xdc00 <= r2 && r2 < 0xe000 {
+		return (r1-0xd800)<<10 | (r2 - 0xdc00) + 0x10000
+	}
+	return utf8.RuneError
+}
+
+func (d *scanner) skipNumber() *Error {
+	data := d.data
+	if d.i < len(data) && data[d.i] == '-' {
+		d.i++
+	}
+	switch {
+	case d.i < len(data) && data[d.i] == '0':
+		d.i++
+	case d.i < len(data) && '1' <= data[d.i] && data[d.i] <= '9':
+		for d.i < len(data) && '0' <= data[d.i] && data[d.i] <= '9' {
+			d.i++
+		}
+	default:
+		return d.unexpected()
+	}
+	if d.i < len(data) && data[d.i] == '.' {
+		d.i++
+		if d.i >= len(data) || data[d.i] < '0' || data[d.i] > '9' {
+			return d.unexpected()
+		}
+		for d.i < len(data) && '0' <= data[d.i] && data[d.i] <= '9' {
+			d.i++
+		}
+	}
+	if d.i < len(data) && (data[d.i] == 'e' || data[d.i] == 'E') {
+		d.i++
+		if d.i < len(data) && (data[d.i] == '+' || data[d.i] == '-') {
+			d.i++
+		}
+		if d.i >= len(data) || data[d.i] < '0' || data[d.i] > '9' {
+			return d.unexpected()
+		}
+		for d.i < len(data) && '0' <= data[d.i] && data[d.i] <= '9' {
+			d.i++
+		}
+	}
+	return nil
+}
+
+func (d *scanner) literal(lit string) *Error {
+	if !bytes.HasPrefix(d.data[d.i:], []byte(lit)) {
+		return d.unexpected()
+	}
+	d.i += len(lit)
+	return nil
+}
+
+func (d *scanner) enter() *Error {
+	d.depth++
+	if d.depth > d.maxDepth {
+		return d.fail(KindLimit, "nesting deeper than the limit of %d", d.maxDepth)
+	}
+	return nil
+}
+
+// skipValue validates and skips one value, returning its extent.
+func (d *scanner) skipValue() (span, *Error) {
+	c := d.peek()
+	s := d.i
+	var err *Error
+	switch {
+	case c == '"':
+		_, _, _, err = d.skipString()
+	case c == '{':
+		err = d.object(func([]byte) *Error {
+			_, err := d.skipValue()
+			return err
+		})
+	case c == '[':
+		err = d.array(func(int) *Error {
+			_, err := d.skipValue()
+			return err
+		})
+	case c == 't':
+		err = d.literal("true")
+	case c == 'f':
+		err = d.literal("false")
+	case c == 'n':
+		err = d.literal("null")
+	case c == '-' || ('0' <= c && c <= '9'):
+		err = d.skipNumber()
+	default:
+		err = d.unexpected()
+	}
+	if err != nil {
+		return span{}, err
+	}
+	return span{s, d.i}, nil
+}
+
+// object reads an object, calling fn for each member with the key (raw
+// bytes, valid until the next call) and the scanner positioned at the
+// value; fn must consume the value. The key is on the path during fn.
+func (d *scanner) object(fn func(key []byte) *Error) *Error {
+	if d.peek() != '{' {
+		return d.unexpected()
+	}
+	if err := d.enter(); err != nil {
+		return err
+	}
+	d.i++
+	if d.peek() == '}' {
+		d.i++
+		d.depth--
+		return nil
+	}
+	for {
+		if d.peek() != '"' {
+			return d.unexpected()
+		}
+		s, e, esc, err := d.skipString()
+		if err != nil {
+			return err
+		}
+		key := d.data[s:e]
+		if esc {
+			key = []byte(unescape(d.data[s-1 : e+1]))
+		}
+		if d.peek() != ':' {
+			return d.unexpected()
+		}
+		d.i++
+		d.push(string(key))
+		if err := fn(key); err != nil {
+			return err
+		}
+		d.pop()
+		switch d.peek() {
+		case ',':
+			d.i++
+		case '}':
+			d.i++
+			d.depth--
+			return nil
+		default:
+			return d.unexpected()
+		}
+	}
+}
+
+// array reads an array, calling fn for each element index with the scanner
+// positioned at the element; fn must consume it.
+func (d *scanner) array(fn func(i int) *Error) *Error {
+	if d.peek() != '[' {
+		return d.unexpected()
+	}
+	if err := d.enter(); err != nil {
+		return err
+	}
+	d.i++
+	if d.peek() == ']' {
+		d.i++
+		d.depth--
+		return nil
+	}
+	for n := 0; ; n++ {
+		d.pushIdx(n)
+		if err := fn(n); err != nil {
+			return err
+		}
+		d.pop()
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			d.depth--
+			return nil
+		default:
+			return d.unexpected()
+		}
+	}
+}
+
+// at repositions the scanner on a value it has already validated, runs fn
+// with key pushed on the path, and restores the position.
+func (d *scanner) at(sp span, key string, fn func() *Error) *Error {
+	saved, savedDepth := d.i, d.depth
+	d.i = sp.s
+	d.push(key)
+	err := fn()
+	if err == nil {
+		d.pop()
+	}
+	d.i, d.depth = saved, savedDepth
+	return err
+}

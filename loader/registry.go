@@ -1,0 +1,213 @@
+package loader
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// registryDoc is the registry file format (design.md "Registry").
+type registryDoc struct {
+	Capabilities []struct {
+		ID           string `json:"id"`
+		DeferLoading bool   `json:"defer_loading"`
+		Description  string `json:"description"`
+	} `json:"capabilities"`
+	Tools []struct {
+		Name         string  `json:"name"`
+		Capability   *string `json:"capability"`
+		DeferLoading bool    `json:"defer_loading"`
+		Description  string  `json:"description"`
+		MaxRetries   *int    `json:"max_retries"`
+	} `json:"tools"`
+}
+
+// ReadRegistry reads a registry file (YAML, or JSON by its .json
+// extension) and validates it. See ParseRegistry.
+func ReadRegistry(path string) (*facts.Registry, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &Error{File: path, Kind: KindIO, Msg: err.Error()}
+	}
+	return ParseRegistry(path, data)
+}
+
+// ParseRegistry decodes and validates a registry document. JSON is
+// recognised by a .json file name or a leading '{'; anything else is read
+// as YAML. The document must match the shipped registry schema
+// (loader/schema/registry.schema.json), then the rules that a schema cannot
+// express: unique capability ids and tool names, known owners, reserved
+// names. Every error is an *Error naming file and JSON pointer; several
+// are joined with errors.Join.
+func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
+	doc, err := decodeConfig(file, data)
+	if err != nil {
+		return nil, err
+	}
+	if err := ValidateRegistrySchema(file, doc); err != nil {
+		return nil, err
+	}
+	// The schema has vetted every type: re-encode and decode into structs.
+	raw, err := json.Marshal(doc)
+	if err != nil {
+		return nil, &Error{File: file, Kind: KindSchema, Msg: err.Error()}
+	}
+	var rd registryDoc
+	if err := json.Unmarshal(raw, &rd); err != nil {
+		return nil, &Error{File: file, Kind: KindSchema, Msg: err.Error()}
+	}
+	caps := make([]facts.Capability, len(rd.Capabilities))
+	for i, c := range rd.Capabilities {
+		caps[i] = facts.Capability{ID: c.ID, DeferLoading: c.DeferLoading, Description: c.Description}
+	}
+	tools := make([]facts.Tool, len(rd.Tools))
+	for i, t := range rd.Tools {
+		tools[i] = facts.Tool{Name: t.Name, DeferLoading: t.DeferLoading, Description: t.Description, MaxRetries: t.MaxRetries}
+		if t.Capability != nil {
+			tools[i].Capability = *t.Capability
+		}
+	}
+	reg, err := facts.NewRegistry(caps, tools)
+	if err != nil {
+		return nil, registryErrors(file, err)
+	}
+	return reg, nil
+}
+
+func registryErrors(file string, err error) error {
+	var out []error
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		var re *facts.RegistryError
+		if errors.As(e, &re) {
+			out = append(out, &Error{File: file, Pointer: re.Pointer, Kind: KindSchema, Msg: re.Msg})
+			return
+		}
+		out = append(out, &Error{File: file, Kind: KindSchema, Msg: e.Error()})
+	}
+	walk(err)
+	if len(out) == 1 {
+		return out[0]
+	}
+	return errors.Join(out...)
+}
+
+// decodeConfig decodes JSON or YAML into JSON-compatible values
+// (map[string]any, []any, string, float64/json.Number, bool, nil).
+func decodeConfig(file string, data []byte) (any, error) {
+	trimmed := bytes.TrimSpace(data)
+	if strings.EqualFold(filepath.Ext(file), ".json") || bytes.HasPrefix(trimmed, []byte("{")) {
+		dec := json.NewDecoder(bytes.NewReader(data))
+		dec.UseNumber()
+		var doc any
+		if err := dec.Decode(&doc); err != nil {
+			return nil, jsonSyntaxError(file, data, err)
+		}
+		if dec.More() {
+			return nil, &Error{File: file, Kind: KindSyntax, Msg: "invalid JSON: unexpected data after the document"}
+		}
+		return doc, nil
+	}
+	var node yaml.Node
+	if err := yaml.Unmarshal(data, &node); err != nil {
+		return nil, &Error{File: file, Kind: KindSyntax, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
+	}
+	if node.Kind == 0 {
+		return map[string]any{}, nil
+	}
+	return yamlValue(file, &node, "")
+}
+
+func jsonSyntaxError(file string, data []byte, err error) error {
+	e := &Error{File: file, Kind: KindSyntax, Msg: "invalid JSON: " + err.Error()}
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		off := int(se.Offset)
+		e.Offset = off
+		e.Line = 1 + bytes.Count(data[:min(off, len(data))], []byte{'\n'})
+		e.Column = off - bytes.LastIndexByte(data[:min(off, len(data))], '\n')
+	}
+	return e
+}
+
+// yamlValue converts a YAML node to JSON-compatible values; mapping keys
+// must be strings, and anchors/aliases are resolved.
+func yamlValue(file string, n *yaml.Node, ptr string) (any, error) {
+	switch n.Kind {
+	case yaml.DocumentNode:
+		if len(n.Content) == 0 {
+			return map[string]any{}, nil
+		}
+		return yamlValue(file, n.Content[0], ptr)
+	case yaml.AliasNode:
+		return yamlValue(file, n.Alias, ptr)
+	case yaml.MappingNode:
+		m := make(map[string]any, len(n.Content)/2)
+		for i := 0; i+1 < len(n.Content); i += 2 {
+			k := n.Content[i]
+			if k.Kind != yaml.ScalarNode || (k.Tag != "!!str" && k.Tag != "") {
+				return nil, &Error{File: file, Pointer: ptr, Kind: KindSchema, Line: k.Line, Column: k.Column,
+					Msg: fmt.Sprintf("mapping keys must be strings, not %s", k.Tag)}
+			}
+			v, err := yamlValue(file, n.Content[i+1], ptr+"/"+escapePointer(k.Value))
+			if err != nil {
+				return nil, err
+			}
+			m[k.Value] = v
+		}
+		return m, nil
+	case yaml.SequenceNode:
+		out := make([]any, len(n.Content))
+		for i, c := range n.Content {
+			v, err := yamlValue(file, c, fmt.Sprintf("%s/%d", ptr, i))
+			if err != nil {
+				return nil, err
+			}
+			out[i] = v
+		}
+		return out, nil
+	case yaml.ScalarNode:
+		switch n.Tag {
+		case "!!null":
+			return nil, nil
+		case "!!bool":
+			var b bool
+			if err := n.Decode(&b); err != nil {
+				return nil, &Error{File: file, Pointer: ptr, Kind: KindSyntax, Msg: err.Error(), Line: n.Line, Column: n.Column}
+			}
+			return b, nil
+		case "!!int", "!!float":
+			var f float64
+			if err := n.Decode(&f); err != nil {
+				return nil, &Error{File: file, Pointer: ptr, Kind: KindSyntax, Msg: err.Error(), Line: n.Line, Column: n.Column}
+			}
+			if f == math.Trunc(f) && math.Abs(f) < 1<<53 {
+				return json.Number(strconv.FormatInt(int64(f), 10)), nil
+			}
+			return json.Number(strconv.FormatFloat(f, 'g', -1, 64)), nil
+		default:
+			return n.Value, nil
+		}
+	}
+	return nil, &Error{File: file, Pointer: ptr, Kind: KindSchema, Msg: "unsupported YAML node"}
+}
+
+func escapePointer(s string) string {
+	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+}
