@@ -1,0 +1,437 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/bundle"
+	oloader "github.com/open-policy-agent/opa/v1/loader"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/policies"
+)
+
+// PolicyError is a policy set that does not load or compile. Each entry
+// names a file and, where known, row and column.
+type PolicyError struct {
+	Errors []PolicyProblem
+}
+
+// PolicyProblem is one finding about a policy set.
+type PolicyProblem struct {
+	Code    string `json:"code"`
+	File    string `json:"file,omitempty"`
+	Row     int    `json:"row,omitempty"`
+	Col     int    `json:"col,omitempty"`
+	Message string `json:"message"`
+}
+
+func (p PolicyProblem) String() string {
+	loc := p.File
+	if p.Row > 0 {
+		loc = fmt.Sprintf("%s:%d:%d", p.File, p.Row, p.Col)
+	}
+	if loc == "" {
+		return p.Code + ": " + p.Message
+	}
+	return loc + ": " + p.Code + ": " + p.Message
+}
+
+func (e *PolicyError) Error() string {
+	parts := make([]string, len(e.Errors))
+	for i, p := range e.Errors {
+		parts[i] = p.String()
+	}
+	return "policy: " + strings.Join(parts, "; ")
+}
+
+// Source is one policy module (Rego source text) with the file it came from.
+type Source struct {
+	File string
+	Text string
+}
+
+// policySet is what loading produced before compilation.
+type policySet struct {
+	modules map[string]*ast.Module // by file name
+	data    map[string]any         // documents merged at the root of data
+	rev     string
+}
+
+func parseModule(file, text string) (*ast.Module, error) {
+	m, err := ast.ParseModuleWithOpts(file, text, ast.ParserOptions{ProcessAnnotation: true, RegoVersion: ast.RegoV1})
+	if err != nil {
+		return nil, astErrors("parse_error", err)
+	}
+	return m, nil
+}
+
+func astErrors(code string, err error) *PolicyError {
+	var out []PolicyProblem
+	if errs, ok := err.(ast.Errors); ok {
+		for _, e := range errs {
+			p := PolicyProblem{Code: e.Code, Message: e.Message}
+			if e.Location != nil {
+				p.File, p.Row, p.Col = e.Location.File, e.Location.Row, e.Location.Col
+			}
+			out = append(out, p)
+		}
+	} else {
+		out = append(out, PolicyProblem{Code: code, Message: err.Error()})
+	}
+	return &PolicyError{Errors: out}
+}
+
+// isTestFile reports whether a Rego file is a unit test, which the engine
+// never loads.
+func isTestFile(name string) bool { return strings.HasSuffix(name, "_test.rego") }
+
+// loadPolicies gathers the shipped defaults (unless disabled), in-memory
+// sources and the files, directories and bundles at paths.
+func loadPolicies(defaults bool, fsys []fs.FS, sources []Source, paths []string) (*policySet, error) {
+	ps := &policySet{modules: map[string]*ast.Module{}, data: map[string]any{}}
+	add := func(file, text string) error {
+		if _, dup := ps.modules[file]; dup {
+			return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: file, Message: "module loaded twice"}}}
+		}
+		m, err := parseModule(file, text)
+		if err != nil {
+			return err
+		}
+		ps.modules[file] = m
+		return nil
+	}
+	var all []fs.FS
+	if defaults {
+		all = append(all, policies.FS())
+	}
+	all = append(all, fsys...)
+	for i, f := range all {
+		prefix := ""
+		if defaults && i == 0 {
+			prefix = "policies/"
+		}
+		err := fs.WalkDir(f, ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if d.IsDir() || path.Ext(p) != ".rego" || isTestFile(p) {
+				return nil
+			}
+			b, err := fs.ReadFile(f, p)
+			if err != nil {
+				return err
+			}
+			return add(prefix+p, string(b))
+		})
+		if err != nil {
+			return nil, err
+		}
+	}
+	for _, s := range sources {
+		if err := add(s.File, s.Text); err != nil {
+			return nil, err
+		}
+	}
+	for _, p := range paths {
+		if err := loadPath(ps, p); err != nil {
+			return nil, err
+		}
+	}
+	ps.rev = revision(ps)
+	return ps, nil
+}
+
+// loadPath loads a .rego file, a directory of policies and data files, or
+// an OPA bundle (a .tar.gz file, or a directory holding a .manifest).
+func loadPath(ps *policySet, p string) error {
+	info, err := os.Stat(p)
+	if err != nil {
+		return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: p, Message: err.Error()}}}
+	}
+	_, manifestErr := os.Stat(filepath.Join(p, ".manifest"))
+	if strings.HasSuffix(p, ".tar.gz") || (info.IsDir() && manifestErr == nil) {
+		b, err := oloader.NewFileLoader().WithProcessAnnotation(true).WithRegoVersion(ast.RegoV1).AsBundle(p)
+		if err != nil {
+			return &PolicyError{Errors: []PolicyProblem{{Code: "bundle_error", File: p, Message: err.Error()}}}
+		}
+		return addBundle(ps, p, b)
+	}
+	res, err := oloader.NewFileLoader().WithProcessAnnotation(true).WithRegoVersion(ast.RegoV1).
+		Filtered([]string{p}, func(abspath string, info fs.FileInfo, _ int) bool {
+			return !info.IsDir() && isTestFile(info.Name())
+		})
+	if err != nil {
+		return astErrorsOrLoad(p, err)
+	}
+	names := make([]string, 0, len(res.Modules))
+	for name := range res.Modules {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		if _, dup := ps.modules[name]; dup {
+			return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: name, Message: "module loaded twice"}}}
+		}
+		ps.modules[name] = res.Modules[name].Parsed
+	}
+	mergeData(ps.data, res.Documents)
+	return nil
+}
+
+func astErrorsOrLoad(p string, err error) error {
+	if errs, ok := err.(oloader.Errors); ok {
+		out := &PolicyError{}
+		for _, e := range errs {
+			if ae, ok := e.(*ast.Error); ok {
+				pp := PolicyProblem{Code: ae.Code, Message: ae.Message}
+				if ae.Location != nil {
+					pp.File, pp.Row, pp.Col = ae.Location.File, ae.Location.Row, ae.Location.Col
+				}
+				out.Errors = append(out.Errors, pp)
+				continue
+			}
+			out.Errors = append(out.Errors, PolicyProblem{Code: "load_error", File: p, Message: e.Error()})
+		}
+		return out
+	}
+	return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: p, Message: err.Error()}}}
+}
+
+func addBundle(ps *policySet, p string, b *bundle.Bundle) error {
+	for _, mf := range b.Modules {
+		name := mf.Path
+		if _, dup := ps.modules[name]; dup {
+			return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: name, Message: "module loaded twice"}}}
+		}
+		if isTestFile(name) {
+			continue
+		}
+		m := mf.Parsed
+		if m == nil {
+			var err error
+			if m, err = parseModule(name, string(mf.Raw)); err != nil {
+				return err
+			}
+		}
+		ps.modules[name] = m
+	}
+	mergeData(ps.data, b.Data)
+	return nil
+}
+
+func mergeData(dst, src map[string]any) {
+	for k, v := range src {
+		if sv, ok := v.(map[string]any); ok {
+			if dv, ok := dst[k].(map[string]any); ok {
+				mergeData(dv, sv)
+				continue
+			}
+		}
+		dst[k] = v
+	}
+}
+
+func revision(ps *policySet) string {
+	h := sha256.New()
+	names := make([]string, 0, len(ps.modules))
+	for n := range ps.modules {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(h, "%s\x00%s\x00", n, ps.modules[n].String())
+	}
+	fmt.Fprintf(h, "%v", ast.MustInterfaceToValue(ps.data))
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// filter is one capability's compiled prepare_tools.
+type filter struct {
+	capability string
+	file       string
+	query      rego.PreparedEvalQuery
+}
+
+const filterRoot = "policycheck.capabilities"
+
+// capabilityOf returns the capability id of a filter package path
+// (data.policycheck.capabilities.<id>), or "".
+func capabilityOf(p ast.Ref) string {
+	// data . policycheck . capabilities . <id>
+	if len(p) != 4 || !p[0].Equal(ast.DefaultRootDocument) {
+		return ""
+	}
+	if p[1].Value.Compare(ast.String("policycheck")) != 0 || p[2].Value.Compare(ast.String("capabilities")) != 0 {
+		return ""
+	}
+	s, ok := p[3].Value.(ast.String)
+	if !ok {
+		return ""
+	}
+	return string(s)
+}
+
+// checkFilters rejects filters that can never be cached safely: one that
+// reaches a nondeterministic built-in (design.md "Policies"), or a filter
+// package for a capability the registry lacks.
+func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
+	var out []PolicyProblem
+	for _, m := range c.Modules {
+		id := capabilityOf(m.Package.Path)
+		if id == "" {
+			continue
+		}
+		if reg != nil && !reg.IsRegistered(id) {
+			out = append(out, PolicyProblem{Code: "unknown_capability", File: m.Package.Location.File,
+				Row: m.Package.Location.Row, Col: m.Package.Location.Col,
+				Message: fmt.Sprintf("filter package for capability %q, which the registry does not have", id)})
+		}
+	}
+	for _, rule := range filterRules(c) {
+		seen := map[*ast.Rule]bool{}
+		var visit func(r *ast.Rule)
+		visit = func(r *ast.Rule) {
+			if seen[r] {
+				return
+			}
+			seen[r] = true
+			ast.WalkExprs(r, func(e *ast.Expr) bool {
+				if !e.IsCall() {
+					return false
+				}
+				name := e.Operator().String()
+				if b, ok := ast.BuiltinMap[name]; ok && b.Nondeterministic {
+					loc := e.Location
+					p := PolicyProblem{Code: "nondeterministic_builtin",
+						Message: fmt.Sprintf("filter %s reaches the nondeterministic built-in %s: filter results are cached, so they must be a pure function of their input", rule.Module.Package.Path, name)}
+					if loc != nil {
+						p.File, p.Row, p.Col = loc.File, loc.Row, loc.Col
+					}
+					out = append(out, p)
+				}
+				return false
+			})
+			for dep := range c.Graph.Dependencies(r) {
+				if dr, ok := dep.(*ast.Rule); ok {
+					visit(dr)
+				}
+			}
+		}
+		visit(rule)
+	}
+	return out
+}
+
+// filterRules returns every prepare_tools rule of a filter package.
+func filterRules(c *ast.Compiler) []*ast.Rule {
+	var out []*ast.Rule
+	for _, m := range c.Modules {
+		if capabilityOf(m.Package.Path) == "" {
+			continue
+		}
+		for _, r := range m.Rules {
+			if r.Head.Name.String() == "prepare_tools" || (len(r.Head.Reference) > 0 && r.Head.Reference[0].Value.Compare(ast.Var("prepare_tools")) == 0) {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// compiled is the immutable result of compiling a policy set against a
+// registry.
+type compiled struct {
+	compiler *ast.Compiler
+	store    storage.Store
+	decision rego.PreparedEvalQuery
+	filters  map[string]*filter
+	rev      string
+}
+
+const decisionQuery = "data.policycheck.availability.decision"
+
+func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData ast.Value) (*compiled, error) {
+	c := ast.NewCompiler().WithStrict(true).WithUseTypeCheckAnnotations(true)
+	c.Compile(ps.modules)
+	if c.Failed() {
+		return nil, astErrors("compile_error", c.Errors)
+	}
+	if probs := checkFilters(c, reg); len(probs) > 0 {
+		return nil, &PolicyError{Errors: probs}
+	}
+	hasDecision := false
+	for _, m := range c.Modules {
+		if m.Package.Path.String() == "data.policycheck.availability" {
+			hasDecision = true
+		}
+	}
+	if !hasDecision {
+		return nil, &PolicyError{Errors: []PolicyProblem{{Code: "missing_entrypoint",
+			Message: "no policy defines package policycheck.availability (its decision rule is the engine's entrypoint); load the shipped defaults or your own"}}}
+	}
+	store := inmem.NewWithOpts(inmem.OptRoundTripOnWrite(false), inmem.OptReturnASTValuesOnRead(true))
+	root := ast.MustInterfaceToValue(ps.data).(ast.Object)
+	pc := root.Get(ast.StringTerm("policycheck"))
+	var pcObj ast.Object
+	if pc != nil {
+		if o, isObj := pc.Value.(ast.Object); isObj {
+			pcObj = o.Copy()
+		}
+	}
+	if pcObj == nil {
+		pcObj = ast.NewObject()
+	}
+	pcObj.Insert(ast.StringTerm("registry"), ast.NewTerm(regData))
+	root.Insert(ast.StringTerm("policycheck"), ast.NewTerm(pcObj))
+	if err := storage.WriteOne(ctx, store, storage.AddOp, storage.RootPath, root); err != nil {
+		return nil, fmt.Errorf("engine: write data: %w", err)
+	}
+	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev}
+	var err error
+	out.decision, err = rego.New(
+		rego.Query(decisionQuery),
+		rego.Compiler(c),
+		rego.Store(store),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engine: prepare decision: %w", err)
+	}
+	for _, r := range filterRules(c) {
+		id := capabilityOf(r.Module.Package.Path)
+		if _, done := out.filters[id]; done {
+			continue
+		}
+		q := r.Module.Package.Path.Append(ast.StringTerm("prepare_tools"))
+		// x is the filter's result; s says whether it is a set, which
+		// the JSON form of the result cannot tell apart from an array.
+		body := ast.NewBody(
+			ast.Assign.Expr(ast.VarTerm("x"), ast.NewTerm(q)),
+			ast.Assign.Expr(ast.VarTerm("s"), ast.CallTerm(ast.RefTerm(ast.VarTerm("is_set")), ast.VarTerm("x"))),
+		)
+		pq, err := rego.New(
+			rego.ParsedQuery(body),
+			rego.Compiler(c),
+			rego.Store(store),
+			rego.StrictBuiltinErrors(true),
+		).PrepareForEval(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("engine: prepare filter %q: %w", id, err)
+		}
+		out.filters[id] = &filter{capability: id, file: r.Location.File, query: pq}
+	}
+	return out, nil
+}

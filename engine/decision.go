@@ -1,0 +1,297 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// Verdicts of a call.
+const (
+	Execute         = "execute"
+	NotAvailableYet = "not_available_yet"
+	UnknownTool     = "unknown_tool"
+	Denied          = "denied"
+)
+
+// Decision is the outcome of one evaluation, in the shape of design.md
+// "Output of policycheck eval". Every name list is sorted and never nil.
+type Decision struct {
+	Fingerprint string          `json:"fingerprint"`
+	Window      facts.Position  `json:"window"`
+	Facts       FactsView       `json:"facts"`
+	Available   []string        `json:"available"`
+	Advertised  []string        `json:"advertised"`
+	Dispatch    *DispatchView   `json:"dispatch,omitempty"`
+	Calls       []CallVerdict   `json:"calls"`
+	// Errors explains a fail-closed decision (policy error, timeout,
+	// undefined result, failed filter); empty otherwise.
+	Errors []string `json:"errors,omitempty"`
+	// PolicyRevision and RegistryRevision identify what decided.
+	PolicyRevision   string `json:"-"`
+	RegistryRevision string `json:"-"`
+
+	// Why holds per-tool explanations for explain (not part of eval's JSON).
+	Why map[string][]string `json:"-"`
+	facts *facts.Facts
+}
+
+// FactsView is the facts block of the decision.
+type FactsView struct {
+	Discovered         []string `json:"discovered"`
+	Loaded             []string `json:"loaded"`
+	Returned           []string `json:"returned"`
+	ActiveCapabilities []string `json:"active_capabilities"`
+}
+
+// DispatchView is the dispatch block of the decision.
+type DispatchView struct {
+	Provider           *string        `json:"provider"`
+	Window             facts.Position `json:"window"`
+	Loaded             []string       `json:"loaded"`
+	Evidence           EvidenceView   `json:"evidence"`
+	ActiveCapabilities []string       `json:"active_capabilities"`
+	Available          []string       `json:"available"`
+}
+
+// EvidenceView is the anchored evidence.
+type EvidenceView struct {
+	Discovered []string `json:"discovered"`
+	Loaded     []string `json:"loaded"`
+}
+
+// CallVerdict is the verdict on one tool call of the dispatched response.
+type CallVerdict struct {
+	ToolCallID *string `json:"tool_call_id"`
+	Tool       string  `json:"tool"`
+	Verdict    string  `json:"verdict"`
+	// Message is the model-facing retry text, present on every refusal.
+	Message string `json:"message,omitempty"`
+	// Reasons are operator-facing explanations.
+	Reasons []string `json:"reasons,omitempty"`
+	// Part is the index of the call's part in the response.
+	Part int `json:"-"`
+	// Capability is the owner named by a capability-form refusal.
+	Capability string `json:"-"`
+}
+
+// Facts returns the facts the decision was made on.
+func (d *Decision) FactsUsed() *facts.Facts { return d.facts }
+
+func newDecision(f *facts.Facts) *Decision {
+	d := &Decision{
+		Window: f.Window,
+		Facts: FactsView{
+			Discovered:         f.Discovered,
+			Loaded:             f.Loaded,
+			Returned:           f.Returned,
+			ActiveCapabilities: f.ActiveCapabilities,
+		},
+		Available:  []string{},
+		Advertised: []string{},
+		Calls:      []CallVerdict{},
+		Why:        map[string][]string{},
+		facts:      f,
+	}
+	if fd := f.Dispatch; fd != nil {
+		d.Dispatch = &DispatchView{
+			Provider:           fd.Provider,
+			Window:             fd.Window,
+			Loaded:             fd.Loaded,
+			Evidence:           EvidenceView{Discovered: fd.Evidence.Discovered, Loaded: fd.Evidence.Loaded},
+			ActiveCapabilities: fd.ActiveCapabilities,
+			Available:          []string{},
+		}
+		for _, c := range fd.Calls {
+			d.Calls = append(d.Calls, CallVerdict{ToolCallID: c.ToolCallID, Tool: c.Tool, Part: c.Part})
+		}
+	}
+	return d
+}
+
+// failClosed makes every registry tool unavailable and denies every call.
+func (d *Decision) failClosed(s *snapshot, why string) {
+	if why != "" {
+		d.Errors = appendUnique(d.Errors, why)
+	}
+	d.Available, d.Advertised = []string{}, []string{}
+	if d.Dispatch != nil {
+		d.Dispatch.Available = []string{}
+	}
+	for i := range d.Calls {
+		c := &d.Calls[i]
+		c.Verdict = Denied
+		c.Message = failClosedMessage(c.Tool)
+		c.Capability = ""
+		c.Reasons = append([]string{}, d.Errors...)
+	}
+}
+
+func stringSet(v any, what string) ([]string, error) {
+	list, ok := v.([]any)
+	if !ok {
+		return nil, fmt.Errorf("policy decision: %s must be a set of tool names", what)
+	}
+	out := make([]string, 0, len(list))
+	for _, x := range list {
+		s, ok := x.(string)
+		if !ok {
+			return nil, fmt.Errorf("policy decision: %s holds a non-string %v", what, x)
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+func contains(sorted []string, s string) bool {
+	i := sort.SearchStrings(sorted, s)
+	return i < len(sorted) && sorted[i] == s
+}
+
+// fill reads the policy's decision document and enforces the invariants
+// that make advertisement, the gate and the messages agree.
+func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterResult) error {
+	var err error
+	if d.Available, err = stringSet(raw["available"], "available"); err != nil {
+		return err
+	}
+	if d.Advertised, err = stringSet(raw["advertised"], "advertised"); err != nil {
+		return err
+	}
+	// advertised ⊆ available, whatever the policy says.
+	adv := d.Advertised[:0:0]
+	for _, n := range d.Advertised {
+		if contains(d.Available, n) {
+			adv = append(adv, n)
+		} else {
+			d.Errors = appendUnique(d.Errors, fmt.Sprintf("policy advertised %q without making it available; withheld", n))
+		}
+	}
+	d.Advertised = adv
+	hidden := map[string][]string{}
+	if h, ok := raw["hidden"].([]any); ok {
+		for _, x := range h {
+			if n, ok := x.(string); ok {
+				hidden[n] = nil
+			}
+		}
+	}
+	if d.Dispatch == nil {
+		return nil
+	}
+	if d.Dispatch.Available, err = stringSet(raw["dispatch_available"], "dispatch_available"); err != nil {
+		return err
+	}
+	verdicts, ok := raw["verdicts"].([]any)
+	if !ok || len(verdicts) != len(d.Calls) {
+		return fmt.Errorf("policy decision: verdicts must hold one verdict per call (%d calls)", len(d.Calls))
+	}
+	resolvedEmpty := true
+	for _, n := range s.reg.ToolNames() {
+		if !contains(dispatch.dropped, n) {
+			if _, h := hidden[n]; !h {
+				resolvedEmpty = false
+				break
+			}
+		}
+	}
+	for i, v := range verdicts {
+		vm, ok := v.(map[string]any)
+		if !ok {
+			return fmt.Errorf("policy decision: verdict %d is not an object", i)
+		}
+		c := &d.Calls[i]
+		c.Verdict, _ = vm["verdict"].(string)
+		switch c.Verdict {
+		case UnknownTool:
+			c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, resolvedEmpty && len(d.Dispatch.Available) == 0)
+			c.Reasons = unknownReasons(s, c.Tool, dispatch, hidden)
+		case NotAvailableYet:
+			form, _ := vm["form"].(map[string]any)
+			c.Capability, _ = form["capability"].(string)
+			c.Message = NotAvailableMessage(c.Tool, c.Capability)
+			c.Reasons = []string{gateReason(s, d.facts, c.Tool)}
+		case Denied:
+			c.Message, c.Reasons = denialText(c.Tool, vm)
+		case Execute:
+			// The gate and the verdict cannot disagree.
+			if !contains(d.Dispatch.Available, c.Tool) {
+				c.Verdict = Denied
+				c.Message = failClosedMessage(c.Tool)
+				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
+			}
+		default:
+			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied", i, c.Verdict)
+		}
+	}
+	return nil
+}
+
+func denialText(tool string, vm map[string]any) (string, []string) {
+	if r, _ := vm["rule"].(string); r == "filter_error" {
+		return failClosedMessage(tool), []string{"a capability filter failed: the decision fails closed"}
+	}
+	var msgs, reasons []string
+	ds, _ := vm["denials"].([]any)
+	for _, x := range ds {
+		dm, _ := x.(map[string]any)
+		pkg, _ := dm["package"].(string)
+		reason, _ := dm["reason"].(string)
+		msg, _ := dm["message"].(string)
+		reasons = append(reasons, fmt.Sprintf("denied by policycheck.rules.%s: %s", pkg, reason))
+		if msg != "" {
+			msgs = appendUnique(msgs, msg)
+		}
+	}
+	if len(msgs) == 0 {
+		return deniedMessage(tool), reasons
+	}
+	out := msgs[0]
+	for _, m := range msgs[1:] {
+		out += " " + m
+	}
+	return out, reasons
+}
+
+func unknownReasons(s *snapshot, tool string, fr *filterResult, hidden map[string][]string) []string {
+	if _, ok := s.reg.Tool(tool); !ok {
+		return []string{fmt.Sprintf("%q is neither a registry tool nor a framework tool present in this run", tool)}
+	}
+	var out []string
+	for _, id := range fr.droppedBy[tool] {
+		file := ""
+		if f := s.filters[id]; f != nil {
+			file = f.file
+		}
+		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
+	}
+	if _, ok := hidden[tool]; ok {
+		out = append(out, fmt.Sprintf("hidden by an operator rule (policycheck.rules.*.hide) for this request"))
+	}
+	return out
+}
+
+func gateReason(s *snapshot, f *facts.Facts, tool string) string {
+	t, _ := s.reg.Tool(tool)
+	gate, _ := s.reg.GateOf(tool)
+	w := f.Window
+	if f.Dispatch != nil {
+		w = f.Dispatch.Window
+	}
+	switch gate {
+	case facts.GateCapability:
+		return fmt.Sprintf("%q belongs to deferred capability %q, which is not loaded in the window the serving provider sees (from message %d, part %d); a load in the same response does not count", tool, t.Capability, w.Message, w.Part)
+	case facts.GateSearch:
+		return fmt.Sprintf("%q is search-gated and was not revealed in the window the serving provider sees (from message %d, part %d)", tool, w.Message, w.Part)
+	}
+	return fmt.Sprintf("%q refused by the availability rule", tool)
+}
+
+// MarshalJSON writes the decision exactly as design.md specifies.
+func (d *Decision) MarshalJSON() ([]byte, error) {
+	type plain Decision
+	return json.Marshal((*plain)(d))
+}

@@ -1,0 +1,386 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io/fs"
+	"sort"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// Option configures an Engine at construction.
+type Option func(*config)
+
+type config struct {
+	defaults  bool
+	fsys      []fs.FS
+	sources   []Source
+	paths     []string
+	registry  *facts.Registry
+	cacheSize int
+	deadline  time.Duration
+}
+
+// Policies adds the .rego files of fsys (tests excluded) to the policy set.
+func Policies(fsys fs.FS) Option { return func(c *config) { c.fsys = append(c.fsys, fsys) } }
+
+// PolicyPaths adds .rego files, directories of policies and data files,
+// and OPA bundles (.tar.gz files or directories with a .manifest).
+func PolicyPaths(paths ...string) Option {
+	return func(c *config) { c.paths = append(c.paths, paths...) }
+}
+
+// Modules adds policy modules given as source text.
+func Modules(src ...Source) Option { return func(c *config) { c.sources = append(c.sources, src...) } }
+
+// WithoutDefaults leaves out the shipped policies: the policy set must
+// then define package policycheck.availability itself.
+func WithoutDefaults() Option { return func(c *config) { c.defaults = false } }
+
+// Registry sets the tool registry (required).
+func Registry(reg *facts.Registry) Option { return func(c *config) { c.registry = reg } }
+
+// CacheSize bounds the filter cache (entries; default 4096).
+func CacheSize(n int) Option { return func(c *config) { c.cacheSize = n } }
+
+// DefaultDeadline bounds each decision unless Decide is given its own
+// (default 5s). A decision that runs out of time fails closed.
+func DefaultDeadline(d time.Duration) Option { return func(c *config) { c.deadline = d } }
+
+// Engine evaluates decisions. It compiles its policies once, prepares its
+// queries once, and is safe for concurrent use: the compiled snapshot
+// (policies, registry, store) is immutable and swapped atomically by
+// Reload; each decision builds its own input and never writes shared state
+// other than the filter cache.
+type Engine struct {
+	snap atomic.Pointer[snapshot]
+	cfg  config
+}
+
+// snapshot is one immutable compiled state.
+type snapshot struct {
+	*compiled
+	reg        *facts.Registry
+	regRev     string
+	toolsInput *ast.Term
+	cache      *filterCache
+	deadline   time.Duration
+	modules    []string
+}
+
+// New compiles the policies against the registry. A policy set that does
+// not parse or compile, or whose filters break the rules of design.md
+// "Policies", is a *PolicyError.
+func New(ctx context.Context, opts ...Option) (*Engine, error) {
+	cfg := config{defaults: true, deadline: 5 * time.Second}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	e := &Engine{cfg: cfg}
+	s, err := build(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	e.snap.Store(s)
+	return e, nil
+}
+
+func build(ctx context.Context, cfg config) (*snapshot, error) {
+	if cfg.registry == nil {
+		return nil, errors.New("engine: a registry is required")
+	}
+	ps, err := loadPolicies(cfg.defaults, cfg.fsys, cfg.sources, cfg.paths)
+	if err != nil {
+		return nil, err
+	}
+	regData, toolsInput, regRev := registryData(cfg.registry)
+	c, err := compile(ctx, ps, cfg.registry, regData)
+	if err != nil {
+		return nil, err
+	}
+	mods := make([]string, 0, len(ps.modules))
+	for n := range ps.modules {
+		mods = append(mods, n)
+	}
+	sort.Strings(mods)
+	return &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput,
+		cache: newFilterCache(cfg.cacheSize), deadline: cfg.deadline, modules: mods}, nil
+}
+
+// Reload compiles a new snapshot with the construction options plus opts
+// and swaps it in atomically; on error the current snapshot keeps serving.
+// Decisions in flight finish on the snapshot they started with.
+func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
+	cfg := e.cfg
+	cfg.fsys = append([]fs.FS(nil), cfg.fsys...)
+	cfg.sources = append([]Source(nil), cfg.sources...)
+	cfg.paths = append([]string(nil), cfg.paths...)
+	for _, o := range opts {
+		o(&cfg)
+	}
+	s, err := build(ctx, cfg)
+	if err != nil {
+		return err
+	}
+	e.cfg = cfg
+	e.snap.Store(s)
+	return nil
+}
+
+// Registry returns the registry of the current snapshot.
+func (e *Engine) Registry() *facts.Registry { return e.snap.Load().reg }
+
+// Revision returns the current policy and registry revisions.
+func (e *Engine) Revision() (policy, registry string) {
+	s := e.snap.Load()
+	return s.rev, s.regRev
+}
+
+// Modules returns the file names of the compiled policy modules.
+func (e *Engine) Modules() []string { return e.snap.Load().modules }
+
+// CacheStats reports filter-cache hits, misses and entries.
+func (e *Engine) CacheStats() (hits, misses int64, entries int) {
+	c := e.snap.Load().cache
+	return c.hits.Load(), c.misses.Load(), c.len()
+}
+
+// Request is one decision's input.
+type Request struct {
+	// History is the message history; ignored when Facts is set.
+	History facts.History
+	// Facts, when set, are used as they are (for example from a Tracker).
+	Facts *facts.Facts
+	// Context reaches every policy as input.context (any JSON value;
+	// nil means {}).
+	Context any
+}
+
+// DecideOption configures one decision.
+type DecideOption func(*decideConfig)
+
+type decideConfig struct {
+	deadline time.Duration
+}
+
+// WithDeadline bounds this decision; when it runs out the decision fails
+// closed.
+func WithDeadline(d time.Duration) DecideOption { return func(c *decideConfig) { c.deadline = d } }
+
+// Decide evaluates one decision. Policy errors, timeouts and undefined
+// results do not return an error: they fail the decision closed and say
+// why in Decision.Errors. An error is returned only for input the engine
+// cannot represent (a context that is not JSON).
+func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
+	s := e.snap.Load()
+	dc := decideConfig{deadline: s.deadline}
+	for _, o := range opts {
+		o(&dc)
+	}
+	if dc.deadline > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, dc.deadline)
+		defer cancel()
+	}
+	f := req.Facts
+	if f == nil {
+		derived := facts.Derive(req.History, s.reg)
+		f = &derived
+	}
+	ctxTerm, ctxDigest, err := contextValue(req.Context)
+	if err != nil {
+		return nil, err
+	}
+	next := s.runFilters(ctx, f.ActiveCapabilities, ctxTerm, ctxDigest)
+	dispatch := next
+	if f.Dispatch != nil && !equalStrings(f.Dispatch.ActiveCapabilities, f.ActiveCapabilities) {
+		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
+	}
+	input := buildInput(f, next, dispatch, ctxTerm)
+	d := newDecision(f)
+	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
+	keys := next.keys
+	if f.Dispatch != nil {
+		keys = dispatch.keys
+	}
+	d.Fingerprint = fingerprint(s.rev, s.regRev, ctxDigest, activeOf(f), keys)
+
+	rs, err := s.decision.Eval(ctx, rego.EvalParsedInput(input))
+	var raw map[string]any
+	switch {
+	case err != nil:
+		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
+	case len(rs) == 0 || len(rs[0].Expressions) == 0:
+		d.failClosed(s, "policy decision is undefined: "+decisionQuery+" produced no result")
+	default:
+		var ok bool
+		raw, ok = rs[0].Expressions[0].Value.(map[string]any)
+		if !ok {
+			d.failClosed(s, "policy decision is not an object")
+		}
+	}
+	if raw != nil {
+		if err := d.fill(s, raw, next, dispatch); err != nil {
+			d.failClosed(s, err.Error())
+		}
+	}
+	for _, fe := range append(append([]filterError{}, next.errors...), dispatch.errors...) {
+		d.Errors = appendUnique(d.Errors, fmt.Sprintf("filter %s.%s (%s) failed: %s", filterRoot, fe.Capability, fe.File, fe.Message))
+	}
+	if len(next.errors)+len(dispatch.errors) > 0 {
+		d.failClosed(s, "")
+	}
+	return d, nil
+}
+
+func activeOf(f *facts.Facts) []string {
+	if f.Dispatch != nil {
+		return f.Dispatch.ActiveCapabilities
+	}
+	return f.ActiveCapabilities
+}
+
+func fingerprint(policyRev, regRev, ctxDigest string, active, keys []string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "policy=%s\x00registry=%s\x00context=%s\x00active=%s\x00", policyRev, regRev, ctxDigest, strings.Join(active, "\x01"))
+	for _, k := range keys {
+		fmt.Fprintf(h, "filter=%s\x00", k)
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+func equalStrings(a, b []string) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
+
+func appendUnique(s []string, v string) []string {
+	for _, x := range s {
+		if x == v {
+			return s
+		}
+	}
+	return append(s, v)
+}
+
+// runFilters applies the filters of the active capabilities, through the
+// fingerprint cache.
+func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast.Term, ctxDigest string) *filterResult {
+	fr := &filterResult{droppedBy: map[string][]string{}}
+	activeKey := strings.Join(active, "\x01")
+	var activeTerm *ast.Term
+	for _, id := range active {
+		flt := s.filters[id]
+		if flt == nil {
+			continue
+		}
+		key := cacheKey(s.rev, s.regRev, id, activeKey, ctxDigest)
+		fr.keys = append(fr.keys, key)
+		entry, hit := s.cache.get(key)
+		if !hit {
+			if activeTerm == nil {
+				activeTerm = arrayOf(active)
+			}
+			entry = s.evalFilter(ctx, flt, key, activeTerm, ctxTerm)
+			// A timeout or cancellation says nothing about the filter:
+			// never cache it.
+			if ctx.Err() == nil {
+				s.cache.put(entry)
+			}
+		}
+		if entry.err != "" {
+			fr.errors = append(fr.errors, filterError{Capability: id, File: flt.file, Message: entry.err})
+			continue
+		}
+		for _, name := range s.reg.ToolNames() {
+			if _, ok := entry.kept[name]; !ok {
+				fr.droppedBy[name] = append(fr.droppedBy[name], id)
+			}
+		}
+	}
+	for name := range fr.droppedBy {
+		fr.dropped = append(fr.dropped, name)
+	}
+	sort.Strings(fr.dropped)
+	return fr
+}
+
+func cacheKey(policyRev, regRev, id, activeKey, ctxDigest string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s", policyRev, regRev, id, activeKey, ctxDigest)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// evalFilter runs one capability's prepare_tools. Anything but a set of
+// registry tool names is an error, which fails the decision closed.
+func (s *snapshot) evalFilter(ctx context.Context, flt *filter, key string, active, ctxTerm *ast.Term) *cacheEntry {
+	entry := &cacheEntry{key: key}
+	input := ast.NewObject(
+		item("tools", s.toolsInput),
+		item("context", ctxTerm),
+		item("active_capabilities", active),
+	)
+	rs, err := flt.query.Eval(ctx, rego.EvalParsedInput(input))
+	if err != nil {
+		entry.err = err.Error()
+		return entry
+	}
+	if len(rs) == 0 {
+		entry.err = "prepare_tools is undefined"
+		return entry
+	}
+	list, _ := rs[0].Bindings["x"].([]any)
+	if isSet, _ := rs[0].Bindings["s"].(bool); !isSet {
+		entry.err = fmt.Sprintf("prepare_tools must be a set of tool names, not %s", jsonKind(rs[0].Bindings["x"]))
+		return entry
+	}
+	entry.kept = make(map[string]struct{}, len(list))
+	for _, v := range list {
+		name, ok := v.(string)
+		if !ok {
+			entry.err = fmt.Sprintf("prepare_tools must be a set of tool names, found %v", v)
+			entry.kept = nil
+			return entry
+		}
+		if _, known := s.reg.Tool(name); !known {
+			entry.err = fmt.Sprintf("prepare_tools cannot add or rename tools: %q is not a registry tool", name)
+			entry.kept = nil
+			return entry
+		}
+		entry.kept[name] = struct{}{}
+	}
+	return entry
+}
+
+func jsonKind(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "a number"
+}

@@ -1,0 +1,238 @@
+package engine
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+func strTerms(names []string) []*ast.Term {
+	out := make([]*ast.Term, len(names))
+	for i, n := range names {
+		out[i] = ast.StringTerm(n)
+	}
+	return out
+}
+
+func setOf(names []string) *ast.Term { return ast.SetTerm(strTerms(names)...) }
+
+func arrayOf(names []string) *ast.Term { return ast.ArrayTerm(strTerms(names)...) }
+
+func item(k string, v *ast.Term) [2]*ast.Term { return ast.Item(ast.StringTerm(k), v) }
+
+func posTerm(p facts.Position) *ast.Term {
+	return ast.ObjectTerm(item("message", ast.IntNumberTerm(p.Message)), item("part", ast.IntNumberTerm(p.Part)))
+}
+
+// registryData builds data.policycheck.registry: the registry as data,
+// with the sets the default policy's set algebra reads, once per registry
+// revision. It also returns the filter input's tools array and the
+// registry revision.
+func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
+	tools := ast.NewObject()
+	list := make([]*ast.Term, 0, len(reg.Tools()))
+	for _, t := range reg.Tools() {
+		gate, _ := reg.GateOf(t.Name)
+		capTerm := ast.NullTerm()
+		if t.Capability != "" {
+			capTerm = ast.StringTerm(t.Capability)
+		}
+		obj := ast.ObjectTerm(
+			item("name", ast.StringTerm(t.Name)),
+			item("capability", capTerm),
+			item("defer_loading", ast.BooleanTerm(t.DeferLoading)),
+			item("gate", ast.StringTerm(gate.String())),
+			item("description", ast.StringTerm(t.Description)),
+		)
+		tools.Insert(ast.StringTerm(t.Name), obj)
+		// Filters see every registry tool, never the framework tools.
+		list = append(list, ast.ObjectTerm(
+			item("name", ast.StringTerm(t.Name)),
+			item("capability", capTerm),
+			item("defer_loading", ast.BooleanTerm(t.DeferLoading)),
+		))
+	}
+	capTools := ast.NewObject()
+	caps := ast.NewObject()
+	for _, c := range reg.Capabilities() {
+		caps.Insert(ast.StringTerm(c.ID), ast.ObjectTerm(
+			item("id", ast.StringTerm(c.ID)),
+			item("defer_loading", ast.BooleanTerm(c.DeferLoading)),
+			item("description", ast.StringTerm(c.Description)),
+		))
+		if c.DeferLoading {
+			capTools.Insert(ast.StringTerm(c.ID), setOf(reg.CapabilityTools(c.ID)))
+		}
+	}
+	data := ast.NewObject(
+		item("tools", ast.NewTerm(tools)),
+		item("capabilities", ast.NewTerm(caps)),
+		item("names", setOf(reg.ToolNames())),
+		item("always_available", setOf(reg.AlwaysAvailableTools())),
+		item("search_gated", setOf(reg.SearchGatedTools())),
+		item("deferred_capabilities", setOf(reg.DeferredCapabilities())),
+		item("always_on_capabilities", setOf(reg.AlwaysOnCapabilities())),
+		item("capability_tools", ast.NewTerm(capTools)),
+	)
+	sum := sha256.Sum256([]byte(data.String()))
+	return data, ast.ArrayTerm(list...), hex.EncodeToString(sum[:])
+}
+
+// contextValue converts a request context to a Rego value and digests it
+// canonically (object keys sorted, as encoding/json writes maps).
+func contextValue(ctxDoc any) (*ast.Term, string, error) {
+	if ctxDoc == nil {
+		ctxDoc = map[string]any{}
+	}
+	raw, err := json.Marshal(ctxDoc)
+	if err != nil {
+		return nil, "", fmt.Errorf("context: %w", err)
+	}
+	var norm any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&norm); err != nil {
+		return nil, "", fmt.Errorf("context: %w", err)
+	}
+	canon, _ := json.Marshal(norm)
+	v, err := ast.InterfaceToValue(norm)
+	if err != nil {
+		return nil, "", fmt.Errorf("context: %w", err)
+	}
+	sum := sha256.Sum256(canon)
+	return ast.NewTerm(v), hex.EncodeToString(sum[:]), nil
+}
+
+// argsTerm turns a call's raw args into a Rego value: an object stays an
+// object; a string that holds a JSON object is parsed (the reference parses
+// string args before validating them); anything else is passed as is.
+func argsTerm(raw []byte) *ast.Term {
+	if len(raw) == 0 {
+		return ast.NullTerm()
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return ast.NullTerm()
+	}
+	if s, ok := v.(string); ok {
+		var inner any
+		d2 := json.NewDecoder(bytes.NewReader([]byte(s)))
+		d2.UseNumber()
+		if d2.Decode(&inner) == nil {
+			if _, isObj := inner.(map[string]any); isObj {
+				v = inner
+			}
+		}
+	}
+	val, err := ast.InterfaceToValue(v)
+	if err != nil {
+		return ast.NullTerm()
+	}
+	return ast.NewTerm(val)
+}
+
+func nullableString(s *string) *ast.Term {
+	if s == nil {
+		return ast.NullTerm()
+	}
+	return ast.StringTerm(*s)
+}
+
+// filterResult is what the filters of one active set did.
+type filterResult struct {
+	dropped []string // sorted registry tools some active filter dropped
+	errors  []filterError
+	keys    []string // cache keys used, for the fingerprint
+	// droppedBy maps a dropped tool to the filters that dropped it.
+	droppedBy map[string][]string
+}
+
+type filterError struct {
+	Capability string `json:"capability"`
+	File       string `json:"file"`
+	Message    string `json:"message"`
+}
+
+func (fr *filterResult) term() *ast.Term {
+	errs := make([]*ast.Term, len(fr.errors))
+	for i, e := range fr.errors {
+		errs[i] = ast.ObjectTerm(item("capability", ast.StringTerm(e.Capability)), item("message", ast.StringTerm(e.Message)))
+	}
+	return ast.ObjectTerm(item("dropped", setOf(fr.dropped)), item("errors", ast.ArrayTerm(errs...)))
+}
+
+// buildInput builds the input document of the decision query: the facts
+// as sets, the filter results and the context. It is built once per
+// decision as an ast.Value: no JSON round trip.
+func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term) ast.Value {
+	factsObj := ast.ObjectTerm(
+		item("window", posTerm(f.Window)),
+		item("discovered", setOf(f.Discovered)),
+		item("loaded", setOf(f.Loaded)),
+		item("returned", setOf(f.Returned)),
+		item("active_capabilities", setOf(f.ActiveCapabilities)),
+	)
+	allErrs := append(append([]filterError{}, next.errors...), dispatch.errors...)
+	errTerms := make([]*ast.Term, len(allErrs))
+	for i, e := range allErrs {
+		errTerms[i] = ast.ObjectTerm(item("capability", ast.StringTerm(e.Capability)), item("message", ast.StringTerm(e.Message)))
+	}
+	filters := ast.ObjectTerm(
+		item("next", next.term()),
+		item("dispatch", dispatch.term()),
+		item("errors", ast.ArrayTerm(errTerms...)),
+	)
+	in := ast.NewObject(
+		item("facts", factsObj),
+		item("outgoing", ast.ObjectTerm(
+			item("discovered", setOf(f.Outgoing.Discovered)),
+			item("loaded", setOf(f.Outgoing.Loaded)),
+		)),
+		item("filters", filters),
+		item("context", ctxTerm),
+	)
+	if d := f.Dispatch; d != nil {
+		calls := make([]*ast.Term, len(d.Calls))
+		for i, c := range d.Calls {
+			calls[i] = ast.ObjectTerm(
+				item("index", ast.IntNumberTerm(i)),
+				item("part", ast.IntNumberTerm(c.Part)),
+				item("tool", ast.StringTerm(c.Tool)),
+				item("tool_call_id", nullableString(c.ToolCallID)),
+				item("tool_kind", toolKindTerm(c.ToolKind)),
+				item("args", argsTerm(c.Args)),
+			)
+		}
+		in.Insert(ast.StringTerm("dispatch"), ast.ObjectTerm(
+			item("provider", nullableString(d.Provider)),
+			item("window", posTerm(d.Window)),
+			item("loaded", setOf(d.Loaded)),
+			item("evidence", ast.ObjectTerm(
+				item("discovered", setOf(d.Evidence.Discovered)),
+				item("loaded", setOf(d.Evidence.Loaded)),
+			)),
+			item("active_capabilities", setOf(d.ActiveCapabilities)),
+			item("same_response", ast.ObjectTerm(
+				item("revealed", setOf(d.SameResponse.Revealed)),
+				item("pending_loads", setOf(d.SameResponse.PendingLoads)),
+			)),
+			item("calls", ast.ArrayTerm(calls...)),
+		))
+	}
+	return in
+}
+
+func toolKindTerm(k facts.ToolKind) *ast.Term {
+	if k == facts.ToolKindNone {
+		return ast.NullTerm()
+	}
+	return ast.StringTerm(k.String())
+}

@@ -1,0 +1,73 @@
+# METADATA
+# title: Tool availability — the default policy
+# description: |
+#   Load, then reveal, then call (spec/semantics.md §6–§8), over the facts
+#   that policycheck derives from the message history (design.md "Facts").
+#
+#   * An always-on tool (not deferred, no deferred owner) is available.
+#   * A search-gated tool (deferred, no deferred owner) is available once
+#     revealed: discovered in the post-compaction window.
+#   * A tool of a configured-deferred capability is available once that
+#     capability is loaded: the load is the reveal. A reveal without a load
+#     does not count, and neither does a stale load of a capability since
+#     reconfigured as always-on.
+#   * Capability filters (`prepare_tools`) and operator `hide` rules remove
+#     tools: a removed tool is neither available nor advertised, and a call
+#     to it is an unknown tool.
+#   * The framework tools are available when present: load_capability while
+#     some capability is deferred, search_tools while some search-gated tool
+#     remains.
+#   * A filter that failed fails the whole decision closed.
+#
+#   Sets in, sets out: the rules are set algebra over the facts, never a
+#   loop over every tool.
+# entrypoint: true
+package policycheck.availability
+
+import data.policycheck.lib.gate
+
+# METADATA
+# title: decision
+# description: Everything the engine reads, in one document.
+# entrypoint: true
+decision := {
+	"available": available,
+	"advertised": advertised,
+	"dispatch_available": dispatch_available,
+	"verdicts": verdicts,
+	"hidden": gate.hidden,
+}
+
+# METADATA
+# title: available
+# description: The tools callable on the next request (no anchored evidence).
+default available := set()
+
+available := gate.available(input.facts.discovered, input.facts.loaded, input.filters.next) if not gate.failed
+
+# METADATA
+# title: advertised
+# description: |
+#   The tools whose schemas go to the model on the next request: the same
+#   rule over the cleaned outgoing history (spec §7), so advertised is a
+#   subset of available.
+default advertised := set()
+
+advertised := gate.available(input.outgoing.discovered, input.outgoing.loaded, input.filters.next) & available
+
+# METADATA
+# title: dispatch_available
+# description: |
+#   The tools callable by the response being dispatched: the facts widened
+#   by the serving provider's anchored evidence (spec §5), under the
+#   filters of the dispatch-active capabilities (seed 000).
+default dispatch_available := set()
+
+dispatch_available := gate.available_now if not gate.failed
+
+# METADATA
+# title: verdicts
+# description: One verdict per tool call of the dispatched response, in order.
+default verdicts := []
+
+verdicts := [gate.verdict(call) | some call in input.dispatch.calls]

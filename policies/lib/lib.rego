@@ -1,0 +1,37 @@
+# METADATA
+# title: policycheck library
+# description: |
+#   Helpers for operators writing capability filters and rules. Import the
+#   package, not its rules: `import data.policycheck.lib`.
+#   The registry is data: data.policycheck.registry holds `tools` (name ->
+#   {name, capability, defer_loading, gate}), and sets `names`,
+#   `always_available`, `search_gated`, `deferred_capabilities`,
+#   `always_on_capabilities`, plus `capability_tools` (capability id -> set
+#   of the tools a deferred capability owns).
+package policycheck.lib
+
+# METADATA
+# title: own_tools
+# description: |
+#   The names, among input.tools, of the tools owned by capability `id`.
+#   A filter that governs only its own tools keeps the others:
+#   `prepare_tools contains name if some name in lib.others(input.tools, "vault")`.
+own_tools(tools, id) := {t.name | some t in tools; t.capability == id}
+
+# METADATA
+# title: others
+# description: The names, among tools, of the tools not owned by capability `id`.
+others(tools, id) := {t.name | some t in tools; t.capability != id}
+
+# METADATA
+# title: names
+# description: The names of a list of tool objects (as in input.tools).
+names(tools) := {t.name | some t in tools}
+
+# METADATA
+# title: keep_own
+# description: |
+#   Filter helper: every tool not owned by capability `id`, plus those of
+#   its own tools named in `allowed`. A one-line permission gate:
+#   `prepare_tools := lib.keep_own(input.tools, "vault", {"read_secret"})`.
+keep_own(tools, id, allowed) := others(tools, id) | (own_tools(tools, id) & allowed)
