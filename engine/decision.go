@@ -19,13 +19,13 @@ const (
 // Decision is the outcome of one evaluation, in the shape of design.md
 // "Output of policycheck eval". Every name list is sorted and never nil.
 type Decision struct {
-	Fingerprint string          `json:"fingerprint"`
-	Window      facts.Position  `json:"window"`
-	Facts       FactsView       `json:"facts"`
-	Available   []string        `json:"available"`
-	Advertised  []string        `json:"advertised"`
-	Dispatch    *DispatchView   `json:"dispatch,omitempty"`
-	Calls       []CallVerdict   `json:"calls"`
+	Fingerprint string         `json:"fingerprint"`
+	Window      facts.Position `json:"window"`
+	Facts       FactsView      `json:"facts"`
+	Available   []string       `json:"available"`
+	Advertised  []string       `json:"advertised"`
+	Dispatch    *DispatchView  `json:"dispatch,omitempty"`
+	Calls       []CallVerdict  `json:"calls"`
 	// Errors explains a fail-closed decision (policy error, timeout,
 	// undefined result, failed filter); empty otherwise.
 	Errors []string `json:"errors,omitempty"`
@@ -34,7 +34,7 @@ type Decision struct {
 	RegistryRevision string `json:"-"`
 
 	// Why holds per-tool explanations for explain (not part of eval's JSON).
-	Why map[string][]string `json:"-"`
+	Why   map[string][]string `json:"-"`
 	facts *facts.Facts
 }
 

@@ -192,28 +192,18 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		ctx, cancel = context.WithTimeout(ctx, dc.deadline)
 		defer cancel()
 	}
-	f := req.Facts
-	if f == nil {
-		derived := facts.Derive(req.History, s.reg)
-		f = &derived
-	}
-	ctxTerm, ctxDigest, err := contextValue(req.Context)
+	p, err := s.prepare(ctx, req)
 	if err != nil {
 		return nil, err
 	}
-	next := s.runFilters(ctx, f.ActiveCapabilities, ctxTerm, ctxDigest)
-	dispatch := next
-	if f.Dispatch != nil && !equalStrings(f.Dispatch.ActiveCapabilities, f.ActiveCapabilities) {
-		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
-	}
-	input := buildInput(f, next, dispatch, ctxTerm)
+	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
 	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
 	keys := next.keys
 	if f.Dispatch != nil {
 		keys = dispatch.keys
 	}
-	d.Fingerprint = fingerprint(s.rev, s.regRev, ctxDigest, activeOf(f), keys)
+	d.Fingerprint = fingerprint(s.rev, s.regRev, p.ctxDigest, activeOf(f), keys)
 
 	rs, err := s.decision.Eval(ctx, rego.EvalParsedInput(input))
 	var raw map[string]any
@@ -241,6 +231,44 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		d.failClosed(s, "")
 	}
 	return d, nil
+}
+
+// prepared is a decision's input before evaluation.
+type prepared struct {
+	facts          *facts.Facts
+	next, dispatch *filterResult
+	input          ast.Value
+	ctxDigest      string
+}
+
+func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) {
+	f := req.Facts
+	if f == nil {
+		derived := facts.Derive(req.History, s.reg)
+		f = &derived
+	}
+	ctxTerm, ctxDigest, err := contextValue(req.Context)
+	if err != nil {
+		return nil, err
+	}
+	next := s.runFilters(ctx, f.ActiveCapabilities, ctxTerm, ctxDigest)
+	dispatch := next
+	if f.Dispatch != nil && !equalStrings(f.Dispatch.ActiveCapabilities, f.ActiveCapabilities) {
+		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
+	}
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm), ctxDigest: ctxDigest}, nil
+}
+
+// Input returns the input document the decision query would receive for
+// req, as JSON-compatible values (sets become sorted arrays): what
+// `policycheck facts --format input` prints and opa test fixtures hold.
+func (e *Engine) Input(ctx context.Context, req Request) (any, error) {
+	s := e.snap.Load()
+	p, err := s.prepare(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	return ast.JSON(p.input)
 }
 
 func activeOf(f *facts.Facts) []string {

@@ -55,7 +55,7 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 		return nil, err
 	}
 	if err := ValidateRegistrySchema(file, doc); err != nil {
-		return nil, err
+		return nil, asError(err)
 	}
 	// The schema has vetted every type: re-encode and decode into structs.
 	raw, err := json.Marshal(doc)

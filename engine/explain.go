@@ -1,0 +1,138 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// Explanation says, for a person, why each tool is or is not available
+// and why each call got its verdict, pointing at the history.
+type Explanation struct {
+	Decision *Decision         `json:"decision"`
+	Window   string            `json:"window"`
+	Dispatch string            `json:"dispatch,omitempty"`
+	Tools    []ToolExplained   `json:"tools"`
+	Calls    []CallExplained   `json:"calls"`
+	Policies []PolicyExplained `json:"policies"`
+}
+
+// ToolExplained is one tool's status and the reasons for it.
+type ToolExplained struct {
+	Name              string   `json:"name"`
+	Available         bool     `json:"available"`
+	Advertised        bool     `json:"advertised"`
+	DispatchAvailable *bool    `json:"dispatch_available,omitempty"`
+	Why               []string `json:"why"`
+}
+
+// CallExplained is one call's verdict with its reasons.
+type CallExplained struct {
+	CallVerdict
+	Why []string `json:"why"`
+}
+
+// PolicyExplained names a policy module that took part.
+type PolicyExplained struct {
+	File    string `json:"file"`
+	Package string `json:"package"`
+	Role    string `json:"role"`
+}
+
+func pos(p facts.Position) string { return fmt.Sprintf("message %d, part %d", p.Message, p.Part) }
+
+// Explain decides req and explains the decision.
+func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error) {
+	s := e.snap.Load()
+	if req.Facts == nil {
+		f := facts.Derive(req.History, s.reg)
+		req.Facts = &f
+	}
+	d, err := e.Decide(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	f := req.Facts
+	tr := facts.TraceHistory(req.History)
+	x := &Explanation{Decision: d}
+	x.Window = "the whole history (no compaction part)"
+	if len(tr.Compactions) > 0 || f.Window != (facts.Position{}) {
+		x.Window = fmt.Sprintf("from the compaction part at %s: evidence before it no longer counts for the next request", pos(f.Window))
+	}
+	if fd := f.Dispatch; fd != nil {
+		prov := "no provider_name, so the conservative window"
+		if fd.Provider != nil {
+			prov = fmt.Sprintf("served by %q: anchored window from %s", *fd.Provider, pos(fd.Window))
+		}
+		x.Dispatch = fmt.Sprintf("the last message (%d) is a response %s; evidence only that provider could still see: discovered %q, loaded %q",
+			len(req.History)-1, prov, fd.Evidence.Discovered, fd.Evidence.Loaded)
+	}
+	inWindow := func(p, w facts.Position) bool { return !p.Before(w) }
+	for _, name := range s.reg.ToolNames() {
+		t, _ := s.reg.Tool(name)
+		gate, _ := s.reg.GateOf(name)
+		te := ToolExplained{Name: name, Available: contains(d.Available, name), Advertised: contains(d.Advertised, name)}
+		if d.Dispatch != nil {
+			v := contains(d.Dispatch.Available, name)
+			te.DispatchAvailable = &v
+		}
+		switch gate {
+		case facts.GateNone:
+			te.Why = append(te.Why, "always-on: not deferred and no deferred owner")
+		case facts.GateSearch:
+			te.Why = append(te.Why, "search-gated: callable once revealed in the window")
+			for _, r := range tr.Reveals[name] {
+				where := "inside the window"
+				if !inWindow(r.At, f.Window) {
+					where = "before the compaction boundary, so hidden again"
+				}
+				te.Why = append(te.Why, fmt.Sprintf("revealed by a %s at %s (%s)", r.Kind, pos(r.At), where))
+			}
+			if len(tr.Reveals[name]) == 0 {
+				te.Why = append(te.Why, "never revealed in this history")
+			}
+		case facts.GateCapability:
+			te.Why = append(te.Why, fmt.Sprintf("owned by deferred capability %q: callable once it is loaded (the load is the reveal)", t.Capability))
+			for _, l := range tr.Loads[t.Capability] {
+				where := "inside the window"
+				if !inWindow(l.Call, f.Window) {
+					where = "split by or before the compaction boundary, so it no longer counts"
+				}
+				te.Why = append(te.Why, fmt.Sprintf("loaded by the call at %s answered at %s (%s)", pos(l.Call), pos(l.Return), where))
+			}
+			if len(tr.Loads[t.Capability]) == 0 {
+				te.Why = append(te.Why, fmt.Sprintf("capability %q is never loaded in this history", t.Capability))
+			}
+		}
+		te.Why = append(te.Why, d.Why[name]...)
+		x.Tools = append(x.Tools, te)
+	}
+	for _, c := range d.Calls {
+		ce := CallExplained{CallVerdict: c}
+		ce.Why = append(ce.Why, c.Reasons...)
+		if c.Verdict == Execute {
+			ce.Why = append(ce.Why, fmt.Sprintf("%q is in the dispatch-available set", c.Tool))
+		}
+		x.Calls = append(x.Calls, ce)
+	}
+	for _, file := range s.modules {
+		m := s.compiler.Modules[file]
+		if m == nil {
+			continue
+		}
+		role := "library"
+		switch {
+		case capabilityOf(m.Package.Path) != "":
+			role = "capability filter (prepare_tools)"
+		case m.Package.Path.String() == "data.policycheck.availability":
+			role = "decision entrypoint"
+		case len(m.Package.Path) > 2 && m.Package.Path[:3].String() == "data.policycheck.rules":
+			role = "operator rules (hide, deny)"
+		}
+		x.Policies = append(x.Policies, PolicyExplained{File: file, Package: m.Package.Path.String(), Role: role})
+	}
+	sort.Slice(x.Policies, func(i, j int) bool { return x.Policies[i].File < x.Policies[j].File })
+	return x, nil
+}

@@ -1,0 +1,123 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/policycheck/policycheck/engine"
+)
+
+func newExplainCmd() *cobra.Command {
+	var in inputFlags
+	var format string
+	cmd := &cobra.Command{
+		Use:   "explain --registry R --history H [--context C] [--policy ...]...",
+		Short: "Explain, for a person, why each tool is or is not available and why each call got its verdict",
+		Long: `explain makes the same decision as eval and says why: for each registry tool, what gates it and which
+message and part revealed or loaded it (or which compaction part hid that evidence), and for each call
+of the last response, its verdict, the model-facing message and the rule, filter or policy file that
+decided.` + exitCodesHelp,
+		Example: `  policycheck explain --registry examples/registry.yaml --history examples/histories/refund.json`,
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			loaded, err := in.load(cmd)
+			if err != nil {
+				return err
+			}
+			eng, err := in.engine(cmd.Context(), loaded.reg)
+			if err != nil {
+				return err
+			}
+			x, err := eng.Explain(cmd.Context(), engine.Request{History: loaded.history, Context: loaded.context})
+			if err != nil {
+				return badInput(err)
+			}
+			switch format {
+			case "json":
+				return writeJSON(cmd, x)
+			case "text":
+				printExplanation(cmd.OutOrStdout(), x)
+				return nil
+			}
+			return badInput(fmt.Errorf("--format must be text or json, not %q", format))
+		},
+	}
+	in.register(cmd, true)
+	cmd.Flags().StringVar(&format, "format", "text", "text or json")
+	return cmd
+}
+
+func yesNo(b bool, yes, no string) string {
+	if b {
+		return yes
+	}
+	return no
+}
+
+func printExplanation(w io.Writer, x *engine.Explanation) {
+	d := x.Decision
+	fmt.Fprintf(w, "Decision %s\n", d.Fingerprint)
+	for _, e := range d.Errors {
+		fmt.Fprintf(w, "FAILED CLOSED: %s\n", e)
+	}
+	fmt.Fprintf(w, "Window: %s\n", x.Window)
+	if x.Dispatch != "" {
+		fmt.Fprintf(w, "Dispatch: %s\n", x.Dispatch)
+	}
+	fmt.Fprintf(w, "Active capabilities (next request): %s\n", list(d.Facts.ActiveCapabilities))
+	if d.Dispatch != nil {
+		fmt.Fprintf(w, "Active capabilities (dispatch): %s\n", list(d.Dispatch.ActiveCapabilities))
+	}
+	fmt.Fprintln(w, "\nTools:")
+	for _, t := range x.Tools {
+		status := yesNo(t.Available, "available", "NOT available") + ", " + yesNo(t.Advertised, "advertised", "not advertised")
+		if t.DispatchAvailable != nil {
+			status += ", " + yesNo(*t.DispatchAvailable, "callable by the last response", "NOT callable by the last response")
+		}
+		fmt.Fprintf(w, "  %s: %s\n", t.Name, status)
+		for _, why := range t.Why {
+			fmt.Fprintf(w, "      - %s\n", why)
+		}
+	}
+	fmt.Fprintf(w, "  framework tools available: %s\n", list(framework(d.Available)))
+	if len(x.Calls) > 0 {
+		fmt.Fprintln(w, "\nCalls of the last response:")
+	}
+	for _, c := range x.Calls {
+		id := "<no id>"
+		if c.ToolCallID != nil {
+			id = *c.ToolCallID
+		}
+		fmt.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
+		if c.Message != "" {
+			fmt.Fprintf(w, "      model is told: %s\n", c.Message)
+		}
+		for _, why := range c.Why {
+			fmt.Fprintf(w, "      - %s\n", why)
+		}
+	}
+	fmt.Fprintln(w, "\nPolicies:")
+	for _, p := range x.Policies {
+		fmt.Fprintf(w, "  %s (%s): %s\n", p.File, p.Package, p.Role)
+	}
+}
+
+func framework(names []string) []string {
+	var out []string
+	for _, n := range names {
+		if n == "load_capability" || n == "search_tools" {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+func list(s []string) string {
+	if len(s) == 0 {
+		return "(none)"
+	}
+	return strings.Join(s, ", ")
+}

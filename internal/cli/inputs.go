@@ -1,0 +1,131 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// inputFlags are the flags shared by facts, eval and explain.
+type inputFlags struct {
+	registry   string
+	history    string
+	context    string
+	policies   []string
+	noDefaults bool
+	maxBytes   int64
+	noSchema   bool
+}
+
+func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.registry, "registry", "", "tool registry (YAML or JSON) (required)")
+	fl.StringVar(&f.history, "history", "", "message history, pydantic-ai JSON; - for stdin (required)")
+	fl.StringVar(&f.context, "context", "", "JSON object handed to policies as input.context")
+	fl.Int64Var(&f.maxBytes, "max-bytes", loader.DefaultLimits().MaxBytes, "largest history accepted, in bytes")
+	fl.BoolVar(&f.noSchema, "no-schema", false, "skip JSON Schema validation (the decoder still enforces the same rules)")
+	if withPolicy {
+		fl.StringArrayVar(&f.policies, "policy", nil, "policy file, directory or OPA bundle (repeatable)")
+		fl.BoolVar(&f.noDefaults, "no-defaults", false, "do not load the shipped default policies")
+	}
+	_ = cmd.MarkFlagRequired("registry")
+	_ = cmd.MarkFlagRequired("history")
+}
+
+type inputs struct {
+	reg     *facts.Registry
+	history facts.History
+	context any
+}
+
+func readFile(cmd *cobra.Command, path string) ([]byte, error) {
+	if path == "-" {
+		var buf bytes.Buffer
+		if _, err := buf.ReadFrom(cmd.InOrStdin()); err != nil {
+			return nil, &loader.Error{File: "<stdin>", Kind: loader.KindIO, Msg: err.Error()}
+		}
+		return buf.Bytes(), nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, &loader.Error{File: path, Kind: loader.KindIO, Msg: err.Error()}
+	}
+	return b, nil
+}
+
+// load reads and validates registry, history and context: at this
+// boundary the history is checked against the JSON Schema as well as by
+// the decoder.
+func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
+	reg, err := loader.ReadRegistry(f.registry)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	data, err := readFile(cmd, f.history)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	name := f.history
+	if name == "-" {
+		name = "<stdin>"
+	}
+	lim := loader.DefaultLimits()
+	lim.MaxBytes = f.maxBytes
+	h, err := loader.DecodeHistory(name, data, lim)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if !f.noSchema {
+		if err := loader.ValidateHistoryBytes(name, data); err != nil {
+			return nil, badInput(err)
+		}
+	}
+	in := &inputs{reg: reg, history: h}
+	if f.context != "" {
+		raw, err := readFile(cmd, f.context)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		var v any
+		if err := dec.Decode(&v); err != nil {
+			return nil, badInput(&loader.Error{File: f.context, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
+		}
+		if _, ok := v.(map[string]any); !ok {
+			return nil, badInput(&loader.Error{File: f.context, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
+		}
+		in.context = v
+	}
+	return in, nil
+}
+
+func (f *inputFlags) engine(ctx context.Context, reg *facts.Registry) (*engine.Engine, error) {
+	opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(f.policies...)}
+	if f.noDefaults {
+		opts = append(opts, engine.WithoutDefaults())
+	}
+	e, err := engine.New(ctx, opts...)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	return e, nil
+}
+
+func writeJSON(cmd *cobra.Command, v any) error {
+	enc := json.NewEncoder(cmd.OutOrStdout())
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("write output: %w", err)
+	}
+	return nil
+}
