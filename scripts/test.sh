@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# The whole test suite: formatting, vet, every Go test under the race
+# detector (conformance corpus included), and the conformance command.
+# `.ci/run` runs exactly this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+shared=../shared
+if [ ! -d "$shared/conformance/cases" ]; then
+	if [ "${CI:-}" = "true" ]; then
+		echo "CI=true but the shared corpus is missing at $shared/conformance/cases" >&2
+		exit 1
+	fi
+	echo "note: $shared/conformance/cases is absent; conformance tests will be skipped" >&2
+fi
+
+echo "== gofmt"
+unformatted=$(gofmt -l $(git ls-files '*.go'))
+if [ -n "$unformatted" ]; then
+	echo "gofmt would change:" >&2
+	echo "$unformatted" >&2
+	exit 1
+fi
+
+echo "== go vet"
+go vet ./...
+
+if [ -x scripts/rego-checks.sh ]; then
+	echo "== rego checks"
+	scripts/rego-checks.sh
+fi
+
+echo "== go test -race"
+go test -race -count=1 -timeout 40m ./...
+
+if [ -d "$shared/conformance/cases" ]; then
+	echo "== policycheck conformance"
+	go run ./cmd/policycheck conformance "$shared/conformance/cases"
+fi
