@@ -1,0 +1,27 @@
+// Package engine decides, with Rego, which tools are available, which are
+// advertised and what each call of the dispatched response gets.
+//
+// The map:
+//
+//   - compile.go loads policies (the shipped defaults of package policies,
+//     operator files, directories and OPA bundles), compiles them once in
+//     strict mode, rejects filters that reach nondeterministic built-ins or
+//     name unknown capabilities, and prepares the decision query and one
+//     query per capability filter.
+//   - input.go puts the registry in the OPA store as data (sets the policy
+//     does set algebra on, built once per registry revision) and builds each
+//     decision's small input directly as an ast.Value.
+//   - engine.go is the Engine: an immutable snapshot swapped atomically by
+//     Reload, Decide (filters through the fingerprint cache of cache.go,
+//     then one evaluation of data.policycheck.availability.decision), and
+//     the fail-closed paths.
+//   - decision.go reads the policy's structured result, enforces the
+//     invariants that keep advertisement, the gate and the messages in
+//     agreement, and assembles the model-facing messages of messages.go.
+//   - explain.go explains a decision against the history's provenance.
+//
+// An Engine is safe for concurrent use. Nothing a decision does changes
+// the registry or the compiled policies (seed 004); the filter cache is
+// the only shared state a decision writes, and its entries are pure
+// functions of their keys.
+package engine
