@@ -1,0 +1,894 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// --- wire-format builders ----------------------------------------------------
+//
+// The builders write messages in the exact shapes pydantic-ai's
+// ModelMessagesTypeAdapter serializes (copied from the shared conformance
+// cases), so that every test goes through loader.DecodeHistory as real
+// input does.
+
+func jsonText(v any) string {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
+func jsonNullable(s string) string {
+	if s == "" {
+		return "null"
+	}
+	return jsonText(s)
+}
+
+func wReq(parts ...string) string {
+	return `{"parts":[` + strings.Join(parts, ",") + `],"timestamp":"2026-03-02T09:00:00Z","instructions":null,` +
+		`"kind":"request","run_id":"run-1","conversation_id":"conv-1","metadata":null,"state":"complete"}`
+}
+
+// response is a response message served by provider ("" for null).
+func wResp(provider string, parts ...string) string {
+	return `{"parts":[` + strings.Join(parts, ",") + `],"usage":{"input_tokens":0,"output_tokens":0,"details":{}},` +
+		`"model_name":"function:model_fn:","timestamp":"2026-03-02T09:00:01Z","kind":"response",` +
+		`"provider_name":` + jsonNullable(provider) + `,"provider_url":null,"provider_details":null,` +
+		`"provider_response_id":null,"finish_reason":null,"run_id":"run-1","conversation_id":"conv-1",` +
+		`"metadata":null,"state":"complete"}`
+}
+
+func wUser(text string) string {
+	return `{"content":` + jsonText(text) + `,"timestamp":"2026-03-02T09:00:00Z","part_kind":"user-prompt"}`
+}
+
+// call is an untyped tool call; args is raw JSON.
+func wCall(tool, id, args string) string {
+	return `{"tool_name":` + jsonText(tool) + `,"args":` + args + `,"tool_call_id":` + jsonText(id) +
+		`,"tool_kind":null,"id":null,"provider_name":null,"provider_details":null,"part_kind":"tool-call"}`
+}
+
+func wReturn(tool, id string, content any) string {
+	return `{"tool_name":` + jsonText(tool) + `,"content":` + jsonText(content) + `,"tool_call_id":` + jsonText(id) +
+		`,"tool_kind":null,"metadata":null,"timestamp":"2026-03-02T09:00:00Z","outcome":"success","part_kind":"tool-return"}`
+}
+
+func wLoadCall(id, capability string) string {
+	return `{"tool_name":"load_capability","args":{"id":` + jsonText(capability) + `},"tool_call_id":` + jsonText(id) +
+		`,"tool_kind":"capability-load","id":null,"provider_name":null,"provider_details":null,"part_kind":"tool-call"}`
+}
+
+func wLoadReturn(id string) string {
+	return `{"tool_name":"load_capability","content":{},"tool_call_id":` + jsonText(id) +
+		`,"tool_kind":"capability-load","metadata":null,"timestamp":"2026-03-02T09:00:00Z","outcome":"success","part_kind":"tool-return"}`
+}
+
+func wDelta(id string, names ...string) string {
+	return `{"tools_added":` + jsonText(names) + `,"tool_call_id":` + jsonNullable(id) + `,"part_kind":"tool-availability-delta"}`
+}
+
+func wSearchCall(id string, queries ...string) string {
+	return `{"tool_name":"search_tools","args":{"queries":` + jsonText(queries) + `},"tool_call_id":` + jsonText(id) +
+		`,"tool_kind":"tool-search","id":null,"provider_name":null,"provider_details":null,"part_kind":"tool-call"}`
+}
+
+func wSearchReturn(id string, names ...string) string {
+	found := make([]map[string]string, len(names))
+	for i, n := range names {
+		found[i] = map[string]string{"name": n}
+	}
+	return `{"tool_name":"search_tools","content":{"discovered_tools":` + jsonText(found) + `},"tool_call_id":` + jsonText(id) +
+		`,"tool_kind":"tool-search","metadata":null,"timestamp":"2026-03-02T09:00:00Z","outcome":"success","part_kind":"tool-return"}`
+}
+
+// compaction is a compaction part from provider ("" for null) with content
+// ("" for null, so no payload).
+func wCompaction(provider, content string) string {
+	return `{"content":` + jsonNullable(content) + `,"id":null,"provider_name":` + jsonNullable(provider) +
+		`,"provider_details":null,"part_kind":"compaction"}`
+}
+
+func wHistory(msgs ...string) string { return "[" + strings.Join(msgs, ",") + "]" }
+
+func mustHistory(t testing.TB, msgs ...string) facts.History {
+	t.Helper()
+	h, err := loader.DecodeHistory(t.Name()+".json", []byte(wHistory(msgs...)), loader.DefaultLimits())
+	require.NoError(t, err)
+	return h
+}
+
+func mustRegistry(t testing.TB, doc string) *facts.Registry {
+	t.Helper()
+	reg, err := loader.ParseRegistry(t.Name()+".json", []byte(doc))
+	require.NoError(t, err)
+	return reg
+}
+
+// keepFilter is a capability filter keeping exactly the named tools.
+func keepFilter(capability string, keep ...string) engine.Source {
+	return engine.Source{
+		File: "filters/" + capability + ".rego",
+		Text: fmt.Sprintf(`package policycheck.capabilities[%q]
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	t.name in %s
+}
+`, capability, regoSet(keep)),
+	}
+}
+
+// dropFilter is a capability filter dropping exactly the named tools.
+func dropFilter(capability string, drop ...string) engine.Source {
+	return engine.Source{
+		File: "filters/" + capability + ".rego",
+		Text: fmt.Sprintf(`package policycheck.capabilities[%q]
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	not t.name in %s
+}
+`, capability, regoSet(drop)),
+	}
+}
+
+func regoSet(names []string) string {
+	if len(names) == 0 {
+		return "set()"
+	}
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = jsonText(n)
+	}
+	return "{" + strings.Join(q, ", ") + "}"
+}
+
+func mustEngine(t testing.TB, reg *facts.Registry, opts ...engine.Option) *engine.Engine {
+	t.Helper()
+	e, err := engine.New(context.Background(), append([]engine.Option{engine.Registry(reg)}, opts...)...)
+	require.NoError(t, err)
+	return e
+}
+
+func mustDecide(t testing.TB, e *engine.Engine, h facts.History, ctxDoc any, opts ...engine.DecideOption) *engine.Decision {
+	t.Helper()
+	d, err := e.Decide(context.Background(), engine.Request{History: h, Context: ctxDoc}, opts...)
+	require.NoError(t, err)
+	return d
+}
+
+// quoted renders names as the reference's unknown-tool list does.
+func quotedList(names []string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = "'" + n + "'"
+	}
+	return strings.Join(q, ", ")
+}
+
+// --- seed 000 ----------------------------------------------------------------
+
+const secretsRegistry = `{
+	"capabilities": [{"id": "secrets", "defer_loading": true}],
+	"tools": [
+		{"name": "get_time"},
+		{"name": "secret_op", "capability": "secrets"},
+		{"name": "rotate_key", "capability": "secrets"}
+	]
+}`
+
+const secretOpNotAvailable = "Tool 'secret_op' is not available yet: it belongs to capability 'secrets'. " +
+	"Call `load_capability` for it first, then call the tool again once you've read the capability's instructions."
+
+// TestSeed000Route1 covers a load pair injected into the history (by a
+// history processor) for a capability whose prepare_tools drops the tool
+// then called: the capability is active for this step, so its filter
+// governs the call (spec M5 Route 1, seed 000).
+func TestSeed000Route1(t *testing.T) {
+	reg := mustRegistry(t, secretsRegistry)
+	injected := []string{
+		wReq(wUser("rotate the key")),
+		wResp("", wLoadCall("injected-load", "secrets")),
+		wReq(wLoadReturn("injected-load")),
+	}
+	serving := wResp("", wCall("secret_op", "s1", `{}`))
+	tests := []struct {
+		note        string
+		filter      bool
+		msgs        []string
+		verdict     string
+		message     string
+		available   []string
+		dispatchAct []string
+	}{
+		{
+			note:    "injected load, filter drops secret_op: unknown tool",
+			filter:  true,
+			msgs:    append(slices.Clone(injected), serving),
+			verdict: engine.UnknownTool,
+			message: "Unknown tool name: 'secret_op'. Available tools: 'get_time', 'load_capability', 'rotate_key'",
+			// rotate_key is callable: the load is the reveal.
+			available:   []string{"get_time", "load_capability", "rotate_key"},
+			dispatchAct: []string{"secrets"},
+		},
+		{
+			note:        "no injected load: not available yet, capability form",
+			filter:      true,
+			msgs:        []string{wReq(wUser("rotate the key")), serving},
+			verdict:     engine.NotAvailableYet,
+			message:     secretOpNotAvailable,
+			available:   []string{"get_time", "load_capability"},
+			dispatchAct: []string{},
+		},
+		{
+			note:        "injected load, no filter: executes",
+			msgs:        append(slices.Clone(injected), serving),
+			verdict:     engine.Execute,
+			available:   []string{"get_time", "load_capability", "rotate_key", "secret_op"},
+			dispatchAct: []string{"secrets"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			var opts []engine.Option
+			if tc.filter {
+				opts = append(opts, engine.Modules(dropFilter("secrets", "secret_op")))
+			}
+			e := mustEngine(t, reg, opts...)
+			d := mustDecide(t, e, mustHistory(t, tc.msgs...), nil)
+			require.Empty(t, d.Errors)
+			require.NotNil(t, d.Dispatch)
+			require.Len(t, d.Calls, 1)
+			c := d.Calls[0]
+			assert.Equal(t, "secret_op", c.Tool)
+			assert.Equal(t, tc.verdict, c.Verdict)
+			assert.Equal(t, tc.message, c.Message)
+			assert.Equal(t, tc.available, d.Dispatch.Available)
+			assert.Equal(t, tc.dispatchAct, d.Dispatch.ActiveCapabilities)
+			if tc.verdict == engine.UnknownTool {
+				assert.Equal(t, "Unknown tool name: 'secret_op'. Available tools: "+quotedList(d.Dispatch.Available), c.Message)
+				assert.Contains(t, strings.Join(c.Reasons, "\n"), "policycheck.capabilities.secrets",
+					"the reasons name the filter that dropped the tool")
+			}
+		})
+	}
+}
+
+// TestSeed000Route2 covers a load pair made before a compaction part that
+// the serving provider does not honour as a wire boundary: the anchored
+// evidence loads the capability at dispatch, so its filter must run too
+// (spec M5 Route 2, A5, V7).
+func TestSeed000Route2(t *testing.T) {
+	reg := mustRegistry(t, secretsRegistry)
+	loadPair := func(provider string) []string {
+		return []string{
+			wReq(wUser("rotate the key")),
+			wResp(provider, wLoadCall("load-secrets", "secrets")),
+			wReq(wLoadReturn("load-secrets"), wDelta("load-secrets", "rotate_key", "secret_op")),
+		}
+	}
+	hist := func(loadProvider, cmp, serving string) []string {
+		msgs := loadPair(loadProvider)
+		if cmp != "" {
+			msgs = append(msgs, wResp(loadProvider, cmp))
+		}
+		return append(msgs, wReq(wUser("go on")), wResp(serving, wCall("secret_op", "s1", `{}`)))
+	}
+	tests := []struct {
+		note     string
+		filter   bool
+		msgs     []string
+		verdict  string
+		message  string
+		evidence []string
+	}{
+		{
+			note:     "foreign provider compaction, filter: unknown tool",
+			filter:   true,
+			msgs:     hist("openai", wCompaction("anthropic", "foreign"), "openai"),
+			verdict:  engine.UnknownTool,
+			message:  "Unknown tool name: 'secret_op'. Available tools: 'get_time', 'load_capability', 'rotate_key'",
+			evidence: []string{"secrets"},
+		},
+		{
+			note:     "foreign provider compaction, no filter: executes",
+			msgs:     hist("openai", wCompaction("anthropic", "foreign"), "openai"),
+			verdict:  engine.Execute,
+			evidence: []string{"secrets"},
+		},
+		{
+			note:     "payload-less compaction of the serving provider, filter: unknown tool",
+			filter:   true,
+			msgs:     hist("anthropic", wCompaction("anthropic", ""), "anthropic"),
+			verdict:  engine.UnknownTool,
+			message:  "Unknown tool name: 'secret_op'. Available tools: 'get_time', 'load_capability', 'rotate_key'",
+			evidence: []string{"secrets"},
+		},
+		{
+			note:     "payload-less compaction of the serving provider, no filter: executes",
+			msgs:     hist("anthropic", wCompaction("anthropic", ""), "anthropic"),
+			verdict:  engine.Execute,
+			evidence: []string{"secrets"},
+		},
+		{
+			note:     "honoured boundary (same provider, content), filter: not available yet",
+			filter:   true,
+			msgs:     hist("anthropic", wCompaction("anthropic", "summary"), "anthropic"),
+			verdict:  engine.NotAvailableYet,
+			message:  secretOpNotAvailable,
+			evidence: []string{},
+		},
+		{
+			note:     "honoured boundary (same provider, content), no filter: not available yet",
+			msgs:     hist("anthropic", wCompaction("anthropic", "summary"), "anthropic"),
+			verdict:  engine.NotAvailableYet,
+			message:  secretOpNotAvailable,
+			evidence: []string{},
+		},
+		{
+			note:     "openai compaction with plaintext only is a boundary for the gate",
+			filter:   true,
+			msgs:     hist("openai", wCompaction("openai", "plain summary"), "openai"),
+			verdict:  engine.NotAvailableYet,
+			message:  secretOpNotAvailable,
+			evidence: []string{},
+		},
+		{
+			note:     "control: no compaction, filter: unknown tool without evidence",
+			filter:   true,
+			msgs:     hist("openai", "", "openai"),
+			verdict:  engine.UnknownTool,
+			message:  "Unknown tool name: 'secret_op'. Available tools: 'get_time', 'load_capability', 'rotate_key'",
+			evidence: []string{},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			var opts []engine.Option
+			if tc.filter {
+				opts = append(opts, engine.Modules(dropFilter("secrets", "secret_op")))
+			}
+			e := mustEngine(t, reg, opts...)
+			d := mustDecide(t, e, mustHistory(t, tc.msgs...), nil)
+			require.Empty(t, d.Errors)
+			require.NotNil(t, d.Dispatch)
+			require.Len(t, d.Calls, 1)
+			c := d.Calls[0]
+			assert.Equal(t, tc.verdict, c.Verdict)
+			assert.Equal(t, tc.message, c.Message)
+			assert.Equal(t, tc.evidence, d.Dispatch.Evidence.Loaded)
+			if len(tc.evidence) > 0 {
+				// The conservative window dropped the load; the next
+				// request neither sees it nor runs the filter for it.
+				assert.Empty(t, d.Facts.Loaded)
+				assert.Equal(t, []string{"secrets"}, d.Dispatch.ActiveCapabilities)
+				assert.NotContains(t, d.Available, "secret_op")
+				assert.NotContains(t, d.Advertised, "secret_op")
+			}
+			if tc.verdict == engine.UnknownTool {
+				assert.Equal(t, "Unknown tool name: 'secret_op'. Available tools: "+quotedList(d.Dispatch.Available), c.Message)
+			}
+		})
+	}
+}
+
+// --- fingerprint cache -------------------------------------------------------
+
+const opsRegistry = `{
+	"capabilities": [
+		{"id": "ops"},
+		{"id": "secrets", "defer_loading": true}
+	],
+	"tools": [
+		{"name": "get_time"},
+		{"name": "send_mail", "capability": "ops"},
+		{"name": "secret_op", "capability": "secrets"},
+		{"name": "rotate_key", "capability": "secrets"}
+	]
+}`
+
+// opsFilter keeps send_mail only for the ops group: it reads the context,
+// so the context is part of its cache key.
+var opsFilter = engine.Source{File: "filters/ops.rego", Text: `package policycheck.capabilities.ops
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	t.name != "send_mail"
+}
+
+prepare_tools contains "send_mail" if input.context.group == "ops"
+`}
+
+func cacheCounts(e *engine.Engine) (hits, misses int64) {
+	hits, misses, _ = e.CacheStats()
+	return hits, misses
+}
+
+func callTo(t testing.TB, d *engine.Decision, tool string) engine.CallVerdict {
+	t.Helper()
+	for _, c := range d.Calls {
+		if c.Tool == tool {
+			return c
+		}
+	}
+	t.Fatalf("no call to %q in %v", tool, d.Calls)
+	return engine.CallVerdict{}
+}
+
+// TestCacheHitOnUnrelatedFacts: facts that no filter reads (a user prompt,
+// a plain tool return, a further call) leave every filter key unchanged,
+// so the filters are not re-run and the fingerprint stays the same.
+func TestCacheHitOnUnrelatedFacts(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	base := []string{wReq(wUser("what time is it")), wResp("openai", wCall("get_time", "c1", `{}`))}
+	tests := []struct {
+		note string
+		msgs []string
+	}{
+		{note: "same history again", msgs: base},
+		{note: "user prompt appended", msgs: append(slices.Clone(base), wReq(wUser("thanks")))},
+		{note: "plain tool return and a new call appended", msgs: append(slices.Clone(base),
+			wReq(wReturn("get_time", "c1", "09:00")), wResp("openai", wCall("get_time", "c2", `{}`)))},
+		{note: "different serving provider, no compaction", msgs: append(slices.Clone(base),
+			wReq(wReturn("get_time", "c1", "09:00")), wResp("anthropic", wCall("send_mail", "c2", `{}`)))},
+	}
+	ctxDoc := map[string]any{"group": "ops"}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			e := mustEngine(t, reg, engine.Modules(opsFilter))
+			first := mustDecide(t, e, mustHistory(t, base...), ctxDoc)
+			hits0, misses0 := cacheCounts(e)
+			require.Positive(t, misses0, "the first decision runs the filter")
+
+			d := mustDecide(t, e, mustHistory(t, tc.msgs...), ctxDoc)
+			hits1, misses1 := cacheCounts(e)
+			assert.Equal(t, misses0, misses1, "no filter re-ran")
+			assert.Greater(t, hits1, hits0, "the filter result came from the cache")
+			assert.Equal(t, first.Fingerprint, d.Fingerprint)
+			assert.True(t, strings.HasPrefix(d.Fingerprint, "sha256:"), d.Fingerprint)
+		})
+	}
+}
+
+// TestCacheReResolvesWhenActivityMoves: anchored evidence that activates a
+// deferred capability at dispatch changes the dispatch-active set, which is
+// part of every filter key (spec M4–M5): the filters re-run and the
+// fingerprint changes, and the new capability's filter governs the call.
+func TestCacheReResolvesWhenActivityMoves(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	hist := func(cmp string) []string {
+		return []string{
+			wReq(wUser("rotate the key")),
+			wResp("openai", wLoadCall("l1", "secrets")),
+			wReq(wLoadReturn("l1"), wDelta("l1", "rotate_key", "secret_op")),
+			wResp("openai", cmp),
+			wReq(wUser("go on")),
+			wResp("openai", wCall("secret_op", "s1", `{}`)),
+		}
+	}
+	e := mustEngine(t, reg, engine.Modules(opsFilter, dropFilter("secrets", "secret_op")))
+
+	honoured := mustDecide(t, e, mustHistory(t, hist(wCompaction("openai", "summary"))...), nil)
+	require.Equal(t, []string{"ops"}, honoured.Dispatch.ActiveCapabilities)
+	require.Equal(t, engine.NotAvailableYet, honoured.Calls[0].Verdict)
+	hits0, misses0 := cacheCounts(e)
+
+	// Same conservative facts; only the anchored evidence differs.
+	foreign := mustDecide(t, e, mustHistory(t, hist(wCompaction("anthropic", "foreign"))...), nil)
+	require.Equal(t, honoured.Facts, foreign.Facts)
+	require.Equal(t, []string{"ops", "secrets"}, foreign.Dispatch.ActiveCapabilities)
+	hits1, misses1 := cacheCounts(e)
+	assert.Greater(t, misses1, misses0, "the dispatch-active set moved: filters re-ran")
+	assert.Greater(t, hits1, hits0, "the next request's filters were unchanged: cache hit")
+	assert.NotEqual(t, honoured.Fingerprint, foreign.Fingerprint)
+	assert.Equal(t, engine.UnknownTool, foreign.Calls[0].Verdict, "the secrets filter governed the call")
+
+	// And back: the first history hits the cache again, with its own
+	// fingerprint.
+	again := mustDecide(t, e, mustHistory(t, hist(wCompaction("openai", "summary"))...), nil)
+	_, misses2 := cacheCounts(e)
+	assert.Equal(t, misses1, misses2)
+	assert.Equal(t, honoured.Fingerprint, again.Fingerprint)
+}
+
+// TestCacheContextIsPartOfTheKey: a filter that reads input.context must be
+// re-run for a different context, never answered from another context's
+// entry; the same context written with its keys in another order is the
+// same key.
+func TestCacheContextIsPartOfTheKey(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	e := mustEngine(t, reg, engine.Modules(opsFilter))
+	h := mustHistory(t, wReq(wUser("mail the report")), wResp("openai", wCall("send_mail", "m1", `{"to":"ann"}`)))
+
+	ops := mustDecide(t, e, h, map[string]any{"group": "ops", "user": "ann"})
+	assert.Equal(t, engine.Execute, ops.Calls[0].Verdict)
+	_, misses0 := cacheCounts(e)
+
+	sales := mustDecide(t, e, h, map[string]any{"group": "sales", "user": "ann"})
+	_, misses1 := cacheCounts(e)
+	assert.Greater(t, misses1, misses0, "another context re-runs the filter")
+	assert.NotEqual(t, ops.Fingerprint, sales.Fingerprint)
+	assert.Equal(t, engine.UnknownTool, sales.Calls[0].Verdict)
+	assert.NotContains(t, sales.Available, "send_mail")
+
+	reordered := mustDecide(t, e, h, json.RawMessage(`{"user": "ann", "group": "ops"}`))
+	_, misses2 := cacheCounts(e)
+	assert.Equal(t, misses1, misses2, "the context digest is canonical")
+	assert.Equal(t, ops.Fingerprint, reordered.Fingerprint)
+	assert.Equal(t, engine.Execute, reordered.Calls[0].Verdict)
+}
+
+// TestCacheSmallCapacityStaysCorrect: evictions cost re-runs, never wrong
+// answers.
+func TestCacheSmallCapacityStaysCorrect(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	e := mustEngine(t, reg, engine.Modules(opsFilter), engine.CacheSize(1))
+	h := mustHistory(t, wReq(wUser("mail")), wResp("", wCall("send_mail", "m1", `{}`)))
+	for i := 0; i < 6; i++ {
+		group := []string{"ops", "sales"}[i%2]
+		want := map[string]string{"ops": engine.Execute, "sales": engine.UnknownTool}[group]
+		d := mustDecide(t, e, h, map[string]any{"group": group})
+		assert.Equal(t, want, d.Calls[0].Verdict, "round %d, group %s", i, group)
+	}
+	_, _, entries := e.CacheStats()
+	assert.Equal(t, 1, entries)
+}
+
+// TestCacheNoStaleResultAfterReload: a reload with a changed policy or a
+// changed registry changes the revision in every key, so nothing decided
+// before the reload is served after it.
+func TestCacheNoStaleResultAfterReload(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ops.rego")
+	write := func(src engine.Source) {
+		require.NoError(t, os.WriteFile(file, []byte(src.Text), 0o600))
+	}
+	reg := mustRegistry(t, opsRegistry)
+	h := mustHistory(t,
+		wReq(wUser("mail and time")),
+		wResp("", wCall("send_mail", "m1", `{}`), wCall("get_time", "t1", `{}`), wCall("get_weather", "w1", `{}`)))
+
+	t.Run("changed policy: the filter keeps a different set", func(t *testing.T) {
+		write(keepFilter("ops", "send_mail"))
+		e := mustEngine(t, reg, engine.PolicyPaths(dir))
+		before := mustDecide(t, e, h, nil)
+		assert.Equal(t, engine.Execute, callTo(t, before, "send_mail").Verdict)
+		assert.Equal(t, engine.UnknownTool, callTo(t, before, "get_time").Verdict)
+		policyRev, regRev := e.Revision()
+
+		write(keepFilter("ops", "get_time"))
+		require.NoError(t, e.Reload(ctx))
+		after := mustDecide(t, e, h, nil)
+		newPolicyRev, newRegRev := e.Revision()
+		assert.NotEqual(t, policyRev, newPolicyRev)
+		assert.Equal(t, regRev, newRegRev)
+		assert.NotEqual(t, before.Fingerprint, after.Fingerprint)
+		assert.Equal(t, engine.UnknownTool, callTo(t, after, "send_mail").Verdict)
+		assert.Equal(t, engine.Execute, callTo(t, after, "get_time").Verdict)
+		assert.Equal(t, []string{"get_time", "load_capability"}, after.Dispatch.Available)
+	})
+
+	t.Run("changed registry", func(t *testing.T) {
+		write(dropFilter("ops", "send_mail"))
+		e := mustEngine(t, reg, engine.PolicyPaths(dir))
+		before := mustDecide(t, e, h, nil)
+		assert.Equal(t, engine.UnknownTool, callTo(t, before, "get_weather").Verdict)
+		policyRev, regRev := e.Revision()
+
+		reg2 := mustRegistry(t, strings.Replace(opsRegistry, `{"name": "get_time"},`,
+			`{"name": "get_time"}, {"name": "get_weather"},`, 1))
+		require.NoError(t, e.Reload(ctx, engine.Registry(reg2)))
+		after := mustDecide(t, e, h, nil)
+		newPolicyRev, newRegRev := e.Revision()
+		assert.Equal(t, policyRev, newPolicyRev)
+		assert.NotEqual(t, regRev, newRegRev)
+		assert.NotEqual(t, before.Fingerprint, after.Fingerprint)
+		assert.Equal(t, engine.Execute, callTo(t, after, "get_weather").Verdict)
+		assert.Contains(t, after.Available, "get_weather")
+		assert.Equal(t, engine.UnknownTool, callTo(t, after, "send_mail").Verdict)
+		assert.Same(t, reg2, e.Registry())
+	})
+
+	t.Run("failed reload keeps serving the old snapshot", func(t *testing.T) {
+		write(keepFilter("ops", "send_mail"))
+		e := mustEngine(t, reg, engine.PolicyPaths(dir))
+		before := mustDecide(t, e, h, nil)
+		write(engine.Source{Text: "package policycheck.capabilities.ops\n\nprepare_tools contains x if {\n"})
+		err := e.Reload(ctx)
+		var pe *engine.PolicyError
+		require.ErrorAs(t, err, &pe)
+		after := mustDecide(t, e, h, nil)
+		assert.Equal(t, before.Fingerprint, after.Fingerprint)
+		assert.Equal(t, engine.Execute, callTo(t, after, "send_mail").Verdict)
+	})
+}
+
+// --- fail closed -------------------------------------------------------------
+
+// slowLoop makes a rule take seconds: a deadline of a millisecond always
+// expires inside it.
+const slowLoop = `some i in numbers.range(1, 4000)
+	some j in numbers.range(1, 4000)
+	i * j < 0`
+
+// TestFailClosed: a filter or policy that errors, times out, returns
+// anything but a set of registry tool names, or leaves the decision
+// undefined, makes no tool available and denies every call with a message;
+// Decide itself does not fail, and Errors names the cause.
+func TestFailClosed(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	h := mustHistory(t,
+		wReq(wUser("do everything")),
+		wResp("", wLoadCall("l1", "secrets")),
+		wReq(wLoadReturn("l1"), wDelta("l1", "rotate_key", "secret_op")),
+		wResp("openai",
+			wCall("get_time", "c1", `{}`),
+			wCall("send_mail", "c2", `{}`),
+			wCall("secret_op", "c3", `{}`),
+			wCall("no_such_tool", "c4", `{}`),
+			wCall("load_capability", "c5", `{"id": "secrets"}`)))
+	opsFile := func(body string) engine.Source {
+		return engine.Source{File: "filters/ops.rego", Text: "package policycheck.capabilities.ops\n\n" + body + "\n"}
+	}
+	tests := []struct {
+		note     string
+		opts     []engine.Option
+		decide   []engine.DecideOption
+		wantErrs []string
+	}{
+		{
+			note: "division by zero",
+			opts: []engine.Option{engine.Modules(opsFile(`prepare_tools contains t.name if {
+	some t in input.tools
+	count(input.tools) / 0 > 1
+}`))},
+			wantErrs: []string{"filter policycheck.capabilities.ops (filters/ops.rego) failed", "divide by zero"},
+		},
+		{
+			note: "conflicting complete rule",
+			opts: []engine.Option{engine.Modules(opsFile(`prepare_tools := {"get_time"} if count(input.tools) > 0
+
+prepare_tools := {"send_mail"} if count(input.tools) > 1`))},
+			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "conflict"},
+		},
+		{
+			note:     "array instead of a set",
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := [t.name | some t in input.tools]`))},
+			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "must be a set of tool names, not an array"},
+		},
+		{
+			note:     "string instead of a set",
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := "get_time"`))},
+			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "must be a set of tool names, not a string"},
+		},
+		{
+			note:     "set holding a number",
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := {"get_time", 7}`))},
+			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "must be a set of tool names"},
+		},
+		{
+			note:     "names a tool not in the registry",
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := {"get_time", "send_mail", "ghost_tool"}`))},
+			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", `"ghost_tool" is not a registry tool`},
+		},
+		{
+			note:     "names a framework tool",
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := {"get_time", "load_capability"}`))},
+			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", `"load_capability" is not a registry tool`},
+		},
+		{
+			note:     "undefined",
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := {"get_time"} if input.context.never`))},
+			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "undefined"},
+		},
+		{
+			note: "deferred capability's filter errors while it is loaded",
+			opts: []engine.Option{engine.Modules(engine.Source{File: "filters/secrets.rego", Text: `package policycheck.capabilities.secrets
+
+prepare_tools := {"rotate_key"} if count(input.tools) > 0
+
+prepare_tools := {"secret_op"} if count(input.tools) > 0
+`})},
+			wantErrs: []string{"filter policycheck.capabilities.secrets (filters/secrets.rego) failed"},
+		},
+		{
+			note: "filter deadline expires",
+			opts: []engine.Option{engine.Modules(opsFile(`prepare_tools contains t.name if {
+	some t in input.tools
+	` + slowLoop + `
+}`))},
+			decide:   []engine.DecideOption{engine.WithDeadline(time.Millisecond)},
+			wantErrs: []string{"filter policycheck.capabilities.ops (filters/ops.rego) failed", "eval_cancel_error"},
+		},
+		{
+			note: "operator rule deadline expires",
+			opts: []engine.Option{engine.Modules(engine.Source{File: "rules/slow.rego", Text: `package policycheck.rules.slow
+
+deny contains {"reason": "never", "message": "never"} if {
+	input.call.tool == "get_time"
+	` + slowLoop + `
+}
+`})},
+			decide:   []engine.DecideOption{engine.WithDeadline(time.Millisecond)},
+			wantErrs: []string{"policy evaluation failed", "eval_cancel_error"},
+		},
+		{
+			note: "default deadline expires",
+			opts: []engine.Option{engine.DefaultDeadline(time.Millisecond), engine.Modules(engine.Source{File: "rules/slow.rego", Text: `package policycheck.rules.slow
+
+hide contains "get_time" if {
+	` + slowLoop + `
+}
+`})},
+			wantErrs: []string{"policy evaluation failed", "eval_cancel_error"},
+		},
+		{
+			note: "operator replaces the default and leaves decision undefined",
+			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego",
+				Text: "package policycheck.availability\n\ndecision := {\"available\": set()} if input.context.never\n"})},
+			wantErrs: []string{"policy decision is undefined", "data.policycheck.availability.decision"},
+		},
+		{
+			note: "operator decision is not an object",
+			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego",
+				Text: "package policycheck.availability\n\ndecision := \"allow everything\"\n"})},
+			wantErrs: []string{"policy decision is not an object"},
+		},
+		{
+			note: "operator decision without one verdict per call",
+			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego",
+				Text: `package policycheck.availability
+
+decision := {
+	"available": {"get_time"},
+	"advertised": {"get_time"},
+	"dispatch_available": {"get_time"},
+	"verdicts": [{"verdict": "execute"}],
+}
+`})},
+			wantErrs: []string{"one verdict per call"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			e := mustEngine(t, reg, tc.opts...)
+			d, err := e.Decide(context.Background(), engine.Request{History: h}, tc.decide...)
+			require.NoError(t, err, "a failed policy is a decision, not an error")
+			assertFailedClosed(t, reg, d)
+			all := strings.Join(d.Errors, "\n")
+			for _, want := range tc.wantErrs {
+				assert.Contains(t, all, want)
+			}
+			// The same document is what eval prints.
+			b, err := json.Marshal(d)
+			require.NoError(t, err)
+			assert.Contains(t, string(b), `"errors":[`)
+		})
+	}
+}
+
+func assertFailedClosed(t *testing.T, reg *facts.Registry, d *engine.Decision) {
+	t.Helper()
+	require.NotEmpty(t, d.Errors)
+	for _, name := range reg.ToolNames() {
+		assert.NotContains(t, d.Available, name)
+		assert.NotContains(t, d.Advertised, name)
+		if d.Dispatch != nil {
+			assert.NotContains(t, d.Dispatch.Available, name)
+		}
+	}
+	require.NotEmpty(t, d.Calls)
+	for _, c := range d.Calls {
+		assert.Equal(t, engine.Denied, c.Verdict, "call %s", c.Tool)
+		assert.NotEmpty(t, c.Message, "call %s", c.Tool)
+		assert.NotEmpty(t, c.Reasons, "call %s", c.Tool)
+	}
+}
+
+// TestFilterOfInactiveCapabilityDoesNotRun: a failing filter fails a
+// decision only when its capability is active; an unloaded deferred
+// capability's filter is never run (spec M2).
+func TestFilterOfInactiveCapabilityDoesNotRun(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	e := mustEngine(t, reg, engine.Modules(engine.Source{File: "filters/secrets.rego", Text: `package policycheck.capabilities.secrets
+
+prepare_tools := [t.name | some t in input.tools]
+`}))
+	d := mustDecide(t, e, mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`))), nil)
+	assert.Empty(t, d.Errors)
+	assert.Equal(t, engine.Execute, d.Calls[0].Verdict)
+	_, misses := cacheCounts(e)
+	assert.Zero(t, misses)
+}
+
+// TestNewRejectsPolicies: filters are cached, so they must be pure
+// functions of their input; a filter for a capability the registry lacks
+// is a mistake. Both are found by engine.New, with file:row:col.
+func TestNewRejectsPolicies(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	tests := []struct {
+		note     string
+		src      engine.Source
+		code     string
+		location string
+	}{
+		{
+			note: "time.now_ns in prepare_tools",
+			src: engine.Source{File: "filters/ops.rego", Text: `package policycheck.capabilities.ops
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	time.now_ns() > 0
+}
+`},
+			code:     "nondeterministic_builtin",
+			location: "filters/ops.rego:5:2",
+		},
+		{
+			note: "http.send in a helper rule the filter depends on",
+			src: engine.Source{File: "filters/ops.rego", Text: `package policycheck.capabilities.ops
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	_allowed(t.name)
+}
+
+_allowed(name) if {
+	resp := http.send({"method": "GET", "url": concat("", ["http://acl.invalid/", name])})
+	resp.status_code == 200
+}
+`},
+			code:     "nondeterministic_builtin",
+			location: "filters/ops.rego:9:10",
+		},
+		{
+			note: "rand.intn in a complete filter",
+			src: engine.Source{File: "filters/secrets.rego", Text: `package policycheck.capabilities.secrets
+
+prepare_tools := {"secret_op"} if rand.intn("coin", 2) == 0
+`},
+			code:     "nondeterministic_builtin",
+			location: "filters/secrets.rego:3:35",
+		},
+		{
+			note: "filter for a capability the registry lacks",
+			src: engine.Source{File: "filters/billing.rego", Text: `package policycheck.capabilities.billing
+
+prepare_tools := set()
+`},
+			code:     "unknown_capability",
+			location: "filters/billing.rego:1:1",
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			_, err := engine.New(context.Background(), engine.Registry(reg), engine.Modules(tc.src))
+			var pe *engine.PolicyError
+			require.True(t, errors.As(err, &pe), "want *engine.PolicyError, got %v", err)
+			require.NotEmpty(t, pe.Errors)
+			p := pe.Errors[0]
+			assert.Equal(t, tc.code, p.Code)
+			assert.Equal(t, tc.location, fmt.Sprintf("%s:%d:%d", p.File, p.Row, p.Col))
+			assert.Contains(t, err.Error(), tc.location+": "+tc.code)
+		})
+	}
+}
