@@ -12,6 +12,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/format"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -890,5 +892,131 @@ prepare_tools := set()
 			assert.Equal(t, tc.location, fmt.Sprintf("%s:%d:%d", p.File, p.Row, p.Col))
 			assert.Contains(t, err.Error(), tc.location+": "+tc.code)
 		})
+	}
+}
+
+// --- operator rules ----------------------------------------------------------
+
+const paymentsRegistry = `{
+	"capabilities": [],
+	"tools": [
+		{"name": "get_time"},
+		{"name": "read_ledger"},
+		{"name": "transfer_funds"}
+	]
+}`
+
+const transferDenied = "Transfers above 1000 need a second approver: ask the user to approve it first."
+
+// TestOperatorRules: policycheck.rules.* packages hide tools per request
+// (testdata/rules/groups.rego) and deny single calls with their own message
+// (testdata/rules/payments.rego).
+func TestOperatorRules(t *testing.T) {
+	reg := mustRegistry(t, paymentsRegistry)
+	e := mustEngine(t, reg, engine.PolicyPaths("testdata/rules"))
+	tests := []struct {
+		note      string
+		ctx       any
+		tool      string
+		args      string
+		verdict   string
+		message   string
+		reason    string
+		available []string
+	}{
+		{
+			note:      "hidden by group: unknown tool, absent from the list",
+			ctx:       map[string]any{"group": "interns"},
+			tool:      "transfer_funds",
+			args:      `{"amount": 10}`,
+			verdict:   engine.UnknownTool,
+			message:   "Unknown tool name: 'transfer_funds'. Available tools: 'get_time', 'read_ledger'",
+			reason:    "hidden by an operator rule",
+			available: []string{"get_time", "read_ledger"},
+		},
+		{
+			note:      "another group hides more",
+			ctx:       map[string]any{"group": "guests"},
+			tool:      "read_ledger",
+			args:      `{}`,
+			verdict:   engine.UnknownTool,
+			message:   "Unknown tool name: 'read_ledger'. Available tools: 'get_time'",
+			reason:    "hidden by an operator rule",
+			available: []string{"get_time"},
+		},
+		{
+			note:      "denied above the limit",
+			ctx:       map[string]any{"group": "finance"},
+			tool:      "transfer_funds",
+			args:      `{"amount": 5000, "to": "acme"}`,
+			verdict:   engine.Denied,
+			message:   transferDenied,
+			reason:    "denied by policycheck.rules.payments: transfer above the approval limit",
+			available: []string{"get_time", "read_ledger", "transfer_funds"},
+		},
+		{
+			note:      "args as a JSON string are parsed",
+			ctx:       map[string]any{"group": "finance"},
+			tool:      "transfer_funds",
+			args:      jsonText(`{"amount": 5000, "to": "acme"}`),
+			verdict:   engine.Denied,
+			message:   transferDenied,
+			reason:    "policycheck.rules.payments",
+			available: []string{"get_time", "read_ledger", "transfer_funds"},
+		},
+		{
+			note:      "within the limit",
+			ctx:       map[string]any{"group": "finance"},
+			tool:      "transfer_funds",
+			args:      `{"amount": 999}`,
+			verdict:   engine.Execute,
+			available: []string{"get_time", "read_ledger", "transfer_funds"},
+		},
+		{
+			note:      "args that are not JSON carry no amount",
+			ctx:       map[string]any{"group": "finance"},
+			tool:      "transfer_funds",
+			args:      jsonText(`amount=5000`),
+			verdict:   engine.Execute,
+			available: []string{"get_time", "read_ledger", "transfer_funds"},
+		},
+		{
+			note:      "no context: nothing hidden",
+			tool:      "transfer_funds",
+			args:      `null`,
+			verdict:   engine.Execute,
+			available: []string{"get_time", "read_ledger", "transfer_funds"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			h := mustHistory(t, wReq(wUser("pay acme")), wResp("openai", wCall(tc.tool, "p1", tc.args)))
+			d := mustDecide(t, e, h, tc.ctx)
+			require.Empty(t, d.Errors)
+			c := d.Calls[0]
+			assert.Equal(t, tc.verdict, c.Verdict)
+			assert.Equal(t, tc.message, c.Message)
+			if tc.reason != "" {
+				assert.Contains(t, strings.Join(c.Reasons, "\n"), tc.reason)
+			}
+			assert.Equal(t, tc.available, d.Available)
+			assert.Equal(t, tc.available, d.Advertised)
+			assert.Equal(t, tc.available, d.Dispatch.Available)
+		})
+	}
+}
+
+// TestTestdataPoliciesAreFormatted keeps the operator examples opa fmt
+// clean.
+func TestTestdataPoliciesAreFormatted(t *testing.T) {
+	files, err := filepath.Glob("testdata/rules/*.rego")
+	require.NoError(t, err)
+	require.NotEmpty(t, files)
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		require.NoError(t, err)
+		out, err := format.SourceWithOpts(f, src, format.Opts{RegoVersion: ast.RegoV1})
+		require.NoError(t, err, f)
+		assert.Equal(t, string(src), string(out), "%s is not opa fmt clean", f)
 	}
 }
