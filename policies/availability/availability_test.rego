@@ -1,0 +1,131 @@
+# METADATA
+# title: policycheck.availability tests
+# description: |
+#   The default policy's decision document: available, advertised,
+#   dispatch_available and verdicts over the facts, and failing closed when
+#   a filter failed.
+package policycheck.availability_test
+
+import data.policycheck.availability
+
+# The registry of gate_test.rego, in short: get_time always-on, search_docs
+# search-gated, secret_op of the deferred vault.
+registry := {
+	"tools": {
+		"get_time": {"name": "get_time", "capability": null, "defer_loading": false, "gate": "none"},
+		"search_docs": {"name": "search_docs", "capability": null, "defer_loading": true, "gate": "search"},
+		"secret_op": {"name": "secret_op", "capability": "vault", "defer_loading": true, "gate": "capability"},
+	},
+	"names": {"get_time", "search_docs", "secret_op"},
+	"always_available": {"get_time"},
+	"search_gated": {"search_docs"},
+	"deferred_capabilities": {"vault"},
+	"always_on_capabilities": set(),
+	"capability_tools": {"vault": {"secret_op"}},
+}
+
+no_filters := {"dropped": set(), "errors": []}
+
+base := {
+	"facts": {"discovered": set(), "loaded": set(), "returned": set(), "active_capabilities": set()},
+	"outgoing": {"discovered": set(), "loaded": set()},
+	"filters": {"next": no_filters, "dispatch": no_filters, "errors": []},
+	"context": {},
+	"dispatch": {
+		"loaded": set(),
+		"evidence": {"discovered": set(), "loaded": set()},
+		"active_capabilities": set(),
+		"calls": [],
+	},
+}
+
+with_input(patch) := object.union(base, patch)
+
+framework := {"load_capability", "search_tools"}
+
+failing := {"filters": {"errors": [{"capability": "vault", "message": "boom"}]}}
+
+test_available_unions_always_on_discovered_and_loaded_tools if {
+	doc := with_input({"facts": {"discovered": {"search_docs"}, "loaded": {"vault"}}})
+	availability.available == {"get_time", "search_docs", "secret_op"} | framework with input as doc
+		with data.policycheck.registry as registry
+}
+
+test_available_is_empty_when_a_filter_failed if {
+	availability.available == set() with input as with_input(failing)
+		with data.policycheck.registry as registry
+}
+
+test_advertised_reads_the_outgoing_history if {
+	# Cleaning dropped the evidence that revealed search_docs: it stays
+	# available but is not advertised.
+	doc := with_input({"facts": {"discovered": {"search_docs"}}})
+	availability.advertised == {"get_time"} | framework with input as doc
+		with data.policycheck.registry as registry
+	"search_docs" in availability.available with input as doc
+		with data.policycheck.registry as registry
+}
+
+test_advertised_is_a_subset_of_available if {
+	# Outgoing evidence the next-request facts lack adds nothing.
+	doc := with_input({"outgoing": {"loaded": {"vault"}}})
+	availability.advertised == {"get_time"} | framework with input as doc
+		with data.policycheck.registry as registry
+}
+
+test_advertised_is_empty_when_a_filter_failed if {
+	availability.advertised == set() with input as with_input(failing)
+		with data.policycheck.registry as registry
+}
+
+test_dispatch_available_counts_anchored_evidence if {
+	doc := with_input({"dispatch": {"evidence": {"discovered": {"search_docs"}}}})
+	availability.dispatch_available == {"get_time", "search_docs"} | framework with input as doc
+		with data.policycheck.registry as registry
+}
+
+test_dispatch_available_is_empty_when_a_filter_failed if {
+	availability.dispatch_available == set() with input as with_input(failing)
+		with data.policycheck.registry as registry
+}
+
+test_verdicts_follow_the_calls_in_order if {
+	calls := [
+		{"tool": "secret_op", "tool_call_id": "c1", "args": {}},
+		{"tool": "get_time", "tool_call_id": "c2", "args": {}},
+		{"tool": "nope", "tool_call_id": "c3", "args": {}},
+	]
+	vs := availability.verdicts with input as with_input({"dispatch": {"calls": calls}})
+		with data.policycheck.registry as registry
+	[v.verdict | some v in vs] == ["not_available_yet", "execute", "unknown_tool"]
+}
+
+test_verdicts_are_empty_without_a_dispatched_response if {
+	doc := json.remove(base, ["dispatch"])
+	availability.verdicts == [] with input as doc
+		with data.policycheck.registry as registry
+}
+
+test_decision_holds_every_entry_the_engine_reads if {
+	doc := with_input({
+		"facts": {"loaded": {"vault"}},
+		"outgoing": {"loaded": {"vault"}},
+		"dispatch": {"loaded": {"vault"}, "calls": [{"tool": "secret_op", "tool_call_id": "c1", "args": {}}]},
+	})
+	d := availability.decision with input as doc
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {"r": {"hide": {"get_time"}}}
+	d == {
+		"available": ({"secret_op"} | framework),
+		"advertised": ({"secret_op"} | framework),
+		"dispatch_available": ({"secret_op"} | framework),
+		"verdicts": [{"verdict": "execute", "rule": "gate"}],
+		"hidden": {"get_time"},
+	}
+}
+
+test_advertised_defaults_to_empty_without_outgoing_facts if {
+	doc := json.remove(base, ["outgoing"])
+	availability.advertised == set() with input as doc
+		with data.policycheck.registry as registry
+}

@@ -1,0 +1,15 @@
+# METADATA
+# title: gate probe rules (tests only)
+# description: |
+#   An operator rules package that exists only under opa test (the engine
+#   never loads *_test.rego): it denies the tool `gate_probe` and names the
+#   tool_call_id it read, so gate_test.rego can pin that deny rules see the
+#   call as input.call. No real tool is called gate_probe.
+package policycheck.rules.gate_probe_test
+
+# METADATA
+# title: deny
+# description: Denies the probe tool, naming the call id it saw.
+deny contains {"reason": sprintf("probe saw %s", [input.call.tool_call_id]), "message": "probe"} if {
+	input.call.tool == "gate_probe"
+}

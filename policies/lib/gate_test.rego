@@ -1,0 +1,288 @@
+# METADATA
+# title: policycheck.lib.gate tests
+# description: |
+#   The availability gate as set algebra: what the registry, the facts,
+#   the filter results and the operator rules make available, and the
+#   verdict of each call.
+package policycheck.lib.gate_test
+
+import data.policycheck.lib.gate
+
+# A registry with one tool of every kind: always-on (get_time, and
+# read_docs of the always-on docs capability), search-gated (search_docs),
+# and capability-gated (the vault's secret_op and rotate_key, the refunds
+# runbook's issue_refund).
+registry := {
+	"tools": {
+		"get_time": {"name": "get_time", "capability": null, "defer_loading": false, "gate": "none"},
+		"read_docs": {"name": "read_docs", "capability": "docs", "defer_loading": false, "gate": "none"},
+		"search_docs": {"name": "search_docs", "capability": null, "defer_loading": true, "gate": "search"},
+		"secret_op": {"name": "secret_op", "capability": "vault", "defer_loading": true, "gate": "capability"},
+		"rotate_key": {"name": "rotate_key", "capability": "vault", "defer_loading": true, "gate": "capability"},
+		"issue_refund": {"name": "issue_refund", "capability": "refunds", "defer_loading": true, "gate": "capability"},
+	},
+	"names": {"get_time", "read_docs", "search_docs", "secret_op", "rotate_key", "issue_refund"},
+	"always_available": {"get_time", "read_docs"},
+	"search_gated": {"search_docs"},
+	"deferred_capabilities": {"vault", "refunds"},
+	"always_on_capabilities": {"docs"},
+	"capability_tools": {"vault": {"secret_op", "rotate_key"}, "refunds": {"issue_refund"}},
+}
+
+# A registry with no deferred capability and no search-gated tool.
+flat_registry := {
+	"tools": {"get_time": {"name": "get_time", "capability": null, "defer_loading": false, "gate": "none"}},
+	"names": {"get_time"},
+	"always_available": {"get_time"},
+	"search_gated": set(),
+	"deferred_capabilities": set(),
+	"always_on_capabilities": set(),
+	"capability_tools": {},
+}
+
+no_filters := {"dropped": set(), "errors": []}
+
+base := {
+	"facts": {"discovered": set(), "loaded": set(), "returned": set(), "active_capabilities": {"docs"}},
+	"outgoing": {"discovered": set(), "loaded": set()},
+	"filters": {"next": no_filters, "dispatch": no_filters, "errors": []},
+	"context": {},
+	"dispatch": {
+		"loaded": set(),
+		"evidence": {"discovered": set(), "loaded": set()},
+		"active_capabilities": {"docs"},
+		"calls": [],
+	},
+}
+
+# with_input builds an input document: base, deep-merged with patch.
+with_input(patch) := object.union(base, patch)
+
+failing := {"filters": {"errors": [{"capability": "vault", "message": "boom"}]}}
+
+call(tool) := {"tool": tool, "tool_call_id": "c1", "args": {}}
+
+test_framework_names_the_two_framework_tools if {
+	gate.framework == {"load_capability", "search_tools"}
+}
+
+test_registry_is_read_from_data if {
+	gate.registry == registry with data.policycheck.registry as registry
+}
+
+test_not_failed_without_filter_errors if {
+	not gate.failed with input as base
+}
+
+test_failed_when_a_filter_errors if {
+	gate.failed with input as with_input(failing)
+}
+
+test_hidden_is_empty_without_rules if {
+	gate.hidden == set() with data.policycheck.rules as {}
+}
+
+test_hidden_unions_every_rules_package if {
+	rules := {"a": {"hide": {"get_time"}}, "b": {"hide": {"secret_op", "get_time"}}}
+	gate.hidden == {"get_time", "secret_op"} with data.policycheck.rules as rules
+}
+
+test_present_framework[note] if {
+	cases := {
+		"both present with a deferred capability and a search-gated tool": {
+			"registry": registry, "filters": no_filters, "rules": {},
+			"want": {"load_capability", "search_tools"},
+		},
+		"search_tools absent when filters drop every search-gated tool": {
+			"registry": registry, "filters": {"dropped": {"search_docs"}, "errors": []}, "rules": {},
+			"want": {"load_capability"},
+		},
+		"search_tools absent when rules hide every search-gated tool": {
+			"registry": registry, "filters": no_filters, "rules": {"r": {"hide": {"search_docs"}}},
+			"want": {"load_capability"},
+		},
+		"neither without deferred capabilities or search-gated tools": {
+			"registry": flat_registry, "filters": no_filters, "rules": {},
+			"want": set(),
+		},
+	}
+	some note, tc in cases
+	gate.present_framework(tc.filters) == tc.want with data.policycheck.registry as tc.registry
+		with data.policycheck.rules as tc.rules
+}
+
+test_resolved_removes_dropped_and_hidden_tools if {
+	filters := {"dropped": {"rotate_key"}, "errors": []}
+	want := {"read_docs", "search_docs", "secret_op", "issue_refund", "load_capability", "search_tools"}
+	gate.resolved(filters) == want with data.policycheck.registry as registry
+		with data.policycheck.rules as {"r": {"hide": {"get_time"}}}
+}
+
+test_revealed[note] if {
+	cases := {
+		"always-on tools are revealed with no evidence": {
+			"discovered": set(), "loaded": set(),
+			"want": {"get_time", "read_docs"},
+		},
+		"a discovered search-gated tool is revealed": {
+			"discovered": {"search_docs"}, "loaded": set(),
+			"want": {"get_time", "read_docs", "search_docs"},
+		},
+		"a discovered capability tool is not revealed without its load": {
+			"discovered": {"secret_op"}, "loaded": set(),
+			"want": {"get_time", "read_docs"},
+		},
+		"a load reveals every tool of the capability": {
+			"discovered": set(), "loaded": {"vault"},
+			"want": {"get_time", "read_docs", "secret_op", "rotate_key"},
+		},
+		"loads of always-on or unregistered capabilities reveal nothing": {
+			"discovered": set(), "loaded": {"docs", "nope"},
+			"want": {"get_time", "read_docs"},
+		},
+	}
+	some note, tc in cases
+	gate.revealed(tc.discovered, tc.loaded) == tc.want with data.policycheck.registry as registry
+}
+
+test_loaded_tools_unions_the_loaded_capabilities if {
+	gate.loaded_tools({"vault", "refunds"}) == {"secret_op", "rotate_key", "issue_refund"}
+		with data.policycheck.registry as registry
+}
+
+test_available[note] if {
+	cases := {
+		"revealed tools plus the framework tools": {
+			"discovered": {"search_docs"}, "loaded": {"refunds"}, "filters": no_filters,
+			"want": {"get_time", "read_docs", "search_docs", "issue_refund", "load_capability", "search_tools"},
+		},
+		"a filtered-out tool is not available even when loaded": {
+			"discovered": set(), "loaded": {"vault"}, "filters": {"dropped": {"rotate_key"}, "errors": []},
+			"want": {"get_time", "read_docs", "secret_op", "load_capability", "search_tools"},
+		},
+	}
+	some note, tc in cases
+	gate.available(tc.discovered, tc.loaded, tc.filters) == tc.want with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+}
+
+test_available_excludes_hidden_tools if {
+	not "get_time" in gate.available(set(), set(), no_filters) with data.policycheck.registry as registry
+		with data.policycheck.rules as {"r": {"hide": {"get_time"}}}
+}
+
+test_available_now_counts_anchored_evidence if {
+	doc := with_input({"dispatch": {"evidence": {"discovered": {"search_docs"}, "loaded": {"vault"}}}})
+	want := {"get_time", "read_docs", "search_docs", "secret_op", "rotate_key", "load_capability", "search_tools"}
+	gate.available_now == want with input as doc with data.policycheck.registry as registry
+}
+
+test_available_now_reads_loads_before_the_response if {
+	doc := with_input({"facts": {"loaded": {"vault"}}, "dispatch": {"loaded": {"refunds"}}})
+	now := gate.available_now with input as doc with data.policycheck.registry as registry
+	"issue_refund" in now
+	not "secret_op" in now
+}
+
+test_verdict[note] if {
+	cases := {
+		"a revealed tool executes": {
+			"patch": {"facts": {"discovered": {"search_docs"}}},
+			"tool": "search_docs",
+			"want": {"verdict": "execute", "rule": "gate"},
+		},
+		"a framework tool executes": {
+			"patch": {},
+			"tool": "load_capability",
+			"want": {"verdict": "execute", "rule": "gate"},
+		},
+		"a name outside the resolved set is unknown": {
+			"patch": {},
+			"tool": "delete_everything",
+			"want": {"verdict": "unknown_tool", "rule": "unknown_tool"},
+		},
+		"a filtered-out tool is unknown": {
+			"patch": {"dispatch": {"loaded": {"vault"}}, "filters": {"dispatch": {"dropped": {"rotate_key"}}}},
+			"tool": "rotate_key",
+			"want": {"verdict": "unknown_tool", "rule": "unknown_tool"},
+		},
+		"an unloaded capability tool is not available yet, capability form": {
+			"patch": {},
+			"tool": "secret_op",
+			"want": {
+				"verdict": "not_available_yet", "rule": "gate",
+				"form": {"form": "capability", "capability": "vault"},
+			},
+		},
+		"an undiscovered search-gated tool is not available yet, search form": {
+			"patch": {},
+			"tool": "search_docs",
+			"want": {"verdict": "not_available_yet", "rule": "gate", "form": {"form": "search"}},
+		},
+		"a failed filter denies every call": {
+			"patch": failing,
+			"tool": "get_time",
+			"want": {"verdict": "denied", "rule": "filter_error"},
+		},
+	}
+	some note, tc in cases
+	gate.verdict(call(tc.tool)) == tc.want with input as with_input(tc.patch)
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+}
+
+test_verdict_denied_by_an_operator_rule if {
+	rules := {"money": {"deny": {{"reason": "over limit", "message": "Ask a human."}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+	v == {
+		"verdict": "denied", "rule": "deny",
+		"denials": [{"package": "money", "reason": "over limit", "message": "Ask a human."}],
+	}
+}
+
+test_gate_refusal_wins_over_a_deny_rule if {
+	rules := {"money": {"deny": {{"reason": "r", "message": "m"}}}}
+	v := gate.verdict(call("secret_op")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+	v.verdict == "not_available_yet"
+}
+
+test_unavailable_form[note] if {
+	cases := {
+		"capability form while the owner is not loaded": {
+			"loaded": set(), "tool": "issue_refund",
+			"want": {"form": "capability", "capability": "refunds"},
+		},
+		"search form once the owner is loaded": {
+			"loaded": {"refunds"}, "tool": "issue_refund",
+			"want": {"form": "search"},
+		},
+		"search form for a tool without capability": {
+			"loaded": set(), "tool": "search_docs",
+			"want": {"form": "search"},
+		},
+		"search form for a tool of an always-on capability": {
+			"loaded": set(), "tool": "read_docs",
+			"want": {"form": "search"},
+		},
+	}
+	some note, tc in cases
+	gate.unavailable_form(tc.tool) == tc.want with input as with_input({"dispatch": {"loaded": tc.loaded}})
+		with data.policycheck.registry as registry
+}
+
+test_denials_default_missing_fields_to_empty_strings if {
+	rules := {"a": {"deny": {{"reason": "only a reason"}}}, "b": {"deny": set()}}
+	gate.denials(call("get_time")) == [{"package": "a", "reason": "only a reason", "message": ""}]
+		with data.policycheck.rules as rules
+}
+
+test_denials_see_the_call_as_input_call if {
+	# gate_probe_test.rego's rules package denies the probe tool, naming
+	# the tool_call_id it read from input.call.
+	ds := gate.denials({"tool": "gate_probe", "tool_call_id": "p1", "args": {}}) with input as base
+	ds == [{"package": "gate_probe_test", "reason": "probe saw p1", "message": "probe"}]
+}

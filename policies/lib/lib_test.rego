@@ -1,0 +1,52 @@
+# METADATA
+# title: policycheck.lib tests
+# description: The filter helpers keep, drop and name tools by capability.
+package policycheck.lib_test
+
+import data.policycheck.lib
+
+tools := [
+	{"name": "get_time", "capability": null, "defer_loading": false},
+	{"name": "secret_op", "capability": "vault", "defer_loading": true},
+	{"name": "rotate_key", "capability": "vault", "defer_loading": true},
+	{"name": "issue_refund", "capability": "refunds", "defer_loading": true},
+]
+
+test_names_lists_every_tool_name if {
+	lib.names(tools) == {"get_time", "secret_op", "rotate_key", "issue_refund"}
+}
+
+test_names_of_no_tools_is_empty if {
+	lib.names([]) == set()
+}
+
+test_own_tools_are_the_capability_tools if {
+	lib.own_tools(tools, "vault") == {"secret_op", "rotate_key"}
+}
+
+test_own_tools_of_unknown_capability_is_empty if {
+	lib.own_tools(tools, "nope") == set()
+}
+
+test_others_excludes_the_capability_tools if {
+	lib.others(tools, "vault") == {"get_time", "issue_refund"}
+}
+
+test_keep_own[note] if {
+	cases := {
+		"keeps the allowed own tools and every other tool": {
+			"allowed": {"secret_op"},
+			"want": {"get_time", "issue_refund", "secret_op"},
+		},
+		"an empty allow list drops every own tool": {
+			"allowed": set(),
+			"want": {"get_time", "issue_refund"},
+		},
+		"allowed names of other capabilities add nothing": {
+			"allowed": {"issue_refund", "nope"},
+			"want": {"get_time", "issue_refund"},
+		},
+	}
+	some note, tc in cases
+	lib.keep_own(tools, "vault", tc.allowed) == tc.want
+}
