@@ -85,4 +85,6 @@ var commands = []func() *cobra.Command{
 	newEvalCmd,
 	newExplainCmd,
 	newConformanceCmd,
+	newTestCmd,
+	newServeCmd,
 }

@@ -1,0 +1,152 @@
+package cli
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server"
+)
+
+func newServeCmd() *cobra.Command {
+	var (
+		addr, registry, config, tokenFile, tlsCert, tlsKey, id string
+		policies, mask                                         []string
+		noDefaults, noSchema, verbose                          bool
+		maxBody                                                int64
+		timeout, runTTL, grace                                 time.Duration
+		runs, engines                                          int
+	)
+	cmd := &cobra.Command{
+		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
+		Short: "Serve decisions over HTTP (the sidecar), with OPA bundles and decision logs",
+		Long: `serve answers decisions over HTTP, the same documents as eval, facts and explain:
+
+  POST /v1/decide            {"registry"?, "history", "context"?}  -> the eval document
+  POST /v1/facts[?format=input]                                     -> the facts document
+  POST /v1/explain                                                  -> the explanation
+  POST /v1/runs/{id}/decide  {"offset", "messages", "context"?, "registry"?}
+                             only the messages appended since the last call; offset is the
+                             number of messages already sent (0 starts the run). A 409 means
+                             the server no longer holds the run: resend the whole history with
+                             offset 0.
+  GET  /health               200 once policies are loaded, 503 before; the revisions served
+  GET  /metrics              Prometheus metrics
+
+Errors are {"error": {"code", "message", "pointer"}} with 400, 401, 404, 405, 409 or 413.
+With --config (a standard OPA configuration file: services, bundles, decision_logs, status)
+policies come from OPA bundles, polled by OPA's bundle plugin; a new revision is swapped in
+atomically, a broken one is refused and the last good revision keeps serving. Decisions go to
+OPA's decision-log plugin. It listens on loopback unless --addr says otherwise, and shuts down
+gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
+		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
+  curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			logLevel := slog.LevelInfo
+			if verbose {
+				logLevel = slog.LevelDebug
+			}
+			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
+			engOpts := []engine.Option{engine.PolicyPaths(policies...)}
+			if noDefaults {
+				engOpts = append(engOpts, engine.WithoutDefaults())
+			}
+			opts := []server.Option{
+				server.Engine(engOpts...), server.MaxBody(maxBody), server.Timeout(timeout),
+				server.Runs(runs, runTTL), server.EngineCache(engines), server.MaskContext(mask...),
+				server.Logger(logger), server.ShutdownGrace(grace),
+			}
+			if registry != "" {
+				reg, err := loader.ReadRegistry(registry)
+				if err != nil {
+					return badInput(err)
+				}
+				opts = append(opts, server.Registry(reg))
+			}
+			if noSchema {
+				opts = append(opts, server.WithoutSchema())
+			}
+			if config != "" {
+				raw, err := os.ReadFile(config)
+				if err != nil {
+					return badInput(err)
+				}
+				opts = append(opts, server.OPAConfig(raw, id))
+			}
+			if tokenFile != "" {
+				raw, err := os.ReadFile(tokenFile)
+				if err != nil {
+					return badInput(err)
+				}
+				token := strings.TrimSpace(string(raw))
+				if token == "" {
+					return badInput(fmt.Errorf("--token-file %s is empty", tokenFile))
+				}
+				opts = append(opts, server.Token(token))
+			}
+			if (tlsCert == "") != (tlsKey == "") {
+				return badInput(errors.New("--tls-cert and --tls-key go together"))
+			}
+			if tlsCert != "" {
+				cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+				if err != nil {
+					return badInput(err)
+				}
+				opts = append(opts, server.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+			}
+			srv, err := server.New(opts...)
+			if err != nil {
+				return badInput(err)
+			}
+			ctx, stop := signal.NotifyContext(context.WithoutCancel(cmd.Context()), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			var lc net.ListenConfig
+			ln, err := lc.Listen(ctx, "tcp", addr)
+			if err != nil {
+				return badInput(err)
+			}
+			if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() && tokenFile == "" {
+				logger.Warn("listening beyond loopback without --token-file: anyone who can reach this port can ask for decisions", "addr", ln.Addr().String())
+			}
+			logger.Info("policycheck serving", "addr", ln.Addr().String(), "tls", tlsCert != "")
+			if err := srv.Serve(ctx, ln); err != nil {
+				return err
+			}
+			logger.Info("policycheck stopped")
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&addr, "addr", "127.0.0.1:8181", "address to listen on (loopback by default)")
+	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
+	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory or OPA bundle (repeatable)")
+	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")
+	fl.StringVar(&config, "config", "", "OPA configuration file (services, bundles, decision_logs, status)")
+	fl.StringVar(&id, "id", "policycheck", "instance id reported to OPA status and decision-log services")
+	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token every request must carry (GET /health excepted)")
+	fl.StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM); serves HTTPS with --tls-key")
+	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM)")
+	fl.Int64Var(&maxBody, "max-body", 64<<20, "largest request body accepted, in bytes (413 beyond)")
+	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-decision timeout; a decision that runs out fails closed")
+	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")
+	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped")
+	fl.IntVar(&engines, "engine-cache", 16, "most engines kept for registries that requests carry")
+	fl.StringArrayVar(&mask, "mask-context", nil, "JSON pointer into the context to remove from decision logs (repeatable)")
+	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories (the decoder still enforces the same rules)")
+	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
+	return cmd
+}

@@ -1,0 +1,37 @@
+package server
+
+import (
+	"crypto/sha256"
+	"crypto/subtle"
+	"net/http"
+	"strings"
+)
+
+// authenticate requires the bearer token, when one is configured, on
+// every request but GET /health (probes carry no credentials). The
+// comparison takes constant time.
+func (s *Server) authenticate(next http.Handler) http.Handler {
+	if s.cfg.token == "" {
+		return next
+	}
+	want := sha256.Sum256([]byte(s.cfg.token))
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/health" {
+			next.ServeHTTP(w, r)
+			return
+		}
+		auth := r.Header.Get("Authorization")
+		scheme, token, ok := strings.Cut(auth, " ")
+		// Hashing first makes the comparison independent of the length
+		// of what the client sent.
+		got := sha256.Sum256([]byte(strings.TrimSpace(token)))
+		if !ok || !strings.EqualFold(scheme, "Bearer") || subtle.ConstantTimeCompare(got[:], want[:]) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="policycheck"`)
+			s.metrics.request("unauthorized", http.StatusUnauthorized)
+			writeError(w, &Error{Status: http.StatusUnauthorized, Code: CodeUnauthorized,
+				Message: "a valid bearer token is required (Authorization: Bearer <token>)"})
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}

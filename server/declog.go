@@ -1,0 +1,152 @@
+package server
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
+	opaserver "github.com/open-policy-agent/opa/v1/server"
+
+	"github.com/policycheck/policycheck/engine"
+)
+
+// decisionPath is the path decision logs name: the engine's entrypoint.
+const decisionPath = "policycheck/availability/decision"
+
+// logDecision sends a decision to OPA's decision-log plugin, when one is
+// configured. The event's input holds the request's context (with the
+// MaskContext pointers removed; OPA's mask policy, data.system.log.mask,
+// applies on top), the endpoint, the run id and the number of messages;
+// its result is the decision document (fingerprint, facts, verdicts with
+// their reasons, errors).
+func (s *Server) logDecision(r *http.Request, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int) {
+	if s.mgr == nil {
+		return
+	}
+	lp := logs.Lookup(s.mgr)
+	if lp == nil {
+		return
+	}
+	input := map[string]any{
+		"endpoint": endpoint,
+		"messages": json.Number(strconv.Itoa(messages)),
+		"context":  maskContext(ctxDoc, s.cfg.maskContext),
+	}
+	if runID != "" {
+		input["run"] = runID
+	}
+	var result any
+	raw, err := json.Marshal(d)
+	if err == nil {
+		err = json.Unmarshal(raw, &result)
+	}
+	if err != nil {
+		s.metrics.logErrors.Inc()
+		return
+	}
+	var in any = input
+	info := &opaserver.Info{
+		DecisionID: newDecisionID(),
+		Path:       decisionPath,
+		Timestamp:  time.Now().UTC(),
+		Input:      &in,
+		Results:    &result,
+		RemoteAddr: r.RemoteAddr,
+		Revision:   st.rev,
+		Bundles:    map[string]opaserver.BundleInfo{},
+		Custom: map[string]any{
+			"policy_revision":   d.PolicyRevision,
+			"registry_revision": d.RegistryRevision,
+			"fingerprint":       d.Fingerprint,
+		},
+	}
+	for name, rev := range st.served {
+		info.Bundles[name] = opaserver.BundleInfo{Revision: rev}
+	}
+	if err := lp.Log(r.Context(), info); err != nil {
+		s.metrics.logErrors.Inc()
+		s.cfg.logger.Warn("decision log", "error", err)
+	}
+}
+
+func newDecisionID() string {
+	var b [16]byte
+	_, _ = rand.Read(b[:])
+	b[6] = (b[6] & 0x0f) | 0x40
+	b[8] = (b[8] & 0x3f) | 0x80
+	h := hex.EncodeToString(b[:])
+	return h[0:8] + "-" + h[8:12] + "-" + h[12:16] + "-" + h[16:20] + "-" + h[20:]
+}
+
+// maskContext returns a copy of the context without the values at the
+// given JSON pointers (relative to the context).
+func maskContext(ctxDoc any, pointers []string) any {
+	if ctxDoc == nil {
+		return map[string]any{}
+	}
+	if len(pointers) == 0 {
+		return ctxDoc
+	}
+	out := deepCopy(ctxDoc)
+	for _, p := range pointers {
+		removePointer(out, p)
+	}
+	return out
+}
+
+func deepCopy(v any) any {
+	switch x := v.(type) {
+	case map[string]any:
+		m := make(map[string]any, len(x))
+		for k, e := range x {
+			m[k] = deepCopy(e)
+		}
+		return m
+	case []any:
+		a := make([]any, len(x))
+		for i, e := range x {
+			a[i] = deepCopy(e)
+		}
+		return a
+	}
+	return v
+}
+
+func removePointer(doc any, ptr string) {
+	if ptr == "" || ptr[0] != '/' {
+		return
+	}
+	toks := strings.Split(ptr[1:], "/")
+	for i, t := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	cur := doc
+	for i, t := range toks {
+		last := i == len(toks)-1
+		switch x := cur.(type) {
+		case map[string]any:
+			if last {
+				delete(x, t)
+				return
+			}
+			cur = x[t]
+		case []any:
+			n, err := strconv.Atoi(t)
+			if err != nil || n < 0 || n >= len(x) {
+				return
+			}
+			if last {
+				x[n] = nil
+				return
+			}
+			cur = x[n]
+		default:
+			return
+		}
+	}
+}

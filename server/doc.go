@@ -1,0 +1,22 @@
+// Package server is policycheck's HTTP sidecar: a thin layer over engine/
+// that agents written in any language call over HTTP.
+//
+// Map of the package:
+//
+//   - server.go: Server, its functional options, Serve with graceful
+//     shutdown and TLS;
+//   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health;
+//   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
+//     bounded, evicting table of facts.Tracker values;
+//   - errors.go: the JSON error document and its status codes;
+//   - auth.go: optional bearer-token authentication;
+//   - metrics.go: GET /metrics in the Prometheus text format;
+//   - lru.go: the small LRU behind the engine and run tables;
+//   - plugins.go: OPA's management plane (bundle, decision-log and status
+//     plugins from a standard OPA configuration file);
+//   - declog.go: decision logs through OPA's decision-log plugin.
+//
+// A Server is safe for concurrent use. Its policy state (engine, bundle
+// revisions) is one immutable value swapped atomically when a bundle
+// activates: requests in flight finish on the state they started with.
+package server

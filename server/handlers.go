@@ -1,0 +1,390 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// Endpoint names, as they appear in metrics and decision logs.
+const (
+	epDecide  = "decide"
+	epFacts   = "facts"
+	epExplain = "explain"
+	epRun     = "run_decide"
+)
+
+func (s *Server) routes() {
+	mux := http.NewServeMux()
+	mux.Handle("/v1/decide", s.post(epDecide, s.handleDecide))
+	mux.Handle("/v1/facts", s.post(epFacts, s.handleFacts))
+	mux.Handle("/v1/explain", s.post(epExplain, s.handleExplain))
+	mux.Handle("/v1/runs/{id}/decide", s.post(epRun, s.handleRunDecide))
+	mux.Handle("/v1/runs/{id}", s.method(http.MethodDelete, "run_delete", s.handleRunDelete))
+	mux.Handle("/health", s.method(http.MethodGet, "health", s.handleHealth))
+	mux.Handle("/metrics", s.method(http.MethodGet, "metrics", s.metrics.handler().ServeHTTP))
+	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
+	})
+	s.mux = mux
+	s.handler = s.authenticate(mux)
+}
+
+// method admits one HTTP method (GET also admits HEAD) and answers 405
+// with an Allow header otherwise.
+func (s *Server) method(m, route string, h http.HandlerFunc) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != m && !(m == http.MethodGet && r.Method == http.MethodHead) {
+			allow := m
+			if m == http.MethodGet {
+				allow += ", HEAD"
+			}
+			w.Header().Set("Allow", allow)
+			s.metrics.request(route, http.StatusMethodNotAllowed)
+			writeError(w, &Error{Status: http.StatusMethodNotAllowed, Code: CodeMethod,
+				Message: r.Method + " is not allowed here; use " + m})
+			return
+		}
+		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
+		h(rec, r)
+		s.metrics.request(route, rec.status)
+	})
+}
+
+// post admits POST requests whose handler returns either a response
+// value or an *Error.
+func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error)) http.Handler {
+	return s.method(http.MethodPost, route, func(w http.ResponseWriter, r *http.Request) {
+		body, herr := s.readBody(w, r)
+		if herr == nil {
+			var out any
+			out, herr = h(r, body)
+			if herr == nil {
+				writeJSON(w, http.StatusOK, out)
+				return
+			}
+		}
+		writeError(w, herr)
+	})
+}
+
+type statusRecorder struct {
+	http.ResponseWriter
+	status int
+}
+
+func (r *statusRecorder) WriteHeader(code int) {
+	r.status = code
+	r.ResponseWriter.WriteHeader(code)
+}
+
+func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+	if r.ContentLength > s.cfg.maxBody {
+		return nil, tooLarge(s.cfg.maxBody)
+	}
+	var buf bytes.Buffer
+	if r.ContentLength > 0 {
+		buf.Grow(int(r.ContentLength))
+	}
+	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
+	if err != nil {
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return nil, tooLarge(s.cfg.maxBody)
+		}
+		return nil, badRequest(CodeSyntax, "reading the body: "+err.Error(), "")
+	}
+	return buf.Bytes(), nil
+}
+
+func tooLarge(max int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit,
+		Message: "the body is over the limit of " + strconv.FormatInt(max, 10) + " bytes"}
+}
+
+// writeJSON writes v as policycheck eval does: two-space indentation, no
+// HTML escaping, a final newline.
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		writeError(w, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
+	w.WriteHeader(status)
+	_, _ = w.Write(buf.Bytes())
+}
+
+// decideBody is the body of /v1/decide, /v1/facts and /v1/explain.
+type decideBody struct {
+	Registry json.RawMessage `json:"registry"`
+	History  json.RawMessage `json:"history"`
+	Context  json.RawMessage `json:"context"`
+}
+
+// request is a validated stateless request.
+type request struct {
+	st      *policyState
+	eng     *engine.Engine
+	history facts.History
+	context any
+}
+
+func isNull(raw json.RawMessage) bool {
+	return len(raw) == 0 || string(raw) == "null"
+}
+
+func syntaxError(err error) *Error {
+	e := badRequest(CodeSyntax, "the body is not a JSON object: "+err.Error(), "")
+	var se *json.SyntaxError
+	if errors.As(err, &se) {
+		e.Message = "invalid JSON at byte " + strconv.FormatInt(se.Offset, 10) + ": " + se.Error()
+	}
+	return e
+}
+
+// parse validates a stateless request: the registry (or the configured
+// one), the history (decoder and JSON Schema) and the context.
+func (s *Server) parse(ctx context.Context, body []byte) (*request, *Error) {
+	st := s.state.Load()
+	if !st.ready {
+		return nil, notReady()
+	}
+	var b decideBody
+	if err := json.Unmarshal(body, &b); err != nil {
+		return nil, syntaxError(err)
+	}
+	if isNull(b.History) {
+		return nil, badRequest(CodeSchema, "history is required (a JSON array of messages)", "/history")
+	}
+	eng, herr := s.engineFor(ctx, st, b.Registry)
+	if herr != nil {
+		return nil, herr
+	}
+	h, err := loader.DecodeHistory("request", b.History, s.cfg.limits)
+	if err != nil {
+		return nil, fromLoader(err, "/history")
+	}
+	if !s.cfg.noSchema {
+		if err := loader.ValidateHistoryBytes("request", b.History); err != nil {
+			return nil, fromLoader(err, "/history")
+		}
+	}
+	c, herr := parseContext(b.Context)
+	if herr != nil {
+		return nil, herr
+	}
+	return &request{st: st, eng: eng, history: h, context: c}, nil
+}
+
+func notReady() *Error {
+	return &Error{Status: http.StatusServiceUnavailable, Code: CodeNotReady,
+		Message: "policies are not loaded yet (waiting for the first bundle activation); see GET /health"}
+}
+
+func parseContext(raw json.RawMessage) (any, *Error) {
+	if isNull(raw) {
+		return nil, nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, badRequest(CodeSyntax, "invalid JSON: "+err.Error(), "/context")
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, badRequest(CodeSchema, "the context must be a JSON object", "/context")
+	}
+	return v, nil
+}
+
+// engineFor returns the engine for a request's registry: the configured
+// one when the request carries none, otherwise one compiled for the
+// registry and kept in an LRU keyed by the policy generation and the
+// digest of the registry's bytes.
+func (s *Server) engineFor(ctx context.Context, st *policyState, raw json.RawMessage) (*engine.Engine, *Error) {
+	if isNull(raw) {
+		if st.eng == nil {
+			return nil, badRequest(CodeRegistryRequired, "the server has no registry configured: send one in \"registry\"", "/registry")
+		}
+		return st.eng, nil
+	}
+	key := strconv.FormatUint(st.gen, 10) + "/" + sha256Hex(raw)
+	if e, ok := s.engines.get(key); ok {
+		s.metrics.engineCache(true)
+		return e, nil
+	}
+	s.metrics.engineCache(false)
+	reg, herr := parseRegistry(raw)
+	if herr != nil {
+		return nil, herr
+	}
+	e, err := s.newEngine(ctx, st, reg)
+	if err != nil {
+		return nil, fromPolicy(err)
+	}
+	s.engines.put(key, e)
+	return e, nil
+}
+
+func sha256Hex(b []byte) string {
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
+
+// parseRegistry reads a registry given as a JSON object or as a string of
+// YAML or JSON.
+func parseRegistry(raw json.RawMessage) (*facts.Registry, *Error) {
+	data := []byte(raw)
+	if len(raw) > 0 && raw[0] == '"' {
+		var text string
+		if err := json.Unmarshal(raw, &text); err != nil {
+			return nil, badRequest(CodeSyntax, err.Error(), "/registry")
+		}
+		data = []byte(text)
+	}
+	reg, err := loader.ParseRegistry("request", data)
+	if err != nil {
+		return nil, fromRegistry(err)
+	}
+	return reg, nil
+}
+
+func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
+	start := time.Now()
+	req, herr := s.parse(r.Context(), body)
+	if herr != nil {
+		return nil, herr
+	}
+	d, err := req.eng.Decide(r.Context(), engine.Request{History: req.history, Context: req.context},
+		engine.WithDeadline(s.cfg.timeout))
+	if err != nil {
+		s.metrics.evalError(epDecide)
+		return nil, badRequest(CodeSchema, err.Error(), "/context")
+	}
+	s.observe(r, epDecide, "", req.st, d, req.context, len(req.history), start)
+	return d, nil
+}
+
+// factsOutput is the JSON of `policycheck facts` (design.md "Output").
+type factsOutput struct {
+	Window   facts.Position   `json:"window"`
+	Facts    engine.FactsView `json:"facts"`
+	Dispatch *factsDispatch   `json:"dispatch,omitempty"`
+}
+
+type factsDispatch struct {
+	Provider           *string             `json:"provider"`
+	Window             facts.Position      `json:"window"`
+	Loaded             []string            `json:"loaded"`
+	Evidence           engine.EvidenceView `json:"evidence"`
+	ActiveCapabilities []string            `json:"active_capabilities"`
+}
+
+func factsJSON(f *facts.Facts) factsOutput {
+	out := factsOutput{
+		Window: f.Window,
+		Facts: engine.FactsView{
+			Discovered: f.Discovered, Loaded: f.Loaded, Returned: f.Returned,
+			ActiveCapabilities: f.ActiveCapabilities,
+		},
+	}
+	if d := f.Dispatch; d != nil {
+		out.Dispatch = &factsDispatch{
+			Provider: d.Provider, Window: d.Window, Loaded: d.Loaded,
+			Evidence:           engine.EvidenceView{Discovered: d.Evidence.Discovered, Loaded: d.Evidence.Loaded},
+			ActiveCapabilities: d.ActiveCapabilities,
+		}
+	}
+	return out
+}
+
+// handleFacts answers the facts as `policycheck facts` prints them, or,
+// with ?format=input, the Rego input document.
+func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
+	req, herr := s.parse(r.Context(), body)
+	if herr != nil {
+		return nil, herr
+	}
+	switch format := r.URL.Query().Get("format"); format {
+	case "", "facts":
+		f := facts.Derive(req.history, req.eng.Registry())
+		return factsJSON(&f), nil
+	case "input":
+		doc, err := req.eng.Input(r.Context(), engine.Request{History: req.history, Context: req.context})
+		if err != nil {
+			return nil, badRequest(CodeSchema, err.Error(), "/context")
+		}
+		return doc, nil
+	default:
+		return nil, badRequest(CodeSchema, "format must be facts or input, not "+strconv.Quote(format), "")
+	}
+}
+
+func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
+	start := time.Now()
+	req, herr := s.parse(r.Context(), body)
+	if herr != nil {
+		return nil, herr
+	}
+	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history, Context: req.context})
+	if err != nil {
+		s.metrics.evalError(epExplain)
+		return nil, badRequest(CodeSchema, err.Error(), "/context")
+	}
+	s.observe(r, epExplain, "", req.st, x.Decision, req.context, len(req.history), start)
+	return x, nil
+}
+
+// observe records a decision in the metrics and the decision log.
+func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, start time.Time) {
+	s.metrics.decision(endpoint, d, time.Since(start))
+	s.logDecision(r, endpoint, run, st, d, ctxDoc, messages)
+}
+
+// Health is the body of GET /health.
+type Health struct {
+	Status           string                  `json:"status"` // "ok" or "not_ready"
+	PolicyRevision   string                  `json:"policy_revision"`
+	RegistryRevision string                  `json:"registry_revision,omitempty"`
+	Bundles          map[string]BundleHealth `json:"bundles,omitempty"`
+}
+
+// BundleHealth is one configured bundle's state.
+type BundleHealth struct {
+	// Serving is the revision decisions are made with ("" before the
+	// first activation).
+	Serving string `json:"serving"`
+	// Active is the revision OPA's bundle plugin last activated.
+	Active string `json:"active,omitempty"`
+	// Error is why the last download or activation was refused, if it
+	// was; the serving revision keeps serving.
+	Error string `json:"error,omitempty"`
+}
+
+func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
+	st := s.state.Load()
+	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.health(st)}
+	if st.eng != nil {
+		_, h.RegistryRevision = st.eng.Revision()
+	}
+	status := http.StatusOK
+	if !st.ready {
+		h.Status, status = "not_ready", http.StatusServiceUnavailable
+	}
+	writeJSON(w, status, h)
+}

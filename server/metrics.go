@@ -1,0 +1,186 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/policycheck/policycheck/engine"
+)
+
+// metrics are the server's Prometheus metrics, in a registry of its own
+// (no global state).
+type metrics struct {
+	reg            *prometheus.Registry
+	requests       *prometheus.CounterVec
+	decisions      *prometheus.CounterVec
+	verdicts       *prometheus.CounterVec
+	latency        *prometheus.HistogramVec
+	evalErrors     *prometheus.CounterVec
+	failClosed     *prometheus.CounterVec
+	engineCacheHit *prometheus.CounterVec
+	revision       *prometheus.GaugeVec
+	bundleFailures *prometheus.CounterVec
+	bundleFailing  *prometheus.GaugeVec
+	runMisses      *prometheus.CounterVec
+	logErrors      prometheus.Counter
+}
+
+func newMetrics(s *Server) *metrics {
+	m := &metrics{reg: prometheus.NewRegistry()}
+	m.requests = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_http_requests_total", Help: "HTTP requests by route and status code.",
+	}, []string{"route", "code"})
+	m.decisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_decisions_total", Help: "Decisions made, by endpoint.",
+	}, []string{"endpoint"})
+	m.verdicts = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_verdicts_total", Help: "Tool-call verdicts, by verdict.",
+	}, []string{"verdict"})
+	m.latency = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Name:    "policycheck_decision_duration_seconds",
+		Help:    "Time to validate a request and decide, by endpoint.",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5},
+	}, []string{"endpoint"})
+	m.evalErrors = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_eval_errors_total", Help: "Decisions whose evaluation reported an error, by endpoint.",
+	}, []string{"endpoint"})
+	m.failClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_fail_closed_decisions_total", Help: "Decisions that failed closed (policy error, timeout, failed filter), by endpoint.",
+	}, []string{"endpoint"})
+	m.engineCacheHit = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_registry_engine_lookups_total", Help: "Lookups of the engine compiled for a request's registry, by result (hit, miss).",
+	}, []string{"result"})
+	m.revision = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "policycheck_policy_revision_info", Help: "1 for the policy revision and bundle revisions being served.",
+	}, []string{"policy_revision", "bundle", "bundle_revision"})
+	m.bundleFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_bundle_failures_total", Help: "Bundle downloads or activations refused, by bundle; the last good revision keeps serving.",
+	}, []string{"bundle"})
+	m.bundleFailing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "policycheck_bundle_failing", Help: "1 when the bundle's last download or activation was refused.",
+	}, []string{"bundle"})
+	m.runMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_run_lookups_total", Help: "Incremental run lookups by result (hit, new, conflict).",
+	}, []string{"result"})
+	m.logErrors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "policycheck_decision_log_errors_total", Help: "Decisions the decision-log plugin did not accept.",
+	})
+	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed,
+		m.engineCacheHit, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+		&cacheCollector{s: s})
+	return m
+}
+
+func (m *metrics) handler() http.Handler {
+	return promhttp.HandlerFor(m.reg, promhttp.HandlerOpts{Registry: m.reg})
+}
+
+func (m *metrics) request(route string, code int) {
+	m.requests.WithLabelValues(route, strconv.Itoa(code)).Inc()
+}
+
+func (m *metrics) decision(endpoint string, d *engine.Decision, dur time.Duration) {
+	m.decisions.WithLabelValues(endpoint).Inc()
+	m.latency.WithLabelValues(endpoint).Observe(dur.Seconds())
+	for _, c := range d.Calls {
+		m.verdicts.WithLabelValues(c.Verdict).Inc()
+	}
+	if len(d.Errors) > 0 {
+		m.evalErrors.WithLabelValues(endpoint).Inc()
+		failed := len(d.Available) == 0
+		for _, c := range d.Calls {
+			failed = failed && c.Verdict == engine.Denied
+		}
+		if failed {
+			m.failClosed.WithLabelValues(endpoint).Inc()
+		}
+	}
+}
+
+func (m *metrics) evalError(endpoint string) { m.evalErrors.WithLabelValues(endpoint).Inc() }
+
+func (m *metrics) engineCache(hit bool) {
+	if hit {
+		m.engineCacheHit.WithLabelValues("hit").Inc()
+	} else {
+		m.engineCacheHit.WithLabelValues("miss").Inc()
+	}
+}
+
+func (m *metrics) run(result string) { m.runMisses.WithLabelValues(result).Inc() }
+
+// setRevision makes st's revisions the only ones with value 1.
+func (m *metrics) setRevision(st *policyState) {
+	m.revision.Reset()
+	if len(st.served) == 0 {
+		m.revision.WithLabelValues(st.rev, "", "").Set(1)
+		return
+	}
+	for name, rev := range st.served {
+		m.revision.WithLabelValues(st.rev, name, rev).Set(1)
+	}
+}
+
+func (m *metrics) bundleResult(name string, failed bool) {
+	if failed {
+		m.bundleFailures.WithLabelValues(name).Inc()
+		m.bundleFailing.WithLabelValues(name).Set(1)
+	} else {
+		m.bundleFailing.WithLabelValues(name).Set(0)
+	}
+}
+
+// cacheCollector reports the filter caches (engine.CacheStats) of the
+// engines currently serving, and the size of the run table. A cache
+// belongs to one policy snapshot, so the sums drop when a bundle
+// activates or an engine is evicted: they are gauges.
+type cacheCollector struct{ s *Server }
+
+var (
+	descHits    = prometheus.NewDesc("policycheck_filter_cache_hits", "Filter-cache hits of the engines serving now.", nil, nil)
+	descMisses  = prometheus.NewDesc("policycheck_filter_cache_misses", "Filter-cache misses of the engines serving now.", nil, nil)
+	descEntries = prometheus.NewDesc("policycheck_filter_cache_entries", "Filter-cache entries of the engines serving now.", nil, nil)
+	descEngines = prometheus.NewDesc("policycheck_registry_engines", "Engines kept for registries that requests carry.", nil, nil)
+	descRuns    = prometheus.NewDesc("policycheck_runs", "Runs in the incremental run table.", nil, nil)
+	descEvicted = prometheus.NewDesc("policycheck_run_evictions_total", "Runs evicted from the run table (size bound or idle TTL).", nil, nil)
+	descReady   = prometheus.NewDesc("policycheck_ready", "1 once policies are loaded and decisions are served.", nil, nil)
+)
+
+func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descEngines, descRuns, descEvicted, descReady} {
+		ch <- d
+	}
+}
+
+func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
+	st := c.s.state.Load()
+	engines := c.s.engines.values()
+	if st.eng != nil {
+		engines = append(engines, st.eng)
+	}
+	var hits, misses int64
+	var entries int
+	for _, e := range engines {
+		h, m, n := e.CacheStats()
+		hits, misses, entries = hits+h, misses+m, entries+n
+	}
+	ch <- prometheus.MustNewConstMetric(descHits, prometheus.GaugeValue, float64(hits))
+	ch <- prometheus.MustNewConstMetric(descMisses, prometheus.GaugeValue, float64(misses))
+	ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(entries))
+	n, _ := c.s.engines.stats()
+	ch <- prometheus.MustNewConstMetric(descEngines, prometheus.GaugeValue, float64(n))
+	runs, evicted := c.s.runs.table.stats()
+	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(runs))
+	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(evicted))
+	ready := 0.0
+	if st.ready {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
+}

@@ -1,0 +1,284 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/logging"
+	"github.com/open-policy-agent/opa/v1/plugins"
+	"github.com/open-policy-agent/opa/v1/plugins/bundle"
+	"github.com/open-policy-agent/opa/v1/plugins/discovery"
+	"github.com/open-policy-agent/opa/v1/storage"
+	"github.com/open-policy-agent/opa/v1/storage/inmem"
+	"github.com/open-policy-agent/opa/v1/util"
+
+	"github.com/policycheck/policycheck/engine"
+)
+
+// bundleTracker follows OPA's bundle plugin: which bundles are configured,
+// which activation of each the engine has taken in, and why the last one
+// was refused, if it was.
+type bundleTracker struct {
+	mu         sync.Mutex
+	configured []string
+	seen       map[string]time.Time // LastSuccessfulActivation taken in
+	active     map[string]string    // OPA's active revision
+	errs       map[string]string
+	dataDir    string // bundle data of the serving state, for engine.PolicyPaths
+}
+
+func (b *bundleTracker) health(st *policyState) map[string]BundleHealth {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.configured) == 0 {
+		return nil
+	}
+	out := map[string]BundleHealth{}
+	for _, name := range b.configured {
+		out[name] = BundleHealth{Serving: st.served[name], Active: b.active[name], Error: b.errs[name]}
+	}
+	return out
+}
+
+// newManager creates OPA's plugin manager from the configuration file and
+// the plugins it names (bundle, decision_logs, status, discovery), as OPA
+// itself does, through the discovery plugin.
+func (s *Server) newManager() error {
+	id := s.cfg.opaID
+	if id == "" {
+		id = "policycheck"
+	}
+	mgr, err := plugins.New(s.cfg.opaConfig, id, inmem.New(),
+		plugins.Logger(opaLogger{l: s.cfg.logger}),
+		plugins.ConsoleLogger(opaLogger{l: s.cfg.logger}),
+		plugins.WithParserOptions(ast.ParserOptions{ProcessAnnotation: true, RegoVersion: ast.RegoV1}),
+	)
+	if err != nil {
+		return err
+	}
+	var boot map[string]any
+	if err := util.Unmarshal(s.cfg.opaConfig, &boot); err != nil {
+		return err
+	}
+	d, err := discovery.New(mgr, discovery.BootConfig(boot))
+	if err != nil {
+		return err
+	}
+	mgr.Register(discovery.Name, d)
+	s.mgr = mgr
+	s.bundles.seen = map[string]time.Time{}
+	s.bundles.active = map[string]string{}
+	s.bundles.errs = map[string]string{}
+	if bp := bundle.Lookup(mgr); bp != nil {
+		for name := range bp.Config().Bundles {
+			s.bundles.configured = append(s.bundles.configured, name)
+		}
+		sort.Strings(s.bundles.configured)
+		bp.Register("policycheck", s.onBundleStatus)
+	}
+	return nil
+}
+
+func (s *Server) startManager(ctx context.Context) error {
+	return s.mgr.Start(context.WithoutCancel(ctx))
+}
+
+// onBundleStatus runs after each bundle download and activation attempt.
+// A new activation is compiled into a new policy state, swapped in
+// atomically; when the engine refuses it, the last good state keeps
+// serving and the refusal shows in /health and /metrics.
+func (s *Server) onBundleStatus(status bundle.Status) {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	name := status.Name
+	if status.Code != "" || len(status.Errors) > 0 {
+		msg := status.Message
+		for _, e := range status.Errors {
+			msg += "; " + e.Error()
+		}
+		s.bundleFailed(name, "bundle refused by OPA: "+strings.TrimPrefix(msg, "; "))
+		return
+	}
+	b := &s.bundles
+	b.mu.Lock()
+	last := b.seen[name]
+	b.mu.Unlock()
+	if status.LastSuccessfulActivation.IsZero() || status.LastSuccessfulActivation.Equal(last) {
+		return
+	}
+	ctx := context.Background()
+	extra, dir, err := s.storePolicies(ctx)
+	if err != nil {
+		s.bundleFailed(name, "reading the activated bundle: "+err.Error())
+		return
+	}
+	old := s.state.Load()
+	st := &policyState{gen: old.gen + 1, extra: extra, served: map[string]string{}, ready: true}
+	for k, v := range old.served {
+		st.served[k] = v
+	}
+	st.served[name] = status.ActiveRevision
+	b.mu.Lock()
+	for _, c := range b.configured {
+		if _, ok := st.served[c]; !ok {
+			st.ready = false
+		}
+	}
+	b.mu.Unlock()
+	if err := s.compileState(ctx, st); err != nil {
+		if dir != "" {
+			os.RemoveAll(dir)
+		}
+		b.mu.Lock()
+		b.seen[name] = status.LastSuccessfulActivation
+		b.active[name] = status.ActiveRevision
+		b.mu.Unlock()
+		s.bundleFailed(name, fmt.Sprintf("revision %q refused, still serving %q: %v", status.ActiveRevision, old.served[name], err))
+		return
+	}
+	s.state.Store(st)
+	s.engines.clear()
+	s.metrics.setRevision(st)
+	s.metrics.bundleResult(name, false)
+	b.mu.Lock()
+	b.seen[name] = status.LastSuccessfulActivation
+	b.active[name] = status.ActiveRevision
+	delete(b.errs, name)
+	oldDir := b.dataDir
+	b.dataDir = dir
+	b.mu.Unlock()
+	if oldDir != "" {
+		os.RemoveAll(oldDir)
+	}
+	s.cfg.logger.Info("bundle activated", "bundle", name, "revision", status.ActiveRevision, "policy_revision", st.rev)
+}
+
+func (s *Server) bundleFailed(name, msg string) {
+	s.bundles.mu.Lock()
+	s.bundles.errs[name] = msg
+	s.bundles.mu.Unlock()
+	s.metrics.bundleResult(name, true)
+	s.cfg.logger.Warn("bundle not taken in", "bundle", name, "error", msg)
+}
+
+// storePolicies reads the policies and data that OPA's bundle plugin
+// activated into the manager's store: every module (tests excluded) as an
+// engine source named by its policy id, and the data (but OPA's own
+// data.system) written to a temporary directory for engine.PolicyPaths.
+func (s *Server) storePolicies(ctx context.Context) ([]engine.Option, string, error) {
+	store := s.mgr.Store
+	txn, err := store.NewTransaction(ctx)
+	if err != nil {
+		return nil, "", err
+	}
+	defer store.Abort(ctx, txn)
+	ids, err := store.ListPolicies(ctx, txn)
+	if err != nil {
+		return nil, "", err
+	}
+	sort.Strings(ids)
+	var srcs []engine.Source
+	for _, id := range ids {
+		if strings.HasSuffix(id, "_test.rego") {
+			continue
+		}
+		raw, err := store.GetPolicy(ctx, txn, id)
+		if err != nil {
+			return nil, "", err
+		}
+		srcs = append(srcs, engine.Source{File: id, Text: string(raw)})
+	}
+	opts := []engine.Option{engine.Modules(srcs...)}
+	v, err := store.Read(ctx, txn, storage.RootPath)
+	if err != nil {
+		return nil, "", err
+	}
+	if av, ok := v.(ast.Value); ok {
+		if v, err = ast.JSON(av); err != nil {
+			return nil, "", err
+		}
+	}
+	data, _ := v.(map[string]any)
+	delete(data, "system")
+	if len(data) == 0 {
+		return opts, "", nil
+	}
+	dir, err := os.MkdirTemp("", "policycheck-bundle-data-")
+	if err != nil {
+		return nil, "", err
+	}
+	raw, err := json.Marshal(data)
+	if err == nil {
+		err = os.WriteFile(filepath.Join(dir, "data.json"), raw, 0o600)
+	}
+	if err != nil {
+		os.RemoveAll(dir)
+		return nil, "", err
+	}
+	return append(opts, engine.PolicyPaths(dir)), dir, nil
+}
+
+// cleanup removes the bundle data directory.
+func (s *Server) cleanup() {
+	s.bundles.mu.Lock()
+	dir := s.bundles.dataDir
+	s.bundles.dataDir = ""
+	s.bundles.mu.Unlock()
+	if dir != "" {
+		os.RemoveAll(dir)
+	}
+}
+
+// opaLogger adapts slog to OPA's logging.Logger.
+type opaLogger struct {
+	l      *slog.Logger
+	fields []any
+}
+
+func (o opaLogger) log(level slog.Level, format string, a ...any) {
+	if o.l.Enabled(context.Background(), level) {
+		o.l.Log(context.Background(), level, fmt.Sprintf(format, a...), o.fields...)
+	}
+}
+
+func (o opaLogger) Debug(f string, a ...any) { o.log(slog.LevelDebug, f, a...) }
+func (o opaLogger) Info(f string, a ...any)  { o.log(slog.LevelInfo, f, a...) }
+func (o opaLogger) Warn(f string, a ...any)  { o.log(slog.LevelWarn, f, a...) }
+func (o opaLogger) Error(f string, a ...any) { o.log(slog.LevelError, f, a...) }
+
+func (o opaLogger) WithFields(m map[string]any) logging.Logger {
+	out := opaLogger{l: o.l, fields: append([]any(nil), o.fields...)}
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		out.fields = append(out.fields, k, m[k])
+	}
+	return out
+}
+
+func (o opaLogger) GetLevel() logging.Level {
+	ctx := context.Background()
+	switch {
+	case o.l.Enabled(ctx, slog.LevelDebug):
+		return logging.Debug
+	case o.l.Enabled(ctx, slog.LevelInfo):
+		return logging.Info
+	case o.l.Enabled(ctx, slog.LevelWarn):
+		return logging.Warn
+	}
+	return logging.Error
+}
+
+func (o opaLogger) SetLevel(logging.Level) {}

@@ -1,0 +1,305 @@
+package server
+
+import (
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/plugins"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// Option configures a Server at construction.
+type Option func(*config)
+
+type config struct {
+	registry    *facts.Registry
+	engineOpts  []engine.Option
+	opaConfig   []byte
+	opaID       string
+	token       string
+	maxBody     int64
+	timeout     time.Duration
+	limits      loader.Limits
+	noSchema    bool
+	engines     int
+	runs        int
+	runTTL      time.Duration
+	maskContext []string
+	logger      *slog.Logger
+	tlsConfig   *tls.Config
+	grace       time.Duration
+	now         func() time.Time
+}
+
+// Registry sets the registry used when a request carries none. Without
+// it, every request must carry its own registry.
+func Registry(reg *facts.Registry) Option { return func(c *config) { c.registry = reg } }
+
+// Engine adds engine options (policies, defaults, cache size) used for
+// every engine the server builds; engine.Registry is set by the server.
+func Engine(opts ...engine.Option) Option {
+	return func(c *config) { c.engineOpts = append(c.engineOpts, opts...) }
+}
+
+// OPAConfig starts OPA's plugin manager with this standard OPA
+// configuration file (YAML or JSON: services, bundles, decision_logs,
+// status, discovery). id names this instance in status and decision logs.
+func OPAConfig(raw []byte, id string) Option {
+	return func(c *config) { c.opaConfig, c.opaID = raw, id }
+}
+
+// Token requires "Authorization: Bearer <token>" on every request but
+// GET /health. An empty token disables authentication.
+func Token(token string) Option { return func(c *config) { c.token = token } }
+
+// MaxBody bounds request bodies, in bytes (default 64 MiB); a larger body
+// is answered 413.
+func MaxBody(n int64) Option { return func(c *config) { c.maxBody = n } }
+
+// Timeout bounds each decision (default 5s); a decision that runs out of
+// time fails closed.
+func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// Limits bounds what the history decoder accepts (default
+// loader.DefaultLimits, with MaxBytes raised to MaxBody).
+func Limits(l loader.Limits) Option { return func(c *config) { c.limits = l } }
+
+// WithoutSchema skips the JSON Schema validation of histories; the decoder
+// still enforces the same rules. Validation with both is the default.
+func WithoutSchema() Option { return func(c *config) { c.noSchema = true } }
+
+// EngineCache bounds the number of compiled engines kept for registries
+// that requests carry (LRU keyed by the registry's digest; default 16).
+func EngineCache(n int) Option { return func(c *config) { c.engines = n } }
+
+// Runs bounds the table of incremental runs: at most size runs (default
+// 10,000), each dropped after ttl without a request (default 30 minutes).
+func Runs(size int, ttl time.Duration) Option {
+	return func(c *config) { c.runs, c.runTTL = size, ttl }
+}
+
+// MaskContext removes the values at these JSON pointers (relative to the
+// request's context, e.g. "/user/email") from decision logs, on top of
+// OPA's decision_logs mask policy.
+func MaskContext(pointers ...string) Option {
+	return func(c *config) { c.maskContext = append(c.maskContext, pointers...) }
+}
+
+// Logger sets the server's logger (default: discard).
+func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
+
+// TLS serves HTTPS with this configuration.
+func TLS(cfg *tls.Config) Option { return func(c *config) { c.tlsConfig = cfg } }
+
+// ShutdownGrace bounds how long Serve waits for requests in flight once its
+// context is cancelled (default 30s).
+func ShutdownGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
+
+// Server is the HTTP sidecar. It is safe for concurrent use.
+type Server struct {
+	cfg     config
+	state   atomic.Pointer[policyState]
+	engines *lru[*engine.Engine]
+	runs    *runTable
+	metrics *metrics
+	mux     *http.ServeMux
+	handler http.Handler
+
+	mgr      *plugins.Manager // nil without an OPA configuration
+	reloadMu sync.Mutex       // serializes bundle activations
+	bundles  bundleTracker
+	started  atomic.Bool
+	stopOnce sync.Once
+}
+
+// policyState is the immutable policy state requests decide with.
+type policyState struct {
+	gen    uint64
+	extra  []engine.Option   // policies from activated bundles
+	eng    *engine.Engine    // the engine of the configured registry, if any
+	rev    string            // policy revision
+	served map[string]string // bundle name → revision being served
+	ready  bool
+}
+
+// New builds a server: it compiles the policies against the configured
+// registry (if any) and, with an OPA configuration, creates the plugin
+// manager (started by Start or Serve).
+func New(opts ...Option) (*Server, error) {
+	cfg := config{
+		maxBody: 64 << 20,
+		timeout: 5 * time.Second,
+		engines: 16,
+		runs:    10_000,
+		runTTL:  30 * time.Minute,
+		grace:   30 * time.Second,
+		limits:  loader.DefaultLimits(),
+	}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	if cfg.limits.MaxBytes == 0 || cfg.limits.MaxBytes > cfg.maxBody {
+		cfg.limits.MaxBytes = cfg.maxBody
+	}
+	if cfg.logger == nil {
+		cfg.logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.now == nil {
+		cfg.now = time.Now
+	}
+	s := &Server{cfg: cfg}
+	s.engines = newLRU[*engine.Engine](cfg.engines, 0, cfg.now)
+	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
+	s.metrics = newMetrics(s)
+	st := &policyState{served: map[string]string{}, ready: true}
+	if err := s.compileState(context.Background(), st); err != nil {
+		return nil, err
+	}
+	if cfg.opaConfig != nil {
+		if err := s.newManager(); err != nil {
+			return nil, fmt.Errorf("opa config: %w", err)
+		}
+		// Not ready until every configured bundle is served.
+		st.ready = len(s.bundles.configured) == 0
+	}
+	s.state.Store(st)
+	s.metrics.setRevision(st)
+	s.routes()
+	return s, nil
+}
+
+// compileState builds st's engine for the configured registry or, without
+// one, checks that the policies compile.
+func (s *Server) compileState(ctx context.Context, st *policyState) error {
+	if s.cfg.registry != nil {
+		e, err := s.newEngine(ctx, st, s.cfg.registry)
+		if err != nil {
+			return err
+		}
+		st.eng = e
+		st.rev, _ = e.Revision()
+		return nil
+	}
+	empty, _ := facts.NewRegistry(nil, nil)
+	e, err := s.newEngine(ctx, st, empty)
+	if err != nil {
+		// Filters for capabilities no registry is known yet to have
+		// are judged against each request's registry.
+		var pe *engine.PolicyError
+		if !errors.As(err, &pe) {
+			return err
+		}
+		for _, p := range pe.Errors {
+			if p.Code != "unknown_capability" {
+				return err
+			}
+		}
+		st.rev = "unknown"
+		return nil
+	}
+	st.rev, _ = e.Revision()
+	return nil
+}
+
+func (s *Server) newEngine(ctx context.Context, st *policyState, reg *facts.Registry) (*engine.Engine, error) {
+	opts := make([]engine.Option, 0, len(s.cfg.engineOpts)+len(st.extra)+2)
+	opts = append(opts, engine.DefaultDeadline(s.cfg.timeout))
+	opts = append(opts, s.cfg.engineOpts...)
+	opts = append(opts, st.extra...)
+	opts = append(opts, engine.Registry(reg))
+	return engine.New(ctx, opts...)
+}
+
+// Handler returns the server's HTTP handler (auth and metrics included),
+// for callers that run their own http.Server.
+func (s *Server) Handler() http.Handler { return s.handler }
+
+// Start starts OPA's plugins, if configured. Serve calls it.
+func (s *Server) Start(ctx context.Context) error {
+	if s.mgr == nil || !s.started.CompareAndSwap(false, true) {
+		return nil
+	}
+	return s.startManager(ctx)
+}
+
+// Stop stops OPA's plugins (flushing decision logs as OPA does). Serve
+// calls it on its way out.
+func (s *Server) Stop(ctx context.Context) {
+	s.stopOnce.Do(func() {
+		if s.mgr != nil && s.started.Load() {
+			s.mgr.Stop(ctx)
+		}
+		s.cleanup()
+	})
+}
+
+// Serve starts OPA's plugins and serves on ln until ctx is cancelled, then
+// shuts down gracefully: it stops accepting, lets requests in flight
+// finish (within the shutdown grace), stops the plugins and returns nil.
+// It serves TLS when a TLS configuration was given.
+func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+	if err := s.Start(ctx); err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler:           s.handler,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       2 * time.Minute,
+		ErrorLog:          slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelWarn),
+		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	}
+	if s.cfg.tlsConfig != nil {
+		ln = tls.NewListener(ln, s.cfg.tlsConfig)
+	}
+	done := make(chan error, 1)
+	serveDone := make(chan struct{})
+	go func() {
+		select {
+		case <-ctx.Done():
+			sctx, cancel := context.WithTimeout(context.Background(), s.cfg.grace)
+			defer cancel()
+			done <- srv.Shutdown(sctx)
+		case <-serveDone:
+			done <- nil
+		}
+	}()
+	err := srv.Serve(ln)
+	close(serveDone)
+	shutdownErr := <-done
+	if !errors.Is(err, http.ErrServerClosed) {
+		// Serve failed on its own.
+		_ = srv.Close()
+		s.stopAfter(ctx)
+		return err
+	}
+	s.stopAfter(ctx)
+	return shutdownErr
+}
+
+func (s *Server) stopAfter(ctx context.Context) {
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.grace)
+	defer cancel()
+	s.Stop(sctx)
+}
+
+// ListenAndServe listens on addr (TCP) and calls Serve.
+func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
+	var lc net.ListenConfig
+	ln, err := lc.Listen(ctx, "tcp", addr)
+	if err != nil {
+		return err
+	}
+	return s.Serve(ctx, ln)
+}
