@@ -131,8 +131,17 @@ func decodeConfig(file string, data []byte) (any, error) {
 	if node.Kind == 0 {
 		return map[string]any{}, nil
 	}
-	return yamlValue(file, &node, "")
+	budget := yamlMaxValues
+	return yamlValue(file, &node, "", 0, &budget)
 }
+
+// Bounds on the values a YAML document may expand to: aliases make a
+// recursive document (`a: &x [*x]`) or an exponential one ("billion
+// laughs") a few bytes long, and both must be an error, not a hang.
+const (
+	yamlMaxDepth  = 128
+	yamlMaxValues = 1 << 20
+)
 
 func jsonSyntaxError(file string, data []byte, err error) error {
 	e := &Error{File: file, Kind: KindSyntax, Msg: "invalid JSON: " + err.Error()}
@@ -147,16 +156,25 @@ func jsonSyntaxError(file string, data []byte, err error) error {
 }
 
 // yamlValue converts a YAML node to JSON-compatible values; mapping keys
-// must be strings, and anchors/aliases are resolved.
-func yamlValue(file string, n *yaml.Node, ptr string) (any, error) {
+// must be strings, and anchors/aliases are resolved within the depth and
+// value budgets above.
+func yamlValue(file string, n *yaml.Node, ptr string, depth int, budget *int) (any, error) {
+	if depth > yamlMaxDepth {
+		return nil, &Error{File: file, Pointer: ptr, Kind: KindLimit, Line: n.Line, Column: n.Column,
+			Msg: fmt.Sprintf("nesting deeper than the limit of %d (a recursive alias?)", yamlMaxDepth)}
+	}
+	if *budget--; *budget < 0 {
+		return nil, &Error{File: file, Pointer: ptr, Kind: KindLimit, Line: n.Line, Column: n.Column,
+			Msg: fmt.Sprintf("more than %d values once aliases are expanded", yamlMaxValues)}
+	}
 	switch n.Kind {
 	case yaml.DocumentNode:
 		if len(n.Content) == 0 {
 			return map[string]any{}, nil
 		}
-		return yamlValue(file, n.Content[0], ptr)
+		return yamlValue(file, n.Content[0], ptr, depth, budget)
 	case yaml.AliasNode:
-		return yamlValue(file, n.Alias, ptr)
+		return yamlValue(file, n.Alias, ptr, depth, budget)
 	case yaml.MappingNode:
 		m := make(map[string]any, len(n.Content)/2)
 		for i := 0; i+1 < len(n.Content); i += 2 {
@@ -165,7 +183,7 @@ func yamlValue(file string, n *yaml.Node, ptr string) (any, error) {
 				return nil, &Error{File: file, Pointer: ptr, Kind: KindSchema, Line: k.Line, Column: k.Column,
 					Msg: fmt.Sprintf("mapping keys must be strings, not %s", k.Tag)}
 			}
-			v, err := yamlValue(file, n.Content[i+1], ptr+"/"+escapePointer(k.Value))
+			v, err := yamlValue(file, n.Content[i+1], ptr+"/"+escapePointer(k.Value), depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
@@ -175,7 +193,7 @@ func yamlValue(file string, n *yaml.Node, ptr string) (any, error) {
 	case yaml.SequenceNode:
 		out := make([]any, len(n.Content))
 		for i, c := range n.Content {
-			v, err := yamlValue(file, c, fmt.Sprintf("%s/%d", ptr, i))
+			v, err := yamlValue(file, c, fmt.Sprintf("%s/%d", ptr, i), depth+1, budget)
 			if err != nil {
 				return nil, err
 			}

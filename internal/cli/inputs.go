@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 
 	"github.com/spf13/cobra"
@@ -99,6 +100,9 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 		var v any
 		if err := dec.Decode(&v); err != nil {
 			return nil, badInput(&loader.Error{File: f.context, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return nil, badInput(&loader.Error{File: f.context, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
 		}
 		if _, ok := v.(map[string]any); !ok {
 			return nil, badInput(&loader.Error{File: f.context, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
