@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/policycheck/policycheck/facts"
@@ -177,6 +178,20 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			if n, ok := x.(string); ok {
 				hidden[n] = nil
 			}
+		}
+	}
+	// Why: what removed a tool, for Explain.
+	for _, n := range s.reg.ToolNames() {
+		for _, id := range next.droppedBy[n] {
+			d.Why[n] = append(d.Why[n], fmt.Sprintf("dropped by filter %s.%s (%s): neither advertised nor callable", filterRoot, id, s.filters[id].file))
+		}
+		for _, id := range dispatch.droppedBy[n] {
+			if !slices.Contains(next.droppedBy[n], id) {
+				d.Why[n] = append(d.Why[n], fmt.Sprintf("dropped at dispatch by filter %s.%s (%s), active through the serving provider's evidence", filterRoot, id, s.filters[id].file))
+			}
+		}
+		if _, h := hidden[n]; h {
+			d.Why[n] = append(d.Why[n], "hidden by an operator rule (policycheck.rules.*.hide) for this request")
 		}
 	}
 	if d.Dispatch == nil {

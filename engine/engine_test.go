@@ -1020,3 +1020,57 @@ func TestTestdataPoliciesAreFormatted(t *testing.T) {
 		assert.Equal(t, string(src), string(out), "%s is not opa fmt clean", f)
 	}
 }
+
+// --- explain -----------------------------------------------------------------
+
+// TestExplainNamesWhatRemovedATool: a tool that a filter dropped or a rule
+// hid is explained by that filter or rule, not only by the gate's facts
+// (which say it is loaded).
+func TestExplainNamesWhatRemovedATool(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	e := mustEngine(t, reg, engine.Modules(dropFilter("secrets", "secret_op"), engine.Source{File: "rules/hide.rego",
+		Text: "package policycheck.rules.hide\n\nhide contains \"get_time\" if input.context.group == \"interns\"\n"}))
+	h := mustHistory(t,
+		wReq(wUser("rotate")),
+		wResp("", wLoadCall("l1", "secrets")),
+		wReq(wLoadReturn("l1"), wDelta("l1", "rotate_key", "secret_op")),
+		wResp("", wCall("secret_op", "c1", `{}`), wCall("get_time", "c2", `{}`)))
+	x, err := e.Explain(context.Background(), engine.Request{History: h, Context: map[string]any{"group": "interns"}})
+	require.NoError(t, err)
+	why := map[string]string{}
+	for _, tool := range x.Tools {
+		why[tool.Name] = strings.Join(tool.Why, "\n")
+	}
+	assert.Contains(t, why["secret_op"], "dropped by filter policycheck.capabilities.secrets (filters/secrets.rego)")
+	assert.NotContains(t, why["rotate_key"], "dropped by filter")
+	assert.Contains(t, why["get_time"], "hidden by an operator rule")
+	require.Len(t, x.Calls, 2)
+	assert.Equal(t, engine.UnknownTool, x.Calls[0].Verdict)
+	assert.Contains(t, strings.Join(x.Calls[0].Why, "\n"), "dropped by filter policycheck.capabilities.secrets")
+	assert.Contains(t, strings.Join(x.Calls[1].Why, "\n"), "hidden by an operator rule")
+}
+
+// TestExplainNamesDispatchOnlyFilter: a filter that runs only at dispatch
+// (its capability active through anchored evidence, seed 000 Route 2) is
+// named as such.
+func TestExplainNamesDispatchOnlyFilter(t *testing.T) {
+	reg := mustRegistry(t, secretsRegistry)
+	e := mustEngine(t, reg, engine.Modules(dropFilter("secrets", "secret_op")))
+	h := mustHistory(t,
+		wResp("openai", wLoadCall("l1", "secrets")),
+		wReq(wLoadReturn("l1"), wDelta("l1", "rotate_key", "secret_op")),
+		wResp("openai", wCompaction("anthropic", "foreign")),
+		wReq(wUser("go on")),
+		wResp("openai", wCall("secret_op", "s1", `{}`)))
+	x, err := e.Explain(context.Background(), engine.Request{History: h})
+	require.NoError(t, err)
+	for _, tool := range x.Tools {
+		why := strings.Join(tool.Why, "\n")
+		if tool.Name == "secret_op" {
+			assert.Contains(t, why, "dropped at dispatch by filter policycheck.capabilities.secrets (filters/secrets.rego)")
+		} else {
+			assert.NotContains(t, why, "dropped")
+		}
+	}
+	assert.Equal(t, engine.UnknownTool, x.Calls[0].Verdict)
+}

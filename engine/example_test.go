@@ -1,0 +1,177 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"strings"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// exampleRegistry is a registry as an operator writes it (YAML).
+const exampleRegistry = `
+capabilities:
+  - id: vault
+    defer_loading: true
+    description: Secrets runbook
+tools:
+  - name: get_time
+  - name: search_docs
+    defer_loading: true
+  - name: read_secret
+    capability: vault
+  - name: delete_secret
+    capability: vault
+`
+
+// exampleFilter is vault's permission gate: of its own tools it keeps
+// read_secret only.
+const exampleFilter = `package policycheck.capabilities.vault
+
+import data.policycheck.lib
+
+prepare_tools := lib.keep_own(input.tools, "vault", {"read_secret"})
+`
+
+// exampleHistory: the model loaded vault, then calls a kept tool, a
+// filtered tool, a tool it never searched for, and a tool that does not
+// exist.
+const exampleHistory = `[
+ {"kind": "request", "parts": [
+   {"part_kind": "user-prompt", "content": "Read the API key, then clean up."}]},
+ {"kind": "response", "provider_name": "anthropic", "parts": [
+   {"part_kind": "tool-call", "tool_name": "load_capability", "args": {"id": "vault"},
+    "tool_call_id": "l1", "tool_kind": "capability-load"}]},
+ {"kind": "request", "parts": [
+   {"part_kind": "tool-return", "tool_name": "load_capability", "content": {"instructions": "Never print secrets."},
+    "tool_call_id": "l1", "tool_kind": "capability-load"},
+   {"part_kind": "tool-availability-delta", "tools_added": ["read_secret"], "tool_call_id": "l1"}]},
+ {"kind": "response", "provider_name": "anthropic", "parts": [
+   {"part_kind": "tool-call", "tool_name": "read_secret", "args": {"name": "api_key"}, "tool_call_id": "c1"},
+   {"part_kind": "tool-call", "tool_name": "delete_secret", "args": {"name": "api_key"}, "tool_call_id": "c2"},
+   {"part_kind": "tool-call", "tool_name": "search_docs", "args": {"q": "rotation"}, "tool_call_id": "c3"},
+   {"part_kind": "tool-call", "tool_name": "send_email", "args": {}, "tool_call_id": "c4"}]}
+]`
+
+func exampleEngine() *engine.Engine {
+	reg, err := loader.ParseRegistry("tools.yaml", []byte(exampleRegistry))
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := engine.New(context.Background(),
+		engine.Registry(reg),
+		engine.Modules(engine.Source{File: "vault.rego", Text: exampleFilter}),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return e
+}
+
+func ExampleNew() {
+	reg, err := loader.ParseRegistry("tools.yaml", []byte(exampleRegistry))
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := engine.New(context.Background(),
+		engine.Registry(reg),
+		engine.Modules(engine.Source{File: "vault.rego", Text: exampleFilter}),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, m := range e.Modules() {
+		fmt.Println(m)
+	}
+
+	// A filter that could not be cached safely is refused up front.
+	_, err = engine.New(context.Background(),
+		engine.Registry(reg),
+		engine.Modules(engine.Source{File: "clock.rego", Text: `package policycheck.capabilities.vault
+
+prepare_tools := {"read_secret"} if time.now_ns() > 0
+`}),
+	)
+	fmt.Println(err)
+	// Output:
+	// policies/availability/availability.rego
+	// policies/lib/gate.rego
+	// policies/lib/lib.rego
+	// vault.rego
+	// policy: clock.rego:3:37: nondeterministic_builtin: filter data.policycheck.capabilities.vault reaches the nondeterministic built-in time.now_ns: filter results are cached, so they must be a pure function of their input
+}
+
+func ExampleEngine_Decide() {
+	e := exampleEngine()
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := e.Decide(context.Background(), engine.Request{History: h})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("available: ", d.Available)
+	fmt.Println("advertised:", d.Advertised)
+	for _, c := range d.Calls {
+		fmt.Printf("%s %s: %s\n", *c.ToolCallID, c.Tool, c.Verdict)
+		if c.Message != "" {
+			fmt.Printf("  %s\n", c.Message)
+		}
+	}
+	// Output:
+	// available:  [get_time load_capability read_secret search_tools]
+	// advertised: [get_time load_capability read_secret search_tools]
+	// c1 read_secret: execute
+	// c2 delete_secret: unknown_tool
+	//   Unknown tool name: 'delete_secret'. Available tools: 'get_time', 'load_capability', 'read_secret', 'search_tools'
+	// c3 search_docs: not_available_yet
+	//   Tool 'search_docs' is not available yet: search for it first, then call it again once you've seen its schema.
+	// c4 send_email: unknown_tool
+	//   Unknown tool name: 'send_email'. Available tools: 'get_time', 'load_capability', 'read_secret', 'search_tools'
+}
+
+func ExampleEngine_Explain() {
+	e := exampleEngine()
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	x, err := e.Explain(context.Background(), engine.Request{History: h})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, tool := range x.Tools {
+		fmt.Printf("%s available=%v\n", tool.Name, tool.Available)
+		for _, why := range tool.Why {
+			fmt.Println("  -", why)
+		}
+	}
+	for _, c := range x.Calls {
+		fmt.Printf("%s %s\n", c.Tool, c.Verdict)
+		fmt.Println("  -", strings.Join(c.Why, "\n  - "))
+	}
+	// Output:
+	// delete_secret available=false
+	//   - owned by deferred capability "vault": callable once it is loaded (the load is the reveal)
+	//   - loaded by the call at message 1, part 0 answered at message 2, part 0 (inside the window)
+	//   - dropped by filter policycheck.capabilities.vault (vault.rego): neither advertised nor callable
+	// get_time available=true
+	//   - always-on: not deferred and no deferred owner
+	// read_secret available=true
+	//   - owned by deferred capability "vault": callable once it is loaded (the load is the reveal)
+	//   - loaded by the call at message 1, part 0 answered at message 2, part 0 (inside the window)
+	// search_docs available=false
+	//   - search-gated: callable once revealed in the window
+	//   - never revealed in this history
+	// read_secret execute
+	//   - "read_secret" is in the dispatch-available set
+	// delete_secret unknown_tool
+	//   - dropped by filter policycheck.capabilities.vault (vault.rego): a filtered tool is unknown
+	// search_docs not_available_yet
+	//   - "search_docs" is search-gated and was not revealed in the window the serving provider sees (from message 0, part 0)
+	// send_email unknown_tool
+	//   - "send_email" is neither a registry tool nor a framework tool present in this run
+}

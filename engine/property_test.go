@@ -1,0 +1,376 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// Property tests: over generated registries and histories (internal/gen),
+// with generated capability filters and operator rules, the decision keeps
+// one definition of "available" — the gate, the verdicts, advertisement and
+// the unknown-tool listing never disagree — and it is a pure function of
+// its request: the same whatever the order requests arrive in and however
+// many goroutines share the engine, and the shared registry is never
+// written (seed 004).
+
+// propertyRules hides and denies what the request's context names, so
+// that the generated requests reach every verdict.
+var propertyRules = engine.Source{File: "rules/property.rego", Text: `package policycheck.rules.property
+
+hide contains name if some name in input.context.hide
+
+deny contains {"reason": "listed in input.context.deny", "message": "Denied for this test."} if {
+	input.call.tool in input.context.deny
+}
+`}
+
+// propertyCase is one generated registry with its engine options and the
+// requests to decide against it.
+type propertyCase struct {
+	seed     int64
+	reg      *facts.Registry
+	opts     []engine.Option
+	requests []propertyRequest
+}
+
+type propertyRequest struct {
+	name    string
+	history facts.History
+	tracked facts.Facts // the same history's facts from a facts.Tracker
+	context any
+}
+
+func propertyOptions(seed int64) gen.Options {
+	o := gen.Default(20 + int(seed*37)%100)
+	o.Tools = 4 + int(seed*7)%24
+	o.Capabilities = int(seed) % 6
+	o.CompactionRate = []float64{0, 0.05, 0.2, 0.5}[seed%4]
+	o.Noise = []float64{0, 0.02, 0.1, 0.3}[seed%4]
+	return o
+}
+
+// filtersFor writes a capability filter for about half of the registry's
+// capabilities: each drops a random subset of the registry's tools, some
+// only while another capability is active.
+func filtersFor(r *rand.Rand, reg *facts.Registry) []engine.Source {
+	var out []engine.Source
+	names := reg.ToolNames()
+	caps := reg.Capabilities()
+	for _, c := range caps {
+		if r.IntN(2) == 0 || len(names) == 0 {
+			continue
+		}
+		var drop []string
+		for _, n := range names {
+			if r.IntN(4) == 0 {
+				drop = append(drop, n)
+			}
+		}
+		src := dropFilter(c.ID, drop...)
+		if other := caps[r.IntN(len(caps))].ID; r.IntN(3) == 0 {
+			src.Text = fmt.Sprintf(`package policycheck.capabilities[%q]
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	not _dropped(t.name)
+}
+
+_dropped(name) if {
+	name in %s
+	%q in input.active_capabilities
+}
+`, c.ID, regoSet(drop), other)
+		}
+		out = append(out, src)
+	}
+	return out
+}
+
+func propertyContext(r *rand.Rand, reg *facts.Registry) any {
+	names := reg.ToolNames()
+	pick := func() []string {
+		var out []string
+		for _, n := range names {
+			if r.IntN(5) == 0 {
+				out = append(out, n)
+			}
+		}
+		return out
+	}
+	switch r.IntN(4) {
+	case 0:
+		return nil
+	case 1:
+		return map[string]any{"hide": pick()}
+	case 2:
+		return map[string]any{"deny": pick()}
+	}
+	return map[string]any{"hide": pick(), "deny": pick(), "user": "u1"}
+}
+
+// propertyCases generates the registries and requests: for each seed, up
+// to eight prefixes of the history that end with a response (each a step
+// being dispatched), plus the whole history.
+func propertyCases(t testing.TB, seeds int) []propertyCase {
+	t.Helper()
+	var out []propertyCase
+	for seed := int64(1); seed <= int64(seeds); seed++ {
+		o := propertyOptions(seed)
+		regName := fmt.Sprintf("registry-%d.json", seed)
+		reg, err := loader.ParseRegistry(regName, gen.Registry(seed, o))
+		require.NoError(t, err, regName)
+		r := rand.New(rand.NewPCG(uint64(seed), 0x70726f70))
+		pc := propertyCase{seed: seed, reg: reg}
+		pc.opts = []engine.Option{engine.Registry(reg), engine.Modules(append(filtersFor(r, reg), propertyRules)...)}
+
+		msgs := gen.Messages(seed, o)
+		tr := facts.NewTracker(reg)
+		for i := range msgs {
+			name := fmt.Sprintf("seed=%d,prefix=%d", seed, i+1)
+			h, err := loader.DecodeHistory(name, []byte("["+string(joinMessages(msgs[:i+1]))+"]"), loader.DefaultLimits())
+			require.NoError(t, err, name)
+			tr.Append(h[i])
+			last := i == len(msgs)-1
+			if !last && (h[i].Kind != facts.Response || r.IntN(3) > 0 || len(pc.requests) >= 8) {
+				continue
+			}
+			pc.requests = append(pc.requests, propertyRequest{name: name, history: h, tracked: tr.Facts(), context: propertyContext(r, reg)})
+		}
+		out = append(out, pc)
+	}
+	return out
+}
+
+func joinMessages(msgs [][]byte) []byte {
+	var b []byte
+	for i, m := range msgs {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(b, m...)
+	}
+	return b
+}
+
+func isSubset(sub, of []string) bool {
+	for _, s := range sub {
+		if !slices.Contains(of, s) {
+			return false
+		}
+	}
+	return true
+}
+
+// checkOneDefinition asserts the invariants that make the gate, the
+// verdicts, advertisement and the messages agree.
+func checkOneDefinition(t *testing.T, reg *facts.Registry, req propertyRequest, d *engine.Decision) {
+	t.Helper()
+	known := append(slices.Clone(reg.ToolNames()), facts.LoadCapabilityTool, facts.SearchTool)
+	var hidden, denied []string
+	if m, ok := req.context.(map[string]any); ok {
+		hidden, _ = m["hide"].([]string)
+		denied, _ = m["deny"].([]string)
+	}
+	assert.Empty(t, d.Errors)
+	assert.True(t, isSubset(d.Advertised, d.Available), "advertised %v ⊆ available %v", d.Advertised, d.Available)
+	assert.True(t, isSubset(d.Available, known), "available %v holds only registry and framework tools", d.Available)
+	assert.True(t, slices.IsSorted(d.Available) && slices.IsSorted(d.Advertised), "sorted lists")
+	for _, n := range hidden {
+		assert.NotContains(t, d.Available, n, "hidden tool")
+	}
+	if d.Dispatch == nil {
+		assert.Empty(t, d.Calls)
+		return
+	}
+	avail := d.Dispatch.Available
+	assert.True(t, isSubset(avail, known), "dispatch available %v", avail)
+	assert.True(t, slices.IsSorted(avail))
+	for _, n := range hidden {
+		assert.NotContains(t, avail, n, "hidden tool")
+	}
+	for _, c := range d.Calls {
+		in := slices.Contains(avail, c.Tool)
+		switch c.Verdict {
+		case engine.Execute:
+			assert.True(t, in, "%s executed but not in Dispatch.Available %v", c.Tool, avail)
+			assert.Empty(t, c.Message)
+			assert.False(t, slices.Contains(denied, c.Tool), "%s is denied by the context", c.Tool)
+		case engine.UnknownTool:
+			assert.False(t, in, "%s unknown but in Dispatch.Available", c.Tool)
+			assert.True(t, strings.HasPrefix(c.Message, "Unknown tool name: "), c.Message)
+			if len(avail) > 0 {
+				assert.True(t, strings.HasSuffix(c.Message, ". Available tools: "+quotedList(avail)),
+					"%q lists exactly %v", c.Message, avail)
+			} else {
+				assert.NotContains(t, c.Message, "Available tools:")
+			}
+		case engine.NotAvailableYet:
+			assert.False(t, in, "%s not available yet but in Dispatch.Available", c.Tool)
+			assert.Contains(t, reg.ToolNames(), c.Tool, "not_available_yet is only for registry tools")
+			assert.NotEmpty(t, c.Message)
+		case engine.Denied:
+			assert.True(t, in, "%s denied by a rule, so past the gate", c.Tool)
+			assert.Contains(t, denied, c.Tool)
+			assert.Equal(t, "Denied for this test.", c.Message)
+		default:
+			t.Errorf("verdict %q", c.Verdict)
+		}
+		if in && !slices.Contains(denied, c.Tool) {
+			assert.Equal(t, engine.Execute, c.Verdict, "%s is available and not denied", c.Tool)
+		}
+	}
+}
+
+func decisionJSON(t testing.TB, e *engine.Engine, req engine.Request) string {
+	t.Helper()
+	d, err := e.Decide(context.Background(), req)
+	require.NoError(t, err)
+	b, err := json.Marshal(d)
+	require.NoError(t, err)
+	return string(b)
+}
+
+// registrySnapshot is a deep copy of what a Registry exposes.
+type registrySnapshot struct {
+	Tools        []facts.Tool
+	MaxRetries   []int
+	Capabilities []facts.Capability
+	Names        []string
+}
+
+func snapshotRegistry(reg *facts.Registry) registrySnapshot {
+	s := registrySnapshot{
+		Tools:        slices.Clone(reg.Tools()),
+		Capabilities: slices.Clone(reg.Capabilities()),
+		Names:        slices.Clone(reg.ToolNames()),
+	}
+	for i, tool := range s.Tools {
+		v := -1
+		if tool.MaxRetries != nil {
+			v = *tool.MaxRetries
+		}
+		s.MaxRetries = append(s.MaxRetries, v)
+		s.Tools[i].MaxRetries = nil
+	}
+	return s
+}
+
+func TestOneDefinitionOfAvailable(t *testing.T) {
+	ctx := context.Background()
+	seeds := 40
+	if testing.Short() {
+		seeds = 10
+	}
+	decisions, calls := 0, map[string]int{}
+	for _, pc := range propertyCases(t, seeds) {
+		e, err := engine.New(ctx, pc.opts...)
+		require.NoError(t, err)
+		for _, req := range pc.requests {
+			t.Run(req.name, func(t *testing.T) {
+				d, err := e.Decide(ctx, engine.Request{History: req.history, Context: req.context})
+				require.NoError(t, err)
+				decisions++
+				for _, c := range d.Calls {
+					calls[c.Verdict]++
+				}
+				checkOneDefinition(t, pc.reg, req, d)
+
+				// The tracker's facts decide the same.
+				tracked := req.tracked
+				fromTracker, err := e.Decide(ctx, engine.Request{Facts: &tracked, Context: req.context})
+				require.NoError(t, err)
+				want, _ := json.Marshal(d)
+				got, _ := json.Marshal(fromTracker)
+				assert.JSONEq(t, string(want), string(got), "tracker facts decide as the history does")
+			})
+		}
+	}
+	t.Logf("%d decisions; verdicts %v", decisions, calls)
+	// The generator must reach every verdict, or the properties are vacuous.
+	for _, v := range []string{engine.Execute, engine.UnknownTool, engine.NotAvailableYet, engine.Denied} {
+		assert.Positive(t, calls[v], "no %s verdict generated", v)
+	}
+}
+
+// TestDecisionsIndependentOfOrderAndConcurrency: each decision's JSON is
+// the same whether the requests come in order, in reverse, shuffled, or
+// from 8 goroutines at once on one Engine with a cold cache; and no
+// request changes the shared registry (seed 004).
+func TestDecisionsIndependentOfOrderAndConcurrency(t *testing.T) {
+	ctx := context.Background()
+	seeds := 16
+	if testing.Short() {
+		seeds = 6
+	}
+	for _, pc := range propertyCases(t, seeds) {
+		t.Run(fmt.Sprintf("seed=%d", pc.seed), func(t *testing.T) {
+			before := snapshotRegistry(pc.reg)
+			reqs := make([]engine.Request, len(pc.requests))
+			for i, r := range pc.requests {
+				reqs[i] = engine.Request{History: r.history, Context: r.context}
+			}
+			baseline := make([]string, len(reqs))
+			seq, err := engine.New(ctx, pc.opts...)
+			require.NoError(t, err)
+			for i, r := range reqs {
+				baseline[i] = decisionJSON(t, seq, r)
+			}
+
+			rng := rand.New(rand.NewPCG(uint64(pc.seed), 0x6f72646572))
+			orders := map[string][]int{"reverse": {}, "shuffled": rng.Perm(len(reqs))}
+			for i := len(reqs) - 1; i >= 0; i-- {
+				orders["reverse"] = append(orders["reverse"], i)
+			}
+			for name, order := range orders {
+				e, err := engine.New(ctx, pc.opts...)
+				require.NoError(t, err)
+				for _, i := range order {
+					assert.Equal(t, baseline[i], decisionJSON(t, e, reqs[i]), "%s order, request %s", name, pc.requests[i].name)
+				}
+			}
+
+			shared, err := engine.New(ctx, pc.opts...)
+			require.NoError(t, err)
+			const workers = 8
+			got := make([][]string, workers)
+			var wg sync.WaitGroup
+			for w := range workers {
+				order := rng.Perm(len(reqs))
+				got[w] = make([]string, len(reqs))
+				wg.Go(func() {
+					for _, i := range order {
+						d, err := shared.Decide(ctx, reqs[i])
+						if err != nil {
+							got[w][i] = "error: " + err.Error()
+							continue
+						}
+						b, _ := json.Marshal(d)
+						got[w][i] = string(b)
+					}
+				})
+			}
+			wg.Wait()
+			for w := range workers {
+				for i := range reqs {
+					assert.Equal(t, baseline[i], got[w][i], "goroutine %d, request %s", w, pc.requests[i].name)
+				}
+			}
+			assert.Equal(t, before, snapshotRegistry(pc.reg), "the registry is shared and read-only")
+			assert.Same(t, pc.reg, shared.Registry())
+		})
+	}
+}
