@@ -1,0 +1,115 @@
+package facts_test
+
+import (
+	"fmt"
+	"log"
+	"reflect"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// exampleRegistry: get_time is always on, search_docs is search-gated,
+// read_secret belongs to the deferred capability vault.
+func exampleRegistry() *facts.Registry {
+	reg, err := facts.NewRegistry(
+		[]facts.Capability{{ID: "vault", DeferLoading: true}},
+		[]facts.Tool{
+			{Name: "get_time"},
+			{Name: "search_docs", DeferLoading: true},
+			{Name: "read_secret", Capability: "vault"},
+		},
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	return reg
+}
+
+// Helpers that build decoded parts (package loader builds them from the
+// pydantic-ai JSON).
+func searchReturn(id string, found ...string) facts.Part {
+	return facts.Part{Kind: facts.ToolReturn, ToolKind: facts.ToolKindSearch, ToolName: facts.SearchTool,
+		ToolCallID: id, HasToolCallID: true, Reveals: found}
+}
+
+func loadCall(id, capability string) facts.Part {
+	return facts.Part{Kind: facts.ToolCall, ToolKind: facts.ToolKindLoad, ToolName: facts.LoadCapabilityTool,
+		ToolCallID: id, HasToolCallID: true, LoadID: capability, HasLoadID: true}
+}
+
+func loadReturn(id string) facts.Part {
+	return facts.Part{Kind: facts.ToolReturn, ToolKind: facts.ToolKindLoad, ToolName: facts.LoadCapabilityTool,
+		ToolCallID: id, HasToolCallID: true}
+}
+
+func toolCall(name, id string) facts.Part {
+	return facts.Part{Kind: facts.ToolCall, ToolName: name, ToolCallID: id, HasToolCallID: true, Args: []byte(`{}`)}
+}
+
+func ExampleDerive() {
+	reg := exampleRegistry()
+	h := facts.History{
+		{Kind: facts.Response, Provider: "openai", HasProvider: true, Parts: []facts.Part{
+			{Kind: facts.ToolCall, ToolKind: facts.ToolKindSearch, ToolName: facts.SearchTool, ToolCallID: "s1", HasToolCallID: true},
+			loadCall("l1", "vault"),
+		}},
+		{Kind: facts.Request, Parts: []facts.Part{searchReturn("s1", "search_docs"), loadReturn("l1")}},
+		// An Anthropic summary: a boundary for the conservative window,
+		// but not on the wire of an openai-served response.
+		{Kind: facts.Response, Provider: "anthropic", HasProvider: true, Parts: []facts.Part{
+			{Kind: facts.Compaction, Provider: "anthropic", HasProvider: true, HasPayload: true},
+		}},
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt}}},
+		{Kind: facts.Response, Provider: "openai", HasProvider: true, Parts: []facts.Part{
+			toolCall("read_secret", "c1"), toolCall("search_docs", "c2"),
+		}},
+	}
+	f := facts.Derive(h, reg)
+	fmt.Println("window:", f.Window)
+	fmt.Println("discovered:", f.Discovered, "loaded:", f.Loaded, "active:", f.ActiveCapabilities)
+	d := f.Dispatch
+	fmt.Println("dispatch window:", d.Window, "provider:", *d.Provider)
+	fmt.Println("evidence discovered:", d.Evidence.Discovered, "loaded:", d.Evidence.Loaded)
+	fmt.Println("dispatch active:", d.ActiveCapabilities)
+	for _, c := range d.Calls {
+		fmt.Println("call:", c.Tool, *c.ToolCallID)
+	}
+	// Output:
+	// window: {2 0}
+	// discovered: [] loaded: [] active: []
+	// dispatch window: {0 0} provider: openai
+	// evidence discovered: [search_docs] loaded: [vault]
+	// dispatch active: [vault]
+	// call: read_secret c1
+	// call: search_docs c2
+}
+
+func ExampleTracker() {
+	reg := exampleRegistry()
+	tr := facts.NewTracker(reg)
+
+	h := facts.History{
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt}}},
+		{Kind: facts.Response, Parts: []facts.Part{loadCall("l1", "vault")}},
+		{Kind: facts.Request, Parts: []facts.Part{loadReturn("l1")}},
+		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.Compaction}, toolCall("read_secret", "c1")}},
+	}
+
+	tr.Append(h[:2]...)
+	f := tr.Facts()
+	fmt.Println("after the load call:", f.Loaded, "pending loads:", f.Dispatch.SameResponse.PendingLoads)
+
+	tr.Append(h[2])
+	f = tr.Facts()
+	fmt.Println("after the load return:", f.Loaded, "active:", f.ActiveCapabilities, "dispatch:", f.Dispatch != nil)
+
+	tr.Append(h[3])
+	f = tr.Facts()
+	fmt.Println("after a compaction:", f.Window, "loaded:", f.Loaded, "messages:", tr.Len())
+	fmt.Println("same as Derive:", reflect.DeepEqual(f, facts.Derive(h, reg)))
+	// Output:
+	// after the load call: [] pending loads: [vault]
+	// after the load return: [vault] active: [vault] dispatch: false
+	// after a compaction: {3 0} loaded: [] messages: 4
+	// same as Derive: true
+}

@@ -1,0 +1,79 @@
+package loader_test
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/policycheck/policycheck/loader"
+)
+
+func ExampleDecodeHistory() {
+	data := []byte(`[
+ {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather in Paris?"}]},
+ {"kind": "response", "provider_name": "openai", "parts": [
+   {"part_kind": "tool-call", "tool_name": "search_tools", "args": {"queries": ["weather"]},
+    "tool_call_id": "s1", "tool_kind": "tool-search"}]},
+ {"kind": "request", "parts": [
+   {"part_kind": "tool-return", "tool_name": "search_tools", "tool_call_id": "s1", "tool_kind": "tool-search",
+    "content": {"discovered_tools": [{"name": "get_forecast"}]}}]}
+]`)
+	h, err := loader.DecodeHistory("run.json", data, loader.DefaultLimits())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i, m := range h {
+		for _, p := range m.Parts {
+			fmt.Printf("%d %s %s %s reveals=%v\n", i, m.Kind, p.Kind, p.ToolKind, p.Reveals)
+		}
+	}
+
+	// A typed load call must name its capability by a string id: the
+	// whole history is rejected, and the error points at the value.
+	bad := []byte(`[{"kind": "response", "parts": [
+ {"part_kind": "tool-call", "tool_name": "load_capability", "args": {"id": 5},
+  "tool_call_id": "l1", "tool_kind": "capability-load"}]}]`)
+	_, err = loader.DecodeHistory("bad.json", bad, loader.DefaultLimits())
+	var le *loader.Error
+	if errors.As(err, &le) {
+		fmt.Println("file:", le.File)
+		fmt.Println("pointer:", le.Pointer)
+		fmt.Println("kind:", le.Kind)
+	}
+	fmt.Println(err)
+	// Output:
+	// 0 request user-prompt  reveals=[]
+	// 1 response tool-call tool-search reveals=[]
+	// 2 request tool-return tool-search reveals=[get_forecast]
+	// file: bad.json
+	// pointer: /0/parts/0/args/id
+	// kind: schema
+	// bad.json: /0/parts/0/args/id: a capability id must be a string, not a number
+}
+
+func ExampleParseRegistry() {
+	reg, err := loader.ParseRegistry("tools.yaml", []byte(`
+capabilities:
+  - id: vault
+    defer_loading: true
+tools:
+  - name: get_time
+  - name: search_docs
+    defer_loading: true
+  - name: read_secret
+    capability: vault
+`))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("tools:", reg.ToolNames())
+	fmt.Println("search-gated:", reg.SearchGatedTools(), "deferred:", reg.DeferredCapabilities())
+
+	_, err = loader.ParseRegistry("bad.yaml", []byte("tools:\n  - name: load_capability\n"))
+	fmt.Println(err)
+	// Output:
+	// tools: [get_time read_secret search_docs]
+	// search-gated: [search_docs] deferred: [vault]
+	// bad.yaml: /tools/0/name: tool name 'load_capability' is reserved for deferred capability loading
+}
