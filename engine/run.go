@@ -1,0 +1,364 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// RunOption configures a Run.
+type RunOption func(*runConfig)
+
+type runConfig struct {
+	defaultRetries int
+}
+
+// DefaultRetries sets the run's default retry budget (the reference
+// agent's `retries`, default 1): the budget of registry tools without
+// max_retries, of search_tools, and of names that resolve to no tool.
+// A negative n is taken as 0.
+func DefaultRetries(n int) RunOption {
+	return func(c *runConfig) { c.defaultRetries = max(n, 0) }
+}
+
+// Run is the per-run state of one agent run whose service calls the engine
+// step after step: the history seen so far, kept as an incremental
+// facts.Tracker so that a step costs time proportional to the new messages
+// and to the fact sets, not to the history's length; and the retry
+// accounting of spec §8 X8, which the stateless Decide leaves out.
+//
+// # Steps
+//
+// A step is one dispatch: a call of Step whose history then ends with a
+// response that no earlier Step judged. Calling Step again while the
+// history still ends with that same response (no new messages, for
+// example after Reload) re-decides the same step: a same-step rebuild
+// (spec §9 M3–M4). It does not re-run the carry-over and does not charge
+// again: a step's refusals are accounted from the state the step started
+// with, so the latest decision of a step replaces the earlier ones, while
+// the failures and successes reported for the step are kept. A Step whose
+// history ends with a request decides the next request only and leaves
+// the accounting alone; so does every response of a Step but the last
+// (only the last one is dispatched).
+//
+// # Retry accounting (spec X8)
+//
+// The run keeps retries (name → count carried into the current step), the
+// current step's failed and succeeded names, and the names that have had
+// an availability refusal. The charged failures are: an unknown_tool
+// refusal; a not_available_yet refusal except the first one of that name
+// in the run, which is free (recorded, not charged); an operator denial
+// (the counterpart of a hook's ModelRetry); and what the caller reports
+// with ReportFailure (argument-validation errors, ModelRetry). A denial
+// made because the decision failed closed is not charged: the fault is
+// the policy's, not the model's. A tool-return with outcome failed
+// (ToolFailed) is not charged: report neither. A charged failure of a name
+// whose count has reached its budget exceeds it: the reference aborts the
+// run with "Tool 'NAME' exceeded max retries count of BUDGET." (Retry and
+// *ExceededError). Otherwise the name joins the step's failed set; several
+// failures of one name in one step cost one unit. When the next step
+// starts, names that succeeded are dropped and each failed name gets its
+// old count plus one (a failure wins over a same-step success).
+//
+// Budgets: a registry tool's max_retries, or the run default when it has
+// none; load_capability 1 (spec X9); search_tools and names that resolve to
+// no tool the run default. An unknown_tool refusal is charged against the
+// run default even when the name is a registry tool a filter dropped: the
+// reference does not resolve it.
+//
+// A Run is not safe for concurrent use. Runs are independent of each
+// other: any number of them, on one Engine, may be used concurrently.
+type Run struct {
+	e   *Engine
+	cfg runConfig
+
+	reg     *facts.Registry
+	tracker *facts.Tracker
+	history facts.History // every appended message, to rebuild the tracker
+
+	step       int // dispatches so far; the current step is step
+	dispatched int // history index of the current step's response; -1 before any
+
+	retries map[string]int      // counts carried into the current step
+	refused map[string]struct{} // availability-refused names of earlier steps
+
+	// The current step. Verdict-derived sets are recomputed by every
+	// decision of the step; reported ones accumulate.
+	stepFree      map[string]struct{} // first availability refusals this step
+	stepCharged   map[string]struct{} // charged refusals this step
+	stepFailed    map[string]struct{} // failures reported this step
+	stepSucceeded map[string]struct{} // successes reported this step
+}
+
+// NewRun starts a run with an empty history.
+func (e *Engine) NewRun(opts ...RunOption) *Run {
+	cfg := runConfig{defaultRetries: 1}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	reg := e.Registry()
+	return &Run{
+		e:             e,
+		cfg:           cfg,
+		reg:           reg,
+		tracker:       facts.NewTracker(reg),
+		dispatched:    -1,
+		retries:       map[string]int{},
+		refused:       map[string]struct{}{},
+		stepFree:      map[string]struct{}{},
+		stepCharged:   map[string]struct{}{},
+		stepFailed:    map[string]struct{}{},
+		stepSucceeded: map[string]struct{}{},
+	}
+}
+
+// Retry is the retry accounting of one call of the dispatched response.
+type Retry struct {
+	// Count is the tool name's count carried into this step.
+	Count int `json:"count"`
+	// Budget is the name's budget (see Run).
+	Budget int `json:"budget"`
+	// Charged is true when the call's refusal is a charged failure.
+	Charged bool `json:"charged,omitempty"`
+	// Free is true for the first availability refusal of the name in the
+	// run: recorded, not charged.
+	Free bool `json:"free,omitempty"`
+	// Exceeded is true when the refusal is charged and Count has reached
+	// Budget: the reference aborts the run instead of sending the retry.
+	Exceeded bool `json:"exceeded,omitempty"`
+	// Message is the abort text when Exceeded.
+	Message string `json:"message,omitempty"`
+}
+
+// StepDecision is a Decision made by a Run, with the retry accounting of
+// each call.
+type StepDecision struct {
+	*Decision
+	// Step is the number (from 1) of the dispatch this decision judged;
+	// 0 when the history does not end with a response.
+	Step int
+	// Retries holds one entry per call, parallel to Decision.Calls.
+	Retries []Retry
+}
+
+// Err returns an *ExceededError for the first call whose refusal exceeded
+// its budget, or nil.
+func (d *StepDecision) Err() error {
+	for i, r := range d.Retries {
+		if r.Exceeded {
+			return &ExceededError{Tool: d.Calls[i].Tool, Budget: r.Budget}
+		}
+	}
+	return nil
+}
+
+// MarshalJSON writes the decision's JSON (design.md "Output of
+// policycheck eval") with "step" and "retries" added.
+func (d *StepDecision) MarshalJSON() ([]byte, error) {
+	raw, err := json.Marshal(d.Decision)
+	if err != nil {
+		return nil, err
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return nil, err
+	}
+	retries := d.Retries
+	if retries == nil {
+		retries = []Retry{}
+	}
+	if obj["step"], err = json.Marshal(d.Step); err != nil {
+		return nil, err
+	}
+	if obj["retries"], err = json.Marshal(retries); err != nil {
+		return nil, err
+	}
+	return json.Marshal(obj)
+}
+
+// ExceededError is a charged failure of a tool whose retry count has
+// reached its budget: the reference aborts the run.
+type ExceededError struct {
+	Tool   string
+	Budget int
+}
+
+func (e *ExceededError) Error() string { return exceededMessage(e.Tool, e.Budget) }
+
+// exceededMessage is the prefix of the reference's abort text (spec X8:
+// the docs link that follows it differs between versions).
+func exceededMessage(tool string, budget int) string {
+	return fmt.Sprintf("Tool %s exceeded max retries count of %d.", pyRepr(tool), budget)
+}
+
+// Step appends msgs to the run's history and decides on the whole of it,
+// with ctxDoc as input.context (see Request.Context). When the history
+// then ends with a response, the decision judges its calls and accounts
+// for their refusals (see Run for steps and same-step rebuilds). The run
+// keeps references to msgs: callers must not modify them afterwards.
+//
+// The decision equals Decide on the same history; the error is Decide's.
+// Messages are appended even when an error is returned.
+func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts ...DecideOption) (*StepDecision, error) {
+	n := len(r.history)
+	r.history = append(r.history, msgs...)
+	r.tracker.Append(r.history[n:]...)
+
+	var d *Decision
+	// A Reload may swap the registry: derive over the one that decides.
+	for attempt := 0; ; attempt++ {
+		if reg := r.e.Registry(); reg != r.reg {
+			r.reg = reg
+			r.tracker = facts.NewTracker(reg)
+			r.tracker.Append(r.history...)
+		}
+		f := r.tracker.Facts()
+		var err error
+		d, err = r.e.Decide(ctx, Request{Facts: &f, Context: ctxDoc}, opts...)
+		if err != nil {
+			return nil, err
+		}
+		if r.e.Registry() == r.reg || attempt == 2 {
+			break
+		}
+	}
+
+	sd := &StepDecision{Decision: d, Retries: []Retry{}}
+	last := len(r.history) - 1
+	if d.Dispatch == nil || last < 0 || r.history[last].Kind != facts.Response {
+		return sd, nil
+	}
+	if last != r.dispatched {
+		r.advance()
+		r.dispatched = last
+	}
+	sd.Step = r.step
+	sd.Retries = r.account(d)
+	return sd, nil
+}
+
+// advance starts a new step: the carry-over of spec X8.
+func (r *Run) advance() {
+	next := make(map[string]int, len(r.retries))
+	for n, c := range r.retries {
+		if _, ok := r.stepSucceeded[n]; !ok {
+			next[n] = c
+		}
+	}
+	for _, failed := range []map[string]struct{}{r.stepCharged, r.stepFailed} {
+		for n := range failed {
+			next[n] = r.retries[n] + 1
+		}
+	}
+	r.retries = next
+	maps.Copy(r.refused, r.stepFree)
+	clear(r.stepFree)
+	clear(r.stepCharged)
+	clear(r.stepFailed)
+	clear(r.stepSucceeded)
+	r.step++
+}
+
+// account judges the refusals of d's calls, in order, from the state the
+// step started with: it replaces what an earlier decision of the same step
+// accounted.
+func (r *Run) account(d *Decision) []Retry {
+	clear(r.stepFree)
+	clear(r.stepCharged)
+	out := make([]Retry, len(d.Calls))
+	for i, c := range d.Calls {
+		rt := Retry{Count: r.retries[c.Tool], Budget: r.budget(c.Tool)}
+		switch c.Verdict {
+		case UnknownTool:
+			rt.Budget = r.cfg.defaultRetries
+			rt.Charged = true
+		case NotAvailableYet:
+			_, before := r.refused[c.Tool]
+			_, now := r.stepFree[c.Tool]
+			if before || now {
+				rt.Charged = true
+			} else {
+				rt.Free = true
+				r.stepFree[c.Tool] = struct{}{}
+			}
+		case Denied:
+			rt.Charged = c.Message != failClosedMessage(c.Tool)
+		}
+		if rt.Charged {
+			if rt.Count >= rt.Budget {
+				rt.Exceeded = true
+				rt.Message = exceededMessage(c.Tool, rt.Budget)
+			} else {
+				r.stepCharged[c.Tool] = struct{}{}
+			}
+		}
+		out[i] = rt
+	}
+	return out
+}
+
+// budget returns a resolved tool's retry budget.
+func (r *Run) budget(tool string) int {
+	if t, ok := r.reg.Tool(tool); ok {
+		if t.MaxRetries != nil {
+			return *t.MaxRetries
+		}
+		return r.cfg.defaultRetries
+	}
+	if tool == facts.LoadCapabilityTool {
+		return 1
+	}
+	return r.cfg.defaultRetries
+}
+
+// ReportFailure records a charged failure of an executed call of the
+// current step: an argument-validation error or a ModelRetry raised by
+// the tool or a hook. It returns an *ExceededError, and records nothing,
+// when the tool's count carried into this step has reached its budget:
+// the reference aborts the run there. Do not report a ToolFailed
+// (tool-return with outcome failed): it is not charged.
+func (r *Run) ReportFailure(tool string) error {
+	if b := r.budget(tool); r.retries[tool] >= b {
+		return &ExceededError{Tool: tool, Budget: b}
+	}
+	r.stepFailed[tool] = struct{}{}
+	return nil
+}
+
+// ReportSuccess records that an executed call of the current step
+// succeeded: the tool's count is cleared when the next step starts, unless
+// the tool also failed in this step.
+func (r *Run) ReportSuccess(tool string) {
+	r.stepSucceeded[tool] = struct{}{}
+}
+
+// Steps returns the number of dispatches so far (the current step's
+// number).
+func (r *Run) Steps() int { return r.step }
+
+// Len returns the number of messages in the run's history.
+func (r *Run) Len() int { return len(r.history) }
+
+// Retries returns a copy of the counts carried into the current step;
+// names with no count are absent.
+func (r *Run) Retries() map[string]int { return maps.Clone(r.retries) }
+
+// AvailabilityRefused returns, sorted, the names whose free availability
+// refusal has been used, the current step included.
+func (r *Run) AvailabilityRefused() []string {
+	out := slices.Collect(maps.Keys(r.refused))
+	for n := range r.stepFree {
+		if _, ok := r.refused[n]; !ok {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	if out == nil {
+		out = []string{}
+	}
+	return out
+}
