@@ -86,5 +86,6 @@ var commands = []func() *cobra.Command{
 	newExplainCmd,
 	newConformanceCmd,
 	newTestCmd,
+	newCheckCmd,
 	newServeCmd,
 }

@@ -1,0 +1,573 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
+	"github.com/open-policy-agent/opa/v1/types"
+	"github.com/spf13/cobra"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/policies"
+)
+
+// Finding codes of check, beside OPA's own (rego_parse_error,
+// rego_compile_error, rego_type_error, …) and the engine's
+// (unknown_capability, nondeterministic_builtin, missing_entrypoint).
+const (
+	codeRegistry       = "registry_error"
+	codeFilterNotSet   = "prepare_tools_not_a_set"
+	codePackagePlace   = "package_outside_policycheck"
+	codeUnknownCap     = "unknown_capability"
+	codeNondeterminism = "nondeterministic_builtin"
+)
+
+type checkFlags struct {
+	registries []string
+	format     string
+	noDefaults bool
+}
+
+func newCheckCmd() *cobra.Command {
+	var f checkFlags
+	cmd := &cobra.Command{
+		Use:   "check [PATH...] [--registry R] [--format text|json]",
+		Short: "Validate a policy set and a registry before deployment",
+		Long: `check parses and compiles the policies under PATH (files or directories; *_test.rego skipped) with
+the shipped policies, in strict mode, and validates the registry. It reports, each with its location:
+
+  * syntax errors and compile errors (file:row:col), strict-mode errors included (unused variables and
+    imports, shadowed or deprecated built-ins, …);
+  * a filter package (policycheck.capabilities.<id>) for a capability the registry does not have;
+  * a prepare_tools that is not a set of strings: statically from its type, or, when its type is open,
+    by evaluating it with the registry's tools and an empty context;
+  * a filter that reaches a nondeterministic built-in (http.send, time.now_ns, rand.*, …);
+  * a package outside policycheck.rules.*, policycheck.capabilities.*, policycheck.availability and
+    policycheck.lib*;
+  * a registry that breaks its schema or the rules a schema cannot express (file and JSON pointer),
+    reserved tool names (load_capability, search_tools) among them;
+  * anything else the engine refuses to load (it compiles the set as policycheck eval would).
+
+Exit codes:
+  0  no findings
+  2  at least one finding, or bad flags`,
+		Example: `  policycheck check policies/ --registry examples/registry.yaml
+  policycheck check examples/policies --registry examples/registry.yaml --format json`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if f.format != "text" && f.format != "json" {
+				return badInput(fmt.Errorf("--format must be text or json, not %q", f.format))
+			}
+			res := runCheck(cmd.Context(), args, f)
+			return res.write(cmd.OutOrStdout(), f.format)
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringArrayVar(&f.registries, "registry", nil,
+		"tool registry (YAML or JSON) to validate and check the filters against (repeatable: each is validated)")
+	fl.StringVarP(&f.format, "format", "f", "text", "output format: text or json")
+	fl.BoolVar(&f.noDefaults, "no-defaults", false, "check the policies without the shipped defaults")
+	return cmd
+}
+
+// checkResult is what check found.
+type checkResult struct {
+	Findings   []policyFinding `json:"findings"`
+	Files      []string        `json:"files"`
+	Registries []string        `json:"registries"`
+}
+
+func (r *checkResult) add(fs ...policyFinding) {
+	for _, f := range fs {
+		dup := false
+		for _, g := range r.Findings {
+			if g.Code == f.Code && g.File == f.File && g.Row == f.Row && g.Col == f.Col && g.Pointer == f.Pointer {
+				dup = true
+				break
+			}
+		}
+		if !dup {
+			r.Findings = append(r.Findings, f)
+		}
+	}
+}
+
+func (r *checkResult) write(w io.Writer, format string) error {
+	sort.SliceStable(r.Findings, func(i, j int) bool {
+		a, b := r.Findings[i], r.Findings[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Row != b.Row {
+			return a.Row < b.Row
+		}
+		return a.Col < b.Col
+	})
+	r.Findings = nonNil(r.Findings)
+	r.Files = nonNil(r.Files)
+	r.Registries = nonNil(r.Registries)
+	if format == "json" {
+		if err := writeJSONTo(w, r); err != nil {
+			return err
+		}
+	} else {
+		for _, f := range r.Findings {
+			fmt.Fprintln(w, f.String())
+		}
+		if len(r.Findings) == 0 {
+			reg := ""
+			if len(r.Registries) > 0 {
+				reg = ", registry " + strings.Join(r.Registries, ", ")
+			}
+			fmt.Fprintf(w, "ok: %d policy files%s, no findings\n", len(r.Files), reg)
+		}
+	}
+	if n := len(r.Findings); n > 0 {
+		return &exitError{code: ExitBadUsage, err: fmt.Errorf("check: %d finding(s)", n)}
+	}
+	return nil
+}
+
+// checkModule is one parsed policy module.
+type checkModule struct {
+	file     string
+	text     string
+	module   *ast.Module
+	operator bool // from PATH, not shipped
+}
+
+func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
+	res := &checkResult{Registries: f.registries}
+
+	// Every registry is validated; the policies are checked against each
+	// valid one.
+	var regs []*facts.Registry
+	for _, file := range f.registries {
+		r, err := loader.ReadRegistry(file)
+		if err != nil {
+			res.add(registryFindings(file, err)...)
+			continue
+		}
+		regs = append(regs, r)
+	}
+	var reg *facts.Registry
+	if len(regs) > 0 {
+		reg = regs[0]
+	}
+
+	// Parse every file on its own, so that one syntax error does not hide
+	// the rest.
+	var mods []*checkModule
+	for _, file := range regoFiles(paths, res) {
+		b, err := os.ReadFile(file)
+		if err != nil {
+			res.add(policyFinding{Code: "load_error", File: file, Message: err.Error()})
+			continue
+		}
+		res.Files = append(res.Files, file)
+		m, err := ast.ParseModuleWithOpts(file, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
+		if err != nil {
+			res.add(astFindings(err, "rego_parse_error")...)
+			continue
+		}
+		mods = append(mods, &checkModule{file: file, text: string(b), module: m, operator: true})
+	}
+	shadowed := false
+	if !f.noDefaults {
+		var err error
+		var shipped []*checkModule
+		shipped, shadowed, err = shippedModules(mods)
+		if err != nil {
+			res.add(policyFinding{Code: "load_error", Message: err.Error()})
+		}
+		mods = append(mods, shipped...)
+	}
+
+	// Where the modules are, syntactically.
+	for _, m := range mods {
+		if !m.operator {
+			continue
+		}
+		res.add(packageFindings(m)...)
+		for _, r := range regs {
+			res.add(unknownCapabilityFindings(m, r)...)
+		}
+	}
+
+	// Compile in strict mode; if some files fail, compile the others again
+	// so that the semantic checks still run on them.
+	c := strictCompile(mods)
+	if c.Failed() {
+		res.add(astFindings(c.Errors, "rego_compile_error")...)
+		bad := map[string]bool{}
+		for _, e := range c.Errors {
+			if e.Location != nil {
+				bad[e.Location.File] = true
+			}
+		}
+		var rest []*checkModule
+		for _, m := range mods {
+			if !bad[m.file] {
+				rest = append(rest, m)
+			}
+		}
+		c = strictCompile(rest)
+		if c.Failed() {
+			res.add(astFindings(c.Errors, "rego_compile_error")...)
+			return res
+		}
+		mods = rest
+	}
+	res.add(nondeterminismFindings(c)...)
+	res.add(filterTypeFindings(ctx, c, reg)...)
+
+	// Whatever else the engine refuses, once everything above is clean.
+	if len(res.Findings) == 0 && reg != nil {
+		opts := []engine.Option{engine.Registry(reg)}
+		if f.noDefaults || shadowed {
+			opts = append(opts, engine.WithoutDefaults())
+		}
+		for _, m := range mods {
+			if m.operator || shadowed {
+				opts = append(opts, engine.Modules(engine.Source{File: m.file, Text: m.text}))
+			}
+		}
+		if _, err := engine.New(ctx, opts...); err != nil {
+			var pe *engine.PolicyError
+			if errors.As(err, &pe) {
+				for _, p := range pe.Errors {
+					res.add(policyFinding{Code: p.Code, File: p.File, Row: p.Row, Col: p.Col, Message: p.Message})
+				}
+			} else {
+				res.add(policyFinding{Code: "engine_error", Message: err.Error()})
+			}
+		}
+	}
+	return res
+}
+
+func strictCompile(mods []*checkModule) *ast.Compiler {
+	in := make(map[string]*ast.Module, len(mods))
+	for _, m := range mods {
+		in[m.file] = m.module
+	}
+	c := ast.NewCompiler().WithStrict(true).WithUseTypeCheckAnnotations(true).SetErrorLimit(0)
+	c.Compile(in)
+	return c
+}
+
+// regoFiles lists the non-test .rego files under paths, sorted.
+func regoFiles(paths []string, res *checkResult) []string {
+	var out []string
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			res.add(policyFinding{Code: "load_error", File: p, Message: err.Error()})
+			continue
+		}
+		if !info.IsDir() {
+			out = append(out, p)
+			continue
+		}
+		_ = filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
+			if err != nil {
+				res.add(policyFinding{Code: "load_error", File: file, Message: err.Error()})
+				return nil
+			}
+			if !d.IsDir() && filepath.Ext(file) == ".rego" && !strings.HasSuffix(file, "_test.rego") {
+				out = append(out, file)
+			}
+			return nil
+		})
+	}
+	sort.Strings(out)
+	return out
+}
+
+// shippedModules returns the shipped policies whose package no checked
+// module defines, and whether any was left out.
+func shippedModules(mods []*checkModule) ([]*checkModule, bool, error) {
+	have := map[string]bool{}
+	for _, m := range mods {
+		have[m.module.Package.Path.String()] = true
+	}
+	var out []*checkModule
+	shadowed := false
+	fsys := policies.FS()
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path.Ext(p) != ".rego" || strings.HasSuffix(p, "_test.rego") {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		name := "policycheck:policies/" + p
+		m, err := ast.ParseModuleWithOpts(name, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
+		if err != nil {
+			return fmt.Errorf("shipped policy %s: %w", p, err)
+		}
+		if have[m.Package.Path.String()] {
+			shadowed = true
+			return nil
+		}
+		out = append(out, &checkModule{file: name, text: string(b), module: m})
+		return nil
+	})
+	return out, shadowed, err
+}
+
+func registryFindings(file string, err error) []policyFinding {
+	var out []policyFinding
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		var le *loader.Error
+		if errors.As(e, &le) {
+			ptr := le.Pointer
+			if ptr == "" {
+				ptr = "(root)"
+			}
+			out = append(out, policyFinding{Code: codeRegistry, File: le.File, Row: le.Line, Col: le.Column,
+				Pointer: ptr, Message: le.Msg})
+			return
+		}
+		out = append(out, policyFinding{Code: codeRegistry, File: file, Message: e.Error()})
+	}
+	walk(err)
+	return out
+}
+
+func locFinding(code string, loc *ast.Location, msg string) policyFinding {
+	p := policyFinding{Code: code, Message: msg}
+	if loc != nil {
+		p.File, p.Row, p.Col = loc.File, loc.Row, loc.Col
+	}
+	return p
+}
+
+// packageFindings reports an operator module outside the documented
+// packages. Test modules are never loaded by the engine and not checked.
+func packageFindings(m *checkModule) []policyFinding {
+	pkg := strings.TrimPrefix(m.module.Package.Path.String(), "data.")
+	switch {
+	case strings.HasPrefix(pkg, "policycheck.rules."), strings.HasPrefix(pkg, "policycheck.rules["),
+		strings.HasPrefix(pkg, "policycheck.capabilities."), strings.HasPrefix(pkg, "policycheck.capabilities["),
+		pkg == "policycheck.availability", strings.HasPrefix(pkg, "policycheck.lib"):
+		return nil
+	}
+	return []policyFinding{locFinding(codePackagePlace, m.module.Package.Location, fmt.Sprintf(
+		"package %s is outside the packages the engine reads (policycheck.rules.*, policycheck.capabilities.*, "+
+			"policycheck.availability, policycheck.lib*): its rules would never be evaluated", pkg))}
+}
+
+// capabilityID returns the capability id of a filter package, or "".
+func capabilityID(p ast.Ref) string {
+	if len(p) != 4 || !p[0].Equal(ast.DefaultRootDocument) {
+		return ""
+	}
+	if p[1].Value.Compare(ast.String("policycheck")) != 0 || p[2].Value.Compare(ast.String("capabilities")) != 0 {
+		return ""
+	}
+	s, ok := p[3].Value.(ast.String)
+	if !ok {
+		return ""
+	}
+	return string(s)
+}
+
+func unknownCapabilityFindings(m *checkModule, reg *facts.Registry) []policyFinding {
+	id := capabilityID(m.module.Package.Path)
+	if id == "" || reg.IsRegistered(id) {
+		return nil
+	}
+	return []policyFinding{locFinding(codeUnknownCap, m.module.Package.Location, fmt.Sprintf(
+		"filter package for capability %q, which the registry does not have", id))}
+}
+
+// filterRules returns the prepare_tools rules of the filter packages.
+func filterRules(c *ast.Compiler) []*ast.Rule {
+	var out []*ast.Rule
+	for _, m := range c.Modules {
+		if capabilityID(m.Package.Path) == "" {
+			continue
+		}
+		for _, r := range m.Rules {
+			if len(r.Head.Ref()) > 0 && r.Head.Ref()[0].Value.Compare(ast.Var("prepare_tools")) == 0 {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// nondeterminismFindings reports every call of a nondeterministic
+// built-in that a filter reaches, through the rules and functions it
+// depends on.
+func nondeterminismFindings(c *ast.Compiler) []policyFinding {
+	var out []policyFinding
+	seen := map[*ast.Rule]bool{}
+	for _, root := range filterRules(c) {
+		var visit func(r *ast.Rule)
+		visit = func(r *ast.Rule) {
+			if seen[r] {
+				return
+			}
+			seen[r] = true
+			ast.WalkExprs(r, func(e *ast.Expr) bool {
+				if !e.IsCall() {
+					return false
+				}
+				name := e.Operator().String()
+				if b, ok := ast.BuiltinMap[name]; ok && b.Nondeterministic {
+					out = append(out, locFinding(codeNondeterminism, e.Location, fmt.Sprintf(
+						"filter %s reaches the nondeterministic built-in %s: filter results are cached, "+
+							"so they must be a pure function of their input", root.Module.Package.Path, name)))
+				}
+				return false
+			})
+			for dep := range c.Graph.Dependencies(r) {
+				if dr, ok := dep.(*ast.Rule); ok {
+					visit(dr)
+				}
+			}
+		}
+		visit(root)
+	}
+	return out
+}
+
+// filterTypeFindings reports a prepare_tools whose value cannot be a set
+// of strings: from its inferred type, or, when the type leaves it open, by
+// evaluating it with the registry's tools and an empty context.
+func filterTypeFindings(ctx context.Context, c *ast.Compiler, reg *facts.Registry) []policyFinding {
+	var out []policyFinding
+	done := map[string]bool{}
+	for _, r := range filterRules(c) {
+		pkg := r.Module.Package.Path
+		if done[pkg.String()] {
+			continue
+		}
+		done[pkg.String()] = true
+		ref := pkg.Append(ast.StringTerm("prepare_tools"))
+		t := c.TypeEnv.Get(ref)
+		switch setOfStrings(t) {
+		case typeNo:
+			out = append(out, locFinding(codeFilterNotSet, r.Location, fmt.Sprintf(
+				"%s is %s, not a set of tool names", ref, t)))
+		case typeMaybe:
+			if reg == nil {
+				continue
+			}
+			if msg := evalFilterShape(ctx, c, ref, reg); msg != "" {
+				out = append(out, locFinding(codeFilterNotSet, r.Location, fmt.Sprintf(
+					"%s, evaluated with the registry's tools and an empty context, %s", ref, msg)))
+			}
+		}
+	}
+	return out
+}
+
+type typeAnswer int
+
+const (
+	typeYes typeAnswer = iota
+	typeNo
+	typeMaybe
+)
+
+func setOfStrings(t types.Type) typeAnswer {
+	switch x := t.(type) {
+	case nil:
+		return typeMaybe
+	case *types.Set:
+		if types.Contains(x.Of(), types.S) {
+			return typeYes
+		}
+		return typeNo
+	case types.Any:
+		if len(x) == 0 {
+			return typeMaybe
+		}
+		for _, m := range x {
+			if setOfStrings(m) != typeNo {
+				return typeMaybe
+			}
+		}
+		return typeNo
+	}
+	return typeNo
+}
+
+// evalFilterShape evaluates a filter and returns why its value is not a
+// set of strings, or "" (also when it is undefined: that depends on the
+// context the operator sends).
+func evalFilterShape(ctx context.Context, c *ast.Compiler, ref ast.Ref, reg *facts.Registry) string {
+	tools := make([]any, 0, len(reg.Tools()))
+	for _, t := range reg.Tools() {
+		var capability any
+		if t.Capability != "" {
+			capability = t.Capability
+		}
+		tools = append(tools, map[string]any{"name": t.Name, "capability": capability, "defer_loading": t.DeferLoading})
+	}
+	caps := make([]any, 0, len(reg.Capabilities()))
+	for _, cp := range reg.Capabilities() {
+		caps = append(caps, cp.ID)
+	}
+	body := ast.NewBody(
+		ast.Assign.Expr(ast.VarTerm("x"), ast.NewTerm(ref)),
+		ast.Assign.Expr(ast.VarTerm("s"), ast.CallTerm(ast.RefTerm(ast.VarTerm("is_set")), ast.VarTerm("x"))),
+	)
+	rs, err := rego.New(rego.ParsedQuery(body), rego.Compiler(c),
+		rego.Input(map[string]any{"tools": tools, "context": map[string]any{}, "active_capabilities": caps}),
+	).Eval(ctx)
+	if err != nil {
+		return "fails: " + err.Error()
+	}
+	if len(rs) == 0 {
+		return ""
+	}
+	if isSet, _ := rs[0].Bindings["s"].(bool); !isSet {
+		return "is " + jsonKindOf(rs[0].Bindings["x"]) + ", not a set"
+	}
+	list, _ := rs[0].Bindings["x"].([]any)
+	for _, v := range list {
+		if _, ok := v.(string); !ok {
+			return fmt.Sprintf("holds %v, which is not a tool name", v)
+		}
+	}
+	return ""
+}
+
+func jsonKindOf(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "an array"
+	case map[string]any:
+		return "an object"
+	}
+	return "a number"
+}

@@ -1,0 +1,171 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/cli"
+)
+
+const checkRegistry = `capabilities:
+  - id: vault
+    defer_loading: true
+  - id: refunds
+    defer_loading: true
+tools:
+  - name: get_time
+  - name: secret_op
+    capability: vault
+  - name: issue_refund
+    capability: refunds
+`
+
+// seededMistakes is a policy directory and registries holding the eight
+// kinds of mistakes check must find (issue 5, "Done means"), each with
+// where it must be reported.
+var seededMistakes = []struct {
+	note string
+	file string
+	text string
+	// want is the finding: location and code.
+	want string
+}{
+	{note: "a syntax error",
+		file: "pol/syntax.rego", text: "package policycheck.rules.syntax\n\nhide contains \"get_time\" if {\n",
+		want: "pol/syntax.rego:4:0: rego_parse_error"},
+	{note: "a strict-mode error (an unused import)",
+		file: "pol/strict.rego",
+		text: "package policycheck.rules.strict\n\nimport data.policycheck.lib\n\nhide contains \"get_time\" if input.context.group == \"guest\"\n",
+		want: "pol/strict.rego:3:1: rego_compile_error"},
+	{note: "a filter for a capability the registry lacks",
+		file: "pol/billing.rego",
+		text: "package policycheck.capabilities.billing\n\nimport data.policycheck.lib\n\nprepare_tools := lib.names(input.tools)\n",
+		want: "pol/billing.rego:1:1: unknown_capability"},
+	{note: "a prepare_tools that is not a set of strings",
+		file: "pol/vault.rego", text: "package policycheck.capabilities.vault\n\nprepare_tools := [\"secret_op\"]\n",
+		want: "pol/vault.rego:3:1: prepare_tools_not_a_set"},
+	{note: "a nondeterministic built-in in a filter",
+		file: "pol/refunds.rego",
+		text: "package policycheck.capabilities.refunds\n\nimport data.policycheck.lib\n\n" +
+			"prepare_tools := lib.names(input.tools) if {\n\ttime.now_ns() > 0\n}\n",
+		want: "pol/refunds.rego:6:2: nondeterministic_builtin"},
+	{note: "an operator rule outside the documented packages",
+		file: "pol/outside.rego",
+		text: "package tools.permissions\n\ndeny contains {\"reason\": \"no\", \"message\": \"no\"} if input.call.tool == \"get_time\"\n",
+		want: "pol/outside.rego:1:1: package_outside_policycheck"},
+	{note: "a registry that breaks its schema",
+		file: "broken.yaml", text: "capabilities:\n  - id: vault\n    defer_loading: \"yes\"\ntools:\n  - name: get_time\n",
+		want: "broken.yaml:/capabilities/0/defer_loading: registry_error"},
+	{note: "a registry tool with a reserved name",
+		file: "reserved.yaml", text: "tools:\n  - name: search_tools\n  - name: get_time\n",
+		want: "reserved.yaml:/tools/0/name: registry_error"},
+}
+
+func TestCheckFindsEverySeededMistake(t *testing.T) {
+	files := map[string]string{"registry.yaml": checkRegistry}
+	for _, m := range seededMistakes {
+		files[m.file] = m.text
+	}
+	dir := policyFiles(t, files)
+	t.Chdir(dir)
+	code, stdout, stderr := policyRun(t, "check", "pol",
+		"--registry", "registry.yaml", "--registry", "broken.yaml", "--registry", "reserved.yaml")
+	assert.Equal(t, cli.ExitBadUsage, code, stderr)
+	for _, m := range seededMistakes {
+		assert.Contains(t, stdout, m.want, m.note)
+	}
+	assert.Contains(t, stderr, "8 finding(s)")
+
+	// The same findings as JSON, each located.
+	code, stdout, _ = policyRun(t, "check", "pol", "--format", "json",
+		"--registry", "registry.yaml", "--registry", "broken.yaml", "--registry", "reserved.yaml")
+	assert.Equal(t, cli.ExitBadUsage, code)
+	var out struct {
+		Findings []struct {
+			Code    string `json:"code"`
+			File    string `json:"file"`
+			Row     int    `json:"row"`
+			Pointer string `json:"pointer"`
+		} `json:"findings"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	assert.Len(t, out.Findings, len(seededMistakes))
+	for _, f := range out.Findings {
+		assert.NotEmpty(t, f.File, f.Code)
+		assert.True(t, f.Row > 0 || f.Pointer != "", "%s in %s has no location", f.Code, f.File)
+	}
+}
+
+// Each mistake is found on its own too: one does not hide another.
+func TestCheckFindsEachMistakeAlone(t *testing.T) {
+	for _, m := range seededMistakes {
+		t.Run(m.note, func(t *testing.T) {
+			dir := policyFiles(t, map[string]string{"registry.yaml": checkRegistry, m.file: m.text,
+				"pol/ok.rego": "package policycheck.rules.ok\n\nhide contains \"nothing\" if false\n"})
+			t.Chdir(dir)
+			reg := "registry.yaml"
+			if m.file == "broken.yaml" || m.file == "reserved.yaml" {
+				reg = m.file
+			}
+			code, stdout, _ := policyRun(t, "check", "pol", "--registry", reg)
+			assert.Equal(t, cli.ExitBadUsage, code)
+			assert.Contains(t, stdout, m.want)
+		})
+	}
+}
+
+func TestCheck(t *testing.T) {
+	cases := []struct {
+		note   string
+		files  map[string]string
+		args   []string
+		code   int
+		stdout string
+	}{
+		{note: "the shipped policies and the example registry are clean",
+			args: []string{"check", "../../policies", "--registry", "../../examples/registry.yaml"},
+			code: cli.ExitOK, stdout: "ok: 3 policy files"},
+		{note: "a filter of open type is evaluated with the registry's tools",
+			files: map[string]string{"registry.yaml": checkRegistry,
+				"vault.rego": "package policycheck.capabilities.vault\n\nprepare_tools := input.tools\n"},
+			args: []string{"check", "vault.rego", "--registry", "registry.yaml"},
+			code: cli.ExitBadUsage, stdout: "vault.rego:3:1: prepare_tools_not_a_set"},
+		{note: "a set of numbers is not a set of tool names",
+			files: map[string]string{"vault.rego": "package policycheck.capabilities.vault\n\nprepare_tools := {1, 2}\n"},
+			args:  []string{"check", "vault.rego"},
+			code:  cli.ExitBadUsage, stdout: "set[number], not a set of tool names"},
+		{note: "a partial set rule of names is fine",
+			files: map[string]string{"registry.yaml": checkRegistry,
+				"vault.rego": "package policycheck.capabilities.vault\n\nprepare_tools contains t.name if some t in input.tools\n"},
+			args: []string{"check", "vault.rego", "--registry", "registry.yaml"},
+			code: cli.ExitOK, stdout: "ok: 1 policy files"},
+		{note: "a nondeterministic built-in reached through a helper rule",
+			files: map[string]string{"vault.rego": "package policycheck.capabilities.vault\n\n" +
+				"late if time.now_ns() > 0\n\nprepare_tools contains t.name if {\n\tsome t in input.tools\n\tlate\n}\n"},
+			args: []string{"check", "vault.rego"},
+			code: cli.ExitBadUsage, stdout: "vault.rego:3:9: nondeterministic_builtin"},
+		{note: "a policy set the engine refuses: no entrypoint without the defaults",
+			files: map[string]string{"registry.yaml": checkRegistry,
+				"r.rego": "package policycheck.rules.r\n\nhide contains \"get_time\" if false\n"},
+			args: []string{"check", "r.rego", "--no-defaults", "--registry", "registry.yaml"},
+			code: cli.ExitBadUsage, stdout: "missing_entrypoint"},
+		{note: "a missing path is reported",
+			args: []string{"check", "does-not-exist.rego"},
+			code: cli.ExitBadUsage, stdout: "does-not-exist.rego: load_error"},
+		{note: "an unknown format is a usage error",
+			args: []string{"check", "--format", "xml"}, code: cli.ExitBadUsage},
+	}
+	for _, tc := range cases {
+		t.Run(tc.note, func(t *testing.T) {
+			if tc.files != nil {
+				t.Chdir(policyFiles(t, tc.files))
+			}
+			code, stdout, stderr := policyRun(t, tc.args...)
+			assert.Equal(t, tc.code, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+			assert.Contains(t, stdout, tc.stdout)
+		})
+	}
+}
