@@ -49,11 +49,13 @@ test_available_unions_always_on_discovered_and_loaded_tools if {
 	doc := with_input({"facts": {"discovered": {"search_docs"}, "loaded": {"vault"}}})
 	availability.available == {"get_time", "search_docs", "secret_op"} | framework with input as doc
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
 
 test_available_is_empty_when_a_filter_failed if {
 	availability.available == set() with input as with_input(failing)
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
 
 test_advertised_reads_the_outgoing_history if {
@@ -62,8 +64,10 @@ test_advertised_reads_the_outgoing_history if {
 	doc := with_input({"facts": {"discovered": {"search_docs"}}})
 	availability.advertised == {"get_time"} | framework with input as doc
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 	"search_docs" in availability.available with input as doc
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
 
 test_advertised_is_a_subset_of_available if {
@@ -71,22 +75,26 @@ test_advertised_is_a_subset_of_available if {
 	doc := with_input({"outgoing": {"loaded": {"vault"}}})
 	availability.advertised == {"get_time"} | framework with input as doc
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
 
 test_advertised_is_empty_when_a_filter_failed if {
 	availability.advertised == set() with input as with_input(failing)
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
 
 test_dispatch_available_counts_anchored_evidence if {
 	doc := with_input({"dispatch": {"evidence": {"discovered": {"search_docs"}}}})
 	availability.dispatch_available == {"get_time", "search_docs"} | framework with input as doc
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
 
 test_dispatch_available_is_empty_when_a_filter_failed if {
 	availability.dispatch_available == set() with input as with_input(failing)
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
 
 test_verdicts_follow_the_calls_in_order if {
@@ -97,6 +105,7 @@ test_verdicts_follow_the_calls_in_order if {
 	]
 	vs := availability.verdicts with input as with_input({"dispatch": {"calls": calls}})
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 	[v.verdict | some v in vs] == ["not_available_yet", "execute", "unknown_tool"]
 }
 
@@ -104,6 +113,7 @@ test_verdicts_are_empty_without_a_dispatched_response if {
 	doc := json.remove(base, ["dispatch"])
 	availability.verdicts == [] with input as doc
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
 
 test_decision_holds_every_entry_the_engine_reads if {
@@ -114,6 +124,7 @@ test_decision_holds_every_entry_the_engine_reads if {
 	})
 	d := availability.decision with input as doc
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 		with data.policycheck.rules as {"r": {"hide": {"get_time"}}}
 	d == {
 		"available": ({"secret_op"} | framework),
@@ -128,4 +139,5 @@ test_advertised_defaults_to_empty_without_outgoing_facts if {
 	doc := json.remove(base, ["outgoing"])
 	availability.advertised == set() with input as doc
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 }
