@@ -157,27 +157,29 @@ func (d *StepDecision) Err() error {
 }
 
 // MarshalJSON writes the decision's JSON (design.md "Output of
-// policycheck eval") with "step" and "retries" added.
+// policycheck eval") followed by "step" and "retries".
 func (d *StepDecision) MarshalJSON() ([]byte, error) {
 	raw, err := json.Marshal(d.Decision)
 	if err != nil {
-		return nil, err
-	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &obj); err != nil {
 		return nil, err
 	}
 	retries := d.Retries
 	if retries == nil {
 		retries = []Retry{}
 	}
-	if obj["step"], err = json.Marshal(d.Step); err != nil {
+	extra, err := json.Marshal(struct {
+		Step    int     `json:"step"`
+		Retries []Retry `json:"retries"`
+	}{d.Step, retries})
+	if err != nil {
 		return nil, err
 	}
-	if obj["retries"], err = json.Marshal(retries); err != nil {
-		return nil, err
+	if d.Decision == nil {
+		return extra, nil
 	}
-	return json.Marshal(obj)
+	// Both are non-empty objects: splice the fields of extra into raw.
+	out := append(raw[:len(raw)-1:len(raw)-1], ',')
+	return append(out, extra[1:]...), nil
 }
 
 // ExceededError is a charged failure of a tool whose retry count has

@@ -675,3 +675,55 @@ tools:
 	// step 2: not_available_yet (free false, charged true, count 0 of 1)
 	// step 3: abort: Tool 'secret_op' exceeded max retries count of 1.
 }
+
+// runLongHistory is n messages of a run that calls get_time step after
+// step: request, response with one call, request with its return, ...
+func runLongHistory(n int) facts.History {
+	h := facts.History{runPrompt()}
+	for i := 0; len(h) < n; i++ {
+		id := fmt.Sprintf("h%d", i)
+		h = append(h, runResponse(runCallPart("get_time", id)), runRequest(runReturnPart("get_time", id, facts.ToolKindNone)))
+	}
+	return h[:n]
+}
+
+// BenchmarkRunStep measures one step (a request with a return, then a
+// response with a call) on a run that already holds a history of the
+// given length, against a stateless Decide of the same full history.
+func BenchmarkRunStep(b *testing.B) {
+	ctx := context.Background()
+	e := runEngine(b, runRegistry(b, nil))
+	for _, n := range []int{10, 1000, 10000} {
+		h := runLongHistory(n)
+		b.Run(fmt.Sprintf("run/history=%d", n), func(b *testing.B) {
+			r := e.NewRun()
+			if _, err := r.Step(ctx, h, nil); err != nil {
+				b.Fatal(err)
+			}
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				id := fmt.Sprintf("b%d", i)
+				i++
+				sd, err := r.Step(ctx, []facts.Message{
+					runRequest(runReturnPart("get_time", "p"+id, facts.ToolKindNone)),
+					runResponse(runCallPart("get_time", id)),
+				}, nil)
+				if err != nil || sd.Calls[0].Verdict != engine.Execute {
+					b.Fatal(err, sd.Calls)
+				}
+			}
+		})
+		b.Run(fmt.Sprintf("decide/history=%d", n), func(b *testing.B) {
+			full := append(append(facts.History{}, h...),
+				runRequest(runReturnPart("get_time", "p", facts.ToolKindNone)), runResponse(runCallPart("get_time", "x")))
+			b.ReportAllocs()
+			for b.Loop() {
+				d, err := e.Decide(ctx, engine.Request{History: full})
+				if err != nil || d.Calls[0].Verdict != engine.Execute {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
