@@ -142,8 +142,15 @@ func (s *Server) decodeMessages(raw json.RawMessage, offset int) ([]facts.Messag
 	msgs, err := loader.DecodeMessages("request", raw, offset, s.cfg.limits)
 	if err != nil {
 		e := fromLoader(err, "")
-		e.HistoryPointer = e.Pointer
-		e.Pointer = "/messages" + shiftPointer(e.Pointer, offset)
+		// Decoding again from 0 (errors only) gives the pointer into
+		// the request whichever way the decoder counts.
+		lim := s.cfg.limits
+		lim.MaxMessages = 0
+		if _, err0 := loader.DecodeMessages("request", raw, 0, lim); err0 != nil {
+			e = fromLoader(err0, "")
+		}
+		e.HistoryPointer = shiftPointer(e.Pointer, -offset)
+		e.Pointer = "/messages" + e.Pointer
 		return nil, e
 	}
 	if !s.cfg.noSchema {

@@ -221,6 +221,11 @@ func (s *Server) newEngine(ctx context.Context, st *policyState, reg *facts.Regi
 	return engine.New(ctx, opts...)
 }
 
+// Manager returns OPA's plugin manager (nil without an OPA
+// configuration), for callers that trigger plugins themselves (manual
+// trigger mode) or read their status.
+func (s *Server) Manager() *plugins.Manager { return s.mgr }
+
 // Handler returns the server's HTTP handler (auth and metrics included),
 // for callers that run their own http.Server.
 func (s *Server) Handler() http.Handler { return s.handler }

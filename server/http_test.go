@@ -1,0 +1,433 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/internal/conformance/runner"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server"
+)
+
+// post sends body to path and returns the status and the response body.
+func (rs *running) post(t testing.TB, path string, body []byte, header ...string) (int, []byte) {
+	t.Helper()
+	return rs.do(t, http.MethodPost, path, body, header...)
+}
+
+func (rs *running) do(t testing.TB, method, path string, body []byte, header ...string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, rs.url+path, bytes.NewReader(body))
+	require.NoError(t, err)
+	for i := 0; i+1 < len(header); i += 2 {
+		req.Header.Set(header[i], header[i+1])
+	}
+	resp, err := rs.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, out
+}
+
+// evalJSON encodes v exactly as policycheck eval prints it.
+func evalJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	require.NoError(t, enc.Encode(v))
+	return buf.Bytes()
+}
+
+func mustJSON(t testing.TB, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	require.NoError(t, err)
+	return b
+}
+
+// filterKey names a case's filter set, so that cases with the same
+// filters share a server.
+func filterKey(srcs []engine.Source) string {
+	var b strings.Builder
+	for _, s := range srcs {
+		b.WriteString(s.File + "\x00" + s.Text + "\x00")
+	}
+	return b.String()
+}
+
+// TestConformanceOverHTTP decides every shared conformance case over HTTP,
+// with the registry in the request, and requires the bytes engine.Decide
+// (and engine.Explain) produce, as policycheck eval prints them.
+func TestConformanceOverHTTP(t *testing.T) {
+	ctx := context.Background()
+	cases := conformance.Cases(t)
+	servers := map[string]*running{}
+	for _, c := range cases {
+		name := filepath.Base(c.File)
+		mods := runner.FilterModules(c)
+		key := filterKey(mods)
+		rs := servers[key]
+		if rs == nil {
+			rs = start(t, server.Engine(engine.Modules(mods...)))
+			servers[key] = rs
+		}
+		reg, err := loader.ParseRegistry(name, c.Registry)
+		require.NoError(t, err, name)
+		h, err := loader.DecodeHistory(name, c.History, loader.DefaultLimits())
+		require.NoError(t, err, name)
+		eng, err := engine.New(ctx, engine.Registry(reg), engine.Modules(mods...))
+		require.NoError(t, err, name)
+		want, err := eng.Decide(ctx, engine.Request{History: h})
+		require.NoError(t, err, name)
+		wantX, err := eng.Explain(ctx, engine.Request{History: h})
+		require.NoError(t, err, name)
+
+		body := mustJSON(t, map[string]json.RawMessage{"registry": c.Registry, "history": c.History})
+		status, got := rs.post(t, "/v1/decide", body)
+		require.Equal(t, http.StatusOK, status, "%s: %s", name, got)
+		require.Equal(t, string(evalJSON(t, want)), string(got), name)
+
+		status, got = rs.post(t, "/v1/explain", body)
+		require.Equal(t, http.StatusOK, status, "%s: %s", name, got)
+		require.Equal(t, string(evalJSON(t, wantX)), string(got), name)
+	}
+	require.NotEmpty(t, servers)
+}
+
+// TestSameAsCLI compares decide and facts over HTTP with the output of
+// the policycheck eval and facts commands, byte for byte, for the cases
+// without filters.
+func TestSameAsCLI(t *testing.T) {
+	cases := conformance.Cases(t)
+	rs := start(t)
+	dir := t.TempDir()
+	n := 0
+	for _, c := range cases {
+		if len(c.Filters) > 0 {
+			continue
+		}
+		if n++; n > 12 {
+			break
+		}
+		name := filepath.Base(c.File)
+		regFile, histFile := filepath.Join(dir, "reg.json"), filepath.Join(dir, "hist.json")
+		require.NoError(t, os.WriteFile(regFile, c.Registry, 0o600))
+		require.NoError(t, os.WriteFile(histFile, c.History, 0o600))
+		body := mustJSON(t, map[string]json.RawMessage{"registry": c.Registry, "history": c.History})
+		for _, cmd := range []struct {
+			args []string
+			path string
+		}{
+			{[]string{"eval"}, "/v1/decide"},
+			{[]string{"facts"}, "/v1/facts"},
+			{[]string{"facts", "--format", "input"}, "/v1/facts?format=input"},
+		} {
+			var stdout, stderr bytes.Buffer
+			code := cli.Run(append(cmd.args, "--registry", regFile, "--history", histFile), nil, &stdout, &stderr)
+			require.Equal(t, 0, code, "%s: %s", name, stderr.String())
+			status, got := rs.post(t, cmd.path, body)
+			require.Equal(t, http.StatusOK, status, "%s %s: %s", name, cmd.path, got)
+			require.Equal(t, stdout.String(), string(got), "%s %s", name, cmd.path)
+		}
+	}
+}
+
+const (
+	testRegistry = `{"capabilities":[{"id":"vault","defer_loading":false}],` +
+		`"tools":[{"name":"get_time"},{"name":"secret_op","capability":"vault"}]}`
+	testHistory = `[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]},` +
+		`{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"secret_op","args":{},"tool_call_id":"c1"}]}]`
+)
+
+func testReg(t testing.TB) server.Option {
+	t.Helper()
+	reg, err := loader.ParseRegistry("test", []byte(testRegistry))
+	require.NoError(t, err)
+	return server.Registry(reg)
+}
+
+type errorDoc struct {
+	Error struct {
+		Code           string `json:"code"`
+		Message        string `json:"message"`
+		Pointer        string `json:"pointer"`
+		HistoryPointer string `json:"history_pointer"`
+	} `json:"error"`
+}
+
+func decodeError(t testing.TB, body []byte) errorDoc {
+	t.Helper()
+	var e errorDoc
+	require.NoError(t, json.Unmarshal(body, &e), string(body))
+	require.NotEmpty(t, e.Error.Code, string(body))
+	require.NotEmpty(t, e.Error.Message, string(body))
+	return e
+}
+
+// TestErrors: malformed, invalid and oversize bodies, wrong methods and
+// unknown paths get a 4xx and a JSON error naming the pointer.
+func TestErrors(t *testing.T) {
+	withReg := start(t, testReg(t), server.MaxBody(4096))
+	noReg := start(t, server.MaxBody(4096))
+	big := `{"history": [` + strings.Repeat(`{"kind":"request","parts":[]},`, 200) + `{"kind":"request","parts":[]}]}`
+	tests := []struct {
+		note    string
+		rs      *running
+		method  string
+		path    string
+		body    string
+		status  int
+		code    string
+		pointer string
+	}{
+		{note: "malformed body", rs: withReg, path: "/v1/decide", body: `{"history": [`, status: 400, code: server.CodeSyntax},
+		{note: "body not an object", rs: withReg, path: "/v1/decide", body: `[1]`, status: 400, code: server.CodeSyntax},
+		{note: "history missing", rs: withReg, path: "/v1/decide", body: `{}`, status: 400, code: server.CodeSchema, pointer: "/history"},
+		{note: "history not an array", rs: withReg, path: "/v1/decide", body: `{"history": {}}`, status: 400, code: server.CodeSchema, pointer: "/history"},
+		{note: "unknown kind", rs: withReg, path: "/v1/decide", body: `{"history": [{"kind": "nope", "parts": []}]}`, status: 400, code: server.CodeSchema, pointer: "/history/0/kind"},
+		{note: "unknown part_kind", rs: withReg, path: "/v1/facts", body: `{"history": [{"kind": "request", "parts": [{"part_kind": "x"}]}]}`, status: 400, code: server.CodeSchema, pointer: "/history/0/parts/0/part_kind"},
+		{note: "context not an object", rs: withReg, path: "/v1/explain", body: `{"history": [], "context": [1]}`, status: 400, code: server.CodeSchema, pointer: "/context"},
+		{note: "oversize body", rs: withReg, path: "/v1/decide", body: big, status: 413, code: server.CodeLimit},
+		{note: "oversize run body", rs: withReg, path: "/v1/runs/r/decide", body: big, status: 413, code: server.CodeLimit},
+		{note: "wrong method", rs: withReg, method: http.MethodGet, path: "/v1/decide", status: 405, code: server.CodeMethod},
+		{note: "wrong method on health", rs: withReg, method: http.MethodPost, path: "/health", status: 405, code: server.CodeMethod},
+		{note: "unknown path", rs: withReg, path: "/v1/nope", body: `{}`, status: 404, code: server.CodeNotFound},
+		{note: "registry required", rs: noReg, path: "/v1/decide", body: `{"history": []}`, status: 400, code: server.CodeRegistryRequired, pointer: "/registry"},
+		{note: "bad registry", rs: noReg, path: "/v1/decide", body: `{"registry": {"tools": [{"name": ""}]}, "history": []}`, status: 400, code: server.CodeBadRegistry, pointer: "/registry/tools/0/name"},
+		{note: "filter for a capability the registry lacks", rs: start(t, server.Engine(engine.Modules(engine.Source{File: "f.rego", Text: "package policycheck.capabilities.nope\n\nprepare_tools := set()\n"}))),
+			path: "/v1/decide", body: `{"registry": {"tools": [{"name": "a"}]}, "history": []}`, status: 400, code: server.CodePolicy},
+		{note: "run without offset", rs: withReg, path: "/v1/runs/r/decide", body: `{"messages": []}`, status: 400, code: server.CodeSchema, pointer: "/offset"},
+		{note: "run message invalid", rs: withReg, path: "/v1/runs/r/decide", body: `{"offset": 0, "messages": [{"kind": "request", "parts": [{"part_kind": "x"}]}]}`, status: 400, code: server.CodeSchema, pointer: "/messages/0/parts/0/part_kind"},
+		{note: "run unknown", rs: withReg, path: "/v1/runs/never/decide", body: `{"offset": 3, "messages": []}`, status: 409, code: server.CodeRunConflict},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			method := tc.method
+			if method == "" {
+				method = http.MethodPost
+			}
+			status, body := tc.rs.do(t, method, tc.path, []byte(tc.body))
+			require.Equal(t, tc.status, status, string(body))
+			e := decodeError(t, body)
+			require.Equal(t, tc.code, e.Error.Code, string(body))
+			if tc.pointer != "" {
+				require.Equal(t, tc.pointer, e.Error.Pointer, string(body))
+			}
+		})
+	}
+}
+
+// TestRunErrorPointers: an invalid appended message is named both in the
+// request (/messages/i) and in the whole history (/offset+i).
+func TestRunErrorPointers(t *testing.T) {
+	rs := start(t, testReg(t))
+	var msgs []json.RawMessage
+	require.NoError(t, json.Unmarshal([]byte(testHistory), &msgs))
+	status, body := rs.post(t, "/v1/runs/p/decide", mustJSON(t, map[string]any{"offset": 0, "messages": msgs}))
+	require.Equal(t, 200, status, string(body))
+	bad := `{"offset": 2, "messages": [{"kind": "request", "parts": []}, {"kind": "response", "parts": [{"part_kind": "tool-call"}]}]}`
+	status, body = rs.post(t, "/v1/runs/p/decide", []byte(bad))
+	require.Equal(t, 400, status, string(body))
+	e := decodeError(t, body)
+	require.True(t, strings.HasPrefix(e.Error.Pointer, "/messages/1/parts/0"), e.Error.Pointer)
+	require.True(t, strings.HasPrefix(e.Error.HistoryPointer, "/3/parts/0"), e.Error.HistoryPointer)
+	// The run is untouched: appending at offset 2 still works.
+	status, body = rs.post(t, "/v1/runs/p/decide", []byte(`{"offset": 2, "messages": [{"kind": "request", "parts": []}]}`))
+	require.Equal(t, 200, status, string(body))
+}
+
+// TestAuth: with a token, every endpoint but /health wants it.
+func TestAuth(t *testing.T) {
+	rs := start(t, testReg(t), server.Token("s3cret"))
+	body := []byte(`{"history": ` + testHistory + `}`)
+	tests := []struct {
+		note   string
+		path   string
+		header []string
+		status int
+	}{
+		{note: "missing token", path: "/v1/decide", status: 401},
+		{note: "wrong token", path: "/v1/decide", header: []string{"Authorization", "Bearer nope"}, status: 401},
+		{note: "token prefix", path: "/v1/decide", header: []string{"Authorization", "Bearer s3cre"}, status: 401},
+		{note: "wrong scheme", path: "/v1/decide", header: []string{"Authorization", "Basic s3cret"}, status: 401},
+		{note: "right token", path: "/v1/decide", header: []string{"Authorization", "Bearer s3cret"}, status: 200},
+		{note: "metrics want it too", path: "/metrics", status: 401},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			method := http.MethodPost
+			if tc.path == "/metrics" {
+				method = http.MethodGet
+			}
+			req, err := http.NewRequest(method, rs.url+tc.path, bytes.NewReader(body))
+			require.NoError(t, err)
+			for i := 0; i+1 < len(tc.header); i += 2 {
+				req.Header.Set(tc.header[i], tc.header[i+1])
+			}
+			resp, err := rs.client.Do(req)
+			require.NoError(t, err)
+			out, _ := io.ReadAll(resp.Body)
+			resp.Body.Close()
+			require.Equal(t, tc.status, resp.StatusCode, string(out))
+			if tc.status == 401 {
+				require.Contains(t, resp.Header.Get("WWW-Authenticate"), "Bearer")
+				require.Equal(t, server.CodeUnauthorized, decodeError(t, out).Error.Code)
+			}
+		})
+	}
+	status, _ := rs.do(t, http.MethodGet, "/health", nil)
+	require.Equal(t, 200, status)
+}
+
+// TestHealthAndMetrics: /health reports the revision; /metrics counts
+// decisions and verdicts.
+func TestHealthAndMetrics(t *testing.T) {
+	rs := start(t, testReg(t))
+	status, body := rs.do(t, http.MethodGet, "/health", nil)
+	require.Equal(t, 200, status)
+	var h server.Health
+	require.NoError(t, json.Unmarshal(body, &h))
+	require.Equal(t, "ok", h.Status)
+	require.NotEmpty(t, h.PolicyRevision)
+	for i := 0; i < 3; i++ {
+		status, body = rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
+		require.Equal(t, 200, status, string(body))
+	}
+	status, body = rs.do(t, http.MethodGet, "/metrics", nil)
+	require.Equal(t, 200, status)
+	m := string(body)
+	for _, want := range []string{
+		`policycheck_decisions_total{endpoint="decide"} 3`,
+		`policycheck_verdicts_total{verdict="execute"} 3`,
+		`policycheck_decision_duration_seconds_count{endpoint="decide"} 3`,
+		`policycheck_policy_revision_info{bundle="",bundle_revision="",policy_revision="` + h.PolicyRevision + `"} 1`,
+		"policycheck_filter_cache_hits ",
+		"policycheck_filter_cache_misses ",
+		"policycheck_ready 1",
+	} {
+		require.Contains(t, m, want)
+	}
+}
+
+// TestTimeoutFailsClosed: a decision that runs out of time denies every
+// call and says why.
+func TestTimeoutFailsClosed(t *testing.T) {
+	slow := engine.Source{File: "slow.rego", Text: `package policycheck.capabilities.vault
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	some i in numbers.range(1, 100000000)
+	i < 0
+}
+`}
+	rs := start(t, testReg(t), server.Engine(engine.Modules(slow)), server.Timeout(1))
+	status, body := rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
+	require.Equal(t, 200, status, string(body))
+	var d engine.Decision
+	require.NoError(t, json.Unmarshal(body, &d))
+	require.NotEmpty(t, d.Errors)
+	require.Empty(t, d.Available)
+	require.Equal(t, engine.Denied, d.Calls[0].Verdict)
+	_, body = rs.do(t, http.MethodGet, "/metrics", nil)
+	require.Contains(t, string(body), `policycheck_fail_closed_decisions_total{endpoint="decide"} 1`)
+}
+
+// splitHistory returns the messages of a history document.
+func splitHistory(t testing.TB, raw []byte) []json.RawMessage {
+	t.Helper()
+	var msgs []json.RawMessage
+	require.NoError(t, json.Unmarshal(raw, &msgs))
+	return msgs
+}
+
+func joinMessages(msgs []json.RawMessage) []byte {
+	out := []byte{'['}
+	for i, m := range msgs {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, m...)
+	}
+	return append(out, ']')
+}
+
+// TestRunsEqualFullHistory: on every prefix of the longest conformance
+// histories, the incremental endpoint (one message per request) answers
+// exactly what deciding the whole prefix answers.
+func TestRunsEqualFullHistory(t *testing.T) {
+	cases := conformance.Cases(t)
+	sort.SliceStable(cases, func(i, j int) bool { return len(cases[i].History) > len(cases[j].History) })
+	for _, c := range cases[:6] {
+		name := filepath.Base(c.File)
+		rs := start(t, server.Engine(engine.Modules(runner.FilterModules(c)...)))
+		msgs := splitHistory(t, c.History)
+		ctxDoc := json.RawMessage(`{"user": "u1"}`)
+		for k := 1; k <= len(msgs); k++ {
+			full := mustJSON(t, map[string]json.RawMessage{"registry": c.Registry, "history": joinMessages(msgs[:k]), "context": ctxDoc})
+			status, want := rs.post(t, "/v1/decide", full)
+			require.Equal(t, 200, status, "%s: %s", name, want)
+			inc := map[string]any{"offset": k - 1, "messages": msgs[k-1 : k], "context": ctxDoc}
+			if k == 1 {
+				inc["registry"] = c.Registry
+			}
+			status, got := rs.post(t, "/v1/runs/"+name+"/decide", mustJSON(t, inc))
+			require.Equal(t, 200, status, "%s prefix %d: %s", name, k, got)
+			require.Equal(t, string(want), string(got), "%s prefix %d", name, k)
+		}
+	}
+}
+
+// TestRunConflicts: an unknown or evicted run, or an offset the server
+// does not hold, is a 409 that asks for the whole history; offset 0
+// restarts the run.
+func TestRunConflicts(t *testing.T) {
+	rs := start(t, testReg(t), server.Runs(2, 0))
+	msgs := splitHistory(t, []byte(testHistory))
+	first := mustJSON(t, map[string]any{"offset": 0, "messages": msgs[:1]})
+	next := mustJSON(t, map[string]any{"offset": 1, "messages": msgs[1:]})
+	for _, id := range []string{"a", "b"} {
+		status, body := rs.post(t, "/v1/runs/"+id+"/decide", first)
+		require.Equal(t, 200, status, string(body))
+	}
+	// Offset mismatch.
+	status, body := rs.post(t, "/v1/runs/a/decide", mustJSON(t, map[string]any{"offset": 5, "messages": msgs[1:]}))
+	require.Equal(t, 409, status, string(body))
+	require.Contains(t, decodeError(t, body).Error.Message, `"offset": 0`)
+	// A third run evicts the least recently used one (b: a was touched).
+	status, _ = rs.post(t, "/v1/runs/c/decide", first)
+	require.Equal(t, 200, status)
+	status, body = rs.post(t, "/v1/runs/b/decide", next)
+	require.Equal(t, 409, status, string(body))
+	status, body = rs.post(t, "/v1/runs/a/decide", next)
+	require.Equal(t, 200, status, string(body))
+	// Replaying the same append is an offset mismatch now.
+	status, _ = rs.post(t, "/v1/runs/a/decide", next)
+	require.Equal(t, 409, status)
+	// Restart with the whole history.
+	status, body = rs.post(t, "/v1/runs/b/decide", mustJSON(t, map[string]any{"offset": 0, "messages": msgs}))
+	require.Equal(t, 200, status, string(body))
+	// Deleted runs are unknown.
+	status, _ = rs.do(t, http.MethodDelete, "/v1/runs/b", nil)
+	require.Equal(t, 204, status)
+	status, _ = rs.post(t, "/v1/runs/b/decide", mustJSON(t, map[string]any{"offset": 2, "messages": []any{}}))
+	require.Equal(t, 409, status)
+	_, body = rs.do(t, http.MethodGet, "/metrics", nil)
+	require.Contains(t, string(body), `policycheck_run_lookups_total{result="conflict"} `+strconv.Itoa(4))
+}

@@ -1,0 +1,82 @@
+package server_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/policycheck/policycheck/server"
+)
+
+// TestMain fails the package when a test leaks goroutines or file
+// descriptors.
+func TestMain(m *testing.M) {
+	before := countFDs()
+	code := m.Run()
+	if code == 0 {
+		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
+			fmt.Fprintln(os.Stderr, "goroutine leak:", err)
+			code = 1
+		}
+		// Let closed sockets be reaped before counting.
+		after := countFDs()
+		for i := 0; i < 50 && after > before; i++ {
+			time.Sleep(10 * time.Millisecond)
+			after = countFDs()
+		}
+		if after > before {
+			fmt.Fprintf(os.Stderr, "file descriptor leak: %d open before the tests, %d after\n", before, after)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+func countFDs() int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		return 0
+	}
+	return len(ents)
+}
+
+// running is a server serving on a loopback port.
+type running struct {
+	srv    *server.Server
+	url    string
+	client *http.Client
+}
+
+// start serves a new server on 127.0.0.1:0 until the test ends, then
+// shuts it down gracefully and checks that Serve returned nil.
+func start(t testing.TB, opts ...server.Option) *running {
+	t.Helper()
+	srv, err := server.New(opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	tr := &http.Transport{MaxIdleConnsPerHost: 128}
+	rs := &running{srv: srv, url: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+			t.Errorf("Serve: %v", err)
+		}
+		tr.CloseIdleConnections()
+	})
+	return rs
+}
