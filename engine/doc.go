@@ -19,6 +19,10 @@
 //     invariants that keep advertisement, the gate and the messages in
 //     agreement, and assembles the model-facing messages of messages.go.
 //   - explain.go explains a decision against the history's provenance.
+//   - run.go is the per-run API: a Run decides step after step over an
+//     incremental facts.Tracker and keeps the retry accounting of spec §8
+//     X8 (budgets, the free first availability refusal, carry-over) that
+//     the stateless Decide leaves out.
 //
 // An Engine is safe for concurrent use. Nothing a decision does changes
 // the registry or the compiled policies (seed 004); the filter cache is
