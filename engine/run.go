@@ -70,6 +70,14 @@ func DefaultRetries(n int) RunOption {
 // run default even when the name is a registry tool a filter dropped: the
 // reference does not resolve it.
 //
+// Report the outcome of each executed call (ReportFailure, ReportSuccess)
+// after the step's decision and before the Step that dispatches the next
+// response: reports belong to the current step.
+//
+// The run keeps the messages it was given (not copies of their parts) so
+// that it can derive its facts again when a Reload changes the registry;
+// otherwise each step reads only the tracker.
+//
 // A Run is not safe for concurrent use. Runs are independent of each
 // other: any number of them, on one Engine, may be used concurrently.
 type Run struct {
