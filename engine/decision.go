@@ -76,6 +76,11 @@ type CallVerdict struct {
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.
 	Capability string `json:"-"`
+	// FailClosed is true when the call was denied because the decision
+	// failed closed (policy error, timeout, undefined result, failed
+	// filter) rather than by a rule: the fault is the policy's, not the
+	// model's, so retry accounting does not charge it.
+	FailClosed bool `json:"-"`
 }
 
 // Facts returns the facts the decision was made on.
@@ -126,6 +131,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 		c.Verdict = Denied
 		c.Message = failClosedMessage(c.Tool)
 		c.Capability = ""
+		c.FailClosed = true
 		c.Reasons = append([]string{}, d.Errors...)
 	}
 }
@@ -231,11 +237,13 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			c.Reasons = []string{gateReason(s, d.facts, c.Tool)}
 		case Denied:
 			c.Message, c.Reasons = denialText(c.Tool, vm)
+			c.FailClosed = vm["rule"] == "filter_error"
 		case Execute:
 			// The gate and the verdict cannot disagree.
 			if !contains(d.Dispatch.Available, c.Tool) {
 				c.Verdict = Denied
 				c.Message = failClosedMessage(c.Tool)
+				c.FailClosed = true
 				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
 			}
 		default:

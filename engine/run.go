@@ -296,7 +296,7 @@ func (r *Run) account(d *Decision) []Retry {
 				r.stepFree[c.Tool] = struct{}{}
 			}
 		case Denied:
-			rt.Charged = c.Message != failClosedMessage(c.Tool)
+			rt.Charged = !c.FailClosed
 		}
 		if rt.Charged {
 			if rt.Count >= rt.Budget {
