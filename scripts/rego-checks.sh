@@ -17,7 +17,7 @@ for p in policies examples/policies policy_test; do
 	[ -d "$p" ] || continue
 	fmt_paths+=("$p")
 	test_paths+=("$p")
-	case "$p" in policy_test) ;; *) check_paths+=("$p") ;; esac
+	check_paths+=("$p")
 done
 
 echo "== opa fmt --list --fail ${fmt_paths[*]}"
