@@ -207,8 +207,14 @@ func (s *Server) storePolicies(ctx context.Context) ([]engine.Option, string, er
 			return nil, "", err
 		}
 	}
-	data, _ := v.(map[string]any)
-	delete(data, "system")
+	// The store hands out its own map: copy it, never modify it.
+	root, _ := v.(map[string]any)
+	data := make(map[string]any, len(root))
+	for k, x := range root {
+		if k != "system" {
+			data[k] = x
+		}
+	}
 	if len(data) == 0 {
 		return opts, "", nil
 	}

@@ -1,0 +1,297 @@
+package server_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/open-policy-agent/opa/v1/bundle"
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
+	"github.com/stretchr/testify/require"
+
+	bundleplugin "github.com/open-policy-agent/opa/v1/plugins/bundle"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/server"
+)
+
+// bundleServer is a real OPA bundle server on a loopback port whose
+// bundle can be switched.
+type bundleServer struct {
+	*httptest.Server
+	current atomic.Pointer[[]byte]
+	served  atomic.Int64
+}
+
+func newBundleServer(t *testing.T) *bundleServer {
+	bs := &bundleServer{}
+	bs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b := bs.current.Load()
+		if b == nil || r.URL.Path != "/bundles/pc.tar.gz" {
+			http.NotFound(w, r)
+			return
+		}
+		bs.served.Add(1)
+		w.Header().Set("Content-Type", "application/gzip")
+		_, _ = w.Write(*b)
+	}))
+	t.Cleanup(bs.Close)
+	return bs
+}
+
+// publish builds a bundle with OPA's bundle writer and serves it.
+func (bs *bundleServer) publish(t *testing.T, rev string, modules map[string]string, data ...map[string]any) {
+	t.Helper()
+	b := bundle.Bundle{Manifest: bundle.Manifest{Revision: rev}, Data: map[string]any{}}
+	if len(data) > 0 {
+		b.Data = data[0]
+	}
+	for path, src := range modules {
+		b.Modules = append(b.Modules, bundle.ModuleFile{URL: path, Path: path, Raw: []byte(src)})
+	}
+	var buf bytes.Buffer
+	require.NoError(t, bundle.NewWriter(&buf).Write(b))
+	raw := buf.Bytes()
+	bs.current.Store(&raw)
+}
+
+// collector is a decision-log service that keeps what it receives.
+type collector struct {
+	*httptest.Server
+	mu     sync.Mutex
+	events []map[string]any
+}
+
+func newCollector(t *testing.T) *collector {
+	c := &collector{}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		var rd = r.Body
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			defer zr.Close()
+			var events []map[string]any
+			if err := json.NewDecoder(zr).Decode(&events); err != nil {
+				http.Error(w, err.Error(), 400)
+				return
+			}
+			c.mu.Lock()
+			c.events = append(c.events, events...)
+			c.mu.Unlock()
+			return
+		}
+		var events []map[string]any
+		if err := json.NewDecoder(rd).Decode(&events); err != nil {
+			http.Error(w, err.Error(), 400)
+			return
+		}
+		c.mu.Lock()
+		c.events = append(c.events, events...)
+		c.mu.Unlock()
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func filterKeeping(names ...string) string {
+	q := make([]string, len(names))
+	for i, n := range names {
+		q[i] = `"` + n + `"`
+	}
+	return "package policycheck.capabilities.vault\n\nprepare_tools contains t.name if {\n\tsome t in input.tools\n\tt.name in {" +
+		strings.Join(append(q, `"get_time"`), ", ") + "}\n}\n"
+}
+
+func opaConfig(bundles, logs string) []byte {
+	return []byte(`
+services:
+  bundles:
+    url: ` + bundles + `
+  logs:
+    url: ` + logs + `
+bundles:
+  pc:
+    service: bundles
+    resource: /bundles/pc.tar.gz
+    trigger: manual
+decision_logs:
+  service: logs
+  reporting:
+    trigger: manual
+`)
+}
+
+func health(t *testing.T, rs *running) (int, server.Health) {
+	t.Helper()
+	status, body := rs.do(t, http.MethodGet, "/health", nil)
+	var h server.Health
+	require.NoError(t, json.Unmarshal(body, &h), string(body))
+	return status, h
+}
+
+func decide(t testing.TB, rs *running, ctxDoc string) (int, engine.Decision, []byte) {
+	body := `{"history": ` + testHistory + `}`
+	if ctxDoc != "" {
+		body = `{"history": ` + testHistory + `, "context": ` + ctxDoc + `}`
+	}
+	status, out := rs.post(t, "/v1/decide", []byte(body))
+	var d engine.Decision
+	if status == 200 {
+		if err := json.Unmarshal(out, &d); err != nil {
+			t.Error(err)
+		}
+	}
+	return status, d, out
+}
+
+// TestBundles serves policies from a real bundle server: not ready before
+// the first activation; a new revision switches mid-traffic with no failed
+// request; a bundle OPA refuses and a bundle the engine refuses both leave
+// the last good revision serving, visible in /health and /metrics; and a
+// collector receives the decision logs, with the context masked.
+func TestBundles(t *testing.T) {
+	ctx := context.Background()
+	bs := newBundleServer(t)
+	col := newCollector(t)
+	bs.publish(t, "r1", map[string]string{"/vault.rego": filterKeeping("secret_op")})
+	rs := start(t, testReg(t), server.OPAConfig(opaConfig(bs.URL, col.URL), "test"), server.MaskContext("/secret"))
+	bp := bundleplugin.Lookup(rs.srv.Manager())
+	require.NotNil(t, bp)
+
+	status, h := health(t, rs)
+	require.Equal(t, http.StatusServiceUnavailable, status)
+	require.Equal(t, "not_ready", h.Status)
+	status, _, body := decide(t, rs, "")
+	require.Equal(t, http.StatusServiceUnavailable, status, string(body))
+
+	require.NoError(t, bp.Trigger(ctx))
+	status, h = health(t, rs)
+	require.Equal(t, http.StatusOK, status)
+	require.Equal(t, "r1", h.Bundles["pc"].Serving)
+	status, d1, body := decide(t, rs, "")
+	require.Equal(t, 200, status, string(body))
+	require.Equal(t, []string{"get_time", "secret_op"}, d1.Available)
+	require.Equal(t, engine.Execute, d1.Calls[0].Verdict)
+
+	// Switch to r2 (which drops secret_op) under traffic.
+	var (
+		stop     atomic.Bool
+		wg       sync.WaitGroup
+		failures atomic.Int64
+		n        atomic.Int64
+		seenNew  atomic.Bool
+	)
+	for w := 0; w < 4; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for !stop.Load() {
+				status, d, _ := decide(t, rs, "")
+				n.Add(1)
+				switch {
+				case status != 200:
+					failures.Add(1)
+				case d.Fingerprint == d1.Fingerprint && len(d.Available) == 2:
+				case d.Fingerprint != d1.Fingerprint && len(d.Available) == 1 && d.Calls[0].Verdict == engine.UnknownTool:
+					seenNew.Store(true)
+				default:
+					failures.Add(1)
+				}
+			}
+		}()
+	}
+	for n.Load() < 20 {
+		pause()
+	}
+	bs.publish(t, "r2", map[string]string{"/vault.rego": filterKeeping()})
+	require.NoError(t, bp.Trigger(ctx))
+	before := n.Load()
+	for n.Load() < before+20 {
+		pause()
+	}
+	stop.Store(true)
+	wg.Wait()
+	require.Zero(t, failures.Load(), "requests failed or were decided by neither revision")
+	require.True(t, seenNew.Load())
+	status, d2, _ := decide(t, rs, "")
+	require.Equal(t, 200, status)
+	require.NotEqual(t, d1.Fingerprint, d2.Fingerprint)
+	require.Equal(t, []string{"get_time"}, d2.Available)
+	_, h = health(t, rs)
+	require.Equal(t, "r2", h.Bundles["pc"].Serving)
+
+	// A bundle OPA refuses (a parse error).
+	bs.publish(t, "r3", map[string]string{"/vault.rego": "package policycheck.capabilities.vault\n\nprepare_tools contains if {"})
+	require.Error(t, bp.Trigger(ctx))
+	status, h = health(t, rs)
+	require.Equal(t, 200, status)
+	require.Equal(t, "r2", h.Bundles["pc"].Serving)
+	require.NotEmpty(t, h.Bundles["pc"].Error)
+	_, d, _ := decide(t, rs, "")
+	require.Equal(t, d2.Fingerprint, d.Fingerprint)
+
+	// A bundle OPA accepts and the engine refuses (a filter for a
+	// capability the registry lacks).
+	bs.publish(t, "r4", map[string]string{"/nope.rego": "package policycheck.capabilities.nope\n\nprepare_tools := set()\n"})
+	require.NoError(t, bp.Trigger(ctx))
+	status, h = health(t, rs)
+	require.Equal(t, 200, status)
+	require.Equal(t, "r2", h.Bundles["pc"].Serving)
+	require.Equal(t, "r4", h.Bundles["pc"].Active)
+	require.Contains(t, h.Bundles["pc"].Error, `"r4" refused`)
+	_, d, _ = decide(t, rs, "")
+	require.Equal(t, d2.Fingerprint, d.Fingerprint)
+	_, body = rs.do(t, http.MethodGet, "/metrics", nil)
+	require.Contains(t, string(body), `policycheck_bundle_failing{bundle="pc"} 1`)
+	require.Contains(t, string(body), `policycheck_bundle_failures_total{bundle="pc"} 2`)
+	require.Contains(t, string(body), `bundle="pc",bundle_revision="r2"`)
+
+	// Back to a good revision, whose filter reads the bundle's data.
+	bs.publish(t, "r5", map[string]string{"/vault.rego": "package policycheck.capabilities.vault\n\n" +
+		"prepare_tools contains t.name if {\n\tsome t in input.tools\n\tt.name in data.operator.keep\n}\n"},
+		map[string]any{"operator": map[string]any{"keep": []any{"get_time", "secret_op"}}})
+	require.NoError(t, bp.Trigger(ctx))
+	_, h = health(t, rs)
+	require.Equal(t, "r5", h.Bundles["pc"].Serving)
+	require.Empty(t, h.Bundles["pc"].Error)
+
+	// Decision logs.
+	status, d5, _ := decide(t, rs, `{"user": "u1", "secret": "hunter2"}`)
+	require.Equal(t, 200, status)
+	require.Equal(t, []string{"get_time", "secret_op"}, d5.Available)
+	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(ctx))
+	col.mu.Lock()
+	events := col.events
+	col.mu.Unlock()
+	require.NotEmpty(t, events)
+	var found map[string]any
+	for _, e := range events {
+		res, _ := e["result"].(map[string]any)
+		if res != nil && res["fingerprint"] == d5.Fingerprint {
+			found = e
+		}
+	}
+	require.NotNil(t, found, "no decision log with fingerprint %s among %d", d5.Fingerprint, len(events))
+	input := found["input"].(map[string]any)
+	ctxLogged := input["context"].(map[string]any)
+	require.Equal(t, "u1", ctxLogged["user"])
+	require.NotContains(t, ctxLogged, "secret")
+	require.Equal(t, "policycheck/availability/decision", found["path"])
+	require.Equal(t, "r5", found["bundles"].(map[string]any)["pc"].(map[string]any)["revision"])
+	calls := found["result"].(map[string]any)["calls"].([]any)
+	require.Equal(t, "execute", calls[0].(map[string]any)["verdict"])
+}
+
+// pause yields to the traffic goroutines.
+func pause() { time.Sleep(time.Millisecond) }
