@@ -287,5 +287,6 @@ test_denials_see_the_call_as_input_call if {
 	# the tool_call_id it read from input.call.
 	# Other rules packages loaded beside (an operator's) may deny too.
 	ds := gate.denials({"tool": "gate_probe", "tool_call_id": "p1", "args": {}}) with input as base
-	[d | some d in ds; d.package == "gate_probe_test"] == [{"package": "gate_probe_test", "reason": "probe saw p1", "message": "probe"}]
+	probe := [d | some d in ds; d.package == "gate_probe_test"]
+	probe == [{"package": "gate_probe_test", "reason": "probe saw p1", "message": "probe"}]
 }

@@ -57,8 +57,10 @@ test_scope_never_hides_tools_without_capability if {
 test_hidden_tools_leave_the_decision if {
 	# Through the shipped gate: a support user's hidden transfer_funds is
 	# an unknown tool.
+	doc := {"context": {"group": "support"}, "filters": {"dispatch": {"dropped": set(), "errors": []}, "errors": []}}
+	full_registry := object.union(registry, {"deferred_capabilities": set(), "search_gated": set()})
 	v := data.policycheck.lib.gate.verdict({"tool": "transfer_funds", "tool_call_id": "t1", "args": {}})
-		with input as {"context": {"group": "support"}, "filters": {"dispatch": {"dropped": set(), "errors": []}, "errors": []}}
-		with data.policycheck.registry as object.union(registry, {"deferred_capabilities": set(), "search_gated": set()})
+		with input as doc
+		with data.policycheck.registry as full_registry
 	v.verdict == "unknown_tool"
 }
