@@ -137,33 +137,24 @@ func propertyCases(t testing.TB, seeds int) []propertyCase {
 		pc := propertyCase{seed: seed, reg: reg}
 		pc.opts = []engine.Option{engine.Registry(reg), engine.Modules(append(filtersFor(r, reg), propertyRules)...)}
 
-		msgs := gen.Messages(seed, o)
+		histName := fmt.Sprintf("history-%d.json", seed)
+		full, err := loader.DecodeHistory(histName, gen.History(seed, o), loader.DefaultLimits())
+		require.NoError(t, err, histName)
 		tr := facts.NewTracker(reg)
-		for i := range msgs {
-			name := fmt.Sprintf("seed=%d,prefix=%d", seed, i+1)
-			h, err := loader.DecodeHistory(name, []byte("["+string(joinMessages(msgs[:i+1]))+"]"), loader.DefaultLimits())
-			require.NoError(t, err, name)
-			tr.Append(h[i])
-			last := i == len(msgs)-1
-			if !last && (h[i].Kind != facts.Response || r.IntN(3) > 0 || len(pc.requests) >= 8) {
+		for i := range full {
+			// Messages decode independently, so a prefix of the decoded
+			// history is the decoded prefix.
+			tr.Append(full[i])
+			last := i == len(full)-1
+			if !last && (full[i].Kind != facts.Response || r.IntN(3) > 0 || len(pc.requests) >= 8) {
 				continue
 			}
-			pc.requests = append(pc.requests, propertyRequest{name: name, history: h, tracked: tr.Facts(), context: propertyContext(r, reg)})
+			name := fmt.Sprintf("seed=%d,prefix=%d", seed, i+1)
+			pc.requests = append(pc.requests, propertyRequest{name: name, history: full[: i+1 : i+1], tracked: tr.Facts(), context: propertyContext(r, reg)})
 		}
 		out = append(out, pc)
 	}
 	return out
-}
-
-func joinMessages(msgs [][]byte) []byte {
-	var b []byte
-	for i, m := range msgs {
-		if i > 0 {
-			b = append(b, ',')
-		}
-		b = append(b, m...)
-	}
-	return b
 }
 
 func isSubset(sub, of []string) bool {
