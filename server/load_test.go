@@ -1,0 +1,262 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server"
+)
+
+var (
+	loadFlag = flag.Bool("load", false, "run TestLoad, the bounded load test (loopback only; prints decisions/s and p50/p99)")
+	loadOPA  = flag.String("load-opa", "", "path of a stock opa binary: TestLoad also measures `opa run --server` on the naive pure-Rego baseline")
+)
+
+// loadConfig is one load scenario.
+type loadConfig struct {
+	messages int   // history length (the incremental path starts its runs primed to this length)
+	clients  []int // concurrent clients
+	full     int   // requests per full-history measurement
+	inc      int   // requests per incremental measurement
+}
+
+// TestLoad is the bounded load test: go test -run TestLoad -load -v ./server/
+// (add -load-opa /path/to/opa for the stock OPA baseline). It decides
+// generated histories over loopback at 1, 4, 16 and 100 clients, with a
+// fixed request count per measurement, and prints decisions/s and p50/p99
+// latency. It asserts nothing about time.
+func TestLoad(t *testing.T) {
+	if !*loadFlag {
+		t.Skip("the load test runs with -load")
+	}
+	runLoad(t, loadConfig{messages: 1000, clients: []int{1, 4, 16, 100}, full: 400, inc: 4000})
+}
+
+// TestLoadSmoke is the small version CI runs: the same code paths, a few
+// requests, every one of which must succeed.
+func TestLoadSmoke(t *testing.T) {
+	runLoad(t, loadConfig{messages: 40, clients: []int{1, 4}, full: 8, inc: 16})
+}
+
+type result struct {
+	name     string
+	clients  int
+	n        int
+	elapsed  time.Duration
+	lat      []time.Duration
+	failures int
+}
+
+func (r result) String() string {
+	sort.Slice(r.lat, func(i, j int) bool { return r.lat[i] < r.lat[j] })
+	pct := func(p float64) time.Duration {
+		if len(r.lat) == 0 {
+			return 0
+		}
+		return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
+	}
+	return fmt.Sprintf("%-34s clients=%-3d requests=%-5d %9.1f decisions/s  p50=%-10v p99=%-10v failures=%d",
+		r.name, r.clients, r.n, float64(r.n)/r.elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond),
+		pct(0.99).Round(10*time.Microsecond), r.failures)
+}
+
+// drive runs n requests over the given number of clients; next(client, i)
+// sends client's i-th request and reports whether it succeeded.
+func drive(name string, clients, n int, next func(client, i int) bool) result {
+	res := result{name: name, clients: clients, n: n}
+	lats := make([][]time.Duration, clients)
+	fails := make([]int, clients)
+	var wg sync.WaitGroup
+	begin := time.Now()
+	for c := 0; c < clients; c++ {
+		wg.Add(1)
+		go func(c int) {
+			defer wg.Done()
+			for i := c; i < n; i += clients {
+				t0 := time.Now()
+				ok := next(c, i/clients)
+				lats[c] = append(lats[c], time.Since(t0))
+				if !ok {
+					fails[c]++
+				}
+			}
+		}(c)
+	}
+	wg.Wait()
+	res.elapsed = time.Since(begin)
+	for c := range lats {
+		res.lat = append(res.lat, lats[c]...)
+		res.failures += fails[c]
+	}
+	return res
+}
+
+func send(client *http.Client, url string, body []byte) bool {
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	if err != nil {
+		return false
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode == http.StatusOK
+}
+
+func runLoad(t *testing.T, cfg loadConfig) {
+	const seed = 42
+	maxClients := slicesMax(cfg.clients)
+	perClient := cfg.inc/slicesMin(cfg.clients) + 1
+	opts := gen.Default(cfg.messages + perClient)
+	regDoc := gen.Registry(seed, opts)
+	msgs := gen.Messages(seed, opts)
+	history := joinMessages(toRaw(msgs[:cfg.messages]))
+	reg, err := loader.ParseRegistry("gen", regDoc)
+	require.NoError(t, err)
+	fullBody := mustJSON(t, map[string]json.RawMessage{"history": history, "context": json.RawMessage(`{"user": "load"}`)})
+
+	var results []result
+	for _, variant := range []struct {
+		name string
+		opts []server.Option
+	}{
+		{"full history (decoder+schema)", nil},
+		{"full history (decoder only)", []server.Option{server.WithoutSchema()}},
+	} {
+		rs := start(t, append([]server.Option{server.Registry(reg)}, variant.opts...)...)
+		rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
+		require.True(t, send(rs.client, rs.url+"/v1/decide", fullBody))
+		for _, c := range cfg.clients {
+			r := drive(variant.name, c, cfg.full, func(int, int) bool { return send(rs.client, rs.url+"/v1/decide", fullBody) })
+			results = append(results, r)
+			t.Log(r)
+		}
+	}
+
+	// Incremental: each client primes its own run with the whole history
+	// (untimed), then each timed request appends one message.
+	rs := start(t, server.Registry(reg), server.Runs(4*maxClients, 0))
+	rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
+	for _, c := range cfg.clients {
+		per := cfg.inc/c + 1
+		bodies := make([][][]byte, c)
+		for k := 0; k < c; k++ {
+			id := "load-" + strconv.Itoa(c) + "-" + strconv.Itoa(k)
+			prime := mustJSON(t, map[string]any{"offset": 0, "messages": toRaw(msgs[:cfg.messages])})
+			require.True(t, send(rs.client, rs.url+"/v1/runs/"+id+"/decide", prime))
+			for i := 0; i < per; i++ {
+				off := cfg.messages + i
+				bodies[k] = append(bodies[k], mustJSON(t, map[string]any{
+					"offset": off, "messages": toRaw(msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`),
+				}))
+			}
+			bodies[k] = append(bodies[k], []byte(id))
+		}
+		r := drive("incremental (1 new message)", c, cfg.inc, func(k, i int) bool {
+			id := string(bodies[k][len(bodies[k])-1])
+			return send(rs.client, rs.url+"/v1/runs/"+id+"/decide", bodies[k][i])
+		})
+		results = append(results, r)
+		t.Log(r)
+	}
+
+	if *loadOPA != "" {
+		results = append(results, loadStockOPA(t, cfg, history, regDoc)...)
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "load: %d-message histories (internal/gen seed %d), %d registry tools, GOMAXPROCS=%d\n",
+		cfg.messages, seed, len(reg.Tools()), runtimeProcs())
+	for _, r := range results {
+		fmt.Fprintln(&out, r)
+		require.Zero(t, r.failures, r.name)
+	}
+	if *loadFlag {
+		fmt.Print(out.String())
+	}
+}
+
+// loadStockOPA measures stock `opa run --server` evaluating the naive
+// pure-Rego baseline (engine/testdata/baseline/naive.rego) on the same
+// history and registry, sent raw as OPA input.
+func loadStockOPA(t *testing.T, cfg loadConfig, history, regDoc []byte) []result {
+	policy := filepath.Join(conformance.ModuleRoot(), "engine", "testdata", "baseline", "naive.rego")
+	if _, err := os.Stat(policy); err != nil {
+		t.Logf("no baseline policy: %v", err)
+		return nil
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, *loadOPA, "run", "--server", "--addr", addr, "--log-level", "error", policy)
+	require.NoError(t, cmd.Start())
+	defer func() {
+		cancel()
+		_ = cmd.Wait()
+	}()
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: slicesMax(cfg.clients)}}
+	defer client.CloseIdleConnections()
+	url := "http://" + addr + "/v1/data/policycheck/baseline/naive/decision"
+	body := mustJSON(t, map[string]any{"input": map[string]json.RawMessage{"history": history, "registry": regDoc}})
+	for i := 0; ; i++ {
+		if send(client, url, body) {
+			break
+		}
+		require.Less(t, i, 200, "opa did not come up")
+		time.Sleep(50 * time.Millisecond)
+	}
+	var out []result
+	for _, c := range cfg.clients {
+		n := max(cfg.full/20, c)
+		r := drive("stock opa run --server (naive.rego)", c, n, func(int, int) bool { return send(client, url, body) })
+		out = append(out, r)
+		t.Log(r)
+	}
+	return out
+}
+
+func toRaw(msgs [][]byte) []json.RawMessage {
+	out := make([]json.RawMessage, len(msgs))
+	for i, m := range msgs {
+		out[i] = m
+	}
+	return out
+}
+
+func slicesMin(xs []int) int {
+	m := xs[0]
+	for _, x := range xs {
+		m = min(m, x)
+	}
+	return m
+}
+
+func slicesMax(xs []int) int {
+	m := 0
+	for _, x := range xs {
+		m = max(m, x)
+	}
+	return m
+}
+
+func runtimeProcs() int { return runtime.GOMAXPROCS(0) }
