@@ -70,6 +70,16 @@ func TestShippedPolicyTestsPassWithCoverage(t *testing.T) {
 	t.Logf("shipped policy coverage: %.2f%% over %d tests", out.Coverage.Coverage, len(out.Tests))
 }
 
+// Everything the repository ships passes under policycheck test on the
+// paths CI names: the shipped policies, the scenario suites and the
+// examples (whose histories and registry are not data: only data.json is).
+func TestRepositoryRegoTestsPass(t *testing.T) {
+	code, stdout, stderr := policyRun(t, "test", "../../policies", "../../policy_test", "../../examples")
+	require.Equal(t, cli.ExitOK, code, "%s\n%s", stdout, stderr)
+	assert.Contains(t, stdout, "PASS:")
+	assert.NotContains(t, stdout, "FAIL")
+}
+
 const operatorPolicy = `# METADATA
 # title: ops
 # description: test fixture
