@@ -131,16 +131,19 @@ func decodeConfig(file string, data []byte) (any, error) {
 	if node.Kind == 0 {
 		return map[string]any{}, nil
 	}
-	budget := yamlMaxValues
+	budget := yamlMinValues + yamlValuesPerByte*len(data)
 	return yamlValue(file, &node, "", 0, &budget)
 }
 
 // Bounds on the values a YAML document may expand to: aliases make a
 // recursive document (`a: &x [*x]`) or an exponential one ("billion
 // laughs") a few bytes long, and both must be an error, not a hang.
+// Without aliases a document holds fewer values than bytes, so a budget
+// proportional to its size never refuses one.
 const (
-	yamlMaxDepth  = 128
-	yamlMaxValues = 1 << 20
+	yamlMaxDepth      = 128
+	yamlMinValues     = 1 << 16
+	yamlValuesPerByte = 16
 )
 
 func jsonSyntaxError(file string, data []byte, err error) error {
@@ -165,7 +168,7 @@ func yamlValue(file string, n *yaml.Node, ptr string, depth int, budget *int) (a
 	}
 	if *budget--; *budget < 0 {
 		return nil, &Error{File: file, Pointer: ptr, Kind: KindLimit, Line: n.Line, Column: n.Column,
-			Msg: fmt.Sprintf("more than %d values once aliases are expanded", yamlMaxValues)}
+			Msg: "too many values once aliases are expanded (an alias bomb?)"}
 	}
 	switch n.Kind {
 	case yaml.DocumentNode:
