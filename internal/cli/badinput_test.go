@@ -118,6 +118,7 @@ func TestBadInput(t *testing.T) {
 		want []string
 		// evalOnly: the case is about an eval-only input (a policy).
 		evalOnly bool
+		stdin    string
 	}{
 		// --- syntax ---
 		{note: "truncated JSON", data: `[{"kind":"request","parts":[{"part_kind":"user-pro`,
@@ -350,6 +351,12 @@ func TestBadInput(t *testing.T) {
 			want: []string{"{dir}/nope.yaml: (root): ", "no such file"}},
 		{note: "missing context file", raw: true, args: []string{"--context", "{dir}/nope.json"},
 			want: []string{"{dir}/nope.json: (root): ", "no such file"}},
+		{note: "context from stdin with invalid JSON", raw: true, args: []string{"--context", "-"}, stdin: `{"user": `,
+			want: []string{"policycheck: <stdin>: (root): invalid JSON: unexpected EOF"}},
+		{note: "history and context both from stdin", raw: true, args: []string{"--history", "-", "--context", "-"}, stdin: validHist,
+			want: []string{"--history and --context cannot both read standard input"}},
+		{note: "--max-bytes negative", raw: true, args: []string{"--max-bytes", "-5"},
+			want: []string{"--max-bytes must be 0 (no limit) or more, not -5"}},
 		{note: "unknown flag", raw: true, args: []string{"--histroy", "x"},
 			want: []string{"unknown flag: --histroy"}},
 		{note: "--max-bytes not a number", raw: true, args: []string{"--max-bytes", "lots"},
@@ -407,7 +414,7 @@ func TestBadInput(t *testing.T) {
 			var first result
 			for i, cmd := range cmds {
 				args := append(append(append([]string{}, cmd...), base...), extra...)
-				res := run(t, "", args...)
+				res := run(t, tc.stdin, args...)
 				what := strings.Join(cmd, " ")
 				if i == 0 {
 					first = res

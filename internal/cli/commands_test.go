@@ -40,6 +40,8 @@ type scenario struct {
 	// oracle: the case's available lists leave the framework tools out
 	// (the conformance runner strips them for "oracle" cases).
 	oracle bool
+	// failClosed: a filter fails, so the decision must fail closed.
+	failClosed bool
 }
 
 func (s scenario) inputArgs() []string {
@@ -59,6 +61,8 @@ func scenarios(t *testing.T) []scenario {
 		{note: "examples/refund", registry: reg, history: filepath.Join(examplesDir, "histories", "refund.json"),
 			args: []string{"--context", filepath.Join(examplesDir, "context", "support.json")}},
 		{note: "examples/after-compaction", registry: reg, history: filepath.Join(examplesDir, "histories", "after-compaction.json")},
+		{note: "examples/refund with a failing filter", registry: reg, history: filepath.Join(examplesDir, "histories", "refund.json"),
+			args: []string{"--policy", filepath.Join("testdata", "policy_failclosed", "docs.rego")}, failClosed: true},
 	}
 	dir := t.TempDir()
 	small := filepath.Join("testdata", "registry.yaml")
@@ -410,6 +414,50 @@ func checkEval(t *testing.T, s scenario, d map[string]any) {
 	}
 }
 
+// checkFailClosed checks a decision against the fail-closed contract when
+// the scenario's filter fails (every registry tool unavailable, every call
+// denied, "errors" naming the filter's file) and that no other decision
+// carries errors.
+func checkFailClosed(t *testing.T, s scenario, d map[string]any) {
+	t.Helper()
+	errs, has := d["errors"]
+	if !s.failClosed {
+		if has {
+			t.Errorf("errors %s on a decision that should not fail", mustJSON(errs))
+		}
+		return
+	}
+	list, ok := errs.([]any)
+	if !ok || len(list) == 0 {
+		t.Fatalf("a failing filter: errors = %s, want a non-empty list", mustJSON(errs))
+	}
+	for _, e := range list {
+		if msg, _ := e.(string); !strings.Contains(msg, "policy_failclosed/docs.rego") {
+			t.Errorf("errors: %q does not name the filter's file", e)
+		}
+	}
+	reg, err := loader.ReadRegistry(s.registry)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, lst := range []any{d["available"], d["advertised"], d["dispatch"].(map[string]any)["available"]} {
+		for _, n := range lst.([]any) {
+			if _, isTool := reg.Tool(n.(string)); isTool {
+				t.Errorf("registry tool %v available while failing closed", n)
+			}
+		}
+	}
+	calls := d["calls"].([]any)
+	if len(calls) == 0 {
+		t.Fatal("the scenario should have calls to deny")
+	}
+	for i, c := range calls {
+		if v := c.(map[string]any)["verdict"]; v != "denied" {
+			t.Errorf("calls[%d]: %v while failing closed, want denied", i, v)
+		}
+	}
+}
+
 func anyString(s *string) any {
 	if s == nil {
 		return nil
@@ -440,6 +488,7 @@ func TestOutputContract(t *testing.T) {
 			}
 			d := decodeJSON(t, "eval", res.stdout)
 			checkEval(t, s, d)
+			checkFailClosed(t, s, d)
 
 			// facts: exactly window, facts and (dispatch), with eval's values.
 			res = run(t, "", append([]string{"facts"}, s.inputArgs()...)...)
@@ -784,8 +833,11 @@ func TestExplainPointsAtTheHistory(t *testing.T) {
 	if !reflect.DeepEqual(x["decision"], d) {
 		t.Errorf("explain --format json: decision differs from eval's\n got: %s\nwant: %s", mustJSON(x["decision"]), mustJSON(d))
 	}
-	if bad := run(t, "", "explain", "--format", "yaml", "--registry", reg, "--history", h); bad.code != cli.ExitBadUsage || bad.stdout != "" {
-		t.Errorf("explain --format yaml: exit %d, stdout %q; want 2 and nothing", bad.code, bad.stdout)
+	for _, cmd := range []string{"explain", "facts"} {
+		bad := run(t, "", cmd, "--format", "yaml", "--registry", reg, "--history", h)
+		if bad.code != cli.ExitBadUsage || bad.stdout != "" || !strings.Contains(bad.stderr, `--format must be`) {
+			t.Errorf("%s --format yaml: exit %d, stdout %q, stderr %q; want 2, nothing and the formats", cmd, bad.code, bad.stdout, bad.stderr)
+		}
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -66,6 +67,12 @@ func readFile(cmd *cobra.Command, path string) ([]byte, error) {
 // boundary the history is checked against the JSON Schema as well as by
 // the decoder.
 func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
+	if f.maxBytes < 0 {
+		return nil, badInput(fmt.Errorf("--max-bytes must be 0 (no limit) or more, not %d", f.maxBytes))
+	}
+	if f.history == "-" && f.context == "-" {
+		return nil, badInput(errors.New("--history and --context cannot both read standard input"))
+	}
 	reg, err := loader.ReadRegistry(f.registry)
 	if err != nil {
 		return nil, badInput(err)
@@ -95,17 +102,21 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 		if err != nil {
 			return nil, badInput(err)
 		}
+		ctxName := f.context
+		if ctxName == "-" {
+			ctxName = "<stdin>"
+		}
 		dec := json.NewDecoder(bytes.NewReader(raw))
 		dec.UseNumber()
 		var v any
 		if err := dec.Decode(&v); err != nil {
-			return nil, badInput(&loader.Error{File: f.context, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
+			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
 		}
 		if _, err := dec.Token(); err != io.EOF {
-			return nil, badInput(&loader.Error{File: f.context, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
+			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
 		}
 		if _, ok := v.(map[string]any); !ok {
-			return nil, badInput(&loader.Error{File: f.context, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
+			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
 		}
 		in.context = v
 	}
