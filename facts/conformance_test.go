@@ -37,7 +37,9 @@ func caseRegistry(t testing.TB, raw json.RawMessage) *facts.Registry {
 	return reg
 }
 
-func pos(p conformance.Position) facts.Position { return facts.Position{Message: p.Message, Part: p.Part} }
+func pos(p conformance.Position) facts.Position {
+	return facts.Position{Message: p.Message, Part: p.Part}
+}
 
 func orEmpty(s []string) []string {
 	if s == nil {
