@@ -155,7 +155,7 @@ func TestExamplesThroughEval(t *testing.T) {
 // the shipped policies available.
 func TestExamplePolicyTests(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := cli.Run([]string{"test", "policies", "--coverage", "--threshold", "95"}, strings.NewReader(""), &out, &errb)
+	code := cli.Run([]string{"test", "policies", "--coverage", "--threshold", "95", "--timeout", "2m"}, strings.NewReader(""), &out, &errb)
 	require.Equal(t, cli.ExitOK, code, "%s\n%s", out.String(), errb.String())
 	assert.Contains(t, out.String(), "PASS:")
 }

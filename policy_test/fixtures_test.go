@@ -281,6 +281,6 @@ func sortedNames(v any) []string {
 // policies, as `opa test policies/ policy_test/` runs them.
 func TestScenarioSuitesPass(t *testing.T) {
 	var out, errb bytes.Buffer
-	code := cli.Run([]string{"test", "../policies", "."}, strings.NewReader(""), &out, &errb)
+	code := cli.Run([]string{"test", "../policies", ".", "--timeout", "2m"}, strings.NewReader(""), &out, &errb)
 	require.Equal(t, cli.ExitOK, code, "%s\n%s", out.String(), errb.String())
 }

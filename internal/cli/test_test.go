@@ -52,7 +52,8 @@ type coverageOutput struct {
 // The shipped policies' own unit tests pass under OPA's Go test runner and
 // cover at least 95% of the shipped policies.
 func TestShippedPolicyTestsPassWithCoverage(t *testing.T) {
-	code, stdout, stderr := policyRun(t, "test", "../../policies", "--coverage", "--threshold", "95", "--format", "json")
+	code, stdout, stderr := policyRun(t, "test", "../../policies", "--coverage", "--threshold", "95", "--format", "json",
+		"--timeout", "2m") // generous: the race detector on two busy cores
 	require.Equal(t, cli.ExitOK, code, stderr)
 	var out coverageOutput
 	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
@@ -74,7 +75,7 @@ func TestShippedPolicyTestsPassWithCoverage(t *testing.T) {
 // paths CI names: the shipped policies, the scenario suites and the
 // examples (whose histories and registry are not data: only data.json is).
 func TestRepositoryRegoTestsPass(t *testing.T) {
-	code, stdout, stderr := policyRun(t, "test", "../../policies", "../../policy_test", "../../examples")
+	code, stdout, stderr := policyRun(t, "test", "../../policies", "../../policy_test", "../../examples", "--timeout", "2m")
 	require.Equal(t, cli.ExitOK, code, "%s\n%s", stdout, stderr)
 	assert.Contains(t, stdout, "PASS:")
 	assert.NotContains(t, stdout, "FAIL")
