@@ -151,6 +151,26 @@ func TestExamplesThroughEval(t *testing.T) {
 	}
 }
 
+// The README's worked filter is the committed example, so it compiles and
+// behaves as TestExamplesThroughEval shows.
+func TestReadmeFilterIsTheExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	text := string(readme)
+	start := strings.Index(text, "## Writing a capability filter")
+	require.GreaterOrEqual(t, start, 0, "the README lost its filter section")
+	text = text[start:]
+	const open = "```rego\n"
+	i := strings.Index(text, open)
+	require.GreaterOrEqual(t, i, 0, "the README's filter section has no rego block")
+	j := strings.Index(text[i+len(open):], "```")
+	require.GreaterOrEqual(t, j, 0)
+	snippet := text[i+len(open) : i+len(open)+j]
+	example, err := os.ReadFile("policies/vault/vault.rego")
+	require.NoError(t, err)
+	assert.Equal(t, string(example), snippet, "README.md's filter and examples/policies/vault/vault.rego differ")
+}
+
 // The example policies' own Rego tests pass, run by policycheck test with
 // the shipped policies available.
 func TestExamplePolicyTests(t *testing.T) {
