@@ -750,6 +750,23 @@ hide contains "get_time" if {
 			wantErrs: []string{"policy decision is undefined", "data.policycheck.availability.decision"},
 		},
 		{
+			note: "operator replacement that ignores a failed filter",
+			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(
+				opsFile(`prepare_tools := [t.name | some t in input.tools]`),
+				engine.Source{File: "operator/availability.rego", Text: `package policycheck.availability
+
+everything := {"get_time", "send_mail", "secret_op", "rotate_key", "load_capability"}
+
+decision := {
+	"available": everything,
+	"advertised": everything,
+	"dispatch_available": everything,
+	"verdicts": [{"verdict": "execute"} | some _ in input.dispatch.calls],
+}
+`})},
+			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "must be a set of tool names, not an array"},
+		},
+		{
 			note: "operator decision is not an object",
 			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego",
 				Text: "package policycheck.availability\n\ndecision := \"allow everything\"\n"})},
@@ -945,6 +962,16 @@ func TestOperatorRules(t *testing.T) {
 			available: []string{"get_time"},
 		},
 		{
+			note:      "every tool hidden: none available",
+			ctx:       map[string]any{"group": "nobody"},
+			tool:      "get_time",
+			args:      `{}`,
+			verdict:   engine.UnknownTool,
+			message:   "Unknown tool name: 'get_time'. No tools available.",
+			reason:    "hidden by an operator rule",
+			available: []string{},
+		},
+		{
 			note:      "denied above the limit",
 			ctx:       map[string]any{"group": "finance"},
 			tool:      "transfer_funds",
@@ -1073,4 +1100,93 @@ func TestExplainNamesDispatchOnlyFilter(t *testing.T) {
 		}
 	}
 	assert.Equal(t, engine.UnknownTool, x.Calls[0].Verdict)
+}
+
+// TestExecuteOnlyWhenDispatchAvailable: whatever an operator's replacement
+// policy says, a call executes only if its tool is in Dispatch.Available,
+// and nothing is advertised that is not available.
+func TestExecuteOnlyWhenDispatchAvailable(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	e := mustEngine(t, reg, engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego", Text: `package policycheck.availability
+
+decision := {
+	"available": {"get_time"},
+	"advertised": {"get_time", "send_mail"},
+	"dispatch_available": {"get_time"},
+	"verdicts": [{"verdict": "execute"} | some _ in input.dispatch.calls],
+}
+`}))
+	d := mustDecide(t, e, mustHistory(t, wReq(wUser("hi")),
+		wResp("", wCall("get_time", "c1", `{}`), wCall("send_mail", "c2", `{}`))), nil)
+	assert.Equal(t, []string{"get_time"}, d.Available)
+	assert.Equal(t, []string{"get_time"}, d.Advertised)
+	assert.Equal(t, engine.Execute, d.Calls[0].Verdict)
+	assert.Equal(t, engine.Denied, d.Calls[1].Verdict)
+	assert.NotEmpty(t, d.Calls[1].Message)
+	assert.Contains(t, strings.Join(d.Calls[1].Reasons, "\n"), "dispatch availability excludes")
+}
+
+// TestCacheActiveSetIsPartOfTheKey: input.active_capabilities reaches the
+// filter, so a filter result under one active set is never reused under
+// another.
+func TestCacheActiveSetIsPartOfTheKey(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	// ops drops send_mail while secrets is active.
+	e := mustEngine(t, reg, engine.Modules(engine.Source{File: "filters/ops.rego", Text: `package policycheck.capabilities.ops
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	not _dropped(t.name)
+}
+
+_dropped("send_mail") if "secrets" in input.active_capabilities
+`}))
+	hist := func(cmp string) facts.History {
+		return mustHistory(t,
+			wResp("openai", wLoadCall("l1", "secrets")),
+			wReq(wLoadReturn("l1")),
+			wResp("openai", cmp),
+			wReq(wUser("mail it")),
+			wResp("openai", wCall("send_mail", "m1", `{}`)))
+	}
+	for _, tc := range []struct {
+		note    string
+		cmp     string
+		verdict string
+	}{
+		{note: "secrets not active", cmp: wCompaction("openai", "summary"), verdict: engine.Execute},
+		{note: "secrets active through evidence", cmp: wCompaction("anthropic", "foreign"), verdict: engine.UnknownTool},
+		{note: "secrets not active again", cmp: wCompaction("openai", "summary"), verdict: engine.Execute},
+	} {
+		d := mustDecide(t, e, hist(tc.cmp), nil)
+		assert.Equal(t, tc.verdict, d.Calls[0].Verdict, tc.note)
+		assert.Equal(t, tc.verdict == engine.Execute, slices.Contains(d.Dispatch.Available, "send_mail"), tc.note)
+		assert.Contains(t, d.Available, "send_mail", "%s: the next request does not see the evidence", tc.note)
+	}
+}
+
+// TestTimedOutFilterIsNotCached: a filter that ran out of time says
+// nothing about the filter; the next decision with time to spare runs it
+// again and succeeds.
+func TestTimedOutFilterIsNotCached(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	// A few thousand iterations per tool: far more than a millisecond,
+	// well under a second.
+	e := mustEngine(t, reg, engine.Modules(engine.Source{File: "filters/ops.rego", Text: `package policycheck.capabilities.ops
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	some i in numbers.range(1, 60)
+	some j in numbers.range(1, 60)
+	i * j == 3600
+}
+`}))
+	h := mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`)))
+	timedOut := mustDecide(t, e, h, nil, engine.WithDeadline(time.Millisecond))
+	assertFailedClosed(t, reg, timedOut)
+
+	d := mustDecide(t, e, h, nil, engine.WithDeadline(time.Minute))
+	assert.Empty(t, d.Errors)
+	assert.Equal(t, engine.Execute, d.Calls[0].Verdict)
+	assert.Equal(t, timedOut.Fingerprint, d.Fingerprint, "same key: the fingerprint does not depend on the outcome")
 }

@@ -9,6 +9,7 @@ package policycheck.rules.groups
 _hidden_by_group := {
 	"interns": {"transfer_funds"},
 	"guests": {"transfer_funds", "read_ledger"},
+	"nobody": {"transfer_funds", "read_ledger", "get_time"},
 }
 
 # METADATA
