@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"sort"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -64,7 +65,9 @@ func DefaultDeadline(d time.Duration) Option { return func(c *config) { c.deadli
 // other than the filter cache.
 type Engine struct {
 	snap atomic.Pointer[snapshot]
-	cfg  config
+	// reload serializes Reload, which reads and replaces cfg.
+	reload sync.Mutex
+	cfg    config
 }
 
 // snapshot is one immutable compiled state.
@@ -121,6 +124,8 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 // and swaps it in atomically; on error the current snapshot keeps serving.
 // Decisions in flight finish on the snapshot they started with.
 func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
+	e.reload.Lock()
+	defer e.reload.Unlock()
 	cfg := e.cfg
 	cfg.fsys = append([]fs.FS(nil), cfg.fsys...)
 	cfg.sources = append([]Source(nil), cfg.sources...)

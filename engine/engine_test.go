@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -1189,4 +1190,77 @@ prepare_tools contains t.name if {
 	assert.Empty(t, d.Errors)
 	assert.Equal(t, engine.Execute, d.Calls[0].Verdict)
 	assert.Equal(t, timedOut.Fingerprint, d.Fingerprint, "same key: the fingerprint does not depend on the outcome")
+}
+
+// --- concurrency with reloads ------------------------------------------------
+
+// TestReloadWhileDeciding: decisions in flight finish on the snapshot they
+// started with while reloads swap policies; every decision is one of the
+// two policies' answers, never a mixture; concurrent reloads are safe.
+func TestReloadWhileDeciding(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "ops.rego")
+	require.NoError(t, os.WriteFile(file, []byte(keepFilter("ops", "send_mail").Text), 0o600))
+	reg := mustRegistry(t, opsRegistry)
+	e := mustEngine(t, reg, engine.PolicyPaths(dir))
+	h := mustHistory(t, wReq(wUser("mail")), wResp("", wCall("send_mail", "m1", `{}`), wCall("get_time", "t1", `{}`)))
+
+	answers := map[string]bool{}
+	for _, keep := range []string{"send_mail", "get_time"} {
+		require.NoError(t, os.WriteFile(file, []byte(keepFilter("ops", keep).Text), 0o600))
+		require.NoError(t, e.Reload(ctx))
+		d := mustDecide(t, e, h, nil)
+		answers[d.Calls[0].Verdict+","+d.Calls[1].Verdict] = true
+	}
+	require.Len(t, answers, 2)
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var got []string
+	for range 4 {
+		wg.Go(func() {
+			for range 20 {
+				d, err := e.Decide(ctx, engine.Request{History: h})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				got = append(got, d.Calls[0].Verdict+","+d.Calls[1].Verdict)
+				mu.Unlock()
+			}
+		})
+	}
+	for range 2 {
+		wg.Go(func() {
+			for range 5 {
+				if err := e.Reload(ctx); err != nil {
+					t.Error(err)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for _, g := range got {
+		assert.True(t, answers[g], "decision %s is one policy's answer", g)
+	}
+}
+
+// TestNarrowThenBroadLosesNoTools: seed 004's ownership rule — a request's
+// visibility policy never narrows what a later request sees.
+func TestNarrowThenBroadLosesNoTools(t *testing.T) {
+	reg := mustRegistry(t, paymentsRegistry)
+	before := slices.Clone(reg.Tools())
+	e := mustEngine(t, reg, engine.PolicyPaths("testdata/rules"))
+	h := mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`)))
+	all := []string{"get_time", "read_ledger", "transfer_funds"}
+	for i, group := range []string{"nobody", "finance", "guests", "finance", "interns", "nobody", "finance"} {
+		d := mustDecide(t, e, h, map[string]any{"group": group})
+		if group == "finance" {
+			assert.Equal(t, all, d.Available, "request %d (%s)", i, group)
+		}
+	}
+	assert.Equal(t, before, reg.Tools())
+	assert.Equal(t, all, reg.ToolNames())
 }
