@@ -1264,3 +1264,65 @@ func TestNarrowThenBroadLosesNoTools(t *testing.T) {
 	assert.Equal(t, before, reg.Tools())
 	assert.Equal(t, all, reg.ToolNames())
 }
+
+// --- model-facing messages ---------------------------------------------------
+
+// TestMessagesQuoteNamesLikePython: the reference quotes names with
+// Python's repr() (spec X4); the expected strings were produced by
+// CPython's repr.
+func TestMessagesQuoteNamesLikePython(t *testing.T) {
+	tests := []struct{ name, repr string }{
+		{"it's", "\"it's\""},
+		{"say \"hi\"", "'say \"hi\"'"},
+		{"both ' and \"", "'both \\' and \"'"},
+		{"back\\slash", "'back\\\\slash'"},
+		{"tab\u0009here", "'tab\\there'"},
+		{"new\u000aline", "'new\\nline'"},
+		{"\u00e9", "'\u00e9'"},
+		{"\u00a0", "'\\xa0'"},
+		{"\u200b", "'\\u200b'"},
+		{"\U0001f600", "'\U0001f600'"},
+		{"\u007f", "'\\x7f'"},
+		{"\U000e0001", "'\\U000e0001'"},
+		{"\u00df", "'\u00df'"},
+		{"\u2028", "'\\u2028'"},
+		{"\u0085", "'\\x85'"},
+		{"\u00ad", "'\\xad'"},
+		{"\u3000", "'\\u3000'"},
+		{"\u65e5\u672c", "'\u65e5\u672c'"},
+	}
+	reg := mustRegistry(t, `{"capabilities": [], "tools": [{"name": "get_time"}]}`)
+	e := mustEngine(t, reg)
+	for _, tc := range tests {
+		t.Run(tc.repr, func(t *testing.T) {
+			want := "Unknown tool name: " + tc.repr + ". Available tools: 'get_time'"
+			assert.Equal(t, want, engine.UnknownToolMessage(tc.name, []string{"get_time"}, false))
+			// And through a decision: the name comes from the history.
+			d := mustDecide(t, e, mustHistory(t, wReq(wUser("hi")), wResp("", wCall(tc.name, "c1", `{}`))), nil)
+			assert.Equal(t, want, d.Calls[0].Message)
+		})
+	}
+	assert.Equal(t, "Tool \"it's\" is not available yet: search for it first, then call it again once you've seen its schema.",
+		engine.NotAvailableMessage("it's", ""))
+	assert.Equal(t, "Unknown tool name: 'x'. No tools are available yet: search for the tools you need.",
+		engine.UnknownToolMessage("x", nil, false))
+	assert.Equal(t, "Unknown tool name: 'x'. No tools available.", engine.UnknownToolMessage("x", nil, true))
+}
+
+// TestDecideErrorsOnlyForUnrepresentableContext: a context that is not
+// JSON is the one input Decide rejects.
+func TestDecideErrorsOnlyForUnrepresentableContext(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	e := mustEngine(t, reg)
+	h := mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`)))
+	_, err := e.Decide(context.Background(), engine.Request{History: h, Context: map[string]any{"f": func() {}}})
+	require.Error(t, err)
+	for _, ctxDoc := range []any{nil, map[string]any{}, json.RawMessage(`{"a": [1, 2.5, null]}`), []int{1}, "plain"} {
+		d, err := e.Decide(context.Background(), engine.Request{History: h, Context: ctxDoc})
+		require.NoError(t, err, "%v", ctxDoc)
+		assert.Equal(t, engine.Execute, d.Calls[0].Verdict)
+	}
+	empty := mustDecide(t, e, h, map[string]any{})
+	none := mustDecide(t, e, h, nil)
+	assert.Equal(t, empty.Fingerprint, none.Fingerprint, "nil context means {}")
+}
