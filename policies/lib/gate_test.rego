@@ -233,6 +233,23 @@ test_verdict[note] if {
 		with data.policycheck.rules as {}
 }
 
+test_call_resolved[note] if {
+	cases := {
+		"a registry tool kept by the dispatch filters": {"tool": "get_time", "dropped": set(), "want": true},
+		"a framework tool present in the run": {"tool": "search_tools", "dropped": set(), "want": true},
+		"a tool the dispatch filters dropped": {"tool": "get_time", "dropped": {"get_time"}, "want": false},
+		"a name outside the registry": {"tool": "nope", "dropped": set(), "want": false},
+	}
+	some note, tc in cases
+	_resolved(tc.tool, tc.dropped) == tc.want
+}
+
+_resolved(tool, dropped) if {
+	gate.call_resolved(call(tool)) with input as with_input({"filters": {"dispatch": {"dropped": dropped}}})
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+} else := false
+
 test_verdict_denied_by_an_operator_rule if {
 	rules := {"money": {"deny": {{"reason": "over limit", "message": "Ask a human."}}}}
 	v := gate.verdict(call("get_time")) with input as base
