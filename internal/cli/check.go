@@ -13,6 +13,7 @@ import (
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	oloader "github.com/open-policy-agent/opa/v1/loader"
 	"github.com/open-policy-agent/opa/v1/rego"
 	"github.com/open-policy-agent/opa/v1/types"
 	"github.com/spf13/cobra"
@@ -43,9 +44,10 @@ type checkFlags struct {
 func newCheckCmd() *cobra.Command {
 	var f checkFlags
 	cmd := &cobra.Command{
-		Use:   "check [PATH...] [--registry R] [--format text|json]",
+		Use:   "check [PATH...] [--registry R]... [--format text|json]",
 		Short: "Validate a policy set and a registry before deployment",
-		Long: `check parses and compiles the policies under PATH (files or directories; *_test.rego skipped) with
+		Long: `check parses and compiles the policies under PATH (files, directories or bundle .tar.gz archives;
+*_test.rego skipped) with
 the shipped policies, in strict mode, and validates the registry. It reports, each with its location:
 
   * syntax errors and compile errors (file:row:col), strict-mode errors included (unused variables and
@@ -167,9 +169,17 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 	}
 
 	// Parse every file on its own, so that one syntax error does not hide
-	// the rest.
+	// the rest. Bundle archives are read whole.
 	var mods []*checkModule
-	for _, file := range regoFiles(paths, res) {
+	var dirs []string
+	for _, p := range paths {
+		if strings.HasSuffix(p, ".tar.gz") {
+			mods = append(mods, bundleModules(p, res)...)
+			continue
+		}
+		dirs = append(dirs, p)
+	}
+	for _, file := range regoFiles(dirs, res) {
 		b, err := os.ReadFile(file)
 		if err != nil {
 			res.add(policyFinding{Code: "load_error", File: file, Message: err.Error()})
@@ -265,6 +275,30 @@ func strictCompile(mods []*checkModule) *ast.Compiler {
 	c := ast.NewCompiler().WithStrict(true).WithUseTypeCheckAnnotations(true).SetErrorLimit(0)
 	c.Compile(in)
 	return c
+}
+
+// bundleModules reads the policy modules of an OPA bundle archive.
+func bundleModules(p string, res *checkResult) []*checkModule {
+	b, err := oloader.NewFileLoader().WithProcessAnnotation(true).WithRegoVersion(ast.RegoV1).AsBundle(p)
+	if err != nil {
+		res.add(astFindings(err, "bundle_error")...)
+		return nil
+	}
+	var out []*checkModule
+	for _, mf := range b.Modules {
+		if strings.HasSuffix(mf.Path, "_test.rego") {
+			continue
+		}
+		file := p + "#" + strings.TrimPrefix(path.Clean("/"+mf.Path), "/")
+		res.Files = append(res.Files, file)
+		m, err := ast.ParseModuleWithOpts(file, string(mf.Raw), ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
+		if err != nil {
+			res.add(astFindings(err, "rego_parse_error")...)
+			continue
+		}
+		out = append(out, &checkModule{file: file, text: string(mf.Raw), module: m, operator: true})
+	}
+	return out
 }
 
 // regoFiles lists the non-test .rego files under paths, sorted.

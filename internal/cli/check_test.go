@@ -1,7 +1,12 @@
 package cli_test
 
 import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -168,4 +173,35 @@ func TestCheck(t *testing.T) {
 			assert.Contains(t, stdout, tc.stdout)
 		})
 	}
+}
+
+// tarGz writes an OPA bundle archive holding files and returns its path.
+func tarGz(t *testing.T, files map[string]string) string {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, text := range files {
+		require.NoError(t, tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: int64(len(text))}))
+		_, err := tw.Write([]byte(text))
+		require.NoError(t, err)
+	}
+	require.NoError(t, tw.Close())
+	require.NoError(t, zw.Close())
+	p := filepath.Join(t.TempDir(), "bundle.tar.gz")
+	require.NoError(t, os.WriteFile(p, buf.Bytes(), 0o644))
+	return p
+}
+
+func TestCheckReadsBundleArchives(t *testing.T) {
+	reg := filepath.Join(policyFiles(t, map[string]string{"registry.yaml": checkRegistry}), "registry.yaml")
+	bundle := tarGz(t, map[string]string{
+		"/.manifest":         `{"revision": "7"}`,
+		"/caps/vault.rego":   "package policycheck.capabilities.vault\n\nprepare_tools := [\"secret_op\"]\n",
+		"/caps/ok_test.rego": "package policycheck.capabilities.vault_test\n\ntest_ok if true\n",
+	})
+	code, stdout, _ := policyRun(t, "check", bundle, "--registry", reg)
+	assert.Equal(t, cli.ExitBadUsage, code)
+	assert.Contains(t, stdout, bundle+"#caps/vault.rego:3:1: prepare_tools_not_a_set")
+	assert.NotContains(t, stdout, "ok_test.rego")
 }
