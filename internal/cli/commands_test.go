@@ -42,6 +42,11 @@ type scenario struct {
 	oracle bool
 	// failClosed: a filter fails, so the decision must fail closed.
 	failClosed bool
+	// sampled: only eval and facts run; explain and the input document
+	// (two more engine compilations and an OPA evaluation) are checked on
+	// every third corpus case and every case with filters, which keeps the
+	// package's -race run short on a 2-core machine.
+	sampled bool
 }
 
 func (s scenario) inputArgs() []string {
@@ -90,13 +95,14 @@ func scenarios(t *testing.T) []scenario {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, c := range cases {
+	for i, c := range cases {
 		base := strings.TrimSuffix(filepath.Base(c.File), ".json")
 		cdir := filepath.Join(dir, base)
 		if err := os.Mkdir(cdir, 0o700); err != nil {
 			t.Fatal(err)
 		}
 		s := scenario{note: "conformance/" + base, expect: &c.Expect, oracle: strings.HasPrefix(c.Name, "oracle"),
+			sampled:  i%3 != 0 && len(c.Filters) == 0,
 			registry: writeFile(t, cdir, "registry.json", string(c.Registry)),
 			history:  writeFile(t, cdir, "history.json", string(c.History))}
 		if mods := runner.FilterModules(c); len(mods) > 0 {
@@ -414,6 +420,34 @@ func checkEval(t *testing.T, s scenario, d map[string]any) {
 	}
 }
 
+// checkExplainAgrees checks that explain's text reports eval's decision:
+// its fingerprint, a line per call with the same tool, id and verdict, in
+// order, and the model-facing message of each refusal.
+func checkExplainAgrees(t *testing.T, text string, d map[string]any) {
+	t.Helper()
+	if want := fmt.Sprintf("Decision %s\n", d["fingerprint"]); !strings.HasPrefix(text, want) {
+		t.Errorf("explain starts %q, want %q", strings.SplitN(text, "\n", 2)[0], want)
+	}
+	rest := text
+	for i, x := range d["calls"].([]any) {
+		c := x.(map[string]any)
+		id := "<no id>"
+		if s, ok := c["tool_call_id"].(string); ok {
+			id = s
+		}
+		line := fmt.Sprintf("  %s %s -> %s\n", id, c["tool"], c["verdict"])
+		if msg, ok := c["message"].(string); ok {
+			line += "      model is told: " + msg + "\n"
+		}
+		at := strings.Index(rest, line)
+		if at < 0 {
+			t.Errorf("explain does not report call %d (in order) as %q:\n%s", i, line, text)
+			return
+		}
+		rest = rest[at+len(line):]
+	}
+}
+
 // checkFailClosed checks a decision against the fail-closed contract when
 // the scenario's filter fails (every registry tool unavailable, every call
 // denied, "errors" naming the filter's file) and that no other decision
@@ -509,6 +543,16 @@ func TestOutputContract(t *testing.T) {
 			if !reflect.DeepEqual(fo, want) {
 				t.Errorf("facts output differs from eval's facts\n got: %s\nwant: %s", mustJSON(fo), mustJSON(want))
 			}
+			if s.sampled {
+				return
+			}
+
+			// explain: the same decision, every call with eval's verdict.
+			res = run(t, "", append([]string{"explain"}, s.inputArgs()...)...)
+			if res.code != cli.ExitOK || res.stderr != "" {
+				t.Fatalf("explain: exit %d, stderr %q", res.code, res.stderr)
+			}
+			checkExplainAgrees(t, res.stdout, d)
 
 			// facts --format input: the Rego input document.
 			res = run(t, "", append([]string{"facts", "--format", "input"}, s.inputArgs()...)...)
