@@ -301,6 +301,12 @@ func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
 		}
 	}
 	for _, rule := range filterRules(c) {
+		if len(rule.Head.Args) > 0 {
+			loc := rule.Location
+			out = append(out, PolicyProblem{Code: "invalid_filter", File: loc.File, Row: loc.Row, Col: loc.Col,
+				Message: fmt.Sprintf("filter %s: prepare_tools must be a set of tool names (prepare_tools contains name if ...), not a function", rule.Module.Package.Path)})
+			continue
+		}
 		seen := map[*ast.Rule]bool{}
 		var visit func(r *ast.Rule)
 		visit = func(r *ast.Rule) {

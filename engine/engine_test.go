@@ -890,6 +890,15 @@ prepare_tools := {"secret_op"} if rand.intn("coin", 2) == 0
 			location: "filters/secrets.rego:3:35",
 		},
 		{
+			note: "prepare_tools written as a function",
+			src: engine.Source{File: "filters/ops.rego", Text: `package policycheck.capabilities.ops
+
+prepare_tools(tools) := {t.name | some t in tools}
+`},
+			code:     "invalid_filter",
+			location: "filters/ops.rego:3:1",
+		},
+		{
 			note: "filter for a capability the registry lacks",
 			src: engine.Source{File: "filters/billing.rego", Text: `package policycheck.capabilities.billing
 
