@@ -161,40 +161,70 @@ type filterError struct {
 	Message    string `json:"message"`
 }
 
-func (fr *filterResult) term() *ast.Term {
+func (fr *filterResult) term(sets *setTerms) *ast.Term {
 	errs := make([]*ast.Term, len(fr.errors))
 	for i, e := range fr.errors {
 		errs[i] = ast.ObjectTerm(item("capability", ast.StringTerm(e.Capability)), item("message", ast.StringTerm(e.Message)))
 	}
-	return ast.ObjectTerm(item("dropped", setOf(fr.dropped)), item("errors", ast.ArrayTerm(errs...)))
+	return ast.ObjectTerm(item("dropped", sets.of(fr.dropped)), item("errors", ast.ArrayTerm(errs...)))
+}
+
+// setTerms builds the set terms of one input document, handing out the
+// term already built for an equal list: the lists of one decision often
+// repeat (the outgoing loaded set is the loaded set, the dispatch sets
+// usually equal the next request's, many are empty), and a term is never
+// modified once built, so sharing it is safe.
+type setTerms []struct {
+	names []string
+	term  *ast.Term
+}
+
+func (s *setTerms) of(names []string) *ast.Term {
+	for _, e := range *s {
+		if equalStrings(e.names, names) {
+			return e.term
+		}
+	}
+	t := setOf(names)
+	*s = append(*s, struct {
+		names []string
+		term  *ast.Term
+	}{names, t})
+	return t
 }
 
 // buildInput builds the input document of the decision query: the facts
 // as sets, the filter results and the context. It is built once per
 // decision as an ast.Value: no JSON round trip.
 func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term) ast.Value {
+	sets := &setTerms{}
 	factsObj := ast.ObjectTerm(
 		item("window", posTerm(f.Window)),
-		item("discovered", setOf(f.Discovered)),
-		item("loaded", setOf(f.Loaded)),
-		item("returned", setOf(f.Returned)),
-		item("active_capabilities", setOf(f.ActiveCapabilities)),
+		item("discovered", sets.of(f.Discovered)),
+		item("loaded", sets.of(f.Loaded)),
+		item("returned", sets.of(f.Returned)),
+		item("active_capabilities", sets.of(f.ActiveCapabilities)),
 	)
 	allErrs := append(append([]filterError{}, next.errors...), dispatch.errors...)
 	errTerms := make([]*ast.Term, len(allErrs))
 	for i, e := range allErrs {
 		errTerms[i] = ast.ObjectTerm(item("capability", ast.StringTerm(e.Capability)), item("message", ast.StringTerm(e.Message)))
 	}
+	nextTerm := next.term(sets)
+	dispatchTerm := nextTerm
+	if dispatch != next {
+		dispatchTerm = dispatch.term(sets)
+	}
 	filters := ast.ObjectTerm(
-		item("next", next.term()),
-		item("dispatch", dispatch.term()),
+		item("next", nextTerm),
+		item("dispatch", dispatchTerm),
 		item("errors", ast.ArrayTerm(errTerms...)),
 	)
 	in := ast.NewObject(
 		item("facts", factsObj),
 		item("outgoing", ast.ObjectTerm(
-			item("discovered", setOf(f.Outgoing.Discovered)),
-			item("loaded", setOf(f.Outgoing.Loaded)),
+			item("discovered", sets.of(f.Outgoing.Discovered)),
+			item("loaded", sets.of(f.Outgoing.Loaded)),
 		)),
 		item("filters", filters),
 		item("context", ctxTerm),
@@ -214,15 +244,15 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term)
 		in.Insert(ast.StringTerm("dispatch"), ast.ObjectTerm(
 			item("provider", nullableString(d.Provider)),
 			item("window", posTerm(d.Window)),
-			item("loaded", setOf(d.Loaded)),
+			item("loaded", sets.of(d.Loaded)),
 			item("evidence", ast.ObjectTerm(
-				item("discovered", setOf(d.Evidence.Discovered)),
-				item("loaded", setOf(d.Evidence.Loaded)),
+				item("discovered", sets.of(d.Evidence.Discovered)),
+				item("loaded", sets.of(d.Evidence.Loaded)),
 			)),
-			item("active_capabilities", setOf(d.ActiveCapabilities)),
+			item("active_capabilities", sets.of(d.ActiveCapabilities)),
 			item("same_response", ast.ObjectTerm(
-				item("revealed", setOf(d.SameResponse.Revealed)),
-				item("pending_loads", setOf(d.SameResponse.PendingLoads)),
+				item("revealed", sets.of(d.SameResponse.Revealed)),
+				item("pending_loads", sets.of(d.SameResponse.PendingLoads)),
 			)),
 			item("calls", ast.ArrayTerm(calls...)),
 		))
