@@ -1335,3 +1335,66 @@ func TestDecideErrorsOnlyForUnrepresentableContext(t *testing.T) {
 	none := mustDecide(t, e, h, nil)
 	assert.Equal(t, empty.Fingerprint, none.Fingerprint, "nil context means {}")
 }
+
+// --- filter composition --------------------------------------------------------
+
+// TestFiltersComposeByIntersection: a tool survives when every active
+// filter keeps it; a filter of an inactive capability takes no part; when
+// the filters drop every search-gated tool, search_tools is not offered.
+func TestFiltersComposeByIntersection(t *testing.T) {
+	reg := mustRegistry(t, `{
+		"capabilities": [{"id": "ops"}, {"id": "secrets", "defer_loading": true}],
+		"tools": [
+			{"name": "get_time"},
+			{"name": "send_mail", "capability": "ops"},
+			{"name": "search_docs", "defer_loading": true},
+			{"name": "secret_op", "capability": "secrets"}
+		]
+	}`)
+	e := mustEngine(t, reg, engine.Modules(
+		dropFilter("ops", "get_time", "search_docs"),
+		dropFilter("secrets", "get_time", "send_mail"),
+	))
+	calls := wResp("", wCall("get_time", "c1", `{}`), wCall("send_mail", "c2", `{}`),
+		wCall("search_tools", "c3", `{"queries": ["docs"]}`), wCall("secret_op", "c4", `{}`))
+	tests := []struct {
+		note      string
+		msgs      []string
+		available []string
+		verdicts  []string
+		droppedBy map[string][]string // tool -> filters named in its reasons
+	}{
+		{
+			note:      "only ops active",
+			msgs:      []string{wReq(wUser("hi")), calls},
+			available: []string{"load_capability", "send_mail"},
+			verdicts:  []string{engine.UnknownTool, engine.Execute, engine.UnknownTool, engine.NotAvailableYet},
+			droppedBy: map[string][]string{"get_time": {"ops"}},
+		},
+		{
+			note:      "ops and secrets active",
+			msgs:      []string{wReq(wUser("hi")), wResp("", wLoadCall("l1", "secrets")), wReq(wLoadReturn("l1")), calls},
+			available: []string{"load_capability", "secret_op"},
+			verdicts:  []string{engine.UnknownTool, engine.UnknownTool, engine.UnknownTool, engine.Execute},
+			droppedBy: map[string][]string{"get_time": {"ops", "secrets"}, "send_mail": {"secrets"}},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			d := mustDecide(t, e, mustHistory(t, tc.msgs...), nil)
+			require.Empty(t, d.Errors)
+			assert.Equal(t, tc.available, d.Available)
+			assert.Equal(t, tc.available, d.Dispatch.Available)
+			assert.NotContains(t, d.Available, "search_tools", "no search-gated tool survives the filters")
+			for i, c := range d.Calls {
+				assert.Equal(t, tc.verdicts[i], c.Verdict, c.Tool)
+			}
+			for tool, ids := range tc.droppedBy {
+				reasons := strings.Join(callTo(t, d, tool).Reasons, "\n")
+				for _, id := range ids {
+					assert.Contains(t, reasons, "dropped by filter policycheck.capabilities."+id)
+				}
+			}
+		})
+	}
+}
