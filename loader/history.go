@@ -67,7 +67,7 @@ func DecodeHistory(file string, data []byte, lim Limits) (facts.History, error) 
 	if err != nil {
 		return nil, err
 	}
-	if d.peek() != 0 {
+	if d.peek(); d.i < len(d.data) { // a NUL byte is data, not the end
 		return nil, d.syntax("invalid JSON: unexpected data after the history")
 	}
 	return h, nil
@@ -85,7 +85,7 @@ func DecodeMessages(file string, data []byte, offset int, lim Limits) ([]facts.M
 	if err != nil {
 		return nil, err
 	}
-	if d.peek() != 0 {
+	if d.peek(); d.i < len(d.data) { // a NUL byte is data, not the end
 		return nil, d.syntax("invalid JSON: unexpected data after the messages")
 	}
 	return h, nil
