@@ -186,7 +186,13 @@ func yamlValue(file string, n *yaml.Node, ptr string, depth int, budget *int) (a
 				return nil, &Error{File: file, Pointer: ptr, Kind: KindSchema, Line: k.Line, Column: k.Column,
 					Msg: fmt.Sprintf("mapping keys must be strings, not %s", k.Tag)}
 			}
-			v, err := yamlValue(file, n.Content[i+1], ptr+"/"+escapePointer(k.Value), depth+1, budget)
+			kptr := ptr + "/" + escapePointer(k.Value)
+			if _, dup := m[k.Value]; dup {
+				// YAML requires unique keys; the last one must not win silently.
+				return nil, &Error{File: file, Pointer: kptr, Kind: KindSchema, Line: k.Line, Column: k.Column,
+					Msg: fmt.Sprintf("duplicate key %q", k.Value)}
+			}
+			v, err := yamlValue(file, n.Content[i+1], kptr, depth+1, budget)
 			if err != nil {
 				return nil, err
 			}
