@@ -119,6 +119,8 @@ func TestBadInput(t *testing.T) {
 		// evalOnly: the case is about an eval-only input (a policy).
 		evalOnly bool
 		stdin    string
+		// bare: no --registry/--history given unless args has them
+		bare bool
 	}{
 		// --- syntax ---
 		{note: "truncated JSON", data: `[{"kind":"request","parts":[{"part_kind":"user-pro`,
@@ -363,6 +365,18 @@ func TestBadInput(t *testing.T) {
 			want: []string{"{dir}/nope.yaml: (root): ", "no such file"}},
 		{note: "missing context file", raw: true, args: []string{"--context", "{dir}/nope.json"},
 			want: []string{"{dir}/nope.json: (root): ", "no such file"}},
+		{note: "history that is a directory", raw: true, args: []string{"--history", "{dir}"},
+			want: []string{"{dir}: (root): read {dir}: is a directory"}},
+		{note: "registry that is a directory", raw: true, args: []string{"--registry", "{dir}"},
+			want: []string{"{dir}: (root): read {dir}: is a directory"}},
+		{note: "empty --registry", raw: true, args: []string{"--registry", ""},
+			want: []string{"--registry and --history name files (--history - for stdin); an empty name is not one"}},
+		{note: "empty --history", raw: true, args: []string{"--history", ""},
+			want: []string{"--registry and --history name files"}},
+		{note: "no --registry", raw: true, bare: true, args: []string{"--history", "{dir}/history.json"},
+			want: []string{`required flag(s) "registry" not set`}},
+		{note: "no flags at all", raw: true, bare: true,
+			want: []string{`required flag(s) "history", "registry" not set`}},
 		{note: "context from stdin with invalid JSON", raw: true, args: []string{"--context", "-"}, stdin: `{"user": `,
 			want: []string{"policycheck: <stdin>: (root): invalid JSON: unexpected EOF"}},
 		{note: "history and context both from stdin", raw: true, args: []string{"--history", "-", "--context", "-"}, stdin: validHist,
@@ -407,6 +421,9 @@ func TestBadInput(t *testing.T) {
 				files[input] = writeFile(t, dir, name, tc.data)
 			}
 			base := []string{"--registry", files["registry"], "--history", files["history"]}
+			if tc.bare {
+				base = nil
+			}
 			if f, ok := files["context"]; ok {
 				base = append(base, "--context", f)
 			}

@@ -67,6 +67,9 @@ func readFile(cmd *cobra.Command, path string) ([]byte, error) {
 // boundary the history is checked against the JSON Schema as well as by
 // the decoder.
 func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
+	if f.registry == "" || f.history == "" {
+		return nil, badInput(errors.New("--registry and --history name files (--history - for stdin); an empty name is not one"))
+	}
 	if f.maxBytes < 0 {
 		return nil, badInput(fmt.Errorf("--max-bytes must be 0 (no limit) or more, not %d", f.maxBytes))
 	}
