@@ -148,15 +148,6 @@ func isNull(raw json.RawMessage) bool {
 	return len(raw) == 0 || string(raw) == "null"
 }
 
-func syntaxError(err error) *Error {
-	e := badRequest(CodeSyntax, "the body is not a JSON object: "+err.Error(), "")
-	var se *json.SyntaxError
-	if errors.As(err, &se) {
-		e.Message = "invalid JSON at byte " + strconv.FormatInt(se.Offset, 10) + ": " + se.Error()
-	}
-	return e
-}
-
 // parse validates a stateless request: the registry (or the configured
 // one), the history (decoder and JSON Schema) and the context.
 func (s *Server) parse(ctx context.Context, body []byte) (*request, *Error) {
@@ -164,10 +155,11 @@ func (s *Server) parse(ctx context.Context, body []byte) (*request, *Error) {
 	if !st.ready {
 		return nil, notReady()
 	}
-	var b decideBody
-	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, syntaxError(err)
+	env, herr := scanEnvelope(body, []string{"registry", "history", "context"}, "history")
+	if herr != nil {
+		return nil, herr
 	}
+	b := decideBody{Registry: env.members["registry"], History: env.members["history"], Context: env.members["context"]}
 	if isNull(b.History) {
 		return nil, badRequest(CodeSchema, "history is required (a JSON array of messages)", "/history")
 	}
@@ -180,7 +172,7 @@ func (s *Server) parse(ctx context.Context, body []byte) (*request, *Error) {
 		return nil, fromLoader(err, "/history")
 	}
 	if !s.cfg.noSchema {
-		if err := loader.ValidateHistoryBytes("request", b.History); err != nil {
+		if err := s.schema.validate(env.elements["history"]); err != nil {
 			return nil, fromLoader(err, "/history")
 		}
 	}

@@ -63,9 +63,15 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if id == "" || len(id) > maxRunID {
 		return nil, badRequest(CodeSchema, fmt.Sprintf("the run id must hold 1 to %d bytes", maxRunID), "")
 	}
-	var b runBody
-	if err := json.Unmarshal(body, &b); err != nil {
-		return nil, syntaxError(err)
+	env, herr := scanEnvelope(body, []string{"offset", "messages", "context", "registry"}, "messages")
+	if herr != nil {
+		return nil, herr
+	}
+	b := runBody{Messages: env.members["messages"], Context: env.members["context"], Registry: env.members["registry"]}
+	if raw, ok := env.members["offset"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &b.Offset); err != nil {
+			return nil, badRequest(CodeSchema, "offset must be a whole number", "/offset")
+		}
 	}
 	if b.Offset == nil {
 		return nil, badRequest(CodeSchema, "offset is required: the number of messages already sent for this run (0 to start it)", "/offset")
@@ -84,7 +90,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	msgs, herr := s.decodeMessages(b.Messages, offset)
+	msgs, herr := s.decodeMessages(b.Messages, env.elements["messages"], offset)
 	if herr != nil {
 		return nil, herr
 	}
@@ -138,7 +144,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 // decodeMessages validates appended messages with the decoder and the
 // JSON Schema; error pointers point into the request's messages array,
 // and HistoryPointer into the whole history.
-func (s *Server) decodeMessages(raw json.RawMessage, offset int) ([]facts.Message, *Error) {
+func (s *Server) decodeMessages(raw json.RawMessage, elems [][]byte, offset int) ([]facts.Message, *Error) {
 	msgs, err := loader.DecodeMessages("request", raw, offset, s.cfg.limits)
 	if err != nil {
 		e := fromLoader(err, "")
@@ -154,7 +160,7 @@ func (s *Server) decodeMessages(raw json.RawMessage, offset int) ([]facts.Messag
 		return nil, e
 	}
 	if !s.cfg.noSchema {
-		if err := loader.ValidateHistoryBytes("request", raw); err != nil {
+		if err := s.schema.validate(elems); err != nil {
 			e := fromLoader(err, "")
 			e.Pointer = "/messages" + e.Pointer
 			e.HistoryPointer = shiftPointer(e.Pointer[len("/messages"):], -offset)

@@ -112,6 +112,7 @@ type Server struct {
 	state   atomic.Pointer[policyState]
 	engines *lru[*engine.Engine]
 	runs    *runTable
+	schema  *schemaCache
 	metrics *metrics
 	mux     *http.ServeMux
 	handler http.Handler
@@ -161,6 +162,7 @@ func New(opts ...Option) (*Server, error) {
 	s := &Server{cfg: cfg}
 	s.engines = newLRU[*engine.Engine](cfg.engines, 0, cfg.now)
 	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
+	s.schema = newSchemaCache(1 << 17)
 	s.metrics = newMetrics(s)
 	st := &policyState{served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {

@@ -1,0 +1,389 @@
+package server
+
+import (
+	"encoding/json"
+	"hash/maphash"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/policycheck/policycheck/loader"
+)
+
+// A request body holds a history of a megabyte or more; decoding it with
+// encoding/json before the history decoder reads it again would double
+// the cost of every request. scanEnvelope walks the body once, checking
+// that it is well-formed JSON, and returns the bytes of the members the
+// handler wants, and the bytes of each element of the array members (the
+// messages), for the per-message schema cache.
+
+type envelope struct {
+	members  map[string][]byte   // known members, raw
+	elements map[string][][]byte // elements of the known members that are arrays
+}
+
+type jscan struct {
+	b     []byte
+	i     int
+	depth int
+}
+
+const maxEnvelopeDepth = 512
+
+func (s *jscan) fail(msg string) *Error {
+	return badRequest(CodeSyntax, "invalid JSON at byte "+strconv.Itoa(s.i)+": "+msg, "")
+}
+
+func (s *jscan) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// str skips a string starting at s.i (a quote) and reports whether it
+// held escapes.
+func (s *jscan) str() (bool, *Error) {
+	s.i++
+	esc := false
+	for s.i < len(s.b) {
+		c := s.b[s.i]
+		switch {
+		case c == '"':
+			s.i++
+			return esc, nil
+		case c == '\\':
+			esc = true
+			if s.i+1 >= len(s.b) {
+				return esc, s.fail("unterminated string")
+			}
+			switch s.b[s.i+1] {
+			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+				s.i += 2
+			case 'u':
+				if s.i+6 > len(s.b) {
+					return esc, s.fail("short unicode escape")
+				}
+				for _, h := range s.b[s.i+2 : s.i+6] {
+					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
+						return esc, s.fail("bad unicode escape")
+					}
+				}
+				s.i += 6
+			default:
+				return esc, s.fail("bad escape")
+			}
+		case c < 0x20:
+			return esc, s.fail("control character in string")
+		default:
+			s.i++
+		}
+	}
+	return esc, s.fail("unterminated string")
+}
+
+func (s *jscan) lit(word string) *Error {
+	if !strings.HasPrefix(string(s.b[s.i:min(len(s.b), s.i+len(word))]), word) {
+		return s.fail("unexpected character")
+	}
+	s.i += len(word)
+	return nil
+}
+
+func (s *jscan) number() *Error {
+	start := s.i
+	if s.i < len(s.b) && s.b[s.i] == '-' {
+		s.i++
+	}
+	digits := func() int {
+		n := 0
+		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
+			s.i++
+			n++
+		}
+		return n
+	}
+	if s.i < len(s.b) && s.b[s.i] == '0' {
+		s.i++
+	} else if digits() == 0 {
+		return s.fail("bad number")
+	}
+	if s.i < len(s.b) && s.b[s.i] == '.' {
+		s.i++
+		if digits() == 0 {
+			return s.fail("bad number")
+		}
+	}
+	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
+		s.i++
+		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
+			s.i++
+		}
+		if digits() == 0 {
+			return s.fail("bad number")
+		}
+	}
+	if s.i == start {
+		return s.fail("bad number")
+	}
+	return nil
+}
+
+// value skips one value; with elems non-nil and the value an array, it
+// appends the bytes of each element.
+func (s *jscan) value(elems *[][]byte) *Error {
+	s.ws()
+	if s.i >= len(s.b) {
+		return s.fail("unexpected end of input")
+	}
+	switch c := s.b[s.i]; {
+	case c == '"':
+		_, err := s.str()
+		return err
+	case c == '{':
+		if s.depth++; s.depth > maxEnvelopeDepth {
+			return s.fail("nested too deeply")
+		}
+		s.i++
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == '}' {
+			s.i++
+			s.depth--
+			return nil
+		}
+		for {
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] != '"' {
+				return s.fail("expected a member name")
+			}
+			if _, err := s.str(); err != nil {
+				return err
+			}
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] != ':' {
+				return s.fail("expected ':'")
+			}
+			s.i++
+			if err := s.value(nil); err != nil {
+				return err
+			}
+			s.ws()
+			if s.i < len(s.b) && s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if s.i < len(s.b) && s.b[s.i] == '}' {
+				s.i++
+				s.depth--
+				return nil
+			}
+			return s.fail("expected ',' or '}'")
+		}
+	case c == '[':
+		if s.depth++; s.depth > maxEnvelopeDepth {
+			return s.fail("nested too deeply")
+		}
+		s.i++
+		s.ws()
+		if s.i < len(s.b) && s.b[s.i] == ']' {
+			s.i++
+			s.depth--
+			return nil
+		}
+		for {
+			s.ws()
+			start := s.i
+			if err := s.value(nil); err != nil {
+				return err
+			}
+			if elems != nil {
+				*elems = append(*elems, s.b[start:s.i])
+			}
+			s.ws()
+			if s.i < len(s.b) && s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if s.i < len(s.b) && s.b[s.i] == ']' {
+				s.i++
+				s.depth--
+				return nil
+			}
+			return s.fail("expected ',' or ']'")
+		}
+	case c == 't':
+		return s.lit("true")
+	case c == 'f':
+		return s.lit("false")
+	case c == 'n':
+		return s.lit("null")
+	case c == '-' || c >= '0' && c <= '9':
+		return s.number()
+	}
+	return s.fail("unexpected character")
+}
+
+// scanEnvelope checks that body is one well-formed JSON object and
+// returns its members named in known (the last of duplicates wins, as
+// with encoding/json); arrays names the members whose elements it keeps.
+func scanEnvelope(body []byte, known []string, arrays ...string) (*envelope, *Error) {
+	s := &jscan{b: body}
+	env := &envelope{members: map[string][]byte{}, elements: map[string][][]byte{}}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '{' {
+		return nil, badRequest(CodeSyntax, "the body must be a JSON object", "")
+	}
+	s.i++
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == '}' {
+		s.i++
+	} else {
+		for {
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] != '"' {
+				return nil, s.fail("expected a member name")
+			}
+			ks := s.i
+			esc, err := s.str()
+			if err != nil {
+				return nil, err
+			}
+			key := string(s.b[ks+1 : s.i-1])
+			if esc {
+				_ = json.Unmarshal(s.b[ks:s.i], &key)
+			}
+			s.ws()
+			if s.i >= len(s.b) || s.b[s.i] != ':' {
+				return nil, s.fail("expected ':'")
+			}
+			s.i++
+			s.ws()
+			vs := s.i
+			var elems *[][]byte
+			keep := false
+			for _, k := range known {
+				keep = keep || k == key
+			}
+			for _, k := range arrays {
+				if k == key {
+					var list [][]byte
+					elems = &list
+				}
+			}
+			if err := s.value(elems); err != nil {
+				return nil, err
+			}
+			if keep {
+				env.members[key] = s.b[vs:s.i]
+				if elems != nil {
+					env.elements[key] = *elems
+				} else {
+					delete(env.elements, key)
+				}
+			}
+			s.ws()
+			if s.i < len(s.b) && s.b[s.i] == ',' {
+				s.i++
+				continue
+			}
+			if s.i < len(s.b) && s.b[s.i] == '}' {
+				s.i++
+				break
+			}
+			return nil, s.fail("expected ',' or '}'")
+		}
+	}
+	s.ws()
+	if s.i != len(s.b) {
+		return nil, s.fail("unexpected data after the object")
+	}
+	return env, nil
+}
+
+// schemaCache remembers the messages the JSON Schema accepted, by a
+// 128-bit hash of their bytes (two generations of at most max entries):
+// a client that resends a growing history has only its new messages
+// validated. The history schema constrains each message on its own
+// ("items"), so a message's validity does not depend on its neighbours.
+// The decoder, which enforces the same rules, still reads every message.
+type schemaCache struct {
+	mu        sync.Mutex
+	max       int
+	cur, prev map[[2]uint64]struct{}
+	seeds     [2]maphash.Seed
+}
+
+func newSchemaCache(max int) *schemaCache {
+	return &schemaCache{max: max, cur: map[[2]uint64]struct{}{}, prev: map[[2]uint64]struct{}{},
+		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
+}
+
+func (c *schemaCache) key(b []byte) [2]uint64 {
+	return [2]uint64{maphash.Bytes(c.seeds[0], b), maphash.Bytes(c.seeds[1], b)}
+}
+
+// validate checks elems (messages offset.. of a history) against the
+// schema, only those not seen before. Error pointers count from 0 in
+// elems.
+func (c *schemaCache) validate(elems [][]byte) error {
+	keys := make([][2]uint64, len(elems))
+	var todo []int
+	c.mu.Lock()
+	for i, e := range elems {
+		keys[i] = c.key(e)
+		if _, ok := c.cur[keys[i]]; ok {
+			continue
+		}
+		if _, ok := c.prev[keys[i]]; ok {
+			c.cur[keys[i]] = struct{}{}
+			continue
+		}
+		todo = append(todo, i)
+	}
+	c.mu.Unlock()
+	if len(todo) == 0 {
+		return nil
+	}
+	n := 2
+	for _, i := range todo {
+		n += len(elems[i]) + 1
+	}
+	batch := make([]byte, 0, n)
+	batch = append(batch, '[')
+	for j, i := range todo {
+		if j > 0 {
+			batch = append(batch, ',')
+		}
+		batch = append(batch, elems[i]...)
+	}
+	batch = append(batch, ']')
+	if err := loader.ValidateHistoryBytes("request", batch); err != nil {
+		if le, ok := err.(*loader.Error); ok && le.Pointer != "" {
+			// Point at the message's index in elems.
+			rest := strings.TrimPrefix(le.Pointer, "/")
+			first, tail, _ := strings.Cut(rest, "/")
+			if j, convErr := strconv.Atoi(first); convErr == nil && j < len(todo) {
+				cp := *le
+				cp.Pointer = "/" + strconv.Itoa(todo[j])
+				if tail != "" {
+					cp.Pointer += "/" + tail
+				}
+				return &cp
+			}
+		}
+		return err
+	}
+	c.mu.Lock()
+	for _, i := range todo {
+		if len(c.cur) >= c.max {
+			c.prev, c.cur = c.cur, make(map[[2]uint64]struct{}, len(c.cur))
+		}
+		c.cur[keys[i]] = struct{}{}
+	}
+	c.mu.Unlock()
+	return nil
+}
