@@ -299,13 +299,14 @@ func TestOneDefinitionOfAvailable(t *testing.T) {
 
 // TestDecisionsIndependentOfOrderAndConcurrency: each decision's JSON is
 // the same whether the requests come in order, in reverse, shuffled, or
-// from 8 goroutines at once on one Engine with a cold cache; and no
+// from 8 goroutines at once on one Engine with a cold cache (each request
+// decided by 4 of them, in each goroutine's own order); and no
 // request changes the shared registry (seed 004).
 func TestDecisionsIndependentOfOrderAndConcurrency(t *testing.T) {
 	ctx := context.Background()
-	seeds := 16
+	seeds := 10
 	if testing.Short() {
-		seeds = 6
+		seeds = 4
 	}
 	for _, pc := range propertyCases(t, seeds) {
 		t.Run(fmt.Sprintf("seed=%d", pc.seed), func(t *testing.T) {
@@ -344,6 +345,9 @@ func TestDecisionsIndependentOfOrderAndConcurrency(t *testing.T) {
 				got[w] = make([]string, len(reqs))
 				wg.Go(func() {
 					for _, i := range order {
+						if (i+w)%2 != 0 {
+							continue // each request goes to 4 of the 8 goroutines
+						}
 						d, err := shared.Decide(ctx, reqs[i])
 						if err != nil {
 							got[w][i] = "error: " + err.Error()
@@ -357,6 +361,9 @@ func TestDecisionsIndependentOfOrderAndConcurrency(t *testing.T) {
 			wg.Wait()
 			for w := range workers {
 				for i := range reqs {
+					if (i+w)%2 != 0 {
+						continue
+					}
 					assert.Equal(t, baseline[i], got[w][i], "goroutine %d, request %s", w, pc.requests[i].name)
 				}
 			}
