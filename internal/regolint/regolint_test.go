@@ -79,15 +79,9 @@ func TestLint(t *testing.T) {
 	}
 }
 
-// allowed are known violations in files this check does not own, each
-// keyed by the offending line's text so that the entry fails the test once
-// the line changes. opa fmt re-adds the parentheses that would bring these
-// two lines of the shipped gate under 120 columns, so only a rename in the
-// policy can fix them.
-var allowed = map[string]string{
-	"policies/lib/gate.rego:line-length:available(discovered, loaded, filters) := ": "opa fmt keeps it at 121 columns",
-	"policies/lib/gate.rego:line-length:revealed(discovered, loaded) := ":           "opa fmt keeps it at 121 columns",
-}
+// allowed are known violations, each keyed by the offending line's text so
+// that the entry fails the test once the line changes. There are none.
+var allowed = map[string]string{}
 
 // The shipped policies, the example policies and the scenario suites
 // follow the rules.

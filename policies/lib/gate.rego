@@ -11,6 +11,26 @@ registry := data.policycheck.registry
 framework := {"load_capability", "search_tools"}
 
 # METADATA
+# title: as_set
+# description: |
+#   x as a set. The engine hands sets, which pass through untouched (no
+#   iteration); a JSON input document (opa eval -i, recorded fixtures) holds
+#   arrays, which become sets, so the rules mean the same on either.
+as_set(x) := x if is_set(x)
+
+else := {e | some e in x}
+
+names := as_set(registry.names)
+
+always_available := as_set(registry.always_available)
+
+search_gated := as_set(registry.search_gated)
+
+deferred_capabilities := as_set(registry.deferred_capabilities)
+
+always_on_capabilities := as_set(registry.always_on_capabilities)
+
+# METADATA
 # title: failed
 # description: |
 #   A capability filter failed: the decision fails closed.
@@ -28,16 +48,16 @@ hidden := {name | some name in data.policycheck.rules[_].hide}
 # description: |
 #   The resolved tool set under a filter result: registry tools the filters
 #   kept and no rule hid, plus the framework tools present.
-resolved(filters) := ((registry.names - filters.dropped) - hidden) | present_framework(filters)
+resolved(filters) := ((names - as_set(filters.dropped)) - hidden) | present_framework(filters)
 
 # METADATA
 # title: present_framework
 # description: |
 #   load_capability is present while some capability is deferred;
 #   search_tools while some search-gated tool survives filters and rules.
-present_framework(filters) := {"load_capability" | count(registry.deferred_capabilities) > 0} | {
+present_framework(filters) := {"load_capability" | count(deferred_capabilities) > 0} | {
 "search_tools" |
-	count((registry.search_gated - filters.dropped) - hidden) > 0
+	count((search_gated - as_set(filters.dropped)) - hidden) > 0
 }
 
 # METADATA
@@ -47,17 +67,21 @@ present_framework(filters) := {"load_capability" | count(registry.deferred_capab
 #   (spec §6 V2): always-on tools, revealed search-gated tools, and the
 #   tools of loaded deferred capabilities, within the resolved set, plus the
 #   framework tools present.
-available(discovered, loaded, filters) := (revealed(discovered, loaded) & resolved(filters)) | present_framework(filters)
+available(discovered, loaded, filters) := admitted | present_framework(filters) if {
+	admitted := revealed(discovered, loaded) & resolved(filters)
+}
 
 # METADATA
 # title: revealed
 # description: The registry tools the gate admits before filters and rules.
-revealed(discovered, loaded) := (registry.always_available | (registry.search_gated & discovered)) | loaded_tools(loaded)
+revealed(discovered, loaded) := (always_available | searched) | loaded_tools(loaded) if {
+	searched := search_gated & as_set(discovered)
+}
 
 # METADATA
 # title: loaded_tools
 # description: The tools of the loaded capabilities that are configured-deferred.
-loaded_tools(loaded) := union({registry.capability_tools[id] | some id in loaded})
+loaded_tools(loaded) := union({as_set(registry.capability_tools[id]) | some id in loaded})
 
 # METADATA
 # title: available_now
@@ -66,8 +90,8 @@ loaded_tools(loaded) := union({registry.capability_tools[id] | some id in loaded
 #   by the serving provider's anchored evidence (spec §5), under the
 #   filters of the dispatch-active capabilities (seed 000).
 available_now := available(
-	input.facts.discovered | input.dispatch.evidence.discovered,
-	input.dispatch.loaded | input.dispatch.evidence.loaded,
+	as_set(input.facts.discovered) | as_set(input.dispatch.evidence.discovered),
+	as_set(input.dispatch.loaded) | as_set(input.dispatch.evidence.loaded),
 	input.filters.dispatch,
 )
 
@@ -100,7 +124,7 @@ call_resolved(call) if call.tool in resolved(input.filters.dispatch)
 unavailable_form(tool) := {"form": "capability", "capability": cap} if {
 	cap := registry.tools[tool].capability
 	cap != null
-	not cap in (registry.always_on_capabilities | input.dispatch.loaded)
+	not cap in (always_on_capabilities | as_set(input.dispatch.loaded))
 } else := {"form": "search"}
 
 # METADATA

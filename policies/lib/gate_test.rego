@@ -307,3 +307,29 @@ test_denials_see_the_call_as_input_call if {
 	probe := [d | some d in ds; d.package == "gate_probe_test"]
 	probe == [{"package": "gate_probe_test", "reason": "probe saw p1", "message": "probe"}]
 }
+
+# A JSON input document (opa eval -i, a recorded fixture) holds arrays where
+# the engine hands sets: the gate must mean the same on both.
+json_registry := json.unmarshal(json.marshal(registry))
+
+json_input := json.unmarshal(json.marshal(with_input({
+	"facts": {"discovered": {"search_docs"}, "loaded": {"vault"}},
+	"dispatch": {
+		"loaded": {"vault"},
+		"calls": [{"tool": "search_docs"}, {"tool": "issue_refund"}, {"tool": "nope"}],
+	},
+})))
+
+test_arrays_mean_the_same_as_sets if {
+	sets := gate.available_now with input as with_input({
+		"facts": {"discovered": {"search_docs"}, "loaded": {"vault"}},
+		"dispatch": {"loaded": {"vault"}},
+	})
+		with data.policycheck.registry as registry
+	arrays := gate.available_now with input as json_input with data.policycheck.registry as json_registry
+	sets == arrays
+	arrays == {"get_time", "read_docs", "search_docs", "secret_op", "rotate_key", "load_capability", "search_tools"}
+	verdicts := [gate.verdict(c) | some c in json_input.dispatch.calls] with input as json_input
+		with data.policycheck.registry as json_registry
+	[v.verdict | some v in verdicts] == ["execute", "not_available_yet", "unknown_tool"]
+}
