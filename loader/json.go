@@ -2,6 +2,7 @@ package loader
 
 import (
 	"bytes"
+	"encoding/binary"
 	"fmt"
 	"strconv"
 	"strings"
@@ -21,8 +22,12 @@ type scanner struct {
 	path     []seg
 }
 
+// seg is one step of the JSON pointer: an array index, or a key given by
+// name (key) or read from the input (raw, not copied: pushing it must not
+// allocate, as every object member is pushed).
 type seg struct {
 	key string
+	raw []byte
 	idx int // -1 for a key segment
 }
 
@@ -40,9 +45,10 @@ var strPlain = func() (t [256]bool) {
 	return
 }()
 
-func (d *scanner) push(key string) { d.path = append(d.path, seg{key: key, idx: -1}) }
-func (d *scanner) pushIdx(i int)   { d.path = append(d.path, seg{idx: i}) }
-func (d *scanner) pop()            { d.path = d.path[:len(d.path)-1] }
+func (d *scanner) push(key string)    { d.path = append(d.path, seg{key: key, idx: -1}) }
+func (d *scanner) pushRaw(key []byte) { d.path = append(d.path, seg{raw: key, idx: -1}) }
+func (d *scanner) pushIdx(i int)      { d.path = append(d.path, seg{idx: i}) }
+func (d *scanner) pop()               { d.path = d.path[:len(d.path)-1] }
 
 func (d *scanner) pointer() string {
 	if len(d.path) == 0 {
@@ -55,7 +61,11 @@ func (d *scanner) pointer() string {
 			b.WriteString(strconv.Itoa(s.idx))
 			continue
 		}
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(s.key))
+		key := s.key
+		if s.raw != nil {
+			key = string(s.raw)
+		}
+		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(key))
 	}
 	return b.String()
 }
@@ -75,14 +85,17 @@ func (d *scanner) syntax(format string, args ...any) *Error {
 }
 
 func (d *scanner) ws() {
-	for d.i < len(d.data) {
-		switch d.data[d.i] {
+	i, data := d.i, d.data
+	for i < len(data) {
+		switch data[i] {
 		case ' ', '\t', '\n', '\r':
-			d.i++
+			i++
 		default:
+			d.i = i
 			return
 		}
 	}
+	d.i = i
 }
 
 // peek returns the next non-space byte, or 0 at the end of input.
@@ -107,54 +120,85 @@ func (d *scanner) unexpected() *Error {
 
 // skipString reads a string starting at '"' and returns the extent of its
 // raw contents (between the quotes) and whether it holds escapes.
+//
+// The loop keeps the offset in a local (d.i is stored back on return) and
+// skips eight plain bytes at a time: string contents are most of a history.
 func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
-	d.i++ // opening quote
-	s = d.i
 	data := d.data
+	i := d.i + 1 // opening quote
+	s = i
 	for {
-		for d.i < len(data) && strPlain[data[d.i]] {
-			d.i++
+		for i+8 <= len(data) && plain8(binary.LittleEndian.Uint64(data[i:])) {
+			i += 8
 		}
-		if d.i >= len(data) {
+		for i < len(data) && strPlain[data[i]] {
+			i++
+		}
+		if i >= len(data) {
+			d.i = i
 			return 0, 0, false, d.syntax("invalid JSON: unterminated string")
 		}
-		c := data[d.i]
+		c := data[i]
 		switch {
 		case c == '"':
-			e = d.i
-			d.i++
-			return s, e, esc, nil
+			d.i = i + 1
+			return s, i, esc, nil
 		case c == '\\':
 			esc = true
-			if d.i+1 >= len(data) {
+			if i+1 >= len(data) {
+				d.i = i
 				return 0, 0, false, d.syntax("invalid JSON: unterminated string")
 			}
-			switch data[d.i+1] {
+			switch data[i+1] {
 			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				d.i += 2
+				i += 2
 			case 'u':
-				if d.i+6 > len(data) {
+				if i+6 > len(data) {
+					d.i = i
 					return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
 				}
-				for _, h := range data[d.i+2 : d.i+6] {
+				for _, h := range data[i+2 : i+6] {
 					if !isHex(h) {
+						d.i = i
 						return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
 					}
 				}
-				d.i += 6
+				i += 6
 			default:
-				return 0, 0, false, d.syntax("invalid JSON: bad escape \\%c", data[d.i+1])
+				d.i = i
+				return 0, 0, false, d.syntax("invalid JSON: bad escape \\%c", data[i+1])
 			}
 		case c < 0x20:
+			d.i = i
 			return 0, 0, false, d.syntax("invalid JSON: control character 0x%02x in string", c)
 		default: // c >= 0x80
-			r, size := utf8.DecodeRune(data[d.i:])
+			r, size := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && size <= 1 {
+				d.i = i
 				return 0, 0, false, d.syntax("invalid UTF-8 in string")
 			}
-			d.i += size
+			i += size
 		}
 	}
+}
+
+// SWAR constants for plain8.
+const (
+	lsb8 = 0x0101010101010101
+	msb8 = 0x8080808080808080
+)
+
+// plain8 reports whether all eight bytes of w are plain string bytes (see
+// strPlain): none is below 0x20, '"', '\\' or non-ASCII. The tests are the
+// classic "has a byte less than n" and "has a zero byte" word tricks; they
+// never miss a match (a false alarm only falls back to the byte loop).
+func plain8(w uint64) bool {
+	q := w ^ (lsb8 * '"')
+	b := w ^ (lsb8 * '\\')
+	t := (w - lsb8*0x20) &^ w // a byte below 0x20
+	t |= (q - lsb8) &^ q      // a '"'
+	t |= (b - lsb8) &^ b      // a '\\'
+	return (t|w)&msb8 == 0    // w's high bits: non-ASCII bytes
 }
 
 func isHex(c byte) bool {
@@ -348,7 +392,7 @@ func (d *scanner) object(fn func(key []byte) *Error) *Error {
 			return d.unexpected()
 		}
 		d.i++
-		d.push(string(key))
+		d.pushRaw(key)
 		if err := fn(key); err != nil {
 			return err
 		}

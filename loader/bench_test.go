@@ -1,0 +1,93 @@
+package loader_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// benchHistory returns the generated history of n messages, built once per
+// process and shared by the benchmarks of this file.
+var benchHistory = func() func(n int) []byte {
+	var mu sync.Mutex
+	cache := map[int][]byte{}
+	return func(n int) []byte {
+		mu.Lock()
+		defer mu.Unlock()
+		if data, ok := cache[n]; ok {
+			return data
+		}
+		data := gen.History(1, gen.Default(n))
+		cache[n] = data
+		return data
+	}
+}()
+
+// benchLimits admit the largest benchmark history.
+func benchLimits() loader.Limits {
+	lim := loader.DefaultLimits()
+	lim.MaxBytes = 1 << 30
+	lim.MaxMessages = 1 << 20
+	lim.MaxParts = 1 << 24
+	return lim
+}
+
+func BenchmarkDecodeHistory(b *testing.B) {
+	lim := benchLimits()
+	for _, n := range []int{100, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			data := benchHistory(n)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := loader.DecodeHistory("bench.json", data, lim); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkSchemaValidateHistory(b *testing.B) {
+	for _, n := range []int{100, 10_000} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			data := benchHistory(n)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+				if err != nil {
+					b.Fatal(err)
+				}
+				if err := loader.ValidateHistorySchema("bench.json", doc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEncodingJSONBaseline decodes the same bytes with encoding/json
+// into generic maps: the yardstick for the two benchmarks above.
+func BenchmarkEncodingJSONBaseline(b *testing.B) {
+	for _, n := range []int{100, 10_000, 100_000} {
+		b.Run(fmt.Sprintf("messages=%d", n), func(b *testing.B) {
+			data := benchHistory(n)
+			b.SetBytes(int64(len(data)))
+			b.ReportAllocs()
+			for b.Loop() {
+				var msgs []map[string]any
+				if err := json.Unmarshal(data, &msgs); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
