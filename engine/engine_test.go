@@ -1398,3 +1398,62 @@ func TestFiltersComposeByIntersection(t *testing.T) {
 		})
 	}
 }
+
+// --- the eval document -----------------------------------------------------------
+
+// TestDecisionJSONShape: the decision marshals as design.md's eval output:
+// every name list a sorted array (never null), dispatch only when the last
+// message is a response, provider and tool_call_id null when absent,
+// calls always present, message only on refusals.
+func TestDecisionJSONShape(t *testing.T) {
+	reg := mustRegistry(t, `{"capabilities": [], "tools": [{"name": "get_time"}]}`)
+	e := mustEngine(t, reg)
+	noID := `{"tool_name":"get_time","args":{},"part_kind":"tool-call"}`
+	tests := []struct {
+		note string
+		msgs []string
+		want string
+	}{
+		{
+			note: "empty history",
+			want: `{"fingerprint":"*","window":{"message":0,"part":0},
+				"facts":{"discovered":[],"loaded":[],"returned":[],"active_capabilities":[]},
+				"available":["get_time"],"advertised":["get_time"],"calls":[]}`,
+		},
+		{
+			note: "last message is a request",
+			msgs: []string{wReq(wUser("hi"))},
+			want: `{"fingerprint":"*","window":{"message":0,"part":0},
+				"facts":{"discovered":[],"loaded":[],"returned":[],"active_capabilities":[]},
+				"available":["get_time"],"advertised":["get_time"],"calls":[]}`,
+		},
+		{
+			note: "response without provider, call without id",
+			msgs: []string{wReq(wUser("hi")), wResp("", noID, wCall("nope", "n1", `null`))},
+			want: `{"fingerprint":"*","window":{"message":0,"part":0},
+				"facts":{"discovered":[],"loaded":[],"returned":[],"active_capabilities":[]},
+				"available":["get_time"],"advertised":["get_time"],
+				"dispatch":{"provider":null,"window":{"message":0,"part":0},"loaded":[],
+					"evidence":{"discovered":[],"loaded":[]},"active_capabilities":[],"available":["get_time"]},
+				"calls":[
+					{"tool_call_id":null,"tool":"get_time","verdict":"execute"},
+					{"tool_call_id":"n1","tool":"nope","verdict":"unknown_tool",
+					 "message":"Unknown tool name: 'nope'. Available tools: 'get_time'",
+					 "reasons":["\"nope\" is neither a registry tool nor a framework tool present in this run"]}]}`,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.note, func(t *testing.T) {
+			d := mustDecide(t, e, mustHistory(t, tc.msgs...), nil)
+			b, err := json.Marshal(d)
+			require.NoError(t, err)
+			var got map[string]any
+			require.NoError(t, json.Unmarshal(b, &got))
+			fp, _ := got["fingerprint"].(string)
+			assert.Regexp(t, `^sha256:[0-9a-f]{64}$`, fp)
+			got["fingerprint"] = "*"
+			norm, _ := json.Marshal(got)
+			assert.JSONEq(t, tc.want, string(norm))
+		})
+	}
+}
