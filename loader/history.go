@@ -96,6 +96,7 @@ type historyDecoder struct {
 	lim        Limits
 	offset     int
 	totalParts int
+	parts      []facts.Part // scratch buffer reused across messages
 }
 
 // JSON value types, as a bit mask of what a key accepts.
@@ -163,6 +164,8 @@ func (d *historyDecoder) history() (facts.History, error) {
 	}
 	h := make(facts.History, 0, 16)
 	err := d.array(func(i int) *Error {
+		// Pointers count from the messages the history already holds.
+		d.path[len(d.path)-1].idx = d.offset + i
 		if d.lim.MaxMessages > 0 && d.offset+i >= d.lim.MaxMessages {
 			return d.fail(KindLimit, "more than %d messages", d.lim.MaxMessages)
 		}
@@ -200,15 +203,6 @@ const (
 	mFinishReason
 	mCount
 )
-
-var messageKeys = map[string]int{
-	"kind": mKind, "parts": mParts, "timestamp": mTimestamp, "instructions": mInstructions,
-	"run_id": mRunID, "conversation_id": mConversationID, "metadata": mMetadata, "state": mState,
-	"usage": mUsage, "model_name": mModelName, "provider_name": mProviderName,
-	"provider_url": mProviderURL, "provider_details": mProviderDetails,
-	"vendor_details": mVendorDetails, "provider_response_id": mProviderResponseID,
-	"vendor_id": mVendorID, "finish_reason": mFinishReason,
-}
 
 type keyRule struct {
 	key   int
@@ -255,10 +249,10 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 		return m, d.fail(KindSchema, "a message must be an object")
 	}
 	var spans [mCount]span
-	var parts []facts.Part
+	parts := d.parts[:0]
 	var partsSeen bool
 	err := d.object(func(key []byte) *Error {
-		k, known := messageKeys[string(key)]
+		k, known := messageKey(key)
 		if !known {
 			_, err := d.skipValue()
 			return err
@@ -350,7 +344,8 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 			return m, d.fail(KindSchema, "%q is not allowed in a %s", parts[j].Kind.String(), m.Kind)
 		}
 	}
-	m.Parts = slices.Clip(slices.Clone(parts))
+	d.parts = parts
+	m.Parts = slices.Clone(parts)
 	return m, nil
 }
 
@@ -425,20 +420,13 @@ const (
 	pCount
 )
 
-var partKeys = map[string]int{
-	"part_kind": pPartKind, "tool_name": pToolName, "tool_call_id": pToolCallID,
-	"tool_kind": pToolKind, "args": pArgs, "content": pContent, "metadata": pMetadata,
-	"outcome": pOutcome, "tools_added": pToolsAdded, "added": pAdded,
-	"provider_name": pProviderName, "provider_details": pProviderDetails,
-	"timestamp": pTimestamp, "id": pID, "signature": pSignature, "dynamic_ref": pDynamicRef,
+var partKeyNames = [pCount]string{
+	pPartKind: "part_kind", pToolName: "tool_name", pToolCallID: "tool_call_id", pToolKind: "tool_kind",
+	pArgs: "args", pContent: "content", pMetadata: "metadata", pOutcome: "outcome",
+	pToolsAdded: "tools_added", pAdded: "added", pProviderName: "provider_name",
+	pProviderDetails: "provider_details", pTimestamp: "timestamp", pID: "id",
+	pSignature: "signature", pDynamicRef: "dynamic_ref",
 }
-
-var partKeyNames = func() (names [pCount]string) {
-	for n, k := range partKeys {
-		names[k] = n
-	}
-	return
-}()
 
 type partRule struct {
 	key      int
@@ -496,7 +484,7 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 	var sp [pCount]span
 	err := d.object(func(key []byte) *Error {
 		v, err := d.skipValue()
-		if k, known := partKeys[string(key)]; known {
+		if k, known := partKey(key); known {
 			sp[k] = v
 		}
 		return err
@@ -911,4 +899,85 @@ func (d *historyDecoder) legacyMetadata(m span) []string {
 		return nil
 	}
 	return nonNilNames(names)
+}
+
+// messageKey maps a message key to its index; a switch on the key bytes
+// compiles to comparisons without hashing or allocation.
+func messageKey(key []byte) (int, bool) {
+	switch string(key) {
+	case "kind":
+		return mKind, true
+	case "parts":
+		return mParts, true
+	case "timestamp":
+		return mTimestamp, true
+	case "instructions":
+		return mInstructions, true
+	case "run_id":
+		return mRunID, true
+	case "conversation_id":
+		return mConversationID, true
+	case "metadata":
+		return mMetadata, true
+	case "state":
+		return mState, true
+	case "usage":
+		return mUsage, true
+	case "model_name":
+		return mModelName, true
+	case "provider_name":
+		return mProviderName, true
+	case "provider_url":
+		return mProviderURL, true
+	case "provider_details":
+		return mProviderDetails, true
+	case "vendor_details":
+		return mVendorDetails, true
+	case "provider_response_id":
+		return mProviderResponseID, true
+	case "vendor_id":
+		return mVendorID, true
+	case "finish_reason":
+		return mFinishReason, true
+	}
+	return 0, false
+}
+
+// partKey maps a part key to its index.
+func partKey(key []byte) (int, bool) {
+	switch string(key) {
+	case "part_kind":
+		return pPartKind, true
+	case "tool_name":
+		return pToolName, true
+	case "tool_call_id":
+		return pToolCallID, true
+	case "tool_kind":
+		return pToolKind, true
+	case "args":
+		return pArgs, true
+	case "content":
+		return pContent, true
+	case "metadata":
+		return pMetadata, true
+	case "outcome":
+		return pOutcome, true
+	case "tools_added":
+		return pToolsAdded, true
+	case "added":
+		return pAdded, true
+	case "provider_name":
+		return pProviderName, true
+	case "provider_details":
+		return pProviderDetails, true
+	case "timestamp":
+		return pTimestamp, true
+	case "id":
+		return pID, true
+	case "signature":
+		return pSignature, true
+	case "dynamic_ref":
+		return pDynamicRef, true
+	}
+	return 0, false
 }

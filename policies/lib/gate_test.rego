@@ -326,10 +326,13 @@ test_arrays_mean_the_same_as_sets if {
 		"dispatch": {"loaded": {"vault"}},
 	})
 		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
 	arrays := gate.available_now with input as json_input with data.policycheck.registry as json_registry
+		with data.policycheck.rules as {}
 	sets == arrays
 	arrays == {"get_time", "read_docs", "search_docs", "secret_op", "rotate_key", "load_capability", "search_tools"}
 	verdicts := [gate.verdict(c) | some c in json_input.dispatch.calls] with input as json_input
 		with data.policycheck.registry as json_registry
+		with data.policycheck.rules as {}
 	[v.verdict | some v in verdicts] == ["execute", "not_available_yet", "unknown_tool"]
 }
