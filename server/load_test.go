@@ -66,6 +66,7 @@ type result struct {
 	elapsed  time.Duration
 	lat      []time.Duration
 	failures int
+	cpu      time.Duration // process CPU (server and clients) over the measurement
 }
 
 func (r result) String() string {
@@ -76,9 +77,13 @@ func (r result) String() string {
 		}
 		return r.lat[min(len(r.lat)-1, int(p*float64(len(r.lat))))]
 	}
-	return fmt.Sprintf("%-34s clients=%-3d requests=%-5d %9.1f decisions/s  p50=%-10v p99=%-10v failures=%d",
+	cpu := "n/a"
+	if r.cpu > 0 {
+		cpu = (r.cpu / time.Duration(r.n)).Round(10 * time.Microsecond).String()
+	}
+	return fmt.Sprintf("%-36s clients=%-3d requests=%-5d %8.1f decisions/s  p50=%-9v p99=%-9v cpu/decision=%-8s failures=%d",
 		r.name, r.clients, r.n, float64(r.n)/r.elapsed.Seconds(), pct(0.50).Round(10*time.Microsecond),
-		pct(0.99).Round(10*time.Microsecond), r.failures)
+		pct(0.99).Round(10*time.Microsecond), cpu, r.failures)
 }
 
 // drive runs n requests over the given number of clients; next(client, i)
@@ -88,6 +93,7 @@ func drive(name string, clients, n int, next func(client, i int) bool) result {
 	lats := make([][]time.Duration, clients)
 	fails := make([]int, clients)
 	var wg sync.WaitGroup
+	cpu0 := processCPU()
 	begin := time.Now()
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
@@ -105,6 +111,9 @@ func drive(name string, clients, n int, next func(client, i int) bool) result {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(begin)
+	if cpu0 > 0 {
+		res.cpu = processCPU() - cpu0
+	}
 	for c := range lats {
 		res.lat = append(res.lat, lats[c]...)
 		res.failures += fails[c]
@@ -236,6 +245,7 @@ func loadStockOPA(t *testing.T, cfg loadConfig, history, regDoc []byte) []result
 	for _, c := range cfg.clients {
 		n := max(cfg.full/20, c)
 		r := drive("stock opa run --server (naive.rego)", c, n, func(int, int) bool { return send(client, url, body) })
+		r.cpu = 0 // the test process only sends: OPA's CPU is not ours to count
 		out = append(out, r)
 		t.Log(r)
 	}

@@ -51,7 +51,10 @@ func countFDs() int {
 type running struct {
 	srv    *server.Server
 	url    string
+	addr   string
 	client *http.Client
+	cancel context.CancelFunc // starts the graceful shutdown
+	done   chan error         // Serve's result
 }
 
 // start serves a new server on 127.0.0.1:0 until the test ends, then
@@ -70,12 +73,14 @@ func start(t testing.TB, opts ...server.Option) *running {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	tr := &http.Transport{MaxIdleConnsPerHost: 128}
-	rs := &running{srv: srv, url: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: 30 * time.Second}}
+	rs := &running{srv: srv, url: "http://" + ln.Addr().String(), addr: ln.Addr().String(),
+		client: &http.Client{Transport: tr, Timeout: 60 * time.Second}, cancel: cancel, done: done}
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
 			t.Errorf("Serve: %v", err)
 		}
+		done <- nil
 		tr.CloseIdleConnections()
 	})
 	return rs
