@@ -76,6 +76,9 @@ type CallVerdict struct {
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.
 	Capability string `json:"-"`
+	// Rule is the rule of the policy's verdict ("gate", "unknown_tool",
+	// "deny", "filter_error"), for explanations.
+	Rule string `json:"-"`
 	// FailClosed is true when the call was denied because the decision
 	// failed closed (policy error, timeout, undefined result, failed
 	// filter) rather than by a rule: the fault is the policy's, not the
@@ -226,6 +229,7 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 		c := &d.Calls[i]
 		c.Verdict, _ = vm["verdict"].(string)
+		c.Rule, _ = vm["rule"].(string)
 		switch c.Verdict {
 		case UnknownTool:
 			c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, resolvedEmpty && len(d.Dispatch.Available) == 0)
@@ -236,7 +240,7 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			c.Message = NotAvailableMessage(c.Tool, c.Capability)
 			c.Reasons = []string{gateReason(s, d.facts, c.Tool)}
 		case Denied:
-			c.Message, c.Reasons = denialText(c.Tool, vm)
+			c.Message, c.Reasons = denialText(s, c.Tool, vm)
 			c.FailClosed = vm["rule"] == "filter_error"
 		case Execute:
 			// The gate and the verdict cannot disagree.
@@ -253,7 +257,7 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 	return nil
 }
 
-func denialText(tool string, vm map[string]any) (string, []string) {
+func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) {
 	if r, _ := vm["rule"].(string); r == "filter_error" {
 		return failClosedMessage(tool), []string{"a capability filter failed: the decision fails closed"}
 	}
@@ -264,7 +268,11 @@ func denialText(tool string, vm map[string]any) (string, []string) {
 		pkg, _ := dm["package"].(string)
 		reason, _ := dm["reason"].(string)
 		msg, _ := dm["message"].(string)
-		reasons = append(reasons, fmt.Sprintf("denied by policycheck.rules.%s: %s", pkg, reason))
+		where := ""
+		if file := s.fileOf("data.policycheck.rules." + pkg); file != "" {
+			where = " (" + file + ")"
+		}
+		reasons = append(reasons, fmt.Sprintf("denied by policycheck.rules.%s%s: %s", pkg, where, reason))
 		if msg != "" {
 			msgs = appendUnique(msgs, msg)
 		}

@@ -988,7 +988,7 @@ func TestOperatorRules(t *testing.T) {
 			args:      `{"amount": 5000, "to": "acme"}`,
 			verdict:   engine.Denied,
 			message:   transferDenied,
-			reason:    "denied by policycheck.rules.payments: transfer above the approval limit",
+			reason:    "denied by policycheck.rules.payments (testdata/rules/payments.rego): transfer above the approval limit",
 			available: []string{"get_time", "read_ledger", "transfer_funds"},
 		},
 		{

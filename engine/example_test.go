@@ -167,11 +167,15 @@ func ExampleEngine_Explain() {
 	//   - search-gated: callable once revealed in the window
 	//   - never revealed in this history
 	// read_secret execute
+	//   - decided by rule "gate" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
 	//   - "read_secret" is in the dispatch-available set
 	// delete_secret unknown_tool
 	//   - dropped by filter policycheck.capabilities.vault (vault.rego): a filtered tool is unknown
+	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
 	// search_docs not_available_yet
 	//   - "search_docs" is search-gated and was not revealed in the window the serving provider sees (from message 0, part 0)
+	//   - decided by rule "gate" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
 	// send_email unknown_tool
 	//   - "send_email" is neither a registry tool nor a framework tool present in this run
+	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
 }

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 
@@ -43,9 +44,14 @@ type PolicyExplained struct {
 
 func pos(p facts.Position) string { return fmt.Sprintf("message %d, part %d", p.Message, p.Part) }
 
-// Explain decides req and explains the decision.
+// Explain decides req and explains the decision. It reads provenance from
+// req.History, which it therefore requires (Facts alone do not say where
+// the evidence sits).
 func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error) {
 	s := e.snap.Load()
+	if req.History == nil && req.Facts != nil {
+		return nil, errors.New("engine: Explain needs Request.History: provenance is read from the history, not from facts")
+	}
 	if req.Facts == nil {
 		f := facts.Derive(req.History, s.reg)
 		req.Facts = &f
@@ -109,9 +115,21 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 		te.Why = append(te.Why, d.Why[name]...)
 		x.Tools = append(x.Tools, te)
 	}
+	entry := s.fileOf("data.policycheck.availability")
+	gateFile := s.fileOf("data.policycheck.lib.gate")
 	for _, c := range d.Calls {
 		ce := CallExplained{CallVerdict: c}
 		ce.Why = append(ce.Why, c.Reasons...)
+		switch {
+		case c.FailClosed:
+			ce.Why = append(ce.Why, "decided by the engine: the decision failed closed")
+		case c.Rule == "deny":
+			ce.Why = append(ce.Why, fmt.Sprintf("decided by the deny rules above, applied by %s (%s)", "policycheck.availability.decision", entry))
+		case c.Rule != "" && gateFile != "":
+			ce.Why = append(ce.Why, fmt.Sprintf("decided by rule %q of policycheck.lib.gate.verdict (%s), through policycheck.availability.decision (%s)", c.Rule, gateFile, entry))
+		case c.Rule != "":
+			ce.Why = append(ce.Why, fmt.Sprintf("decided by rule %q of policycheck.availability.decision (%s)", c.Rule, entry))
+		}
 		if c.Verdict == Execute {
 			ce.Why = append(ce.Why, fmt.Sprintf("%q is in the dispatch-available set", c.Tool))
 		}
@@ -135,4 +153,14 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 	}
 	sort.Slice(x.Policies, func(i, j int) bool { return x.Policies[i].File < x.Policies[j].File })
 	return x, nil
+}
+
+// fileOf returns the file of the module defining package path, or "".
+func (s *snapshot) fileOf(path string) string {
+	for _, file := range s.modules {
+		if m := s.compiler.Modules[file]; m != nil && m.Package.Path.String() == path {
+			return file
+		}
+	}
+	return ""
 }
