@@ -1,6 +1,7 @@
 package loader
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"slices"
@@ -96,7 +97,8 @@ type historyDecoder struct {
 	lim        Limits
 	offset     int
 	totalParts int
-	parts      []facts.Part // scratch buffer reused across messages
+	parts      []facts.Part      // scratch buffer reused across messages
+	interned   map[string]string // see internAt
 }
 
 // JSON value types, as a bit mask of what a key accepts.
@@ -329,7 +331,7 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 			}
 		}
 		if sp := spans[mProviderName]; sp.present() && d.data[sp.s] == '"' {
-			m.Provider, err = d.stringAt(sp, "provider_name")
+			m.Provider, err = d.internAt(sp, "provider_name")
 			if err != nil {
 				return m, err
 			}
@@ -376,6 +378,39 @@ func (d *historyDecoder) stringAt(sp span, name string) (string, *Error) {
 	return out, err
 }
 
+// plainString returns the raw contents of the (validated) string at sp
+// when it holds no escape, the common case, without allocating.
+func (d *historyDecoder) plainString(sp span) ([]byte, bool) {
+	raw := d.data[sp.s+1 : sp.e-1]
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		return nil, false
+	}
+	return raw, true
+}
+
+// maxInterned bounds the strings one decode interns.
+const maxInterned = 4096
+
+// internAt decodes the string at sp, sharing one copy of each distinct
+// value: tool and provider names repeat across a history.
+func (d *historyDecoder) internAt(sp span, name string) (string, *Error) {
+	raw, ok := d.plainString(sp)
+	if !ok {
+		return d.stringAt(sp, name)
+	}
+	if s, hit := d.interned[string(raw)]; hit {
+		return s, nil
+	}
+	s := string(raw)
+	if d.interned == nil {
+		d.interned = map[string]string{}
+	}
+	if len(d.interned) < maxInterned {
+		d.interned[s] = s
+	}
+	return s, nil
+}
+
 // enumAt checks that the value at sp is one of the allowed strings.
 func (d *historyDecoder) enumAt(sp span, name string, allowed []string, required bool) (string, *Error) {
 	if !sp.present() {
@@ -386,6 +421,13 @@ func (d *historyDecoder) enumAt(sp span, name string, allowed []string, required
 	}
 	if d.data[sp.s] != '"' {
 		return "", d.typeErr(sp, name, tString)
+	}
+	if raw, ok := d.plainString(sp); ok {
+		for _, a := range allowed {
+			if string(raw) == a {
+				return a, nil
+			}
+		}
 	}
 	s, err := d.stringAt(sp, name)
 	if err != nil {
@@ -498,7 +540,7 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 	if d.data[sp[pPartKind].s] != '"' {
 		return p, d.typeErr(sp[pPartKind], "part_kind", tString)
 	}
-	kindName, err := d.stringAt(sp[pPartKind], "part_kind")
+	kindName, err := d.internAt(sp[pPartKind], "part_kind")
 	if err != nil {
 		return p, err
 	}
@@ -525,7 +567,7 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 		return p, d.toolPart(&p, &sp)
 	case facts.RetryPrompt:
 		if s := sp[pToolName]; s.present() && d.data[s.s] == '"' {
-			if p.ToolName, err = d.stringAt(s, "tool_name"); err != nil {
+			if p.ToolName, err = d.internAt(s, "tool_name"); err != nil {
 				return p, err
 			}
 		}
@@ -582,7 +624,7 @@ func nonNilNames(s []string) []string {
 func (d *historyDecoder) provider(p *facts.Part, s span) *Error {
 	if s.present() && d.data[s.s] == '"' {
 		var err *Error
-		if p.Provider, err = d.stringAt(s, "provider_name"); err != nil {
+		if p.Provider, err = d.internAt(s, "provider_name"); err != nil {
 			return err
 		}
 		p.HasProvider = true
@@ -593,6 +635,10 @@ func (d *historyDecoder) provider(p *facts.Part, s span) *Error {
 func (d *historyDecoder) callID(p *facts.Part, s span) *Error {
 	if s.present() && d.data[s.s] == '"' {
 		var err *Error
+		if raw, ok := d.plainString(s); ok {
+			p.ToolCallID, p.HasToolCallID = string(raw), true
+			return nil
+		}
 		if p.ToolCallID, err = d.stringAt(s, "tool_call_id"); err != nil {
 			return err
 		}
@@ -647,7 +693,7 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 		if d.data[s.s] != '"' {
 			return d.typeErr(s, "tool_name", tString)
 		}
-		name, err := d.stringAt(s, "tool_name")
+		name, err := d.internAt(s, "tool_name")
 		if err != nil {
 			return err
 		}
