@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"encoding/json"
 	"hash/maphash"
 	"strconv"
@@ -197,7 +198,11 @@ func (s *jscan) value(elems *[][]byte) *Error {
 		for {
 			s.ws()
 			start := s.i
-			if err := s.value(nil); err != nil {
+			skip := s.value
+			if elems != nil {
+				skip = s.fastSkip
+			}
+			if err := skip(nil); err != nil {
 				return err
 			}
 			if elems != nil {
@@ -227,9 +232,56 @@ func (s *jscan) value(elems *[][]byte) *Error {
 	return s.fail("unexpected character")
 }
 
+// fastSkip skips one array element of a member whose elements are kept
+// (a history): it only tracks strings and nesting, at memchr speed,
+// because the history decoder checks those bytes strictly afterwards;
+// scalars are checked as usual.
+func (s *jscan) fastSkip(*[][]byte) *Error {
+	s.ws()
+	if s.i >= len(s.b) || (s.b[s.i] != '{' && s.b[s.i] != '[') {
+		return s.value(nil)
+	}
+	depth := 0
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case '"':
+			for {
+				j := bytes.IndexByte(s.b[s.i+1:], '"')
+				if j < 0 {
+					return s.fail("unterminated string")
+				}
+				s.i += j + 1
+				bs := 0
+				for k := s.i - 1; k >= 0 && s.b[k] == '\\'; k-- {
+					bs++
+				}
+				if bs%2 == 0 {
+					break
+				}
+			}
+			s.i++
+		case '{', '[':
+			if depth++; depth > maxEnvelopeDepth {
+				return s.fail("nested too deeply")
+			}
+			s.i++
+		case '}', ']':
+			s.i++
+			if depth--; depth == 0 {
+				return nil
+			}
+		default:
+			s.i++
+		}
+	}
+	return s.fail("unexpected end of input")
+}
+
 // scanEnvelope checks that body is one well-formed JSON object and
 // returns its members named in known (the last of duplicates wins, as
 // with encoding/json); arrays names the members whose elements it keeps.
+// The elements of those members are only skipped structurally: the
+// caller must decode them strictly (the history decoder does).
 func scanEnvelope(body []byte, known []string, arrays ...string) (*envelope, *Error) {
 	s := &jscan{b: body}
 	env := &envelope{members: map[string][]byte{}, elements: map[string][][]byte{}}
