@@ -258,8 +258,10 @@ func TestBundles(t *testing.T) {
 	require.Contains(t, string(body), `bundle="pc",bundle_revision="r2"`)
 
 	// Back to a good revision, whose filter reads the bundle's data.
+	// It also carries OPA's standard decision-log mask policy.
 	bs.publish(t, "r5", map[string]string{"/vault.rego": "package policycheck.capabilities.vault\n\n" +
-		"prepare_tools contains t.name if {\n\tsome t in input.tools\n\tt.name in data.operator.keep\n}\n"},
+		"prepare_tools contains t.name if {\n\tsome t in input.tools\n\tt.name in data.operator.keep\n}\n",
+		"/mask.rego": "package system.log\n\nmask contains \"/input/context/group\"\n"},
 		map[string]any{"operator": map[string]any{"keep": []any{"get_time", "secret_op"}}})
 	require.NoError(t, bp.Trigger(ctx))
 	_, h = health(t, rs)
@@ -267,7 +269,7 @@ func TestBundles(t *testing.T) {
 	require.Empty(t, h.Bundles["pc"].Error)
 
 	// Decision logs.
-	status, d5, _ := decide(t, rs, `{"user": "u1", "secret": "hunter2"}`)
+	status, d5, _ := decide(t, rs, `{"user": "u1", "secret": "hunter2", "group": "staff"}`)
 	require.Equal(t, 200, status)
 	require.Equal(t, []string{"get_time", "secret_op"}, d5.Available)
 	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(ctx))
@@ -286,7 +288,8 @@ func TestBundles(t *testing.T) {
 	input := found["input"].(map[string]any)
 	ctxLogged := input["context"].(map[string]any)
 	require.Equal(t, "u1", ctxLogged["user"])
-	require.NotContains(t, ctxLogged, "secret")
+	require.NotContains(t, ctxLogged, "secret") // --mask-context
+	require.NotContains(t, ctxLogged, "group")  // data.system.log.mask
 	require.Equal(t, "policycheck/availability/decision", found["path"])
 	require.Equal(t, "r5", found["bundles"].(map[string]any)["pc"].(map[string]any)["revision"])
 	calls := found["result"].(map[string]any)["calls"].([]any)
