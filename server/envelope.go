@@ -3,7 +3,6 @@ package server
 import (
 	"bytes"
 	"encoding/json"
-	"hash/maphash"
 	"strconv"
 	"strings"
 	"sync"
@@ -366,27 +365,19 @@ type schemaCache struct {
 	mu        sync.Mutex
 	max       int
 	cur, prev map[[2]uint64]struct{}
-	seeds     [2]maphash.Seed
 }
 
 func newSchemaCache(max int) *schemaCache {
-	return &schemaCache{max: max, cur: map[[2]uint64]struct{}{}, prev: map[[2]uint64]struct{}{},
-		seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}}
-}
-
-func (c *schemaCache) key(b []byte) [2]uint64 {
-	return [2]uint64{maphash.Bytes(c.seeds[0], b), maphash.Bytes(c.seeds[1], b)}
+	return &schemaCache{max: max, cur: map[[2]uint64]struct{}{}, prev: map[[2]uint64]struct{}{}}
 }
 
 // validate checks elems (messages offset.. of a history) against the
 // schema, only those not seen before. Error pointers count from 0 in
-// elems.
-func (c *schemaCache) validate(elems [][]byte) error {
-	keys := make([][2]uint64, len(elems))
+// elems; keys are the elements' hashes.
+func (c *schemaCache) validate(elems [][]byte, keys [][2]uint64) error {
 	var todo []int
 	c.mu.Lock()
-	for i, e := range elems {
-		keys[i] = c.key(e)
+	for i := range elems {
 		if _, ok := c.cur[keys[i]]; ok {
 			continue
 		}

@@ -167,12 +167,14 @@ func (s *Server) parse(ctx context.Context, body []byte) (*request, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	h, err := loader.DecodeHistory("request", b.History, s.cfg.limits)
+	elems := env.elements["history"]
+	keys := s.hash.keys(elems)
+	h, err := s.messages.decodeHistory(b.History, elems, keys, s.cfg.limits)
 	if err != nil {
 		return nil, fromLoader(err, "/history")
 	}
 	if !s.cfg.noSchema {
-		if err := s.schema.validate(env.elements["history"]); err != nil {
+		if err := s.schema.validate(elems, keys); err != nil {
 			return nil, fromLoader(err, "/history")
 		}
 	}

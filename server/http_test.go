@@ -234,6 +234,30 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestCachedMessages: messages decoded and validated for one request are
+// reused by the next, but errors, pointers and limits are those of the
+// whole history.
+func TestCachedMessages(t *testing.T) {
+	rs := start(t, testReg(t), server.Limits(loader.Limits{MaxParts: 3}))
+	msgs := splitHistory(t, []byte(testHistory))
+	decideMsgs := func(m ...json.RawMessage) (int, []byte) {
+		return rs.post(t, "/v1/decide", mustJSON(t, map[string]any{"history": m}))
+	}
+	status, first := decideMsgs(msgs...)
+	require.Equal(t, 200, status, string(first))
+	status, again := decideMsgs(msgs...)
+	require.Equal(t, 200, status)
+	require.Equal(t, string(first), string(again))
+	bad := json.RawMessage(`{"kind": "request", "parts": [{"part_kind": "nope"}]}`)
+	status, body := decideMsgs(msgs[0], msgs[1], bad)
+	require.Equal(t, 400, status, string(body))
+	require.Equal(t, "/history/2/parts/0/part_kind", decodeError(t, body).Error.Pointer)
+	// Four parts in cached messages: over MaxParts.
+	status, body = decideMsgs(msgs[0], msgs[1], msgs[0], msgs[1])
+	require.Equal(t, 413, status, string(body))
+	require.Equal(t, server.CodeLimit, decodeError(t, body).Error.Code)
+}
+
 // TestRunErrorPointers: an invalid appended message is named both in the
 // request (/messages/i) and in the whole history (/offset+i).
 func TestRunErrorPointers(t *testing.T) {

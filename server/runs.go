@@ -160,7 +160,7 @@ func (s *Server) decodeMessages(raw json.RawMessage, elems [][]byte, offset int)
 		return nil, e
 	}
 	if !s.cfg.noSchema {
-		if err := s.schema.validate(elems); err != nil {
+		if err := s.schema.validate(elems, s.hash.keys(elems)); err != nil {
 			e := fromLoader(err, "")
 			e.Pointer = "/messages" + e.Pointer
 			e.HistoryPointer = shiftPointer(e.Pointer[len("/messages"):], -offset)

@@ -108,14 +108,16 @@ func ShutdownGrace(d time.Duration) Option { return func(c *config) { c.grace = 
 
 // Server is the HTTP sidecar. It is safe for concurrent use.
 type Server struct {
-	cfg     config
-	state   atomic.Pointer[policyState]
-	engines *lru[*engine.Engine]
-	runs    *runTable
-	schema  *schemaCache
-	metrics *metrics
-	mux     *http.ServeMux
-	handler http.Handler
+	cfg      config
+	state    atomic.Pointer[policyState]
+	engines  *lru[*engine.Engine]
+	runs     *runTable
+	schema   *schemaCache
+	messages *messageCache
+	hash     hasher
+	metrics  *metrics
+	mux      *http.ServeMux
+	handler  http.Handler
 
 	mgr      *plugins.Manager // nil without an OPA configuration
 	reloadMu sync.Mutex       // serializes bundle activations
@@ -163,6 +165,8 @@ func New(opts ...Option) (*Server, error) {
 	s.engines = newLRU[*engine.Engine](cfg.engines, 0, cfg.now)
 	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
 	s.schema = newSchemaCache(1 << 17)
+	s.messages = newMessageCache(64 << 20)
+	s.hash = newHasher()
 	s.metrics = newMetrics(s)
 	st := &policyState{served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {
