@@ -24,7 +24,6 @@ import (
 
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
 
@@ -39,6 +38,8 @@ type loadConfig struct {
 	clients  []int // concurrent clients
 	full     int   // requests per full-history measurement
 	inc      int   // requests per incremental measurement
+	seeds    int   // distinct agent histories (and registries); 0: one per client
+	cold     int   // never-seen histories per cold measurement
 }
 
 // TestLoad is the bounded load test: go test -run TestLoad -load -v ./server/
@@ -50,13 +51,13 @@ func TestLoad(t *testing.T) {
 	if !*loadFlag {
 		t.Skip("the load test runs with -load")
 	}
-	runLoad(t, loadConfig{messages: 1000, clients: []int{1, 4, 16, 100}, full: 400, inc: 4000})
+	runLoad(t, loadConfig{messages: 1000, clients: []int{1, 4, 16, 100}, full: 400, inc: 4000, cold: 20})
 }
 
 // TestLoadSmoke is the small version CI runs: the same code paths, a few
 // requests, every one of which must succeed.
 func TestLoadSmoke(t *testing.T) {
-	runLoad(t, loadConfig{messages: 40, clients: []int{1, 4}, full: 8, inc: 16})
+	runLoad(t, loadConfig{messages: 40, clients: []int{1, 4}, full: 8, inc: 16, seeds: 1, cold: 4})
 }
 
 type result struct {
@@ -131,18 +132,70 @@ func send(client *http.Client, url string, body []byte) bool {
 	return resp.StatusCode == http.StatusOK
 }
 
-func runLoad(t *testing.T, cfg loadConfig) {
-	const seed = 42
-	maxClients := slicesMax(cfg.clients)
-	perClient := cfg.inc/slicesMin(cfg.clients) + 1
-	opts := gen.Default(cfg.messages + perClient)
-	regDoc := gen.Registry(seed, opts)
-	msgs := gen.Messages(seed, opts)
-	history := joinMessages(toRaw(msgs[:cfg.messages]))
-	reg, err := loader.ParseRegistry("gen", regDoc)
-	require.NoError(t, err)
-	fullBody := mustJSON(t, map[string]json.RawMessage{"history": history, "context": json.RawMessage(`{"user": "load"}`)})
+// agent is one simulated agent run: its registry and its messages (a
+// history of its own, from its own seed).
+type agent struct {
+	registry []byte
+	msgs     [][]byte
+	joined   []byte // "[m0,m1,..." without the closing bracket
+	ends     []int  // ends[i]: length of joined holding messages 0..i
+}
 
+func newAgent(seed int64, messages int) *agent {
+	o := gen.Default(messages)
+	a := &agent{registry: gen.Registry(seed, o), msgs: gen.Messages(seed, o)}
+	a.joined = append(a.joined, '[')
+	for i, m := range a.msgs {
+		if i > 0 {
+			a.joined = append(a.joined, ',')
+		}
+		a.joined = append(a.joined, m...)
+		a.ends = append(a.ends, len(a.joined))
+	}
+	return a
+}
+
+// fullBody is the body of /v1/decide for the first n messages.
+func (a *agent) fullBody(n int) []byte {
+	body := make([]byte, 0, a.ends[n-1]+len(a.registry)+64)
+	body = append(body, `{"registry":`...)
+	body = append(body, a.registry...)
+	body = append(body, `,"context":{"user":"load"},"history":`...)
+	body = append(body, a.joined[:a.ends[n-1]]...)
+	return append(body, "]}"...)
+}
+
+func runLoad(t *testing.T, cfg loadConfig) {
+	maxClients := slicesMax(cfg.clients)
+	// Client k of a measurement with c clients sends about max(full,
+	// inc)/c requests, each one message longer than the last: give each
+	// agent the messages its busiest measurement needs.
+	// The full-history measurements walk each agent's history forward,
+	// one stretch per client count, so that no measurement resends what
+	// an earlier one sent.
+	base := make([][]int, len(cfg.clients)) // base[level][k]: history length before the level
+	agents := make([]*agent, maxClients)
+	for k := range agents {
+		need, walked := 0, 0
+		for level, c := range cfg.clients {
+			base[level] = append(base[level], cfg.messages+walked)
+			if k < c {
+				walked += cfg.full/c + 2
+				need = max(need, cfg.inc/c+2)
+			}
+		}
+		need = max(need, walked)
+		if cfg.seeds > 0 && k >= cfg.seeds {
+			agents[k] = agents[k%cfg.seeds]
+			continue
+		}
+		agents[k] = newAgent(int64(1000+k), cfg.messages+need)
+	}
+	engines := server.EngineCache(2*maxClients + 8)
+
+	// Full history: each request is the agent's history so far, one
+	// message longer than its previous request (the messages before were
+	// decoded and checked once, on the agent's first request).
 	var results []result
 	for _, variant := range []struct {
 		name string
@@ -151,49 +204,81 @@ func runLoad(t *testing.T, cfg loadConfig) {
 		{"full history (decoder+schema)", nil},
 		{"full history (decoder only)", []server.Option{server.WithoutSchema()}},
 	} {
-		rs := start(t, append([]server.Option{server.Registry(reg)}, variant.opts...)...)
+		rs := start(t, append([]server.Option{engines}, variant.opts...)...)
 		rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
-		require.True(t, send(rs.client, rs.url+"/v1/decide", fullBody))
-		for _, c := range cfg.clients {
-			r := drive(variant.name, c, cfg.full, func(int, int) bool { return send(rs.client, rs.url+"/v1/decide", fullBody) })
+		for level, c := range cfg.clients {
+			for k := 0; k < c; k++ { // each agent's history so far, untimed
+				require.True(t, send(rs.client, rs.url+"/v1/decide", agents[k].fullBody(base[level][k])))
+			}
+			r := drive(variant.name, c, cfg.full, func(k, i int) bool {
+				return send(rs.client, rs.url+"/v1/decide", agents[k].fullBody(base[level][k]+1+i))
+			})
 			results = append(results, r)
 			t.Log(r)
 		}
 	}
 
-	// Incremental: each client primes its own run with the whole history
+	// Cold: every request a history the server has never seen.
+	for vi, variant := range []struct {
+		name string
+		opts []server.Option
+	}{
+		{"full, never seen (decoder+schema)", nil},
+		{"full, never seen (decoder only)", []server.Option{server.WithoutSchema()}},
+	} {
+		rs := start(t, append([]server.Option{engines}, variant.opts...)...)
+		rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
+		// One registry, so that only decoding and checking are measured.
+		reg := agents[0].registry
+		require.True(t, send(rs.client, rs.url+"/v1/decide", agents[0].fullBody(cfg.messages)))
+		for level, c := range []int{1, 4} {
+			cold := make([][]byte, cfg.cold)
+			for j := range cold {
+				a := newAgent(int64(5000+(2*vi+level)*cfg.cold+j), cfg.messages)
+				a.registry = reg
+				cold[j] = a.fullBody(cfg.messages)
+			}
+			r := drive(variant.name, c, cfg.cold, func(k, i int) bool {
+				return send(rs.client, rs.url+"/v1/decide", cold[i*c+k])
+			})
+			results = append(results, r)
+			t.Log(r)
+		}
+	}
+
+	// Incremental: each agent's run is primed with its first messages
 	// (untimed), then each timed request appends one message.
-	rs := start(t, server.Registry(reg), server.Runs(4*maxClients, 0))
+	rs := start(t, engines, server.Runs(4*maxClients, 0))
 	rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
 	for _, c := range cfg.clients {
 		per := cfg.inc/c + 1
 		bodies := make([][][]byte, c)
+		ids := make([]string, c)
 		for k := 0; k < c; k++ {
-			id := "load-" + strconv.Itoa(c) + "-" + strconv.Itoa(k)
-			prime := mustJSON(t, map[string]any{"offset": 0, "messages": toRaw(msgs[:cfg.messages])})
-			require.True(t, send(rs.client, rs.url+"/v1/runs/"+id+"/decide", prime))
+			a := agents[k]
+			ids[k] = "load-" + strconv.Itoa(c) + "-" + strconv.Itoa(k)
+			prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(a.registry), "messages": toRaw(a.msgs[:cfg.messages])})
+			require.True(t, send(rs.client, rs.url+"/v1/runs/"+ids[k]+"/decide", prime))
 			for i := 0; i < per; i++ {
 				off := cfg.messages + i
 				bodies[k] = append(bodies[k], mustJSON(t, map[string]any{
-					"offset": off, "messages": toRaw(msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`),
+					"offset": off, "messages": toRaw(a.msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`),
 				}))
 			}
-			bodies[k] = append(bodies[k], []byte(id))
 		}
 		r := drive("incremental (1 new message)", c, cfg.inc, func(k, i int) bool {
-			id := string(bodies[k][len(bodies[k])-1])
-			return send(rs.client, rs.url+"/v1/runs/"+id+"/decide", bodies[k][i])
+			return send(rs.client, rs.url+"/v1/runs/"+ids[k]+"/decide", bodies[k][i])
 		})
 		results = append(results, r)
 		t.Log(r)
 	}
 
 	if *loadOPA != "" {
-		results = append(results, loadStockOPA(t, cfg, history, regDoc)...)
+		results = append(results, loadStockOPA(t, cfg, agents[0].fullBody(cfg.messages), agents[0].registry)...)
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "load: %d-message histories (internal/gen seed %d), %d registry tools, GOMAXPROCS=%d\n",
-		cfg.messages, seed, len(reg.Tools()), runtimeProcs())
+	fmt.Fprintf(&out, "load: %d-message histories (internal/gen, one seed per client, %d bytes for client 0), GOMAXPROCS=%d\n",
+		cfg.messages, len(agents[0].fullBody(cfg.messages)), runtimeProcs())
 	for _, r := range results {
 		fmt.Fprintln(&out, r)
 		require.Zero(t, r.failures, r.name)
@@ -206,7 +291,12 @@ func runLoad(t *testing.T, cfg loadConfig) {
 // loadStockOPA measures stock `opa run --server` evaluating the naive
 // pure-Rego baseline (engine/testdata/baseline/naive.rego) on the same
 // history and registry, sent raw as OPA input.
-func loadStockOPA(t *testing.T, cfg loadConfig, history, regDoc []byte) []result {
+func loadStockOPA(t *testing.T, cfg loadConfig, fullBody, regDoc []byte) []result {
+	var doc struct {
+		History json.RawMessage `json:"history"`
+	}
+	require.NoError(t, json.Unmarshal(fullBody, &doc))
+	history := doc.History
 	policy := filepath.Join(conformance.ModuleRoot(), "engine", "testdata", "baseline", "naive.rego")
 	if _, err := os.Stat(policy); err != nil {
 		t.Logf("no baseline policy: %v", err)
