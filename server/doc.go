@@ -8,6 +8,10 @@
 //   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health;
 //   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
 //     bounded, evicting table of facts.Tracker values;
+//   - envelope.go: one pass over a request body (members, and the bytes of
+//     each message), and the cache of messages the JSON Schema accepted;
+//   - msgcache.go: the cache of decoded messages, so that a client that
+//     resends its growing history has only its new messages decoded;
 //   - errors.go: the JSON error document and its status codes;
 //   - auth.go: optional bearer-token authentication;
 //   - metrics.go: GET /metrics in the Prometheus text format;
