@@ -11,7 +11,9 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -454,4 +456,49 @@ func TestRunConflicts(t *testing.T) {
 	require.Equal(t, 409, status)
 	_, body = rs.do(t, http.MethodGet, "/metrics", nil)
 	require.Contains(t, string(body), `policycheck_run_lookups_total{result="conflict"} `+strconv.Itoa(4))
+}
+
+// TestRunIdleTTL: a run idle for longer than its TTL is gone.
+func TestRunIdleTTL(t *testing.T) {
+	rs := start(t, testReg(t), server.Runs(10, time.Millisecond))
+	msgs := splitHistory(t, []byte(testHistory))
+	status, body := rs.post(t, "/v1/runs/idle/decide", mustJSON(t, map[string]any{"offset": 0, "messages": msgs[:1]}))
+	require.Equal(t, 200, status, string(body))
+	time.Sleep(20 * time.Millisecond) // well past the TTL
+	status, body = rs.post(t, "/v1/runs/idle/decide", mustJSON(t, map[string]any{"offset": 1, "messages": msgs[1:]}))
+	require.Equal(t, 409, status, string(body))
+}
+
+// TestRunConcurrentAppends: clients racing to append at the same offset
+// of one run: exactly one wins, the others are told to resend.
+func TestRunConcurrentAppends(t *testing.T) {
+	rs := start(t, testReg(t))
+	msgs := splitHistory(t, []byte(testHistory))
+	status, body := rs.post(t, "/v1/runs/race/decide", mustJSON(t, map[string]any{"offset": 0, "messages": msgs[:1]}))
+	require.Equal(t, 200, status, string(body))
+	next := mustJSON(t, map[string]any{"offset": 1, "messages": msgs[1:]})
+	const n = 8
+	statuses := make(chan int, n)
+	var wg sync.WaitGroup
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			resp, err := rs.client.Post(rs.url+"/v1/runs/race/decide", "application/json", bytes.NewReader(next))
+			if err != nil {
+				statuses <- 0
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			statuses <- resp.StatusCode
+		}()
+	}
+	wg.Wait()
+	close(statuses)
+	count := map[int]int{}
+	for s := range statuses {
+		count[s]++
+	}
+	require.Equal(t, map[int]int{200: 1, 409: n - 1}, count)
 }
