@@ -4,31 +4,19 @@
 #   The one definition of "available" (spec §6 V2) as set algebra, and the
 #   verdict of a call (spec §8). Advertisement, execution and explanations
 #   all read these functions.
+#
+#   Performance: the engine hands every name list as a set and keeps the
+#   registry's sets in data, so each rule is a handful of set operations
+#   implemented in Go; no rule iterates the registry. Each rule and function
+#   evaluation costs a few microseconds, so the rules are kept few and flat.
+#   A JSON input document (opa eval -i) holds arrays instead of sets: the
+#   set operations then fail and the decision fails closed (no tool
+#   available); recorded fixtures convert them (policy_test/fixture.rego).
 package policycheck.lib.gate
 
 registry := data.policycheck.registry
 
 framework := {"load_capability", "search_tools"}
-
-# METADATA
-# title: as_set
-# description: |
-#   x as a set. The engine hands sets, which pass through untouched (no
-#   iteration); a JSON input document (opa eval -i, recorded fixtures) holds
-#   arrays, which become sets, so the rules mean the same on either.
-as_set(x) := x if is_set(x)
-
-else := {e | some e in x}
-
-names := as_set(registry.names)
-
-always_available := as_set(registry.always_available)
-
-search_gated := as_set(registry.search_gated)
-
-deferred_capabilities := as_set(registry.deferred_capabilities)
-
-always_on_capabilities := as_set(registry.always_on_capabilities)
 
 # METADATA
 # title: failed
@@ -44,44 +32,40 @@ failed if count(input.filters.errors) > 0
 hidden := {name | some name in data.policycheck.rules[_].hide}
 
 # METADATA
-# title: resolved
-# description: |
-#   The resolved tool set under a filter result: registry tools the filters
-#   kept and no rule hid, plus the framework tools present.
-resolved(filters) := ((names - as_set(filters.dropped)) - hidden) | present_framework(filters)
+# title: load_tool
+# description: load_capability is present while some capability is deferred.
+default load_tool := set()
+
+load_tool := {"load_capability"} if count(registry.deferred_capabilities) > 0
 
 # METADATA
 # title: present_framework
 # description: |
-#   load_capability is present while some capability is deferred;
-#   search_tools while some search-gated tool survives filters and rules.
-present_framework(filters) := {"load_capability" | count(deferred_capabilities) > 0} | {
-"search_tools" |
-	count((search_gated - as_set(filters.dropped)) - hidden) > 0
-}
+#   The framework tools present under a filter result: load_capability
+#   while some capability is deferred, search_tools while some search-gated
+#   tool survives the filters and the rules.
+present_framework(filters) := load_tool | {"search_tools"} if {
+	count((registry.search_gated - filters.dropped) - hidden) > 0
+} else := load_tool
 
 # METADATA
 # title: available
 # description: |
 #   The tools available given discovered names and loaded capability ids
 #   (spec §6 V2): always-on tools, revealed search-gated tools, and the
-#   tools of loaded deferred capabilities, within the resolved set, plus the
-#   framework tools present.
-available(discovered, loaded, filters) := admitted | present_framework(filters) if {
-	admitted := revealed(discovered, loaded) & resolved(filters)
+#   tools of loaded deferred capabilities, less what the filters dropped and
+#   the rules hid, plus the framework tools present.
+available(discovered, loaded, filters) := (kept - hidden) | present_framework(filters) if {
+	kept := revealed(discovered, loaded) - filters.dropped
 }
 
 # METADATA
 # title: revealed
 # description: The registry tools the gate admits before filters and rules.
-revealed(discovered, loaded) := (always_available | searched) | loaded_tools(loaded) if {
-	searched := search_gated & as_set(discovered)
-}
-
-# METADATA
-# title: loaded_tools
-# description: The tools of the loaded capabilities that are configured-deferred.
-loaded_tools(loaded) := union({as_set(registry.capability_tools[id]) | some id in loaded})
+revealed(discovered, loaded) := (registry.always_available | (registry.search_gated & discovered)) | union({
+registry.capability_tools[id] |
+	some id in loaded
+})
 
 # METADATA
 # title: available_now
@@ -90,8 +74,8 @@ loaded_tools(loaded) := union({as_set(registry.capability_tools[id]) | some id i
 #   by the serving provider's anchored evidence (spec §5), under the
 #   filters of the dispatch-active capabilities (seed 000).
 available_now := available(
-	as_set(input.facts.discovered) | as_set(input.dispatch.evidence.discovered),
-	as_set(input.dispatch.loaded) | as_set(input.dispatch.evidence.loaded),
+	input.facts.discovered | input.dispatch.evidence.discovered,
+	input.dispatch.loaded | input.dispatch.evidence.loaded,
 	input.filters.dispatch,
 )
 
@@ -113,7 +97,18 @@ verdict(call) := {"verdict": "denied", "rule": "filter_error"} if {
 	count(denials(call)) > 0
 } else := {"verdict": "execute", "rule": "gate"}
 
-call_resolved(call) if call.tool in resolved(input.filters.dispatch)
+# METADATA
+# title: call_resolved
+# description: |
+#   The called name is in the resolved tool set of the dispatch: a registry
+#   tool no filter dropped and no rule hid, or a framework tool present.
+call_resolved(call) if {
+	call.tool in registry.names
+	not call.tool in input.filters.dispatch.dropped
+	not call.tool in hidden
+}
+
+call_resolved(call) if call.tool in present_framework(input.filters.dispatch)
 
 # METADATA
 # title: unavailable_form
@@ -124,7 +119,8 @@ call_resolved(call) if call.tool in resolved(input.filters.dispatch)
 unavailable_form(tool) := {"form": "capability", "capability": cap} if {
 	cap := registry.tools[tool].capability
 	cap != null
-	not cap in (always_on_capabilities | as_set(input.dispatch.loaded))
+	not cap in registry.always_on_capabilities
+	not cap in input.dispatch.loaded
 } else := {"form": "search"}
 
 # METADATA
