@@ -409,6 +409,8 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	var err error
 	out.decision, err = rego.New(
 		rego.Query(decisionQuery),
+		// Keep the result as AST: fill reads the sets straight off it.
+		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
 		rego.Compiler(c),
 		rego.Store(store),
 		rego.StrictBuiltinErrors(true),

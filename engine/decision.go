@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/open-policy-agent/opa/v1/ast"
 	"slices"
 	"sort"
 
@@ -139,7 +140,49 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 	}
 }
 
+// astDecision converts the policy's decision object for fill: a set of
+// strings becomes a sorted []string read straight off the AST (the sets
+// are the bulk of the result), anything else its JSON form.
+func astDecision(t *ast.Term) (map[string]any, bool) {
+	obj, ok := t.Value.(ast.Object)
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string]any, obj.Len())
+	obj.Foreach(func(k, v *ast.Term) {
+		key, isStr := k.Value.(ast.String)
+		if !isStr {
+			return
+		}
+		if set, isSet := v.Value.(ast.Set); isSet {
+			names := make([]string, 0, set.Len())
+			allStrings := true
+			set.Foreach(func(e *ast.Term) {
+				if s, ok := e.Value.(ast.String); ok {
+					names = append(names, string(s))
+				} else {
+					allStrings = false
+				}
+			})
+			if allStrings {
+				if !slices.IsSorted(names) {
+					slices.Sort(names)
+				}
+				out[string(key)] = names
+				return
+			}
+		}
+		if j, err := ast.JSON(v.Value); err == nil {
+			out[string(key)] = j
+		}
+	})
+	return out, true
+}
+
 func stringSet(v any, what string) ([]string, error) {
+	if names, ok := v.([]string); ok {
+		return names, nil
+	}
 	list, ok := v.([]any)
 	if !ok {
 		return nil, fmt.Errorf("policy decision: %s must be a set of tool names", what)
@@ -182,15 +225,20 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 	}
 	d.Advertised = adv
 	hidden := map[string][]string{}
-	if h, ok := raw["hidden"].([]any); ok {
-		for _, x := range h {
-			if n, ok := x.(string); ok {
-				hidden[n] = nil
-			}
+	if h, err := stringSet(raw["hidden"], "hidden"); err == nil {
+		for _, n := range h {
+			hidden[n] = nil
 		}
 	}
-	// Why: what removed a tool, for Explain.
-	for _, n := range s.reg.ToolNames() {
+	// Why: what removed a tool, for Explain. Only dropped or hidden tools
+	// have an entry, so only they are visited.
+	removed := make([]string, 0, len(next.dropped)+len(dispatch.dropped)+len(hidden))
+	removed = append(append(removed, next.dropped...), dispatch.dropped...)
+	for n := range hidden {
+		removed = append(removed, n)
+	}
+	slices.Sort(removed)
+	for _, n := range slices.Compact(removed) {
 		for _, id := range next.droppedBy[n] {
 			d.Why[n] = append(d.Why[n], fmt.Sprintf("dropped by filter %s.%s (%s): neither advertised nor callable", filterRoot, id, s.filters[id].file))
 		}

@@ -219,7 +219,10 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		d.failClosed(s, "policy decision is undefined: "+decisionQuery+" produced no result")
 	default:
 		var ok bool
-		raw, ok = rs[0].Expressions[0].Value.(map[string]any)
+		term, isTerm := rs[0].Expressions[0].Value.(*ast.Term)
+		if isTerm {
+			raw, ok = astDecision(term)
+		}
 		if !ok {
 			d.failClosed(s, "policy decision is not an object")
 		}
