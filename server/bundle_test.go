@@ -50,7 +50,16 @@ func newBundleServer(t *testing.T) *bundleServer {
 // publish builds a bundle with OPA's bundle writer and serves it.
 func (bs *bundleServer) publish(t *testing.T, rev string, modules map[string]string, data ...map[string]any) {
 	t.Helper()
+	bs.publishRoots(t, rev, nil, modules, data...)
+}
+
+// publishRoots is publish with the manifest's roots.
+func (bs *bundleServer) publishRoots(t *testing.T, rev string, roots []string, modules map[string]string, data ...map[string]any) {
+	t.Helper()
 	b := bundle.Bundle{Manifest: bundle.Manifest{Revision: rev}, Data: map[string]any{}}
+	if roots != nil {
+		b.Manifest.Roots = &roots
+	}
 	if len(data) > 0 {
 		b.Data = data[0]
 	}
@@ -312,4 +321,22 @@ func tryDecide(rs *running) (int, engine.Decision) {
 		return 0, d
 	}
 	return resp.StatusCode, d
+}
+
+// TestBundleUsesShippedLibrary: a bundle that declares its roots can call
+// the shipped library (OPA's bundle plugin compiles it against the shipped
+// policies, which the server puts in the plugin manager's store).
+func TestBundleUsesShippedLibrary(t *testing.T) {
+	bs := newBundleServer(t)
+	col := newCollector(t)
+	bs.publishRoots(t, "lib-1", []string{"policycheck/capabilities"}, map[string]string{"/vault.rego": "package policycheck.capabilities.vault\n\n" +
+		"import data.policycheck.lib\n\nprepare_tools := lib.names(input.tools) - {\"secret_op\"}\n"})
+	rs := start(t, testReg(t), server.OPAConfig(opaConfig(bs.URL, col.URL), "test"))
+	require.NoError(t, bundleplugin.Lookup(rs.srv.Manager()).Trigger(context.Background()))
+	status, h := health(t, rs)
+	require.Equal(t, http.StatusOK, status, h)
+	require.Equal(t, "lib-1", h.Bundles["pc"].Serving)
+	status, d, body := decide(t, rs, "")
+	require.Equal(t, 200, status, string(body))
+	require.Equal(t, []string{"get_time"}, d.Available)
 }

@@ -70,6 +70,13 @@ func start(t testing.TB, opts ...server.Option) *running {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
+	// Start the plugins before returning, so that tests can trigger
+	// them; Serve's own Start is then a no-op.
+	if err := srv.Start(ctx); err != nil {
+		cancel()
+		ln.Close()
+		t.Fatal(err)
+	}
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	tr := &http.Transport{MaxIdleConnsPerHost: 128}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"os"
+	"path"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -22,6 +24,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/util"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/policies"
 )
 
 // bundleTracker follows OPA's bundle plugin: which bundles are configured,
@@ -65,6 +68,11 @@ func (s *Server) newManager() error {
 	if err != nil {
 		return err
 	}
+	if s.usesDefaults {
+		if err := seedDefaults(mgr.Store); err != nil {
+			return err
+		}
+	}
 	var boot map[string]any
 	if err := util.Unmarshal(s.cfg.opaConfig, &boot); err != nil {
 		return err
@@ -86,6 +94,30 @@ func (s *Server) newManager() error {
 		bp.Register("policycheck", s.onBundleStatus)
 	}
 	return nil
+}
+
+// defaultsPrefix names the shipped policies in the plugin manager's store.
+const defaultsPrefix = "policycheck-defaults/"
+
+// seedDefaults writes the shipped policies into the plugin manager's
+// store, so that OPA's bundle plugin compiles a bundle against them: a
+// bundle's filter may then call the shipped library (lib.names, …), which
+// OPA would otherwise refuse as an undefined function. The engine loads
+// them itself, so storePolicies leaves them out.
+func seedDefaults(store storage.Store) error {
+	ctx := context.Background()
+	return storage.Txn(ctx, store, storage.WriteParams, func(txn storage.Transaction) error {
+		return fs.WalkDir(policies.FS(), ".", func(p string, d fs.DirEntry, err error) error {
+			if err != nil || d.IsDir() || path.Ext(p) != ".rego" || strings.HasSuffix(p, "_test.rego") {
+				return err
+			}
+			raw, err := fs.ReadFile(policies.FS(), p)
+			if err != nil {
+				return err
+			}
+			return store.UpsertPolicy(ctx, txn, defaultsPrefix+p, raw)
+		})
+	})
 }
 
 func (s *Server) startManager(ctx context.Context) error {
@@ -188,7 +220,7 @@ func (s *Server) storePolicies(ctx context.Context) ([]engine.Option, string, er
 	sort.Strings(ids)
 	var srcs []engine.Source
 	for _, id := range ids {
-		if strings.HasSuffix(id, "_test.rego") {
+		if strings.HasSuffix(id, "_test.rego") || strings.HasPrefix(id, defaultsPrefix) {
 			continue
 		}
 		raw, err := store.GetPolicy(ctx, txn, id)

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -123,7 +124,9 @@ type Server struct {
 	reloadMu sync.Mutex       // serializes bundle activations
 	bundles  bundleTracker
 	started  atomic.Bool
-	stopOnce sync.Once
+	// usesDefaults says whether the engines load the shipped policies.
+	usesDefaults bool
+	stopOnce     sync.Once
 }
 
 // policyState is the immutable policy state requests decide with.
@@ -195,6 +198,7 @@ func (s *Server) compileState(ctx context.Context, st *policyState) error {
 		}
 		st.eng = e
 		st.rev, _ = e.Revision()
+		s.noteDefaults(e)
 		return nil
 	}
 	empty, _ := facts.NewRegistry(nil, nil)
@@ -212,10 +216,25 @@ func (s *Server) compileState(ctx context.Context, st *policyState) error {
 			}
 		}
 		st.rev = "unknown"
+		s.usesDefaults = true
 		return nil
 	}
 	st.rev, _ = e.Revision()
+	s.noteDefaults(e)
 	return nil
+}
+
+// noteDefaults records, from the first engine built, whether the engines
+// load the shipped policies (they are named policies/...).
+func (s *Server) noteDefaults(e *engine.Engine) {
+	if s.state.Load() != nil {
+		return
+	}
+	for _, m := range e.Modules() {
+		if strings.HasPrefix(m, "policies/") {
+			s.usesDefaults = true
+		}
+	}
 }
 
 func (s *Server) newEngine(ctx context.Context, st *policyState, reg *facts.Registry) (*engine.Engine, error) {
