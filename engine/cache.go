@@ -20,7 +20,11 @@ type filterCache struct {
 type cacheEntry struct {
 	key  string
 	kept map[string]struct{}
-	err  string
+	// dropped is the sorted registry tools the filter did not keep,
+	// computed once when the entry is made so that a hit costs nothing
+	// per registry tool.
+	dropped []string
+	err     string
 }
 
 func newFilterCache(max int) *filterCache {

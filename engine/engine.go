@@ -345,16 +345,8 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 			fr.errors = append(fr.errors, filterError{Capability: id, File: flt.file, Message: entry.err})
 			continue
 		}
-		// evalFilter admits registry tool names only, so the filter
-		// dropped exactly len(names)-len(kept) of them: stop looking once
-		// they are all found (at once when it kept everything).
-		names := s.reg.ToolNames()
-		missing := len(names) - len(entry.kept)
-		for i := 0; missing > 0 && i < len(names); i++ {
-			if _, ok := entry.kept[names[i]]; !ok {
-				fr.droppedBy[names[i]] = append(fr.droppedBy[names[i]], id)
-				missing--
-			}
+		for _, name := range entry.dropped {
+			fr.droppedBy[name] = append(fr.droppedBy[name], id)
 		}
 	}
 	for name := range fr.droppedBy {
@@ -407,6 +399,11 @@ func (s *snapshot) evalFilter(ctx context.Context, flt *filter, key string, acti
 			return entry
 		}
 		entry.kept[name] = struct{}{}
+	}
+	for _, name := range s.reg.ToolNames() {
+		if _, ok := entry.kept[name]; !ok {
+			entry.dropped = append(entry.dropped, name)
+		}
 	}
 	return entry
 }
