@@ -65,9 +65,10 @@ func DefaultDeadline(d time.Duration) Option { return func(c *config) { c.deadli
 // other than the filter cache.
 type Engine struct {
 	snap atomic.Pointer[snapshot]
-	// reload serializes Reload, which reads and replaces cfg.
+	// reload serializes Reload.
 	reload sync.Mutex
-	cfg    config
+	// base is the configuration New was given; every Reload starts from it.
+	base config
 }
 
 // snapshot is one immutable compiled state.
@@ -89,7 +90,7 @@ func New(ctx context.Context, opts ...Option) (*Engine, error) {
 	for _, o := range opts {
 		o(&cfg)
 	}
-	e := &Engine{cfg: cfg}
+	e := &Engine{base: cfg}
 	s, err := build(ctx, cfg)
 	if err != nil {
 		return nil, err
@@ -121,12 +122,14 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 }
 
 // Reload compiles a new snapshot with the construction options plus opts
-// and swaps it in atomically; on error the current snapshot keeps serving.
-// Decisions in flight finish on the snapshot they started with.
+// (not those of earlier reloads: each Reload starts from what New was
+// given, re-reading its files, directories and bundles) and swaps it in
+// atomically; on error the current snapshot keeps serving. Decisions in
+// flight finish on the snapshot they started with.
 func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
 	e.reload.Lock()
 	defer e.reload.Unlock()
-	cfg := e.cfg
+	cfg := e.base
 	cfg.fsys = append([]fs.FS(nil), cfg.fsys...)
 	cfg.sources = append([]Source(nil), cfg.sources...)
 	cfg.paths = append([]string(nil), cfg.paths...)
@@ -137,7 +140,6 @@ func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
 	if err != nil {
 		return err
 	}
-	e.cfg = cfg
 	e.snap.Store(s)
 	return nil
 }

@@ -181,7 +181,8 @@ loaded := _loaded_in(window, _n)
 
 # METADATA
 # title: dispatch_loaded
-# description: Loads are read before the dispatched response (spec L5): Loaded over the history without it.
+# description: |
+#   Loads are read before the dispatched response (spec L5): Loaded over the history without it.
 dispatch_loaded := _loaded_in(_window_before(_n - 1), _n - 1)
 
 # --- availability (spec §6 V2, no anchored evidence) ----------------------------
