@@ -302,13 +302,6 @@ func loadStockOPA(t *testing.T, cfg loadConfig, fullBody, regDoc []byte) []resul
 		t.Logf("no baseline policy: %v", err)
 		return nil
 	}
-	// Stock OPA parses METADATA blocks as YAML and rejects the one at
-	// naive.rego:184 (an unquoted ": " in a description); the blocks are
-	// documentation, so hand OPA the policy with them as plain comments.
-	src, err := os.ReadFile(policy)
-	require.NoError(t, err)
-	policy = filepath.Join(t.TempDir(), "naive.rego")
-	require.NoError(t, os.WriteFile(policy, []byte(strings.ReplaceAll(string(src), "# METADATA", "# (metadata)")), 0o600))
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
 	addr := ln.Addr().String()
