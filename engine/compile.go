@@ -20,6 +20,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/policies"
 )
 
@@ -267,30 +268,13 @@ type filter struct {
 
 const filterRoot = "policycheck.capabilities"
 
-// capabilityOf returns the capability id of a filter package path
-// (data.policycheck.capabilities.<id>), or "".
-func capabilityOf(p ast.Ref) string {
-	// data . policycheck . capabilities . <id>
-	if len(p) != 4 || !p[0].Equal(ast.DefaultRootDocument) {
-		return ""
-	}
-	if p[1].Value.Compare(ast.String("policycheck")) != 0 || p[2].Value.Compare(ast.String("capabilities")) != 0 {
-		return ""
-	}
-	s, ok := p[3].Value.(ast.String)
-	if !ok {
-		return ""
-	}
-	return string(s)
-}
-
 // checkFilters rejects filters that can never be cached safely: one that
 // reaches a nondeterministic built-in (design.md "Policies"), or a filter
 // package for a capability the registry lacks.
 func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
 	var out []PolicyProblem
 	for _, m := range c.Modules {
-		id := capabilityOf(m.Package.Path)
+		id := regoutil.CapabilityOf(m.Package.Path)
 		if id == "" {
 			continue
 		}
@@ -345,7 +329,7 @@ func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
 func filterRules(c *ast.Compiler) []*ast.Rule {
 	var out []*ast.Rule
 	for _, m := range c.Modules {
-		if capabilityOf(m.Package.Path) == "" {
+		if regoutil.CapabilityOf(m.Package.Path) == "" {
 			continue
 		}
 		for _, r := range m.Rules {
@@ -419,7 +403,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		return nil, fmt.Errorf("engine: prepare decision: %w", err)
 	}
 	for _, r := range filterRules(c) {
-		id := capabilityOf(r.Module.Package.Path)
+		id := regoutil.CapabilityOf(r.Module.Package.Path)
 		if _, done := out.filters[id]; done {
 			continue
 		}

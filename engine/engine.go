@@ -17,6 +17,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/regoutil"
 )
 
 // Option configures an Engine at construction.
@@ -384,7 +385,7 @@ func (s *snapshot) evalFilter(ctx context.Context, flt *filter, key string, acti
 	}
 	list, _ := rs[0].Bindings["x"].([]any)
 	if isSet, _ := rs[0].Bindings["s"].(bool); !isSet {
-		entry.err = fmt.Sprintf("prepare_tools must be a set of tool names, not %s", jsonKind(rs[0].Bindings["x"]))
+		entry.err = fmt.Sprintf("prepare_tools must be a set of tool names, not %s", regoutil.JSONKind(rs[0].Bindings["x"]))
 		return entry
 	}
 	entry.kept = make(map[string]struct{}, len(list))
@@ -408,20 +409,4 @@ func (s *snapshot) evalFilter(ctx context.Context, flt *filter, key string, acti
 		}
 	}
 	return entry
-}
-
-func jsonKind(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return "a number"
 }

@@ -7,6 +7,7 @@ import (
 	"sort"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/regoutil"
 )
 
 // Explanation says, for a person, why each tool is or is not available
@@ -142,7 +143,7 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 		}
 		role := "library"
 		switch {
-		case capabilityOf(m.Package.Path) != "":
+		case regoutil.CapabilityOf(m.Package.Path) != "":
 			role = "capability filter (prepare_tools)"
 		case m.Package.Path.String() == "data.policycheck.availability":
 			role = "decision entrypoint"

@@ -274,38 +274,8 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	return d, nil
 }
 
-// factsOutput is the JSON of `policycheck facts` (design.md "Output").
-type factsOutput struct {
-	Window   facts.Position   `json:"window"`
-	Facts    engine.FactsView `json:"facts"`
-	Dispatch *factsDispatch   `json:"dispatch,omitempty"`
-}
 
-type factsDispatch struct {
-	Provider           *string             `json:"provider"`
-	Window             facts.Position      `json:"window"`
-	Loaded             []string            `json:"loaded"`
-	Evidence           engine.EvidenceView `json:"evidence"`
-	ActiveCapabilities []string            `json:"active_capabilities"`
-}
 
-func factsJSON(f *facts.Facts) factsOutput {
-	out := factsOutput{
-		Window: f.Window,
-		Facts: engine.FactsView{
-			Discovered: f.Discovered, Loaded: f.Loaded, Returned: f.Returned,
-			ActiveCapabilities: f.ActiveCapabilities,
-		},
-	}
-	if d := f.Dispatch; d != nil {
-		out.Dispatch = &factsDispatch{
-			Provider: d.Provider, Window: d.Window, Loaded: d.Loaded,
-			Evidence:           engine.EvidenceView{Discovered: d.Evidence.Discovered, Loaded: d.Evidence.Loaded},
-			ActiveCapabilities: d.ActiveCapabilities,
-		}
-	}
-	return out
-}
 
 // handleFacts answers the facts as `policycheck facts` prints them, or,
 // with ?format=input, the Rego input document.
@@ -317,7 +287,7 @@ func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
 	switch format := r.URL.Query().Get("format"); format {
 	case "", "facts":
 		f := facts.Derive(req.history, req.eng.Registry())
-		return factsJSON(&f), nil
+		return engine.ReportFacts(&f), nil
 	case "input":
 		doc, err := req.eng.Input(r.Context(), engine.Request{History: req.history, Context: req.context})
 		if err != nil {

@@ -20,6 +20,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/policies"
 )
@@ -411,23 +412,8 @@ func packageFindings(m *checkModule) []policyFinding {
 			"policycheck.availability, policycheck.lib*): its rules would never be evaluated", pkg))}
 }
 
-// capabilityID returns the capability id of a filter package, or "".
-func capabilityID(p ast.Ref) string {
-	if len(p) != 4 || !p[0].Equal(ast.DefaultRootDocument) {
-		return ""
-	}
-	if p[1].Value.Compare(ast.String("policycheck")) != 0 || p[2].Value.Compare(ast.String("capabilities")) != 0 {
-		return ""
-	}
-	s, ok := p[3].Value.(ast.String)
-	if !ok {
-		return ""
-	}
-	return string(s)
-}
-
 func unknownCapabilityFindings(m *checkModule, reg *facts.Registry) []policyFinding {
-	id := capabilityID(m.module.Package.Path)
+	id := regoutil.CapabilityOf(m.module.Package.Path)
 	if id == "" || reg.IsRegistered(id) {
 		return nil
 	}
@@ -439,7 +425,7 @@ func unknownCapabilityFindings(m *checkModule, reg *facts.Registry) []policyFind
 func filterRules(c *ast.Compiler) []*ast.Rule {
 	var out []*ast.Rule
 	for _, m := range c.Modules {
-		if capabilityID(m.Package.Path) == "" {
+		if regoutil.CapabilityOf(m.Package.Path) == "" {
 			continue
 		}
 		for _, r := range m.Rules {
@@ -579,7 +565,7 @@ func evalFilterShape(ctx context.Context, c *ast.Compiler, ref ast.Ref, reg *fac
 		return ""
 	}
 	if isSet, _ := rs[0].Bindings["s"].(bool); !isSet {
-		return "is " + jsonKindOf(rs[0].Bindings["x"]) + ", not a set"
+		return "is " + regoutil.JSONKind(rs[0].Bindings["x"]) + ", not a set"
 	}
 	list, _ := rs[0].Bindings["x"].([]any)
 	for _, v := range list {
@@ -588,20 +574,4 @@ func evalFilterShape(ctx context.Context, c *ast.Compiler, ref ast.Ref, reg *fac
 		}
 	}
 	return ""
-}
-
-func jsonKindOf(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "an array"
-	case map[string]any:
-		return "an object"
-	}
-	return "a number"
 }

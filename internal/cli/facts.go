@@ -9,21 +9,6 @@ import (
 	"github.com/policycheck/policycheck/facts"
 )
 
-// factsOutput is the facts part of eval's JSON (design.md).
-type factsOutput struct {
-	Window   facts.Position      `json:"window"`
-	Facts    engine.FactsView    `json:"facts"`
-	Dispatch *factsDispatchBlock `json:"dispatch,omitempty"`
-}
-
-type factsDispatchBlock struct {
-	Provider           *string             `json:"provider"`
-	Window             facts.Position      `json:"window"`
-	Loaded             []string            `json:"loaded"`
-	Evidence           engine.EvidenceView `json:"evidence"`
-	ActiveCapabilities []string            `json:"active_capabilities"`
-}
-
 func newFactsCmd() *cobra.Command {
 	var in inputFlags
 	var format string
@@ -47,7 +32,7 @@ with the given policies), ready to commit as an opa test fixture.` + exitCodesHe
 			switch format {
 			case "facts":
 				f := facts.Derive(loaded.history, loaded.reg)
-				return writeJSON(cmd, factsJSON(&f))
+				return writeJSON(cmd, engine.ReportFacts(&f))
 			case "input":
 				eng, err := in.engine(cmd.Context(), loaded.reg)
 				if err != nil {
@@ -65,22 +50,4 @@ with the given policies), ready to commit as an opa test fixture.` + exitCodesHe
 	in.register(cmd, true)
 	cmd.Flags().StringVar(&format, "format", "facts", "facts (the facts as eval reports them) or input (the Rego input document)")
 	return cmd
-}
-
-func factsJSON(f *facts.Facts) factsOutput {
-	out := factsOutput{
-		Window: f.Window,
-		Facts: engine.FactsView{
-			Discovered: f.Discovered, Loaded: f.Loaded, Returned: f.Returned,
-			ActiveCapabilities: f.ActiveCapabilities,
-		},
-	}
-	if d := f.Dispatch; d != nil {
-		out.Dispatch = &factsDispatchBlock{
-			Provider: d.Provider, Window: d.Window, Loaded: d.Loaded,
-			Evidence:           engine.EvidenceView{Discovered: d.Evidence.Discovered, Loaded: d.Evidence.Loaded},
-			ActiveCapabilities: d.ActiveCapabilities,
-		}
-	}
-	return out
 }
