@@ -274,9 +274,6 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	return d, nil
 }
 
-
-
-
 // handleFacts answers the facts as `policycheck facts` prints them, or,
 // with ?format=input, the Rego input document.
 func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
