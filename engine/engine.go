@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -291,9 +292,9 @@ func activeOf(f *facts.Facts) []string {
 
 func fingerprint(policyRev, regRev, ctxDigest string, active, keys []string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "policy=%s\x00registry=%s\x00context=%s\x00active=%s\x00", policyRev, regRev, ctxDigest, strings.Join(active, "\x01"))
+	fmt.Fprintf(h, "policy=%s\x00registry=%s\x00context=%s\x00active=%s\x00", policyRev, regRev, ctxDigest, idsKey(active))
 	for _, k := range keys {
-		fmt.Fprintf(h, "filter=%s\x00", k)
+		fmt.Fprintf(h, "filter=%d:%s\x00", len(k), k)
 	}
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
@@ -323,7 +324,7 @@ func appendUnique(s []string, v string) []string {
 // fingerprint cache.
 func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast.Term, ctxDigest string) *filterResult {
 	fr := &filterResult{droppedBy: map[string][]string{}}
-	activeKey := strings.Join(active, "\x01")
+	activeKey := idsKey(active)
 	var activeTerm *ast.Term
 	for _, id := range active {
 		flt := s.filters[id]
@@ -359,10 +360,23 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 	return fr
 }
 
+// cacheKey is a filter's cache key: the revisions and the context digest
+// (fixed-length hex) and the capability id and active set, length-prefixed
+// so that no two different keys spell the same string.
 func cacheKey(policyRev, regRev, id, activeKey, ctxDigest string) string {
-	h := sha256.New()
-	fmt.Fprintf(h, "%s\x00%s\x00%s\x00%s\x00%s", policyRev, regRev, id, activeKey, ctxDigest)
-	return hex.EncodeToString(h.Sum(nil))
+	return policyRev + regRev + ctxDigest + strconv.Itoa(len(id)) + ":" + id + activeKey
+}
+
+// idsKey spells a sorted id list unambiguously, whatever bytes the ids
+// hold: each id is prefixed with its length.
+func idsKey(ids []string) string {
+	var b strings.Builder
+	for _, id := range ids {
+		b.WriteString(strconv.Itoa(len(id)))
+		b.WriteByte(':')
+		b.WriteString(id)
+	}
+	return b.String()
 }
 
 // evalFilter runs one capability's prepare_tools. Anything but a set of

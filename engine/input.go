@@ -88,8 +88,12 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 // canonically (object keys sorted, as encoding/json writes maps).
 func contextValue(ctxDoc any) (*ast.Term, string, error) {
 	if ctxDoc == nil {
-		ctxDoc = map[string]any{}
+		return ast.ObjectTerm(), emptyContextDigest, nil
 	}
+	// The digest is taken over the re-encoded document, whose object keys
+	// encoding/json writes sorted: a context sent with its keys in another
+	// order (a json.RawMessage, say) is the same key. Two spellings of one
+	// number only cost a cache miss, never a stale hit.
 	raw, err := json.Marshal(ctxDoc)
 	if err != nil {
 		return nil, "", fmt.Errorf("context: %w", err)
@@ -100,14 +104,23 @@ func contextValue(ctxDoc any) (*ast.Term, string, error) {
 	if err := dec.Decode(&norm); err != nil {
 		return nil, "", fmt.Errorf("context: %w", err)
 	}
-	canon, _ := json.Marshal(norm)
 	v, err := ast.InterfaceToValue(norm)
+	if err != nil {
+		return nil, "", fmt.Errorf("context: %w", err)
+	}
+	canon, err := json.Marshal(norm)
 	if err != nil {
 		return nil, "", fmt.Errorf("context: %w", err)
 	}
 	sum := sha256.Sum256(canon)
 	return ast.NewTerm(v), hex.EncodeToString(sum[:]), nil
 }
+
+// emptyContextDigest is the digest of the context {}.
+var emptyContextDigest = func() string {
+	sum := sha256.Sum256([]byte("{}"))
+	return hex.EncodeToString(sum[:])
+}()
 
 // argsTerm turns a call's raw args into a Rego value: an object stays an
 // object; a string that holds a JSON object is parsed (the reference parses
