@@ -284,58 +284,20 @@ func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
 				Message: fmt.Sprintf("filter package for capability %q, which the registry does not have", id)})
 		}
 	}
-	for _, rule := range filterRules(c) {
+	for _, rule := range regoutil.FilterRules(c) {
 		if len(rule.Head.Args) > 0 {
 			loc := rule.Location
 			out = append(out, PolicyProblem{Code: "invalid_filter", File: loc.File, Row: loc.Row, Col: loc.Col,
 				Message: fmt.Sprintf("filter %s: prepare_tools must be a set of tool names (prepare_tools contains name if ...), not a function", rule.Module.Package.Path)})
 			continue
 		}
-		seen := map[*ast.Rule]bool{}
-		var visit func(r *ast.Rule)
-		visit = func(r *ast.Rule) {
-			if seen[r] {
-				return
+		for _, call := range regoutil.NondeterministicCalls(c, rule, nil) {
+			p := PolicyProblem{Code: "nondeterministic_builtin",
+				Message: fmt.Sprintf("filter %s reaches the nondeterministic built-in %s: filter results are cached, so they must be a pure function of their input", rule.Module.Package.Path, call.Builtin)}
+			if loc := call.Expr.Location; loc != nil {
+				p.File, p.Row, p.Col = loc.File, loc.Row, loc.Col
 			}
-			seen[r] = true
-			ast.WalkExprs(r, func(e *ast.Expr) bool {
-				if !e.IsCall() {
-					return false
-				}
-				name := e.Operator().String()
-				if b, ok := ast.BuiltinMap[name]; ok && b.Nondeterministic {
-					loc := e.Location
-					p := PolicyProblem{Code: "nondeterministic_builtin",
-						Message: fmt.Sprintf("filter %s reaches the nondeterministic built-in %s: filter results are cached, so they must be a pure function of their input", rule.Module.Package.Path, name)}
-					if loc != nil {
-						p.File, p.Row, p.Col = loc.File, loc.Row, loc.Col
-					}
-					out = append(out, p)
-				}
-				return false
-			})
-			for dep := range c.Graph.Dependencies(r) {
-				if dr, ok := dep.(*ast.Rule); ok {
-					visit(dr)
-				}
-			}
-		}
-		visit(rule)
-	}
-	return out
-}
-
-// filterRules returns every prepare_tools rule of a filter package.
-func filterRules(c *ast.Compiler) []*ast.Rule {
-	var out []*ast.Rule
-	for _, m := range c.Modules {
-		if regoutil.CapabilityOf(m.Package.Path) == "" {
-			continue
-		}
-		for _, r := range m.Rules {
-			if r.Head.Name.String() == "prepare_tools" || (len(r.Head.Reference) > 0 && r.Head.Reference[0].Value.Compare(ast.Var("prepare_tools")) == 0) {
-				out = append(out, r)
-			}
+			out = append(out, p)
 		}
 	}
 	return out
@@ -402,7 +364,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	if err != nil {
 		return nil, fmt.Errorf("engine: prepare decision: %w", err)
 	}
-	for _, r := range filterRules(c) {
+	for _, r := range regoutil.FilterRules(c) {
 		id := regoutil.CapabilityOf(r.Module.Package.Path)
 		if _, done := out.filters[id]; done {
 			continue

@@ -421,54 +421,18 @@ func unknownCapabilityFindings(m *checkModule, reg *facts.Registry) []policyFind
 		"filter package for capability %q, which the registry does not have", id))}
 }
 
-// filterRules returns the prepare_tools rules of the filter packages.
-func filterRules(c *ast.Compiler) []*ast.Rule {
-	var out []*ast.Rule
-	for _, m := range c.Modules {
-		if regoutil.CapabilityOf(m.Package.Path) == "" {
-			continue
-		}
-		for _, r := range m.Rules {
-			if len(r.Head.Ref()) > 0 && r.Head.Ref()[0].Value.Compare(ast.Var("prepare_tools")) == 0 {
-				out = append(out, r)
-			}
-		}
-	}
-	return out
-}
-
 // nondeterminismFindings reports every call of a nondeterministic
 // built-in that a filter reaches, through the rules and functions it
 // depends on.
 func nondeterminismFindings(c *ast.Compiler) []policyFinding {
 	var out []policyFinding
 	seen := map[*ast.Rule]bool{}
-	for _, root := range filterRules(c) {
-		var visit func(r *ast.Rule)
-		visit = func(r *ast.Rule) {
-			if seen[r] {
-				return
-			}
-			seen[r] = true
-			ast.WalkExprs(r, func(e *ast.Expr) bool {
-				if !e.IsCall() {
-					return false
-				}
-				name := e.Operator().String()
-				if b, ok := ast.BuiltinMap[name]; ok && b.Nondeterministic {
-					out = append(out, locFinding(codeNondeterminism, e.Location, fmt.Sprintf(
-						"filter %s reaches the nondeterministic built-in %s: filter results are cached, "+
-							"so they must be a pure function of their input", root.Module.Package.Path, name)))
-				}
-				return false
-			})
-			for dep := range c.Graph.Dependencies(r) {
-				if dr, ok := dep.(*ast.Rule); ok {
-					visit(dr)
-				}
-			}
+	for _, root := range regoutil.FilterRules(c) {
+		for _, call := range regoutil.NondeterministicCalls(c, root, seen) {
+			out = append(out, locFinding(codeNondeterminism, call.Expr.Location, fmt.Sprintf(
+				"filter %s reaches the nondeterministic built-in %s: filter results are cached, "+
+					"so they must be a pure function of their input", root.Module.Package.Path, call.Builtin)))
 		}
-		visit(root)
 	}
 	return out
 }
@@ -479,7 +443,7 @@ func nondeterminismFindings(c *ast.Compiler) []policyFinding {
 func filterTypeFindings(ctx context.Context, c *ast.Compiler, reg *facts.Registry) []policyFinding {
 	var out []policyFinding
 	done := map[string]bool{}
-	for _, r := range filterRules(c) {
+	for _, r := range regoutil.FilterRules(c) {
 		pkg := r.Module.Package.Path
 		if done[pkg.String()] {
 			continue

@@ -39,3 +39,61 @@ func JSONKind(v any) string {
 	}
 	return "a number"
 }
+
+// FilterRules returns every prepare_tools rule of the filter packages
+// (policycheck.capabilities.<id>) in c, in module order.
+func FilterRules(c *ast.Compiler) []*ast.Rule {
+	var out []*ast.Rule
+	for _, m := range c.Modules {
+		if CapabilityOf(m.Package.Path) == "" {
+			continue
+		}
+		for _, r := range m.Rules {
+			if ref := r.Head.Ref(); len(ref) > 0 && ref[0].Value.Compare(ast.Var("prepare_tools")) == 0 {
+				out = append(out, r)
+			}
+		}
+	}
+	return out
+}
+
+// NondeterministicCall is a call of a nondeterministic built-in.
+type NondeterministicCall struct {
+	Builtin string
+	Expr    *ast.Expr
+}
+
+// NondeterministicCalls returns every call of a nondeterministic built-in
+// (http.send, time.now_ns, rand.*, …) that root reaches, through the rules
+// and functions it depends on. seen may be shared across roots to report
+// each call once; nil means a fresh set.
+func NondeterministicCalls(c *ast.Compiler, root *ast.Rule, seen map[*ast.Rule]bool) []NondeterministicCall {
+	if seen == nil {
+		seen = map[*ast.Rule]bool{}
+	}
+	var out []NondeterministicCall
+	var visit func(r *ast.Rule)
+	visit = func(r *ast.Rule) {
+		if seen[r] {
+			return
+		}
+		seen[r] = true
+		ast.WalkExprs(r, func(e *ast.Expr) bool {
+			if !e.IsCall() {
+				return false
+			}
+			name := e.Operator().String()
+			if b, ok := ast.BuiltinMap[name]; ok && b.Nondeterministic {
+				out = append(out, NondeterministicCall{Builtin: name, Expr: e})
+			}
+			return false
+		})
+		for dep := range c.Graph.Dependencies(r) {
+			if dr, ok := dep.(*ast.Rule); ok {
+				visit(dr)
+			}
+		}
+	}
+	visit(root)
+	return out
+}
