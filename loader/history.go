@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strconv"
+	"strings"
 
 	"github.com/policycheck/policycheck/facts"
 )
@@ -436,7 +438,7 @@ func (d *historyDecoder) enumAt(sp span, name string, allowed []string, required
 	if !slices.Contains(allowed, s) {
 		d.push(name)
 		defer d.pop()
-		return "", d.fail(KindSchema, "%q is not one of %q", s, allowed)
+		return "", d.fail(KindSchema, "%q is not one of %s", s, quoteList(allowed))
 	}
 	return s, nil
 }
@@ -1026,4 +1028,14 @@ func partKey(key []byte) (int, bool) {
 		return pDynamicRef, true
 	}
 	return 0, false
+}
+
+// quoteList renders allowed values as the schema's messages do:
+// "a", "b", "c".
+func quoteList(values []string) string {
+	q := make([]string, len(values))
+	for i, v := range values {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
 }
