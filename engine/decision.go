@@ -87,7 +87,7 @@ type CallVerdict struct {
 	FailClosed bool `json:"-"`
 }
 
-// Facts returns the facts the decision was made on.
+// FactsUsed returns the facts the decision was made on.
 func (d *Decision) FactsUsed() *facts.Facts { return d.facts }
 
 func newDecision(f *facts.Facts) *Decision {

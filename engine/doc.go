@@ -18,7 +18,9 @@
 //   - decision.go reads the policy's structured result, enforces the
 //     invariants that keep advertisement, the gate and the messages in
 //     agreement, and assembles the model-facing messages of messages.go.
-//   - explain.go explains a decision against the history's provenance.
+//   - explain.go explains a decision against the history's provenance;
+//     report.go is the facts report that `policycheck facts` and the
+//     sidecar's /v1/facts print.
 //   - run.go is the per-run API: a Run decides step after step over an
 //     incremental facts.Tracker and keeps the retry accounting of spec §8
 //     X8 (budgets, the free first availability refusal, carry-over) that
