@@ -20,16 +20,23 @@ type scanner struct {
 	maxDepth int
 	file     string
 	path     []seg
+	names    []string // keys of segName segments
 }
 
 // seg is one step of the JSON pointer: an array index, or a key given by
 // name (key) or read from the input (raw, not copied: pushing it must not
 // allocate, as every object member is pushed).
 type seg struct {
-	key string
-	raw []byte
-	idx int // -1 for a key segment
+	// idx >= 0 is an array index; segKey is the raw (unescaped) key
+	// data[s:e]; segName is the key names[s]. A segment holds no pointer,
+	// so pushing one on the hot path costs no GC write barrier.
+	idx, s, e int
 }
+
+const (
+	segKey  = -1
+	segName = -2
+)
 
 // span is the extent of one JSON value inside scanner.data; e == 0 means absent.
 type span struct{ s, e int }
@@ -45,10 +52,21 @@ var strPlain = func() (t [256]bool) {
 	return
 }()
 
-func (d *scanner) push(key string)    { d.path = append(d.path, seg{key: key, idx: -1}) }
-func (d *scanner) pushRaw(key []byte) { d.path = append(d.path, seg{raw: key, idx: -1}) }
-func (d *scanner) pushIdx(i int)      { d.path = append(d.path, seg{idx: i}) }
-func (d *scanner) pop()               { d.path = d.path[:len(d.path)-1] }
+func (d *scanner) push(key string) {
+	d.names = append(d.names, key)
+	d.path = append(d.path, seg{idx: segName, s: len(d.names) - 1})
+}
+
+// pushKey pushes the key data[s:e], which holds no escape.
+func (d *scanner) pushKey(s, e int) { d.path = append(d.path, seg{idx: segKey, s: s, e: e}) }
+func (d *scanner) pushIdx(i int)    { d.path = append(d.path, seg{idx: i}) }
+func (d *scanner) pop() {
+	last := d.path[len(d.path)-1]
+	if last.idx == segName && last.s == len(d.names)-1 {
+		d.names = d.names[:last.s]
+	}
+	d.path = d.path[:len(d.path)-1]
+}
 
 func (d *scanner) pointer() string {
 	if len(d.path) == 0 {
@@ -61,9 +79,11 @@ func (d *scanner) pointer() string {
 			b.WriteString(strconv.Itoa(s.idx))
 			continue
 		}
-		key := s.key
-		if s.raw != nil {
-			key = string(s.raw)
+		var key string
+		if s.idx == segKey {
+			key = string(d.data[s.s:s.e])
+		} else {
+			key = d.names[s.s]
 		}
 		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(key))
 	}
@@ -386,13 +406,16 @@ func (d *scanner) object(fn func(key []byte) *Error) *Error {
 		}
 		key := d.data[s:e]
 		if esc {
-			key = []byte(unescape(d.data[s-1 : e+1]))
+			name := unescape(d.data[s-1 : e+1])
+			key = []byte(name)
+			d.push(name)
+		} else {
+			d.pushKey(s, e)
 		}
 		if d.peek() != ':' {
 			return d.unexpected()
 		}
 		d.i++
-		d.pushRaw(key)
 		if err := fn(key); err != nil {
 			return err
 		}
