@@ -24,6 +24,7 @@ type inputFlags struct {
 	policies   []string
 	noDefaults bool
 	maxBytes   int64
+	limits     loader.Limits
 	noSchema   bool
 }
 
@@ -32,7 +33,12 @@ func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
 	fl.StringVar(&f.registry, "registry", "", "tool registry (YAML or JSON) (required)")
 	fl.StringVar(&f.history, "history", "", "message history, pydantic-ai JSON; - for stdin (required)")
 	fl.StringVar(&f.context, "context", "", "JSON object handed to policies as input.context")
-	fl.Int64Var(&f.maxBytes, "max-bytes", loader.DefaultLimits().MaxBytes, "largest history accepted, in bytes")
+	def := loader.DefaultLimits()
+	fl.Int64Var(&f.maxBytes, "max-bytes", def.MaxBytes, "largest history accepted, in bytes")
+	fl.IntVar(&f.limits.MaxMessages, "max-messages", def.MaxMessages, "most messages a history may hold")
+	fl.IntVar(&f.limits.MaxPartsPerMessage, "max-parts-per-message", def.MaxPartsPerMessage, "most parts one message may hold")
+	fl.IntVar(&f.limits.MaxParts, "max-parts", def.MaxParts, "most parts a history may hold")
+	fl.IntVar(&f.limits.MaxDepth, "max-depth", def.MaxDepth, "deepest nesting of JSON arrays and objects")
 	fl.BoolVar(&f.noSchema, "no-schema", false, "skip JSON Schema validation (the decoder still enforces the same rules)")
 	if withPolicy {
 		fl.StringArrayVar(&f.policies, "policy", nil, "policy file, directory or OPA bundle (repeatable)")
@@ -73,6 +79,15 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	if f.maxBytes < 0 {
 		return nil, badInput(fmt.Errorf("--max-bytes must be 0 (no limit) or more, not %d", f.maxBytes))
 	}
+	for _, l := range []struct {
+		flag string
+		v    int
+	}{{"--max-messages", f.limits.MaxMessages}, {"--max-parts-per-message", f.limits.MaxPartsPerMessage},
+		{"--max-parts", f.limits.MaxParts}, {"--max-depth", f.limits.MaxDepth}} {
+		if l.v < 0 {
+			return nil, badInput(fmt.Errorf("%s must be 0 (no limit; for --max-depth the default) or more, not %d", l.flag, l.v))
+		}
+	}
 	if f.history == "-" && f.context == "-" {
 		return nil, badInput(errors.New("--history and --context cannot both read standard input"))
 	}
@@ -88,7 +103,7 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	if name == "-" {
 		name = "<stdin>"
 	}
-	lim := loader.DefaultLimits()
+	lim := f.limits
 	lim.MaxBytes = f.maxBytes
 	h, err := loader.DecodeHistory(name, data, lim)
 	if err != nil {
