@@ -22,7 +22,6 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/policies"
 )
 
 // Finding codes of check, beside OPA's own (rego_parse_error,
@@ -337,30 +336,20 @@ func shippedModules(mods []*checkModule) ([]*checkModule, bool, error) {
 	for _, m := range mods {
 		have[m.module.Package.Path.String()] = true
 	}
+	shipped, err := regoutil.ShippedModules()
+	if err != nil {
+		return nil, false, err
+	}
 	var out []*checkModule
 	shadowed := false
-	fsys := policies.FS()
-	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || path.Ext(p) != ".rego" || strings.HasSuffix(p, "_test.rego") {
-			return err
-		}
-		b, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
-		}
-		name := "policycheck:policies/" + p
-		m, err := ast.ParseModuleWithOpts(name, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
-		if err != nil {
-			return fmt.Errorf("shipped policy %s: %w", p, err)
-		}
-		if have[m.Package.Path.String()] {
+	for _, sm := range shipped {
+		if have[sm.Module.Package.Path.String()] {
 			shadowed = true
-			return nil
+			continue
 		}
-		out = append(out, &checkModule{file: name, text: string(b), module: m})
-		return nil
-	})
-	return out, shadowed, err
+		out = append(out, &checkModule{file: sm.File, text: sm.Text, module: sm.Module})
+	}
+	return out, shadowed, nil
 }
 
 func registryFindings(file string, err error) []policyFinding {

@@ -20,11 +20,7 @@ registry tool unavailable, every call denied, and "errors" says why (exit status
     --policy examples/policies --context examples/context/support.json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			loaded, err := in.load(cmd)
-			if err != nil {
-				return err
-			}
-			eng, err := in.engine(cmd.Context(), loaded.reg)
+			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
 			}

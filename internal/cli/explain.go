@@ -23,11 +23,7 @@ decided.` + exitCodesHelp,
 		Example: `  policycheck explain --registry examples/registry.yaml --history examples/histories/refund.json`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			loaded, err := in.load(cmd)
-			if err != nil {
-				return err
-			}
-			eng, err := in.engine(cmd.Context(), loaded.reg)
+			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
 			}

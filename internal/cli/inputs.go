@@ -141,6 +141,20 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	return in, nil
 }
 
+// loadEngine reads the inputs and compiles the policies against their
+// registry: what eval and explain both start with.
+func (f *inputFlags) loadEngine(cmd *cobra.Command) (*inputs, *engine.Engine, error) {
+	loaded, err := f.load(cmd)
+	if err != nil {
+		return nil, nil, err
+	}
+	eng, err := f.engine(cmd.Context(), loaded.reg)
+	if err != nil {
+		return nil, nil, err
+	}
+	return loaded, eng, nil
+}
+
 func (f *inputFlags) engine(ctx context.Context, reg *facts.Registry) (*engine.Engine, error) {
 	opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(f.policies...)}
 	if f.noDefaults {

@@ -21,7 +21,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/policies"
+	"github.com/policycheck/policycheck/internal/regoutil"
 )
 
 type testFlags struct {
@@ -212,25 +212,16 @@ func addShippedPolicies(modules map[string]*ast.Module) error {
 	for _, m := range modules {
 		have[m.Package.Path.String()] = true
 	}
-	fsys := policies.FS()
-	return fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() || path.Ext(p) != ".rego" || strings.HasSuffix(p, "_test.rego") {
-			return err
+	shipped, err := regoutil.ShippedModules()
+	if err != nil {
+		return err
+	}
+	for _, sm := range shipped {
+		if !have[sm.Module.Package.Path.String()] {
+			modules[sm.File] = sm.Module
 		}
-		b, err := fs.ReadFile(fsys, p)
-		if err != nil {
-			return err
-		}
-		name := "policycheck:policies/" + p
-		m, err := ast.ParseModuleWithOpts(name, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
-		if err != nil {
-			return fmt.Errorf("shipped policy %s: %w", p, err)
-		}
-		if !have[m.Package.Path.String()] {
-			modules[name] = m
-		}
-		return nil
-	})
+	}
+	return nil
 }
 
 // policyFinding is one located problem in a policy set, registry or test

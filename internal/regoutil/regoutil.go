@@ -1,9 +1,19 @@
 // Package regoutil holds the small Rego helpers that the engine and the
-// command line share: naming a filter package's capability and describing
-// a Rego result's JSON type in messages.
+// command line share: naming a filter package's capability, finding the
+// filter rules and the nondeterministic built-ins they reach, parsing the
+// shipped policies, and describing a Rego result's JSON type in messages.
 package regoutil
 
-import "github.com/open-policy-agent/opa/v1/ast"
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/policies"
+)
 
 // CapabilityOf returns the capability id of a filter package path
 // (data.policycheck.capabilities.<id>, or ["<id>"] for ids that are not
@@ -96,4 +106,37 @@ func NondeterministicCalls(c *ast.Compiler, root *ast.Rule, seen map[*ast.Rule]b
 	}
 	visit(root)
 	return out
+}
+
+// ShippedModule is one shipped default policy, parsed.
+type ShippedModule struct {
+	// File names the module as the command line reports it:
+	// "policycheck:policies/<path>".
+	File   string
+	Text   string
+	Module *ast.Module
+}
+
+// ShippedModules parses the shipped default policies (tests excluded), in
+// file order.
+func ShippedModules() ([]ShippedModule, error) {
+	fsys := policies.FS()
+	var out []ShippedModule
+	err := fs.WalkDir(fsys, ".", func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() || path.Ext(p) != ".rego" || strings.HasSuffix(p, "_test.rego") {
+			return err
+		}
+		b, err := fs.ReadFile(fsys, p)
+		if err != nil {
+			return err
+		}
+		name := "policycheck:policies/" + p
+		m, err := ast.ParseModuleWithOpts(name, string(b), ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
+		if err != nil {
+			return fmt.Errorf("shipped policy %s: %w", p, err)
+		}
+		out = append(out, ShippedModule{File: name, Text: string(b), Module: m})
+		return nil
+	})
+	return out, err
 }
