@@ -50,10 +50,15 @@ available := gate.available(input.facts.discovered, input.facts.loaded, input.fi
 # description: |
 #   The tools whose schemas go to the model on the next request: the same
 #   rule over the cleaned outgoing history (spec §7), so advertised is a
-#   subset of available.
+#   subset of available. The rule is monotone in the evidence, so when the
+#   outgoing history keeps every reveal and load of the facts (the common
+#   case: cleaning removed nothing that counted), advertised is available.
 default advertised := set()
 
-advertised := gate.available(input.outgoing.discovered, input.outgoing.loaded, input.filters.next) & available
+advertised := available if {
+	count(input.facts.discovered - input.outgoing.discovered) == 0
+	count(input.facts.loaded - input.outgoing.loaded) == 0
+} else := gate.available(input.outgoing.discovered, input.outgoing.loaded, input.filters.next) & available
 
 # METADATA
 # title: dispatch_available

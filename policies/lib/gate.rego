@@ -32,40 +32,35 @@ failed if count(input.filters.errors) > 0
 hidden := {name | some name in data.policycheck.rules[_].hide}
 
 # METADATA
-# title: load_tool
-# description: load_capability is present while some capability is deferred.
-default load_tool := set()
-
-load_tool := {"load_capability"} if count(registry.deferred_capabilities) > 0
-
-# METADATA
 # title: present_framework
 # description: |
-#   The framework tools present under a filter result: load_capability
-#   while some capability is deferred, search_tools while some search-gated
-#   tool survives the filters and the rules.
-present_framework(filters) := load_tool | {"search_tools"} if {
-	count((registry.search_gated - filters.dropped) - hidden) > 0
-} else := load_tool
+#   The framework tools present when the filters and the rules removed
+#   `removed`: load_capability while some capability is deferred,
+#   search_tools while some search-gated tool survives.
+present_framework(removed) := framework if {
+	count(registry.deferred_capabilities) > 0
+	count(registry.search_gated) > count(registry.search_gated & removed)
+} else := {"load_capability"} if {
+	count(registry.deferred_capabilities) > 0
+} else := {"search_tools"} if {
+	count(registry.search_gated) > count(registry.search_gated & removed)
+} else := set()
 
 # METADATA
 # title: available
 # description: |
 #   The tools available given discovered names and loaded capability ids
 #   (spec §6 V2): always-on tools, revealed search-gated tools, and the
-#   tools of loaded deferred capabilities, less what the filters dropped and
-#   the rules hid, plus the framework tools present.
-available(discovered, loaded, filters) := (kept - hidden) | present_framework(filters) if {
-	kept := revealed(discovered, loaded) - filters.dropped
+#   tools of loaded deferred capabilities (a load is the reveal; loads of
+#   always-on or unregistered capabilities reveal nothing), less what the
+#   filters dropped and the rules hid, plus the framework tools present.
+#   A Rego set operation copies its operands, so the small sets are
+#   combined first and the registry-sized set is copied twice at most.
+available(discovered, loaded, filters) := (registry.always_available - removed) | kept if {
+	removed := filters.dropped | hidden
+	gated := (registry.search_gated & discovered) | union({registry.capability_tools[id] | some id in loaded})
+	kept := (gated - removed) | present_framework(removed)
 }
-
-# METADATA
-# title: revealed
-# description: The registry tools the gate admits before filters and rules.
-revealed(discovered, loaded) := (registry.always_available | (registry.search_gated & discovered)) | union({
-registry.capability_tools[id] |
-	some id in loaded
-})
 
 # METADATA
 # title: available_now
@@ -108,7 +103,7 @@ call_resolved(call) if {
 	not call.tool in hidden
 }
 
-call_resolved(call) if call.tool in present_framework(input.filters.dispatch)
+call_resolved(call) if call.tool in present_framework(input.filters.dispatch.dropped | hidden)
 
 # METADATA
 # title: unavailable_form

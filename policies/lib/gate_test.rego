@@ -40,6 +40,16 @@ flat_registry := {
 	"capability_tools": {},
 }
 
+search_only_registry := {
+	"tools": {"search_docs": {"name": "search_docs", "capability": null, "defer_loading": true, "gate": "search"}},
+	"names": {"search_docs"},
+	"always_available": set(),
+	"search_gated": {"search_docs"},
+	"deferred_capabilities": set(),
+	"always_on_capabilities": set(),
+	"capability_tools": {},
+}
+
 no_filters := {"dropped": set(), "errors": []}
 
 base := {
@@ -90,28 +100,34 @@ test_hidden_unions_every_rules_package if {
 test_present_framework[note] if {
 	cases := {
 		"both present with a deferred capability and a search-gated tool": {
-			"registry": registry, "filters": no_filters, "rules": {},
+			"registry": registry, "removed": set(),
 			"want": {"load_capability", "search_tools"},
 		},
-		"search_tools absent when filters drop every search-gated tool": {
-			"registry": registry, "filters": {"dropped": {"search_docs"}, "errors": []}, "rules": {},
+		"search_tools absent when every search-gated tool is removed": {
+			"registry": registry, "removed": {"search_docs"},
 			"want": {"load_capability"},
 		},
-		"search_tools absent when rules hide every search-gated tool": {
-			"registry": registry, "filters": no_filters, "rules": {"r": {"hide": {"search_docs"}}},
-			"want": {"load_capability"},
+		"search_tools alone without deferred capabilities": {
+			"registry": search_only_registry, "removed": set(),
+			"want": {"search_tools"},
 		},
 		"neither without deferred capabilities or search-gated tools": {
-			"registry": flat_registry, "filters": no_filters, "rules": {},
+			"registry": flat_registry, "removed": set(),
 			"want": set(),
 		},
 	}
 	some note, tc in cases
-	gate.present_framework(tc.filters) == tc.want with data.policycheck.registry as tc.registry
-		with data.policycheck.rules as tc.rules
+	gate.present_framework(tc.removed) == tc.want with data.policycheck.registry as tc.registry
 }
 
-test_revealed[note] if {
+test_search_tools_absent_when_rules_hide_every_search_gated_tool if {
+	avail := gate.available({"search_docs"}, set(), no_filters) with data.policycheck.registry as registry
+		with data.policycheck.rules as {"r": {"hide": {"search_docs"}}}
+	not "search_tools" in avail
+	"load_capability" in avail
+}
+
+test_revealed_registry_tools[note] if {
 	cases := {
 		"always-on tools are revealed with no evidence": {
 			"discovered": set(), "loaded": set(),
@@ -135,7 +151,9 @@ test_revealed[note] if {
 		},
 	}
 	some note, tc in cases
-	gate.revealed(tc.discovered, tc.loaded) == tc.want with data.policycheck.registry as registry
+	avail := gate.available(tc.discovered, tc.loaded, no_filters) with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+	avail - gate.framework == tc.want
 }
 
 test_available[note] if {
