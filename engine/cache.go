@@ -6,9 +6,10 @@ import (
 	"sync/atomic"
 )
 
-// filterCache is a bounded LRU of filter results, keyed by fingerprint.
-// It is safe for concurrent use.
-type filterCache struct {
+// lruCache is a bounded LRU keyed by string, safe for concurrent use. The
+// engine keeps two: filter results by fingerprint, and the composition of
+// the filter results of one active set.
+type lruCache[V any] struct {
 	mu    sync.Mutex
 	max   int
 	ll    *list.List
@@ -17,6 +18,54 @@ type filterCache struct {
 	hits, misses atomic.Int64
 }
 
+type lruItem[V any] struct {
+	key string
+	val V
+}
+
+func newLRU[V any](max int) *lruCache[V] {
+	if max <= 0 {
+		max = 4096
+	}
+	return &lruCache[V]{max: max, ll: list.New(), items: map[string]*list.Element{}}
+}
+
+func (c *lruCache[V]) get(key string) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		c.ll.MoveToFront(el)
+		c.hits.Add(1)
+		return el.Value.(*lruItem[V]).val, true
+	}
+	c.misses.Add(1)
+	var zero V
+	return zero, false
+}
+
+func (c *lruCache[V]) put(key string, v V) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if el, ok := c.items[key]; ok {
+		el.Value.(*lruItem[V]).val = v
+		c.ll.MoveToFront(el)
+		return
+	}
+	c.items[key] = c.ll.PushFront(&lruItem[V]{key: key, val: v})
+	for c.ll.Len() > c.max {
+		last := c.ll.Back()
+		c.ll.Remove(last)
+		delete(c.items, last.Value.(*lruItem[V]).key)
+	}
+}
+
+func (c *lruCache[V]) len() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len()
+}
+
+// cacheEntry is one filter's result under one fingerprint.
 type cacheEntry struct {
 	key  string
 	kept map[string]struct{}
@@ -25,45 +74,4 @@ type cacheEntry struct {
 	// per registry tool.
 	dropped []string
 	err     string
-}
-
-func newFilterCache(max int) *filterCache {
-	if max <= 0 {
-		max = 4096
-	}
-	return &filterCache{max: max, ll: list.New(), items: map[string]*list.Element{}}
-}
-
-func (c *filterCache) get(key string) (*cacheEntry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.items[key]; ok {
-		c.ll.MoveToFront(el)
-		c.hits.Add(1)
-		return el.Value.(*cacheEntry), true
-	}
-	c.misses.Add(1)
-	return nil, false
-}
-
-func (c *filterCache) put(e *cacheEntry) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if el, ok := c.items[e.key]; ok {
-		el.Value = e
-		c.ll.MoveToFront(el)
-		return
-	}
-	c.items[e.key] = c.ll.PushFront(e)
-	for c.ll.Len() > c.max {
-		last := c.ll.Back()
-		c.ll.Remove(last)
-		delete(c.items, last.Value.(*cacheEntry).key)
-	}
-}
-
-func (c *filterCache) len() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.ll.Len()
 }

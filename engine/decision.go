@@ -19,7 +19,9 @@ const (
 )
 
 // Decision is the outcome of one evaluation, in the shape of design.md
-// "Output of policycheck eval". Every name list is sorted and never nil.
+// "Output of policycheck eval". Every name list is sorted and never nil;
+// lists with the same content may share storage, so treat them as
+// read-only.
 type Decision struct {
 	Fingerprint string         `json:"fingerprint"`
 	Window      facts.Position `json:"window"`
@@ -35,9 +37,40 @@ type Decision struct {
 	PolicyRevision   string `json:"-"`
 	RegistryRevision string `json:"-"`
 
-	// Why holds per-tool explanations for explain (not part of eval's JSON).
-	Why   map[string][]string `json:"-"`
-	facts *facts.Facts
+	facts   *facts.Facts
+	removal *removal // what removed tools, read by Removed
+}
+
+// removal is what a decision needs to say, on demand, why a tool was
+// removed: building those sentences for every dropped tool of every
+// decision cost more than most decisions spend in Go.
+type removal struct {
+	s              *snapshot
+	next, dispatch *filterResult
+	hidden         map[string]bool
+}
+
+// Removed says what removed tool from this decision: each filter that
+// dropped it and any operator rule that hid it; nil when nothing did.
+// Explanations read it; it is not part of eval's JSON.
+func (d *Decision) Removed(tool string) []string {
+	r := d.removal
+	if r == nil {
+		return nil
+	}
+	var out []string
+	for _, id := range r.next.droppedBy[tool] {
+		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): neither advertised nor callable", filterRoot, id, r.s.filters[id].file))
+	}
+	for _, id := range r.dispatch.droppedBy[tool] {
+		if !slices.Contains(r.next.droppedBy[tool], id) {
+			out = append(out, fmt.Sprintf("dropped at dispatch by filter %s.%s (%s), active through the serving provider's evidence", filterRoot, id, r.s.filters[id].file))
+		}
+	}
+	if r.hidden[tool] {
+		out = append(out, "hidden by an operator rule (policycheck.rules.*.hide) for this request")
+	}
+	return out
 }
 
 // FactsView is the facts block of the decision.
@@ -102,7 +135,6 @@ func newDecision(f *facts.Facts) *Decision {
 		Available:  []string{},
 		Advertised: []string{},
 		Calls:      []CallVerdict{},
-		Why:        map[string][]string{},
 		facts:      f,
 	}
 	if fd := f.Dispatch; fd != nil {
@@ -142,33 +174,36 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 
 // astDecision converts the policy's decision object for fill: a set of
 // strings becomes a sorted []string read straight off the AST (the sets
-// are the bulk of the result), anything else its JSON form.
-func astDecision(t *ast.Term) (map[string]any, bool) {
+// are the bulk of the result; see setNames), anything else its JSON form.
+// names are the candidate names, sorted.
+func astDecision(t *ast.Term, names []*ast.Term) (map[string]any, bool) {
 	obj, ok := t.Value.(ast.Object)
 	if !ok {
 		return nil, false
 	}
 	out := make(map[string]any, obj.Len())
+	// The policy often returns one set under several keys (advertised is
+	// available when cleaning removed nothing): read each set once.
+	type seen struct {
+		set   ast.Set
+		names []string
+	}
+	var memo []seen
 	obj.Foreach(func(k, v *ast.Term) {
 		key, isStr := k.Value.(ast.String)
 		if !isStr {
 			return
 		}
 		if set, isSet := v.Value.(ast.Set); isSet {
-			names := make([]string, 0, set.Len())
-			allStrings := true
-			set.Foreach(func(e *ast.Term) {
-				if s, ok := e.Value.(ast.String); ok {
-					names = append(names, string(s))
-				} else {
-					allStrings = false
+			for _, m := range memo {
+				if m.set == set {
+					out[string(key)] = m.names
+					return
 				}
-			})
-			if allStrings {
-				if !slices.IsSorted(names) {
-					slices.Sort(names)
-				}
-				out[string(key)] = names
+			}
+			if list, ok := setNames(set, names); ok {
+				memo = append(memo, seen{set, list})
+				out[string(key)] = list
 				return
 			}
 		}
@@ -176,6 +211,46 @@ func astDecision(t *ast.Term) (map[string]any, bool) {
 			out[string(key)] = j
 		}
 	})
+	return out, true
+}
+
+// setNames returns the elements of a set of strings, sorted; ok is false
+// when the set holds anything but strings. OPA's sets hand out their
+// elements only sorted with its generic term order, which costs more than
+// the rest of reading a decision; so the candidates (registry and
+// framework tool names, already sorted) are looked up instead, and only a
+// set holding other names is read element by element.
+func setNames(set ast.Set, candidates []*ast.Term) ([]string, bool) {
+	n := set.Len()
+	out := make([]string, 0, n)
+	if n == 0 {
+		return out, true
+	}
+	if n <= len(candidates) {
+		for _, c := range candidates {
+			if set.Contains(c) {
+				out = append(out, string(c.Value.(ast.String)))
+				if len(out) == n {
+					return out, true
+				}
+			}
+		}
+		out = out[:0]
+	}
+	allStrings := true
+	set.Foreach(func(e *ast.Term) {
+		if s, ok := e.Value.(ast.String); ok {
+			out = append(out, string(s))
+		} else {
+			allStrings = false
+		}
+	})
+	if !allStrings {
+		return nil, false
+	}
+	if !slices.IsSorted(out) {
+		slices.Sort(out)
+	}
 	return out, true
 }
 
@@ -199,6 +274,24 @@ func stringSet(v any, what string) ([]string, error) {
 	return out, nil
 }
 
+// subsetSorted reports whether every element of a is in b; both sorted.
+func subsetSorted(a, b []string) bool {
+	if len(a) > len(b) {
+		return false
+	}
+	j := 0
+	for _, x := range a {
+		for j < len(b) && b[j] < x {
+			j++
+		}
+		if j == len(b) || b[j] != x {
+			return false
+		}
+		j++
+	}
+	return true
+}
+
 func contains(sorted []string, s string) bool {
 	i := sort.SearchStrings(sorted, s)
 	return i < len(sorted) && sorted[i] == s
@@ -214,43 +307,26 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 	if d.Advertised, err = stringSet(raw["advertised"], "advertised"); err != nil {
 		return err
 	}
-	// advertised ⊆ available, whatever the policy says.
-	adv := d.Advertised[:0:0]
-	for _, n := range d.Advertised {
-		if contains(d.Available, n) {
-			adv = append(adv, n)
-		} else {
-			d.Errors = appendUnique(d.Errors, fmt.Sprintf("policy advertised %q without making it available; withheld", n))
-		}
-	}
-	d.Advertised = adv
-	hidden := map[string][]string{}
-	if h, err := stringSet(raw["hidden"], "hidden"); err == nil {
-		for _, n := range h {
-			hidden[n] = nil
-		}
-	}
-	// Why: what removed a tool, for Explain. Only dropped or hidden tools
-	// have an entry, so only they are visited.
-	removed := make([]string, 0, len(next.dropped)+len(dispatch.dropped)+len(hidden))
-	removed = append(append(removed, next.dropped...), dispatch.dropped...)
-	for n := range hidden {
-		removed = append(removed, n)
-	}
-	slices.Sort(removed)
-	for _, n := range slices.Compact(removed) {
-		for _, id := range next.droppedBy[n] {
-			d.Why[n] = append(d.Why[n], fmt.Sprintf("dropped by filter %s.%s (%s): neither advertised nor callable", filterRoot, id, s.filters[id].file))
-		}
-		for _, id := range dispatch.droppedBy[n] {
-			if !slices.Contains(next.droppedBy[n], id) {
-				d.Why[n] = append(d.Why[n], fmt.Sprintf("dropped at dispatch by filter %s.%s (%s), active through the serving provider's evidence", filterRoot, id, s.filters[id].file))
+	// advertised ⊆ available, whatever the policy says (both are sorted:
+	// one merge walk).
+	if !subsetSorted(d.Advertised, d.Available) {
+		adv := make([]string, 0, len(d.Advertised))
+		for _, n := range d.Advertised {
+			if contains(d.Available, n) {
+				adv = append(adv, n)
+			} else {
+				d.Errors = appendUnique(d.Errors, fmt.Sprintf("policy advertised %q without making it available; withheld", n))
 			}
 		}
-		if _, h := hidden[n]; h {
-			d.Why[n] = append(d.Why[n], "hidden by an operator rule (policycheck.rules.*.hide) for this request")
+		d.Advertised = adv
+	}
+	hidden := map[string]bool{}
+	if h, err := stringSet(raw["hidden"], "hidden"); err == nil {
+		for _, n := range h {
+			hidden[n] = true
 		}
 	}
+	d.removal = &removal{s: s, next: next, dispatch: dispatch, hidden: hidden}
 	if d.Dispatch == nil {
 		return nil
 	}
@@ -261,14 +337,15 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 	if !ok || len(verdicts) != len(d.Calls) {
 		return fmt.Errorf("policy decision: verdicts must hold one verdict per call (%d calls)", len(d.Calls))
 	}
-	resolvedEmpty := true
-	for _, n := range s.reg.ToolNames() {
-		if !contains(dispatch.dropped, n) {
-			if _, h := hidden[n]; !h {
-				resolvedEmpty = false
-				break
+	// resolvedEmpty: every registry tool was dropped or hidden (only an
+	// unknown-tool message asks).
+	resolvedEmpty := func() bool {
+		for _, n := range s.reg.ToolNames() {
+			if !contains(dispatch.dropped, n) && !hidden[n] {
+				return false
 			}
 		}
+		return true
 	}
 	for i, v := range verdicts {
 		vm, ok := v.(map[string]any)
@@ -280,7 +357,7 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		c.Rule, _ = vm["rule"].(string)
 		switch c.Verdict {
 		case UnknownTool:
-			c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, resolvedEmpty && len(d.Dispatch.Available) == 0)
+			c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, len(d.Dispatch.Available) == 0 && resolvedEmpty())
 			c.Reasons = unknownReasons(s, c.Tool, dispatch, hidden)
 		case NotAvailableYet:
 			form, _ := vm["form"].(map[string]any)
@@ -335,7 +412,7 @@ func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) 
 	return out, reasons
 }
 
-func unknownReasons(s *snapshot, tool string, fr *filterResult, hidden map[string][]string) []string {
+func unknownReasons(s *snapshot, tool string, fr *filterResult, hidden map[string]bool) []string {
 	if _, ok := s.reg.Tool(tool); !ok {
 		return []string{fmt.Sprintf("%q is neither a registry tool nor a framework tool present in this run", tool)}
 	}
@@ -347,7 +424,7 @@ func unknownReasons(s *snapshot, tool string, fr *filterResult, hidden map[strin
 		}
 		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
 	}
-	if _, ok := hidden[tool]; ok {
+	if hidden[tool] {
 		out = append(out, fmt.Sprintf("hidden by an operator rule (policycheck.rules.*.hide) for this request"))
 	}
 	return out

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -79,9 +80,15 @@ type snapshot struct {
 	reg        *facts.Registry
 	regRev     string
 	toolsInput *ast.Term
-	cache      *filterCache
-	deadline   time.Duration
-	modules    []string
+	// names are the registry's tool names and the framework tools, sorted,
+	// as terms: reading a decision's sets looks each one up (see setNames).
+	names []*ast.Term
+	cache *lruCache[*cacheEntry]
+	// composed holds the composition of the filter results of one active
+	// set under one context (see runFilters).
+	composed *lruCache[*filterResult]
+	deadline time.Duration
+	modules  []string
 }
 
 // New compiles the policies against the registry. A policy set that does
@@ -119,8 +126,10 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 		mods = append(mods, n)
 	}
 	sort.Strings(mods)
-	return &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput,
-		cache: newFilterCache(cfg.cacheSize), deadline: cfg.deadline, modules: mods}, nil
+	names := append(slices.Clone(cfg.registry.ToolNames()), "load_capability", "search_tools")
+	slices.Sort(names)
+	return &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, names: strTerms(slices.Compact(names)),
+		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize), deadline: cfg.deadline, modules: mods}, nil
 }
 
 // Reload compiles a new snapshot with the construction options plus opts
@@ -225,7 +234,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		var ok bool
 		term, isTerm := rs[0].Expressions[0].Value.(*ast.Term)
 		if isTerm {
-			raw, ok = astDecision(term)
+			raw, ok = astDecision(term, s.names)
 		}
 		if !ok {
 			d.failClosed(s, "policy decision is not an object")
@@ -323,8 +332,18 @@ func appendUnique(s []string, v string) []string {
 // runFilters applies the filters of the active capabilities, through the
 // fingerprint cache.
 func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast.Term, ctxDigest string) *filterResult {
-	fr := &filterResult{droppedBy: map[string][]string{}}
 	activeKey := idsKey(active)
+	// The composition is a pure function of the filter results it
+	// composes, each a pure function of its key; so it is cached under
+	// what every one of those keys holds (revisions, context, active set:
+	// the capability ids follow from the active set). A hit counts as a
+	// hit of each filter result it stands for.
+	compKey := s.rev + s.regRev + ctxDigest + activeKey
+	if fr, ok := s.composed.get(compKey); ok {
+		s.cache.hits.Add(int64(len(fr.keys)))
+		return fr
+	}
+	fr := &filterResult{droppedBy: map[string][]string{}}
 	var activeTerm *ast.Term
 	for _, id := range active {
 		flt := s.filters[id]
@@ -342,7 +361,7 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 			// A timeout or cancellation says nothing about the filter:
 			// never cache it.
 			if ctx.Err() == nil {
-				s.cache.put(entry)
+				s.cache.put(key, entry)
 			}
 		}
 		if entry.err != "" {
@@ -357,6 +376,10 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 		fr.dropped = append(fr.dropped, name)
 	}
 	sort.Strings(fr.dropped)
+	if len(fr.errors) == 0 && ctx.Err() == nil {
+		fr.termv = fr.term(&setTerms{})
+		s.composed.put(compKey, fr)
+	}
 	return fr
 }
 

@@ -113,7 +113,7 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 				te.Why = append(te.Why, fmt.Sprintf("capability %q is never loaded in this history", t.Capability))
 			}
 		}
-		te.Why = append(te.Why, d.Why[name]...)
+		te.Why = append(te.Why, d.Removed(name)...)
 		x.Tools = append(x.Tools, te)
 	}
 	entry := s.fileOf("data.policycheck.availability")

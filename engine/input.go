@@ -166,6 +166,10 @@ type filterResult struct {
 	keys    []string // cache keys used, for the fingerprint
 	// droppedBy maps a dropped tool to the filters that dropped it.
 	droppedBy map[string][]string
+	// termv is the result as the policy's input reads it, built once for
+	// a composed result that the cache shares between decisions (which
+	// only read it).
+	termv *ast.Term
 }
 
 type filterError struct {
@@ -175,6 +179,9 @@ type filterError struct {
 }
 
 func (fr *filterResult) term(sets *setTerms) *ast.Term {
+	if fr.termv != nil {
+		return fr.termv
+	}
 	errs := make([]*ast.Term, len(fr.errors))
 	for i, e := range fr.errors {
 		errs[i] = ast.ObjectTerm(item("capability", ast.StringTerm(e.Capability)), item("message", ast.StringTerm(e.Message)))
