@@ -227,30 +227,55 @@ func Derive(h History, reg *Registry) Facts {
 // Dangling-call repair adds only untyped returns and merging changes no
 // evidence, so neither needs modelling here.
 func outgoingDiscovered(h History, w Position) []string {
-	seen := map[string]struct{}{}
+	// The window's reveals, with the search returns among them held until
+	// their calls are found: most histories have far more calls than
+	// reveals, so only the ids of revealing returns are looked for (a map
+	// of every call id in the history cost more than the rest of Derive).
 	set := map[string]struct{}{}
-	walk(h, Position{}, func(m, p int, part *Part) {
-		inWindow := m > w.Message || (m == w.Message && p >= w.Part)
-		switch part.Kind {
-		case ToolCall:
+	type pending struct {
+		at      Position
+		reveals []string
+	}
+	var held map[string][]pending
+	walk(h, w, func(m, p int, part *Part) {
+		if len(part.Reveals) == 0 || part.Kind == ToolCall {
+			return
+		}
+		if part.Kind == ToolReturn {
 			if part.HasToolCallID {
-				seen[part.ToolCallID] = struct{}{}
+				if held == nil {
+					held = map[string][]pending{}
+				}
+				held[part.ToolCallID] = append(held[part.ToolCallID], pending{Position{m, p}, part.Reveals})
 			}
 			return
-		case ToolReturn:
-			if !part.HasToolCallID {
-				return
-			}
-			if _, ok := seen[part.ToolCallID]; !ok {
-				return
-			}
 		}
-		if inWindow {
-			for _, n := range part.Reveals {
-				set[n] = struct{}{}
-			}
+		for _, n := range part.Reveals {
+			set[n] = struct{}{}
 		}
 	})
+	if len(held) > 0 {
+		// A held return counts when a tool-call part with its id comes
+		// before it: the first such call decides.
+		walk(h, Position{}, func(m, p int, part *Part) {
+			if part.Kind != ToolCall || !part.HasToolCallID {
+				return
+			}
+			rets, ok := held[part.ToolCallID]
+			if !ok {
+				return
+			}
+			call := Position{m, p}
+			for _, r := range rets {
+				if call.Before(r.at) {
+					for _, n := range r.reveals {
+						set[n] = struct{}{}
+					}
+				}
+			}
+			delete(held, part.ToolCallID)
+		})
+	}
 	return sortedKeys(set)
 }
 
