@@ -54,13 +54,28 @@ present_framework(removed) := framework if {
 #   tools of loaded deferred capabilities (a load is the reveal; loads of
 #   always-on or unregistered capabilities reveal nothing), less what the
 #   filters dropped and the rules hid, plus the framework tools present.
-#   A Rego set operation copies its operands, so the small sets are
-#   combined first and the registry-sized set is copied twice at most.
-available(discovered, loaded, filters) := (registry.always_available - removed) | kept if {
+#   A Rego set operation copies its operands (and a difference sorts
+#   them), so the small sets are combined first, the registry-sized set is
+#   copied as few times as possible, and nothing is subtracted when
+#   nothing was removed.
+available(discovered, loaded, filters) := registry.always_available | kept if {
 	removed := filters.dropped | hidden
-	gated := (registry.search_gated & discovered) | union({registry.capability_tools[id] | some id in loaded})
-	kept := (gated - removed) | present_framework(removed)
+	count(removed) == 0
+	kept := gated(discovered, loaded) | present_framework(removed)
+} else := (registry.always_available - removed) | kept if {
+	removed := filters.dropped | hidden
+	kept := (gated(discovered, loaded) - removed) | present_framework(removed)
 }
+
+# METADATA
+# title: gated
+# description: |
+#   The gated registry tools the evidence reveals: discovered search-gated
+#   tools and the tools of loaded deferred capabilities.
+gated(discovered, loaded) := (registry.search_gated & discovered) | union({
+registry.capability_tools[id] |
+	some id in loaded
+})
 
 # METADATA
 # title: available_now
