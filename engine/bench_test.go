@@ -563,3 +563,32 @@ func BenchmarkEngineBytesToDecision(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkEngineHistoryToDecision is the engine's side of
+// BenchmarkNaiveRego: both start from the history already parsed into
+// their own in-memory form outside the timer (the baseline an ast.Value,
+// the engine a facts.History), and each iteration derives what the model
+// was shown and decides, with the default policy and no filters. It
+// isolates what the issue compares: facts derived in Go against the same
+// derivation in Rego.
+func BenchmarkEngineHistoryToDecision(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range naiveSizes {
+		for _, tools := range decideTools {
+			b.Run(fmt.Sprintf("messages=%d/tools=%d", n, tools), func(b *testing.B) {
+				in := benchInputs(b, n, tools)
+				e := newBenchEngine(b, in.reg, false)
+				b.SetBytes(int64(len(in.history)))
+				b.ReportAllocs()
+				cpu := startCPU()
+				for b.Loop() {
+					cpu.tick()
+					if _, err := e.Decide(ctx, engine.Request{History: in.h}); err != nil {
+						b.Fatal(err)
+					}
+				}
+				cpu.report(b)
+			})
+		}
+	}
+}
