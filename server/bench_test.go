@@ -2,7 +2,6 @@ package server_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -35,23 +34,61 @@ func serve(b *testing.B, h http.Handler, path string, body []byte) {
 }
 
 // BenchmarkDecideFullHistory decides a 1,000-message history sent whole
-// (in process, no network), with and without the schema check.
+// (in process, no network), with and without the schema check:
+// prefix=off decodes every request whole (the prefix cache is off; the
+// per-message caches still hold every message), prefix=growing sends
+// each time the history so far, one message longer than the last (a
+// stateless client's growing history; the prefix cache resumes after the
+// previous request's messages). Building each body is not timed.
 func BenchmarkDecideFullHistory(b *testing.B) {
-	for _, bc := range []struct {
+	for _, check := range []struct {
 		name string
 		opts []server.Option
 	}{{"schema", nil}, {"decoder_only", []server.Option{server.WithoutSchema()}}} {
-		b.Run(bc.name, func(b *testing.B) {
-			srv, msgs := benchServer(b, bc.opts...)
-			body := mustJSON(b, map[string]json.RawMessage{"history": joinMessages(toRaw(msgs[:1000]))})
-			b.SetBytes(int64(len(body)))
-			serve(b, srv.Handler(), "/v1/decide", body)
-			b.ResetTimer()
-			for b.Loop() {
-				serve(b, srv.Handler(), "/v1/decide", body)
-			}
-		})
+		for _, prefix := range []string{"off", "growing"} {
+			b.Run(check.name+"/prefix="+prefix, func(b *testing.B) {
+				opts := check.opts
+				if prefix == "off" {
+					opts = append(opts, server.PrefixCache(0))
+				}
+				srv, msgs := benchServer(b, opts...)
+				joined, ends := joinPrefixes(msgs)
+				body := func(n int) []byte {
+					return append(append([]byte(`{"history":`), joined[:ends[n-1]]...), "]}"...)
+				}
+				n := 1000
+				first := body(n)
+				b.SetBytes(int64(len(first)))
+				serve(b, srv.Handler(), "/v1/decide", first)
+				for b.Loop() {
+					if prefix == "growing" {
+						b.StopTimer()
+						if n++; n > len(msgs) {
+							n = 1000
+						}
+						first = body(n)
+						b.StartTimer()
+					}
+					serve(b, srv.Handler(), "/v1/decide", first)
+				}
+			})
+		}
 	}
+}
+
+// joinPrefixes returns "[m0,m1,..." (no closing bracket) and, for each i,
+// the length of that text holding messages 0..i.
+func joinPrefixes(msgs [][]byte) ([]byte, []int) {
+	joined := []byte{'['}
+	ends := make([]int, len(msgs))
+	for i, m := range msgs {
+		if i > 0 {
+			joined = append(joined, ',')
+		}
+		joined = append(joined, m...)
+		ends[i] = len(joined)
+	}
+	return joined, ends
 }
 
 // BenchmarkRunAppend appends one message per request to runs primed with

@@ -9,9 +9,13 @@
 //   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
 //     bounded, evicting table of facts.Tracker values;
 //   - envelope.go: one pass over a request body (members, and the bytes of
-//     each message), and the cache of messages the JSON Schema accepted;
-//   - msgcache.go: the cache of decoded messages, so that a client that
-//     resends its growing history has only its new messages decoded;
+//     each message; it can resume after a known prefix of the history),
+//     and the cache of messages the JSON Schema accepted;
+//   - prefix.go: the prefix cache: a stateless client that resends its
+//     growing history is resumed after the bytes of a history decided
+//     before, with the facts kept for it, and pays for its new messages;
+//   - msgcache.go: the cache of decoded messages, for histories that do
+//     not extend a remembered one (a compaction rewrote them, say);
 //   - errors.go: the JSON error document and its status codes;
 //   - auth.go: optional bearer-token authentication;
 //   - metrics.go: GET /metrics in the Prometheus text format;

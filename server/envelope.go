@@ -20,12 +20,22 @@ import (
 type envelope struct {
 	members  map[string][]byte   // known members, raw
 	elements map[string][][]byte // elements of the known members that are arrays
+	// For the last array member whose elements were kept: the offsets in
+	// the body of its '[' and of the end of its last element, and how
+	// many leading bytes resume let the scan skip.
+	arrStart, lastEnd, resumedN int
 }
 
 type jscan struct {
 	b     []byte
 	i     int
 	depth int
+	// resume, when set, is offered each kept array at its '[': it returns
+	// how many bytes, from the '[', form a prefix "[e0,...,ek" already
+	// known to be well formed (0 for none), which the scan then skips.
+	resume func(arr []byte) int
+	// What the last kept array's scan saw (see envelope).
+	arrStart, lastEnd, resumedN int
 }
 
 const maxEnvelopeDepth = 512
@@ -187,26 +197,42 @@ func (s *jscan) value(elems *[][]byte) *Error {
 		if s.depth++; s.depth > maxEnvelopeDepth {
 			return s.fail("nested too deeply")
 		}
+		arr := s.i
 		s.i++
-		s.ws()
-		if s.i < len(s.b) && s.b[s.i] == ']' {
-			s.i++
-			s.depth--
-			return nil
+		resumed := false
+		if elems != nil {
+			s.arrStart, s.lastEnd, s.resumedN = arr, arr+1, 0
+			if s.resume != nil {
+				if n := s.resume(s.b[arr:]); n > 1 {
+					s.i, s.lastEnd, s.resumedN, resumed = arr+n, arr+n, n, true
+				}
+			}
+		}
+		if !resumed {
+			s.ws()
+			if s.i < len(s.b) && s.b[s.i] == ']' {
+				s.i++
+				s.depth--
+				return nil
+			}
 		}
 		for {
-			s.ws()
-			start := s.i
-			skip := s.value
-			if elems != nil {
-				skip = s.fastSkip
+			if !resumed {
+				s.ws()
+				start := s.i
+				skip := s.value
+				if elems != nil {
+					skip = s.fastSkip
+				}
+				if err := skip(nil); err != nil {
+					return err
+				}
+				if elems != nil {
+					*elems = append(*elems, s.b[start:s.i])
+					s.lastEnd = s.i
+				}
 			}
-			if err := skip(nil); err != nil {
-				return err
-			}
-			if elems != nil {
-				*elems = append(*elems, s.b[start:s.i])
-			}
+			resumed = false
 			s.ws()
 			if s.i < len(s.b) && s.b[s.i] == ',' {
 				s.i++
@@ -282,7 +308,14 @@ func (s *jscan) fastSkip(*[][]byte) *Error {
 // The elements of those members are only skipped structurally: the
 // caller must decode them strictly (the history decoder does).
 func scanEnvelope(body []byte, known []string, arrays ...string) (*envelope, *Error) {
-	s := &jscan{b: body}
+	return scanEnvelopeResume(body, known, nil, arrays...)
+}
+
+// scanEnvelopeResume is scanEnvelope with a resume hook for the kept
+// arrays (see jscan.resume): the elements of a skipped prefix are not in
+// the envelope's elements.
+func scanEnvelopeResume(body []byte, known []string, resume func(arr []byte) int, arrays ...string) (*envelope, *Error) {
+	s := &jscan{b: body, resume: resume}
 	env := &envelope{members: map[string][]byte{}, elements: map[string][][]byte{}}
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
@@ -332,6 +365,7 @@ func scanEnvelope(body []byte, known []string, arrays ...string) (*envelope, *Er
 				env.members[key] = s.b[vs:s.i]
 				if elems != nil {
 					env.elements[key] = *elems
+					env.arrStart, env.lastEnd, env.resumedN = s.arrStart, s.lastEnd, s.resumedN
 				} else {
 					delete(env.elements, key)
 				}

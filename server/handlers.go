@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"io"
 	"net/http"
 	"strconv"
 	"time"
@@ -92,11 +93,23 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Erro
 	if r.ContentLength > s.cfg.maxBody {
 		return nil, tooLarge(s.cfg.maxBody)
 	}
-	var buf bytes.Buffer
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	body := http.MaxBytesReader(w, r.Body, s.cfg.maxBody)
+	var data []byte
+	var err error
+	if n := r.ContentLength; n >= 0 {
+		// The length is known: read into a buffer of exactly that size
+		// (bytes.Buffer.ReadFrom would grow it, copying the whole body,
+		// when it fills up), then make sure nothing follows.
+		data = make([]byte, n)
+		if _, err = io.ReadFull(body, data); err == nil {
+			var one [1]byte
+			if m, _ := body.Read(one[:]); m > 0 {
+				err = errors.New("the body is longer than its Content-Length")
+			}
+		}
+	} else {
+		data, err = io.ReadAll(body)
 	}
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, s.cfg.maxBody))
 	if err != nil {
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
@@ -104,7 +117,7 @@ func (s *Server) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *Erro
 		}
 		return nil, badRequest(CodeSyntax, "reading the body: "+err.Error(), "")
 	}
-	return buf.Bytes(), nil
+	return data, nil
 }
 
 func tooLarge(max int64) *Error {
@@ -136,12 +149,24 @@ type decideBody struct {
 	Context  json.RawMessage `json:"context"`
 }
 
-// request is a validated stateless request.
+// request is a validated stateless request: its history decoded whole,
+// or, when the prefix cache held its beginning, only the facts of the
+// whole history.
 type request struct {
-	st      *policyState
-	eng     *engine.Engine
-	history facts.History
-	context any
+	st       *policyState
+	eng      *engine.Engine
+	history  facts.History // nil when facts is set
+	facts    *facts.Facts
+	messages int
+	context  any
+}
+
+// engineRequest is the engine's request for r.
+func (r *request) engineRequest() engine.Request {
+	if r.facts != nil {
+		return engine.Request{Facts: r.facts, Context: r.context}
+	}
+	return engine.Request{History: r.history, Context: r.context}
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -149,13 +174,27 @@ func isNull(raw json.RawMessage) bool {
 }
 
 // parse validates a stateless request: the registry (or the configured
-// one), the history (decoder and JSON Schema) and the context.
-func (s *Server) parse(ctx context.Context, body []byte) (*request, *Error) {
+// one), the history (decoder and JSON Schema) and the context. With
+// prefixes set, a history that begins with a prefix the cache holds is
+// resumed from it (see prefixCache); explanations, which need every
+// message, do not ask for that.
+func (s *Server) parse(ctx context.Context, body []byte, prefixes bool) (*request, *Error) {
 	st := s.state.Load()
 	if !st.ready {
 		return nil, notReady()
 	}
-	env, herr := scanEnvelope(body, []string{"registry", "history", "context"}, "history")
+	var hit *prefixEntry
+	var resume func([]byte) int
+	pc := s.prefixes
+	if prefixes && pc != nil {
+		resume = func(arr []byte) int {
+			if hit = pc.find(arr); hit == nil {
+				return 0
+			}
+			return len(hit.hist)
+		}
+	}
+	env, herr := scanEnvelopeResume(body, []string{"registry", "history", "context"}, resume, "history")
 	if herr != nil {
 		return nil, herr
 	}
@@ -166,6 +205,22 @@ func (s *Server) parse(ctx context.Context, body []byte) (*request, *Error) {
 	eng, herr := s.engineFor(ctx, st, b.Registry)
 	if herr != nil {
 		return nil, herr
+	}
+	c, herr := parseContext(b.Context)
+	if herr != nil {
+		return nil, herr
+	}
+	if hit != nil && env.resumedN > 0 {
+		if req := s.resumeHistory(hit, env, body, eng); req != nil {
+			pc.hits.Add(1)
+			req.st, req.context = st, c
+			return req, nil
+		}
+		// Anything unusual in the new messages (an error to report, a
+		// limit, a concurrent request that took the prefix): the full
+		// path decides, and reports errors, exactly as without the cache.
+		pc.fallbacks.Add(1)
+		return s.parse(ctx, body, false)
 	}
 	elems := env.elements["history"]
 	keys := s.hash.keys(elems)
@@ -178,11 +233,86 @@ func (s *Server) parse(ctx context.Context, body []byte) (*request, *Error) {
 			return nil, fromLoader(err, "/history")
 		}
 	}
-	c, herr := parseContext(b.Context)
-	if herr != nil {
-		return nil, herr
+	if pc != nil && len(h) > 0 {
+		if prefixes {
+			pc.misses.Add(1)
+		}
+		parts := 0
+		for i := range h {
+			parts += len(h[i].Parts)
+		}
+		e := newPrefixEntry(keys[0], body[env.arrStart:env.lastEnd])
+		e.count, e.parts, e.reg, e.history = len(h), parts, eng.Registry(), h
+		pc.put(e)
 	}
-	return &request{st: st, eng: eng, history: h, context: c}, nil
+	return &request{st: st, eng: eng, history: h, messages: len(h), context: c}, nil
+}
+
+// resumeHistory finishes a request whose history began with the cached
+// prefix hit: it decodes and checks only the messages after the prefix,
+// extends the prefix's facts with them and remembers the longer prefix.
+// It returns nil, leaving the cache as it was, when the full path must
+// decide instead: the registry differs, a new message is invalid, a limit
+// is reached, or another request took the prefix first.
+func (s *Server) resumeHistory(hit *prefixEntry, env *envelope, body []byte, eng *engine.Engine) *request {
+	reg := eng.Registry()
+	if hit.reg != reg {
+		return nil
+	}
+	lim := s.cfg.limits
+	elems := env.elements["history"]
+	total := hit.count + len(elems)
+	if lim.MaxMessages > 0 && total > lim.MaxMessages {
+		return nil
+	}
+	var msgs []facts.Message
+	parts := hit.parts
+	if len(elems) > 0 {
+		arr := body[env.arrStart:env.lastEnd]
+		// "[" + the new messages + "]": the bytes after the prefix start
+		// with the separator after its last message.
+		tail := arr[len(hit.hist):]
+		batch := make([]byte, 0, len(tail)+2)
+		batch = append(batch, '[')
+		batch = append(batch, bytes.TrimLeft(tail, " \t\r\n")[1:]...)
+		batch = append(batch, ']')
+		blim := lim
+		blim.MaxBytes, blim.MaxMessages, blim.MaxParts = 0, 0, 0
+		var err error
+		if msgs, err = loader.DecodeMessages("request", batch, hit.count, blim); err != nil || len(msgs) != len(elems) {
+			return nil
+		}
+		for i := range msgs {
+			parts += len(msgs[i].Parts)
+		}
+		if lim.MaxParts > 0 && parts > lim.MaxParts {
+			return nil
+		}
+		if !s.cfg.noSchema {
+			if err := s.schema.validate(elems, s.hash.keys(elems)); err != nil {
+				return nil
+			}
+		}
+	}
+	if !s.prefixes.take(hit) {
+		return nil
+	}
+	tr := hit.tracker
+	if tr == nil {
+		tr = facts.NewTracker(reg)
+		tr.Append(hit.history...)
+	}
+	tr.Append(msgs...)
+	f := tr.Facts()
+	// A new entry even for the same bytes: requests that found hit but
+	// lost the race to take it still read its fields.
+	next := newPrefixEntry(hit.first, hit.hist)
+	if len(elems) > 0 {
+		next.hist = body[env.arrStart:env.lastEnd]
+	}
+	next.count, next.parts, next.reg, next.tracker, next.history = total, parts, reg, tr, nil
+	s.prefixes.put(next)
+	return &request{eng: eng, facts: &f, messages: total}
 }
 
 func notReady() *Error {
@@ -260,33 +390,36 @@ func parseRegistry(raw json.RawMessage) (*facts.Registry, *Error) {
 
 func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	start := time.Now()
-	req, herr := s.parse(r.Context(), body)
+	req, herr := s.parse(r.Context(), body, true)
 	if herr != nil {
 		return nil, herr
 	}
-	d, err := req.eng.Decide(r.Context(), engine.Request{History: req.history, Context: req.context},
-		engine.WithDeadline(s.cfg.timeout))
+	d, err := req.eng.Decide(r.Context(), req.engineRequest(), engine.WithDeadline(s.cfg.timeout))
 	if err != nil {
 		s.metrics.evalError(epDecide)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
-	s.observe(r, epDecide, "", req.st, d, req.context, len(req.history), start)
+	s.observe(r, epDecide, "", req.st, d, req.context, req.messages, start)
 	return d, nil
 }
 
 // handleFacts answers the facts as `policycheck facts` prints them, or,
 // with ?format=input, the Rego input document.
 func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
-	req, herr := s.parse(r.Context(), body)
+	req, herr := s.parse(r.Context(), body, true)
 	if herr != nil {
 		return nil, herr
 	}
 	switch format := r.URL.Query().Get("format"); format {
 	case "", "facts":
-		f := facts.Derive(req.history, req.eng.Registry())
-		return engine.ReportFacts(&f), nil
+		f := req.facts
+		if f == nil {
+			derived := facts.Derive(req.history, req.eng.Registry())
+			f = &derived
+		}
+		return engine.ReportFacts(f), nil
 	case "input":
-		doc, err := req.eng.Input(r.Context(), engine.Request{History: req.history, Context: req.context})
+		doc, err := req.eng.Input(r.Context(), req.engineRequest())
 		if err != nil {
 			return nil, badRequest(CodeSchema, err.Error(), "/context")
 		}
@@ -298,7 +431,7 @@ func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
 
 func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	start := time.Now()
-	req, herr := s.parse(r.Context(), body)
+	req, herr := s.parse(r.Context(), body, false)
 	if herr != nil {
 		return nil, herr
 	}
@@ -307,7 +440,7 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 		s.metrics.evalError(epExplain)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
-	s.observe(r, epExplain, "", req.st, x.Decision, req.context, len(req.history), start)
+	s.observe(r, epExplain, "", req.st, x.Decision, req.context, req.messages, start)
 	return x, nil
 }
 

@@ -150,10 +150,17 @@ var (
 	descRuns    = prometheus.NewDesc("policycheck_runs", "Runs in the incremental run table.", nil, nil)
 	descEvicted = prometheus.NewDesc("policycheck_run_evictions_total", "Runs evicted from the run table (size bound or idle TTL).", nil, nil)
 	descReady   = prometheus.NewDesc("policycheck_ready", "1 once policies are loaded and decisions are served.", nil, nil)
+
+	descPrefixLookups = prometheus.NewDesc("policycheck_prefix_cache_lookups_total",
+		"Stateless requests by what the prefix cache did: hit (resumed after a remembered prefix), miss (decoded whole), fallback (a prefix matched but the full path decided).",
+		[]string{"result"}, nil)
+	descPrefixEntries = prometheus.NewDesc("policycheck_prefix_cache_entries", "History prefixes the prefix cache holds.", nil, nil)
+	descPrefixBytes   = prometheus.NewDesc("policycheck_prefix_cache_bytes", "Bytes of history the prefix cache holds.", nil, nil)
 )
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descEngines, descRuns, descEvicted, descReady} {
+	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descEngines, descRuns, descEvicted, descReady,
+		descPrefixLookups, descPrefixEntries, descPrefixBytes} {
 		ch <- d
 	}
 }
@@ -183,4 +190,12 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
+	if pc := c.s.prefixes; pc != nil {
+		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.hits.Load()), "hit")
+		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.misses.Load()), "miss")
+		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.fallbacks.Load()), "fallback")
+		entries, bytes := pc.stats()
+		ch <- prometheus.MustNewConstMetric(descPrefixEntries, prometheus.GaugeValue, float64(entries))
+		ch <- prometheus.MustNewConstMetric(descPrefixBytes, prometheus.GaugeValue, float64(bytes))
+	}
 }

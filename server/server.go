@@ -34,6 +34,7 @@ type config struct {
 	limits      loader.Limits
 	noSchema    bool
 	engines     int
+	prefixBytes int
 	runs        int
 	runTTL      time.Duration
 	maskContext []string
@@ -80,6 +81,12 @@ func Limits(l loader.Limits) Option { return func(c *config) { c.limits = l } }
 // still enforces the same rules. Validation with both is the default.
 func WithoutSchema() Option { return func(c *config) { c.noSchema = true } }
 
+// PrefixCache bounds the prefix cache (see prefixCache: a stateless
+// client resending its growing history pays for its new messages only) to
+// about n bytes of remembered history (default 256 MiB: a hundred
+// conversations of 1,000 messages); 0 turns it off.
+func PrefixCache(n int) Option { return func(c *config) { c.prefixBytes = n } }
+
 // EngineCache bounds the number of compiled engines kept for registries
 // that requests carry (LRU keyed by the registry's digest; default 16).
 func EngineCache(n int) Option { return func(c *config) { c.engines = n } }
@@ -115,6 +122,7 @@ type Server struct {
 	runs     *runTable
 	schema   *schemaCache
 	messages *messageCache
+	prefixes *prefixCache // nil when off
 	hash     hasher
 	metrics  *metrics
 	mux      *http.ServeMux
@@ -144,13 +152,14 @@ type policyState struct {
 // manager (started by Start or Serve).
 func New(opts ...Option) (*Server, error) {
 	cfg := config{
-		maxBody: 64 << 20,
-		timeout: 5 * time.Second,
-		engines: 16,
-		runs:    10_000,
-		runTTL:  30 * time.Minute,
-		grace:   30 * time.Second,
-		limits:  loader.DefaultLimits(),
+		maxBody:     64 << 20,
+		timeout:     5 * time.Second,
+		engines:     16,
+		prefixBytes: 256 << 20,
+		runs:        10_000,
+		runTTL:      30 * time.Minute,
+		grace:       30 * time.Second,
+		limits:      loader.DefaultLimits(),
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -170,6 +179,7 @@ func New(opts ...Option) (*Server, error) {
 	s.schema = newSchemaCache(1 << 17)
 	s.messages = newMessageCache(64 << 20)
 	s.hash = newHasher()
+	s.prefixes = newPrefixCache(cfg.prefixBytes, s.hash)
 	s.metrics = newMetrics(s)
 	st := &policyState{served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {

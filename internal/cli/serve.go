@@ -27,7 +27,7 @@ func newServeCmd() *cobra.Command {
 		noDefaults, noSchema, verbose                          bool
 		maxBody                                                int64
 		timeout, runTTL, grace                                 time.Duration
-		runs, engines                                          int
+		runs, engines, prefixBytes                             int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
@@ -66,7 +66,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
 			}
 			opts := []server.Option{
 				server.Engine(engOpts...), server.MaxBody(maxBody), server.Timeout(timeout),
-				server.Runs(runs, runTTL), server.EngineCache(engines), server.MaskContext(mask...),
+				server.Runs(runs, runTTL), server.EngineCache(engines), server.PrefixCache(prefixBytes), server.MaskContext(mask...),
 				server.Logger(logger), server.ShutdownGrace(grace),
 			}
 			if registry != "" {
@@ -144,6 +144,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
 	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")
 	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped")
 	fl.IntVar(&engines, "engine-cache", 16, "most engines kept for registries that requests carry")
+	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
 	fl.StringArrayVar(&mask, "mask-context", nil, "JSON pointer into the context to remove from decision logs (repeatable)")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories (the decoder still enforces the same rules)")
 	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")

@@ -1,0 +1,163 @@
+package server
+
+import (
+	"bytes"
+	"container/list"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// prefixCache lets a stateless client that resends its whole, growing
+// history on every step pay for the new messages only, as the run
+// endpoint does for clients that keep an offset. It remembers, for recent
+// requests, the bytes of the history array through its last message
+// ("[m0,...,mk") with the facts derived from them. A later request whose
+// history begins with exactly those bytes resumes from there: the bytes
+// are compared, not hashed (hashing a megabyte costs more than comparing
+// it), so a hit never stands for a different history; the request's
+// remaining messages are scanned, decoded and checked as usual.
+//
+// An entry is taken by the request that extends it (trackers are not
+// shared) and the extended history is stored in its place; a concurrent
+// request for the same prefix finds it gone and takes the full path.
+// Entries are grouped by a hash of their first message and bounded by an
+// estimate of the memory they hold, least recently used first out. Safe
+// for concurrent use.
+type prefixCache struct {
+	mu      sync.Mutex
+	max     int
+	bytes   int
+	ll      *list.List // of *prefixEntry, most recently used first
+	buckets map[[2]uint64][]*prefixEntry
+	hash    hasher
+
+	hits, misses, fallbacks atomic.Int64
+}
+
+// prefixEntry is one remembered history prefix.
+type prefixEntry struct {
+	first [2]uint64 // hash of the first message's bytes
+	hist  []byte    // the history array through its last message (a request body's bytes)
+	count int       // messages in the prefix
+	parts int       // parts in those messages
+	cost  int       // memory held, estimated, for the bound
+	reg   *facts.Registry
+	// Facts of the prefix: a tracker once the prefix has been extended;
+	// a history decoded whole is kept as its messages, and becomes a
+	// tracker only if a later request extends it.
+	tracker *facts.Tracker
+	history facts.History
+	el      *list.Element // nil once taken or evicted
+}
+
+func newPrefixEntry(first [2]uint64, hist []byte) *prefixEntry {
+	return &prefixEntry{first: first, hist: hist}
+}
+
+func newPrefixCache(maxBytes int, h hasher) *prefixCache {
+	if maxBytes <= 0 {
+		return nil
+	}
+	return &prefixCache{max: maxBytes, ll: list.New(), buckets: map[[2]uint64][]*prefixEntry{}, hash: h}
+}
+
+// firstKey hashes the first element of a history array; ok is false when
+// the array is empty or its first element does not scan.
+func (c *prefixCache) firstKey(arr []byte) (key [2]uint64, ok bool) {
+	s := &jscan{b: arr, i: 1, depth: 1}
+	s.ws()
+	start := s.i
+	if s.i >= len(arr) || arr[s.i] == ']' {
+		return key, false
+	}
+	if s.fastSkip(nil) != nil {
+		return key, false
+	}
+	return c.hash.keys([][]byte{arr[start:s.i]})[0], true
+}
+
+// find returns the longest remembered prefix of the history array arr
+// (which starts at its '['), or nil. The entry stays in the cache until
+// taken. Candidates are compared from their last byte back, where two
+// histories that share a beginning differ first.
+func (c *prefixCache) find(arr []byte) *prefixEntry {
+	first, ok := c.firstKey(arr)
+	if !ok {
+		return nil
+	}
+	c.mu.Lock()
+	cands := append([]*prefixEntry(nil), c.buckets[first]...)
+	c.mu.Unlock()
+	slices.SortFunc(cands, func(a, b *prefixEntry) int { return len(b.hist) - len(a.hist) })
+	for _, e := range cands {
+		n := len(e.hist)
+		if n >= len(arr) {
+			continue
+		}
+		t := max(0, n-64)
+		if bytes.Equal(arr[t:n], e.hist[t:]) && bytes.Equal(arr[:t], e.hist[:t]) {
+			return e
+		}
+	}
+	return nil
+}
+
+// take removes e for the caller to extend; false when another request
+// took it first or it was evicted.
+func (c *prefixCache) take(e *prefixEntry) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if e.el == nil {
+		return false
+	}
+	c.remove(e)
+	return true
+}
+
+func (c *prefixCache) remove(e *prefixEntry) {
+	c.ll.Remove(e.el)
+	e.el = nil
+	c.bytes -= e.cost
+	b := c.buckets[e.first]
+	for i, x := range b {
+		if x == e {
+			b = append(b[:i], b[i+1:]...)
+			break
+		}
+	}
+	if len(b) == 0 {
+		delete(c.buckets, e.first)
+	} else {
+		c.buckets[e.first] = b
+	}
+}
+
+// put remembers e, evicting the least recently used entries beyond the
+// bound. An entry larger than the whole bound is not kept. The estimate:
+// the body bytes kept plus, for the facts, about 64 bytes per part (a
+// tracker's maps grow with the calls and reveals seen; a decoded history's
+// messages are mostly shared with the message cache).
+func (c *prefixCache) put(e *prefixEntry) {
+	e.cost = len(e.hist) + 64*e.parts
+	if e.cost > c.max || e.count == 0 {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e.el = c.ll.PushFront(e)
+	c.bytes += e.cost
+	c.buckets[e.first] = append(c.buckets[e.first], e)
+	for c.bytes > c.max {
+		c.remove(c.ll.Back().Value.(*prefixEntry))
+	}
+}
+
+// stats returns the entries held and their estimated memory.
+func (c *prefixCache) stats() (entries, bytes int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.ll.Len(), c.bytes
+}
