@@ -57,6 +57,15 @@ type running struct {
 	done   chan error         // Serve's result
 }
 
+// stop shuts the server down now, gracefully; the test's cleanup then
+// finds it stopped and still checks Serve's result.
+func (rs *running) stop() {
+	rs.cancel()
+	err := <-rs.done
+	rs.done <- err
+	rs.client.Transport.(*http.Transport).CloseIdleConnections()
+}
+
 // start serves a new server on 127.0.0.1:0 until the test ends, then
 // shuts it down gracefully and checks that Serve returned nil.
 func start(t testing.TB, opts ...server.Option) *running {

@@ -40,7 +40,8 @@ type prefixCache struct {
 // prefixEntry is one remembered history prefix.
 type prefixEntry struct {
 	first [2]uint64 // hash of the first message's bytes
-	hist  []byte    // the history array through its last message (a request body's bytes)
+	hist  []byte    // the history array through its last message
+	owned bool      // hist is the cache's own buffer (else a request body's bytes)
 	count int       // messages in the prefix
 	parts int       // parts in those messages
 	cost  int       // memory held, estimated, for the bound
@@ -141,7 +142,7 @@ func (c *prefixCache) remove(e *prefixEntry) {
 // tracker's maps grow with the calls and reveals seen; a decoded history's
 // messages are mostly shared with the message cache).
 func (c *prefixCache) put(e *prefixEntry) {
-	e.cost = len(e.hist) + 64*e.parts
+	e.cost = cap(e.hist) + 64*e.parts
 	if e.cost > c.max || e.count == 0 {
 		return
 	}

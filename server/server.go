@@ -123,6 +123,7 @@ type Server struct {
 	schema   *schemaCache
 	messages *messageCache
 	prefixes *prefixCache // nil when off
+	bodies   sync.Pool    // *[]byte request body buffers (see post)
 	hash     hasher
 	metrics  *metrics
 	mux      *http.ServeMux
