@@ -178,9 +178,10 @@ func Loaded(h History, start Position) []string {
 // specification the incremental Tracker is tested against.
 func Derive(h History, reg *Registry) Facts {
 	w := ConservativeWindow(h)
+	disc, outDisc := discoveredAndOutgoing(h, w)
 	f := Facts{
 		Window:     w,
-		Discovered: Discovered(h, w),
+		Discovered: disc,
 		Loaded:     Loaded(h, w),
 	}
 	returned := map[string]struct{}{}
@@ -191,7 +192,7 @@ func Derive(h History, reg *Registry) Facts {
 	})
 	f.Returned = sortedKeys(returned)
 	f.ActiveCapabilities = reg.activeFor(f.Loaded, nil)
-	f.Outgoing = Outgoing{Discovered: outgoingDiscovered(h, w), Loaded: f.Loaded}
+	f.Outgoing = Outgoing{Discovered: outDisc, Loaded: f.Loaded}
 
 	r := len(h) - 1
 	if r < 0 || h[r].Kind != Response {
@@ -207,7 +208,25 @@ func Derive(h History, reg *Registry) Facts {
 		p := R.Provider
 		d.Provider = &p
 	}
-	d.Evidence.Discovered = minus(Discovered(h, d.Window), f.Discovered)
+	// Discovered(h, d.Window) − f.Discovered, without walking what both
+	// windows share: a window that starts later reveals nothing more, and
+	// one that starts earlier adds only the reveals before w.
+	d.Evidence.Discovered = []string{}
+	if d.Window.Before(w) {
+		seg := map[string]struct{}{}
+		for m := d.Window.Message; m <= w.Message && m < len(h); m++ {
+			p0 := 0
+			if m == d.Window.Message {
+				p0 = d.Window.Part
+			}
+			for p := p0; p < len(h[m].Parts) && (Position{m, p}).Before(w); p++ {
+				for _, n := range h[m].Parts[p].Reveals {
+					seg[n] = struct{}{}
+				}
+			}
+		}
+		d.Evidence.Discovered = minus(sortedKeys(seg), f.Discovered)
+	}
 	var evLoaded []string
 	for _, id := range minus(Loaded(h, d.Window), d.Loaded) {
 		if reg.IsDeferred(id) {
@@ -221,37 +240,44 @@ func Derive(h History, reg *Registry) Facts {
 	return f
 }
 
-// outgoingDiscovered is Discovered over the window of the cleaned outgoing
-// history (spec ADV1 a): a search return whose tool_call_id never appeared
-// on a tool-call part of an earlier message is an orphan and is dropped.
+// discoveredAndOutgoing returns Discovered(h, w) and Discovered over the
+// window of the cleaned outgoing history (spec ADV1 a), in one walk of the
+// window: a search return whose tool_call_id never appeared on a tool-call
+// part of an earlier message is an orphan and is dropped from the second.
 // Dangling-call repair adds only untyped returns and merging changes no
-// evidence, so neither needs modelling here.
-func outgoingDiscovered(h History, w Position) []string {
-	// The window's reveals, with the search returns among them held until
-	// their calls are found: most histories have far more calls than
-	// reveals, so only the ids of revealing returns are looked for (a map
-	// of every call id in the history cost more than the rest of Derive).
-	set := map[string]struct{}{}
+// evidence, so neither needs modelling here. When cleaning dropped no
+// reveal, both are the same slice.
+func discoveredAndOutgoing(h History, w Position) (disc, out []string) {
+	all := make(map[string]struct{}, 64)
+	kept := make(map[string]struct{}, 64) // reveals cleaning keeps for sure
+	dropped := false              // some reveal is not (yet) known to be kept
+	// The window's search returns, held by id until their calls are found:
+	// most histories have far more calls than reveals, so only the ids of
+	// revealing returns are looked for.
 	type pending struct {
 		at      Position
 		reveals []string
 	}
 	var held map[string][]pending
 	walk(h, w, func(m, p int, part *Part) {
-		if len(part.Reveals) == 0 || part.Kind == ToolCall {
-			return
-		}
-		if part.Kind == ToolReturn {
-			if part.HasToolCallID {
-				if held == nil {
-					held = map[string][]pending{}
-				}
-				held[part.ToolCallID] = append(held[part.ToolCallID], pending{Position{m, p}, part.Reveals})
-			}
+		if len(part.Reveals) == 0 {
 			return
 		}
 		for _, n := range part.Reveals {
-			set[n] = struct{}{}
+			all[n] = struct{}{}
+		}
+		switch {
+		case part.Kind == ToolCall, part.Kind == ToolReturn && !part.HasToolCallID:
+			dropped = true
+		case part.Kind == ToolReturn:
+			if held == nil {
+				held = map[string][]pending{}
+			}
+			held[part.ToolCallID] = append(held[part.ToolCallID], pending{Position{m, p}, part.Reveals})
+		default:
+			for _, n := range part.Reveals {
+				kept[n] = struct{}{}
+			}
 		}
 	})
 	if len(held) > 0 {
@@ -269,14 +295,23 @@ func outgoingDiscovered(h History, w Position) []string {
 			for _, r := range rets {
 				if call.Before(r.at) {
 					for _, n := range r.reveals {
-						set[n] = struct{}{}
+						kept[n] = struct{}{}
 					}
+				} else {
+					dropped = true
 				}
 			}
 			delete(held, part.ToolCallID)
 		})
+		if len(held) > 0 { // returns whose id no call carries
+			dropped = true
+		}
 	}
-	return sortedKeys(set)
+	disc = sortedKeys(all)
+	if !dropped || len(kept) == len(all) {
+		return disc, disc
+	}
+	return disc, sortedKeys(kept)
 }
 
 func sameResponse(R *Message) (SameResponse, []Call) {
