@@ -54,28 +54,31 @@ present_framework(removed) := framework if {
 #   tools of loaded deferred capabilities (a load is the reveal; loads of
 #   always-on or unregistered capabilities reveal nothing), less what the
 #   filters dropped and the rules hid, plus the framework tools present.
-#   A Rego set operation copies its operands (and a difference sorts
-#   them), so the small sets are combined first, the registry-sized set is
-#   copied as few times as possible, and nothing is subtracted when
-#   nothing was removed.
-available(discovered, loaded, filters) := registry.always_available | kept if {
+#   Performance: a Rego set operation copies its operands (a difference
+#   also sorts them), so the parts are gathered as a set of sets and
+#   joined by one union(), the registry-sized set is subtracted from only
+#   when something was removed, and the framework tools, never removed,
+#   join last.
+available(discovered, loaded, filters) := union(parts) if {
 	removed := filters.dropped | hidden
 	count(removed) == 0
-	kept := gated(discovered, loaded) | present_framework(removed)
-} else := (registry.always_available - removed) | kept if {
+	gated := registry.search_gated & discovered
+	parts := {registry.always_available, gated, present_framework(removed)} | loaded_tools(loaded)
+} else := union({
+	registry.always_available - removed,
+	union({registry.search_gated & discovered} | loaded_tools(loaded)) - removed,
+	present_framework(removed),
+}) if {
 	removed := filters.dropped | hidden
-	kept := (gated(discovered, loaded) - removed) | present_framework(removed)
 }
 
 # METADATA
-# title: gated
+# title: loaded_tools
 # description: |
-#   The gated registry tools the evidence reveals: discovered search-gated
-#   tools and the tools of loaded deferred capabilities.
-gated(discovered, loaded) := (registry.search_gated & discovered) | union({
-registry.capability_tools[id] |
-	some id in loaded
-})
+#   The tool sets of the loaded deferred capabilities, one set per
+#   capability (loads of always-on or unregistered capabilities reveal
+#   nothing).
+loaded_tools(loaded) := {registry.capability_tools[id] | some id in loaded}
 
 # METADATA
 # title: available_now
