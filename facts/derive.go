@@ -250,7 +250,7 @@ func Derive(h History, reg *Registry) Facts {
 func discoveredAndOutgoing(h History, w Position) (disc, out []string) {
 	all := make(map[string]struct{}, 64)
 	kept := make(map[string]struct{}, 64) // reveals cleaning keeps for sure
-	dropped := false              // some reveal is not (yet) known to be kept
+	dropped := false                      // some reveal is not (yet) known to be kept
 	// The window's search returns, held by id until their calls are found:
 	// most histories have far more calls than reveals, so only the ids of
 	// revealing returns are looked for.
