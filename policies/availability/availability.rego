@@ -49,16 +49,25 @@ available := gate.available(input.facts.discovered, input.facts.loaded, input.fi
 # title: advertised
 # description: |
 #   The tools whose schemas go to the model on the next request: the same
-#   rule over the cleaned outgoing history (spec §7), so advertised is a
-#   subset of available. The rule is monotone in the evidence, so when the
-#   outgoing history keeps every reveal and load of the facts (the common
-#   case: cleaning removed nothing that counted), advertised is available.
+#   rule over the cleaned outgoing history (spec §7), kept within
+#   available. Each gated tool has one kind of evidence (a reveal for a
+#   search-gated tool, its owner's load for a capability tool) and the
+#   gate is monotone in it, so that is the rule over the evidence both
+#   forms of the history hold; and when the outgoing history keeps every
+#   reveal and load of the facts (cleaning removed nothing that counted),
+#   advertised is available.
 default advertised := set()
 
 advertised := available if {
 	count(input.facts.discovered - input.outgoing.discovered) == 0
 	count(input.facts.loaded - input.outgoing.loaded) == 0
-} else := gate.available(input.outgoing.discovered, input.outgoing.loaded, input.filters.next) & available
+} else := gate.available(
+	input.facts.discovered & input.outgoing.discovered,
+	input.facts.loaded & input.outgoing.loaded,
+	input.filters.next,
+) if {
+	not gate.failed
+}
 
 # METADATA
 # title: dispatch_available

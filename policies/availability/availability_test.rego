@@ -70,6 +70,28 @@ test_advertised_reads_the_outgoing_history if {
 		with data.policycheck.rules as {}
 }
 
+test_advertised_drops_a_load_cleaning_removed if {
+	# The outgoing history lost the load of vault but kept search_docs'
+	# reveal and holds one more: secret_op stays available, unadvertised.
+	doc := with_input({
+		"facts": {"discovered": {"search_docs"}, "loaded": {"vault"}},
+		"outgoing": {"discovered": {"search_docs", "nope"}, "loaded": set()},
+	})
+	availability.advertised == {"get_time", "search_docs"} | framework with input as doc
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+	"secret_op" in availability.available with input as doc
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+}
+
+test_advertised_is_empty_when_cleaning_removed_evidence_and_a_filter_failed if {
+	doc := object.union(with_input({"facts": {"discovered": {"search_docs"}}}), failing)
+	availability.advertised == set() with input as doc
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+}
+
 test_advertised_is_a_subset_of_available if {
 	# Outgoing evidence the next-request facts lack adds nothing.
 	doc := with_input({"outgoing": {"loaded": {"vault"}}})
