@@ -13,11 +13,14 @@
 //     decision's small input directly as an ast.Value.
 //   - engine.go is the Engine: an immutable snapshot swapped atomically by
 //     Reload, Decide (filters through the fingerprint cache of cache.go,
-//     then one evaluation of data.policycheck.availability.decision), and
-//     the fail-closed paths.
-//   - decision.go reads the policy's structured result, enforces the
-//     invariants that keep advertisement, the gate and the messages in
-//     agreement, and assembles the model-facing messages of messages.go.
+//     their composition per active set cached beside it, then one
+//     evaluation of data.policycheck.availability.decision), and the
+//     fail-closed paths.
+//   - decision.go reads the policy's structured result (sets read by
+//     looking up the registry's names), enforces the invariants that keep
+//     advertisement, the gate and the messages in agreement, assembles the
+//     model-facing messages of messages.go, and says on demand what
+//     removed a tool (Decision.Removed).
 //   - explain.go explains a decision against the history's provenance;
 //     report.go is the facts report that `policycheck facts` and the
 //     sidecar's /v1/facts print.
@@ -27,7 +30,7 @@
 //     the stateless Decide leaves out.
 //
 // An Engine is safe for concurrent use. Nothing a decision does changes
-// the registry or the compiled policies (seed 004); the filter cache is
-// the only shared state a decision writes, and its entries are pure
+// the registry or the compiled policies (seed 004); the filter caches are
+// the only shared state a decision writes, and their entries are pure
 // functions of their keys.
 package engine
