@@ -538,30 +538,16 @@ func BenchmarkNaiveRegoJSON(b *testing.B) {
 // bytes as BenchmarkNaiveRego: decode the history, derive the facts and
 // decide with the default policy (no filters, like the baseline).
 func BenchmarkEngineBytesToDecision(b *testing.B) {
-	ctx := context.Background()
 	lim := benchLimits()
-	for _, n := range naiveSizes {
-		for _, tools := range decideTools {
-			b.Run(fmt.Sprintf("messages=%d/tools=%d", n, tools), func(b *testing.B) {
-				in := benchInputs(b, n, tools)
-				e := newBenchEngine(b, in.reg, false)
-				b.SetBytes(int64(len(in.history)))
-				b.ReportAllocs()
-				cpu := startCPU()
-				for b.Loop() {
-					cpu.tick()
-					h, err := loader.DecodeHistory("bench.json", in.history, lim)
-					if err != nil {
-						b.Fatal(err)
-					}
-					if _, err := e.Decide(ctx, engine.Request{History: h}); err != nil {
-						b.Fatal(err)
-					}
-				}
-				cpu.report(b)
-			})
+	benchEngine(b, func(b *testing.B, in *benchInput, e *engine.Engine) {
+		h, err := loader.DecodeHistory("bench.json", in.history, lim)
+		if err != nil {
+			b.Fatal(err)
 		}
-	}
+		if _, err := e.Decide(context.Background(), engine.Request{History: h}); err != nil {
+			b.Fatal(err)
+		}
+	})
 }
 
 // BenchmarkEngineHistoryToDecision is the engine's side of
@@ -572,7 +558,16 @@ func BenchmarkEngineBytesToDecision(b *testing.B) {
 // isolates what the issue compares: facts derived in Go against the same
 // derivation in Rego.
 func BenchmarkEngineHistoryToDecision(b *testing.B) {
-	ctx := context.Background()
+	benchEngine(b, func(b *testing.B, in *benchInput, e *engine.Engine) {
+		if _, err := e.Decide(context.Background(), engine.Request{History: in.h}); err != nil {
+			b.Fatal(err)
+		}
+	})
+}
+
+// benchEngine runs step as the timed iteration over the baseline's sizes,
+// with an engine of the default policies and no filters.
+func benchEngine(b *testing.B, step func(*testing.B, *benchInput, *engine.Engine)) {
 	for _, n := range naiveSizes {
 		for _, tools := range decideTools {
 			b.Run(fmt.Sprintf("messages=%d/tools=%d", n, tools), func(b *testing.B) {
@@ -583,9 +578,7 @@ func BenchmarkEngineHistoryToDecision(b *testing.B) {
 				cpu := startCPU()
 				for b.Loop() {
 					cpu.tick()
-					if _, err := e.Decide(ctx, engine.Request{History: in.h}); err != nil {
-						b.Fatal(err)
-					}
+					step(b, in, e)
 				}
 				cpu.report(b)
 			})
