@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	bundleplugin "github.com/open-policy-agent/opa/v1/plugins/bundle"
+	"github.com/open-policy-agent/opa/v1/plugins/discovery"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/server"
@@ -28,6 +29,7 @@ import (
 type bundleServer struct {
 	*httptest.Server
 	current atomic.Pointer[[]byte]
+	others  sync.Map // path → *[]byte: more bundles (discovery, a second bundle)
 	served  atomic.Int64
 }
 
@@ -35,7 +37,13 @@ func newBundleServer(t *testing.T) *bundleServer {
 	bs := &bundleServer{}
 	bs.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		b := bs.current.Load()
-		if b == nil || r.URL.Path != "/bundles/pc.tar.gz" {
+		if r.URL.Path != "/bundles/pc.tar.gz" {
+			b = nil
+			if v, ok := bs.others.Load(r.URL.Path); ok {
+				b = v.(*[]byte)
+			}
+		}
+		if b == nil {
 			http.NotFound(w, r)
 			return
 		}
@@ -56,6 +64,16 @@ func (bs *bundleServer) publish(t *testing.T, rev string, modules map[string]str
 // publishRoots is publish with the manifest's roots.
 func (bs *bundleServer) publishRoots(t *testing.T, rev string, roots []string, modules map[string]string, data ...map[string]any) {
 	t.Helper()
+	raw := buildBundle(t, rev, roots, modules, data...)
+	bs.current.Store(&raw)
+}
+
+// publishAt serves raw at path.
+func (bs *bundleServer) publishAt(path string, raw []byte) { bs.others.Store(path, &raw) }
+
+// buildBundle writes a bundle with OPA's bundle writer.
+func buildBundle(t *testing.T, rev string, roots []string, modules map[string]string, data ...map[string]any) []byte {
+	t.Helper()
 	b := bundle.Bundle{Manifest: bundle.Manifest{Revision: rev}, Data: map[string]any{}}
 	if roots != nil {
 		b.Manifest.Roots = &roots
@@ -68,8 +86,7 @@ func (bs *bundleServer) publishRoots(t *testing.T, rev string, roots []string, m
 	}
 	var buf bytes.Buffer
 	require.NoError(t, bundle.NewWriter(&buf).Write(b))
-	raw := buf.Bytes()
-	bs.current.Store(&raw)
+	return buf.Bytes()
 }
 
 // collector is a decision-log service that keeps what it receives.
@@ -339,4 +356,118 @@ func TestBundleUsesShippedLibrary(t *testing.T) {
 	status, d, body := decide(t, rs, "")
 	require.Equal(t, 200, status, string(body))
 	require.Equal(t, []string{"get_time"}, d.Available)
+}
+
+// TestDiscoveredBundles: bundles that a discovery bundle configures are
+// followed like bundles named in the file: not ready before the discovery
+// bundle and its bundles are activated; a bundle discovery adds later is
+// taken in (readiness stays); a broken discovery bundle leaves everything
+// serving as it was.
+func TestDiscoveredBundles(t *testing.T) {
+	ctx := context.Background()
+	bs := newBundleServer(t)
+	bs.publishRoots(t, "r1", []string{"policycheck/capabilities"}, map[string]string{"/vault.rego": filterKeeping("secret_op")})
+	bs.publishAt("/bundles/rules.tar.gz", buildBundle(t, "x1", []string{"policycheck/rules"},
+		map[string]string{"/hide.rego": "package policycheck.rules.hide_time\n\nhide contains \"get_time\"\n"}))
+	manual := func(resource string) map[string]any {
+		return map[string]any{"service": "bundles", "resource": resource, "trigger": "manual"}
+	}
+	discover := func(rev string, bundles map[string]any) {
+		bs.publishAt("/discovery.tar.gz", buildBundle(t, rev, nil, nil, map[string]any{"bundles": bundles}))
+	}
+	discover("d1", map[string]any{"pc": manual("/bundles/pc.tar.gz")})
+	cfg := []byte(`
+services:
+  bundles:
+    url: ` + bs.URL + `
+discovery:
+  service: bundles
+  resource: /discovery.tar.gz
+  trigger: manual
+`)
+	rs := start(t, testReg(t), server.OPAConfig(cfg, "test"))
+	mgr := rs.srv.Manager()
+	require.Nil(t, bundleplugin.Lookup(mgr), "no bundle plugin before discovery")
+	status, _ := health(t, rs)
+	require.Equal(t, http.StatusServiceUnavailable, status)
+
+	require.NoError(t, discovery.Lookup(mgr).Trigger(ctx))
+	status, h := health(t, rs)
+	require.Equal(t, http.StatusServiceUnavailable, status, "discovered, but its bundle is not activated yet")
+	require.Contains(t, h.Bundles, "pc")
+	bp := bundleplugin.Lookup(mgr)
+	require.NotNil(t, bp)
+	require.NoError(t, bp.Trigger(ctx))
+	status, h = health(t, rs)
+	require.Equal(t, http.StatusOK, status, h)
+	require.Equal(t, "r1", h.Bundles["pc"].Serving)
+	status, d, body := decide(t, rs, "")
+	require.Equal(t, 200, status, string(body))
+	require.Equal(t, []string{"get_time", "secret_op"}, d.Available)
+
+	// Discovery adds a bundle of operator rules.
+	discover("d2", map[string]any{"pc": manual("/bundles/pc.tar.gz"), "rules": manual("/bundles/rules.tar.gz")})
+	require.NoError(t, discovery.Lookup(mgr).Trigger(ctx))
+	status, h = health(t, rs)
+	require.Equal(t, http.StatusOK, status, "ready stays while the new bundle comes")
+	require.Contains(t, h.Bundles, "rules")
+	require.Empty(t, h.Bundles["rules"].Serving)
+	require.NoError(t, bundleplugin.Lookup(mgr).Trigger(ctx))
+	_, h = health(t, rs)
+	require.Equal(t, "x1", h.Bundles["rules"].Serving)
+	status, d, body = decide(t, rs, "")
+	require.Equal(t, 200, status, string(body))
+	require.Equal(t, []string{"secret_op"}, d.Available, "get_time hidden by the discovered bundle's rule")
+
+	// A broken discovery bundle: the configuration and policies in place
+	// keep serving.
+	bs.publishAt("/discovery.tar.gz", []byte("not a bundle"))
+	require.Error(t, discovery.Lookup(mgr).Trigger(ctx))
+	status, d2, body := decide(t, rs, "")
+	require.Equal(t, 200, status, string(body))
+	require.Equal(t, d.Fingerprint, d2.Fingerprint)
+	require.Equal(t, d.Available, d2.Available)
+	status, body = rs.do(t, http.MethodGet, "/metrics", nil)
+	require.Equal(t, 200, status)
+	require.Contains(t, string(body), `policycheck_bundle_failing{bundle="discovery"} 1`)
+}
+
+// TestDiscoveredPersistedBundle: a discovered bundle persisted on disk is
+// activated as its plugin starts, before the server's listener is on it;
+// the server takes it in from the store and is ready without a download.
+func TestDiscoveredPersistedBundle(t *testing.T) {
+	ctx := context.Background()
+	bs := newBundleServer(t)
+	bs.publishRoots(t, "r1", []string{"policycheck/capabilities"}, map[string]string{"/vault.rego": filterKeeping("secret_op")})
+	bs.publishAt("/discovery.tar.gz", buildBundle(t, "d1", nil, nil, map[string]any{"bundles": map[string]any{
+		"pc": map[string]any{"service": "bundles", "resource": "/bundles/pc.tar.gz", "trigger": "manual", "persist": true},
+	}}))
+	cfg := []byte(`
+persistence_directory: ` + t.TempDir() + `
+services:
+  bundles:
+    url: ` + bs.URL + `
+discovery:
+  service: bundles
+  resource: /discovery.tar.gz
+  trigger: manual
+`)
+	first := start(t, testReg(t), server.OPAConfig(cfg, "test"))
+	require.NoError(t, discovery.Lookup(first.srv.Manager()).Trigger(ctx))
+	require.NoError(t, bundleplugin.Lookup(first.srv.Manager()).Trigger(ctx))
+	status, h := health(t, first)
+	require.Equal(t, http.StatusOK, status, h)
+	first.stop()
+
+	// The bundle server now has nothing at the bundle's path: only the
+	// copy on disk can serve.
+	bs.current.Store(nil)
+	second := start(t, testReg(t), server.OPAConfig(cfg, "test"))
+	require.NoError(t, discovery.Lookup(second.srv.Manager()).Trigger(ctx))
+	status, h = health(t, second)
+	require.Equal(t, http.StatusOK, status, h)
+	require.Equal(t, "r1", h.Bundles["pc"].Serving)
+	status, d, body := decide(t, second, "")
+	require.Equal(t, 200, status, string(body))
+	require.Equal(t, []string{"get_time", "secret_op"}, d.Available)
 }

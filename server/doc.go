@@ -20,8 +20,9 @@
 //   - auth.go: optional bearer-token authentication;
 //   - metrics.go: GET /metrics in the Prometheus text format;
 //   - lru.go: the small LRU behind the engine and run tables;
-//   - plugins.go: OPA's management plane (bundle, decision-log and status
-//     plugins from a standard OPA configuration file);
+//   - plugins.go: OPA's management plane (bundle, decision-log, status and
+//     discovery plugins from a standard OPA configuration file), following
+//     the bundles the file or a discovery bundle configures;
 //   - declog.go: decision logs through OPA's decision-log plugin.
 //
 // A Server is safe for concurrent use. Its policy state (engine, bundle

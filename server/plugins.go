@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	bundleapi "github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/logging"
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"github.com/open-policy-agent/opa/v1/plugins/bundle"
@@ -32,6 +33,9 @@ import (
 // was refused, if it was.
 type bundleTracker struct {
 	mu         sync.Mutex
+	discovery  bool           // a discovery bundle names the bundles
+	discovered bool           // … and one has been activated
+	plugin     *bundle.Plugin // the bundle plugin our listener is on
 	configured []string
 	seen       map[string]time.Time // LastSuccessfulActivation taken in
 	active     map[string]string    // OPA's active revision
@@ -86,14 +90,119 @@ func (s *Server) newManager() error {
 	s.bundles.seen = map[string]time.Time{}
 	s.bundles.active = map[string]string{}
 	s.bundles.errs = map[string]string{}
-	if bp := bundle.Lookup(mgr); bp != nil {
-		for name := range bp.Config().Bundles {
-			s.bundles.configured = append(s.bundles.configured, name)
-		}
-		sort.Strings(s.bundles.configured)
-		bp.Register("policycheck", s.onBundleStatus)
+	if _, ok := boot["discovery"]; ok {
+		// The bundles (and the bundle plugin itself) come with the
+		// discovery bundle: follow each of its activations.
+		s.bundles.discovery = true
+		d.RegisterListener("policycheck", s.onDiscovery)
 	}
+	s.attachBundles()
 	return nil
+}
+
+// attachBundles follows the bundle plugin the manager holds now: the
+// bundles it is configured with, and our listener on it. Configured in
+// the file, the plugin exists from the start; configured by a discovery
+// bundle, it appears, and its bundles change, when one activates. A
+// bundle the plugin activated before our listener was on it (a bundle
+// persisted on disk is activated as the plugin starts) is taken in from
+// the store.
+func (s *Server) attachBundles() {
+	bp := bundle.Lookup(s.mgr)
+	if bp == nil {
+		return
+	}
+	var names []string
+	for name := range bp.Config().Bundles {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	b := &s.bundles
+	b.mu.Lock()
+	b.configured = names
+	fresh := b.plugin != bp
+	b.plugin = bp
+	b.mu.Unlock()
+	if !fresh {
+		return
+	}
+	bp.Register("policycheck", s.onBundleStatus)
+	if s.started.Load() {
+		s.catchUp(names)
+	}
+}
+
+// catchUp takes in the bundles among names that OPA has activated but the
+// server has not seen.
+func (s *Server) catchUp(names []string) {
+	ctx := context.Background()
+	store := s.mgr.Store
+	txn, err := store.NewTransaction(ctx)
+	if err != nil {
+		return
+	}
+	active := map[string]string{}
+	for _, name := range names {
+		if rev, err := bundleapi.ReadBundleRevisionFromStore(ctx, store, txn, name); err == nil {
+			active[name] = rev
+		}
+	}
+	store.Abort(ctx, txn)
+	for name, rev := range active {
+		s.bundles.mu.Lock()
+		_, seen := s.bundles.seen[name]
+		s.bundles.mu.Unlock()
+		if !seen {
+			s.onBundleStatus(bundle.Status{Name: name, ActiveRevision: rev, LastSuccessfulActivation: time.Now()})
+		}
+	}
+}
+
+// onDiscovery runs after each download and activation attempt of the
+// discovery bundle.
+func (s *Server) onDiscovery(status bundle.Status) {
+	if status.Code != "" || len(status.Errors) > 0 {
+		msg := status.Message
+		for _, e := range status.Errors {
+			msg += "; " + e.Error()
+		}
+		s.metrics.bundleResult(discovery.Name, true)
+		s.cfg.logger.Warn("discovery bundle not taken in", "error", strings.TrimPrefix(msg, "; "))
+		return
+	}
+	if status.LastSuccessfulActivation.IsZero() {
+		return
+	}
+	s.metrics.bundleResult(discovery.Name, false)
+	s.bundles.mu.Lock()
+	s.bundles.discovered = true
+	s.bundles.mu.Unlock()
+	s.attachBundles()
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	// Readiness follows the bundles discovery configured (see
+	// onBundleStatus).
+	if old := s.state.Load(); !old.ready && s.bundles.allServed(old) {
+		st := *old
+		st.ready = true
+		s.state.Store(&st)
+	}
+}
+
+// allServed reports whether st serves every configured bundle (and,
+// with discovery, whether the discovery bundle has been activated).
+func (b *bundleTracker) allServed(st *policyState) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.discovery && !b.discovered {
+		return false
+	}
+	for _, c := range b.configured {
+		if _, ok := st.served[c]; !ok {
+			return false
+		}
+	}
+	return true
 }
 
 // defaultsPrefix names the shipped policies in the plugin manager's store.
@@ -159,13 +268,10 @@ func (s *Server) onBundleStatus(status bundle.Status) {
 		st.served[k] = v
 	}
 	st.served[name] = status.ActiveRevision
-	b.mu.Lock()
-	for _, c := range b.configured {
-		if _, ok := st.served[c]; !ok {
-			st.ready = false
-		}
-	}
-	b.mu.Unlock()
+	// Ready once every configured bundle is served, and ready from then
+	// on: a bundle that discovery adds later shows in /health as not yet
+	// served, while decisions go on with the policies in place.
+	st.ready = old.ready || b.allServed(st)
 	if err := s.compileState(ctx, st); err != nil {
 		if dir != "" {
 			os.RemoveAll(dir)

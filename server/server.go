@@ -191,7 +191,7 @@ func New(opts ...Option) (*Server, error) {
 			return nil, fmt.Errorf("opa config: %w", err)
 		}
 		// Not ready until every configured bundle is served.
-		st.ready = len(s.bundles.configured) == 0
+		st.ready = s.bundles.allServed(st)
 	}
 	s.state.Store(st)
 	s.metrics.setRevision(st)
