@@ -316,7 +316,8 @@ func (s *Server) resumeHistory(hit *prefixEntry, env *envelope, body []byte, eng
 	lim := s.cfg.limits
 	elems := env.elements["history"]
 	total := hit.count + len(elems)
-	if lim.MaxMessages > 0 && total > lim.MaxMessages {
+	if (lim.MaxMessages > 0 && total > lim.MaxMessages) ||
+		(lim.MaxBytes > 0 && int64(len(env.members["history"])) > lim.MaxBytes) {
 		return nil
 	}
 	var msgs []facts.Message

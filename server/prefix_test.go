@@ -169,6 +169,22 @@ func TestPrefixCacheErrorsAndLimits(t *testing.T) {
 		require.Equal(t, ws, gs, string(got))
 		require.Equal(t, string(want), string(got))
 	}
+	// A byte limit that a resumed history crosses.
+	msgsLen := len(joinMessages(msgs))
+	blim := loader.DefaultLimits()
+	blim.MaxBytes = int64(msgsLen + 10)
+	withB := start(t, testReg(t), server.Limits(blim))
+	withoutB := start(t, testReg(t), server.Limits(blim), server.PrefixCache(0))
+	for _, h := range [][]json.RawMessage{msgs, append(append([]json.RawMessage{}, msgs...), msgs[0])} {
+		body := mustJSON(t, map[string]json.RawMessage{"history": joinMessages(h)})
+		ws, want := withoutB.post(t, "/v1/decide", body)
+		gs, got := withB.post(t, "/v1/decide", body)
+		require.Equal(t, ws, gs, string(got))
+		require.Equal(t, string(want), string(got))
+	}
+	_, last := withB.post(t, "/v1/decide", mustJSON(t, map[string]json.RawMessage{"history": joinMessages(append(append([]json.RawMessage{}, msgs...), msgs[0]))}))
+	require.Equal(t, server.CodeLimit, decodeError(t, last).Error.Code)
+
 	// A syntax error after a remembered prefix.
 	body := []byte(`{"history": ` + string(joinMessages(msgs))[:len(joinMessages(msgs))-1] + `,{"kind": }]}`)
 	ws, want := without.post(t, "/v1/decide", body)
