@@ -32,6 +32,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "policy that does not parse", args: []string{"--policy", badPolicy}},
 		{note: "bad OPA config", args: []string{"--config", badConfig}},
 		{note: "address in use or invalid", args: []string{"--addr", "256.0.0.1:1"}},
+		{note: "negative prefix cache", args: []string{"--prefix-cache-bytes", "-1"}},
+		{note: "negative run table", args: []string{"--runs", "-5"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {

@@ -97,6 +97,14 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
 				}
 				opts = append(opts, server.Token(token))
 			}
+			for _, f := range []struct {
+				name string
+				v    int64
+			}{{"--runs", int64(runs)}, {"--engine-cache", int64(engines)}, {"--prefix-cache-bytes", int64(prefixBytes)}, {"--max-body", maxBody}} {
+				if f.v < 0 {
+					return badInput(fmt.Errorf("%s must not be negative, not %d", f.name, f.v))
+				}
+			}
 			if (tlsCert == "") != (tlsKey == "") {
 				return badInput(errors.New("--tls-cert and --tls-key go together"))
 			}
