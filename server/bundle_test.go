@@ -158,6 +158,25 @@ decision_logs:
 `)
 }
 
+// discoveryConfig is an OPA configuration whose bundles come from the
+// discovery bundle at /discovery.tar.gz (downloaded on Trigger), with a
+// persistence directory when dir is set.
+func discoveryConfig(url, dir string) []byte {
+	cfg := `
+services:
+  bundles:
+    url: ` + url + `
+discovery:
+  service: bundles
+  resource: /discovery.tar.gz
+  trigger: manual
+`
+	if dir != "" {
+		cfg = "persistence_directory: " + dir + "\n" + cfg
+	}
+	return []byte(cfg)
+}
+
 func health(t *testing.T, rs *running) (int, server.Health) {
 	t.Helper()
 	status, body := rs.do(t, http.MethodGet, "/health", nil)
@@ -376,15 +395,7 @@ func TestDiscoveredBundles(t *testing.T) {
 		bs.publishAt("/discovery.tar.gz", buildBundle(t, rev, nil, nil, map[string]any{"bundles": bundles}))
 	}
 	discover("d1", map[string]any{"pc": manual("/bundles/pc.tar.gz")})
-	cfg := []byte(`
-services:
-  bundles:
-    url: ` + bs.URL + `
-discovery:
-  service: bundles
-  resource: /discovery.tar.gz
-  trigger: manual
-`)
+	cfg := discoveryConfig(bs.URL, "")
 	rs := start(t, testReg(t), server.OPAConfig(cfg, "test"))
 	mgr := rs.srv.Manager()
 	require.Nil(t, bundleplugin.Lookup(mgr), "no bundle plugin before discovery")
@@ -442,16 +453,7 @@ func TestDiscoveredPersistedBundle(t *testing.T) {
 	bs.publishAt("/discovery.tar.gz", buildBundle(t, "d1", nil, nil, map[string]any{"bundles": map[string]any{
 		"pc": map[string]any{"service": "bundles", "resource": "/bundles/pc.tar.gz", "trigger": "manual", "persist": true},
 	}}))
-	cfg := []byte(`
-persistence_directory: ` + t.TempDir() + `
-services:
-  bundles:
-    url: ` + bs.URL + `
-discovery:
-  service: bundles
-  resource: /discovery.tar.gz
-  trigger: manual
-`)
+	cfg := discoveryConfig(bs.URL, t.TempDir())
 	first := start(t, testReg(t), server.OPAConfig(cfg, "test"))
 	require.NoError(t, discovery.Lookup(first.srv.Manager()).Trigger(ctx))
 	require.NoError(t, bundleplugin.Lookup(first.srv.Manager()).Trigger(ctx))
