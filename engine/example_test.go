@@ -179,3 +179,21 @@ func ExampleEngine_Explain() {
 	//   - "send_email" is neither a registry tool nor a framework tool present in this run
 	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
 }
+
+func ExampleDecision_Removed() {
+	e := exampleEngine()
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := e.Decide(context.Background(), engine.Request{History: h})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, tool := range []string{"delete_secret", "read_secret"} {
+		fmt.Printf("%s: %q\n", tool, d.Removed(tool))
+	}
+	// Output:
+	// delete_secret: ["dropped by filter policycheck.capabilities.vault (vault.rego): neither advertised nor callable"]
+	// read_secret: []
+}
