@@ -425,19 +425,7 @@ func (c *schemaCache) validate(elems [][]byte, keys [][2]uint64) error {
 	if len(todo) == 0 {
 		return nil
 	}
-	n := 2
-	for _, i := range todo {
-		n += len(elems[i]) + 1
-	}
-	batch := make([]byte, 0, n)
-	batch = append(batch, '[')
-	for j, i := range todo {
-		if j > 0 {
-			batch = append(batch, ',')
-		}
-		batch = append(batch, elems[i]...)
-	}
-	batch = append(batch, ']')
+	batch := joinArray(elems, todo)
 	if err := loader.ValidateHistoryBytes("request", batch); err != nil {
 		if le, ok := err.(*loader.Error); ok && le.Pointer != "" {
 			// Point at the message's index in elems.
@@ -463,4 +451,22 @@ func (c *schemaCache) validate(elems [][]byte, keys [][2]uint64) error {
 	}
 	c.mu.Unlock()
 	return nil
+}
+
+// joinArray copies the elements of elems at positions todo into one JSON
+// array, "[e,e,...]", for the decoder or the schema to read as a batch.
+func joinArray(elems [][]byte, todo []int) []byte {
+	n := 2
+	for _, i := range todo {
+		n += len(elems[i]) + 1
+	}
+	batch := make([]byte, 0, n)
+	batch = append(batch, '[')
+	for j, i := range todo {
+		if j > 0 {
+			batch = append(batch, ',')
+		}
+		batch = append(batch, elems[i]...)
+	}
+	return append(batch, ']')
 }

@@ -323,14 +323,11 @@ func (s *Server) resumeHistory(hit *prefixEntry, env *envelope, body []byte, eng
 	var msgs []facts.Message
 	parts := hit.parts
 	if len(elems) > 0 {
-		arr := body[env.arrStart:env.lastEnd]
-		// "[" + the new messages + "]": the bytes after the prefix start
-		// with the separator after its last message.
-		tail := arr[len(hit.hist):]
-		batch := make([]byte, 0, len(tail)+2)
-		batch = append(batch, '[')
-		batch = append(batch, bytes.TrimLeft(tail, " \t\r\n")[1:]...)
-		batch = append(batch, ']')
+		all := make([]int, len(elems))
+		for k := range all {
+			all[k] = k
+		}
+		batch := joinArray(elems, all)
 		blim := lim
 		blim.MaxBytes, blim.MaxMessages, blim.MaxParts = 0, 0, 0
 		var err error

@@ -67,19 +67,7 @@ func (c *messageCache) decodeHistory(raw []byte, elems [][]byte, keys [][2]uint6
 	}
 	c.mu.Unlock()
 	if len(todo) > 0 {
-		n := 2
-		for _, i := range todo {
-			n += len(elems[i]) + 1
-		}
-		batch := make([]byte, 0, n)
-		batch = append(batch, '[')
-		for j, i := range todo {
-			if j > 0 {
-				batch = append(batch, ',')
-			}
-			batch = append(batch, elems[i]...)
-		}
-		batch = append(batch, ']')
+		batch := joinArray(elems, todo)
 		blim := lim
 		blim.MaxBytes, blim.MaxMessages, blim.MaxParts = 0, 0, 0
 		msgs, err := loader.DecodeMessages("request", batch, 0, blim)
