@@ -70,6 +70,19 @@ func exampleEngine() *engine.Engine {
 	return e
 }
 
+// exampleDecision is exampleEngine's decision on exampleHistory.
+func exampleDecision() *engine.Decision {
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := exampleEngine().Decide(context.Background(), engine.Request{History: h})
+	if err != nil {
+		log.Fatal(err)
+	}
+	return d
+}
+
 func ExampleNew() {
 	reg, err := loader.ParseRegistry("tools.yaml", []byte(exampleRegistry))
 	if err != nil {
@@ -181,15 +194,8 @@ func ExampleEngine_Explain() {
 }
 
 func ExampleDecision_Removed() {
-	e := exampleEngine()
-	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
-	if err != nil {
-		log.Fatal(err)
-	}
-	d, err := e.Decide(context.Background(), engine.Request{History: h})
-	if err != nil {
-		log.Fatal(err)
-	}
+	// The decision of ExampleEngine_Decide.
+	d := exampleDecision()
 	for _, tool := range []string{"delete_secret", "read_secret"} {
 		fmt.Printf("%s: %q\n", tool, d.Removed(tool))
 	}
