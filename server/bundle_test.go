@@ -409,12 +409,7 @@ func TestDiscoveredBundles(t *testing.T) {
 	bp := bundleplugin.Lookup(mgr)
 	require.NotNil(t, bp)
 	require.NoError(t, bp.Trigger(ctx))
-	status, h = health(t, rs)
-	require.Equal(t, http.StatusOK, status, h)
-	require.Equal(t, "r1", h.Bundles["pc"].Serving)
-	status, d, body := decide(t, rs, "")
-	require.Equal(t, 200, status, string(body))
-	require.Equal(t, []string{"get_time", "secret_op"}, d.Available)
+	d := requireServingR1(t, rs)
 
 	// Discovery adds a bundle of operator rules.
 	discover("d2", map[string]any{"pc": manual("/bundles/pc.tar.gz"), "rules": manual("/bundles/rules.tar.gz")})
@@ -426,7 +421,7 @@ func TestDiscoveredBundles(t *testing.T) {
 	require.NoError(t, bundleplugin.Lookup(mgr).Trigger(ctx))
 	_, h = health(t, rs)
 	require.Equal(t, "x1", h.Bundles["rules"].Serving)
-	status, d, body = decide(t, rs, "")
+	status, d, body := decide(t, rs, "")
 	require.Equal(t, 200, status, string(body))
 	require.Equal(t, []string{"secret_op"}, d.Available, "get_time hidden by the discovered bundle's rule")
 
@@ -466,10 +461,18 @@ func TestDiscoveredPersistedBundle(t *testing.T) {
 	bs.current.Store(nil)
 	second := start(t, testReg(t), server.OPAConfig(cfg, "test"))
 	require.NoError(t, discovery.Lookup(second.srv.Manager()).Trigger(ctx))
-	status, h = health(t, second)
+	requireServingR1(t, second)
+}
+
+// requireServingR1 checks that rs is ready, serves revision r1 of bundle
+// pc (which keeps secret_op), and decides with it; it returns the decision.
+func requireServingR1(t *testing.T, rs *running) engine.Decision {
+	t.Helper()
+	status, h := health(t, rs)
 	require.Equal(t, http.StatusOK, status, h)
 	require.Equal(t, "r1", h.Bundles["pc"].Serving)
-	status, d, body := decide(t, second, "")
+	status, d, body := decide(t, rs, "")
 	require.Equal(t, 200, status, string(body))
 	require.Equal(t, []string{"get_time", "secret_op"}, d.Available)
+	return d
 }
