@@ -303,6 +303,20 @@ func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
 	return out
 }
 
+// pure reports whether no rule of the policy set calls a nondeterministic
+// built-in.
+func pure(c *ast.Compiler) bool {
+	seen := map[*ast.Rule]bool{}
+	for _, m := range c.Modules {
+		for _, r := range m.Rules {
+			if len(regoutil.NondeterministicCalls(c, r, seen)) > 0 {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // compiled is the immutable result of compiling a policy set against a
 // registry.
 type compiled struct {
@@ -311,6 +325,10 @@ type compiled struct {
 	decision rego.PreparedEvalQuery
 	filters  map[string]*filter
 	rev      string
+	// pure is true when no rule reaches a nondeterministic built-in, so
+	// the decision query's result is a function of its input (the
+	// decision memo depends on it).
+	pure bool
 }
 
 const decisionQuery = "data.policycheck.availability.decision"
@@ -351,7 +369,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	if err := storage.WriteOne(ctx, store, storage.AddOp, storage.RootPath, root); err != nil {
 		return nil, fmt.Errorf("engine: write data: %w", err)
 	}
-	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev}
+	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c)}
 	var err error
 	out.decision, err = rego.New(
 		rego.Query(decisionQuery),

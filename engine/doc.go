@@ -14,8 +14,9 @@
 //   - engine.go is the Engine: an immutable snapshot swapped atomically by
 //     Reload, Decide (filters through the fingerprint cache of cache.go,
 //     their composition per active set cached beside it, then one
-//     evaluation of data.policycheck.availability.decision), and the
-//     fail-closed paths.
+//     evaluation of data.policycheck.availability.decision unless the
+//     decision memo of memo.go holds the result for this exact input),
+//     and the fail-closed paths.
 //   - decision.go reads the policy's structured result (sets read by
 //     looking up the registry's names), enforces the invariants that keep
 //     advertisement, the gate and the messages in agreement, assembles the
@@ -30,7 +31,7 @@
 //     the stateless Decide leaves out.
 //
 // An Engine is safe for concurrent use. Nothing a decision does changes
-// the registry or the compiled policies (seed 004); the filter caches are
-// the only shared state a decision writes, and their entries are pure
-// functions of their keys.
+// the registry or the compiled policies (seed 004); the filter caches and
+// the decision memo are the only shared state a decision writes, and
+// their entries are pure functions of their keys.
 package engine

@@ -32,7 +32,9 @@ type config struct {
 	paths     []string
 	registry  *facts.Registry
 	cacheSize int
-	deadline  time.Duration
+	// decisionCache bounds the decision memo; 0 turns it off.
+	decisionCache int
+	deadline      time.Duration
 }
 
 // Policies adds the .rego files of fsys (tests excluded) to the policy set.
@@ -56,6 +58,15 @@ func Registry(reg *facts.Registry) Option { return func(c *config) { c.registry 
 
 // CacheSize bounds the filter cache (entries; default 4096).
 func CacheSize(n int) Option { return func(c *config) { c.cacheSize = n } }
+
+// DecisionCache bounds the decision memo (entries; default 1024; 0 turns
+// it off). The memo keeps the policy's result for recent input documents:
+// a decision whose input equals one decided before (the next request of
+// an agent step that revealed and loaded nothing new, a same-step
+// rebuild, a retried request) is answered without evaluating Rego. It is
+// off for a policy set in which any rule reaches a nondeterministic
+// built-in, whose result is not a function of its input.
+func DecisionCache(n int) Option { return func(c *config) { c.decisionCache = max(n, 0) } }
 
 // DefaultDeadline bounds each decision unless Decide is given its own
 // (default 5s). A decision that runs out of time fails closed.
@@ -84,6 +95,8 @@ type snapshot struct {
 	// as terms: reading a decision's sets looks each one up (see setNames).
 	names []*ast.Term
 	cache *lruCache[*cacheEntry]
+	// decisions is the decision memo (see memo.go); nil when off.
+	decisions *lruCache[map[string]any]
 	// composed holds the composition of the filter results of one active
 	// set under one context (see runFilters).
 	composed *lruCache[*filterResult]
@@ -95,7 +108,7 @@ type snapshot struct {
 // not parse or compile, or whose filters break the rules of design.md
 // "Policies", is a *PolicyError.
 func New(ctx context.Context, opts ...Option) (*Engine, error) {
-	cfg := config{defaults: true, deadline: 5 * time.Second}
+	cfg := config{defaults: true, deadline: 5 * time.Second, decisionCache: 1024}
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -128,8 +141,12 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	sort.Strings(mods)
 	names := append(slices.Clone(cfg.registry.ToolNames()), "load_capability", "search_tools")
 	slices.Sort(names)
-	return &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, names: strTerms(slices.Compact(names)),
-		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize), deadline: cfg.deadline, modules: mods}, nil
+	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, names: strTerms(slices.Compact(names)),
+		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize), deadline: cfg.deadline, modules: mods}
+	if cfg.decisionCache > 0 && c.pure {
+		s.decisions = newLRU[map[string]any](cfg.decisionCache)
+	}
+	return s, nil
 }
 
 // Reload compiles a new snapshot with the construction options plus opts
@@ -170,6 +187,16 @@ func (e *Engine) Modules() []string { return e.snap.Load().modules }
 // CacheStats reports filter-cache hits, misses and entries.
 func (e *Engine) CacheStats() (hits, misses int64, entries int) {
 	c := e.snap.Load().cache
+	return c.hits.Load(), c.misses.Load(), c.len()
+}
+
+// DecisionCacheStats reports decision-memo hits, misses and entries (all
+// zero when the memo is off; see DecisionCache).
+func (e *Engine) DecisionCacheStats() (hits, misses int64, entries int) {
+	c := e.snap.Load().decisions
+	if c == nil {
+		return 0, 0, 0
+	}
 	return c.hits.Load(), c.misses.Load(), c.len()
 }
 
@@ -223,26 +250,30 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	}
 	d.Fingerprint = fingerprint(s.rev, s.regRev, p.ctxDigest, activeOf(f), keys)
 
-	rs, err := s.decision.Eval(ctx, rego.EvalParsedInput(input))
-	var raw map[string]any
-	switch {
-	case err != nil:
-		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
-	case len(rs) == 0 || len(rs[0].Expressions) == 0:
-		d.failClosed(s, "policy decision is undefined: "+decisionQuery+" produced no result")
-	default:
-		var ok bool
-		term, isTerm := rs[0].Expressions[0].Value.(*ast.Term)
-		if isTerm {
-			raw, ok = astDecision(term, s.names)
-		}
-		if !ok {
-			d.failClosed(s, "policy decision is not an object")
-		}
+	// The decision memo (memo.go). A decision whose filters failed is not
+	// memoised: it fails closed whatever the policy says, and a filter
+	// error may be a timeout.
+	memo := s.decisions
+	if len(next.errors)+len(dispatch.errors) > 0 {
+		memo = nil
 	}
+	var key string
+	var raw map[string]any
+	hit := false
+	if memo != nil && ctx.Err() == nil {
+		key = inputKey(input)
+		raw, hit = memo.get(key)
+	}
+	if !hit {
+		raw = s.eval(ctx, d, input)
+	}
+	// A remembered result filled a decision before; fill reads it and
+	// never writes it.
 	if raw != nil {
 		if err := d.fill(s, raw, next, dispatch); err != nil {
 			d.failClosed(s, err.Error())
+		} else if !hit && memo != nil && ctx.Err() == nil {
+			memo.put(key, raw)
 		}
 	}
 	for _, fe := range append(append([]filterError{}, next.errors...), dispatch.errors...) {
@@ -252,6 +283,27 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		d.failClosed(s, "")
 	}
 	return d, nil
+}
+
+// eval runs the decision query on input and returns the policy's result
+// for fill; on an error, an undefined result or a result that is not an
+// object it fails d closed and returns nil.
+func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) map[string]any {
+	rs, err := s.decision.Eval(ctx, rego.EvalParsedInput(input))
+	switch {
+	case err != nil:
+		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
+	case len(rs) == 0 || len(rs[0].Expressions) == 0:
+		d.failClosed(s, "policy decision is undefined: "+decisionQuery+" produced no result")
+	default:
+		if term, isTerm := rs[0].Expressions[0].Value.(*ast.Term); isTerm {
+			if raw, ok := astDecision(term, s.names); ok {
+				return raw
+			}
+		}
+		d.failClosed(s, "policy decision is not an object")
+	}
+	return nil
 }
 
 // prepared is a decision's input before evaluation.

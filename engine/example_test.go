@@ -203,3 +203,28 @@ func ExampleDecision_Removed() {
 	// delete_secret: ["dropped by filter policycheck.capabilities.vault (vault.rego): neither advertised nor callable"]
 	// read_secret: []
 }
+
+func ExampleEngine_DecisionCacheStats() {
+	e := exampleEngine()
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The same input twice, then under another context: the policy is
+	// evaluated for the first and the third, and the second is answered
+	// from the decision memo.
+	for _, ctxDoc := range []any{nil, nil, map[string]any{"user": "ada"}} {
+		d, err := e.Decide(context.Background(), engine.Request{History: h, Context: ctxDoc})
+		if err != nil {
+			log.Fatal(err)
+		}
+		fmt.Println(d.Calls[0].Tool, d.Calls[0].Verdict)
+	}
+	hits, misses, entries := e.DecisionCacheStats()
+	fmt.Printf("hits=%d misses=%d entries=%d\n", hits, misses, entries)
+	// Output:
+	// read_secret execute
+	// read_secret execute
+	// read_secret execute
+	// hits=1 misses=2 entries=2
+}

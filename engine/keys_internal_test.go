@@ -1,6 +1,11 @@
 package engine
 
-import "testing"
+import (
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
 
 // TestKeysAreUnambiguous: ids may hold any bytes (a registry id is any
 // non-empty string), so the active set and the cache key are spelled with
@@ -27,5 +32,48 @@ func TestKeysAreUnambiguous(t *testing.T) {
 	}
 	if cacheKey("p", "r", "ab", idsKey([]string{"c"}), "d") == cacheKey("p", "r", "a", "b"+idsKey([]string{"c"}), "d") {
 		t.Error("the capability id and the active set run together")
+	}
+}
+
+// TestInputKeyIsCanonicalAndUnambiguous: the decision memo's key
+// (inputKey) tells apart documents that differ in any value, type,
+// nesting or boundary between strings, and does not depend on the order
+// in which an object's keys or a set's elements were inserted.
+func TestInputKeyIsCanonicalAndUnambiguous(t *testing.T) {
+	differ := [][2]string{
+		{`{"a": "bc"}`, `{"ab": "c"}`},
+		{`["a", "b"]`, `["ab"]`},
+		{`["a", "b"]`, `{"a", "b"}`},
+		{`{"x": "1"}`, `{"x": 1}`},
+		{`{"x": null}`, `{"x": false}`},
+		{`{"x": true}`, `{"x": false}`},
+		{`{"x": []}`, `{"x": set()}`},
+		{`{"x": {}}`, `{"x": []}`},
+		{`[["a"], "b"]`, `[["a", "b"]]`},
+		{`{"x": {"y": 1}}`, `{"x": {"y": 2}}`},
+		{`{"s": {"a", "b"}}`, `{"s": {"a", "b", "c"}}`},
+		{`["", ""]`, `[""]`},
+		{`{"k": "v", "l": "w"}`, `{"k": "vl", "": "w"}`},
+	}
+	for _, p := range differ {
+		a, b := ast.MustParseTerm(p[0]).Value, ast.MustParseTerm(p[1]).Value
+		if inputKey(a) == inputKey(b) {
+			t.Errorf("%s and %s share a key", p[0], p[1])
+		}
+	}
+	same := [][2]string{
+		{`{"a": 1, "b": {"c", "d"}}`, `{"b": {"d", "c"}, "a": 1}`},
+		{`{"x": {"p": [1, 2], "q": null}}`, `{"x": {"q": null, "p": [1, 2]}}`},
+	}
+	for _, p := range same {
+		a, b := ast.MustParseTerm(p[0]).Value, ast.MustParseTerm(p[1]).Value
+		if inputKey(a) != inputKey(b) {
+			t.Errorf("%s and %s are one document but have different keys", p[0], p[1])
+		}
+	}
+	// A string longer than the digest's buffer is written through whole.
+	long := strings.Repeat("x", 2000)
+	if inputKey(ast.String(long)) == inputKey(ast.String(long+"y")) {
+		t.Error("long strings that differ at the end share a key")
 	}
 }

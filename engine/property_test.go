@@ -316,7 +316,9 @@ func TestDecisionsIndependentOfOrderAndConcurrency(t *testing.T) {
 				reqs[i] = engine.Request{History: r.history, Context: r.context}
 			}
 			baseline := make([]string, len(reqs))
-			seq, err := engine.New(ctx, pc.opts...)
+			// The baseline evaluates every decision (no decision memo): the
+			// engines below, memo on, must agree with it.
+			seq, err := engine.New(ctx, append(pc.opts, engine.DecisionCache(0))...)
 			require.NoError(t, err)
 			for i, r := range reqs {
 				baseline[i] = decisionJSON(t, seq, r)
