@@ -365,9 +365,9 @@ prepare_tools := lib.keep_own(input.tools, %s, {t.name |
 
 // newBenchEngine compiles the default policies, with the benchmark filters
 // when filtered is set.
-func newBenchEngine(b *testing.B, reg *facts.Registry, filtered bool) *engine.Engine {
+func newBenchEngine(b *testing.B, reg *facts.Registry, filtered bool, opts ...engine.Option) *engine.Engine {
 	b.Helper()
-	opts := []engine.Option{engine.Registry(reg)}
+	opts = append(opts, engine.Registry(reg))
 	if filtered {
 		opts = append(opts, engine.Modules(benchFilters(reg)...))
 	}
@@ -417,11 +417,20 @@ var (
 // facts.
 func benchDecide(b *testing.B, fromFacts bool) {
 	ctx := context.Background()
-	for _, mode := range []string{"cold", "warm"} {
+	modes := []struct {
+		name string
+		cold bool // a new context digest every iteration
+		memo bool // the decision memo on
+	}{{"cold", true, true}, {"warm", false, true}, {"filters", false, false}}
+	for _, mode := range modes {
 		for _, tools := range decideTools {
-			b.Run(fmt.Sprintf("cache=%s/messages=100/tools=%d", mode, tools), func(b *testing.B) {
+			b.Run(fmt.Sprintf("cache=%s/messages=100/tools=%d", mode.name, tools), func(b *testing.B) {
 				in := benchInputs(b, 100, tools)
-				e := newBenchEngine(b, in.reg, true)
+				var opts []engine.Option
+				if !mode.memo {
+					opts = append(opts, engine.DecisionCache(0))
+				}
+				e := newBenchEngine(b, in.reg, true, opts...)
 				f := facts.Derive(in.h, in.reg)
 				if n := activeFilters(in.reg, &f); n < 2 {
 					b.Fatalf("only %d filters are active: the benchmark needs at least two", n)
@@ -430,9 +439,8 @@ func benchDecide(b *testing.B, fromFacts bool) {
 				if fromFacts {
 					req = engine.Request{Facts: &f}
 				}
-				cold := mode == "cold"
-				req.Context = benchContext(cold, 0)
-				d, err := e.Decide(ctx, req) // warms the cache and checks the decision
+				req.Context = benchContext(mode.cold, 0)
+				d, err := e.Decide(ctx, req) // warms the caches and checks the decision
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -440,26 +448,39 @@ func benchDecide(b *testing.B, fromFacts bool) {
 					b.Fatalf("decision failed closed: %v", d.Errors)
 				}
 				_, miss0, _ := e.CacheStats()
+				_, memoMiss0, _ := e.DecisionCacheStats()
 				b.ReportAllocs()
 				i := 0
 				cpu := startCPU()
 				for b.Loop() {
 					cpu.tick()
 					i++
-					req.Context = benchContext(cold, i)
+					req.Context = benchContext(mode.cold, i)
 					if _, err := e.Decide(ctx, req); err != nil {
 						b.Fatal(err)
 					}
 				}
 				cpu.report(b)
 				hits, misses, _ := e.CacheStats()
-				// filter-evals/op: filter evaluations (cache misses) per decision.
+				memoHits, memoMisses, _ := e.DecisionCacheStats()
+				// filter-evals/op: filter evaluations (cache misses) per
+				// decision; policy-evals/op: decisions the policy was
+				// evaluated for (not answered from the decision memo).
 				b.ReportMetric(float64(misses-miss0)/float64(i), "filter-evals/op")
-				if !cold && misses != miss0 {
-					b.Fatalf("warm run missed the cache %d times", misses-miss0)
+				policyEvals := float64(memoMisses-memoMiss0) / float64(i)
+				if !mode.memo {
+					policyEvals = 1
 				}
-				if cold && hits > 0 {
-					b.Fatalf("cold run hit the cache %d times", hits)
+				b.ReportMetric(policyEvals, "policy-evals/op")
+				switch {
+				case !mode.cold && misses != miss0:
+					b.Fatalf("warm run missed the filter cache %d times", misses-miss0)
+				case mode.cold && hits > 0:
+					b.Fatalf("cold run hit the filter cache %d times", hits)
+				case mode.memo && !mode.cold && memoMisses != memoMiss0:
+					b.Fatalf("warm run missed the decision memo %d times", memoMisses-memoMiss0)
+				case mode.cold && memoHits > 0:
+					b.Fatalf("cold run hit the decision memo %d times", memoHits)
 				}
 			})
 		}
@@ -476,6 +497,63 @@ func BenchmarkDecide(b *testing.B) { benchDecide(b, false) }
 // BenchmarkDecideFromFacts measures the decision given precomputed facts
 // (Request.Facts): the per-step cost of a service that keeps a Tracker.
 func BenchmarkDecideFromFacts(b *testing.B) { benchDecide(b, true) }
+
+// BenchmarkConversation replays a generated 1,000-message conversation
+// the way a service that keeps a facts.Tracker decides it: one decision
+// per message, on the facts of the history up to and including it (a
+// prefix ending in a request asks what to advertise next, one ending in a
+// response judges its calls), with the benchmark filters. When the replay
+// wraps around, the next pass runs under a new context, as another user's
+// conversation would, so every pass starts with cold caches. memo=on is
+// the default engine; memo=off evaluates the policy for every decision.
+// policy-evals/op is the share of decisions the decision memo could not
+// answer; filter-evals/op the filter evaluations per decision.
+func BenchmarkConversation(b *testing.B) {
+	ctx := context.Background()
+	for _, memo := range []bool{true, false} {
+		for _, tools := range []int{10, 100} {
+			name := fmt.Sprintf("memo=%s/messages=1000/tools=%d", map[bool]string{true: "on", false: "off"}[memo], tools)
+			b.Run(name, func(b *testing.B) {
+				in := benchInputs(b, 1000, tools)
+				var opts []engine.Option
+				if !memo {
+					opts = append(opts, engine.DecisionCache(0))
+				}
+				e := newBenchEngine(b, in.reg, true, opts...)
+				tr := facts.NewTracker(in.reg)
+				steps := make([]facts.Facts, len(in.h))
+				for i, m := range in.h {
+					tr.Append(m)
+					steps[i] = tr.Facts()
+				}
+				b.ReportAllocs()
+				i := 0
+				cpu := startCPU()
+				for b.Loop() {
+					cpu.tick()
+					req := engine.Request{Facts: &steps[i%len(steps)], Context: benchContext(true, i/len(steps))}
+					i++
+					d, err := e.Decide(ctx, req)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if len(d.Errors) > 0 {
+						b.Fatalf("decision failed closed: %v", d.Errors)
+					}
+				}
+				cpu.report(b)
+				_, misses, _ := e.CacheStats()
+				_, memoMisses, _ := e.DecisionCacheStats()
+				b.ReportMetric(float64(misses)/float64(i), "filter-evals/op")
+				policyEvals := float64(memoMisses) / float64(i)
+				if !memo {
+					policyEvals = 1
+				}
+				b.ReportMetric(policyEvals, "policy-evals/op")
+			})
+		}
+	}
+}
 
 // BenchmarkNaiveRego evaluates the naive pure-Rego baseline, prepared once,
 // with its input already parsed to an ast.Value outside the timer.
@@ -566,13 +644,16 @@ func BenchmarkEngineHistoryToDecision(b *testing.B) {
 }
 
 // benchEngine runs step as the timed iteration over the baseline's sizes,
-// with an engine of the default policies and no filters.
+// with an engine of the default policies and no filters. The decision
+// memo is off: each iteration decides the same history, which the memo
+// would answer without evaluating the policy, and the baseline has no
+// such shortcut.
 func benchEngine(b *testing.B, step func(*testing.B, *benchInput, *engine.Engine)) {
 	for _, n := range naiveSizes {
 		for _, tools := range decideTools {
 			b.Run(fmt.Sprintf("messages=%d/tools=%d", n, tools), func(b *testing.B) {
 				in := benchInputs(b, n, tools)
-				e := newBenchEngine(b, in.reg, false)
+				e := newBenchEngine(b, in.reg, false, engine.DecisionCache(0))
 				b.SetBytes(int64(len(in.history)))
 				b.ReportAllocs()
 				cpu := startCPU()
