@@ -34,6 +34,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "address in use or invalid", args: []string{"--addr", "256.0.0.1:1"}},
 		{note: "negative prefix cache", args: []string{"--prefix-cache-bytes", "-1"}},
 		{note: "negative run table", args: []string{"--runs", "-5"}},
+		{note: "negative decision cache", args: []string{"--decision-cache", "-1"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {

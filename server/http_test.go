@@ -323,7 +323,7 @@ func TestAuth(t *testing.T) {
 }
 
 // TestHealthAndMetrics: /health reports the revision; /metrics counts
-// decisions and verdicts.
+// decisions and verdicts and reports the engine's caches.
 func TestHealthAndMetrics(t *testing.T) {
 	rs := start(t, testReg(t))
 	status, body := rs.do(t, http.MethodGet, "/health", nil)
@@ -346,9 +346,27 @@ func TestHealthAndMetrics(t *testing.T) {
 		`policycheck_policy_revision_info{bundle="",bundle_revision="",policy_revision="` + h.PolicyRevision + `"} 1`,
 		"policycheck_filter_cache_hits ",
 		"policycheck_filter_cache_misses ",
+		// Three equal requests: the policy is evaluated once.
+		"policycheck_decision_cache_hits 2\n",
+		"policycheck_decision_cache_misses 1\n",
+		"policycheck_decision_cache_entries 1\n",
 		"policycheck_ready 1",
 	} {
 		require.Contains(t, m, want)
+	}
+}
+
+// TestDecisionCacheOff: with the engine's decision memo off (serve
+// --decision-cache 0) every request evaluates the policy.
+func TestDecisionCacheOff(t *testing.T) {
+	rs := start(t, testReg(t), server.Engine(engine.DecisionCache(0)))
+	for range 2 {
+		status, body := rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
+		require.Equal(t, 200, status, string(body))
+	}
+	_, body := rs.do(t, http.MethodGet, "/metrics", nil)
+	for _, want := range []string{"policycheck_decision_cache_hits 0\n", "policycheck_decision_cache_misses 0\n", "policycheck_decision_cache_entries 0\n"} {
+		require.Contains(t, string(body), want)
 	}
 }
 

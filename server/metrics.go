@@ -136,20 +136,24 @@ func (m *metrics) bundleResult(name string, failed bool) {
 	}
 }
 
-// cacheCollector reports the filter caches (engine.CacheStats) of the
-// engines currently serving, and the size of the run table. A cache
+// cacheCollector reports the filter caches (engine.CacheStats) and the
+// decision memos (engine.DecisionCacheStats) of the engines currently
+// serving, and the size of the run table. A cache
 // belongs to one policy snapshot, so the sums drop when a bundle
 // activates or an engine is evicted: they are gauges.
 type cacheCollector struct{ s *Server }
 
 var (
-	descHits    = prometheus.NewDesc("policycheck_filter_cache_hits", "Filter-cache hits of the engines serving now.", nil, nil)
-	descMisses  = prometheus.NewDesc("policycheck_filter_cache_misses", "Filter-cache misses of the engines serving now.", nil, nil)
-	descEntries = prometheus.NewDesc("policycheck_filter_cache_entries", "Filter-cache entries of the engines serving now.", nil, nil)
-	descEngines = prometheus.NewDesc("policycheck_registry_engines", "Engines kept for registries that requests carry.", nil, nil)
-	descRuns    = prometheus.NewDesc("policycheck_runs", "Runs in the incremental run table.", nil, nil)
-	descEvicted = prometheus.NewDesc("policycheck_run_evictions_total", "Runs evicted from the run table (size bound or idle TTL).", nil, nil)
-	descReady   = prometheus.NewDesc("policycheck_ready", "1 once policies are loaded and decisions are served.", nil, nil)
+	descHits        = prometheus.NewDesc("policycheck_filter_cache_hits", "Filter-cache hits of the engines serving now.", nil, nil)
+	descMisses      = prometheus.NewDesc("policycheck_filter_cache_misses", "Filter-cache misses of the engines serving now.", nil, nil)
+	descEntries     = prometheus.NewDesc("policycheck_filter_cache_entries", "Filter-cache entries of the engines serving now.", nil, nil)
+	descMemoHits    = prometheus.NewDesc("policycheck_decision_cache_hits", "Decisions the engines serving now answered from their decision memo.", nil, nil)
+	descMemoMisses  = prometheus.NewDesc("policycheck_decision_cache_misses", "Decisions the engines serving now evaluated the policy for (memo on).", nil, nil)
+	descMemoEntries = prometheus.NewDesc("policycheck_decision_cache_entries", "Decision-memo entries of the engines serving now.", nil, nil)
+	descEngines     = prometheus.NewDesc("policycheck_registry_engines", "Engines kept for registries that requests carry.", nil, nil)
+	descRuns        = prometheus.NewDesc("policycheck_runs", "Runs in the incremental run table.", nil, nil)
+	descEvicted     = prometheus.NewDesc("policycheck_run_evictions_total", "Runs evicted from the run table (size bound or idle TTL).", nil, nil)
+	descReady       = prometheus.NewDesc("policycheck_ready", "1 once policies are loaded and decisions are served.", nil, nil)
 
 	descPrefixLookups = prometheus.NewDesc("policycheck_prefix_cache_lookups_total",
 		"Stateless requests by what the prefix cache did: hit (resumed after a remembered prefix), miss (decoded whole), fallback (a prefix matched but the full path decided).",
@@ -159,7 +163,7 @@ var (
 )
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descEngines, descRuns, descEvicted, descReady,
+	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descEngines, descRuns, descEvicted, descReady,
 		descPrefixLookups, descPrefixEntries, descPrefixBytes} {
 		ch <- d
 	}
@@ -171,15 +175,20 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	if st.eng != nil {
 		engines = append(engines, st.eng)
 	}
-	var hits, misses int64
-	var entries int
+	var hits, misses, memoHits, memoMisses int64
+	var entries, memoEntries int
 	for _, e := range engines {
 		h, m, n := e.CacheStats()
 		hits, misses, entries = hits+h, misses+m, entries+n
+		h, m, n = e.DecisionCacheStats()
+		memoHits, memoMisses, memoEntries = memoHits+h, memoMisses+m, memoEntries+n
 	}
 	ch <- prometheus.MustNewConstMetric(descHits, prometheus.GaugeValue, float64(hits))
 	ch <- prometheus.MustNewConstMetric(descMisses, prometheus.GaugeValue, float64(misses))
 	ch <- prometheus.MustNewConstMetric(descEntries, prometheus.GaugeValue, float64(entries))
+	ch <- prometheus.MustNewConstMetric(descMemoHits, prometheus.GaugeValue, float64(memoHits))
+	ch <- prometheus.MustNewConstMetric(descMemoMisses, prometheus.GaugeValue, float64(memoMisses))
+	ch <- prometheus.MustNewConstMetric(descMemoEntries, prometheus.GaugeValue, float64(memoEntries))
 	n, _ := c.s.engines.stats()
 	ch <- prometheus.MustNewConstMetric(descEngines, prometheus.GaugeValue, float64(n))
 	runs, evicted := c.s.runs.table.stats()

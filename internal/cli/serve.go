@@ -27,7 +27,7 @@ func newServeCmd() *cobra.Command {
 		noDefaults, noSchema, verbose                          bool
 		maxBody                                                int64
 		timeout, runTTL, grace                                 time.Duration
-		runs, engines, prefixBytes                             int
+		runs, engines, prefixBytes, decisions                  int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
@@ -60,7 +60,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
 				logLevel = slog.LevelDebug
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
-			engOpts := []engine.Option{engine.PolicyPaths(policies...)}
+			engOpts := []engine.Option{engine.PolicyPaths(policies...), engine.DecisionCache(decisions)}
 			if noDefaults {
 				engOpts = append(engOpts, engine.WithoutDefaults())
 			}
@@ -100,7 +100,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
 			for _, f := range []struct {
 				name string
 				v    int64
-			}{{"--runs", int64(runs)}, {"--engine-cache", int64(engines)}, {"--prefix-cache-bytes", int64(prefixBytes)}, {"--max-body", maxBody}} {
+			}{{"--runs", int64(runs)}, {"--engine-cache", int64(engines)}, {"--decision-cache", int64(decisions)}, {"--prefix-cache-bytes", int64(prefixBytes)}, {"--max-body", maxBody}} {
 				if f.v < 0 {
 					return badInput(fmt.Errorf("%s must not be negative, not %d", f.name, f.v))
 				}
@@ -152,6 +152,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
 	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")
 	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped")
 	fl.IntVar(&engines, "engine-cache", 16, "most engines kept for registries that requests carry")
+	fl.IntVar(&decisions, "decision-cache", 1024, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
 	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
 	fl.StringArrayVar(&mask, "mask-context", nil, "JSON pointer into the context to remove from decision logs (repeatable)")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories (the decoder still enforces the same rules)")
