@@ -257,24 +257,14 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	if len(next.errors)+len(dispatch.errors) > 0 {
 		memo = nil
 	}
-	var key string
-	var raw map[string]any
-	hit := false
-	if memo != nil && ctx.Err() == nil {
-		key = inputKey(input)
-		raw, hit = memo.get(key)
-	}
-	if !hit {
-		raw = s.eval(ctx, d, input)
-	}
-	// A remembered result filled a decision before; fill reads it and
-	// never writes it.
-	if raw != nil {
-		if err := d.fill(s, raw, next, dispatch); err != nil {
-			d.failClosed(s, err.Error())
-		} else if !hit && memo != nil && ctx.Err() == nil {
-			memo.put(key, raw)
-		}
+	if err := ctx.Err(); err != nil {
+		// Past the deadline before evaluation. OPA notices a
+		// cancellation only while it evaluates, so a quick query could
+		// still finish: fail closed whether or not the memo holds the
+		// result.
+		d.failClosed(s, fmt.Sprintf("policy evaluation failed: the decision's deadline passed before evaluation: %v", err))
+	} else {
+		s.decide(ctx, d, input, memo, next, dispatch)
 	}
 	for _, fe := range append(append([]filterError{}, next.errors...), dispatch.errors...) {
 		d.Errors = appendUnique(d.Errors, fmt.Sprintf("filter %s.%s (%s) failed: %s", filterRoot, fe.Capability, fe.File, fe.Message))
@@ -283,6 +273,48 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		d.failClosed(s, "")
 	}
 	return d, nil
+}
+
+// decide fills d with the policy's result for input: from the memo when
+// it holds one, else by evaluating the decision query (and remembering a
+// result that filled d without error).
+func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lruCache[map[string]any], next, dispatch *filterResult) {
+	var key string
+	var raw map[string]any
+	hit := false
+	if memo != nil {
+		key = inputKey(input)
+		raw, hit = memo.get(key)
+	}
+	if hit {
+		// fill never writes the remembered result, but the name lists
+		// it hands the decision are the caller's: the memo keeps its
+		// own copy and hands out copies, so that a caller that writes to
+		// its decision cannot change another request's.
+		raw = ownLists(raw)
+	} else if raw = s.eval(ctx, d, input); raw == nil {
+		return
+	}
+	if err := d.fill(s, raw, next, dispatch); err != nil {
+		d.failClosed(s, err.Error())
+		return
+	}
+	if !hit && memo != nil && ctx.Err() == nil {
+		memo.put(key, ownLists(raw))
+	}
+}
+
+// ownLists copies raw with its name lists (the sets of the policy's
+// result) cloned.
+func ownLists(raw map[string]any) map[string]any {
+	out := make(map[string]any, len(raw))
+	for k, v := range raw {
+		if names, ok := v.([]string); ok {
+			v = slices.Clone(names)
+		}
+		out[k] = v
+	}
+	return out
 }
 
 // eval runs the decision query on input and returns the policy's result

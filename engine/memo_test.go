@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -128,8 +129,8 @@ func TestDecisionMemoOffForNondeterministicRules(t *testing.T) {
 }
 
 // TestDecisionMemoKeepsNoFailure: a decision that timed out fails closed
-// and is not remembered, and a remembered result is not used once the
-// decision's deadline has passed (it fails closed as evaluation would).
+// and is not remembered, and a decision whose deadline passed before
+// evaluation fails closed even though the memo holds its result.
 func TestDecisionMemoKeepsNoFailure(t *testing.T) {
 	reg := mustRegistry(t, paymentsRegistry)
 	e := mustEngine(t, reg, engine.Modules(engine.Source{File: "rules/slow.rego", Text: `package policycheck.rules.slow
@@ -155,6 +156,7 @@ hide contains "read_ledger" if {
 	d, err := e.Decide(cancelled, engine.Request{History: h})
 	require.NoError(t, err)
 	assert.NotEmpty(t, d.Errors, "a decision past its deadline fails closed, remembered or not")
+	assert.Contains(t, strings.Join(d.Errors, "; "), "deadline passed before evaluation")
 	assert.Equal(t, engine.Denied, callTo(t, d, "get_time").Verdict)
 
 	again := mustDecide(t, e, h, nil)
@@ -163,4 +165,29 @@ hide contains "read_ledger" if {
 	assert.JSONEq(t, string(want), string(got))
 	hits, _, _ := e.DecisionCacheStats()
 	assert.Equal(t, int64(1), hits)
+}
+
+// TestDecisionMemoSharesNothingWithTheCaller: a caller that writes to the
+// name lists of a decision answered from the memo does not change the
+// next decision on the same input.
+func TestDecisionMemoSharesNothingWithTheCaller(t *testing.T) {
+	reg := mustRegistry(t, paymentsRegistry)
+	e := mustEngine(t, reg)
+	h := mustHistory(t, wReq(wUser("time?")), wResp("", wCall("get_time", "t1", `{}`)))
+	var want []byte
+	for range 3 {
+		d := mustDecide(t, e, h, nil)
+		got, _ := json.Marshal(d)
+		if want == nil {
+			want = got
+		}
+		require.JSONEq(t, string(want), string(got))
+		for _, list := range [][]string{d.Available, d.Advertised, d.Dispatch.Available} {
+			for i := range list {
+				list[i] = "scribbled"
+			}
+		}
+	}
+	hits, _, _ := e.DecisionCacheStats()
+	assert.Equal(t, int64(2), hits)
 }
