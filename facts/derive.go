@@ -126,6 +126,35 @@ func AnchoredWindow(h History) Position {
 	return Position{}
 }
 
+// backwardBudget bounds the parts discoveredAndOutgoing examines looking
+// backwards for the calls of revealing returns, so that a history of
+// returns without calls costs one forward walk more, never a walk per
+// return.
+const backwardBudget = 4096
+
+// callBefore reports whether a tool-call part with id comes before at,
+// looking backwards from at and spending one unit of budget per part;
+// settled is false when the budget ran out first.
+func callBefore(h History, at Position, id string, budget *int) (found, settled bool) {
+	for m := at.Message; m >= 0; m-- {
+		p := len(h[m].Parts)
+		if m == at.Message {
+			p = at.Part
+		}
+		for p--; p >= 0; p-- {
+			if *budget <= 0 {
+				return false, false
+			}
+			*budget--
+			part := &h[m].Parts[p]
+			if part.Kind == ToolCall && part.HasToolCallID && part.ToolCallID == id {
+				return true, true
+			}
+		}
+	}
+	return false, true
+}
+
 // walk calls fn for every part of h from start on, in order.
 func walk(h History, start Position, fn func(m, p int, part *Part)) {
 	for m := start.Message; m < len(h); m++ {
@@ -178,19 +207,19 @@ func Loaded(h History, start Position) []string {
 // specification the incremental Tracker is tested against.
 func Derive(h History, reg *Registry) Facts {
 	w := ConservativeWindow(h)
-	disc, outDisc := discoveredAndOutgoing(h, w)
+	disc, outDisc := discoveredAndOutgoing(h, w, reg)
 	f := Facts{
 		Window:     w,
 		Discovered: disc,
 		Loaded:     Loaded(h, w),
 	}
-	returned := map[string]struct{}{}
+	returned := newNameSet(reg)
 	walk(h, w, func(_, _ int, part *Part) {
 		if part.Kind == ToolReturn && part.Outcome == OutcomeSuccess {
-			returned[part.ToolName] = struct{}{}
+			returned.add(part.ToolName)
 		}
 	})
-	f.Returned = sortedKeys(returned)
+	f.Returned = returned.sorted()
 	f.ActiveCapabilities = reg.activeFor(f.Loaded, nil)
 	f.Outgoing = Outgoing{Discovered: outDisc, Loaded: f.Loaded}
 
@@ -247,10 +276,10 @@ func Derive(h History, reg *Registry) Facts {
 // Dangling-call repair adds only untyped returns and merging changes no
 // evidence, so neither needs modelling here. When cleaning dropped no
 // reveal, both are the same slice.
-func discoveredAndOutgoing(h History, w Position) (disc, out []string) {
-	all := make(map[string]struct{}, 64)
-	kept := make(map[string]struct{}, 64) // reveals cleaning keeps for sure
-	dropped := false                      // some reveal is not (yet) known to be kept
+func discoveredAndOutgoing(h History, w Position, reg *Registry) (disc, out []string) {
+	all := newNameSet(reg)
+	kept := newNameSet(reg) // reveals cleaning keeps for sure
+	dropped := false        // some reveal is not (yet) known to be kept
 	// The window's search returns, held by id until their calls are found:
 	// most histories have far more calls than reveals, so only the ids of
 	// revealing returns are looked for.
@@ -264,7 +293,7 @@ func discoveredAndOutgoing(h History, w Position) (disc, out []string) {
 			return
 		}
 		for _, n := range part.Reveals {
-			all[n] = struct{}{}
+			all.add(n)
 		}
 		switch {
 		case part.Kind == ToolCall, part.Kind == ToolReturn && !part.HasToolCallID:
@@ -276,13 +305,42 @@ func discoveredAndOutgoing(h History, w Position) (disc, out []string) {
 			held[part.ToolCallID] = append(held[part.ToolCallID], pending{Position{m, p}, part.Reveals})
 		default:
 			for _, n := range part.Reveals {
-				kept[n] = struct{}{}
+				kept.add(n)
 			}
 		}
 	})
 	if len(held) > 0 {
-		// A held return counts when a tool-call part with its id comes
-		// before it: the first such call decides.
+		// A held return counts when the first tool-call part with its id
+		// comes before it, that is, when any call with its id does. The
+		// call is nearly always a message or two back, so look backwards
+		// from each return first, within a budget; what the budget does
+		// not settle is settled by one forward walk over the history, as
+		// before.
+		budget := backwardBudget
+		for id, rets := range held {
+			var left []pending
+			for _, r := range rets {
+				found, settled := callBefore(h, r.at, id, &budget)
+				switch {
+				case !settled:
+					left = append(left, r)
+				case found:
+					for _, n := range r.reveals {
+						kept.add(n)
+					}
+				default:
+					dropped = true
+				}
+			}
+			if len(left) == 0 {
+				delete(held, id)
+			} else {
+				held[id] = left
+			}
+		}
+	}
+	if len(held) > 0 {
+		// The first call with a held return's id decides.
 		walk(h, Position{}, func(m, p int, part *Part) {
 			if part.Kind != ToolCall || !part.HasToolCallID {
 				return
@@ -295,7 +353,7 @@ func discoveredAndOutgoing(h History, w Position) (disc, out []string) {
 			for _, r := range rets {
 				if call.Before(r.at) {
 					for _, n := range r.reveals {
-						kept[n] = struct{}{}
+						kept.add(n)
 					}
 				} else {
 					dropped = true
@@ -307,11 +365,11 @@ func discoveredAndOutgoing(h History, w Position) (disc, out []string) {
 			dropped = true
 		}
 	}
-	disc = sortedKeys(all)
-	if !dropped || len(kept) == len(all) {
+	disc = all.sorted()
+	if !dropped || kept.len() == all.len() {
 		return disc, disc
 	}
-	return disc, sortedKeys(kept)
+	return disc, kept.sorted()
 }
 
 func sameResponse(R *Message) (SameResponse, []Call) {
@@ -366,4 +424,73 @@ func nonNil(s []string) []string {
 		return []string{}
 	}
 	return s
+}
+
+// nameSet is a set of tool names built while deriving: a registry tool is
+// a flag at its place in the registry's sorted names, anything else goes
+// to a map. Adding a registry tool reads a map instead of writing one, and
+// the sorted list is read off the flags instead of sorted: with a large
+// registry and many reveals, map writes and sorting were most of Derive.
+type nameSet struct {
+	names []string       // the registry's sorted tool names
+	rank  map[string]int // name -> index in names
+	flags []bool
+	n     int
+	other map[string]struct{}
+}
+
+func newNameSet(reg *Registry) *nameSet {
+	s := &nameSet{}
+	if reg != nil {
+		s.names, s.rank = reg.toolNames, reg.rank
+	}
+	return s
+}
+
+func (s *nameSet) add(name string) {
+	if i, ok := s.rank[name]; ok {
+		if s.flags == nil {
+			s.flags = make([]bool, len(s.names))
+		}
+		if !s.flags[i] {
+			s.flags[i] = true
+			s.n++
+		}
+		return
+	}
+	if s.other == nil {
+		s.other = map[string]struct{}{}
+	}
+	s.other[name] = struct{}{}
+}
+
+func (s *nameSet) len() int { return s.n + len(s.other) }
+
+// sorted returns the names, sorted: the flagged registry names in their
+// order, merged with the other names, sorted on their own.
+func (s *nameSet) sorted() []string {
+	out := make([]string, 0, s.len())
+	var other []string
+	if len(s.other) > 0 {
+		other = make([]string, 0, len(s.other))
+		for n := range s.other {
+			other = append(other, n)
+		}
+		sort.Strings(other)
+	}
+	j := 0
+	if s.n > 0 {
+		for i, set := range s.flags {
+			if !set {
+				continue
+			}
+			name := s.names[i]
+			for j < len(other) && other[j] < name {
+				out = append(out, other[j])
+				j++
+			}
+			out = append(out, name)
+		}
+	}
+	return append(out, other[j:]...)
 }

@@ -82,7 +82,8 @@ type Registry struct {
 	searchGated  []string // sorted
 	alwaysTools  []string // sorted
 	capTools     map[string][]string
-	toolNames    []string // sorted
+	toolNames    []string       // sorted
+	rank         map[string]int // tool name -> index in toolNames
 	hasSearchUse bool
 }
 
@@ -173,6 +174,10 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 	sort.Strings(r.searchGated)
 	sort.Strings(r.alwaysTools)
 	sort.Strings(r.toolNames)
+	r.rank = make(map[string]int, len(r.toolNames))
+	for i, n := range r.toolNames {
+		r.rank[n] = i
+	}
 	for _, names := range r.capTools {
 		sort.Strings(names)
 	}
