@@ -91,8 +91,10 @@ type snapshot struct {
 	reg        *facts.Registry
 	regRev     string
 	toolsInput *ast.Term
-	// names are the registry's tool names and the framework tools, sorted,
-	// as terms: reading a decision's sets looks each one up (see setNames).
+	// known are the registry's tool names and the framework tools, sorted,
+	// with their terms: input sets are built from them (see nameTerms), and
+	// reading a decision's sets looks each one up (names, see setNames).
+	known nameTerms
 	names []*ast.Term
 	cache *lruCache[*cacheEntry]
 	// decisions is the decision memo (see memo.go); nil when off.
@@ -141,7 +143,8 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	sort.Strings(mods)
 	names := append(slices.Clone(cfg.registry.ToolNames()), "load_capability", "search_tools")
 	slices.Sort(names)
-	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, names: strTerms(slices.Compact(names)),
+	known := newNameTerms(slices.Compact(names))
+	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, names: known.terms,
 		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize), deadline: cfg.deadline, modules: mods}
 	if cfg.decisionCache > 0 && c.pure {
 		s.decisions = newLRU[map[string]any](cfg.decisionCache)
@@ -361,7 +364,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 	if f.Dispatch != nil && !equalStrings(f.Dispatch.ActiveCapabilities, f.ActiveCapabilities) {
 		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
 	}
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm), ctxDigest: ctxDigest}, nil
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known), ctxDigest: ctxDigest}, nil
 }
 
 // Input returns the input document the decision query would receive for
@@ -461,7 +464,7 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 	}
 	sort.Strings(fr.dropped)
 	if len(fr.errors) == 0 && ctx.Err() == nil {
-		fr.termv = fr.term(&setTerms{})
+		fr.termv = fr.term(&setTerms{known: &s.known})
 		s.composed.put(compKey, fr)
 	}
 	return fr

@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"sort"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -189,24 +190,66 @@ func (fr *filterResult) term(sets *setTerms) *ast.Term {
 	return ast.ObjectTerm(item("dropped", sets.of(fr.dropped)), item("errors", ast.ArrayTerm(errs...)))
 }
 
+// nameTerms are the names a decision's sets usually hold (the registry's
+// tools and the framework tools), sorted, with their terms built once per
+// snapshot: the input's sets take these terms instead of allocating one
+// per name per decision. Terms are never modified once built, so sharing
+// them between decisions is safe.
+type nameTerms struct {
+	names []string
+	terms []*ast.Term
+}
+
+func newNameTerms(sorted []string) nameTerms {
+	return nameTerms{names: sorted, terms: strTerms(sorted)}
+}
+
+// setOf builds the set of names (sorted, as every list of the facts is):
+// a merge walk against the known names for a long list, a binary search
+// per name for a short one; a name the registry does not know (a reveal
+// of an unregistered tool) gets a term of its own.
+func (nt *nameTerms) setOf(names []string) *ast.Term {
+	terms := make([]*ast.Term, len(names))
+	merge := len(names)*16 >= len(nt.names)
+	j := 0
+	for i, n := range names {
+		if merge {
+			for j < len(nt.names) && nt.names[j] < n {
+				j++
+			}
+		} else {
+			j = sort.SearchStrings(nt.names, n)
+		}
+		if j < len(nt.names) && nt.names[j] == n {
+			terms[i] = nt.terms[j]
+		} else {
+			terms[i] = ast.StringTerm(n)
+		}
+	}
+	return ast.SetTerm(terms...)
+}
+
 // setTerms builds the set terms of one input document, handing out the
 // term already built for an equal list: the lists of one decision often
 // repeat (the outgoing loaded set is the loaded set, the dispatch sets
 // usually equal the next request's, many are empty), and a term is never
 // modified once built, so sharing it is safe.
-type setTerms []struct {
-	names []string
-	term  *ast.Term
+type setTerms struct {
+	known *nameTerms
+	built []struct {
+		names []string
+		term  *ast.Term
+	}
 }
 
 func (s *setTerms) of(names []string) *ast.Term {
-	for _, e := range *s {
+	for _, e := range s.built {
 		if equalStrings(e.names, names) {
 			return e.term
 		}
 	}
-	t := setOf(names)
-	*s = append(*s, struct {
+	t := s.known.setOf(names)
+	s.built = append(s.built, struct {
 		names []string
 		term  *ast.Term
 	}{names, t})
@@ -216,8 +259,8 @@ func (s *setTerms) of(names []string) *ast.Term {
 // buildInput builds the input document of the decision query: the facts
 // as sets, the filter results and the context. It is built once per
 // decision as an ast.Value: no JSON round trip.
-func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term) ast.Value {
-	sets := &setTerms{}
+func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms) ast.Value {
+	sets := &setTerms{known: known}
 	factsObj := ast.ObjectTerm(
 		item("window", posTerm(f.Window)),
 		item("discovered", sets.of(f.Discovered)),
