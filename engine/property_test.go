@@ -266,7 +266,7 @@ func TestOneDefinitionOfAvailable(t *testing.T) {
 	if testing.Short() {
 		seeds = 10
 	}
-	decisions, calls := 0, map[string]int{}
+	decisions, cleaned, calls := 0, 0, map[string]int{}
 	for _, pc := range propertyCases(t, seeds) {
 		e, err := engine.New(ctx, pc.opts...)
 		require.NoError(t, err)
@@ -287,10 +287,23 @@ func TestOneDefinitionOfAvailable(t *testing.T) {
 				want, _ := json.Marshal(d)
 				got, _ := json.Marshal(fromTracker)
 				assert.JSONEq(t, string(want), string(got), "tracker facts decide as the history does")
+
+				// Advertised is the gate over the evidence of the cleaned
+				// outgoing history: what would be available if the facts
+				// held only that evidence.
+				outgoing := tracked
+				outgoing.Discovered, outgoing.Loaded, outgoing.Dispatch = tracked.Outgoing.Discovered, tracked.Outgoing.Loaded, nil
+				onOutgoing, err := e.Decide(ctx, engine.Request{Facts: &outgoing, Context: req.context})
+				require.NoError(t, err)
+				assert.Equal(t, onOutgoing.Available, d.Advertised, "advertised is available over the outgoing evidence")
+				if len(tracked.Outgoing.Discovered) < len(tracked.Discovered) {
+					cleaned++
+				}
 			})
 		}
 	}
-	t.Logf("%d decisions; verdicts %v", decisions, calls)
+	t.Logf("%d decisions (%d where cleaning removed a reveal); verdicts %v", decisions, cleaned, calls)
+	assert.Positive(t, cleaned, "no history where cleaning removed a reveal: the advertised property is vacuous")
 	// The generator must reach every verdict, or the properties are vacuous.
 	for _, v := range []string{engine.Execute, engine.UnknownTool, engine.NotAvailableYet, engine.Denied} {
 		assert.Positive(t, calls[v], "no %s verdict generated", v)
