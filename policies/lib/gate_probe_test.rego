@@ -13,3 +13,12 @@ package policycheck.rules.gate_probe_test
 deny contains {"reason": sprintf("probe saw %s", [input.call.tool_call_id]), "message": "probe"} if {
 	input.call.tool == "gate_probe"
 }
+
+# METADATA
+# title: deny
+# description: |
+#   Denies the second probe tool, naming what it read beside the call: the
+#   context and the facts of the decision's input.
+deny contains {"reason": sprintf("probe saw %s and %d discovered", [input.context.who, count(input.facts.discovered)]), "message": "probe"} if {
+	input.call.tool == "gate_probe_input"
+}

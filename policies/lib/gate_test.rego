@@ -314,6 +314,13 @@ test_denials_see_the_call_as_input_call if {
 	probe == [{"package": "gate_probe_test", "reason": "probe saw p1", "message": "probe"}]
 }
 
+test_denials_see_the_whole_input_beside_the_call if {
+	doc := object.union(base, {"context": {"who": "ada"}, "facts": object.union(base.facts, {"discovered": {"a", "b"}})})
+	ds := gate.denials({"tool": "gate_probe_input", "tool_call_id": "p2", "args": {}}) with input as doc
+	probe := [d | some d in ds; d.package == "gate_probe_test"]
+	probe == [{"package": "gate_probe_test", "reason": "probe saw ada and 2 discovered", "message": "probe"}]
+}
+
 # A JSON input document (opa eval -i) holds arrays where the engine hands
 # sets: the set algebra cannot run on them, so nothing is available and
 # every call is refused: the gate fails closed, never open.
