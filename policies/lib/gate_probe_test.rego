@@ -19,6 +19,7 @@ deny contains {"reason": sprintf("probe saw %s", [input.call.tool_call_id]), "me
 # description: |
 #   Denies the second probe tool, naming what it read beside the call: the
 #   context and the facts of the decision's input.
-deny contains {"reason": sprintf("probe saw %s and %d discovered", [input.context.who, count(input.facts.discovered)]), "message": "probe"} if {
+deny contains {"reason": reason, "message": "probe"} if {
 	input.call.tool == "gate_probe_input"
+	reason := sprintf("probe saw %s and %d discovered", [input.context.who, count(input.facts.discovered)])
 }
