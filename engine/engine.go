@@ -98,7 +98,7 @@ type snapshot struct {
 	names []*ast.Term
 	cache *lruCache[*cacheEntry]
 	// decisions is the decision memo (see memo.go); nil when off.
-	decisions *lruCache[map[string]any]
+	decisions *lruCache[memoEntry]
 	// composed holds the composition of the filter results of one active
 	// set under one context (see runFilters).
 	composed *lruCache[*filterResult]
@@ -147,7 +147,7 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, names: known.terms,
 		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize), deadline: cfg.deadline, modules: mods}
 	if cfg.decisionCache > 0 && c.pure {
-		s.decisions = newLRU[map[string]any](cfg.decisionCache)
+		s.decisions = newLRU[memoEntry](cfg.decisionCache)
 	}
 	return s, nil
 }
@@ -281,43 +281,31 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 // decide fills d with the policy's result for input: from the memo when
 // it holds one, else by evaluating the decision query (and remembering a
 // result that filled d without error).
-func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lruCache[map[string]any], next, dispatch *filterResult) {
+func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lruCache[memoEntry], next, dispatch *filterResult) {
 	var key string
 	var raw map[string]any
 	hit := false
 	if memo != nil {
 		key = inputKey(input)
-		raw, hit = memo.get(key)
+		var e memoEntry
+		if e, hit = memo.get(key); hit {
+			// The name lists come out as new slices: a caller that
+			// writes to its decision cannot change another request's.
+			raw = e.unpack(&s.known)
+		}
 	}
-	if hit {
-		// fill never writes the remembered result, but the name lists
-		// it hands the decision are the caller's: the memo keeps its
-		// own copy and hands out copies, so that a caller that writes to
-		// its decision cannot change another request's.
-		raw = ownLists(raw)
-	} else if raw = s.eval(ctx, d, input); raw == nil {
-		return
+	if !hit {
+		if raw = s.eval(ctx, d, input); raw == nil {
+			return
+		}
 	}
 	if err := d.fill(s, raw, next, dispatch); err != nil {
 		d.failClosed(s, err.Error())
 		return
 	}
 	if !hit && memo != nil && ctx.Err() == nil {
-		memo.put(key, ownLists(raw))
+		memo.put(key, packEntry(raw, &s.known))
 	}
-}
-
-// ownLists copies raw with its name lists (the sets of the policy's
-// result) cloned.
-func ownLists(raw map[string]any) map[string]any {
-	out := make(map[string]any, len(raw))
-	for k, v := range raw {
-		if names, ok := v.([]string); ok {
-			v = slices.Clone(names)
-		}
-		out[k] = v
-	}
-	return out
 }
 
 // eval runs the decision query on input and returns the policy's result

@@ -1,6 +1,9 @@
 package engine
 
 import (
+	"fmt"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -75,5 +78,32 @@ func TestInputKeyIsCanonicalAndUnambiguous(t *testing.T) {
 	long := strings.Repeat("x", 2000)
 	if inputKey(ast.String(long)) == inputKey(ast.String(long+"y")) {
 		t.Error("long strings that differ at the end share a key")
+	}
+}
+
+// TestMemoEntryRoundTrip: a remembered result comes back with the same
+// name lists, sorted, whether their names are the registry's or not, as
+// new slices each time; everything else comes back as it was.
+func TestMemoEntryRoundTrip(t *testing.T) {
+	var names []string
+	for i := range 130 { // more than two words of bits
+		names = append(names, fmt.Sprintf("tool_%03d", i))
+	}
+	known := newNameTerms(names)
+	verdicts := []any{map[string]any{"verdict": "execute"}}
+	raw := map[string]any{
+		"available":          []string{"a_unknown", "tool_000", "tool_063", "tool_064", "tool_129", "zz_unknown"},
+		"advertised":         []string{"tool_000", "tool_129"},
+		"dispatch_available": []string{},
+		"hidden":             slices.Clone(names),
+		"verdicts":           verdicts,
+	}
+	e := packEntry(raw, &known)
+	for range 2 {
+		got := e.unpack(&known)
+		if !reflect.DeepEqual(got, raw) {
+			t.Fatalf("round trip:\n got %v\nwant %v", got, raw)
+		}
+		got["available"].([]string)[0] = "scribbled"
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
+	"math/bits"
+	"slices"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 )
@@ -19,6 +21,71 @@ import (
 // answers retried requests: those are answered without evaluating Rego.
 // Only the policy's own result is kept; the decision around it (facts,
 // messages, explanations, retry accounting) is built fresh each time.
+
+// memoEntry is a remembered policy result: its name lists (most of it,
+// each up to the registry's size) packed as bits over the snapshot's
+// sorted names, the rest (verdicts) as fill reads it, never written.
+type memoEntry struct {
+	raw   map[string]any // everything but the packed lists
+	lists map[string]packedNames
+}
+
+// packedNames is a sorted name list: bit i stands for known.names[i];
+// names the registry does not know, if any, are kept as they are.
+type packedNames struct {
+	bits  []uint64
+	n     int
+	other []string
+}
+
+func packEntry(raw map[string]any, known *nameTerms) memoEntry {
+	e := memoEntry{raw: make(map[string]any, len(raw)), lists: map[string]packedNames{}}
+	for k, v := range raw {
+		names, ok := v.([]string)
+		if !ok {
+			e.raw[k] = v
+			continue
+		}
+		p := packedNames{bits: make([]uint64, (len(known.names)+63)/64), n: len(names)}
+		j := 0
+		for _, n := range names {
+			for j < len(known.names) && known.names[j] < n {
+				j++
+			}
+			if j < len(known.names) && known.names[j] == n {
+				p.bits[j/64] |= 1 << (j % 64)
+			} else {
+				p.other = append(p.other, n)
+			}
+		}
+		e.lists[k] = p
+	}
+	return e
+}
+
+// unpack returns the result with each name list as a new sorted slice.
+func (e memoEntry) unpack(known *nameTerms) map[string]any {
+	out := make(map[string]any, len(e.raw)+len(e.lists))
+	for k, v := range e.raw {
+		out[k] = v
+	}
+	for k, p := range e.lists {
+		names := make([]string, 0, p.n)
+		for w, word := range p.bits {
+			for word != 0 {
+				i := w*64 + bits.TrailingZeros64(word)
+				names = append(names, known.names[i])
+				word &= word - 1
+			}
+		}
+		if len(p.other) > 0 {
+			names = append(names, p.other...)
+			slices.Sort(names)
+		}
+		out[k] = names
+	}
+	return out
+}
 
 // inputKey digests an input document canonically: objects and sets in
 // OPA's sorted order, every value tagged with its type and every string
