@@ -44,6 +44,21 @@ func (s *jscan) fail(msg string) *Error {
 	return badRequest(CodeSyntax, "invalid JSON at byte "+strconv.Itoa(s.i)+": "+msg, "")
 }
 
+// sepOrClose reads what follows a member or an element: a comma (more
+// follow), or close, which ends the object or array (closed).
+func (s *jscan) sepOrClose(close byte) (closed bool, err *Error) {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == ',' {
+		s.i++
+		return false, nil
+	}
+	if s.i < len(s.b) && s.b[s.i] == close {
+		s.i++
+		return true, nil
+	}
+	return false, s.fail("expected ',' or '" + string(close) + "'")
+}
+
 func (s *jscan) ws() {
 	for s.i < len(s.b) {
 		switch s.b[s.i] {
@@ -181,17 +196,10 @@ func (s *jscan) value(elems *[][]byte) *Error {
 			if err := s.value(nil); err != nil {
 				return err
 			}
-			s.ws()
-			if s.i < len(s.b) && s.b[s.i] == ',' {
-				s.i++
-				continue
-			}
-			if s.i < len(s.b) && s.b[s.i] == '}' {
-				s.i++
+			if closed, err := s.sepOrClose('}'); err != nil || closed {
 				s.depth--
-				return nil
+				return err
 			}
-			return s.fail("expected ',' or '}'")
 		}
 	case c == '[':
 		if s.depth++; s.depth > maxEnvelopeDepth {
@@ -233,17 +241,10 @@ func (s *jscan) value(elems *[][]byte) *Error {
 				}
 			}
 			resumed = false
-			s.ws()
-			if s.i < len(s.b) && s.b[s.i] == ',' {
-				s.i++
-				continue
-			}
-			if s.i < len(s.b) && s.b[s.i] == ']' {
-				s.i++
+			if closed, err := s.sepOrClose(']'); err != nil || closed {
 				s.depth--
-				return nil
+				return err
 			}
-			return s.fail("expected ',' or ']'")
 		}
 	case c == 't':
 		return s.lit("true")
@@ -370,16 +371,13 @@ func scanEnvelopeResume(body []byte, known []string, resume func(arr []byte) int
 					delete(env.elements, key)
 				}
 			}
-			s.ws()
-			if s.i < len(s.b) && s.b[s.i] == ',' {
-				s.i++
-				continue
+			closed, err := s.sepOrClose('}')
+			if err != nil {
+				return nil, err
 			}
-			if s.i < len(s.b) && s.b[s.i] == '}' {
-				s.i++
+			if closed {
 				break
 			}
-			return nil, s.fail("expected ',' or '}'")
 		}
 	}
 	s.ws()
