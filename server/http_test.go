@@ -198,9 +198,16 @@ func TestErrors(t *testing.T) {
 		status  int
 		code    string
 		pointer string
+		message string // a substring of the error message
 	}{
 		{note: "malformed body", rs: withReg, path: "/v1/decide", body: `{"history": [`, status: 400, code: server.CodeSyntax},
 		{note: "body not an object", rs: withReg, path: "/v1/decide", body: `[1]`, status: 400, code: server.CodeSyntax},
+		{note: "no comma between envelope members", rs: withReg, path: "/v1/decide", body: `{"history": [] "context": {}}`,
+			status: 400, code: server.CodeSyntax, message: "expected ',' or '}'"},
+		{note: "no comma between object members", rs: withReg, path: "/v1/decide", body: `{"history": [], "context": {"a": 1 "b": 2}}`,
+			status: 400, code: server.CodeSyntax, message: "expected ',' or '}'"},
+		{note: "no comma between array elements", rs: withReg, path: "/v1/decide", body: `{"history": [{} {}]}`,
+			status: 400, code: server.CodeSyntax, message: "expected ',' or ']'"},
 		{note: "history missing", rs: withReg, path: "/v1/decide", body: `{}`, status: 400, code: server.CodeSchema, pointer: "/history"},
 		{note: "history not an array", rs: withReg, path: "/v1/decide", body: `{"history": {}}`, status: 400, code: server.CodeSchema, pointer: "/history"},
 		{note: "unknown kind", rs: withReg, path: "/v1/decide", body: `{"history": [{"kind": "nope", "parts": []}]}`, status: 400, code: server.CodeSchema, pointer: "/history/0/kind"},
@@ -232,6 +239,7 @@ func TestErrors(t *testing.T) {
 			if tc.pointer != "" {
 				require.Equal(t, tc.pointer, e.Error.Pointer, string(body))
 			}
+			require.Contains(t, e.Error.Message, tc.message)
 		})
 	}
 }
