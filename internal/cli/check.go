@@ -33,6 +33,10 @@ const (
 	codePackagePlace   = "package_outside_policycheck"
 	codeUnknownCap     = "unknown_capability"
 	codeNondeterminism = "nondeterministic_builtin"
+	// codeMemoOff is a note, not a finding: an operator rule outside the
+	// filters may call a nondeterministic built-in, which turns the
+	// decision memo off.
+	codeMemoOff = "decision_memo_off"
 )
 
 type checkFlags struct {
@@ -62,6 +66,10 @@ the shipped policies, in strict mode, and validates the registry. It reports, ea
     reserved tool names (load_capability, search_tools) among them;
   * anything else the engine refuses to load (it compiles the set as policycheck eval would).
 
+It also notes, without failing, each nondeterministic built-in that a rule outside the filters reaches:
+such a rule is allowed, but its result is not a function of the decision's input, so the engine then
+keeps no decision memo and evaluates the policy for every decision (engine.DecisionCache).
+
 Exit codes:
   0  no findings
   2  at least one finding, or bad flags`,
@@ -83,9 +91,10 @@ Exit codes:
 	return cmd
 }
 
-// checkResult is what check found.
+// checkResult is what check found. Notes do not fail the check.
 type checkResult struct {
 	Findings   []policyFinding `json:"findings"`
+	Notes      []policyFinding `json:"notes"`
 	Files      []string        `json:"files"`
 	Registries []string        `json:"registries"`
 }
@@ -106,17 +115,10 @@ func (r *checkResult) add(fs ...policyFinding) {
 }
 
 func (r *checkResult) write(w io.Writer, format string) error {
-	sort.SliceStable(r.Findings, func(i, j int) bool {
-		a, b := r.Findings[i], r.Findings[j]
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Row != b.Row {
-			return a.Row < b.Row
-		}
-		return a.Col < b.Col
-	})
+	byPlace(r.Findings)
+	byPlace(r.Notes)
 	r.Findings = nonNil(r.Findings)
+	r.Notes = nonNil(r.Notes)
 	r.Files = nonNil(r.Files)
 	r.Registries = nonNil(r.Registries)
 	if format == "json" {
@@ -126,6 +128,9 @@ func (r *checkResult) write(w io.Writer, format string) error {
 	} else {
 		for _, f := range r.Findings {
 			fmt.Fprintln(w, f.String())
+		}
+		for _, f := range r.Notes {
+			fmt.Fprintln(w, "note: "+f.String())
 		}
 		if len(r.Findings) == 0 {
 			reg := ""
@@ -139,6 +144,20 @@ func (r *checkResult) write(w io.Writer, format string) error {
 		return &exitError{code: ExitBadUsage, err: fmt.Errorf("check: %d finding(s)", n)}
 	}
 	return nil
+}
+
+// byPlace sorts findings by file, row and column.
+func byPlace(fs []policyFinding) {
+	sort.SliceStable(fs, func(i, j int) bool {
+		a, b := fs[i], fs[j]
+		if a.File != b.File {
+			return a.File < b.File
+		}
+		if a.Row != b.Row {
+			return a.Row < b.Row
+		}
+		return a.Col < b.Col
+	})
 }
 
 // checkModule is one parsed policy module.
@@ -240,6 +259,7 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 		mods = rest
 	}
 	res.add(nondeterminismFindings(c)...)
+	res.Notes = memoNotes(c)
 	res.add(filterTypeFindings(ctx, c, reg)...)
 
 	// Whatever else the engine refuses, once everything above is clean.
@@ -422,6 +442,43 @@ func nondeterminismFindings(c *ast.Compiler) []policyFinding {
 				"filter %s reaches the nondeterministic built-in %s: filter results are cached, "+
 					"so they must be a pure function of their input", root.Module.Package.Path, call.Builtin)))
 		}
+	}
+	return out
+}
+
+// memoNotes notes every call of a nondeterministic built-in reached from
+// a rule outside the filters (which nondeterminismFindings reports as
+// findings): the engine then keeps no decision memo (see
+// engine.DecisionCache), since the policy's result is no longer a
+// function of its input.
+func memoNotes(c *ast.Compiler) []policyFinding {
+	seen := map[*ast.Rule]bool{}
+	for _, root := range regoutil.FilterRules(c) {
+		regoutil.NondeterministicCalls(c, root, seen)
+	}
+	var out []policyFinding
+	for _, m := range sortedModules(c) {
+		for _, r := range m.Rules {
+			for _, call := range regoutil.NondeterministicCalls(c, r, seen) {
+				out = append(out, locFinding(codeMemoOff, call.Expr.Location, fmt.Sprintf(
+					"%s reaches the nondeterministic built-in %s: allowed outside filters, but the decision memo is off "+
+						"for this policy set, so every decision evaluates the policy", m.Package.Path, call.Builtin)))
+			}
+		}
+	}
+	return out
+}
+
+// sortedModules returns the compiled modules in file order.
+func sortedModules(c *ast.Compiler) []*ast.Module {
+	files := make([]string, 0, len(c.Modules))
+	for f := range c.Modules {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	out := make([]*ast.Module, len(files))
+	for i, f := range files {
+		out[i] = c.Modules[f]
 	}
 	return out
 }

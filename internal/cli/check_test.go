@@ -129,10 +129,17 @@ func TestCheck(t *testing.T) {
 		args   []string
 		code   int
 		stdout string
+		absent string // not in stdout
 	}{
 		{note: "the shipped policies and the example registry are clean",
 			args: []string{"check", "../../policies", "--registry", "../../examples/registry.yaml"},
-			code: cli.ExitOK, stdout: "ok: 3 policy files"},
+			code: cli.ExitOK, stdout: "ok: 3 policy files", absent: "note:"},
+		{note: "a rule outside the filters may be nondeterministic, with a note that the memo is off",
+			files: map[string]string{"registry.yaml": checkRegistry,
+				"late.rego": "package policycheck.rules.late\n\n" +
+					"deny contains {\"reason\": \"late\", \"message\": \"too late\"} if time.now_ns() < 0\n"},
+			args: []string{"check", "late.rego", "--registry", "registry.yaml"},
+			code: cli.ExitOK, stdout: "note: late.rego:3:60: decision_memo_off: data.policycheck.rules.late reaches the nondeterministic built-in time.now_ns"},
 		{note: "a filter of open type is evaluated with the registry's tools",
 			files: map[string]string{"registry.yaml": checkRegistry,
 				"vault.rego": "package policycheck.capabilities.vault\n\nprepare_tools := input.tools\n"},
@@ -171,6 +178,9 @@ func TestCheck(t *testing.T) {
 			code, stdout, stderr := policyRun(t, tc.args...)
 			assert.Equal(t, tc.code, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
 			assert.Contains(t, stdout, tc.stdout)
+			if tc.absent != "" {
+				assert.NotContains(t, stdout, tc.absent)
+			}
 		})
 	}
 }
@@ -204,4 +214,43 @@ func TestCheckReadsBundleArchives(t *testing.T) {
 	assert.Equal(t, cli.ExitBadUsage, code)
 	assert.Contains(t, stdout, bundle+"#caps/vault.rego:3:1: prepare_tools_not_a_set")
 	assert.NotContains(t, stdout, "ok_test.rego")
+}
+
+// A nondeterministic built-in is a finding in a filter (whose results are
+// cached) and a note elsewhere (it only turns the decision memo off); a
+// helper that both reach is reported once, as the filter's finding.
+func TestCheckNotesTheDecisionMemoOff(t *testing.T) {
+	dir := policyFiles(t, map[string]string{"registry.yaml": checkRegistry,
+		"pol/late.rego": "package policycheck.rules.late\n\n" +
+			"deny contains {\"reason\": \"late\", \"message\": \"too late\"} if time.now_ns() < 0\n",
+		"pol/helper.rego": "package policycheck.lib.clock\n\nnow := time.now_ns()\n",
+		"pol/vault.rego": "package policycheck.capabilities.vault\n\nimport data.policycheck.lib.clock\n\n" +
+			"prepare_tools contains t.name if {\n\tsome t in input.tools\n\tclock.now > 0\n}\n",
+		"pol/rule.rego": "package policycheck.rules.clocked\n\nimport data.policycheck.lib.clock\n\n" +
+			"hide contains \"get_time\" if clock.now < 0\n",
+	})
+	t.Chdir(dir)
+	code, stdout, _ := policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
+	assert.Equal(t, cli.ExitBadUsage, code)
+	type finding struct {
+		Code string `json:"code"`
+		File string `json:"file"`
+		Row  int    `json:"row"`
+	}
+	var out struct {
+		Findings []finding `json:"findings"`
+		Notes    []finding `json:"notes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	assert.Equal(t, []finding{{Code: "nondeterministic_builtin", File: "pol/helper.rego", Row: 3}}, out.Findings)
+	assert.Equal(t, []finding{{Code: "decision_memo_off", File: "pol/late.rego", Row: 3}}, out.Notes)
+
+	// Without the filter the check passes, and the notes remain.
+	require.NoError(t, os.Remove("pol/vault.rego"))
+	code, stdout, _ = policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
+	assert.Equal(t, cli.ExitOK, code, stdout)
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	assert.Empty(t, out.Findings)
+	assert.Equal(t, []finding{{Code: "decision_memo_off", File: "pol/helper.rego", Row: 3},
+		{Code: "decision_memo_off", File: "pol/late.rego", Row: 3}}, out.Notes)
 }
