@@ -9,6 +9,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -30,6 +31,7 @@ import (
 	"github.com/policycheck/policycheck/internal/conformance/runner"
 	"github.com/policycheck/policycheck/internal/gen"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/policies"
 )
 
 const (
@@ -113,6 +115,17 @@ func evalNaive(ctx context.Context, pq rego.PreparedEvalQuery, input ast.Value) 
 	return &d, nil
 }
 
+// missing returns the names of a (sorted) that b (sorted) lacks.
+func missing(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if _, found := slices.BinarySearch(b, x); !found {
+			out = append(out, x)
+		}
+	}
+	return out
+}
+
 func nonNil(s []string) []string {
 	if s == nil {
 		return []string{}
@@ -120,18 +133,60 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// TestBaselineIsFormatted keeps the baseline `opa fmt` clean.
+// TestBaselineIsFormatted keeps the benchmark fixtures (the baseline and
+// the evaluation floor) `opa fmt` clean.
 func TestBaselineIsFormatted(t *testing.T) {
-	src, err := os.ReadFile(baselineFile)
-	if err != nil {
-		t.Fatal(err)
+	for _, file := range []string{baselineFile, "testdata/floor/floor.rego"} {
+		src, err := os.ReadFile(file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := format.SourceWithOpts(file, src, format.Opts{RegoVersion: ast.RegoV1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, src) {
+			t.Errorf("%s is not opa fmt clean; formatted:\n%s", file, got)
+		}
 	}
-	got, err := format.SourceWithOpts(baselineFile, src, format.Opts{RegoVersion: ast.RegoV1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !bytes.Equal(got, src) {
-		t.Errorf("%s is not opa fmt clean; formatted:\n%s", baselineFile, got)
+}
+
+// TestFloorPolicyMatchesTheShippedAvailableSet keeps BenchmarkDecideFloor
+// honest: on each of its inputs, under the benchmark filters, the floor
+// yields the available set the shipped policy does, so it does that part
+// of the shipped policy's work and not less.
+func TestFloorPolicyMatchesTheShippedAvailableSet(t *testing.T) {
+	ctx := context.Background()
+	for _, tools := range decideTools {
+		o := benchOptions(100, tools)
+		reg, err := loader.ParseRegistry("bench.json", gen.Registry(benchSeed, o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, err := loader.DecodeHistory("bench.json", gen.History(benchSeed, o), benchLimits())
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := facts.Derive(h, reg)
+		var avail [2][]string
+		for i, opts := range [][]engine.Option{nil, floorPolicy(t)} {
+			e, err := engine.New(ctx, append(opts, engine.Registry(reg), engine.Modules(benchFilters(reg)...))...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d, err := e.Decide(ctx, engine.Request{Facts: &f, Context: benchContext(false, 0)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(d.Errors) > 0 {
+				t.Fatalf("tools=%d: decision failed closed: %v", tools, d.Errors)
+			}
+			avail[i] = d.Available
+		}
+		if len(avail[0]) == 0 || !slices.Equal(avail[0], avail[1]) {
+			t.Errorf("tools=%d: only the shipped policy's: %q; only the floor's: %q",
+				tools, missing(avail[0], avail[1]), missing(avail[1], avail[0]))
+		}
 	}
 }
 
@@ -414,8 +469,8 @@ var (
 
 // benchDecide runs Decide with the benchmark filters on 100 messages,
 // either from the decoded history (Derive included) or from precomputed
-// facts.
-func benchDecide(b *testing.B, fromFacts bool) {
+// facts; extra options replace the policy (see BenchmarkDecideFloor).
+func benchDecide(b *testing.B, fromFacts bool, extra ...engine.Option) {
 	ctx := context.Background()
 	modes := []struct {
 		name string
@@ -426,7 +481,7 @@ func benchDecide(b *testing.B, fromFacts bool) {
 		for _, tools := range decideTools {
 			b.Run(fmt.Sprintf("cache=%s/messages=100/tools=%d", mode.name, tools), func(b *testing.B) {
 				in := benchInputs(b, 100, tools)
-				var opts []engine.Option
+				opts := slices.Clone(extra)
 				if !mode.memo {
 					opts = append(opts, engine.DecisionCache(0))
 				}
@@ -497,6 +552,32 @@ func BenchmarkDecide(b *testing.B) { benchDecide(b, false) }
 // BenchmarkDecideFromFacts measures the decision given precomputed facts
 // (Request.Facts): the per-step cost of a service that keeps a Tracker.
 func BenchmarkDecideFromFacts(b *testing.B) { benchDecide(b, true) }
+
+// floorPolicy is testdata/floor/floor.rego, with the library the
+// benchmark filters import, in place of the shipped policies.
+func floorPolicy(tb testing.TB) []engine.Option {
+	tb.Helper()
+	floor, err := os.ReadFile("testdata/floor/floor.rego")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	lib, err := fs.ReadFile(policies.FS(), "lib/lib.rego")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return []engine.Option{engine.WithoutDefaults(), engine.Modules(
+		engine.Source{File: "testdata/floor/floor.rego", Text: string(floor)},
+		engine.Source{File: "policies/lib/lib.rego", Text: string(lib)},
+	)}
+}
+
+// BenchmarkDecideFloor is BenchmarkDecideFromFacts with the evaluation
+// floor (testdata/floor/floor.rego) in place of the shipped policy: one
+// inline rule that yields the same available set for these inputs
+// (TestFloorPolicyMatchesTheShippedAvailableSet) and nothing else. The
+// gap between the two is the cost of the shipped policy's structure; what
+// remains is the cost of any decision under OPA's evaluator.
+func BenchmarkDecideFloor(b *testing.B) { benchDecide(b, true, floorPolicy(b)...) }
 
 // BenchmarkConversation replays a generated 1,000-message conversation
 // the way a service that keeps a facts.Tracker decides it: one decision
