@@ -58,19 +58,25 @@ available := gate.available(input.facts.discovered, input.facts.loaded, input.fi
 #   advertised is available.
 #   Performance: OPA sorts both operands of a set difference, and the
 #   discovered set can hold most of the registry, so "kept everything" is
-#   told by counting an intersection.
+#   told by counting an intersection, computed once (kept_discovered).
 default advertised := set()
 
 advertised := available if {
-	count(input.facts.discovered & input.outgoing.discovered) == count(input.facts.discovered)
-	count(input.facts.loaded & input.outgoing.loaded) == count(input.facts.loaded)
-} else := gate.available(
-	input.facts.discovered & input.outgoing.discovered,
-	input.facts.loaded & input.outgoing.loaded,
-	input.filters.next,
-) if {
+	count(kept_discovered) == count(input.facts.discovered)
+	count(kept_loaded) == count(input.facts.loaded)
+} else := gate.available(kept_discovered, kept_loaded, input.filters.next) if {
 	not gate.failed
 }
+
+# METADATA
+# title: kept_discovered
+# description: The discovered names whose reveal the outgoing history keeps.
+kept_discovered := input.facts.discovered & input.outgoing.discovered
+
+# METADATA
+# title: kept_loaded
+# description: The loaded capabilities whose load the outgoing history keeps.
+kept_loaded := input.facts.loaded & input.outgoing.loaded
 
 # METADATA
 # title: dispatch_available
