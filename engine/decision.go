@@ -81,14 +81,11 @@ type FactsView struct {
 	ActiveCapabilities []string `json:"active_capabilities"`
 }
 
-// DispatchView is the dispatch block of the decision.
+// DispatchView is the dispatch block of the decision: the dispatch facts
+// and what they make available.
 type DispatchView struct {
-	Provider           *string        `json:"provider"`
-	Window             facts.Position `json:"window"`
-	Loaded             []string       `json:"loaded"`
-	Evidence           EvidenceView   `json:"evidence"`
-	ActiveCapabilities []string       `json:"active_capabilities"`
-	Available          []string       `json:"available"`
+	DispatchFactsReport
+	Available []string `json:"available"`
 }
 
 // EvidenceView is the anchored evidence.
@@ -124,28 +121,17 @@ type CallVerdict struct {
 func (d *Decision) FactsUsed() *facts.Facts { return d.facts }
 
 func newDecision(f *facts.Facts) *Decision {
+	r := ReportFacts(f)
 	d := &Decision{
-		Window: f.Window,
-		Facts: FactsView{
-			Discovered:         f.Discovered,
-			Loaded:             f.Loaded,
-			Returned:           f.Returned,
-			ActiveCapabilities: f.ActiveCapabilities,
-		},
+		Window:     r.Window,
+		Facts:      r.Facts,
 		Available:  []string{},
 		Advertised: []string{},
 		Calls:      []CallVerdict{},
 		facts:      f,
 	}
 	if fd := f.Dispatch; fd != nil {
-		d.Dispatch = &DispatchView{
-			Provider:           fd.Provider,
-			Window:             fd.Window,
-			Loaded:             fd.Loaded,
-			Evidence:           EvidenceView{Discovered: fd.Evidence.Discovered, Loaded: fd.Evidence.Loaded},
-			ActiveCapabilities: fd.ActiveCapabilities,
-			Available:          []string{},
-		}
+		d.Dispatch = &DispatchView{DispatchFactsReport: *r.Dispatch, Available: []string{}}
 		for _, c := range fd.Calls {
 			d.Calls = append(d.Calls, CallVerdict{ToolCallID: c.ToolCallID, Tool: c.Tool, Part: c.Part})
 		}
