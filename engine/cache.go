@@ -67,8 +67,7 @@ func (c *lruCache[V]) len() int {
 
 // cacheEntry is one filter's result under one fingerprint.
 type cacheEntry struct {
-	key  string
-	kept map[string]struct{}
+	key string
 	// dropped is the sorted registry tools the filter did not keep,
 	// computed once when the entry is made so that a hit costs nothing
 	// per registry tool.

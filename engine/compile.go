@@ -388,14 +388,12 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 			continue
 		}
 		q := r.Module.Package.Path.Append(ast.StringTerm("prepare_tools"))
-		// x is the filter's result; s says whether it is a set, which
-		// the JSON form of the result cannot tell apart from an array.
-		body := ast.NewBody(
-			ast.Assign.Expr(ast.VarTerm("x"), ast.NewTerm(q)),
-			ast.Assign.Expr(ast.VarTerm("s"), ast.CallTerm(ast.RefTerm(ast.VarTerm("is_set")), ast.VarTerm("x"))),
-		)
+		// x is the filter's result, kept as AST (evalFilter reads the
+		// set straight off it).
+		body := ast.NewBody(ast.Assign.Expr(ast.VarTerm("x"), ast.NewTerm(q)))
 		pq, err := rego.New(
 			rego.ParsedQuery(body),
+			rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
 			rego.Compiler(c),
 			rego.Store(store),
 			rego.StrictBuiltinErrors(true),

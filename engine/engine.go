@@ -95,6 +95,9 @@ type snapshot struct {
 	// with their terms: input sets are built from them (see nameTerms), and
 	// reading a decision's sets looks each one up (names, see setNames).
 	known nameTerms
+	// tools are the registry's tool names of known (no framework tools),
+	// with the same terms: a filter's result is read against them.
+	tools nameTerms
 	names []*ast.Term
 	cache *lruCache[*cacheEntry]
 	// decisions is the decision memo (see memo.go); nil when off.
@@ -144,7 +147,14 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	names := append(slices.Clone(cfg.registry.ToolNames()), "load_capability", "search_tools")
 	slices.Sort(names)
 	known := newNameTerms(slices.Compact(names))
-	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, names: known.terms,
+	var tools nameTerms
+	for i, name := range known.names {
+		if _, isTool := cfg.registry.Tool(name); isTool {
+			tools.names = append(tools.names, name)
+			tools.terms = append(tools.terms, known.terms[i])
+		}
+	}
+	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, tools: tools, names: known.terms,
 		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize), deadline: cfg.deadline, modules: mods}
 	if cfg.decisionCache > 0 && c.pure {
 		s.decisions = newLRU[memoEntry](cfg.decisionCache)
@@ -383,6 +393,11 @@ func fingerprint(policyRev, regRev, ctxDigest string, active, keys []string) str
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
+func isTool(reg *facts.Registry, name string) bool {
+	_, ok := reg.Tool(name)
+	return ok
+}
+
 func equalStrings(a, b []string) bool {
 	if len(a) != len(b) {
 		return false
@@ -478,7 +493,10 @@ func idsKey(ids []string) string {
 }
 
 // evalFilter runs one capability's prepare_tools. Anything but a set of
-// registry tool names is an error, which fails the decision closed.
+// registry tool names is an error, which fails the decision closed. The
+// set is read off the AST by looking up the registry's names, which are
+// sorted: no conversion to JSON (which sorts a set with OPA's generic term
+// order) and no map of the names kept.
 func (s *snapshot) evalFilter(ctx context.Context, flt *filter, key string, active, ctxTerm *ast.Term) *cacheEntry {
 	entry := &cacheEntry{key: key}
 	input := ast.NewObject(
@@ -495,30 +513,41 @@ func (s *snapshot) evalFilter(ctx context.Context, flt *filter, key string, acti
 		entry.err = "prepare_tools is undefined"
 		return entry
 	}
-	list, _ := rs[0].Bindings["x"].([]any)
-	if isSet, _ := rs[0].Bindings["s"].(bool); !isSet {
-		entry.err = fmt.Sprintf("prepare_tools must be a set of tool names, not %s", regoutil.JSONKind(rs[0].Bindings["x"]))
+	x, _ := rs[0].Bindings["x"].(*ast.Term)
+	if x == nil {
+		entry.err = "prepare_tools is undefined"
 		return entry
 	}
-	entry.kept = make(map[string]struct{}, len(list))
-	for _, v := range list {
-		name, ok := v.(string)
-		if !ok {
-			entry.err = fmt.Sprintf("prepare_tools must be a set of tool names, found %v", v)
-			entry.kept = nil
-			return entry
-		}
-		if _, known := s.reg.Tool(name); !known {
-			entry.err = fmt.Sprintf("prepare_tools cannot add or rename tools: %q is not a registry tool", name)
-			entry.kept = nil
-			return entry
-		}
-		entry.kept[name] = struct{}{}
+	set, isSet := x.Value.(ast.Set)
+	if !isSet {
+		v, _ := ast.JSON(x.Value)
+		entry.err = fmt.Sprintf("prepare_tools must be a set of tool names, not %s", regoutil.JSONKind(v))
+		return entry
 	}
-	for _, name := range s.reg.ToolNames() {
-		if _, ok := entry.kept[name]; !ok {
+	kept := 0
+	for i, name := range s.tools.names {
+		if set.Contains(s.tools.terms[i]) {
+			kept++
+		} else {
 			entry.dropped = append(entry.dropped, name)
 		}
 	}
+	if kept == set.Len() {
+		return entry
+	}
+	// Something in the set is not a registry tool: name the first, in
+	// OPA's order (non-strings before strings).
+	entry.dropped = nil
+	set.Until(func(t *ast.Term) bool {
+		name, isStr := t.Value.(ast.String)
+		switch {
+		case !isStr:
+			v, _ := ast.JSON(t.Value)
+			entry.err = fmt.Sprintf("prepare_tools must be a set of tool names, found %v", v)
+		case !isTool(s.reg, string(name)):
+			entry.err = fmt.Sprintf("prepare_tools cannot add or rename tools: %q is not a registry tool", string(name))
+		}
+		return entry.err != ""
+	})
 	return entry
 }
