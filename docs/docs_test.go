@@ -105,7 +105,8 @@ var registryData = map[string]field{
 	"search_gated":           {"set of strings", "Deferred tools a search reveals (no deferred owner)."},
 	"deferred_capabilities":  {"set of strings", "Capabilities with `defer_loading: true`."},
 	"always_on_capabilities": {"set of strings", "The other registered capabilities."},
-	"capability_tools":       {"object", "Deferred capability id -> set of the tools it owns."},
+	"capability_tools":       {"object", "Deferred capability id -> set of the tools it owns (what a load reveals)."},
+	"owned_tools":            {"object", "Every registered capability id, deferred or always-on -> set of the tools it owns (for filters: `lib.registry_keep_own`)."},
 }
 
 // jsonType names the JSON type of a value as the tables do.
@@ -257,6 +258,15 @@ hide contains "get_time" if {
 hide contains "get_time" if {
 	some ts in data.policycheck.registry.capability_tools
 	not is_set(ts)
+}
+
+hide contains "get_time" if {
+	some ts in data.policycheck.registry.owned_tools
+	not is_set(ts)
+}
+
+hide contains "get_time" if {
+	object.keys(data.policycheck.registry.owned_tools) != data.policycheck.registry.deferred_capabilities | data.policycheck.registry.always_on_capabilities
 }
 `, setPaths(decisionInput, "set of strings"), setPaths(decisionInput, "array"),
 		keysOf(registryData), setPaths(registryData, "set of strings"))

@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"log"
 	"strings"
@@ -227,4 +228,28 @@ func ExampleEngine_DecisionCacheStats() {
 	// read_secret execute
 	// read_secret execute
 	// hits=1 misses=2 entries=2
+}
+
+// RegistryDocument is the registry as policies read it, in
+// data.policycheck.registry: here the tools each capability owns, which
+// lib.registry_keep_own reads, and those a load of a deferred capability
+// reveals.
+func ExampleRegistryDocument() {
+	reg, err := loader.ParseRegistry("registry.yaml", []byte(exampleRegistry))
+	if err != nil {
+		log.Fatal(err)
+	}
+	doc, err := engine.RegistryDocument(reg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	m := doc.(map[string]any)
+	for _, key := range []string{"names", "owned_tools", "capability_tools"} {
+		b, _ := json.Marshal(m[key])
+		fmt.Printf("%s: %s\n", key, b)
+	}
+	// Output:
+	// names: ["delete_secret","get_time","read_secret","search_docs"]
+	// owned_tools: {"vault":["delete_secret","read_secret"]}
+	// capability_tools: {"vault":["delete_secret","read_secret"]}
 }

@@ -60,6 +60,7 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 		))
 	}
 	capTools := ast.NewObject()
+	owned := ast.NewObject()
 	caps := ast.NewObject()
 	for _, c := range reg.Capabilities() {
 		caps.Insert(ast.StringTerm(c.ID), ast.ObjectTerm(
@@ -67,6 +68,7 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 			item("defer_loading", ast.BooleanTerm(c.DeferLoading)),
 			item("description", ast.StringTerm(c.Description)),
 		))
+		owned.Insert(ast.StringTerm(c.ID), setOf(reg.OwnedTools(c.ID)))
 		if c.DeferLoading {
 			capTools.Insert(ast.StringTerm(c.ID), setOf(reg.CapabilityTools(c.ID)))
 		}
@@ -80,9 +82,18 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 		item("deferred_capabilities", setOf(reg.DeferredCapabilities())),
 		item("always_on_capabilities", setOf(reg.AlwaysOnCapabilities())),
 		item("capability_tools", ast.NewTerm(capTools)),
+		item("owned_tools", ast.NewTerm(owned)),
 	)
 	sum := sha256.Sum256([]byte(data.String()))
 	return data, ast.ArrayTerm(list...), hex.EncodeToString(sum[:])
+}
+
+// RegistryDocument returns data.policycheck.registry as the policies see
+// it for reg, as JSON-compatible values (sets become sorted arrays): what
+// a fixture for stock `opa test` holds in place of the engine's data.
+func RegistryDocument(reg *facts.Registry) (any, error) {
+	data, _, _ := registryData(reg)
+	return ast.JSON(data)
 }
 
 // contextValue converts a request context to a Rego value and digests it

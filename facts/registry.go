@@ -79,11 +79,12 @@ type Registry struct {
 	always       []string // sorted ids of always-on capabilities
 	deferredSet  map[string]struct{}
 	gates        []Gate
-	searchGated  []string // sorted
-	alwaysTools  []string // sorted
-	capTools     map[string][]string
-	toolNames    []string       // sorted
-	rank         map[string]int // tool name -> index in toolNames
+	searchGated  []string            // sorted
+	alwaysTools  []string            // sorted
+	capTools     map[string][]string // deferred capability -> its sorted tools
+	ownedTools   map[string][]string // every capability -> its sorted tools
+	toolNames    []string            // sorted
+	rank         map[string]int      // tool name -> index in toolNames
 	hasSearchUse bool
 }
 
@@ -98,6 +99,7 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 		toolIndex:   make(map[string]int, len(tools)),
 		deferredSet: map[string]struct{}{},
 		capTools:    map[string][]string{},
+		ownedTools:  map[string][]string{},
 	}
 	var errs []error
 	for i, c := range r.caps {
@@ -150,6 +152,9 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 			}
 		}
 		r.toolIndex[t.Name] = i
+		if t.Capability != "" {
+			r.ownedTools[t.Capability] = append(r.ownedTools[t.Capability], t.Name)
+		}
 		_, capDeferred := r.deferredSet[t.Capability]
 		switch {
 		case t.Capability != "" && capDeferred:
@@ -179,6 +184,9 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 		r.rank[n] = i
 	}
 	for _, names := range r.capTools {
+		sort.Strings(names)
+	}
+	for _, names := range r.ownedTools {
 		sort.Strings(names)
 	}
 	return r, nil
@@ -247,6 +255,10 @@ func (r *Registry) AlwaysAvailableTools() []string { return r.alwaysTools }
 
 // CapabilityTools returns the sorted tools owned by a deferred capability.
 func (r *Registry) CapabilityTools(id string) []string { return r.capTools[id] }
+
+// OwnedTools returns the sorted tools owned by a capability, deferred or
+// always-on (none for an id the registry does not have).
+func (r *Registry) OwnedTools(id string) []string { return r.ownedTools[id] }
 
 // HasLoadCapability reports whether the framework tool load_capability is
 // present: some capability is configured-deferred.

@@ -45,7 +45,10 @@ registry(doc) := object.union(
 	doc,
 	object.union(
 		_sets(doc, ["names", "always_available", "search_gated", "deferred_capabilities", "always_on_capabilities"]),
-		{"capability_tools": {id: _set(tools) | some id, tools in doc.capability_tools}},
+		{
+			"capability_tools": {id: _set(tools) | some id, tools in doc.capability_tools},
+			"owned_tools": {id: _set(tools) | some id, tools in object.get(doc, "owned_tools", {})},
+		},
 	),
 )
 

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/cli"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
@@ -119,39 +120,8 @@ func registryDocument(t *testing.T, file string) []byte {
 	t.Helper()
 	reg, err := loader.ReadRegistry(file)
 	require.NoError(t, err)
-	sorted := func(s []string) []string {
-		out := append([]string{}, s...)
-		slices.Sort(out)
-		return out
-	}
-	tools := map[string]any{}
-	for _, tool := range reg.Tools() {
-		gate, _ := reg.GateOf(tool.Name)
-		var capability any
-		if tool.Capability != "" {
-			capability = tool.Capability
-		}
-		tools[tool.Name] = map[string]any{"name": tool.Name, "capability": capability,
-			"defer_loading": tool.DeferLoading, "gate": gate.String(), "description": tool.Description}
-	}
-	caps := map[string]any{}
-	capTools := map[string]any{}
-	for _, c := range reg.Capabilities() {
-		caps[c.ID] = map[string]any{"id": c.ID, "defer_loading": c.DeferLoading, "description": c.Description}
-		if c.DeferLoading {
-			capTools[c.ID] = sorted(reg.CapabilityTools(c.ID))
-		}
-	}
-	doc := map[string]any{
-		"tools":                  tools,
-		"capabilities":           caps,
-		"names":                  sorted(reg.ToolNames()),
-		"always_available":       sorted(reg.AlwaysAvailableTools()),
-		"search_gated":           sorted(reg.SearchGatedTools()),
-		"deferred_capabilities":  sorted(reg.DeferredCapabilities()),
-		"always_on_capabilities": sorted(reg.AlwaysOnCapabilities()),
-		"capability_tools":       capTools,
-	}
+	doc, err := engine.RegistryDocument(reg)
+	require.NoError(t, err)
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
