@@ -636,6 +636,78 @@ func BenchmarkConversation(b *testing.B) {
 	}
 }
 
+// filterStyles are ways to write one capability's filter that drops two
+// tools, from iterating input.tools to set algebra over the registry held
+// as data (docs/writing-filters.md, "Keeping filters fast", quotes them).
+// {{id}} stands for the capability id, quoted.
+var filterStyles = []struct{ name, body string }{
+	{"none", ""},
+	{"iterate", `prepare_tools contains t.name if {
+	some t in input.tools
+	not t.name in {"delete_account", "delete_order"}
+}`},
+	{"names-minus", `import data.policycheck.lib
+
+prepare_tools := lib.names(input.tools) - {"delete_account", "delete_order"}`},
+	{"keep-own", `import data.policycheck.lib
+
+prepare_tools := lib.keep_own(input.tools, {{id}}, set())`},
+	{"registry-keep-own", `import data.policycheck.lib
+
+prepare_tools := lib.registry_keep_own({{id}}, set())`},
+	{"registry-minus", `prepare_tools := data.policycheck.registry.names - {"delete_account", "delete_order"}`},
+}
+
+// BenchmarkFilterStyles measures what one capability filter costs when it
+// runs, written in each of filterStyles: a cold decision (a new context
+// each iteration, so the filter is evaluated every time) with the filter
+// on one always-on capability, from precomputed facts of 100 messages.
+// style=none is the same decision without the filter: the difference is
+// the filter's cost.
+func BenchmarkFilterStyles(b *testing.B) {
+	ctx := context.Background()
+	for _, tools := range decideTools {
+		for _, st := range filterStyles {
+			b.Run(fmt.Sprintf("tools=%d/style=%s", tools, st.name), func(b *testing.B) {
+				in := benchInputs(b, 100, tools)
+				var id string
+				for _, c := range in.reg.Capabilities() {
+					if !c.DeferLoading {
+						id = c.ID
+						break
+					}
+				}
+				opts := []engine.Option{engine.Registry(in.reg), engine.DecisionCache(0)}
+				if st.body != "" {
+					quoted := fmt.Sprintf("%q", id)
+					src := "package policycheck.capabilities[" + quoted + "]\n\n" + strings.ReplaceAll(st.body, "{{id}}", quoted) + "\n"
+					opts = append(opts, engine.Modules(engine.Source{File: "bench/filter.rego", Text: src}))
+				}
+				e, err := engine.New(ctx, opts...)
+				if err != nil {
+					b.Fatal(err)
+				}
+				f := facts.Derive(in.h, in.reg)
+				i := 0
+				b.ReportAllocs()
+				cpu := startCPU()
+				for b.Loop() {
+					cpu.tick()
+					i++
+					d, err := e.Decide(ctx, engine.Request{Facts: &f, Context: benchContext(true, i)})
+					if err != nil || len(d.Errors) > 0 {
+						b.Fatal(err, d.Errors)
+					}
+				}
+				cpu.report(b)
+				if _, misses, _ := e.CacheStats(); st.body != "" && misses != int64(i) {
+					b.Fatalf("%d filter evaluations in %d decisions", misses, i)
+				}
+			})
+		}
+	}
+}
+
 // BenchmarkNaiveRego evaluates the naive pure-Rego baseline, prepared once,
 // with its input already parsed to an ast.Value outside the timer.
 func BenchmarkNaiveRego(b *testing.B) {

@@ -50,3 +50,26 @@ test_keep_own[note] if {
 	some note, tc in cases
 	lib.keep_own(tools, "vault", tc.allowed) == tc.want
 }
+
+registry := {
+	"names": {"get_time", "secret_op", "rotate_key", "issue_refund"},
+	"owned_tools": {"vault": {"secret_op", "rotate_key"}, "refunds": {"issue_refund"}, "empty": set()},
+}
+
+test_registry_keep_own_is_keep_own_over_the_registry[note] if {
+	cases := {
+		"some own tools allowed": {"id": "vault", "allowed": {"secret_op"}},
+		"no own tool allowed": {"id": "vault", "allowed": set()},
+		"another capability's tools allowed": {"id": "vault", "allowed": {"issue_refund", "nope"}},
+		"a capability that owns nothing": {"id": "empty", "allowed": set()},
+		"a capability the registry lacks": {"id": "nope", "allowed": set()},
+	}
+	some note, tc in cases
+	got := lib.registry_keep_own(tc.id, tc.allowed) with data.policycheck.registry as registry
+	got == lib.keep_own(tools, tc.id, tc.allowed)
+}
+
+test_registry_keep_own_drops_the_own_tools_not_allowed if {
+	got := lib.registry_keep_own("vault", {"secret_op"}) with data.policycheck.registry as registry
+	got == {"get_time", "issue_refund", "secret_op"}
+}
