@@ -7,8 +7,9 @@ import (
 )
 
 // lruCache is a bounded LRU keyed by string, safe for concurrent use. The
-// engine keeps two: filter results by fingerprint, and the composition of
-// the filter results of one active set.
+// engine keeps filter results by fingerprint, the composition of the
+// filter results of one active set, recent request contexts converted,
+// and the decision memo.
 type lruCache[V any] struct {
 	mu    sync.Mutex
 	max   int

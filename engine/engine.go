@@ -85,6 +85,9 @@ type Engine struct {
 	base config
 }
 
+// contextCacheSize bounds the context cache (see contextValue).
+const contextCacheSize = 256
+
 // snapshot is one immutable compiled state.
 type snapshot struct {
 	*compiled
@@ -105,6 +108,9 @@ type snapshot struct {
 	// composed holds the composition of the filter results of one active
 	// set under one context (see runFilters).
 	composed *lruCache[*filterResult]
+	// contexts holds recent request contexts, converted (see
+	// contextValue).
+	contexts *lruCache[contextEntry]
 	deadline time.Duration
 	modules  []string
 }
@@ -155,7 +161,8 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 		}
 	}
 	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, tools: tools, names: known.terms,
-		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize), deadline: cfg.deadline, modules: mods}
+		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize),
+		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods}
 	if cfg.decisionCache > 0 && c.pure {
 		s.decisions = newLRU[memoEntry](cfg.decisionCache)
 	}
@@ -353,7 +360,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 		derived := facts.Derive(req.History, s.reg)
 		f = &derived
 	}
-	ctxTerm, ctxDigest, err := contextValue(req.Context)
+	ctxTerm, ctxDigest, err := s.contextValue(req.Context)
 	if err != nil {
 		return nil, err
 	}

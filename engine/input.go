@@ -96,20 +96,49 @@ func RegistryDocument(reg *facts.Registry) (any, error) {
 	return ast.JSON(data)
 }
 
+// contextEntry is a request context converted: its Rego value and digest.
+type contextEntry struct {
+	term   *ast.Term
+	digest string
+}
+
+// maxCachedContext bounds the JSON size of a context the context cache
+// keeps (larger ones are converted every time).
+const maxCachedContext = 4096
+
 // contextValue converts a request context to a Rego value and digests it
-// canonically (object keys sorted, as encoding/json writes maps).
-func contextValue(ctxDoc any) (*ast.Term, string, error) {
+// canonically (object keys sorted, as encoding/json writes maps). Recent
+// contexts are remembered by their JSON encoding: converting one costs
+// several times what encoding it does, and a service's requests repeat a
+// handful of contexts. The term is shared between decisions, which only
+// read it.
+func (s *snapshot) contextValue(ctxDoc any) (*ast.Term, string, error) {
 	if ctxDoc == nil {
 		return ast.ObjectTerm(), emptyContextDigest, nil
 	}
-	// The digest is taken over the re-encoded document, whose object keys
-	// encoding/json writes sorted: a context sent with its keys in another
-	// order (a json.RawMessage, say) is the same key. Two spellings of one
-	// number only cost a cache miss, never a stale hit.
 	raw, err := json.Marshal(ctxDoc)
 	if err != nil {
 		return nil, "", fmt.Errorf("context: %w", err)
 	}
+	cacheable := len(raw) <= maxCachedContext
+	if cacheable {
+		if e, ok := s.contexts.get(string(raw)); ok {
+			return e.term, e.digest, nil
+		}
+	}
+	term, digest, err := convertContext(raw)
+	if err == nil && cacheable {
+		s.contexts.put(string(raw), contextEntry{term, digest})
+	}
+	return term, digest, err
+}
+
+// convertContext converts a context's JSON encoding. The digest is taken
+// over the re-encoded document, whose object keys encoding/json writes
+// sorted: a context sent with its keys in another order (a
+// json.RawMessage, say) is the same key. Two spellings of one number only
+// cost a cache miss, never a stale hit.
+func convertContext(raw []byte) (*ast.Term, string, error) {
 	var norm any
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()

@@ -1,6 +1,8 @@
 package engine
 
 import (
+	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -8,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/facts"
 )
 
 // TestKeysAreUnambiguous: ids may hold any bytes (a registry id is any
@@ -105,5 +109,69 @@ func TestMemoEntryRoundTrip(t *testing.T) {
 			t.Fatalf("round trip:\n got %v\nwant %v", got, raw)
 		}
 		got["available"].([]string)[0] = "scribbled"
+	}
+}
+
+// TestContextCache: a context is converted once and then answered from
+// the cache by its JSON encoding, with the same value and digest as a
+// fresh conversion; a context changed after a decision, or spelled with
+// its keys in another order, is never answered with another's value; one
+// too large is converted every time and not kept.
+func TestContextCache(t *testing.T) {
+	reg, err := facts.NewRegistry(nil, []facts.Tool{{Name: "get_time"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, err := New(context.Background(), Registry(reg))
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := e.snap.Load()
+	convert := func(doc any) (*ast.Term, string) {
+		t.Helper()
+		term, digest, err := s.contextValue(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return term, digest
+	}
+	ctxDoc := map[string]any{"user": "ada", "group": "ops"}
+	t1, d1 := convert(ctxDoc)
+	t2, d2 := convert(map[string]any{"group": "ops", "user": "ada"})
+	if t1 != t2 || d1 != d2 {
+		t.Error("the same context was converted twice")
+	}
+	raw, _ := json.Marshal(ctxDoc)
+	want, wantDigest, err := convertContext(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !t1.Equal(want) || d1 != wantDigest {
+		t.Errorf("cached %v %s, converted %v %s", t1, d1, want, wantDigest)
+	}
+
+	// The caller changes its map: a new encoding, a new value.
+	ctxDoc["group"] = "admin"
+	t3, d3 := convert(ctxDoc)
+	if d3 == d1 || t3.Equal(t1) {
+		t.Errorf("a changed context was answered from the cache: %v", t3)
+	}
+	if got := t3.Value.(ast.Object).Get(ast.StringTerm("group")); !got.Equal(ast.StringTerm("admin")) {
+		t.Errorf("group = %v, want admin", got)
+	}
+
+	// Keys in another order, as raw JSON: a different encoding, the same
+	// digest (the digest is over the re-encoded document).
+	_, d4 := convert(json.RawMessage(`{"user":"ada","group":"ops"}`))
+	if d4 != d1 {
+		t.Errorf("digest of the reordered context %s, want %s", d4, d1)
+	}
+
+	n := s.contexts.len()
+	big := map[string]any{"blob": strings.Repeat("x", maxCachedContext)}
+	b1, _ := convert(big)
+	b2, _ := convert(big)
+	if b1 == b2 || s.contexts.len() != n {
+		t.Errorf("a context over %d bytes was kept", maxCachedContext)
 	}
 }
