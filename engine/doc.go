@@ -9,8 +9,9 @@
 //     name unknown capabilities, and prepares the decision query and one
 //     query per capability filter.
 //   - input.go puts the registry in the OPA store as data (sets the policy
-//     does set algebra on, built once per registry revision) and builds each
-//     decision's small input directly as an ast.Value.
+//     does set algebra on, built once per registry revision), converts the
+//     request context (recent ones remembered by their JSON encoding) and
+//     builds each decision's small input directly as an ast.Value.
 //   - engine.go is the Engine: an immutable snapshot swapped atomically by
 //     Reload, Decide (filters through the fingerprint cache of cache.go,
 //     their composition per active set cached beside it, then one
@@ -31,7 +32,7 @@
 //     the stateless Decide leaves out.
 //
 // An Engine is safe for concurrent use. Nothing a decision does changes
-// the registry or the compiled policies (seed 004); the filter caches and
-// the decision memo are the only shared state a decision writes, and
-// their entries are pure functions of their keys.
+// the registry or the compiled policies (seed 004); the filter caches, the
+// context cache and the decision memo are the only shared state a
+// decision writes, and their entries are pure functions of their keys.
 package engine
