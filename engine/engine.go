@@ -264,11 +264,13 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
 	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
-	keys := next.keys
+	// The fingerprint of the filter keys used for dispatch, or for the
+	// next request when there is none (each result is the one of the
+	// active set activeOf names).
+	d.Fingerprint = next.fingerprint
 	if f.Dispatch != nil {
-		keys = dispatch.keys
+		d.Fingerprint = dispatch.fingerprint
 	}
-	d.Fingerprint = fingerprint(s.rev, s.regRev, p.ctxDigest, activeOf(f), keys)
 
 	// The decision memo (memo.go). A decision whose filters failed is not
 	// memoised: it fails closed whatever the policy says, and a filter
@@ -384,13 +386,6 @@ func (e *Engine) Input(ctx context.Context, req Request) (any, error) {
 	return ast.JSON(p.input)
 }
 
-func activeOf(f *facts.Facts) []string {
-	if f.Dispatch != nil {
-		return f.Dispatch.ActiveCapabilities
-	}
-	return f.ActiveCapabilities
-}
-
 func fingerprint(policyRev, regRev, ctxDigest string, active, keys []string) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "policy=%s\x00registry=%s\x00context=%s\x00active=%s\x00", policyRev, regRev, ctxDigest, idsKey(active))
@@ -472,6 +467,7 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 	for name := range fr.droppedBy {
 		fr.dropped = append(fr.dropped, name)
 	}
+	fr.fingerprint = fingerprint(s.rev, s.regRev, ctxDigest, active, fr.keys)
 	sort.Strings(fr.dropped)
 	if len(fr.errors) == 0 && ctx.Err() == nil {
 		fr.termv = fr.term(&setTerms{known: &s.known})

@@ -205,6 +205,10 @@ type filterResult struct {
 	dropped []string // sorted registry tools some active filter dropped
 	errors  []filterError
 	keys    []string // cache keys used, for the fingerprint
+	// fingerprint is the decision's fingerprint when this result is the
+	// one it reports (design.md "Cache"): a digest of the revisions, the
+	// context, the active set and keys, computed once per composition.
+	fingerprint string
 	// droppedBy maps a dropped tool to the filters that dropped it.
 	droppedBy map[string][]string
 	// termv is the result as the policy's input reads it, built once for
