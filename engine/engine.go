@@ -265,8 +265,8 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	d := newDecision(f)
 	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
 	// The fingerprint of the filter keys used for dispatch, or for the
-	// next request when there is none (each result is the one of the
-	// active set activeOf names).
+	// next request when there is none: each filter result carries the one
+	// of the active set it was composed for.
 	d.Fingerprint = next.fingerprint
 	if f.Dispatch != nil {
 		d.Fingerprint = dispatch.fingerprint
