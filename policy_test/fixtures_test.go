@@ -16,11 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/cli"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
-	"github.com/policycheck/policycheck/loader"
 )
 
 var update = flag.Bool("update", false, "rewrite the committed fixtures under recorded/")
@@ -114,20 +112,15 @@ func inputDocument(t *testing.T, f fixture) []byte {
 	return out.Bytes()
 }
 
-// registryDocument is data.policycheck.registry as the engine builds it,
-// with sets as sorted arrays (fixture.rego restores them).
+// registryDocument runs `policycheck registry` in-process:
+// data.policycheck.registry as the engine builds it, with sets as sorted
+// arrays (fixture.rego restores them).
 func registryDocument(t *testing.T, file string) []byte {
 	t.Helper()
-	reg, err := loader.ReadRegistry(file)
-	require.NoError(t, err)
-	doc, err := engine.RegistryDocument(reg)
-	require.NoError(t, err)
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	require.NoError(t, enc.Encode(doc))
-	return buf.Bytes()
+	var out, errb bytes.Buffer
+	code := cli.Run([]string{"registry", "--registry", file}, strings.NewReader(""), &out, &errb)
+	require.Equal(t, cli.ExitOK, code, errb.String())
+	return out.Bytes()
 }
 
 // checkFile compares a committed fixture file with its regenerated

@@ -1010,3 +1010,41 @@ func TestHistoryFromStdin(t *testing.T) {
 		}
 	}
 }
+
+// TestRegistryCommand: `policycheck registry` prints the registry as the
+// policies read it, byte for byte the registry/data.json the recorded-run
+// fixtures commit for the same registry, and refuses a registry that
+// breaks its rules with the file and the JSON pointer, exit 2.
+func TestRegistryCommand(t *testing.T) {
+	res := run(t, "", "registry", "--registry", "../../examples/registry.yaml")
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	want, err := os.ReadFile("../../policy_test/recorded/examples/refund/registry/data.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.stdout != string(want) {
+		t.Errorf("registry printed:\n%s\nthe committed fixture holds:\n%s", res.stdout, want)
+	}
+	var doc map[string]any
+	if err := json.Unmarshal([]byte(res.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	wantOwned := map[string]any{"docs": []any{"search_docs"}, "refunds": []any{"issue_refund"},
+		"vault": []any{"rotate_key", "secret_op"}}
+	if !reflect.DeepEqual(doc["owned_tools"], wantOwned) {
+		t.Errorf("owned_tools = %v, want %v", doc["owned_tools"], wantOwned)
+	}
+
+	bad := writeFile(t, t.TempDir(), "bad.yaml", "tools:\n  - name: get_time\n  - name: load_capability\n")
+	res = run(t, "", "registry", "--registry", bad)
+	if res.code != cli.ExitBadUsage || !strings.Contains(res.stderr, "bad.yaml: /tools/1/name") || res.stdout != "" {
+		t.Errorf("a reserved tool name: exit %d, stdout %q, stderr %q", res.code, res.stdout, res.stderr)
+	}
+
+	res = run(t, "", "registry")
+	if res.code != cli.ExitBadUsage || !strings.Contains(res.stderr, "registry") {
+		t.Errorf("no --registry: exit %d, stderr %q", res.code, res.stderr)
+	}
+}

@@ -167,12 +167,4 @@ func (f *inputFlags) engine(ctx context.Context, reg *facts.Registry) (*engine.E
 	return e, nil
 }
 
-func writeJSON(cmd *cobra.Command, v any) error {
-	enc := json.NewEncoder(cmd.OutOrStdout())
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	return nil
-}
+func writeJSON(cmd *cobra.Command, v any) error { return writeJSONTo(cmd.OutOrStdout(), v) }

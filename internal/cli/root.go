@@ -82,6 +82,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 // registers itself in an init-free way by being listed here.
 var commands = []func() *cobra.Command{
 	newFactsCmd,
+	newRegistryCmd,
 	newEvalCmd,
 	newExplainCmd,
 	newConformanceCmd,
