@@ -411,21 +411,43 @@ func (s *Server) engineFor(ctx context.Context, st *policyState, raw json.RawMes
 		return st.eng, nil
 	}
 	key := strconv.FormatUint(st.gen, 10) + "/" + sha256Hex(raw)
+	return s.registryEngine(ctx, st, key, func() (*facts.Registry, *Error) { return parseRegistry(raw) })
+}
+
+// registryEngine returns the engine compiled for a request's registry,
+// kept in the LRU under key (the policy generation and the digest of the
+// registry's bytes). Concurrent requests with one new registry share one
+// compilation: the first compiles, the others wait for its result,
+// instead of each spending a compilation's CPU at once.
+func (s *Server) registryEngine(ctx context.Context, st *policyState, key string,
+	registry func() (*facts.Registry, *Error)) (*engine.Engine, *Error) {
 	if e, ok := s.engines.get(key); ok {
 		s.metrics.engineCache(true)
 		return e, nil
 	}
 	s.metrics.engineCache(false)
-	reg, herr := parseRegistry(raw)
-	if herr != nil {
-		return nil, herr
-	}
-	e, err := s.newEngine(ctx, st, reg)
+	v, err, _ := s.compiling.Do(key, func() (any, error) {
+		if e, ok := s.engines.get(key); ok {
+			return e, nil // compiled while this request waited for the lock
+		}
+		reg, herr := registry()
+		if herr != nil {
+			return nil, herr
+		}
+		// The compilation serves every request waiting on it: one client
+		// going away must not fail the others.
+		e, err := s.newEngine(context.WithoutCancel(ctx), st, reg)
+		if err != nil {
+			return nil, fromPolicy(err)
+		}
+		s.metrics.engineCompiled()
+		s.engines.put(key, e)
+		return e, nil
+	})
 	if err != nil {
-		return nil, fromPolicy(err)
+		return nil, err.(*Error)
 	}
-	s.engines.put(key, e)
-	return e, nil
+	return v.(*engine.Engine), nil
 }
 
 func sha256Hex(b []byte) string {

@@ -23,11 +23,13 @@ type metrics struct {
 	evalErrors     *prometheus.CounterVec
 	failClosed     *prometheus.CounterVec
 	engineCacheHit *prometheus.CounterVec
-	revision       *prometheus.GaugeVec
-	bundleFailures *prometheus.CounterVec
-	bundleFailing  *prometheus.GaugeVec
-	runMisses      *prometheus.CounterVec
-	logErrors      prometheus.Counter
+	// enginesCompiled counts compilations for requests' registries.
+	enginesCompiled prometheus.Counter
+	revision        *prometheus.GaugeVec
+	bundleFailures  *prometheus.CounterVec
+	bundleFailing   *prometheus.GaugeVec
+	runMisses       *prometheus.CounterVec
+	logErrors       prometheus.Counter
 }
 
 func newMetrics(s *Server) *metrics {
@@ -55,6 +57,10 @@ func newMetrics(s *Server) *metrics {
 	m.engineCacheHit = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "policycheck_registry_engine_lookups_total", Help: "Lookups of the engine compiled for a request's registry, by result (hit, miss).",
 	}, []string{"result"})
+	m.enginesCompiled = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "policycheck_registry_engines_compiled_total",
+		Help: "Engines compiled for requests' registries (concurrent requests with one new registry share a compilation).",
+	})
 	m.revision = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "policycheck_policy_revision_info", Help: "1 for the policy revision and bundle revisions being served.",
 	}, []string{"policy_revision", "bundle", "bundle_revision"})
@@ -71,7 +77,7 @@ func newMetrics(s *Server) *metrics {
 		Name: "policycheck_decision_log_errors_total", Help: "Decisions the decision-log plugin did not accept.",
 	})
 	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed,
-		m.engineCacheHit, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors,
+		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&cacheCollector{s: s})
 	return m
@@ -112,6 +118,8 @@ func (m *metrics) engineCache(hit bool) {
 		m.engineCacheHit.WithLabelValues("miss").Inc()
 	}
 }
+
+func (m *metrics) engineCompiled() { m.enginesCompiled.Inc() }
 
 func (m *metrics) run(result string) { m.runMisses.WithLabelValues(result).Inc() }
 

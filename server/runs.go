@@ -184,17 +184,7 @@ func (s *Server) runEngine(r *http.Request, st *policyState, rn *run) (*engine.E
 		return st.eng, nil
 	}
 	key := strconv.FormatUint(st.gen, 10) + "/" + rn.regKey
-	if e, ok := s.engines.get(key); ok {
-		s.metrics.engineCache(true)
-		return e, nil
-	}
-	s.metrics.engineCache(false)
-	e, err := s.newEngine(r.Context(), st, rn.reg)
-	if err != nil {
-		return nil, fromPolicy(err)
-	}
-	s.engines.put(key, e)
-	return e, nil
+	return s.registryEngine(r.Context(), st, key, func() (*facts.Registry, *Error) { return rn.reg, nil })
 }
 
 func (s *Server) handleRunDelete(w http.ResponseWriter, r *http.Request) {

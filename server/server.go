@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/plugins"
+	"golang.org/x/sync/singleflight"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
@@ -116,18 +117,21 @@ func ShutdownGrace(d time.Duration) Option { return func(c *config) { c.grace = 
 
 // Server is the HTTP sidecar. It is safe for concurrent use.
 type Server struct {
-	cfg      config
-	state    atomic.Pointer[policyState]
-	engines  *lru[*engine.Engine]
-	runs     *runTable
-	schema   *schemaCache
-	messages *messageCache
-	prefixes *prefixCache // nil when off
-	bodies   sync.Pool    // *[]byte request body buffers (see post)
-	hash     hasher
-	metrics  *metrics
-	mux      *http.ServeMux
-	handler  http.Handler
+	cfg     config
+	state   atomic.Pointer[policyState]
+	engines *lru[*engine.Engine]
+	// compiling makes concurrent requests with one new registry share a
+	// compilation (see registryEngine).
+	compiling singleflight.Group
+	runs      *runTable
+	schema    *schemaCache
+	messages  *messageCache
+	prefixes  *prefixCache // nil when off
+	bodies    sync.Pool    // *[]byte request body buffers (see post)
+	hash      hasher
+	metrics   *metrics
+	mux       *http.ServeMux
+	handler   http.Handler
 
 	mgr      *plugins.Manager // nil without an OPA configuration
 	reloadMu sync.Mutex       // serializes bundle activations
