@@ -67,7 +67,7 @@ func TestRegistryCompiledOnce(t *testing.T) {
 		t.Errorf("/metrics lacks %q", want)
 	}
 
-	// A registry the policies refuse: every waiting request gets the
+	// A registry that does not load: every waiting request gets the
 	// error, and nothing is kept.
 	bad := func() (*facts.Registry, *Error) {
 		reads.Add(1)
