@@ -231,8 +231,10 @@ func keysOf(fields map[string]field) string {
 }
 
 // probePolicies verify what JSON cannot show: the documented sets are
-// sets, the arrays arrays, and the filter input and registry data have
-// exactly the documented keys. A broken claim hides get_time.
+// sets, the arrays arrays, the filter input and registry data have
+// exactly the documented keys, and the gate converts a JSON document's
+// arrays at exactly the documented set paths. A broken claim hides
+// get_time.
 func probePolicies() []engine.Source {
 	rules := fmt.Sprintf(`package policycheck.rules.docs_probe
 
@@ -268,8 +270,15 @@ hide contains "get_time" if {
 hide contains "get_time" if {
 	object.keys(data.policycheck.registry.owned_tools) != data.policycheck.registry.deferred_capabilities | data.policycheck.registry.always_on_capabilities
 }
+
+# The gate reads a JSON document's arrays as sets at exactly the
+# documented set paths (policycheck.lib.gate.input_sets and .registry_sets).
+hide contains "get_time" if {p | some p in data.policycheck.lib.gate.input_set_paths} != {p | some p in %s}
+
+hide contains "get_time" if {p | some p in data.policycheck.lib.gate.registry_set_paths} != {p | some p in %s}
 `, setPaths(decisionInput, "set of strings"), setPaths(decisionInput, "array"),
-		keysOf(registryData), setPaths(registryData, "set of strings"))
+		keysOf(registryData), setPaths(registryData, "set of strings"),
+		setPaths(decisionInput, "set of strings"), setPaths(registryData, "set of strings"))
 	filter := fmt.Sprintf(`package policycheck.capabilities.docs
 
 prepare_tools := {t.name | some t in input.tools} if {

@@ -6,7 +6,16 @@
 #   the decisions the corpus expects (its `available` and `calls`).
 package policy_test.conformance_test
 
-import data.policy_test.fixture
+# The decision of the shipped policies alone (no operator rules, whatever
+# else is loaded) over a fixture's recorded input and registry, read as
+# recorded: JSON arrays, no conversion.
+replay_default(f) := d if {
+	d := data.policycheck.availability.decision with input as f.input
+		with data.policycheck.registry as f.registry
+		with data.policycheck.rules as {}
+}
+
+verdicts(d) := [v.verdict | some v in d.verdicts]
 
 # The corpus' expectations, case by case (../shared/conformance/cases).
 cases := {
@@ -46,9 +55,9 @@ cases := {
 
 test_recorded_runs_replay_to_the_corpus_decisions[note] if {
 	some note, want in cases
-	d := fixture.replay_default(data.recorded.conformance[note])
+	d := replay_default(data.recorded.conformance[note])
 	d.available == want.available
-	fixture.verdicts(d) == want.verdicts
+	verdicts(d) == want.verdicts
 }
 
 test_every_recorded_case_has_an_expectation if {
@@ -62,13 +71,13 @@ test_a_recorded_filter_result_replays_without_the_filter if {
 	# (secret_op dropped) is part of the recorded input.
 	f := data.recorded.conformance.seed_processor_injected_load_applies_filter
 	"secret_op" in f.input.filters.dispatch.dropped
-	d := fixture.replay_default(f)
+	d := replay_default(f)
 	d.verdicts[0] == {"verdict": "unknown_tool", "rule": "unknown_tool"}
 }
 
 test_the_anchored_evidence_is_in_the_recorded_input if {
 	f := data.recorded.conformance.anchored_deferred_tool_anthropic_without_content
-	d := fixture.replay_default(f)
+	d := replay_default(f)
 	"hidden" in d.dispatch_available
 	not "hidden" in d.available
 }

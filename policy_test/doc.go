@@ -6,8 +6,8 @@
 //
 //	opa test policies/ policy_test/
 //
-// fixture.rego converts the JSON fixtures back to the sets the policies
-// read. The Go test in this package regenerates every fixture and fails
+// The policies read the fixtures' JSON arrays as the sets the engine
+// hands them, so a fixture needs no conversion. The Go test in this package regenerates every fixture and fails
 // when a committed one is stale; `go test ./policy_test -update` rewrites
 // them. docs/testing.md walks through the workflow.
 package policytest

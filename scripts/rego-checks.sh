@@ -2,7 +2,8 @@
 # Rego checks with the stock OPA binary at the version in go.mod, so the
 # policies and their tests never depend on our binary: opa fmt, opa check
 # --strict and opa test over the shipped policies, the scenario fixtures
-# (policy_test/) and the example operator policies. scripts/test.sh runs
+# (policy_test/) and the example operator policies, and stock opa eval on
+# the JSON input documents against policycheck eval. scripts/test.sh runs
 # this; `go test ./...` runs the same tests through policycheck test.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -26,3 +27,6 @@ opa test policies/ policy_test/ examples/ --ignore histories --ignore context --
 
 echo "== opa test policies/ --coverage (shipped policies, at least 95%)"
 opa test policies/ --coverage --threshold 95 >/dev/null
+
+echo "== stock opa eval on the JSON input agrees with policycheck eval"
+bash scripts/stock-opa-agrees.sh

@@ -16,7 +16,7 @@ func newRegistryCmd() *cobra.Command {
 		Short: "Print the registry as policies read it (data.policycheck.registry)",
 		Long: `registry validates a tool registry and prints it as the policies read it, data.policycheck.registry,
 with sets as sorted arrays: the registry/data.json of a recorded-run fixture for opa test
-(policy_test/fixture.rego turns the arrays back into sets), or a starting point for mocking it with
+(the shipped policies and policycheck.lib read the arrays as sets), or a starting point for mocking it with
 "with data.policycheck.registry as". docs/input.md describes every field.` + exitCodesHelp,
 		Example: `  policycheck registry --registry examples/registry.yaml > policy_test/recorded/mine/run/registry/data.json`,
 		Args:    cobra.NoArgs,

@@ -9,12 +9,71 @@
 #   registry's sets in data, so each rule is a handful of set operations
 #   implemented in Go; no rule iterates the registry. Each rule and function
 #   evaluation costs a few microseconds, so the rules are kept few and flat.
-#   A JSON input document (opa eval -i) holds arrays instead of sets: the
-#   set operations then fail and the decision fails closed (no tool
-#   available); recorded fixtures convert them (policy_test/fixture.rego).
+#   A JSON input document (opa eval -i, OPA's REST API, a recorded fixture)
+#   and JSON registry data (policycheck registry) hold arrays instead of
+#   sets: policycheck.availability.decision then evaluates these rules with
+#   input_sets and registry_sets in their place, the documents the engine
+#   would hand. With sets (the engine's case) nothing is converted.
 package policycheck.lib.gate
 
 registry := data.policycheck.registry
+
+# The name lists of the input document (docs/input.md), as paths.
+input_set_paths := [
+	["facts", "discovered"],
+	["facts", "loaded"],
+	["facts", "returned"],
+	["facts", "active_capabilities"],
+	["outgoing", "discovered"],
+	["outgoing", "loaded"],
+	["filters", "next", "dropped"],
+	["filters", "dispatch", "dropped"],
+	["dispatch", "loaded"],
+	["dispatch", "active_capabilities"],
+	["dispatch", "evidence", "discovered"],
+	["dispatch", "evidence", "loaded"],
+	["dispatch", "same_response", "revealed"],
+	["dispatch", "same_response", "pending_loads"],
+]
+
+# The name lists of the registry data, as paths.
+registry_set_paths := [
+	["names"],
+	["always_available"],
+	["search_gated"],
+	["deferred_capabilities"],
+	["always_on_capabilities"],
+]
+
+# The patch turning every name list of doc at paths that is an array into
+# a set (empty when there is none).
+set_patch(doc, paths) := [{"op": "replace", "path": p, "value": {x | some x in v}} |
+	some p in paths
+	v := object.get(doc, p, null)
+	is_array(v)
+]
+
+# The same for the name lists one level down, in an object of them.
+map_set_patch(doc, key) := [{"op": "replace", "path": [key, k], "value": {x | some x in v}} |
+	some k, v in object.get(doc, key, {})
+	is_array(v)
+]
+
+# METADATA
+# title: input_sets
+# description: The input document with every array name list turned into a set.
+input_sets := json.patch(input, set_patch(input, input_set_paths))
+
+# METADATA
+# title: registry_sets
+# description: data.policycheck.registry with every array name list turned into a set.
+registry_sets := json.patch(data.policycheck.registry, array.concat(
+	set_patch(data.policycheck.registry, registry_set_paths),
+	array.concat(
+		map_set_patch(data.policycheck.registry, "capability_tools"),
+		map_set_patch(data.policycheck.registry, "owned_tools"),
+	),
+))
 
 framework := {"load_capability", "search_tools"}
 

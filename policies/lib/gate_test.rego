@@ -321,16 +321,30 @@ test_denials_see_the_whole_input_beside_the_call if {
 	probe == [{"package": "gate_probe_test", "reason": "probe saw ada and 2 discovered", "message": "probe"}]
 }
 
-# A JSON input document (opa eval -i) holds arrays where the engine hands
-# sets: the set algebra cannot run on them, so nothing is available and
-# every call is refused: the gate fails closed, never open.
-json_input := json.unmarshal(json.marshal(with_input({
-	"facts": {"discovered": {"search_docs"}, "loaded": {"vault"}},
-	"dispatch": {"loaded": {"vault"}, "calls": [{"tool": "search_docs"}]},
-})))
+# A JSON input document (opa eval -i, OPA's REST API) and a JSON registry
+# (policycheck registry) hold arrays where the engine hands sets:
+# input_sets and registry_sets are the documents the engine would hand.
+as_json(x) := json.unmarshal(json.marshal(x))
 
-test_json_arrays_fail_closed if {
-	not gate.available_now with input as json_input
-		with data.policycheck.registry as registry
-		with data.policycheck.rules as {}
+json_case := with_input({
+	"facts": {"discovered": {"search_docs"}, "loaded": {"vault"}},
+	"filters": {"dispatch": {"dropped": {"rotate_key"}, "errors": []}},
+	"dispatch": {"loaded": {"vault"}, "evidence": {"discovered": set(), "loaded": {"refunds"}}, "calls": [{"tool": "search_docs"}]},
+})
+
+test_input_sets_turns_every_array_name_list_into_a_set if {
+	gate.input_sets == json_case with input as as_json(json_case)
+	gate.input_sets == json_case with input as json_case
+}
+
+test_input_sets_converts_only_the_name_lists_present if {
+	doc := {"facts": {"discovered": ["a", "a"]}, "dispatch": {"calls": [{"tool": "a"}]}}
+	gate.input_sets == {"facts": {"discovered": {"a"}}, "dispatch": {"calls": [{"tool": "a"}]}} with input as doc
+}
+
+test_registry_sets_turns_every_array_name_list_into_a_set if {
+	gate.registry_sets == registry with data.policycheck.registry as as_json(registry)
+	gate.registry_sets == registry with data.policycheck.registry as registry
+	reg := object.union(registry, {"owned_tools": {"docs": {"read_docs"}}})
+	gate.registry_sets == reg with data.policycheck.registry as as_json(reg)
 }

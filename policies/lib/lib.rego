@@ -51,8 +51,26 @@ keep_own(tools, id, allowed) := others(tools, id) | (own_tools(tools, id) & allo
 #   `allowed`. In a filter, where input.tools is the whole registry, it
 #   equals keep_own(input.tools, id, allowed):
 #   `prepare_tools := lib.registry_keep_own("vault", {"read_secret"})`.
-registry_keep_own(id, allowed) := data.policycheck.registry.names - (object.get(
+#   Registry data holding arrays (JSON) and an array `allowed` give the
+#   same result, at the cost of converting them each call.
+registry_keep_own(id, allowed) := names - (own - allowed) if {
+	names := data.policycheck.registry.names
+	own := object.get(data.policycheck.registry.owned_tools, id, set())
+	is_set(names)
+	is_set(own)
+	is_set(allowed)
+} else := as_set(data.policycheck.registry.names) - (as_set(object.get(
 	data.policycheck.registry.owned_tools,
 	id,
 	set(),
-) - allowed)
+)) - as_set(allowed))
+
+# METADATA
+# title: as_set
+# description: |
+#   xs as a set: xs itself when it is one, else the set of its elements (a
+#   JSON array, as in registry data printed by policycheck registry or an
+#   opa test literal).
+as_set(xs) := xs if is_set(xs)
+
+else := {x | some x in xs}

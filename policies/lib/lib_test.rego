@@ -73,3 +73,14 @@ test_registry_keep_own_drops_the_own_tools_not_allowed if {
 	got := lib.registry_keep_own("vault", {"secret_op"}) with data.policycheck.registry as registry
 	got == {"get_time", "issue_refund", "secret_op"}
 }
+
+test_registry_keep_own_reads_a_json_registry if {
+	reg := json.unmarshal(json.marshal(registry))
+	got := lib.registry_keep_own("vault", ["secret_op"]) with data.policycheck.registry as reg
+	got == lib.registry_keep_own("vault", {"secret_op"}) with data.policycheck.registry as registry
+}
+
+test_as_set_keeps_a_set_and_converts_an_array if {
+	lib.as_set({"a"}) == {"a"}
+	lib.as_set(["a", "b", "a"]) == {"a", "b"}
+}
