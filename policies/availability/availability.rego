@@ -34,8 +34,13 @@ import data.policycheck.lib.gate
 #   REST API, an opa test literal, registry data printed by policycheck
 #   registry), whose name lists are arrays: the rules then see them as
 #   sets (gate.input_sets, gate.registry_sets).
-#   Performance: with the sets the engine hands, the checks below are all
-#   this costs (one built-in call each, nothing converted or copied).
+#   The checks below are the name lists the rules apply set operations to
+#   (registry.names is only tested for membership, which reads arrays too).
+#   Every one is needed: an array the rules did not expect can make a set
+#   operation return it unchanged (| and & with an empty operand) and
+#   a call execute that the set document refuses.
+#   Performance: with the sets the engine hands, the checks are all this
+#   costs (one built-in call each, nothing converted or copied).
 # entrypoint: true
 decision := {
 	"available": available,
@@ -53,7 +58,6 @@ decision := {
 	is_set(object.get(input, ["dispatch", "loaded"], set()))
 	is_set(object.get(input, ["dispatch", "evidence", "discovered"], set()))
 	is_set(object.get(input, ["dispatch", "evidence", "loaded"], set()))
-	is_set(data.policycheck.registry.names)
 	is_set(data.policycheck.registry.search_gated)
 	is_set(data.policycheck.registry.always_available)
 } else := d if {

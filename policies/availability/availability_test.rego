@@ -232,3 +232,36 @@ test_a_hand_written_input_may_mix_sets_and_arrays if {
 	d.available == {"get_time", "search_docs", "secret_op"} | framework
 	[v.verdict | some v in d.verdicts] == ["execute"]
 }
+
+# Each name list the decision checks, alone as an array in a set document
+# (a hand-written test's `[]`): the same decision.
+test_one_array_name_list_gives_the_same_decision[path] if {
+	# The case where an unconverted empty array under dispatch made the
+	# unloaded vault's secret_op execute.
+	doc := json_cases["cleaned and anchored"]
+	want := availability.decision with input as doc
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+	some path in [
+		["facts", "discovered"], ["facts", "loaded"], ["outgoing", "discovered"], ["outgoing", "loaded"],
+		["filters", "next", "dropped"], ["filters", "dispatch", "dropped"], ["dispatch", "loaded"],
+		["dispatch", "evidence", "discovered"], ["dispatch", "evidence", "loaded"],
+	]
+	mixed := json.patch(doc, [{"op": "replace", "path": path, "value": as_json(object.get(doc, path, null))}])
+	got := availability.decision with input as mixed
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+	got == want
+}
+
+test_one_array_registry_list_gives_the_same_decision[key] if {
+	doc := json_cases["loaded and revealed"]
+	want := availability.decision with input as doc
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+	some key in ["names", "search_gated", "always_available"]
+	got := availability.decision with input as doc
+		with data.policycheck.registry as json.patch(registry, [{"op": "replace", "path": [key], "value": as_json(registry[key])}])
+		with data.policycheck.rules as {}
+	got == want
+}

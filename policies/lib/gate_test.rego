@@ -239,6 +239,39 @@ test_verdict[note] if {
 		with data.policycheck.rules as {}
 }
 
+test_verdict_under_operator_rules[note] if {
+	cases := {
+		"a failed filter denies even a name outside the resolved set": {
+			"patch": failing, "rules": {},
+			"tool": "delete_everything",
+			"want": {"verdict": "denied", "rule": "filter_error"},
+		},
+		"a hidden registry tool is unknown": {
+			"patch": {}, "rules": {"r": {"hide": {"get_time"}}},
+			"tool": "get_time",
+			"want": {"verdict": "unknown_tool", "rule": "unknown_tool"},
+		},
+		"search_tools is unknown once rules hid every search-gated tool": {
+			"patch": {}, "rules": {"r": {"hide": {"search_docs"}}},
+			"tool": "search_tools",
+			"want": {"verdict": "unknown_tool", "rule": "unknown_tool"},
+		},
+		"search_tools is unknown once filters and rules together removed every search-gated tool": {
+			"patch": {"filters": {"dispatch": {"dropped": {"get_time"}}}}, "rules": {"r": {"hide": {"search_docs"}}},
+			"tool": "search_tools",
+			"want": {"verdict": "unknown_tool", "rule": "unknown_tool"},
+		},
+	}
+	some note, tc in cases
+	gate.verdict(call(tc.tool)) == tc.want with input as with_input(tc.patch)
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as tc.rules
+}
+
+test_failed_is_false_without_filter_errors if {
+	gate.failed == false with input as base
+}
+
 test_call_resolved[note] if {
 	cases := {
 		"a registry tool kept by the dispatch filters": {"tool": "get_time", "dropped": set(), "want": true},

@@ -84,3 +84,15 @@ test_as_set_keeps_a_set_and_converts_an_array if {
 	lib.as_set({"a"}) == {"a"}
 	lib.as_set(["a", "b", "a"]) == {"a", "b"}
 }
+
+test_registry_keep_own_reads_each_list_as_json[note] if {
+	json_registry := json.unmarshal(json.marshal(registry))
+	cases := {
+		"names": {"registry": object.union(registry, {"names": json_registry.names}), "allowed": {"secret_op"}},
+		"owned tools": {"registry": object.union(registry, {"owned_tools": json_registry.owned_tools}), "allowed": {"secret_op"}},
+		"allowed": {"registry": registry, "allowed": ["secret_op"]},
+	}
+	some note, tc in cases
+	got := lib.registry_keep_own("vault", tc.allowed) with data.policycheck.registry as tc.registry
+	got == {"get_time", "issue_refund", "secret_op"}
+}
