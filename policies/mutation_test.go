@@ -1,0 +1,140 @@
+package policies_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/internal/regomutant"
+)
+
+// equivalentMutants are the mutants of the shipped policies that change no
+// decision, each with the reason. Keys are regomutant.Mutant.ID().
+// TestMutantsOfTheGateAreKilled fails when one of them is killed (it is
+// not equivalent after all) or no longer generated (the list is stale).
+var equivalentMutants = func() map[string]string {
+	m := map[string]string{
+		"availability.rego decision: swap-else with the next branch": "evaluates every decision under input_sets and " +
+			"registry_sets, which are the documents themselves when they hold sets: a cost, not a behaviour",
+		"availability.rego advertised: swap-else with the next branch": "the first branch is the second's shortcut: when the " +
+			"outgoing history kept every reveal and load, gate.available over the kept evidence is available (and both are " +
+			"empty when a filter failed)",
+		"availability.rego verdicts: drop-rule default verdicts := []": "the comprehension is always defined (an empty " +
+			"array without calls), so the default is never used",
+		"gate.rego present_framework[else 1]: swap-else with the next branch": "once the first branch failed, the " +
+			"conditions of branches 1 and 2 cannot both hold, so their order does not matter",
+		"gate.rego available: swap-else with the next branch": "the first branch is the second specialised to nothing " +
+			"removed (a fast path): the second gives the same set then",
+		"gate.rego verdict[else 2]: drop-expr not internal.member_2(call.tool, framework)": "a resolved framework tool is " +
+			"always in available_now: both take present_framework of the same removed set",
+		"gate.rego input_with_call: drop-expr is_object(input)": "object.union is undefined exactly when input is not " +
+			"an object, which takes the else branch either way",
+		"lib.rego registry_keep_own: swap-else with the next branch": "the else branch converts with as_set, which " +
+			"returns a set unchanged: the same result at a higher cost",
+		"lib.rego as_set: swap-else with the next branch": "the swapped rule always builds {x | some x in xs}, which " +
+			"is xs for a set and the set of its elements for an array: as_set itself",
+	}
+	// registry_keep_own's fast-path checks: negated, sets take the
+	// converting branch, whose as_set of a set is the set; dropped, an
+	// array operand fails the set operation OPA moves from the head into
+	// the first branch's body, which fails that branch the same way.
+	for _, x := range []string{"names", "own", "allowed"} {
+		m["lib.rego registry_keep_own: negate is_set("+x+")"] = "sets take the converting branch: " +
+			"the same result at a higher cost"
+		m["lib.rego registry_keep_own: drop-expr is_set("+x+")"] = "an array fails the set operation of the " +
+			"first branch (compiled into its body), so the converting else branch runs as with the check"
+	}
+	return m
+}()
+
+// regoTestPaths are the Rego test suites run against every mutant: the
+// shipped policies' unit tests and the recorded-run scenarios.
+var regoTestPaths = []string{".", "../policy_test"}
+
+// shippedPolicyFiles are the policies mutated: the non-test modules of
+// policies/lib and policies/availability, by the name the loader gave them.
+func shippedPolicyFiles(modules map[string]*ast.Module) []string {
+	var out []string
+	for name := range modules {
+		rel := filepath.ToSlash(filepath.Clean(name))
+		if (strings.HasPrefix(rel, "lib/") || strings.HasPrefix(rel, "availability/")) && !strings.HasSuffix(rel, "_test.rego") {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+// Every mutant of the shipped gate that changes behaviour is killed by the
+// Rego tests: each rule of policies/lib and policies/availability broken
+// in every way regomutant knows (drop a condition, negate it, flip a set
+// operation or a comparison, swap or drop an else branch, drop a
+// definition or a default), the unit tests and the recorded-run scenarios
+// run in-process, and a survivor not listed in equivalentMutants fails.
+// scripts/rego-mutants.sh runs the slower half (go test of engine/ and
+// policies/ per mutant); docs/testing.md records the latest kill table.
+func TestMutantsOfTheGateAreKilled(t *testing.T) {
+	if testing.Short() {
+		t.Skip("the mutation run takes a while; not in -short")
+	}
+	ctx := context.Background()
+	modules, store, err := regomutant.LoadTests(regoTestPaths)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := shippedPolicyFiles(modules)
+	if len(files) < 3 {
+		t.Fatalf("found only %v to mutate", files)
+	}
+	var mutants []regomutant.Mutant
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ms, err := regomutant.Generate(f, string(src))
+		if err != nil {
+			t.Fatal(err)
+		}
+		mutants = append(mutants, ms...)
+	}
+	outcomes, err := regomutant.Run(ctx, modules, store, mutants)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]bool{}
+	killed, stillborn, equivalent := 0, 0, 0
+	for _, o := range outcomes {
+		id := o.Mutant.ID()
+		seen[id] = true
+		why, listed := equivalentMutants[id]
+		switch {
+		case o.Stillborn != "":
+			stillborn++
+			t.Logf("stillborn (does not compile): %s", id)
+		case o.KilledBy != "":
+			killed++
+			if listed {
+				t.Errorf("listed as equivalent (%s) but killed by %s: %s", why, o.KilledBy, id)
+			}
+		case listed:
+			equivalent++
+		default:
+			t.Errorf("survived: %s (%s:%d); add the test it shows is missing, or list it in equivalentMutants with why",
+				id, o.Mutant.File, o.Mutant.Row)
+		}
+	}
+	for id := range equivalentMutants {
+		if !seen[id] {
+			t.Errorf("equivalentMutants lists %q, which is no longer generated", id)
+		}
+	}
+	total := len(outcomes) - stillborn
+	t.Logf("mutants: %d killed / %d (%d equivalent, %d survived); %d stillborn", killed, total, equivalent,
+		total-killed-equivalent, stillborn)
+}
