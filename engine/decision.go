@@ -370,6 +370,16 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			c.Message, c.Reasons = denialText(s, c.Tool, vm)
 			c.FailClosed = vm["rule"] == "filter_error"
 		case Execute:
+			// Registry membership is part of the gate, whatever a
+			// replacement availability policy says.
+			if why := s.unresolved(c.Tool, dispatch, hidden); why != "" {
+				c.Verdict = Denied
+				c.Message = failClosedMessage(c.Tool)
+				c.FailClosed = true
+				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which %s; denied", c.Tool, why)}
+				d.Errors = appendUnique(d.Errors, c.Reasons[0])
+				continue
+			}
 			// The gate and the verdict cannot disagree.
 			if !contains(d.Dispatch.Available, c.Tool) {
 				c.Verdict = Denied
@@ -382,6 +392,35 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 	}
 	return nil
+}
+
+// unresolved says why tool is outside the resolved tool set of the
+// dispatch (a registry tool no dispatch filter dropped and no rule hid, or
+// a framework tool present: load_capability while a capability is
+// deferred, search_tools while a search-gated tool survives), or "".
+func (s *snapshot) unresolved(tool string, dispatch *filterResult, hidden map[string]bool) string {
+	removed := func(n string) bool { return hidden[n] || len(dispatch.droppedBy[n]) > 0 }
+	switch {
+	case tool == facts.LoadCapabilityTool:
+		if !s.reg.HasLoadCapability() {
+			return "is not present: the registry defers no capability"
+		}
+		return ""
+	case tool == facts.SearchTool:
+		for _, n := range s.reg.SearchGatedTools() {
+			if !removed(n) {
+				return ""
+			}
+		}
+		return "is not present: no search-gated tool survives the filters and rules"
+	case !isTool(s.reg, tool):
+		return "is not a registry tool"
+	case len(dispatch.droppedBy[tool]) > 0:
+		return "a capability filter dropped"
+	case hidden[tool]:
+		return "an operator rule hid"
+	}
+	return ""
 }
 
 func hasKey(m map[string]any, k string) bool {
