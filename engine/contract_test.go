@@ -52,7 +52,9 @@ func TestRuleValuesOfRefusedTypeFailClosed(t *testing.T) {
 	h := mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{"n": 42}`)))
 	cases := []struct{ note, rule, want string }{
 		{"deny element a number", "deny contains x if x := input.call.args.n",
-			"policycheck.rules.x.deny (rules/x.rego:3:1) yielded 42"},
+			// docs/writing-filters.md shows this message.
+			`operator rule policycheck.rules.x.deny (rules/x.rego:3:1) yielded 42, which is not a denial: ` +
+				`an object {"reason": ..., "message": ...} of strings, a string, or a boolean deny: the decision fails closed`},
 		{"deny value a string", "deny := json.unmarshal(`\"no\"`)",
 			`policycheck.rules.x.deny (rules/x.rego:3:1) yielded "no"`},
 		{"deny object with a number message", `deny contains {"reason": "r", "message": input.call.args.n}`,
