@@ -247,6 +247,10 @@ type DecideOption func(*decideConfig)
 
 type decideConfig struct {
 	deadline time.Duration
+	// beforeEval, when set, runs after the deadline check and before the
+	// policy is evaluated: tests use it to cancel a decision while its
+	// evaluation runs instead of racing a timer (export_test.go).
+	beforeEval func(context.Context)
 }
 
 // WithDeadline bounds this decision; when it runs out the decision fails
@@ -297,6 +301,9 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		// result.
 		d.failClosed(s, fmt.Sprintf("policy evaluation failed: the decision's deadline passed before evaluation: %v", err))
 	} else {
+		if dc.beforeEval != nil {
+			dc.beforeEval(ctx)
+		}
 		s.decide(ctx, d, input, memo, next, dispatch)
 	}
 	for _, fe := range append(append([]filterError{}, next.errors...), dispatch.errors...) {
