@@ -116,29 +116,36 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	}
 	in := &inputs{reg: reg, history: h}
 	if f.context != "" {
-		raw, err := readFile(cmd, f.context)
-		if err != nil {
-			return nil, badInput(err)
+		if in.context, err = readContext(cmd, f.context); err != nil {
+			return nil, err
 		}
-		ctxName := f.context
-		if ctxName == "-" {
-			ctxName = "<stdin>"
-		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
-		}
-		if _, ok := v.(map[string]any); !ok {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
-		}
-		in.context = v
 	}
 	return in, nil
+}
+
+// readContext reads a --context file (- for stdin): one JSON object.
+func readContext(cmd *cobra.Command, path string) (any, error) {
+	raw, err := readFile(cmd, path)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	ctxName := path
+	if ctxName == "-" {
+		ctxName = "<stdin>"
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
+	}
+	return v, nil
 }
 
 // loadEngine reads the inputs and compiles the policies against their

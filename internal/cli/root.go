@@ -4,7 +4,7 @@
 //
 // Exit codes (documented in --help): 0 a decision was made (whatever the
 // verdicts, fail-closed ones included); 1 `test` or `conformance` ran and
-// something failed; 2 bad input, bad registry, a policy that does not load
+// something failed, or `replay` matched --fail-on; 2 bad input, bad registry, a policy that does not load
 // or compile, bad flags.
 package cli
 
@@ -41,7 +41,7 @@ var errFailed = &exitError{code: ExitFailed, err: errors.New("")}
 const exitCodesHelp = `
 Exit codes:
   0  a decision was made (whatever the verdicts, including fail-closed ones)
-  1  test or conformance ran and something failed
+  1  test or conformance ran and something failed, or a replay matched --fail-on
   2  bad input, bad registry, a policy that does not load or compile, bad flags`
 
 // Run runs the command line with args (without the program name) and
@@ -89,4 +89,5 @@ var commands = []func() *cobra.Command{
 	newTestCmd,
 	newCheckCmd,
 	newServeCmd,
+	newReplayCmd,
 }
