@@ -332,3 +332,27 @@ func TestReplayRefusesBadInput(t *testing.T) {
 		t.Errorf("old event: exit %d, stderr %q", code, errs)
 	}
 }
+
+// TestReplayDocExample runs the command docs/replay.md shows, from the
+// module root as the doc does, and compares its output with the doc's.
+func TestReplayDocExample(t *testing.T) {
+	root := filepath.Dir(examplesDir)
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "replay.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(raw), "```console\n$ policycheck ")
+	if !ok {
+		t.Fatal("docs/replay.md shows no console example")
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	cmdline, want, _ := strings.Cut(block, "\n")
+	t.Chdir(root)
+	code, out, errs := runCLI(strings.Fields(cmdline)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if out != want {
+		t.Errorf("docs/replay.md shows:\n%s\nthe command prints:\n%s", want, out)
+	}
+}

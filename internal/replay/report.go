@@ -167,21 +167,25 @@ func (r *Report) WritePretty(w io.Writer) error {
 	side("candidate", r.Candidate)
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERDICT (BASELINE -> CANDIDATE)\tCALLS\t")
+	fmt.Fprintln(tw, "VERDICT (BASELINE -> CANDIDATE)\tCALLS")
 	for _, row := range r.TransitionRows() {
-		mark := ""
 		if row.Changed {
-			mark = "changed"
+			fmt.Fprintf(tw, "%s -> %s\t%d\tchanged\n", row.From, row.To, row.Count)
+		} else {
+			fmt.Fprintf(tw, "%s -> %s\t%d\n", row.From, row.To, row.Count)
 		}
-		fmt.Fprintf(tw, "%s -> %s\t%d\t%s\n", row.From, row.To, row.Count, mark)
 	}
-	fmt.Fprintf(tw, "available\t+%d -%d\t\n", r.Available.Gained, r.Available.Lost)
-	fmt.Fprintf(tw, "advertised\t+%d -%d\t\n", r.Advertised.Gained, r.Advertised.Lost)
-	fmt.Fprintf(tw, "fail-closed decisions\tbaseline %d, candidate %d\t\n", r.FailClosed.Baseline, r.FailClosed.Candidate)
+	fmt.Fprintf(tw, "available\t+%d -%d\n", r.Available.Gained, r.Available.Lost)
+	fmt.Fprintf(tw, "advertised\t+%d -%d\n", r.Advertised.Gained, r.Advertised.Lost)
+	fmt.Fprintf(tw, "fail-closed decisions\tbaseline %d, candidate %d\n", r.FailClosed.Baseline, r.FailClosed.Candidate)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
-	fmt.Fprintf(&b, "\n%d changes\n", len(r.Changes))
+	if len(r.Changes) == 1 {
+		b.WriteString("\n1 change\n")
+	} else {
+		fmt.Fprintf(&b, "\n%d changes\n", len(r.Changes))
+	}
 	for _, c := range r.Changes {
 		fmt.Fprintf(&b, "\n%s  message %d  %s\n", c.Run, c.Message, c.Headline())
 		outcome := func(name string, o Outcome) {
