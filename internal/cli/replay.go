@@ -2,15 +2,13 @@ package cli
 
 import (
 	"fmt"
-	"io"
 	"os"
 	"strings"
-	"sync"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/replay"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -92,15 +90,11 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
 			if sides.Candidate, err = side("--candidate", candidate); err != nil {
 				return err
 			}
-			opts := replay.Options{Workers: workers}
-			prog := newRunProgress(cmd.ErrOrStderr(), len(runs))
-			if prog != nil {
-				opts.Progress = prog
-			}
-			rep, err := replay.Replay(cmd.Context(), sides, runs, opts)
-			if prog != nil {
-				prog.finish()
-			}
+			errw := cmd.ErrOrStderr()
+			f, isFile := errw.(*os.File)
+			prog := progress.New(progress.Options{Label: "replay", Total: len(runs), Writer: errw, Terminal: isFile && progress.IsTerminal(f)})
+			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog})
+			prog.Finish()
 			if err != nil {
 				return badInput(err)
 			}
@@ -134,57 +128,4 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
 	_ = cmd.MarkFlagRequired("registry")
 	return cmd
-}
-
-// runProgress writes "runs done/total, rate, ETA" to a terminal, at most
-// every 100ms, on one line rewritten in place.
-type runProgress struct {
-	w     io.Writer
-	total int
-	start time.Time
-	mu    sync.Mutex
-	last  time.Time
-	done  int
-}
-
-// newRunProgress returns a reporter when w is a terminal, else nil.
-func newRunProgress(w io.Writer, total int) *runProgress {
-	f, ok := w.(*os.File)
-	if !ok {
-		return nil
-	}
-	st, err := f.Stat()
-	if err != nil || st.Mode()&os.ModeCharDevice == 0 {
-		return nil
-	}
-	return &runProgress{w: w, total: total, start: time.Now()}
-}
-
-func (p *runProgress) RunDone(done int) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	p.done = done
-	if now := time.Now(); now.Sub(p.last) >= 100*time.Millisecond || done == p.total {
-		p.last = now
-		p.draw(now)
-	}
-}
-
-func (p *runProgress) draw(now time.Time) {
-	el := now.Sub(p.start).Seconds()
-	rate := 0.0
-	if el > 0 {
-		rate = float64(p.done) / el
-	}
-	eta := "?"
-	if rate > 0 {
-		eta = (time.Duration(float64(p.total-p.done)/rate) * time.Second).Round(time.Second).String()
-	}
-	fmt.Fprintf(p.w, "\rreplay: %d/%d runs, %.1f runs/s, ETA %s   ", p.done, p.total, rate, eta)
-}
-
-func (p *runProgress) finish() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	fmt.Fprint(p.w, "\r\033[K")
 }

@@ -51,11 +51,10 @@ type Step struct {
 	Source string
 }
 
-// Progress is told about finished runs, from one goroutine. The CLI
-// plugs a terminal progress reporter in.
+// Progress is told about finished runs, from one goroutine: Add(1) after
+// each run. A *progress.Reporter (internal/progress) is one.
 type Progress interface {
-	// RunDone is called after each run with the number of runs done.
-	RunDone(done int)
+	Add(n int)
 }
 
 // Options configure Replay.
@@ -112,11 +111,9 @@ func Replay(ctx context.Context, sides Sides, runs []*Run, opts Options) (*Repor
 		}
 	}()
 	go func() { wg.Wait(); close(done) }()
-	n := 0
 	for range done {
-		n++
 		if opts.Progress != nil {
-			opts.Progress.RunDone(n)
+			opts.Progress.Add(1)
 		}
 	}
 	if err := ctx.Err(); err != nil {
