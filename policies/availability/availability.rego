@@ -48,6 +48,7 @@ decision := {
 	"dispatch_available": dispatch_available,
 	"verdicts": verdicts,
 	"hidden": gate.hidden,
+	"rule_errors": gate.rule_errors,
 } if {
 	is_set(input.facts.discovered)
 	is_set(input.facts.loaded)
@@ -71,6 +72,7 @@ _decision := {
 	"dispatch_available": dispatch_available,
 	"verdicts": verdicts,
 	"hidden": gate.hidden,
+	"rule_errors": gate.rule_errors,
 }
 
 # METADATA
