@@ -82,6 +82,9 @@ func TestMutantsOfTheGateAreKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the mutation run takes a while; not in -short")
 	}
+	if raceDetector {
+		t.Skip("not under -race (slow, and nothing shared to race on): scripts/test.sh runs it without -race")
+	}
 	ctx := context.Background()
 	modules, store, err := regomutant.LoadTests(regoTestPaths)
 	if err != nil {
@@ -109,21 +112,34 @@ func TestMutantsOfTheGateAreKilled(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	killed, stillborn, equivalent := 0, 0, 0
+	type row struct{ killed, total, equivalent, stillborn int }
+	byFile := map[string]*row{}
 	for _, o := range outcomes {
 		id := o.Mutant.ID()
 		seen[id] = true
 		why, listed := equivalentMutants[id]
+		r := byFile[o.Mutant.File]
+		if r == nil {
+			r = &row{}
+			byFile[o.Mutant.File] = r
+		}
+		if o.Stillborn == "" {
+			r.total++
+		}
 		switch {
 		case o.Stillborn != "":
 			stillborn++
+			r.stillborn++
 			t.Logf("stillborn (does not compile): %s", id)
 		case o.KilledBy != "":
 			killed++
+			r.killed++
 			if listed {
 				t.Errorf("listed as equivalent (%s) but killed by %s: %s", why, o.KilledBy, id)
 			}
 		case listed:
 			equivalent++
+			r.equivalent++
 		default:
 			t.Errorf("survived: %s (%s:%d); add the test it shows is missing, or list it in equivalentMutants with why",
 				id, o.Mutant.File, o.Mutant.Row)
@@ -133,6 +149,13 @@ func TestMutantsOfTheGateAreKilled(t *testing.T) {
 		if !seen[id] {
 			t.Errorf("equivalentMutants lists %q, which is no longer generated", id)
 		}
+	}
+	for _, f := range files {
+		r := byFile[f]
+		if r == nil {
+			continue
+		}
+		t.Logf("| %s | %d | %d | %d | %d |", f, r.killed, r.total, r.equivalent, r.stillborn)
 	}
 	total := len(outcomes) - stillborn
 	t.Logf("mutants: %d killed / %d (%d equivalent, %d survived); %d stillborn", killed, total, equivalent,

@@ -36,6 +36,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/format"
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/open-policy-agent/opa/v1/tester"
+	"github.com/open-policy-agent/opa/v1/topdown"
 )
 
 // Mutant is one small change to one module.
@@ -288,7 +289,7 @@ func runOne(ctx context.Context, modules map[string]*ast.Module, store storage.S
 		SetCompiler(ast.NewCompiler().WithUseTypeCheckAnnotations(true)).
 		SetModules(modules).
 		SetStore(store).
-		SetTimeout(time.Minute).
+		SetTimeout(testTimeout).
 		RunTests(ctx, txn)
 	if err != nil {
 		var errs ast.Errors
@@ -302,11 +303,20 @@ func runOne(ctx context.Context, modules map[string]*ast.Module, store storage.S
 		o.Tests++
 		if o.KilledBy == "" && !r.Pass() && !r.Skip {
 			o.KilledBy = strings.TrimPrefix(r.Package, "data.") + "." + r.Name
+			if r.Error != nil && errors.Is(r.Error, context.DeadlineExceeded) || topdown.IsCancel(r.Error) {
+				o.KilledBy += " (timed out)"
+			}
 			cancel()
 		}
 	}
 	return o, nil
 }
+
+// testTimeout bounds one test of one mutant: a mutant that makes
+// evaluation blow up (a dropped condition can turn a lookup into a cross
+// product) is killed by its first timed-out test instead of holding the
+// run for every test's full time.
+const testTimeout = 30 * time.Second
 
 // LoadTests loads the modules and data files under paths as `opa test`
 // and `policycheck test` do (data files by the bundle convention:
