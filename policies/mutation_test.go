@@ -39,6 +39,27 @@ var equivalentMutants = func() map[string]string {
 		"lib.rego as_set: swap-else with the next branch": "the swapped rule always builds {x | some x in xs}, which " +
 			"is xs for a set and the set of its elements for an array: as_set itself",
 	}
+	// The operator contract's rules (denials_of, denial, names_set).
+	for id, why := range map[string]string{
+		"gate.rego denials_of: swap-else with the next branch": "is_set(ds) and ds == true " +
+			"cannot both hold: the order of the two branches does not matter",
+		"gate.rego denials_of[else 1]: swap-else with the next branch": "ds == true and ds == false " +
+			"cannot both hold: the order of the two branches does not matter",
+		"gate.rego denial: swap-else with the next branch": "is_string(x) and is_object(x) cannot both " +
+			"hold: the order of the two branches does not matter",
+		"gate.rego denial[else 1]: drop-expr is_object(x)": "for any other x, object.get in the " +
+			"branch's value fails (OPA moves it into the body), so the branch fails as with the check",
+		"gate.rego rule_errors: drop-expr some pkg": "`some pkg` only declares the variable; the ref " +
+			"binds it the same way without the declaration",
+		"gate.rego names_set: drop-expr is_set(s)": "for a value that is not a set, s & registry.names " +
+			"fails, which fails the branch as the check does",
+		"gate.rego names_set: negate is_set(s)": "a set then takes the second branch, which accepts every " +
+			"set the first accepts (a set within the registry names is a set of strings): a cost, not a behaviour",
+		"gate.rego names_set: swap-else with the next branch": "the first branch is a fast path of the " +
+			"second (a set within the registry names is a set of strings): either order gives the same answer",
+	} {
+		m[id] = why
+	}
 	// registry_keep_own's fast-path checks: negated, sets take the
 	// converting branch, whose as_set of a set is the set; dropped, an
 	// array operand fails the set operation OPA moves from the head into

@@ -389,6 +389,18 @@ test_rule_errors_flag_a_hide_that_is_not_a_set_of_names[note] if {
 		with data.policycheck.registry as registry
 }
 
+test_rule_errors_flag_a_number_beside_or_instead_of_registry_names[note] if {
+	# The registry-names fast path of names_set must not accept a number:
+	# neither with every registry name beside it nor alone.
+	cases := {
+		"every registry name and a number": (registry.names | {1}),
+		"a number alone": {1},
+	}
+	some note, h in cases
+	gate.rule_errors == {{"package": "a", "rule": "hide", "value": h}} with data.policycheck.rules as {"a": {"hide": h}}
+		with data.policycheck.registry as registry
+}
+
 test_rule_errors_accept_names_in_and_out_of_the_registry if {
 	rules := {"a": {"hide": {"get_time"}}, "b": {"hide": {"not_a_tool"}}, "c": {"deny": true}}
 	gate.rule_errors == set() with data.policycheck.rules as rules
