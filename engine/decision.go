@@ -30,6 +30,9 @@ type Decision struct {
 	Advertised  []string       `json:"advertised"`
 	Dispatch    *DispatchView  `json:"dispatch,omitempty"`
 	Calls       []CallVerdict  `json:"calls"`
+	// Approvals records each approval the request carried: who answered
+	// what and whether it applied (absent when the request carried none).
+	Approvals []ApprovalOutcome `json:"approvals,omitempty"`
 	// Errors explains a fail-closed decision (policy error, timeout,
 	// undefined result, failed filter); empty otherwise.
 	Errors []string `json:"errors,omitempty"`
@@ -39,6 +42,8 @@ type Decision struct {
 
 	facts   *facts.Facts
 	removal *removal // what removed tools, read by Removed
+	// binds are the approvals bound to the calls (nil without approvals).
+	binds []*binding
 }
 
 // removal is what a decision needs to say, on demand, why a tool was
@@ -103,12 +108,23 @@ type CallVerdict struct {
 	Message string `json:"message,omitempty"`
 	// Reasons are operator-facing explanations.
 	Reasons []string `json:"reasons,omitempty"`
+	// Args are the call's arguments: on approval_required what the
+	// approver is shown, on an execute that an approval applied to the
+	// arguments to execute (the approver's override_args when given).
+	Args any `json:"args,omitempty"`
+	// Digest, on approval_required, binds an approval to this call (see
+	// facts.CallDigest): the harness passes it back with the answer.
+	Digest string `json:"digest,omitempty"`
+	// Approval is what became of the approval keyed by this call's
+	// tool_call_id, when the request carried one.
+	Approval *ApprovalOutcome `json:"approval,omitempty"`
 	// Part is the index of the call's part in the response.
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.
 	Capability string `json:"-"`
 	// Rule is the rule of the policy's verdict ("gate", "unknown_tool",
-	// "deny", "filter_error"), for explanations.
+	// "deny", "filter_error", "approval_denied", "require_approval"), for
+	// explanations.
 	Rule string `json:"-"`
 	// FailClosed is true when the call was denied because the decision
 	// failed closed (policy error, timeout, undefined result, failed
@@ -351,8 +367,30 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			c.Message = NotAvailableMessage(c.Tool, c.Capability)
 			c.Reasons = []string{gateReason(s, d.facts, c.Tool)}
 		case Denied:
+			if c.Rule == ruleApprovalDenied {
+				if b := d.bindingOf(i); b != nil && b.bound && b.approval.Kind == facts.ToolDenied {
+					c.Message = denialMessage(b.approval)
+					c.Reasons = []string{fmt.Sprintf("denied by %s through the approval bound to this call", approversText(b.approval))}
+					break
+				}
+				// The policy says the approver denied a call no denial is
+				// bound to: fail closed.
+				c.Message, c.FailClosed = failClosedMessage(c.Tool), true
+				c.Reasons = []string{"policy said approval_denied for a call no denial is bound to; denied"}
+				break
+			}
 			c.Message, c.Reasons = denialText(s, c.Tool, vm)
 			c.FailClosed = vm["rule"] == "filter_error"
+		case ApprovalRequired:
+			c.Message, c.Reasons = approvalRequiredText(s, vm)
+			// The gate wins over approval: a call its own dispatch
+			// availability excludes is never handed to an approver.
+			if !contains(d.Dispatch.Available, c.Tool) {
+				c.Verdict = Denied
+				c.Message = failClosedMessage(c.Tool)
+				c.FailClosed = true
+				c.Reasons = []string{fmt.Sprintf("policy said approval_required for %q, which its own dispatch availability excludes; denied", c.Tool)}
+			}
 		case Execute:
 			// The gate and the verdict cannot disagree.
 			if !contains(d.Dispatch.Available, c.Tool) {
@@ -362,10 +400,18 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
 			}
 		default:
-			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied", i, c.Verdict)
+			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied, approval_required", i, c.Verdict)
 		}
 	}
 	return nil
+}
+
+// bindingOf returns the approval binding of call i, or nil.
+func (d *Decision) bindingOf(i int) *binding {
+	if d.binds == nil {
+		return nil
+	}
+	return d.binds[i]
 }
 
 func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) {

@@ -229,6 +229,12 @@ type Request struct {
 	// Context reaches every policy as input.context (any JSON value;
 	// nil means {}).
 	Context any
+	// Approvals are the answers to calls that needed approval, keyed by
+	// tool_call_id (pydantic-ai's DeferredToolResults.approvals with the
+	// digest of each call). An approval binds to a dispatched call only
+	// when the call's digest (facts.CallDigest) is the one it carries;
+	// a bound approval reaches the policies as input.call.approval.
+	Approvals facts.Approvals
 }
 
 // DecideOption configures one decision.
@@ -263,6 +269,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	}
 	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
+	d.binds = p.binds
 	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
 	// The fingerprint of the filter keys used for dispatch, or for the
 	// next request when there is none: each filter result carries the one
@@ -294,6 +301,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	if len(next.errors)+len(dispatch.errors) > 0 {
 		d.failClosed(s, "")
 	}
+	d.finishApprovals(f, req.Approvals, p.binds)
 	return d, nil
 }
 
@@ -354,6 +362,7 @@ type prepared struct {
 	next, dispatch *filterResult
 	input          ast.Value
 	ctxDigest      string
+	binds          []*binding
 }
 
 func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) {
@@ -371,7 +380,8 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 	if f.Dispatch != nil && !equalStrings(f.Dispatch.ActiveCapabilities, f.ActiveCapabilities) {
 		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
 	}
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known), ctxDigest: ctxDigest}, nil
+	binds := bindApprovals(f, req.Approvals)
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds), ctxDigest: ctxDigest, binds: binds}, nil
 }
 
 // Input returns the input document the decision query would receive for

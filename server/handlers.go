@@ -198,6 +198,9 @@ type decideBody struct {
 	Registry json.RawMessage `json:"registry"`
 	History  json.RawMessage `json:"history"`
 	Context  json.RawMessage `json:"context"`
+	// Approvals are DeferredToolResults.approvals with each call's digest
+	// (loader.ParseApprovalsMap); /v1/facts refuses them.
+	Approvals json.RawMessage `json:"approvals"`
 }
 
 // request is a validated stateless request: its history decoded whole,
@@ -208,16 +211,17 @@ type request struct {
 	eng      *engine.Engine
 	history  facts.History // nil when facts is set
 	facts    *facts.Facts
-	messages int
-	context  any
+	messages  int
+	context   any
+	approvals facts.Approvals
 }
 
 // engineRequest is the engine's request for r.
 func (r *request) engineRequest() engine.Request {
 	if r.facts != nil {
-		return engine.Request{Facts: r.facts, Context: r.context}
+		return engine.Request{Facts: r.facts, Context: r.context, Approvals: r.approvals}
 	}
-	return engine.Request{History: r.history, Context: r.context}
+	return engine.Request{History: r.history, Context: r.context, Approvals: r.approvals}
 }
 
 func isNull(raw json.RawMessage) bool {
@@ -245,11 +249,12 @@ func (s *Server) parse(ctx context.Context, body []byte, prefixes bool) (*reques
 			return len(hit.hist)
 		}
 	}
-	env, herr := scanEnvelopeResume(body, []string{"registry", "history", "context"}, resume, "history")
+	env, herr := scanEnvelopeResume(body, []string{"registry", "history", "context", "approvals"}, resume, "history")
 	if herr != nil {
 		return nil, herr
 	}
-	b := decideBody{Registry: env.members["registry"], History: env.members["history"], Context: env.members["context"]}
+	b := decideBody{Registry: env.members["registry"], History: env.members["history"], Context: env.members["context"],
+		Approvals: env.members["approvals"]}
 	if isNull(b.History) {
 		return nil, badRequest(CodeSchema, "history is required (a JSON array of messages)", "/history")
 	}
@@ -261,13 +266,17 @@ func (s *Server) parse(ctx context.Context, body []byte, prefixes bool) (*reques
 	if herr != nil {
 		return nil, herr
 	}
+	approvals, herr := parseApprovals(b.Approvals)
+	if herr != nil {
+		return nil, herr
+	}
 	if hit != nil && env.resumedN > 0 {
 		if req := s.resumeHistory(hit, env, body, eng); req != nil {
 			pc.hits.Add(1)
 			// Nothing kept aliases the body: the new messages were decoded
 			// from a copy and the cache holds its own copy of the bytes.
 			releaseBody(ctx)
-			req.st, req.context = st, c
+			req.st, req.context, req.approvals = st, c, approvals
 			return req, nil
 		}
 		// Anything unusual in the new messages (an error to report, a
@@ -299,7 +308,7 @@ func (s *Server) parse(ctx context.Context, body []byte, prefixes bool) (*reques
 		e.count, e.parts, e.reg, e.history = len(h), parts, eng.Registry(), h
 		pc.put(e)
 	}
-	return &request{st: st, eng: eng, history: h, messages: len(h), context: c}, nil
+	return &request{st: st, eng: eng, history: h, messages: len(h), context: c, approvals: approvals}, nil
 }
 
 // resumeHistory finishes a request whose history began with the cached
@@ -399,6 +408,15 @@ func parseContext(raw json.RawMessage) (any, *Error) {
 	return v, nil
 }
 
+// parseApprovals reads a request's approvals (null or absent: none).
+func parseApprovals(raw json.RawMessage) (facts.Approvals, *Error) {
+	a, err := loader.ParseApprovalsMap("request", "/approvals", raw)
+	if err != nil {
+		return nil, fromLoader(err, "")
+	}
+	return a, nil
+}
+
 // engineFor returns the engine for a request's registry: the configured
 // one when the request carries none, otherwise one compiled for the
 // registry and kept in an LRU keyed by the policy generation and the
@@ -495,6 +513,9 @@ func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
+	if req.approvals != nil {
+		return nil, badRequest(CodeSchema, "approvals are not read by /v1/facts: send them to /v1/decide, /v1/explain or a run", "/approvals")
+	}
 	switch format := r.URL.Query().Get("format"); format {
 	case "", "facts":
 		f := req.facts
@@ -520,7 +541,7 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history, Context: req.context})
+	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history, Context: req.context, Approvals: req.approvals})
 	if err != nil {
 		s.metrics.evalError(epExplain)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")

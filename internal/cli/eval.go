@@ -2,19 +2,19 @@ package cli
 
 import (
 	"github.com/spf13/cobra"
-
-	"github.com/policycheck/policycheck/engine"
 )
 
 func newEvalCmd() *cobra.Command {
 	var in inputFlags
 	cmd := &cobra.Command{
-		Use:   "eval --registry R --history H [--context C] [--policy DIR|FILE|BUNDLE]...",
+		Use:   "eval --registry R --history H [--context C] [--approvals A] [--policy DIR|FILE|BUNDLE]...",
 		Short: "Decide availability, advertisement and every call's verdict (JSON)",
 		Long: `eval prints the decision document: the fingerprint, the facts, the tools available and advertised for
 the next request and, when the history ends with a response, the dispatch facts and one verdict per
-tool call (execute, not_available_yet, unknown_tool or denied), with the model-facing retry message on
-every refusal. A policy error, a timeout or an undefined result fails the decision closed: every
+tool call (execute, not_available_yet, unknown_tool, denied or approval_required), with the model-facing
+retry message on every refusal. An approval_required call carries its arguments and digest for the
+approver; --approvals passes the answers back (each bound to its call by that digest), and the
+decision's "approvals" says who approved what and whether each approval applied. A policy error, a timeout or an undefined result fails the decision closed: every
 registry tool unavailable, every call denied, and "errors" says why (exit status 0: a decision was made).` + exitCodesHelp,
 		Example: `  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json \
     --policy examples/policies --context examples/context/support.json`,
@@ -24,7 +24,7 @@ registry tool unavailable, every call denied, and "errors" says why (exit status
 			if err != nil {
 				return err
 			}
-			d, err := eng.Decide(cmd.Context(), engine.Request{History: loaded.history, Context: loaded.context})
+			d, err := eng.Decide(cmd.Context(), loaded.request())
 			if err != nil {
 				return badInput(err)
 			}
@@ -32,5 +32,6 @@ registry tool unavailable, every call denied, and "errors" says why (exit status
 		},
 	}
 	in.register(cmd, true)
+	in.registerApprovals(cmd)
 	return cmd
 }

@@ -27,7 +27,7 @@ decided.` + exitCodesHelp,
 			if err != nil {
 				return err
 			}
-			x, err := eng.Explain(cmd.Context(), engine.Request{History: loaded.history, Context: loaded.context})
+			x, err := eng.Explain(cmd.Context(), loaded.request())
 			if err != nil {
 				return badInput(err)
 			}
@@ -42,6 +42,7 @@ decided.` + exitCodesHelp,
 		},
 	}
 	in.register(cmd, true)
+	in.registerApprovals(cmd)
 	cmd.Flags().StringVar(&format, "format", "text", "text or json")
 	return cmd
 }

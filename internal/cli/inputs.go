@@ -26,6 +26,7 @@ type inputFlags struct {
 	maxBytes   int64
 	limits     loader.Limits
 	noSchema   bool
+	approvals  string
 }
 
 func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
@@ -48,10 +49,22 @@ func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
 	_ = cmd.MarkFlagRequired("history")
 }
 
+// registerApprovals adds --approvals (eval and explain).
+func (f *inputFlags) registerApprovals(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.approvals, "approvals", "",
+		"answers to calls that needed approval: a DeferredToolResults-shaped JSON file, each approval carrying the digest the decision handed out")
+}
+
 type inputs struct {
-	reg     *facts.Registry
-	history facts.History
-	context any
+	reg       *facts.Registry
+	history   facts.History
+	context   any
+	approvals facts.Approvals
+}
+
+// request is the engine request for the loaded inputs.
+func (in *inputs) request() engine.Request {
+	return engine.Request{History: in.history, Context: in.context, Approvals: in.approvals}
 }
 
 func readFile(cmd *cobra.Command, path string) ([]byte, error) {
@@ -88,8 +101,14 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 			return nil, badInput(fmt.Errorf("%s must be 0 (no limit; for --max-depth the default) or more, not %d", l.flag, l.v))
 		}
 	}
-	if f.history == "-" && f.context == "-" {
-		return nil, badInput(errors.New("--history and --context cannot both read standard input"))
+	stdin := 0
+	for _, p := range []string{f.history, f.context, f.approvals} {
+		if p == "-" {
+			stdin++
+		}
+	}
+	if stdin > 1 {
+		return nil, badInput(errors.New("only one of --history, --context and --approvals can read standard input"))
 	}
 	reg, err := loader.ReadRegistry(f.registry)
 	if err != nil {
@@ -137,6 +156,19 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
 		}
 		in.context = v
+	}
+	if f.approvals != "" {
+		raw, err := readFile(cmd, f.approvals)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		name := f.approvals
+		if name == "-" {
+			name = "<stdin>"
+		}
+		if in.approvals, err = loader.ReadApprovalsFile(name, raw); err != nil {
+			return nil, badInput(err)
+		}
 	}
 	return in, nil
 }

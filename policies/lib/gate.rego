@@ -101,8 +101,13 @@ available_now := available(
 # description: |
 #   The verdict of one call of the dispatched response: unknown_tool when
 #   the name is not in the resolved set, not_available_yet when it is but
-#   the gate refuses it, denied when an operator rule denies it, else
-#   execute. A failed filter denies every call.
+#   the gate refuses it, denied when an operator rule denies it or the
+#   approval bound to it (input.call.approval) is a denial,
+#   approval_required when an operator rule asks a person to approve it
+#   first, else execute. A failed filter denies every call. The gate wins
+#   over deny, and deny over require_approval: an approval never widens
+#   availability. The rules see the arguments the call would execute with
+#   (an approver's override_args).
 verdict(call) := {"verdict": "denied", "rule": "filter_error"} if {
 	failed
 } else := {"verdict": "unknown_tool", "rule": "unknown_tool"} if {
@@ -112,6 +117,10 @@ verdict(call) := {"verdict": "denied", "rule": "filter_error"} if {
 	not call.tool in available_now
 } else := {"verdict": "denied", "rule": "deny", "denials": denials(call)} if {
 	count(denials(call)) > 0
+} else := {"verdict": "denied", "rule": "approval_denied"} if {
+	call.approval.kind == "tool-denied"
+} else := {"verdict": "approval_required", "rule": "require_approval", "requests": require_approvals(call)} if {
+	count(require_approvals(call)) > 0
 } else := {"verdict": "execute", "rule": "gate"}
 
 # METADATA
@@ -154,6 +163,22 @@ denials(call) := [d |
 	ds := data.policycheck.rules[pkg].deny with input as call_input
 	some x in ds
 	d := {"package": pkg, "reason": object.get(x, "reason", ""), "message": object.get(x, "message", "")}
+]
+
+# METADATA
+# title: require_approvals
+# description: |
+#   The approval requests for one call, from every policycheck.rules
+#   package's require_approval, which sees the decision's input with the
+#   call as input.call (as deny does), the approval bound to it, if any,
+#   as input.call.approval: an element present means the call still needs
+#   a person's yes.
+require_approvals(call) := [r |
+	call_input := input_with_call(call)
+	some pkg
+	rs := data.policycheck.rules[pkg].require_approval with input as call_input
+	some x in rs
+	r := {"package": pkg, "reason": object.get(x, "reason", ""), "message": object.get(x, "message", "")}
 ]
 
 # METADATA
