@@ -207,10 +207,10 @@ type decideBody struct {
 // or, when the prefix cache held its beginning, only the facts of the
 // whole history.
 type request struct {
-	st       *policyState
-	eng      *engine.Engine
-	history  facts.History // nil when facts is set
-	facts    *facts.Facts
+	st        *policyState
+	eng       *engine.Engine
+	history   facts.History // nil when facts is set
+	facts     *facts.Facts
 	messages  int
 	context   any
 	approvals facts.Approvals

@@ -88,6 +88,8 @@ _approvers := {a | some a in input.call.approval.approvers} if {
 	input.call.approval.kind == "tool-approved"
 } else := set()
 
-_needed(amount) := 2 if amount > two_approver_limit else := 1
+_needed(amount) := 2 if amount > two_approver_limit
+
+else := 1
 
 _arg(key) := object.get(input.call.args, key, "?")
