@@ -289,9 +289,10 @@ func TestInputDocumentation(t *testing.T) {
 	require.NoError(t, err)
 	eng, err := engine.New(ctx, engine.Registry(reg), engine.Modules(probePolicies()...))
 	require.NoError(t, err)
-	// A filter that fails fills the errors arrays.
+	// A filter that fails fills the errors arrays (an array known only
+	// at run time: the contract refuses one it can see at load).
 	failing, err := engine.New(ctx, engine.Registry(reg), engine.Modules(engine.Source{File: "refunds.rego",
-		Text: "package policycheck.capabilities.refunds\n\nprepare_tools := [\"get_time\"]\n"}))
+		Text: "package policycheck.capabilities.refunds\n\nprepare_tools := json.unmarshal(`[\"get_time\"]`)\n"}))
 	require.NoError(t, err)
 
 	seen := map[string]map[string]bool{}

@@ -20,6 +20,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/contract"
 	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -257,6 +258,11 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 			return res
 		}
 		mods = rest
+	}
+	// The operator contract, as the engine checks it at load.
+	shapes, _ := contract.Check(c)
+	for _, p := range shapes {
+		res.add(policyFinding{Code: p.Code, File: p.File, Row: p.Row, Col: p.Col, Message: p.Message})
 	}
 	res.add(nondeterminismFindings(c)...)
 	res.Notes = memoNotes(c)
@@ -497,10 +503,9 @@ func filterTypeFindings(ctx context.Context, c *ast.Compiler, reg *facts.Registr
 		done[pkg.String()] = true
 		ref := pkg.Append(ast.StringTerm("prepare_tools"))
 		t := c.TypeEnv.Get(ref)
+		// A type that cannot be a set of strings is the contract's
+		// (contract.Check); an open one is tried here.
 		switch setOfStrings(t) {
-		case typeNo:
-			out = append(out, locFinding(codeFilterNotSet, r.Location, fmt.Sprintf(
-				"%s is %s, not a set of tool names", ref, t)))
 		case typeMaybe:
 			if reg == nil {
 				continue
