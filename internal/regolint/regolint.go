@@ -11,7 +11,7 @@
 //   - package-metadata: a policy module (not a test) opens with a
 //     `# METADATA` block with a title (Regal: custom/missing-metadata).
 //   - entrypoint-metadata: the rules the engine reads — decision,
-//     prepare_tools, hide, deny — carry a `# METADATA` block on at least one
+//     prepare_tools, hide, deny, require_approval — carry a `# METADATA` block on at least one
 //     of their definitions (Regal: custom/missing-metadata).
 //   - test-naming: tests live in *_test.rego files whose package ends in
 //     _test, and every rule there that looks like a test is named test_*
@@ -50,7 +50,7 @@ const (
 var entrypoints = map[string][]string{
 	"policycheck.availability": {"decision"},
 	"policycheck.capabilities": {"prepare_tools"},
-	"policycheck.rules":        {"hide", "deny"},
+	"policycheck.rules":        {"hide", "deny", "require_approval"},
 }
 
 // Finding is one violation.

@@ -67,7 +67,7 @@ deny contains {
 
 deny contains {
 	"reason": sprintf("the approver's override changes %q of transfer_funds", [key]),
-	"message": sprintf("The approval changed %v of this transfer, which an approval may not do. Ask the user again.", [key]),
+	"message": sprintf("The approval changed %v of this transfer, which it may not do. Ask the user again.", [key]),
 } if {
 	input.call.tool == "transfer_funds"
 	some key in ["from", "to"]

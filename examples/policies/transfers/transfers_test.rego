@@ -61,7 +61,10 @@ test_require_approval[note] if {
 			"call": overridden(transfer(pay(5000)), ["ana"], pay(20000)),
 			"asks": true,
 		},
-		"other tools never ask": {"call": {"tool": "get_time", "tool_call_id": "c1", "args": {"amount": 9999}}, "asks": false},
+		"other tools never ask": {
+			"call": {"tool": "get_time", "tool_call_id": "c1", "args": {"amount": 9999}},
+			"asks": false,
+		},
 	}
 	some note, tc in cases
 	asks := count(transfers.require_approval) > 0 with input as {"call": tc.call, "context": {}}
