@@ -329,9 +329,9 @@ func TestInputDocumentation(t *testing.T) {
 			// arguments, one denied, so the approval fields are sent.
 			calls := facts.Derive(h, reg).Dispatch.Calls
 			req.Approvals = facts.Approvals{
-				"t1": {Kind: facts.ToolApproved, Digest: facts.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
+				"t1": {Kind: facts.ToolApproved, Digest: engine.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
 					Approvers: []string{"ana"}, OverrideArgs: []byte(`{"amount": 1}`)},
-				"t2": {Kind: facts.ToolDenied, Digest: facts.CallDigest(calls[1].ToolCallID, calls[1].Tool, calls[1].Args), Message: "no"},
+				"t2": {Kind: facts.ToolDenied, Digest: engine.CallDigest(calls[1].ToolCallID, calls[1].Tool, calls[1].Args), Message: "no"},
 			}
 			doc, err := eng.Input(ctx, req)
 			require.NoError(t, err)

@@ -1,6 +1,10 @@
 package engine
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -47,7 +51,7 @@ type ApprovalOutcome struct {
 type binding struct {
 	id       string
 	approval facts.Approval
-	// digest is the call's digest (facts.CallDigest).
+	// digest is the call's digest (CallDigest).
 	digest string
 	bound  bool
 	why    string // why an approval keyed by the call's id is not bound
@@ -70,7 +74,7 @@ func bindApprovals(f *facts.Facts, approvals facts.Approvals) []*binding {
 		if !ok {
 			continue
 		}
-		b := &binding{id: *c.ToolCallID, approval: a, digest: facts.CallDigest(c.ToolCallID, c.Tool, c.Args)}
+		b := &binding{id: *c.ToolCallID, approval: a, digest: CallDigest(c.ToolCallID, c.Tool, c.Args)}
 		if b.digest == a.Digest {
 			b.bound = true
 		} else {
@@ -162,8 +166,8 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 			b = binds[i]
 		}
 		if c.Verdict == ApprovalRequired {
-			c.Args = facts.NormalizeArgs(calls[i].Args)
-			c.Digest = facts.CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
+			c.Args = normalizeArgs(calls[i].Args)
+			c.Digest = CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
 			if c.Args == nil {
 				c.Args = map[string]any{}
 			}
@@ -180,10 +184,10 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 			case a.Kind == facts.ToolApproved && c.Verdict == Execute:
 				o.Applied = true
 				o.Why = "applied: approved by " + approversText(a) + "; the call executes"
-				c.Args = facts.NormalizeArgs(calls[i].Args)
+				c.Args = normalizeArgs(calls[i].Args)
 				if a.OverrideArgs != nil {
 					o.Why += " with the approver's override_args"
-					c.Args = facts.NormalizeArgs(a.OverrideArgs)
+					c.Args = normalizeArgs(a.OverrideArgs)
 				}
 			case a.Kind == facts.ToolDenied && c.Rule == ruleApprovalDenied:
 				o.Applied = true
@@ -233,4 +237,58 @@ func approversOf(a facts.Approval) []string {
 		return []string{}
 	}
 	return a.Approvers
+}
+
+// normalizeArgs returns a call's raw args as the policies see them (JSON
+// values, numbers as json.Number): an object stays an object; a string
+// that holds a JSON object is that object (the reference parses string
+// args before validating them); anything else is passed as it is, and
+// args that are absent or not JSON are nil.
+func normalizeArgs(raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	if s, ok := v.(string); ok {
+		var inner any
+		d2 := json.NewDecoder(bytes.NewReader([]byte(s)))
+		d2.UseNumber()
+		if d2.Decode(&inner) == nil {
+			if _, isObj := inner.(map[string]any); isObj {
+				v = inner
+			}
+		}
+	}
+	return v
+}
+
+// CallDigest is the digest of a tool call that binds an approval to it:
+// "sha256:" and the lowercase hex SHA-256 of the canonical JSON of
+// {"args": A, "tool": T, "tool_call_id": ID}, where A is the call's
+// arguments as the policies read them (null when absent) and ID is null
+// when the call has none. Canonical JSON here: object keys sorted by
+// their bytes, no whitespace, strings escaped as Go's encoding/json does
+// without HTML escaping, and numbers written exactly as the history spells
+// them (250 and 250.0 are different arguments). Harnesses never compute
+// it: they pass back the digest the decision handed out.
+func CallDigest(toolCallID *string, tool string, args []byte) string {
+	var id any
+	if toolCallID != nil {
+		id = *toolCallID
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	// A map's keys are written sorted; json.Number keeps its text.
+	if err := enc.Encode(map[string]any{"args": normalizeArgs(args), "tool": tool, "tool_call_id": id}); err != nil {
+		// Only a value normalizeArgs cannot produce fails to encode.
+		return ""
+	}
+	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

@@ -34,15 +34,15 @@ func forgedApprovals(r *rand.Rand, calls []facts.Call) facts.Approvals {
 			continue
 		}
 		id := *c.ToolCallID
-		digest := facts.CallDigest(c.ToolCallID, c.Tool, c.Args)
+		digest := engine.CallDigest(c.ToolCallID, c.Tool, c.Args)
 		switch r.IntN(5) {
 		case 1: // approved for another id
 			other := id + "x"
-			digest = facts.CallDigest(&other, c.Tool, c.Args)
+			digest = engine.CallDigest(&other, c.Tool, c.Args)
 		case 2: // for another tool
-			digest = facts.CallDigest(c.ToolCallID, c.Tool+"_other", c.Args)
+			digest = engine.CallDigest(c.ToolCallID, c.Tool+"_other", c.Args)
 		case 3: // for other arguments
-			digest = facts.CallDigest(c.ToolCallID, c.Tool, []byte(`{"changed": true}`))
+			digest = engine.CallDigest(c.ToolCallID, c.Tool, []byte(`{"changed": true}`))
 		}
 		a := facts.Approval{Kind: facts.ToolApproved, Digest: digest, Approvers: []string{"p"}}
 		if r.IntN(4) == 0 {
@@ -54,7 +54,7 @@ func forgedApprovals(r *rand.Rand, calls []facts.Call) facts.Approvals {
 		out[id] = a
 	}
 	for i := range r.IntN(3) {
-		out[fmt.Sprintf("nobody-%d", i)] = facts.Approval{Kind: facts.ToolApproved, Digest: facts.CallDigest(nil, "x", nil)}
+		out[fmt.Sprintf("nobody-%d", i)] = facts.Approval{Kind: facts.ToolApproved, Digest: engine.CallDigest(nil, "x", nil)}
 	}
 	return out
 }
@@ -98,7 +98,7 @@ func TestApprovalsNeverBypassTheBinding(t *testing.T) {
 				if call.ToolCallID != nil {
 					a, has = approvals[*call.ToolCallID]
 				}
-				bound := has && a.Digest == facts.CallDigest(call.ToolCallID, call.Tool, call.Args)
+				bound := has && a.Digest == engine.CallDigest(call.ToolCallID, call.Tool, call.Args)
 				where := fmt.Sprintf("%s call %d (%s): %s -> %s", req.name, i, c.Tool, before, c.Verdict)
 				if before == engine.NotAvailableYet || before == engine.UnknownTool {
 					assert.Equal(t, before, c.Verdict, "an approval never widens availability: %s", where)

@@ -113,7 +113,7 @@ type CallVerdict struct {
 	// arguments to execute (the approver's override_args when given).
 	Args any `json:"args,omitempty"`
 	// Digest, on approval_required, binds an approval to this call (see
-	// facts.CallDigest): the harness passes it back with the answer.
+	// CallDigest): the harness passes it back with the answer.
 	Digest string `json:"digest,omitempty"`
 	// Approval is what became of the approval keyed by this call's
 	// tool_call_id, when the request carried one.

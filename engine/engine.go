@@ -232,7 +232,7 @@ type Request struct {
 	// Approvals are the answers to calls that needed approval, keyed by
 	// tool_call_id (pydantic-ai's DeferredToolResults.approvals with the
 	// digest of each call). An approval binds to a dispatched call only
-	// when the call's digest (facts.CallDigest) is the one it carries;
+	// when the call's digest (CallDigest) is the one it carries;
 	// a bound approval reaches the policies as input.call.approval.
 	Approvals facts.Approvals
 }

@@ -164,9 +164,9 @@ var emptyContextDigest = func() string {
 }()
 
 // argsTerm turns a call's raw args into a Rego value, as
-// facts.NormalizeArgs reads them.
+// normalizeArgs reads them.
 func argsTerm(raw []byte) *ast.Term {
-	val, err := ast.InterfaceToValue(facts.NormalizeArgs(raw))
+	val, err := ast.InterfaceToValue(normalizeArgs(raw))
 	if err != nil {
 		return ast.NullTerm()
 	}

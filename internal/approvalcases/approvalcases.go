@@ -9,7 +9,7 @@ import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/engine"
 )
 
 // Registry is the registry of every case (YAML): two always-on tools and
@@ -95,7 +95,7 @@ func Digest(id, tool string, args map[string]any) string {
 	if err != nil {
 		panic(err)
 	}
-	return facts.CallDigest(&id, tool, raw)
+	return engine.CallDigest(&id, tool, raw)
 }
 
 func approvals(m map[string]any) []byte {

@@ -101,14 +101,11 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 			return nil, badInput(fmt.Errorf("%s must be 0 (no limit; for --max-depth the default) or more, not %d", l.flag, l.v))
 		}
 	}
-	stdin := 0
-	for _, p := range []string{f.history, f.context, f.approvals} {
-		if p == "-" {
-			stdin++
-		}
+	if f.history == "-" && f.context == "-" {
+		return nil, badInput(errors.New("--history and --context cannot both read standard input"))
 	}
-	if stdin > 1 {
-		return nil, badInput(errors.New("only one of --history, --context and --approvals can read standard input"))
+	if f.approvals == "-" && (f.history == "-" || f.context == "-") {
+		return nil, badInput(errors.New("--approvals cannot read standard input when --history or --context does"))
 	}
 	reg, err := loader.ReadRegistry(f.registry)
 	if err != nil {

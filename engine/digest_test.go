@@ -1,4 +1,4 @@
-package facts_test
+package engine_test
 
 import (
 	"crypto/sha256"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/engine"
 )
 
 // ExampleCallDigest: the digest an approval carries back. It covers the
@@ -14,11 +14,11 @@ import (
 // to another.
 func ExampleCallDigest() {
 	id := "t2"
-	shown := facts.CallDigest(&id, "transfer_funds", []byte(`{"to": "savings", "amount": 5000}`))
+	shown := engine.CallDigest(&id, "transfer_funds", []byte(`{"to": "savings", "amount": 5000}`))
 	// Key order and whitespace do not matter; a string holding the object
 	// is the object.
-	same := facts.CallDigest(&id, "transfer_funds", []byte(`"{\"amount\":5000,\"to\":\"savings\"}"`))
-	other := facts.CallDigest(&id, "transfer_funds", []byte(`{"to": "savings", "amount": 5001}`))
+	same := engine.CallDigest(&id, "transfer_funds", []byte(`"{\"amount\":5000,\"to\":\"savings\"}"`))
+	other := engine.CallDigest(&id, "transfer_funds", []byte(`{"to": "savings", "amount": 5001}`))
 	fmt.Println(shown == same, shown == other)
 	// Output: true false
 }
@@ -44,7 +44,7 @@ func TestCallDigestCanonicalForm(t *testing.T) {
 	for _, tc := range cases {
 		sum := sha256.Sum256([]byte(tc.canonical))
 		want := "sha256:" + hex.EncodeToString(sum[:])
-		if got := facts.CallDigest(tc.id, tc.tool, []byte(tc.args)); got != want {
+		if got := engine.CallDigest(tc.id, tc.tool, []byte(tc.args)); got != want {
 			t.Errorf("%s: got %s, want the digest of %s", tc.note, got, tc.canonical)
 		}
 	}
