@@ -120,6 +120,7 @@ verdict(call) := {"verdict": "denied", "rule": "filter_error"} if {
 } else := {"verdict": "denied", "rule": "approval_denied"} if {
 	call.approval.kind == "tool-denied"
 } else := {"verdict": "approval_required", "rule": "require_approval", "requests": require_approvals(call)} if {
+	approval_rules
 	count(require_approvals(call)) > 0
 } else := {"verdict": "execute", "rule": "gate"}
 
@@ -164,6 +165,22 @@ denials(call) := [d |
 	some x in ds
 	d := {"package": pkg, "reason": object.get(x, "reason", ""), "message": object.get(x, "message", "")}
 ]
+
+# METADATA
+# title: approval_rules
+# description: |
+#   Some policycheck.rules package may define require_approval: false only
+#   when the engine says none does (data.policycheck.rule_kinds, written
+#   when it compiles the policy set), so that no call pays for the per-call
+#   evaluation. Without that document, as under stock opa test, it is true
+#   and every call is evaluated. Performance: a complete rule is evaluated
+#   once per decision; a `not` in the verdict would cost every call.
+default approval_rules := true
+
+approval_rules := false if {
+	kinds := data.policycheck.rule_kinds
+	not "require_approval" in kinds
+}
 
 # METADATA
 # title: require_approvals

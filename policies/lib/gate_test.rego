@@ -407,3 +407,17 @@ test_require_approvals_see_the_approval_and_the_arguments[note] if {
 	rs := gate.require_approvals(c) with input as base
 	[r.reason | some r in rs; r.package == "gate_probe_test"] == tc.want
 }
+
+test_require_approval_is_skipped_only_when_the_engine_says_no_package_defines_it[note] if {
+	rules := {"money": {"require_approval": {{"reason": "big", "message": "Approve?"}}}}
+	cases := {
+		"the engine lists require_approval": {"kinds": {"deny", "require_approval"}, "want": "approval_required"},
+		"the engine lists none": {"kinds": {"deny"}, "want": "execute"},
+	}
+	some note, tc in cases
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.rule_kinds as tc.kinds
+	v.verdict == tc.want
+}
