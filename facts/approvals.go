@@ -36,4 +36,3 @@ type Approval struct {
 
 // Approvals maps a tool_call_id to the answer for that call.
 type Approvals map[string]Approval
-
