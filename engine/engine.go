@@ -257,6 +257,15 @@ type decideConfig struct {
 	// policy is evaluated: tests use it to cancel a decision while its
 	// evaluation runs instead of racing a timer (export_test.go).
 	beforeEval func(context.Context)
+	approvals  facts.Approvals
+}
+
+// WithApprovals sets the approvals of a decision whose Request carries
+// none (see Request.Approvals): the way to hand them to Run.Step, and to
+// every step of a replay. Each still binds only to the call whose digest
+// it carries.
+func WithApprovals(a facts.Approvals) DecideOption {
+	return func(c *decideConfig) { c.approvals = a }
 }
 
 // WithDeadline bounds this decision; when it runs out the decision fails
@@ -272,6 +281,9 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	dc := decideConfig{deadline: s.deadline}
 	for _, o := range opts {
 		o(&dc)
+	}
+	if req.Approvals == nil {
+		req.Approvals = dc.approvals
 	}
 	if dc.deadline > 0 {
 		var cancel context.CancelFunc

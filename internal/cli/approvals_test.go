@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -88,4 +89,27 @@ func TestApprovalsFileIsChecked(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestReplayWithApprovals: replaying the transfer run against the
+// transfers example (candidate) and the default policy (baseline), t2
+// turns execute -> approval_required; with --approvals, the approval
+// bound to t2 applies at its step and nothing changes; an approvals file
+// of a bad shape is refused with its pointer, exit 2.
+func TestReplayWithApprovals(t *testing.T) {
+	reg := filepath.Join(examplesDir, "registry.yaml")
+	hist := filepath.Join(examplesDir, "histories", "transfer.json")
+	args := []string{"replay", "--registry", reg, "--candidate", filepath.Join(examplesDir, "policies", "transfers"),
+		"--fail-on", "execute->approval_required", hist}
+	res := run(t, "", args...)
+	assert.Equal(t, 1, res.code, res.stderr)
+	assert.Contains(t, res.stderr, "execute->approval_required (1)")
+
+	res = run(t, "", append(args, "--approvals", filepath.Join(examplesDir, "approvals", "transfer.json"))...)
+	assert.Equal(t, 0, res.code, res.stderr+res.stdout)
+
+	bad := writeFile(t, t.TempDir(), "approvals.json", `{"approvals": {"t2": true}}`)
+	res = run(t, "", append(args, "--approvals", bad)...)
+	assert.Equal(t, 2, res.code)
+	assert.Contains(t, res.stderr, bad+": /approvals/t2:")
 }
