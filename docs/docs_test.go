@@ -312,10 +312,10 @@ func TestInputDocumentation(t *testing.T) {
 		h, err := loader.DecodeHistory(name, raw, loader.DefaultLimits())
 		require.NoError(t, err)
 		req := engine.Request{History: h, Context: map[string]any{"group": "support"}}
-		for _, e := range []*engine.Engine{eng, failing} {
+		// Through JSON, as `facts --format input` prints it.
+		walkInput := func(e *engine.Engine, req engine.Request) {
 			doc, err := e.Input(ctx, req)
 			require.NoError(t, err)
-			// Through JSON, as `facts --format input` prints it.
 			b, err := json.Marshal(doc)
 			require.NoError(t, err)
 			dec := json.NewDecoder(bytes.NewReader(b))
@@ -323,6 +323,9 @@ func TestInputDocumentation(t *testing.T) {
 			var v any
 			require.NoError(t, dec.Decode(&v))
 			walk("", v, seen, opaque)
+		}
+		for _, e := range []*engine.Engine{eng, failing} {
+			walkInput(e, req)
 		}
 		if name == "transfer" {
 			// Approvals bound to both calls: one approved with override
@@ -333,15 +336,7 @@ func TestInputDocumentation(t *testing.T) {
 					Approvers: []string{"ana"}, OverrideArgs: []byte(`{"amount": 1}`)},
 				"t2": {Kind: facts.ToolDenied, Digest: engine.CallDigest(calls[1].ToolCallID, calls[1].Tool, calls[1].Args), Message: "no"},
 			}
-			doc, err := eng.Input(ctx, req)
-			require.NoError(t, err)
-			b, err := json.Marshal(doc)
-			require.NoError(t, err)
-			dec := json.NewDecoder(bytes.NewReader(b))
-			dec.UseNumber()
-			var v any
-			require.NoError(t, dec.Decode(&v))
-			walk("", v, seen, opaque)
+			walkInput(eng, req)
 		}
 		d, err := eng.Decide(ctx, req)
 		require.NoError(t, err)

@@ -6,7 +6,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -208,12 +209,7 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 	if len(approvals) == 0 {
 		return
 	}
-	ids := make([]string, 0, len(approvals))
-	for id := range approvals {
-		ids = append(ids, id)
-	}
-	sort.Strings(ids)
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(approvals)) {
 		a := approvals[id]
 		var o *ApprovalOutcome
 		for _, c := range d.Calls {
