@@ -22,12 +22,12 @@ func TestAcceptedRuleShapesAreEnforced(t *testing.T) {
 		reason     string
 	}{
 		{"deny if", `deny if input.call.tool == "get_time"`, engine.Denied,
-			"may not be called here", "policycheck.rules.x (rules/x.rego): policycheck.rules.x.deny is true"},
+			"may not be called here", "policycheck.rules.x (rules/x.rego:3:1): policycheck.rules.x.deny is true"},
 		{"deny := true", `deny := true`, engine.Denied, "may not be called here", "deny is true"},
 		{"default false then true", "default deny := false\n\ndeny := true if input.call.tool == \"get_time\"", engine.Denied, "", "deny is true"},
 		{"default false alone", "default deny := false", engine.Execute, "", ""},
 		{"Conftest string", `deny contains msg if { input.call.tool == "get_time"; msg := "no clocks" }`, engine.Denied,
-			"no clocks", "policycheck.rules.x (rules/x.rego): no clocks"},
+			"no clocks", "policycheck.rules.x (rules/x.rego:3:1): no clocks"},
 		{"deny set value", `deny := {"no clocks"} if input.call.tool == "get_time"`, engine.Denied, "no clocks", "no clocks"},
 		{"hide set value", `hide := {"get_time"}`, engine.UnknownTool, "Unknown tool name", "hidden"},
 	}
