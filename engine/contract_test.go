@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -74,4 +75,25 @@ func TestRuleValuesOfRefusedTypeFailClosed(t *testing.T) {
 			assert.NotContains(t, all, "gate.rego")
 		})
 	}
+}
+
+// TestRulesAReplacementNeverReadsAreRefused: a replacement availability
+// policy that does not read data.policycheck.rules would ignore every
+// deny and hide: such rules are refused at load, not silently dropped.
+func TestRulesAReplacementNeverReadsAreRefused(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	replacement := engine.Source{File: "operator/availability.rego", Text: `package policycheck.availability
+
+decision := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}
+`}
+	rule := engine.Source{File: "rules/x.rego", Text: "package policycheck.rules.x\n\ndeny if input.call.tool == \"get_time\"\n"}
+	_, err := engine.New(context.Background(), engine.Registry(reg), engine.WithoutDefaults(), engine.Modules(replacement, rule))
+	var pe *engine.PolicyError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "rule_place", pe.Errors[0].Code)
+	assert.Contains(t, err.Error(), "rules/x.rego:3:1: rule_place: policycheck.rules.x.deny is never read")
+
+	// The shipped policies read it.
+	_, err = engine.New(context.Background(), engine.Registry(reg), engine.Modules(rule))
+	require.NoError(t, err)
 }
