@@ -657,6 +657,24 @@ func markerProblems(m *ast.Module) []Problem {
 	return out
 }
 
+// PackageMarker returns the value of marker key in module m's package
+// METADATA (custom.policycheck.<key>), and whether it is set. Check has
+// refused any marker not in Markers, so a loaded module's markers are
+// among them.
+func PackageMarker(m *ast.Module, key string) (any, bool) {
+	for _, a := range m.Annotations {
+		if a.Scope != "package" && a.Scope != "subpackages" {
+			continue
+		}
+		if obj, ok := a.Custom["policycheck"].(map[string]any); ok {
+			if v, ok := obj[key]; ok {
+				return v, true
+			}
+		}
+	}
+	return nil, false
+}
+
 func markerApplies(mk *Marker, pkg ast.Ref) bool {
 	root := rootRef(mk.Root)
 	return len(pkg) == len(root)+1 && pkg.HasPrefix(root)
