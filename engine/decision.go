@@ -43,7 +43,8 @@ type Decision struct {
 	RegistryRevision string `json:"-"`
 
 	facts   *facts.Facts
-	removal *removal // what removed tools, read by Removed
+	removal *removal  // what removed tools, read by Removed
+	input   ast.Value // the decision query's input document, read by InputDocument
 }
 
 // removal is what a decision needs to say, on demand, why a tool was
