@@ -657,6 +657,12 @@ func TestFailClosed(t *testing.T) {
 		opts     []engine.Option
 		decide   []engine.DecideOption
 		wantErrs []string
+		// cancel cancels the decision once its evaluation is about to
+		// start; waitDeadline holds evaluation until the decision's
+		// deadline has passed.
+		cancel, waitDeadline bool
+		// wantAnyErr: the errors contain one of these.
+		wantAnyErr []string
 	}{
 		{
 			note: "division by zero",
@@ -674,13 +680,15 @@ prepare_tools := {"send_mail"} if count(input.tools) > 1`))},
 			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "conflict"},
 		},
 		{
+			// json.unmarshal hides the type from OPA's checker: the
+			// contract refuses what it can see at load (TestNewRejectsPolicies).
 			note:     "array instead of a set",
-			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := [t.name | some t in input.tools]`))},
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := json.unmarshal("[\"get_time\"]")`))},
 			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "must be a set of tool names, not an array"},
 		},
 		{
 			note:     "string instead of a set",
-			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := "get_time"`))},
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := json.unmarshal("\"get_time\"")`))},
 			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "must be a set of tool names, not a string"},
 		},
 		{
@@ -731,7 +739,11 @@ deny contains {"reason": "never", "message": "never"} if {
 	` + slowLoop + `
 }
 `})},
-			decide:   []engine.DecideOption{engine.WithDeadline(time.Millisecond)},
+			// The decision is cancelled once its evaluation is about to
+			// start, not by a timer: a 1ms deadline could pass before
+			// evaluation on a loaded machine, which fails closed on
+			// another path (TestDecisionMemo pins that one).
+			cancel:   true,
 			wantErrs: []string{"policy evaluation failed", "eval_cancel_error"},
 		},
 		{
@@ -742,18 +754,25 @@ hide contains "get_time" if {
 	` + slowLoop + `
 }
 `})},
-			wantErrs: []string{"policy evaluation failed", "eval_cancel_error"},
+			// Evaluation waits for the default deadline to pass, so it has
+			// expired by the time the policy runs or, on a loaded machine,
+			// already before the deadline check: both fail closed naming
+			// the deadline.
+			waitDeadline: true,
+			wantErrs:     []string{"policy evaluation failed"},
+			wantAnyErr:   []string{"eval_cancel_error", "deadline passed before evaluation: context deadline exceeded"},
 		},
 		{
 			note: "operator replaces the default and leaves decision undefined",
 			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego",
-				Text: "package policycheck.availability\n\ndecision := {\"available\": set()} if input.context.never\n"})},
+				Text: "package policycheck.availability\n\ndecision := {\"available\": set(), \"advertised\": set(), " +
+					"\"dispatch_available\": set(), \"verdicts\": []} if input.context.never\n"})},
 			wantErrs: []string{"policy decision is undefined", "data.policycheck.availability.decision"},
 		},
 		{
 			note: "operator replacement that ignores a failed filter",
 			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(
-				opsFile(`prepare_tools := [t.name | some t in input.tools]`),
+				opsFile(`prepare_tools := json.unmarshal("[\"get_time\"]")`),
 				engine.Source{File: "operator/availability.rego", Text: `package policycheck.availability
 
 everything := {"get_time", "send_mail", "secret_op", "rotate_key", "load_capability"}
@@ -770,7 +789,7 @@ decision := {
 		{
 			note: "operator decision is not an object",
 			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego",
-				Text: "package policycheck.availability\n\ndecision := \"allow everything\"\n"})},
+				Text: "package policycheck.availability\n\ndecision := json.unmarshal(`\"allow everything\"`)\n"})},
 			wantErrs: []string{"policy decision is not an object"},
 		},
 		{
@@ -791,12 +810,32 @@ decision := {
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {
 			e := mustEngine(t, reg, tc.opts...)
-			d, err := e.Decide(context.Background(), engine.Request{History: h}, tc.decide...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			opts := tc.decide
+			switch {
+			case tc.cancel:
+				opts = append(opts, engine.WithBeforeEval(func(context.Context) { cancel() }))
+			case tc.waitDeadline:
+				opts = append(opts, engine.WithBeforeEval(func(ctx context.Context) {
+					_, ok := ctx.Deadline()
+					require.True(t, ok, "the default deadline applies")
+					<-ctx.Done()
+				}))
+			}
+			d, err := e.Decide(ctx, engine.Request{History: h}, opts...)
 			require.NoError(t, err, "a failed policy is a decision, not an error")
 			assertFailedClosed(t, reg, d)
 			all := strings.Join(d.Errors, "\n")
 			for _, want := range tc.wantErrs {
 				assert.Contains(t, all, want)
+			}
+			if len(tc.wantAnyErr) > 0 {
+				found := false
+				for _, want := range tc.wantAnyErr {
+					found = found || strings.Contains(all, want)
+				}
+				assert.True(t, found, "errors %q name none of %q", all, tc.wantAnyErr)
 			}
 			// The same document is what eval prints.
 			b, err := json.Marshal(d)
@@ -831,7 +870,7 @@ func TestFilterOfInactiveCapabilityDoesNotRun(t *testing.T) {
 	reg := mustRegistry(t, opsRegistry)
 	e := mustEngine(t, reg, engine.Modules(engine.Source{File: "filters/secrets.rego", Text: `package policycheck.capabilities.secrets
 
-prepare_tools := [t.name | some t in input.tools]
+prepare_tools := json.unmarshal("[\"get_time\"]")
 `}))
 	d := mustDecide(t, e, mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`))), nil)
 	assert.Empty(t, d.Errors)
@@ -895,7 +934,7 @@ prepare_tools := {"secret_op"} if rand.intn("coin", 2) == 0
 
 prepare_tools(tools) := {t.name | some t in tools}
 `},
-			code:     "invalid_filter",
+			code:     "rule_shape",
 			location: "filters/ops.rego:3:1",
 		},
 		{
