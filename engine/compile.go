@@ -178,16 +178,20 @@ func loadPath(ps *policySet, p string) error {
 	if err != nil {
 		return astErrorsOrLoad(p, err)
 	}
+	// Modules are named by the path as given (RegoFile.Name): OPA keys
+	// them with the leading "/" of an absolute path trimmed.
 	names := make([]string, 0, len(res.Modules))
-	for name := range res.Modules {
-		names = append(names, name)
+	byName := make(map[string]*oloader.RegoFile, len(res.Modules))
+	for _, rf := range res.Modules {
+		names = append(names, rf.Name)
+		byName[rf.Name] = rf
 	}
 	sort.Strings(names)
 	for _, name := range names {
 		if _, dup := ps.modules[name]; dup {
 			return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: name, Message: "module loaded twice"}}}
 		}
-		ps.modules[name] = res.Modules[name].Parsed
+		ps.modules[name] = byName[name].Parsed
 	}
 	mergeData(ps.data, res.Documents)
 	return nil

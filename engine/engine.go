@@ -35,6 +35,8 @@ type config struct {
 	// decisionCache bounds the decision memo; 0 turns it off.
 	decisionCache int
 	deadline      time.Duration
+	// onWarning receives the warnings of each compiled policy set.
+	onWarning []func(PolicyProblem)
 }
 
 // Policies adds the .rego files of fsys (tests excluded) to the policy set.
@@ -113,6 +115,8 @@ type snapshot struct {
 	contexts *lruCache[contextEntry]
 	deadline time.Duration
 	modules  []string
+	// warnings: see Engine.Warnings.
+	warnings []PolicyProblem
 }
 
 // New compiles the policies against the registry. A policy set that does
@@ -166,6 +170,12 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	if cfg.decisionCache > 0 && c.pure {
 		s.decisions = newLRU[memoEntry](cfg.decisionCache)
 	}
+	s.warnings = unreadPackageWarnings(c)
+	for _, w := range s.warnings {
+		for _, f := range cfg.onWarning {
+			f(w)
+		}
+	}
 	return s, nil
 }
 
@@ -181,6 +191,7 @@ func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
 	cfg.fsys = append([]fs.FS(nil), cfg.fsys...)
 	cfg.sources = append([]Source(nil), cfg.sources...)
 	cfg.paths = append([]string(nil), cfg.paths...)
+	cfg.onWarning = slices.Clone(cfg.onWarning)
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -236,6 +247,10 @@ type DecideOption func(*decideConfig)
 
 type decideConfig struct {
 	deadline time.Duration
+	// beforeEval, when set, runs after the deadline check and before the
+	// policy is evaluated: tests use it to cancel a decision while its
+	// evaluation runs instead of racing a timer (export_test.go).
+	beforeEval func(context.Context)
 }
 
 // WithDeadline bounds this decision; when it runs out the decision fails
@@ -287,6 +302,9 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		// result.
 		d.failClosed(s, fmt.Sprintf("policy evaluation failed: the decision's deadline passed before evaluation: %v", err))
 	} else {
+		if dc.beforeEval != nil {
+			dc.beforeEval(ctx)
+		}
 		s.decide(ctx, d, input, memo, next, dispatch)
 	}
 	for _, fe := range append(append([]filterError{}, next.errors...), dispatch.errors...) {

@@ -657,6 +657,12 @@ func TestFailClosed(t *testing.T) {
 		opts     []engine.Option
 		decide   []engine.DecideOption
 		wantErrs []string
+		// cancel cancels the decision once its evaluation is about to
+		// start; waitDeadline holds evaluation until the decision's
+		// deadline has passed.
+		cancel, waitDeadline bool
+		// wantAnyErr: the errors contain one of these.
+		wantAnyErr []string
 	}{
 		{
 			note: "division by zero",
@@ -733,7 +739,11 @@ deny contains {"reason": "never", "message": "never"} if {
 	` + slowLoop + `
 }
 `})},
-			decide:   []engine.DecideOption{engine.WithDeadline(time.Millisecond)},
+			// The decision is cancelled once its evaluation is about to
+			// start, not by a timer: a 1ms deadline could pass before
+			// evaluation on a loaded machine, which fails closed on
+			// another path (TestDecisionMemo pins that one).
+			cancel:   true,
 			wantErrs: []string{"policy evaluation failed", "eval_cancel_error"},
 		},
 		{
@@ -744,7 +754,13 @@ hide contains "get_time" if {
 	` + slowLoop + `
 }
 `})},
-			wantErrs: []string{"policy evaluation failed", "eval_cancel_error"},
+			// Evaluation waits for the default deadline to pass, so it has
+			// expired by the time the policy runs or, on a loaded machine,
+			// already before the deadline check: both fail closed naming
+			// the deadline.
+			waitDeadline: true,
+			wantErrs:     []string{"policy evaluation failed"},
+			wantAnyErr:   []string{"eval_cancel_error", "deadline passed before evaluation: context deadline exceeded"},
 		},
 		{
 			note: "operator replaces the default and leaves decision undefined",
@@ -794,12 +810,32 @@ decision := {
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {
 			e := mustEngine(t, reg, tc.opts...)
-			d, err := e.Decide(context.Background(), engine.Request{History: h}, tc.decide...)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			opts := tc.decide
+			switch {
+			case tc.cancel:
+				opts = append(opts, engine.WithBeforeEval(func(context.Context) { cancel() }))
+			case tc.waitDeadline:
+				opts = append(opts, engine.WithBeforeEval(func(ctx context.Context) {
+					_, ok := ctx.Deadline()
+					require.True(t, ok, "the default deadline applies")
+					<-ctx.Done()
+				}))
+			}
+			d, err := e.Decide(ctx, engine.Request{History: h}, opts...)
 			require.NoError(t, err, "a failed policy is a decision, not an error")
 			assertFailedClosed(t, reg, d)
 			all := strings.Join(d.Errors, "\n")
 			for _, want := range tc.wantErrs {
 				assert.Contains(t, all, want)
+			}
+			if len(tc.wantAnyErr) > 0 {
+				found := false
+				for _, want := range tc.wantAnyErr {
+					found = found || strings.Contains(all, want)
+				}
+				assert.True(t, found, "errors %q name none of %q", all, tc.wantAnyErr)
 			}
 			// The same document is what eval prints.
 			b, err := json.Marshal(d)

@@ -188,7 +188,11 @@ func New(opts ...Option) (*Server, error) {
 	s.metrics = newMetrics(s)
 	st := &policyState{served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {
-		return nil, err
+		// Without the shipped policies, the availability policy may
+		// come with a bundle: the server then starts not ready.
+		if cfg.opaConfig == nil || !onlyMissingEntrypoint(err) {
+			return nil, err
+		}
 	}
 	if cfg.opaConfig != nil {
 		if err := s.newManager(); err != nil {
@@ -201,6 +205,21 @@ func New(opts ...Option) (*Server, error) {
 	s.metrics.setRevision(st)
 	s.routes()
 	return s, nil
+}
+
+// onlyMissingEntrypoint reports whether err is a policy set refused only
+// for lacking package policycheck.availability.
+func onlyMissingEntrypoint(err error) bool {
+	var pe *engine.PolicyError
+	if !errors.As(err, &pe) || len(pe.Errors) == 0 {
+		return false
+	}
+	for _, p := range pe.Errors {
+		if p.Code != "missing_entrypoint" {
+			return false
+		}
+	}
+	return true
 }
 
 // compileState builds st's engine for the configured registry or, without

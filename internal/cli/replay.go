@@ -2,22 +2,14 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/replay"
 	"github.com/policycheck/policycheck/loader"
 )
-
-const replayExitHelp = `
-Exit codes:
-  0  the replay ran; no change matched --fail-on
-  1  the replay ran and a change matched --fail-on (the gate failed)
-  2  bad input, bad registry, a policy that does not load or compile, bad flags`
 
 func newReplayCmd() *cobra.Command {
 	var (
@@ -44,15 +36,14 @@ lost by available and advertised, and fail-closed decisions on either side, then
 with its run, message index, tool_call_id, tool and both sides' reasons. --fail-on names transitions
 that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet, unknown_tool, denied),
 available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any state; for example
---fail-on 'denied->execute,*->fail_closed'. Progress goes to stderr when it is a terminal.` + replayExitHelp,
+--fail-on 'denied->execute,*->fail_closed'. Progress goes to stderr when it is a terminal.` +
+			exitCodes("0  the replay ran and no change matched --fail-on", "1  a change matched --fail-on (the report is written first)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch format {
-			case "pretty", "json", "html":
-			default:
-				return badInput(fmt.Errorf("--format must be pretty, json or html, not %q", format))
+			if err := checkFormat(format, "pretty", "json", "html"); err != nil {
+				return err
 			}
 			gate, err := replay.ParseGate(failOn)
 			if err != nil {
@@ -90,9 +81,7 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
 			if sides.Candidate, err = side("--candidate", candidate); err != nil {
 				return err
 			}
-			errw := cmd.ErrOrStderr()
-			f, isFile := errw.(*os.File)
-			prog := progress.New(progress.Options{Label: "replay", Total: len(runs), Writer: errw, Terminal: isFile && progress.IsTerminal(f)})
+			prog := stderrProgress(cmd, "replay", len(runs))
 			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog})
 			prog.Finish()
 			if err != nil {

@@ -50,17 +50,20 @@ With --config (a standard OPA configuration file: services, bundles, decision_lo
 policies come from OPA bundles, polled by OPA's bundle plugin; a new revision is swapped in
 atomically, a broken one is refused and the last good revision keeps serving. Decisions go to
 OPA's decision-log plugin. It listens on loopback unless --addr says otherwise, and shuts down
-gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
+gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logLevel := slog.LevelInfo
 			if verbose {
 				logLevel = slog.LevelDebug
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
-			engOpts := []engine.Option{engine.PolicyPaths(policies...), engine.DecisionCache(decisions)}
+			engOpts := []engine.Option{engine.PolicyPaths(policies...), engine.DecisionCache(decisions),
+				engine.OnWarning(func(p engine.PolicyProblem) {
+					logger.Warn("policy never evaluated", "code", p.Code, "file", p.File, "row", p.Row, "message", p.Message)
+				})}
 			if noDefaults {
 				engOpts = append(engOpts, engine.WithoutDefaults())
 			}

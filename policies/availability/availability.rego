@@ -37,6 +37,7 @@ decision := {
 	"verdicts": verdicts,
 	"hidden": gate.hidden,
 	"would_hide": gate.would_hide,
+	"rule_errors": gate.rule_errors,
 }
 
 # METADATA

@@ -155,6 +155,7 @@ test_decision_holds_every_entry_the_engine_reads if {
 		"verdicts": [{"verdict": "execute", "rule": "gate"}],
 		"hidden": {"get_time"},
 		"would_hide": set(),
+		"rule_errors": set(),
 	}
 }
 

@@ -1,0 +1,10 @@
+package engine
+
+import "context"
+
+// WithBeforeEval runs f with the decision's context after the deadline
+// check and before evaluation, so a test can cancel a decision while its
+// policy evaluates without racing a timer against the machine's load.
+func WithBeforeEval(f func(context.Context)) DecideOption {
+	return func(c *decideConfig) { c.beforeEval = f }
+}
