@@ -129,15 +129,13 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 func readContext(cmd *cobra.Command, path string) (any, error) {
 	var raw []byte
 	ctxName := path
-	switch {
-	case inlineJSON(path):
+	if inlineJSON(path) {
 		// Inline JSON: an object always starts with "{", which no
 		// sensible file name does.
 		raw, ctxName = []byte(path), "--context"
-	default:
+	} else {
 		var err error
-		raw, err = readFile(cmd, path)
-		if err != nil {
+		if raw, err = readFile(cmd, path); err != nil {
 			return nil, badInput(err)
 		}
 		if ctxName == "-" {

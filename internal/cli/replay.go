@@ -36,8 +36,7 @@ lost by available and advertised, and fail-closed decisions on either side, then
 with its run, message index, tool_call_id, tool and both sides' reasons. --fail-on names transitions
 that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet, unknown_tool, denied),
 available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any state; for example
---fail-on 'denied->execute,*->fail_closed'. Progress goes to stderr when it is a terminal.` +
-			exitCodes("0  the replay ran and no change matched --fail-on", "1  a change matched --fail-on (the report is written first)", exitLineBad),
+--fail-on 'denied->execute,*->fail_closed'. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),

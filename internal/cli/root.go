@@ -5,9 +5,10 @@
 // Exit codes (each command's --help lists those it can return): 0 a
 // decision was made (whatever the verdicts, fail-closed ones included), or
 // the command succeeded; 1 `test` or `conformance` ran and something
-// failed, or `replay` found a change its --fail-on names; 2 bad input, bad registry, a policy that does not load or
-// compile, bad flags or arguments, or `check` found something; 3 `eval
-// --fail-on-refusal` and a call was refused or the decision failed closed.
+// failed, or `replay` matched --fail-on; 2 bad input, bad registry, a
+// policy that does not load or compile, bad flags or arguments, or `check`
+// found something; 3 `eval --fail-on-refusal` and a call was refused or
+// the decision failed closed.
 package cli
 
 import (
