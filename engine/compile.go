@@ -380,6 +380,8 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		pcObj = ast.NewObject()
 	}
 	pcObj.Insert(ast.StringTerm("registry"), ast.NewTerm(regData))
+	// The log-only operator packages, read by the gate (gate.log_only).
+	pcObj.Insert(ast.StringTerm("log_only"), setOf(contract.LogOnly(c.Modules)))
 	root.Insert(ast.StringTerm("policycheck"), ast.NewTerm(pcObj))
 	if err := storage.WriteOne(ctx, store, storage.AddOp, storage.RootPath, root); err != nil {
 		return nil, fmt.Errorf("engine: write data: %w", err)

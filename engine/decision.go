@@ -35,6 +35,11 @@ type Decision struct {
 	Advertised  []string       `json:"advertised"`
 	Dispatch    *DispatchView  `json:"dispatch,omitempty"`
 	Calls       []CallVerdict  `json:"calls"`
+	// WouldHide names the tools available on the next request or at
+	// dispatch that a log-only operator rule (METADATA
+	// custom.policycheck.enforcement: log_only) would hide: reported, not
+	// enforced.
+	WouldHide []string `json:"would_hide,omitempty"`
 	// Errors explains a fail-closed decision (policy error, timeout,
 	// undefined result, failed filter); empty otherwise.
 	Errors []string `json:"errors,omitempty"`
@@ -148,6 +153,9 @@ type CallVerdict struct {
 	Message string `json:"message,omitempty"`
 	// Reasons are operator-facing explanations.
 	Reasons []string `json:"reasons,omitempty"`
+	// WouldDeny holds, for a call that executes, the reasons of the
+	// log-only operator rules that would deny it: reported, not enforced.
+	WouldDeny []string `json:"would_deny,omitempty"`
 	// Part is the index of the call's part in the response.
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.
@@ -189,7 +197,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 	if why != "" {
 		d.Errors = appendUnique(d.Errors, why)
 	}
-	d.Available, d.Advertised = []string{}, []string{}
+	d.Available, d.Advertised, d.WouldHide = []string{}, []string{}, nil
 	if d.Dispatch != nil {
 		d.Dispatch.Available = []string{}
 	}
@@ -199,6 +207,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 		c.Message = failClosedMessage(c.Tool)
 		c.Capability = ""
 		c.FailClosed = true
+		c.WouldDeny = nil
 		c.Reasons = append([]string{}, d.Errors...)
 	}
 }
@@ -367,11 +376,16 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 	}
 	d.removal = &removal{s: s, next: next, dispatch: dispatch, hidden: hidden}
+	wouldHide, _ := stringSet(raw["would_hide"], "would_hide")
+	d.WouldHide = intersectSorted(wouldHide, d.Available)
 	if d.Dispatch == nil {
 		return nil
 	}
 	if d.Dispatch.Available, err = stringSet(raw["dispatch_available"], "dispatch_available"); err != nil {
 		return err
+	}
+	if more := intersectSorted(wouldHide, d.Dispatch.Available); len(more) > 0 {
+		d.WouldHide = unionSorted(d.WouldHide, more)
 	}
 	verdicts, ok := raw["verdicts"].([]any)
 	if !ok || len(verdicts) != len(d.Calls) {
@@ -424,9 +438,18 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 				d.Errors = appendUnique(d.Errors, c.Reasons[0])
 				continue
 			}
+			if wd, _ := vm["would_deny"].([]any); len(wd) > 0 {
+				for _, x := range wd {
+					if dm, _ := x.(map[string]any); dm != nil && hasKey(dm, "value") {
+						return s.ruleError(dm)
+					}
+				}
+				_, c.WouldDeny = denialTextOf(s, wd, "would be denied by")
+			}
 			// The gate and the verdict cannot disagree.
 			if !contains(d.Dispatch.Available, c.Tool) {
 				c.Verdict = Denied
+				c.WouldDeny = nil
 				c.Message = failClosedMessage(c.Tool)
 				c.FailClosed = true
 				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
@@ -497,8 +520,22 @@ func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) 
 	if r, _ := vm["rule"].(string); r == "filter_error" {
 		return failClosedMessage(tool), s.verdictReasons(tool, vm, nil)
 	}
-	var msgs, reasons []string
 	ds, _ := vm["denials"].([]any)
+	msgs, reasons := denialTextOf(s, ds, "denied by")
+	if len(msgs) == 0 {
+		return deniedMessage(tool), reasons
+	}
+	out := msgs[0]
+	for _, m := range msgs[1:] {
+		out += " " + m
+	}
+	return out, reasons
+}
+
+// denialTextOf reads the gate's denial objects: their model-facing
+// messages and the operator reasons ("VERB policycheck.rules.PKG (FILE):
+// REASON").
+func denialTextOf(s *snapshot, ds []any, verb string) (msgs, reasons []string) {
 	for _, x := range ds {
 		dm, _ := x.(map[string]any)
 		pkg, _ := dm["package"].(string)
@@ -508,19 +545,43 @@ func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) 
 		if file := s.ruleFile(pkg, "deny"); file != "" {
 			where = " (" + file + ")"
 		}
-		reasons = append(reasons, fmt.Sprintf("denied by policycheck.rules.%s%s: %s", pkg, where, reason))
+		reasons = append(reasons, fmt.Sprintf("%s policycheck.rules.%s%s: %s", verb, pkg, where, reason))
 		if msg != "" {
 			msgs = appendUnique(msgs, msg)
 		}
 	}
-	if len(msgs) == 0 {
-		return deniedMessage(tool), reasons
+	return msgs, reasons
+}
+
+// intersectSorted returns the elements of a that are in b (both sorted).
+func intersectSorted(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if contains(b, x) {
+			out = append(out, x)
+		}
 	}
-	out := msgs[0]
-	for _, m := range msgs[1:] {
-		out += " " + m
+	return out
+}
+
+// unionSorted returns the sorted union of a and b (both sorted).
+func unionSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
 	}
-	return out, reasons
+	return out
 }
 
 // verdictReasons are the operator-facing reasons of a verdict: the

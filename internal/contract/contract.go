@@ -101,7 +101,69 @@ type Marker struct {
 
 // Markers are the accepted package markers. Any other key under
 // custom.policycheck is refused: a marker never reads as ignored.
-var Markers = []Marker{}
+var Markers = []Marker{
+	{
+		Root: "policycheck.rules", Key: "enforcement",
+		Check: func(v any) string {
+			if s, ok := v.(string); ok && (s == EnforcementEnforce || s == EnforcementLogOnly) {
+				return ""
+			}
+			return fmt.Sprintf("is %v; the accepted values are %q (the default) and %q", jsonish(v), EnforcementEnforce, EnforcementLogOnly)
+		},
+		Right: "custom: {policycheck: {enforcement: log_only}} in the package's METADATA",
+	},
+}
+
+// Values of the enforcement marker of an operator rule package.
+const (
+	// EnforcementEnforce: the package's hide and deny results are
+	// enforced (the default).
+	EnforcementEnforce = "enforce"
+	// EnforcementLogOnly: they are reported as would_hide and would_deny
+	// and not enforced.
+	EnforcementLogOnly = "log_only"
+)
+
+func jsonish(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// LogOnly returns, sorted, the keys under policycheck.rules of the
+// packages whose METADATA marks them log-only
+// (custom.policycheck.enforcement: log_only). The engine writes them to
+// data.policycheck.log_only, which the shipped gate reads. Call it on a
+// policy set Check accepted.
+func LogOnly(modules map[string]*ast.Module) []string {
+	root := rootRef("policycheck.rules")
+	seen := map[string]bool{}
+	for _, m := range modules {
+		pkg := m.Package.Path
+		if len(pkg) != len(root)+1 || !pkg.HasPrefix(root) {
+			continue
+		}
+		key, ok := pkg[len(root)].Value.(ast.String)
+		if !ok {
+			continue
+		}
+		for _, a := range m.Annotations {
+			if a.Scope != "package" && a.Scope != "subpackages" {
+				continue
+			}
+			if obj, ok := a.Custom["policycheck"].(map[string]any); ok && obj["enforcement"] == EnforcementLogOnly {
+				seen[string(key)] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Table is the operator contract, one entry per rule the engine reads.
 var Table = []Entry{
@@ -585,7 +647,7 @@ func boolOrDenialSet(t types.Type) Answer {
 // required or not.
 var decisionKeys = map[string]bool{
 	"available": true, "advertised": true, "dispatch_available": true, "verdicts": true,
-	"hidden": false, "rule_errors": false,
+	"hidden": false, "rule_errors": false, "would_hide": false,
 }
 
 func decisionType(t types.Type) Answer {
@@ -623,6 +685,20 @@ func markerProblems(m *ast.Module) []Problem {
 	for _, a := range m.Annotations {
 		if a.Scope != "package" && a.Scope != "subpackages" {
 			continue
+		}
+		// A marker written beside custom.policycheck instead of in it
+		// (custom: {enforcement: log_only}) is refused, not ignored.
+		customKeys := make([]string, 0, len(a.Custom))
+		for k := range a.Custom {
+			customKeys = append(customKeys, k)
+		}
+		sort.Strings(customKeys)
+		for _, k := range customKeys {
+			if k != "policycheck" && findMarker(m.Package.Path, k) != nil {
+				out = append(out, at(CodeMarker, a.Location, fmt.Sprintf(
+					"METADATA custom.%s of package %s is not read: markers go under custom.policycheck. Write: %s",
+					k, strings.TrimPrefix(m.Package.Path.String(), "data."), findMarker(m.Package.Path, k).Right)))
+			}
 		}
 		raw, ok := a.Custom["policycheck"]
 		if !ok {

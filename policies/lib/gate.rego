@@ -27,9 +27,32 @@ default failed := false
 failed if count(input.filters.errors) > 0
 
 # METADATA
+# title: log_only
+# description: |
+#   The operator rule packages (keys under policycheck.rules) marked
+#   log-only in their METADATA (custom.policycheck.enforcement: log_only):
+#   their hide and deny results are reported (would_hide, would_deny), not
+#   enforced. The engine writes the set at load; empty when none is.
+default log_only := set()
+
+log_only := data.policycheck.log_only
+
+# METADATA
 # title: hidden
-# description: Tools hidden for this request by operator rules (policycheck.rules.*.hide).
-hidden := {name | some name in data.policycheck.rules[_].hide}
+# description: Tools hidden for this request by enforced operator rules (policycheck.rules.*.hide).
+hidden := {name |
+	some pkg
+	some name in data.policycheck.rules[pkg].hide
+	not pkg in log_only
+}
+
+# METADATA
+# title: would_hide
+# description: Tools the log-only operator rules would hide for this request (not enforced).
+would_hide := {name |
+	some pkg in log_only
+	some name in data.policycheck.rules[pkg].hide
+}
 
 # METADATA
 # title: present_framework
@@ -121,6 +144,8 @@ verdict(call) := {
 	not call.tool in available_now
 } else := {"verdict": "denied", "rule": "deny", "denials": denials(call)} if {
 	count(denials(call)) > 0
+} else := {"verdict": "execute", "rule": "gate", "would_deny": would_deny(call)} if {
+	count(would_deny(call)) > 0
 } else := {"verdict": "execute", "rule": "gate"}
 
 # METADATA
@@ -205,6 +230,18 @@ denials(call) := [d |
 	call_input := input_with_call(call)
 	some pkg
 	ds := data.policycheck.rules[pkg].deny with input as call_input
+	not pkg in log_only
+	some d in denials_of(pkg, ds)
+]
+
+# METADATA
+# title: would_deny
+# description: |
+#   The denials of one call by the log-only operator rule packages: what
+#   they would deny, reported with an execute verdict, not enforced.
+would_deny(call) := [d |
+	some pkg in log_only
+	ds := data.policycheck.rules[pkg].deny with input as input_with_call(call)
 	some d in denials_of(pkg, ds)
 ]
 

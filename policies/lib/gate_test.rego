@@ -307,6 +307,33 @@ test_verdict_denied_by_an_operator_rule if {
 	}
 }
 
+test_log_only_deny_is_reported_not_enforced if {
+	rules := {"money": {"deny": {{"reason": "over limit", "message": "Ask a human."}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.log_only as {"money"}
+	v == {
+		"verdict": "execute", "rule": "gate",
+		"would_deny": [{"package": "money", "reason": "over limit", "message": "Ask a human."}],
+	}
+}
+
+test_log_only_hide_is_reported_not_enforced if {
+	rules := {"a": {"hide": {"get_time"}}, "b": {"hide": {"secret_op"}}}
+	gate.hidden == {"secret_op"} with data.policycheck.rules as rules with data.policycheck.log_only as {"a"}
+	gate.would_hide == {"get_time"} with data.policycheck.rules as rules with data.policycheck.log_only as {"a"}
+}
+
+test_enforced_deny_wins_over_a_log_only_one if {
+	rules := {"money": {"deny": {{"reason": "r", "message": "m"}}}, "watch": {"deny": {{"reason": "w", "message": "w"}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.log_only as {"watch"}
+	v == {"verdict": "denied", "rule": "deny", "denials": [{"package": "money", "reason": "r", "message": "m"}]}
+}
+
 test_gate_refusal_wins_over_a_deny_rule if {
 	rules := {"money": {"deny": {{"reason": "r", "message": "m"}}}}
 	v := gate.verdict(call("secret_op")) with input as base
