@@ -109,7 +109,19 @@ func FuzzHistorySchemaAgreement(f *testing.F) {
 		if errors.As(decErr, &le) && le.Kind == loader.KindLimit {
 			return
 		}
+		if errors.As(decErr, &le) && strings.Contains(le.Msg, "lone UTF-16 surrogate") {
+			// Known difference: encoding/json replaces a lone surrogate
+			// escape with U+FFFD; the reference rejects it, and so does
+			// the decoder (TestLoneSurrogates).
+			return
+		}
 		doc, jsonErr := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if jsonErr != nil && decErr == nil && hasNumberExtension(data) {
+			// Known difference: the reference's parser, and so the
+			// decoder, accept NaN, Infinity and -Infinity as values
+			// (TestNumberExtensions); encoding/json does not.
+			return
+		}
 		if jsonErr != nil {
 			// The kind may differ: a top-level value that is not an array
 			// is rejected as such before the bytes after it are read
@@ -293,4 +305,22 @@ func TestHasDuplicateKeys(t *testing.T) {
 			t.Errorf("%s: want %v", in, want)
 		}
 	}
+}
+
+// hasNumberExtension reports whether data holds NaN or Infinity outside
+// its strings.
+func hasNumberExtension(data []byte) bool {
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		case 'N', 'I':
+			return true
+		}
+	}
+	return false
 }
