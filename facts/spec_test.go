@@ -23,6 +23,8 @@ func evalShape(f facts.Facts) map[string]any {
 			"returned":            f.Returned,
 			"active_capabilities": f.ActiveCapabilities,
 		},
+		// Not printed by eval (its "advertised" reads it): checked here.
+		"outgoing": map[string]any{"discovered": f.Outgoing.Discovered, "loaded": f.Outgoing.Loaded},
 	}
 	if d := f.Dispatch; d != nil {
 		doc["dispatch"] = map[string]any{
@@ -31,6 +33,8 @@ func evalShape(f facts.Facts) map[string]any {
 			"loaded":              d.Loaded,
 			"evidence":            map[string]any{"discovered": d.Evidence.Discovered, "loaded": d.Evidence.Loaded},
 			"active_capabilities": d.ActiveCapabilities,
+			// Not printed by eval (its verdicts read it): checked here.
+			"same_response": map[string]any{"revealed": d.SameResponse.Revealed, "pending_loads": d.SameResponse.PendingLoads},
 		}
 	}
 	return doc

@@ -29,8 +29,9 @@ type Case struct {
 	// History is the message history, as pydantic-ai writes it.
 	History json.RawMessage `json:"history"`
 	// Want holds the expected facts in eval's shape: "window", "facts"
-	// and "dispatch" as `policycheck eval` prints them. Only the keys
-	// present are compared.
+	// and "dispatch" as `policycheck eval` prints them, plus "outgoing"
+	// and "dispatch"/"same_response", which only the facts package
+	// checks (DropFactsOnly). Only the keys present are compared.
 	Want map[string]any `json:"want"`
 }
 
@@ -124,6 +125,21 @@ func Mismatches(want, got any) []string {
 	}
 	walk("", want, got)
 	return out
+}
+
+// DropFactsOnly removes from a normalized want the keys eval does not
+// print: "outgoing" (the reveal state advertisement reads) and
+// "dispatch"/"same_response" (what the dispatched response holds), which
+// the facts package checks.
+func DropFactsOnly(want any) {
+	m, ok := want.(map[string]any)
+	if !ok {
+		return
+	}
+	delete(m, "outgoing")
+	if d, ok := m["dispatch"].(map[string]any); ok {
+		delete(d, "same_response")
+	}
 }
 
 // Normalize round-trips v through JSON, so that Go values compare with
