@@ -43,12 +43,12 @@ var decisionInput = map[string]field{
 	"facts.window":                         {"object", "Start of the post-compaction window: the first message and part the facts read."},
 	"facts.window.message":                 {"number", "Message index."},
 	"facts.window.part":                    {"number", "Part index within that message."},
-	"facts.discovered":                     {"set of strings", "Tool names revealed by searches in the window (raw: may name tools that do not exist)."},
+	"facts.discovered":                     {"set of strings", "Tool names revealed in the window: by searches (typed, native or legacy search returns) and by `tool-availability-delta` parts, such as the delta a capability load writes with the tools it adds (raw: may name tools that do not exist)."},
 	"facts.loaded":                         {"set of strings", "Capability ids loaded in the window (raw: may name unregistered ids)."},
 	"facts.returned":                       {"set of strings", "Tools with a successful `tool-return` in the window: the input of sequence rules."},
 	"facts.active_capabilities":            {"set of strings", "Always-on capabilities plus the loaded deferred ones: the next request's active set."},
 	"outgoing":                             {"object", "The same facts over the history the next request sends, after the reference's cleaning."},
-	"outgoing.discovered":                  {"set of strings", "Tool names revealed in the outgoing history."},
+	"outgoing.discovered":                  {"set of strings", "Tool names revealed (searches and availability deltas) in the outgoing history."},
 	"outgoing.loaded":                      {"set of strings", "Capability ids loaded in the outgoing history."},
 	"filters":                              {"object", "What the capability filters did; the policy never runs a filter itself."},
 	"filters.next":                         {"object", "Filters of the next request's active capabilities."},
@@ -289,9 +289,10 @@ func TestInputDocumentation(t *testing.T) {
 	require.NoError(t, err)
 	eng, err := engine.New(ctx, engine.Registry(reg), engine.Modules(probePolicies()...))
 	require.NoError(t, err)
-	// A filter that fails fills the errors arrays.
+	// A filter that fails fills the errors arrays (an array known only
+	// at run time: the contract refuses one it can see at load).
 	failing, err := engine.New(ctx, engine.Registry(reg), engine.Modules(engine.Source{File: "refunds.rego",
-		Text: "package policycheck.capabilities.refunds\n\nprepare_tools := [\"get_time\"]\n"}))
+		Text: "package policycheck.capabilities.refunds\n\nprepare_tools := json.unmarshal(`[\"get_time\"]`)\n"}))
 	require.NoError(t, err)
 
 	seen := map[string]map[string]bool{}

@@ -20,6 +20,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/contract"
 	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/policies"
 )
@@ -177,16 +178,20 @@ func loadPath(ps *policySet, p string) error {
 	if err != nil {
 		return astErrorsOrLoad(p, err)
 	}
+	// Modules are named by the path as given (RegoFile.Name): OPA keys
+	// them with the leading "/" of an absolute path trimmed.
 	names := make([]string, 0, len(res.Modules))
-	for name := range res.Modules {
-		names = append(names, name)
+	byName := make(map[string]*oloader.RegoFile, len(res.Modules))
+	for _, rf := range res.Modules {
+		names = append(names, rf.Name)
+		byName[rf.Name] = rf
 	}
 	sort.Strings(names)
 	for _, name := range names {
 		if _, dup := ps.modules[name]; dup {
 			return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: name, Message: "module loaded twice"}}}
 		}
-		ps.modules[name] = res.Modules[name].Parsed
+		ps.modules[name] = byName[name].Parsed
 	}
 	mergeData(ps.data, res.Documents)
 	return nil
@@ -286,10 +291,7 @@ func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
 	}
 	for _, rule := range regoutil.FilterRules(c) {
 		if len(rule.Head.Args) > 0 {
-			loc := rule.Location
-			out = append(out, PolicyProblem{Code: "invalid_filter", File: loc.File, Row: loc.Row, Col: loc.Col,
-				Message: fmt.Sprintf("filter %s: prepare_tools must be a set of tool names (prepare_tools contains name if ...), not a function", rule.Module.Package.Path)})
-			continue
+			continue // a function: refused by the contract
 		}
 		for _, call := range regoutil.NondeterministicCalls(c, rule, nil) {
 			p := PolicyProblem{Code: "nondeterministic_builtin",
@@ -329,6 +331,9 @@ type compiled struct {
 	// the decision query's result is a function of its input (the
 	// decision memo depends on it).
 	pure bool
+	// rules locates each entry-point rule (contract.Locations): a value
+	// the gate flags at run time is reported at its rule.
+	rules contract.Locations
 }
 
 const decisionQuery = "data.policycheck.availability.decision"
@@ -339,7 +344,15 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	if c.Failed() {
 		return nil, astErrors("compile_error", c.Errors)
 	}
-	if probs := checkFilters(c, reg); len(probs) > 0 {
+	// The operator contract first: a rule the engine would not read as
+	// written is refused before anything else is said about it.
+	shapes, locs := contract.Check(c)
+	probs := make([]PolicyProblem, 0, len(shapes))
+	for _, p := range shapes {
+		probs = append(probs, PolicyProblem{Code: p.Code, File: p.File, Row: p.Row, Col: p.Col, Message: p.Message})
+	}
+	probs = append(probs, checkFilters(c, reg)...)
+	if len(probs) > 0 {
 		return nil, &PolicyError{Errors: probs}
 	}
 	hasDecision := false
@@ -369,7 +382,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	if err := storage.WriteOne(ctx, store, storage.AddOp, storage.RootPath, root); err != nil {
 		return nil, fmt.Errorf("engine: write data: %w", err)
 	}
-	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c)}
+	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c), rules: locs}
 	var err error
 	out.decision, err = rego.New(
 		rego.Query(decisionQuery),

@@ -35,6 +35,8 @@ type config struct {
 	// decisionCache bounds the decision memo; 0 turns it off.
 	decisionCache int
 	deadline      time.Duration
+	// onWarning receives the warnings of each compiled policy set.
+	onWarning []func(PolicyProblem)
 }
 
 // Policies adds the .rego files of fsys (tests excluded) to the policy set.
@@ -113,6 +115,8 @@ type snapshot struct {
 	contexts *lruCache[contextEntry]
 	deadline time.Duration
 	modules  []string
+	// warnings: see Engine.Warnings.
+	warnings []PolicyProblem
 }
 
 // New compiles the policies against the registry. A policy set that does
@@ -166,6 +170,12 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	if cfg.decisionCache > 0 && c.pure {
 		s.decisions = newLRU[memoEntry](cfg.decisionCache)
 	}
+	s.warnings = unreadPackageWarnings(c)
+	for _, w := range s.warnings {
+		for _, f := range cfg.onWarning {
+			f(w)
+		}
+	}
 	return s, nil
 }
 
@@ -181,6 +191,7 @@ func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
 	cfg.fsys = append([]fs.FS(nil), cfg.fsys...)
 	cfg.sources = append([]Source(nil), cfg.sources...)
 	cfg.paths = append([]string(nil), cfg.paths...)
+	cfg.onWarning = slices.Clone(cfg.onWarning)
 	for _, o := range opts {
 		o(&cfg)
 	}
@@ -268,6 +279,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
 	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
+	d.input = input
 	// The fingerprint of the filter keys used for dispatch, or for the
 	// next request when there is none: each filter result carries the one
 	// of the active set it was composed for.

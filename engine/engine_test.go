@@ -680,13 +680,15 @@ prepare_tools := {"send_mail"} if count(input.tools) > 1`))},
 			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "conflict"},
 		},
 		{
+			// json.unmarshal hides the type from OPA's checker: the
+			// contract refuses what it can see at load (TestNewRejectsPolicies).
 			note:     "array instead of a set",
-			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := [t.name | some t in input.tools]`))},
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := json.unmarshal("[\"get_time\"]")`))},
 			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "must be a set of tool names, not an array"},
 		},
 		{
 			note:     "string instead of a set",
-			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := "get_time"`))},
+			opts:     []engine.Option{engine.Modules(opsFile(`prepare_tools := json.unmarshal("\"get_time\"")`))},
 			wantErrs: []string{"policycheck.capabilities.ops (filters/ops.rego)", "must be a set of tool names, not a string"},
 		},
 		{
@@ -763,13 +765,14 @@ hide contains "get_time" if {
 		{
 			note: "operator replaces the default and leaves decision undefined",
 			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego",
-				Text: "package policycheck.availability\n\ndecision := {\"available\": set()} if input.context.never\n"})},
+				Text: "package policycheck.availability\n\ndecision := {\"available\": set(), \"advertised\": set(), " +
+					"\"dispatch_available\": set(), \"verdicts\": []} if input.context.never\n"})},
 			wantErrs: []string{"policy decision is undefined", "data.policycheck.availability.decision"},
 		},
 		{
 			note: "operator replacement that ignores a failed filter",
 			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(
-				opsFile(`prepare_tools := [t.name | some t in input.tools]`),
+				opsFile(`prepare_tools := json.unmarshal("[\"get_time\"]")`),
 				engine.Source{File: "operator/availability.rego", Text: `package policycheck.availability
 
 everything := {"get_time", "send_mail", "secret_op", "rotate_key", "load_capability"}
@@ -786,7 +789,7 @@ decision := {
 		{
 			note: "operator decision is not an object",
 			opts: []engine.Option{engine.WithoutDefaults(), engine.Modules(engine.Source{File: "operator/availability.rego",
-				Text: "package policycheck.availability\n\ndecision := \"allow everything\"\n"})},
+				Text: "package policycheck.availability\n\ndecision := json.unmarshal(`\"allow everything\"`)\n"})},
 			wantErrs: []string{"policy decision is not an object"},
 		},
 		{
@@ -867,7 +870,7 @@ func TestFilterOfInactiveCapabilityDoesNotRun(t *testing.T) {
 	reg := mustRegistry(t, opsRegistry)
 	e := mustEngine(t, reg, engine.Modules(engine.Source{File: "filters/secrets.rego", Text: `package policycheck.capabilities.secrets
 
-prepare_tools := [t.name | some t in input.tools]
+prepare_tools := json.unmarshal("[\"get_time\"]")
 `}))
 	d := mustDecide(t, e, mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`))), nil)
 	assert.Empty(t, d.Errors)
@@ -931,7 +934,7 @@ prepare_tools := {"secret_op"} if rand.intn("coin", 2) == 0
 
 prepare_tools(tools) := {t.name | some t in tools}
 `},
-			code:     "invalid_filter",
+			code:     "rule_shape",
 			location: "filters/ops.rego:3:1",
 		},
 		{

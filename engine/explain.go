@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
+	"strings"
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/regoutil"
@@ -73,8 +75,8 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 		if fd.Provider != nil {
 			prov = fmt.Sprintf("served by %q: anchored window from %s", *fd.Provider, pos(fd.Window))
 		}
-		x.Dispatch = fmt.Sprintf("the last message (%d) is a response %s; evidence only that provider could still see: discovered %q, loaded %q",
-			len(req.History)-1, prov, fd.Evidence.Discovered, fd.Evidence.Loaded)
+		x.Dispatch = fmt.Sprintf("the last message (%d) is a response %s; %s",
+			len(req.History)-1, prov, anchoredEvidence(fd.Evidence.Discovered, fd.Evidence.Loaded))
 	}
 	inWindow := func(p, w facts.Position) bool { return !p.Before(w) }
 	for _, name := range s.reg.ToolNames() {
@@ -154,6 +156,30 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 	}
 	sort.Slice(x.Policies, func(i, j int) bool { return x.Policies[i].File < x.Policies[j].File })
 	return x, nil
+}
+
+// anchoredEvidence says what the serving provider still sees beyond the
+// conservative window, in words.
+func anchoredEvidence(discovered, loaded []string) string {
+	if len(discovered) == 0 && len(loaded) == 0 {
+		return "it sees no reveal or load beyond the conservative window"
+	}
+	var seen []string
+	if len(discovered) > 0 {
+		seen = append(seen, "tools revealed "+quoteList(discovered))
+	}
+	if len(loaded) > 0 {
+		seen = append(seen, "capabilities loaded "+quoteList(loaded))
+	}
+	return "beyond the conservative window, that provider still sees " + strings.Join(seen, " and ")
+}
+
+func quoteList(s []string) string {
+	q := make([]string, len(s))
+	for i, v := range s {
+		q[i] = strconv.Quote(v)
+	}
+	return strings.Join(q, ", ")
 }
 
 // fileOf returns the file of the module defining package path, or "".

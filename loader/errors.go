@@ -1,6 +1,10 @@
 package loader
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+)
 
 // ErrorKind classifies a loader error. The values are stable.
 type ErrorKind string
@@ -31,6 +35,10 @@ type Error struct {
 }
 
 func (e *Error) Error() string {
+	if e.Kind == KindIO && e.Pointer == "" {
+		// The file could not be read: there is no document to point into.
+		return fmt.Sprintf("%s: %s", e.File, e.Msg)
+	}
 	ptr := e.Pointer
 	if ptr == "" {
 		ptr = "(root)"
@@ -39,4 +47,16 @@ func (e *Error) Error() string {
 		return fmt.Sprintf("%s: %s: %s (line %d, column %d)", e.File, ptr, e.Msg, e.Line, e.Column)
 	}
 	return fmt.Sprintf("%s: %s: %s", e.File, ptr, e.Msg)
+}
+
+// IOError is the *Error of a file that could not be read: the file and the
+// reason, without the file name repeated ("no such file or directory",
+// not "open f: no such file or directory").
+func IOError(file string, err error) *Error {
+	msg := err.Error()
+	var pe *fs.PathError
+	if errors.As(err, &pe) {
+		msg = pe.Err.Error()
+	}
+	return &Error{File: file, Kind: KindIO, Msg: msg}
 }

@@ -37,7 +37,7 @@ type registryDoc struct {
 func ReadRegistry(path string) (*facts.Registry, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &Error{File: path, Kind: KindIO, Msg: err.Error()}
+		return nil, IOError(path, err)
 	}
 	return ParseRegistry(path, data)
 }

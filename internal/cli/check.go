@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	oloader "github.com/open-policy-agent/opa/v1/loader"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/contract"
 	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -37,6 +39,11 @@ const (
 	// filters may call a nondeterministic built-in, which turns the
 	// decision memo off.
 	codeMemoOff = "decision_memo_off"
+	// codeNoPolicies: a PATH that holds no policy file.
+	codeNoPolicies = "no_policy_files"
+	// codeAlwaysErrors: a rule that depends on nothing a request sends
+	// and fails whenever it is evaluated.
+	codeAlwaysErrors = "rule_always_errors"
 )
 
 type checkFlags struct {
@@ -48,45 +55,63 @@ type checkFlags struct {
 func newCheckCmd() *cobra.Command {
 	var f checkFlags
 	cmd := &cobra.Command{
-		Use:   "check [PATH...] [--registry R]... [--format text|json]",
+		Use:   "check PATH... [--registry R]... [--format pretty|json]",
 		Short: "Validate a policy set and a registry before deployment",
-		Long: `check parses and compiles the policies under PATH (files, directories or bundle .tar.gz archives;
-*_test.rego skipped) with
-the shipped policies, in strict mode, and validates the registry. It reports, each with its location:
+		Long: `check parses and compiles the policies under PATH (files, directories or bundle .tar.gz archives)
+with the shipped policies, in strict mode, and validates the registry. In directories and bundles,
+*_test.rego files are skipped; a test file named on the command line is parsed and compiled with
+the policies, but, as the engine never loads tests, not checked as a policy. It reports, each with
+its location:
 
   * syntax errors and compile errors (file:row:col), strict-mode errors included (unused variables and
     imports, shadowed or deprecated built-ins, …);
+  * a PATH that holds no policy file;
   * a filter package (policycheck.capabilities.<id>) for a capability the registry does not have;
   * a prepare_tools that is not a set of strings: statically from its type, or, when its type is open,
     by evaluating it with the registry's tools and an empty context;
   * a filter that reaches a nondeterministic built-in (http.send, time.now_ns, rand.*, …);
   * a package outside policycheck.rules.*, policycheck.capabilities.*, policycheck.availability and
-    policycheck.lib*;
+    policycheck.lib* that no policy imports (eval and serve warn about it too);
+  * a rule that reads neither input nor data and fails whenever it is evaluated: complete rules that
+    always conflict (p := "a" and p := "b"), a built-in call that always errors (1 / 0);
   * a registry that breaks its schema or the rules a schema cannot express (file and JSON pointer),
     reserved tool names (load_capability, search_tools) among them;
   * anything else the engine refuses to load (it compiles the set as policycheck eval would).
+
+Without --registry, the checks that need one (filters for unknown capabilities, evaluated filter
+results, what the engine refuses) are skipped, and the output says so.
 
 It also notes, without failing, each nondeterministic built-in that a rule outside the filters reaches:
 such a rule is allowed, but its result is not a function of the decision's input, so the engine then
 keeps no decision memo and evaluates the policy for every decision (engine.DecisionCache).
 
-Exit codes:
-  0  no findings
-  2  at least one finding, or bad flags`,
+What check cannot see: failures that depend on the input of a request. Complete rules that conflict
+only for some inputs (two "mode := ..." rules whose conditions can hold together), a built-in that
+errors on some values (to_number(input.context.limit)), a rule that is undefined where the decision
+needs a value: these fail the decision closed at run time. Test them with "policycheck test" and
+recorded histories (docs/testing.md).
+
+--format pretty (the default) is for people, --format json for machines; "text", the former name of
+pretty, is kept as an alias.` + exitCodes("0  no findings", "2  at least one finding, no PATH, bad flags"),
 		Example: `  policycheck check policies/ --registry examples/registry.yaml
   policycheck check examples/policies --registry examples/registry.yaml --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if f.format != "text" && f.format != "json" {
-				return badInput(fmt.Errorf("--format must be text or json, not %q", f.format))
+			format, err := normalizeFormat(f.format, "pretty", "json")
+			if err != nil {
+				return err
+			}
+			if len(args) == 0 {
+				return badInput(fmt.Errorf("check needs at least one PATH: a policy file, a directory of policies or a bundle "+
+					"(check . for the current directory)\n%s", usageHint(cmd)))
 			}
 			res := runCheck(cmd.Context(), args, f)
-			return res.write(cmd.OutOrStdout(), f.format)
+			return res.write(cmd.OutOrStdout(), format)
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.registries, "registry", nil,
 		"tool registry (YAML or JSON) to validate and check the filters against (repeatable: each is validated)")
-	fl.StringVarP(&f.format, "format", "f", "text", "output format: text or json")
+	fl.StringVarP(&f.format, "format", "f", "pretty", "output format: pretty or json (text: alias of pretty)")
 	fl.BoolVar(&f.noDefaults, "no-defaults", false, "check the policies without the shipped defaults")
 	return cmd
 }
@@ -97,7 +122,13 @@ type checkResult struct {
 	Notes      []policyFinding `json:"notes"`
 	Files      []string        `json:"files"`
 	Registries []string        `json:"registries"`
+	// Skipped names the checks that did not run (without --registry).
+	Skipped []string `json:"skipped"`
 }
+
+// skippedWithoutRegistry is what check cannot do without --registry.
+const skippedWithoutRegistry = "capability checks (no --registry): filters for unknown capabilities, " +
+	"evaluated filter results, and what the engine refuses were not checked"
 
 func (r *checkResult) add(fs ...policyFinding) {
 	for _, f := range fs {
@@ -121,6 +152,7 @@ func (r *checkResult) write(w io.Writer, format string) error {
 	r.Notes = nonNil(r.Notes)
 	r.Files = nonNil(r.Files)
 	r.Registries = nonNil(r.Registries)
+	r.Skipped = nonNil(r.Skipped)
 	if format == "json" {
 		if err := writeJSONTo(w, r); err != nil {
 			return err
@@ -138,6 +170,9 @@ func (r *checkResult) write(w io.Writer, format string) error {
 				reg = ", registry " + strings.Join(r.Registries, ", ")
 			}
 			fmt.Fprintf(w, "ok: %d policy files%s, no findings\n", len(r.Files), reg)
+		}
+		for _, sk := range r.Skipped {
+			fmt.Fprintln(w, "skipped: "+sk)
 		}
 	}
 	if n := len(r.Findings); n > 0 {
@@ -166,10 +201,14 @@ type checkModule struct {
 	text     string
 	module   *ast.Module
 	operator bool // from PATH, not shipped
+	test     bool // a *_test.rego named on the command line: compiled, not a policy
 }
 
 func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 	res := &checkResult{Registries: f.registries}
+	if len(f.registries) == 0 {
+		res.Skipped = append(res.Skipped, skippedWithoutRegistry)
+	}
 
 	// Every registry is validated; the policies are checked against each
 	// valid one.
@@ -210,7 +249,7 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 			res.add(astFindings(err, "rego_parse_error")...)
 			continue
 		}
-		mods = append(mods, &checkModule{file: file, text: string(b), module: m, operator: true})
+		mods = append(mods, &checkModule{file: file, text: string(b), module: m, operator: true, test: isTestFile(file)})
 	}
 	shadowed := false
 	if !f.noDefaults {
@@ -223,12 +262,21 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 		mods = append(mods, shipped...)
 	}
 
-	// Where the modules are, syntactically.
+	// Where the modules are, syntactically. Test modules are never
+	// loaded by the engine: not checked as policies.
+	policies := map[string]*ast.Module{}
 	for _, m := range mods {
-		if !m.operator {
+		if !m.test {
+			policies[m.file] = m.module
+		}
+	}
+	for _, m := range regoutil.UnreadPackages(policies) {
+		res.add(packageFinding(m))
+	}
+	for _, m := range mods {
+		if !m.operator || m.test {
 			continue
 		}
-		res.add(packageFindings(m)...)
 		for _, r := range regs {
 			res.add(unknownCapabilityFindings(m, r)...)
 		}
@@ -258,9 +306,15 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 		}
 		mods = rest
 	}
+	// The operator contract, as the engine checks it at load.
+	shapes, _ := contract.Check(c)
+	for _, p := range shapes {
+		res.add(policyFinding{Code: p.Code, File: p.File, Row: p.Row, Col: p.Col, Message: p.Message})
+	}
 	res.add(nondeterminismFindings(c)...)
 	res.Notes = memoNotes(c)
 	res.add(filterTypeFindings(ctx, c, reg)...)
+	res.add(alwaysErrorFindings(ctx, c, mods)...)
 
 	// Whatever else the engine refuses, once everything above is clean.
 	if len(res.Findings) == 0 && reg != nil {
@@ -269,7 +323,7 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 			opts = append(opts, engine.WithoutDefaults())
 		}
 		for _, m := range mods {
-			if m.operator || shadowed {
+			if !m.test && (m.operator || shadowed) {
 				opts = append(opts, engine.Modules(engine.Source{File: m.file, Text: m.text}))
 			}
 		}
@@ -321,29 +375,37 @@ func bundleModules(p string, res *checkResult) []*checkModule {
 	return out
 }
 
-// regoFiles lists the non-test .rego files under paths, sorted.
+// isTestFile reports whether a file is a Rego test module by its name.
+func isTestFile(file string) bool { return strings.HasSuffix(file, "_test.rego") }
+
+// regoFiles lists the non-test .rego files under the directories of
+// paths, and the files paths name (tests included), sorted.
 func regoFiles(paths []string, res *checkResult) []string {
 	var out []string
 	for _, p := range paths {
 		info, err := os.Stat(p)
 		if err != nil {
-			res.add(policyFinding{Code: "load_error", File: p, Message: err.Error()})
+			res.add(policyFinding{Code: "load_error", File: p, Message: loader.IOError(p, err).Msg})
 			continue
 		}
 		if !info.IsDir() {
 			out = append(out, p)
 			continue
 		}
+		before := len(out)
 		_ = filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
 			if err != nil {
 				res.add(policyFinding{Code: "load_error", File: file, Message: err.Error()})
 				return nil
 			}
-			if !d.IsDir() && filepath.Ext(file) == ".rego" && !strings.HasSuffix(file, "_test.rego") {
+			if !d.IsDir() && filepath.Ext(file) == ".rego" && !isTestFile(file) {
 				out = append(out, file)
 			}
 			return nil
 		})
+		if len(out) == before {
+			res.add(policyFinding{Code: codeNoPolicies, File: p, Message: "no policy files (*.rego other than *_test.rego) here: nothing to check"})
+		}
 	}
 	sort.Strings(out)
 	return out
@@ -385,7 +447,7 @@ func registryFindings(file string, err error) []policyFinding {
 		var le *loader.Error
 		if errors.As(e, &le) {
 			ptr := le.Pointer
-			if ptr == "" {
+			if ptr == "" && le.Kind != loader.KindIO {
 				ptr = "(root)"
 			}
 			out = append(out, policyFinding{Code: codeRegistry, File: le.File, Row: le.Line, Col: le.Column,
@@ -406,19 +468,13 @@ func locFinding(code string, loc *ast.Location, msg string) policyFinding {
 	return p
 }
 
-// packageFindings reports an operator module outside the documented
-// packages. Test modules are never loaded by the engine and not checked.
-func packageFindings(m *checkModule) []policyFinding {
-	pkg := strings.TrimPrefix(m.module.Package.Path.String(), "data.")
-	switch {
-	case strings.HasPrefix(pkg, "policycheck.rules."), strings.HasPrefix(pkg, "policycheck.rules["),
-		strings.HasPrefix(pkg, "policycheck.capabilities."), strings.HasPrefix(pkg, "policycheck.capabilities["),
-		pkg == "policycheck.availability", strings.HasPrefix(pkg, "policycheck.lib"):
-		return nil
-	}
-	return []policyFinding{locFinding(codePackagePlace, m.module.Package.Location, fmt.Sprintf(
+// packageFinding reports an operator module in a package the engine never
+// reads (regoutil.UnreadPackages).
+func packageFinding(m *ast.Module) policyFinding {
+	pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
+	return locFinding(codePackagePlace, m.Package.Location, fmt.Sprintf(
 		"package %s is outside the packages the engine reads (policycheck.rules.*, policycheck.capabilities.*, "+
-			"policycheck.availability, policycheck.lib*): its rules would never be evaluated", pkg))}
+			"policycheck.availability, policycheck.lib*) and no policy imports it: its rules would never be evaluated", pkg))
 }
 
 func unknownCapabilityFindings(m *checkModule, reg *facts.Registry) []policyFinding {
@@ -458,6 +514,9 @@ func memoNotes(c *ast.Compiler) []policyFinding {
 	}
 	var out []policyFinding
 	for _, m := range sortedModules(c) {
+		if m.Package.Location != nil && isTestFile(m.Package.Location.File) {
+			continue // a test named on the command line: never loaded by the engine
+		}
 		for _, r := range m.Rules {
 			for _, call := range regoutil.NondeterministicCalls(c, r, seen) {
 				out = append(out, locFinding(codeMemoOff, call.Expr.Location, fmt.Sprintf(
@@ -497,10 +556,9 @@ func filterTypeFindings(ctx context.Context, c *ast.Compiler, reg *facts.Registr
 		done[pkg.String()] = true
 		ref := pkg.Append(ast.StringTerm("prepare_tools"))
 		t := c.TypeEnv.Get(ref)
+		// A type that cannot be a set of strings is the contract's
+		// (contract.Check); an open one is tried here.
 		switch setOfStrings(t) {
-		case typeNo:
-			out = append(out, locFinding(codeFilterNotSet, r.Location, fmt.Sprintf(
-				"%s is %s, not a set of tool names", ref, t)))
 		case typeMaybe:
 			if reg == nil {
 				continue
@@ -527,6 +585,9 @@ func setOfStrings(t types.Type) typeAnswer {
 	case nil:
 		return typeMaybe
 	case *types.Set:
+		if x.Of() == nil {
+			return typeYes // set(): the empty set drops every tool
+		}
 		if types.Contains(x.Of(), types.S) {
 			return typeYes
 		}
@@ -584,4 +645,78 @@ func evalFilterShape(ctx context.Context, c *ast.Compiler, ref ast.Ref, reg *fac
 		}
 	}
 	return ""
+}
+
+// alwaysErrorFindings evaluates each complete rule of the operator's
+// policies that reads neither input nor data (nor calls a function that
+// could): its value is the same for every request, so if evaluating it
+// fails here — conflicting values, a built-in that errors — it fails every
+// decision that reaches it. Rules that read the request are left to run
+// time: check says so in its help.
+func alwaysErrorFindings(ctx context.Context, c *ast.Compiler, mods []*checkModule) []policyFinding {
+	operator := map[string]bool{}
+	for _, m := range mods {
+		if m.operator && !m.test {
+			operator[m.file] = true
+		}
+	}
+	type group struct {
+		path  ast.Ref
+		first *ast.Rule
+		pure  bool
+	}
+	var order []string
+	groups := map[string]*group{}
+	for _, m := range sortedModules(c) {
+		if m.Package.Location == nil || !operator[m.Package.Location.File] {
+			continue
+		}
+		for _, r := range m.Rules {
+			if len(r.Head.Args) > 0 || r.Head.RuleKind() != ast.SingleValue || !r.Ref().IsGround() {
+				continue
+			}
+			path := r.Path()
+			key := path.String()
+			g := groups[key]
+			if g == nil {
+				g = &group{path: path, first: r, pure: true}
+				groups[key] = g
+				order = append(order, key)
+			}
+			if !selfContained(r) {
+				g.pure = false
+			}
+		}
+	}
+	var out []policyFinding
+	for _, key := range order {
+		g := groups[key]
+		if !g.pure {
+			continue
+		}
+		evalCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		// As the engine evaluates: a built-in error is an error.
+		_, err := rego.New(rego.ParsedQuery(ast.NewBody(ast.NewExpr(ast.NewTerm(g.path)))), rego.Compiler(c),
+			rego.StrictBuiltinErrors(true)).Eval(evalCtx)
+		cancel()
+		if err != nil {
+			out = append(out, locFinding(codeAlwaysErrors, g.first.Location, fmt.Sprintf(
+				"%s reads nothing from the request and fails whenever it is evaluated, so every decision that reaches it fails closed: %v",
+				g.path, err)))
+		}
+	}
+	return out
+}
+
+// selfContained reports whether a rule (with its else branches) refers to
+// neither input nor data: no other rule, function or document.
+func selfContained(r *ast.Rule) bool {
+	ok := true
+	ast.WalkRefs(r, func(ref ast.Ref) bool {
+		if ref.HasPrefix(ast.DefaultRootRef) || ref.HasPrefix(ast.InputRootRef) {
+			ok = false
+		}
+		return !ok
+	})
+	return ok
 }

@@ -51,7 +51,7 @@ var seededMistakes = []struct {
 		want: "pol/billing.rego:1:1: unknown_capability"},
 	{note: "a prepare_tools that is not a set of strings",
 		file: "pol/vault.rego", text: "package policycheck.capabilities.vault\n\nprepare_tools := [\"secret_op\"]\n",
-		want: "pol/vault.rego:3:1: prepare_tools_not_a_set"},
+		want: "pol/vault.rego:3:18: rule_shape"},
 	{note: "a nondeterministic built-in in a filter",
 		file: "pol/refunds.rego",
 		text: "package policycheck.capabilities.refunds\n\nimport data.policycheck.lib\n\n" +
@@ -148,7 +148,7 @@ func TestCheck(t *testing.T) {
 		{note: "a set of numbers is not a set of tool names",
 			files: map[string]string{"vault.rego": "package policycheck.capabilities.vault\n\nprepare_tools := {1, 2}\n"},
 			args:  []string{"check", "vault.rego"},
-			code:  cli.ExitBadUsage, stdout: "set[number], not a set of tool names"},
+			code:  cli.ExitBadUsage, stdout: "(set[number]), which is not accepted"},
 		{note: "a partial set rule of names is fine",
 			files: map[string]string{"registry.yaml": checkRegistry,
 				"vault.rego": "package policycheck.capabilities.vault\n\nprepare_tools contains t.name if some t in input.tools\n"},
@@ -212,7 +212,7 @@ func TestCheckReadsBundleArchives(t *testing.T) {
 	})
 	code, stdout, _ := policyRun(t, "check", bundle, "--registry", reg)
 	assert.Equal(t, cli.ExitBadUsage, code)
-	assert.Contains(t, stdout, bundle+"#caps/vault.rego:3:1: prepare_tools_not_a_set")
+	assert.Contains(t, stdout, bundle+"#caps/vault.rego:3:18: rule_shape")
 	assert.NotContains(t, stdout, "ok_test.rego")
 }
 

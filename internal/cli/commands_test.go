@@ -425,7 +425,7 @@ func checkEval(t *testing.T, s scenario, d map[string]any) {
 // order, and the model-facing message of each refusal.
 func checkExplainAgrees(t *testing.T, text string, d map[string]any) {
 	t.Helper()
-	if want := fmt.Sprintf("Decision %s\n", d["fingerprint"]); !strings.HasPrefix(text, want) {
+	if want := fmt.Sprintf("Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d["fingerprint"]); !strings.HasPrefix(text, want) {
 		t.Errorf("explain starts %q, want %q", strings.SplitN(text, "\n", 2)[0], want)
 	}
 	rest := text
@@ -868,7 +868,7 @@ func TestExplainPointsAtTheHistory(t *testing.T) {
 	// Same inputs, same decision: explain's fingerprint is eval's.
 	ev := run(t, "", "eval", "--registry", reg, "--history", h)
 	d := decodeJSON(t, "eval", ev.stdout)
-	if want := fmt.Sprintf("Decision %s\n", d["fingerprint"]); !strings.HasPrefix(res.stdout, want) {
+	if want := fmt.Sprintf("Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d["fingerprint"]); !strings.HasPrefix(res.stdout, want) {
 		t.Errorf("explain starts %q, want %q", strings.SplitN(res.stdout, "\n", 2)[0], want)
 	}
 	// explain --format json holds eval's decision.

@@ -18,9 +18,10 @@ func newConformanceCmd() *cobra.Command {
 		Long: `conformance runs every *.json case of DIR (the format of shared/conformance/README.md: registry,
 optional filters, history, and the expected window, facts, availability, advertisement, dispatch
 facts and verdicts) through the loader, the facts and the policies, and prints each failure and a
-closing tally. It exits 1 when any case fails.` + exitCodesHelp,
+closing tally. It exits 1 when any case fails. On a terminal, stderr shows the progress (cases done,
+rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every case passed", "1  a case failed", "2  DIR or a case file that cannot be read, bad flags or arguments"),
 		Example: `  policycheck conformance ../shared/conformance/cases`,
-		Args:    cobra.ExactArgs(1),
+		Args:    exactArgs(1, "one argument, the directory of cases"),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cases, err := conformance.Load(args[0])
 			if err != nil {
@@ -28,9 +29,15 @@ closing tally. It exits 1 when any case fails.` + exitCodesHelp,
 			}
 			out := cmd.OutOrStdout()
 			passed, failed := 0, 0
+			bar := stderrProgress(cmd, "conformance", len(cases))
+			defer bar.Finish()
 			for _, c := range cases {
 				res, err := runner.Run(cmd.Context(), c)
 				name := filepath.Base(c.File)
+				bar.Add(1)
+				if err != nil || !res.Passed() || verbose {
+					bar.Clear() // the line below goes to the same terminal
+				}
 				switch {
 				case err != nil:
 					failed++
@@ -48,6 +55,7 @@ closing tally. It exits 1 when any case fails.` + exitCodesHelp,
 					}
 				}
 			}
+			bar.Finish()
 			fmt.Fprintf(out, "%d passed, %d failed\n", passed, failed)
 			if failed > 0 {
 				return errFailed

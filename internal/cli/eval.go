@@ -1,6 +1,9 @@
 package cli
 
 import (
+	"fmt"
+	"io"
+
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
@@ -8,18 +11,32 @@ import (
 
 func newEvalCmd() *cobra.Command {
 	var in inputFlags
+	var format string
+	var failOnRefusal bool
 	cmd := &cobra.Command{
-		Use:   "eval --registry R --history H [--context C] [--policy DIR|FILE|BUNDLE]...",
-		Short: "Decide availability, advertisement and every call's verdict (JSON)",
+		Use:   "eval --registry R --history H [--context C] [--policy DIR|FILE|BUNDLE]... [--format json|pretty] [--fail-on-refusal]",
+		Short: "Decide availability, advertisement and every call's verdict (JSON, or --format pretty)",
 		Long: `eval prints the decision document: the fingerprint, the facts, the tools available and advertised for
 the next request and, when the history ends with a response, the dispatch facts and one verdict per
 tool call (execute, not_available_yet, unknown_tool or denied), with the model-facing retry message on
 every refusal. A policy error, a timeout or an undefined result fails the decision closed: every
-registry tool unavailable, every call denied, and "errors" says why (exit status 0: a decision was made).` + exitCodesHelp,
+registry tool unavailable, every call denied, and "errors" says why (exit status 0: a decision was made).
+
+--format json (the default) prints the document of design.md, "Output of policycheck eval", for
+scripts; --format pretty prints the same decision as a short summary for a person (explain says why).
+
+--fail-on-refusal gates a pipeline, as "opa eval --fail-defined" does: the decision is printed as
+usual, and the exit status is 3 when any call of the last response is refused (not_available_yet,
+unknown_tool, denied) or the decision failed closed.` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
 		Example: `  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json \
-    --policy examples/policies --context examples/context/support.json`,
-		Args: cobra.NoArgs,
+    --policy examples/policies --context examples/context/support.json
+  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json --format pretty
+  policycheck eval --registry examples/registry.yaml --history run.json --fail-on-refusal > decision.json`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkFormat(format, "json", "pretty"); err != nil {
+				return err
+			}
 			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
@@ -28,9 +45,69 @@ registry tool unavailable, every call denied, and "errors" says why (exit status
 			if err != nil {
 				return badInput(err)
 			}
-			return writeJSON(cmd, d)
+			if format == "pretty" {
+				printDecision(cmd.OutOrStdout(), d)
+			} else if err := writeJSON(cmd, d); err != nil {
+				return err
+			}
+			if failOnRefusal {
+				return refusalError(d)
+			}
+			return nil
 		},
 	}
 	in.register(cmd, true)
+	cmd.Flags().StringVarP(&format, "format", "f", "json", "output format: json (the decision document) or pretty (a summary for people)")
+	cmd.Flags().BoolVar(&failOnRefusal, "fail-on-refusal", false, "exit 3 when a call is refused or the decision failed closed")
 	return cmd
+}
+
+// refusalError is the exit status 3 of --fail-on-refusal, or nil when
+// every call executes and the decision did not fail closed.
+func refusalError(d *engine.Decision) error {
+	if len(d.Errors) > 0 {
+		return &exitError{code: ExitRefused, err: fmt.Errorf("--fail-on-refusal: the decision failed closed: %s", d.Errors[0])}
+	}
+	refused := 0
+	first := ""
+	for _, c := range d.Calls {
+		if c.Verdict != engine.Execute {
+			if refused == 0 {
+				first = fmt.Sprintf("%s (%s)", c.Tool, c.Verdict)
+			}
+			refused++
+		}
+	}
+	if refused > 0 {
+		return &exitError{code: ExitRefused, err: fmt.Errorf("--fail-on-refusal: %d of %d calls refused, first %s", refused, len(d.Calls), first)}
+	}
+	return nil
+}
+
+const noCalls = "none (the history ends with a request)"
+
+// printDecision is eval --format pretty: the decision, without the why.
+func printDecision(w io.Writer, d *engine.Decision) {
+	for _, e := range d.Errors {
+		fmt.Fprintf(w, "FAILED CLOSED: %s\n", e)
+	}
+	fmt.Fprintf(w, "Available (%d): %s\n", len(d.Available), list(d.Available))
+	fmt.Fprintf(w, "Advertised (%d): %s\n", len(d.Advertised), list(d.Advertised))
+	fmt.Fprintf(w, "Active capabilities: %s\n", list(d.Facts.ActiveCapabilities))
+	if d.Dispatch == nil {
+		fmt.Fprintln(w, "Calls: "+noCalls)
+	} else {
+		fmt.Fprintf(w, "Calls (%d):\n", len(d.Calls))
+		for _, c := range d.Calls {
+			id := "<no id>"
+			if c.ToolCallID != nil {
+				id = *c.ToolCallID
+			}
+			fmt.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
+			if c.Message != "" {
+				fmt.Fprintf(w, "      model is told: %s\n", c.Message)
+			}
+		}
+	}
+	fmt.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
 }

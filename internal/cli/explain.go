@@ -14,15 +14,22 @@ func newExplainCmd() *cobra.Command {
 	var in inputFlags
 	var format string
 	cmd := &cobra.Command{
-		Use:   "explain --registry R --history H [--context C] [--policy ...]...",
+		Use:   "explain --registry R --history H [--context C] [--policy ...]... [--format pretty|json]",
 		Short: "Explain, for a person, why each tool is or is not available and why each call got its verdict",
 		Long: `explain makes the same decision as eval and says why: for each registry tool, what gates it and which
 message and part revealed or loaded it (or which compaction part hid that evidence), and for each call
 of the last response, its verdict, the model-facing message and the rule, filter or policy file that
-decided.` + exitCodesHelp,
+decided.
+
+--format pretty (the default) is for people; --format json prints the same explanation as a document
+(with the decision of eval inside). "text", the former name of pretty, is kept as an alias.` + exitCodes(exitLineDecision, exitLineBad),
 		Example: `  policycheck explain --registry examples/registry.yaml --history examples/histories/refund.json`,
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := normalizeFormat(format, "pretty", "json")
+			if err != nil {
+				return err
+			}
 			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
@@ -31,18 +38,15 @@ decided.` + exitCodesHelp,
 			if err != nil {
 				return badInput(err)
 			}
-			switch format {
-			case "json":
+			if format == "json" {
 				return writeJSON(cmd, x)
-			case "text":
-				printExplanation(cmd.OutOrStdout(), x)
-				return nil
 			}
-			return badInput(fmt.Errorf("--format must be text or json, not %q", format))
+			printExplanation(cmd.OutOrStdout(), x)
+			return nil
 		},
 	}
 	in.register(cmd, true)
-	cmd.Flags().StringVar(&format, "format", "text", "text or json")
+	cmd.Flags().StringVarP(&format, "format", "f", "pretty", "output format: pretty (for people) or json (text: alias of pretty)")
 	return cmd
 }
 
@@ -55,7 +59,7 @@ func yesNo(b bool, yes, no string) string {
 
 func printExplanation(w io.Writer, x *engine.Explanation) {
 	d := x.Decision
-	fmt.Fprintf(w, "Decision %s\n", d.Fingerprint)
+	fmt.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
 	for _, e := range d.Errors {
 		fmt.Fprintf(w, "FAILED CLOSED: %s\n", e)
 	}

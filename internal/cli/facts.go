@@ -1,8 +1,6 @@
 package cli
 
 import (
-	"fmt"
-
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
@@ -13,28 +11,34 @@ func newFactsCmd() *cobra.Command {
 	var in inputFlags
 	var format string
 	cmd := &cobra.Command{
-		Use:   "facts --registry R --history H [--format facts|input]",
+		Use:   "facts --registry R --history H [--format json|input]",
 		Short: "Print what the model was shown: the facts your policies will see",
 		Long: `facts derives from a message history the facts that policies decide on: the post-compaction window,
 discovered tools, loaded capabilities, successful returns, the active capability set and, when the
 history ends with a response, the dispatch facts anchored to its serving provider.
 
-With --format input it prints the whole input document the engine hands to Rego (filters evaluated
-with the given policies), ready to commit as an opa test fixture.` + exitCodesHelp,
+--format json (the default) prints the facts as eval reports them. With --format input it prints the whole input document the engine hands to Rego (filters evaluated
+with the given policies), ready to commit as an opa test fixture. "facts", the former name of json, is kept as an alias.` + exitCodes(exitLineDecision, exitLineBad),
 		Example: `  policycheck facts --registry examples/registry.yaml --history examples/histories/refund.json
   policycheck facts --registry examples/registry.yaml --history examples/histories/refund.json --format input`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if format == "facts" {
+				format = "json"
+			}
+			if err := checkFormat(format, "json", "input"); err != nil {
+				return err
+			}
 			loaded, err := in.load(cmd)
 			if err != nil {
 				return err
 			}
 			switch format {
-			case "facts":
+			case "json":
 				f := facts.Derive(loaded.history, loaded.reg)
 				return writeJSON(cmd, engine.ReportFacts(&f))
 			case "input":
-				eng, err := in.engine(cmd.Context(), loaded.reg)
+				eng, err := in.engine(cmd, loaded.reg)
 				if err != nil {
 					return err
 				}
@@ -44,10 +48,10 @@ with the given policies), ready to commit as an opa test fixture.` + exitCodesHe
 				}
 				return writeJSON(cmd, doc)
 			}
-			return badInput(fmt.Errorf("--format must be facts or input, not %q", format))
+			return nil
 		},
 	}
 	in.register(cmd, true)
-	cmd.Flags().StringVar(&format, "format", "facts", "facts (the facts as eval reports them) or input (the Rego input document)")
+	cmd.Flags().StringVarP(&format, "format", "f", "json", "output format: json (the facts as eval reports them; facts: alias) or input (the Rego input document)")
 	return cmd
 }

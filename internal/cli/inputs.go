@@ -2,12 +2,13 @@ package cli
 
 import (
 	"bytes"
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"regexp"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -32,7 +33,7 @@ func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.registry, "registry", "", "tool registry (YAML or JSON) (required)")
 	fl.StringVar(&f.history, "history", "", "message history, pydantic-ai JSON; - for stdin (required)")
-	fl.StringVar(&f.context, "context", "", "JSON object handed to policies as input.context")
+	fl.StringVar(&f.context, "context", "", "input.context for the policies: inline JSON ('{\"group\":\"admin\"}'), a JSON file, or - for stdin")
 	def := loader.DefaultLimits()
 	fl.Int64Var(&f.maxBytes, "max-bytes", def.MaxBytes, "largest history accepted, in bytes")
 	fl.IntVar(&f.limits.MaxMessages, "max-messages", def.MaxMessages, "most messages a history may hold")
@@ -64,7 +65,7 @@ func readFile(cmd *cobra.Command, path string) ([]byte, error) {
 	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return nil, &loader.Error{File: path, Kind: loader.KindIO, Msg: err.Error()}
+		return nil, loader.IOError(path, err)
 	}
 	return b, nil
 }
@@ -107,38 +108,53 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	lim.MaxBytes = f.maxBytes
 	h, err := loader.DecodeHistory(name, data, lim)
 	if err != nil {
-		return nil, badInput(err)
+		return nil, badInput(historyFormatHint(data, err))
 	}
 	if !f.noSchema {
 		if err := loader.ValidateHistoryBytes(name, data); err != nil {
-			return nil, badInput(err)
+			return nil, badInput(historyFormatHint(data, err))
 		}
 	}
 	in := &inputs{reg: reg, history: h}
 	if f.context != "" {
-		raw, err := readFile(cmd, f.context)
-		if err != nil {
+		if in.context, err = readContext(cmd, f.context); err != nil {
+			return nil, err
+		}
+	}
+	return in, nil
+}
+
+// readContext reads --context: inline JSON, or a file (- for stdin)
+// holding one JSON object.
+func readContext(cmd *cobra.Command, path string) (any, error) {
+	var raw []byte
+	ctxName := path
+	if inlineJSON(path) {
+		// Inline JSON: an object always starts with "{", which no
+		// sensible file name does.
+		raw, ctxName = []byte(path), "--context"
+	} else {
+		var err error
+		if raw, err = readFile(cmd, path); err != nil {
 			return nil, badInput(err)
 		}
-		ctxName := f.context
 		if ctxName == "-" {
 			ctxName = "<stdin>"
 		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
-		}
-		if _, ok := v.(map[string]any); !ok {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
-		}
-		in.context = v
 	}
-	return in, nil
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
+	}
+	return v, nil
 }
 
 // loadEngine reads the inputs and compiles the policies against their
@@ -148,19 +164,21 @@ func (f *inputFlags) loadEngine(cmd *cobra.Command) (*inputs, *engine.Engine, er
 	if err != nil {
 		return nil, nil, err
 	}
-	eng, err := f.engine(cmd.Context(), loaded.reg)
+	eng, err := f.engine(cmd, loaded.reg)
 	if err != nil {
 		return nil, nil, err
 	}
 	return loaded, eng, nil
 }
 
-func (f *inputFlags) engine(ctx context.Context, reg *facts.Registry) (*engine.Engine, error) {
-	opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(f.policies...)}
+func (f *inputFlags) engine(cmd *cobra.Command, reg *facts.Registry) (*engine.Engine, error) {
+	stderr := cmd.ErrOrStderr()
+	opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(f.policies...),
+		engine.OnWarning(func(p engine.PolicyProblem) { fmt.Fprintln(stderr, "policycheck: warning:", p) })}
 	if f.noDefaults {
 		opts = append(opts, engine.WithoutDefaults())
 	}
-	e, err := engine.New(ctx, opts...)
+	e, err := engine.New(cmd.Context(), opts...)
 	if err != nil {
 		return nil, badInput(err)
 	}
@@ -168,3 +186,39 @@ func (f *inputFlags) engine(ctx context.Context, reg *facts.Registry) (*engine.E
 }
 
 func writeJSON(cmd *cobra.Command, v any) error { return writeJSONTo(cmd.OutOrStdout(), v) }
+
+// inlineJSON reports whether a --context value is JSON text rather than a
+// file name: it starts, after blanks, with "{".
+func inlineJSON(v string) bool {
+	return strings.HasPrefix(strings.TrimLeft(v, " \t\r\n"), "{")
+}
+
+// messagePointer matches the pointer of a whole history or one message.
+var messagePointer = regexp.MustCompile(`^(/[0-9]+)?$`)
+
+// historyFormatHint adds to an error at the top of a history (the
+// document, or a message without its "kind") what a history is and where
+// the docs show one: such an error usually means the file is not
+// pydantic-ai's format at all, an OpenAI-style message list say.
+func historyFormatHint(data []byte, err error) error {
+	var le *loader.Error
+	if !errors.As(err, &le) || le.Kind != loader.KindSchema || !messagePointer.MatchString(le.Pointer) {
+		return err
+	}
+	if le.Pointer != "" && !strings.Contains(le.Msg, `"kind"`) {
+		return err
+	}
+	hint := ""
+	var msgs []map[string]json.RawMessage
+	if json.Unmarshal(data, &msgs) == nil && len(msgs) > 0 {
+		if _, ok := msgs[0]["role"]; ok {
+			hint = `this looks like an OpenAI-style message list ("role", "content"), not pydantic-ai's; `
+		}
+	}
+	out := *le
+	out.Msg = le.Msg + "; " + hint + historyFormatNote
+	return &out
+}
+
+const historyFormatNote = `a history is a pydantic-ai ModelMessagesTypeAdapter dump, a JSON list of ` +
+	`{"kind": "request"|"response", "parts": [...]} messages (docs/input.md, "The history", shows one)`

@@ -17,9 +17,9 @@ func newRegistryCmd() *cobra.Command {
 		Long: `registry validates a tool registry and prints it as the policies read it, data.policycheck.registry,
 with sets as sorted arrays: the registry/data.json of a recorded-run fixture for opa test
 (policy_test/fixture.rego turns the arrays back into sets), or a starting point for mocking it with
-"with data.policycheck.registry as". docs/input.md describes every field.` + exitCodesHelp,
+"with data.policycheck.registry as". docs/input.md describes every field.` + exitCodes("0  the registry is valid (and printed)", "2  a registry that does not load or validate, bad flags or arguments"),
 		Example: `  policycheck registry --registry examples/registry.yaml > policy_test/recorded/mine/run/registry/data.json`,
-		Args:    cobra.NoArgs,
+		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if file == "" {
 				return badInput(errors.New("--registry names a file; an empty name is not one"))

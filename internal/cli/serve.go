@@ -24,7 +24,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		addr, registry, config, tokenFile, tlsCert, tlsKey, id string
 		policies, mask                                         []string
-		noDefaults, noSchema, verbose                          bool
+		noDefaults, schema, noSchema, verbose                  bool
 		maxBody                                                int64
 		timeout, runTTL, grace                                 time.Duration
 		runs, engines, prefixBytes, decisions                  int
@@ -50,17 +50,20 @@ With --config (a standard OPA configuration file: services, bundles, decision_lo
 policies come from OPA bundles, polled by OPA's bundle plugin; a new revision is swapped in
 atomically, a broken one is refused and the last good revision keeps serving. Decisions go to
 OPA's decision-log plugin. It listens on loopback unless --addr says otherwise, and shuts down
-gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
+gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
-		Args: cobra.NoArgs,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			logLevel := slog.LevelInfo
 			if verbose {
 				logLevel = slog.LevelDebug
 			}
 			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
-			engOpts := []engine.Option{engine.PolicyPaths(policies...), engine.DecisionCache(decisions)}
+			engOpts := []engine.Option{engine.PolicyPaths(policies...), engine.DecisionCache(decisions),
+				engine.OnWarning(func(p engine.PolicyProblem) {
+					logger.Warn("policy never evaluated", "code", p.Code, "file", p.File, "row", p.Row, "message", p.Message)
+				})}
 			if noDefaults {
 				engOpts = append(engOpts, engine.WithoutDefaults())
 			}
@@ -76,8 +79,11 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
 				}
 				opts = append(opts, server.Registry(reg))
 			}
-			if noSchema {
-				opts = append(opts, server.WithoutSchema())
+			if schema && noSchema {
+				return badInput(errors.New("--schema and --no-schema contradict each other"))
+			}
+			if schema {
+				opts = append(opts, server.ValidateSchema())
 			}
 			if config != "" {
 				raw, err := os.ReadFile(config)
@@ -155,7 +161,9 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodesHelp,
 	fl.IntVar(&decisions, "decision-cache", 1024, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
 	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
 	fl.StringArrayVar(&mask, "mask-context", nil, "JSON pointer into the context to remove from decision logs (repeatable)")
-	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories (the decoder still enforces the same rules)")
+	fl.BoolVar(&schema, "schema", false, "also validate every history against the JSON Schema (the decoder alone, the default, rejects everything the schema rejects)")
+	fl.BoolVar(&noSchema, "no-schema", false, "validate histories with the decoder alone (the default)")
+	_ = fl.MarkDeprecated("no-schema", "the decoder alone is the default; --schema adds the JSON Schema")
 	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd

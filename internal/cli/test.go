@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"os"
 	"path"
 	"path/filepath"
 	"regexp"
@@ -21,6 +22,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/spf13/cobra"
 
+	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/regoutil"
 )
 
@@ -33,6 +35,76 @@ type testFlags struct {
 	noDefaults bool
 	timeout    time.Duration
 	ignore     []string
+	// progress returns the progress line of a run of total tests (nil:
+	// none).
+	progress func(total int) *progress.Reporter
+}
+
+// progressMinTests: smaller suites finish before a progress line helps.
+const progressMinTests = 100
+
+// skippedDir reports whether a directory below a PATH is skipped, as go
+// skips it: testdata, and names starting with "." or "_".
+func skippedDir(name string) bool {
+	return name == "testdata" || strings.HasPrefix(name, ".") || strings.HasPrefix(name, "_")
+}
+
+// projectRoots lists what "policycheck test" without PATH tests in dir:
+// each top-level directory that holds a .rego file outside the skipped
+// directories, and the Rego and data files directly in dir.
+func projectRoots(dir string) ([]string, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, err
+	}
+	var roots []string
+	for _, e := range entries {
+		if !e.IsDir() || skippedDir(e.Name()) {
+			continue
+		}
+		sub := filepath.Join(dir, e.Name())
+		if hasRego(sub) {
+			roots = append(roots, sub)
+		}
+	}
+	// The files of dir itself, each named: its subdirectories are the
+	// roots above.
+	for _, e := range entries {
+		if !e.IsDir() && (strings.HasSuffix(e.Name(), ".rego") || isDataFile(e.Name())) {
+			roots = append(roots, filepath.Join(dir, e.Name()))
+		}
+	}
+	if len(roots) == 0 {
+		return nil, fmt.Errorf("no Rego files under %s (testdata, hidden and _ directories skipped): name a PATH", dir)
+	}
+	return roots, nil
+}
+
+func isDataFile(name string) bool {
+	switch name {
+	case "data.json", "data.yaml", "data.yml":
+		return true
+	}
+	return false
+}
+
+// hasRego reports whether dir holds a .rego file outside skipped
+// directories.
+func hasRego(dir string) bool {
+	found := false
+	_ = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil || found:
+			return filepath.SkipAll
+		case d.IsDir() && p != dir && skippedDir(d.Name()):
+			return filepath.SkipDir
+		case !d.IsDir() && strings.HasSuffix(p, ".rego"):
+			found = true
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return found
 }
 
 func newTestCmd() *cobra.Command {
@@ -40,8 +112,14 @@ func newTestCmd() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "test [PATH...]",
 		Short: "Run Rego unit tests (*_test.rego) with OPA's test runner, the shipped policies available",
-		Long: `test runs the Rego unit tests found under PATH (default: the current directory) with OPA's own test
-runner, as "opa test" does: rules named test_* in any module, table tests reported case by case.
+		Long: `test runs the Rego unit tests found under PATH with OPA's own test runner, as "opa test" does: rules
+named test_* in any module, table tests reported case by case.
+
+Without PATH it tests the project in the current directory: the Rego and data files directly in it,
+and each top-level directory holding Rego, each as its own PATH (in this repository, the same as
+"policycheck test policies/ policy_test/ examples/"), so data files keep the paths they have when
+you name those directories. Below any PATH, directories named testdata, or starting with "." or
+"_", are skipped as go skips them (name one as a PATH to test it).
 
 The shipped policies (policycheck.availability, policycheck.lib, policycheck.lib.gate) are available
 to every test unless --no-defaults is given or PATH holds a module of the same package (testing
@@ -55,6 +133,9 @@ implicitly are not counted); --threshold fails the run below that percentage.
 --format json prints the results as "opa test --format json" does, or, with --coverage, an object
 {"tests": [...], "coverage": {...}} whose coverage has the shape of "opa test --coverage".
 
+On a terminal, a suite of more than 100 tests shows its progress on stderr (tests done, rate, time
+left); piped or redirected, nothing is added.
+
 Exit codes:
   0  every test passed (and coverage reached the threshold)
   1  a test failed or errored, or coverage is below the threshold
@@ -65,7 +146,16 @@ Exit codes:
   policycheck test examples/ --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
-				args = []string{"."}
+				var err error
+				if args, err = projectRoots("."); err != nil {
+					return badInput(err)
+				}
+			}
+			f.progress = func(total int) *progress.Reporter {
+				if total <= progressMinTests {
+					return nil
+				}
+				return stderrProgress(cmd, "test", total)
 			}
 			return runRegoTests(cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr(), args, f)
 		},
@@ -141,10 +231,22 @@ func runRegoTests(ctx context.Context, stdout, stderr io.Writer, paths []string,
 		return badInput(compileError(err))
 	}
 
+	// Progress counts test rules (a table test's cases are one rule).
+	var bar *progress.Reporter
+	if f.progress != nil {
+		bar = f.progress(countTestRules(modules, f.run))
+	}
+	seen := map[string]bool{}
 	var results []*tester.Result
 	for r := range ch {
 		results = append(results, r)
+		rule := r.Package + "." + strings.SplitN(r.Name, "[", 2)[0]
+		if !seen[rule] {
+			seen[rule] = true
+			bar.Add(1)
+		}
 	}
+	bar.Finish()
 	sort.SliceStable(results, func(i, j int) bool {
 		if results[i].Package != results[j].Package {
 			return results[i].Package < results[j].Package
@@ -188,7 +290,7 @@ func loadTestModules(paths, ignore []string) (map[string]*ast.Module, storage.St
 			}
 		}
 		if info.IsDir() {
-			return false
+			return depth > 0 && skippedDir(name)
 		}
 		switch strings.ToLower(path.Ext(name)) {
 		case ".json", ".yaml", ".yml":
@@ -374,4 +476,25 @@ func policyCoverage(rep cover.Report, modules map[string]*ast.Module) *cover.Rep
 		out.Coverage = 100 * float64(out.CoveredLines) / float64(total)
 	}
 	return out
+}
+
+// countTestRules counts the distinct test rules (test_*) of modules whose
+// full name matches run ("" for all), as the runner selects them.
+func countTestRules(modules map[string]*ast.Module, run string) int {
+	re, _ := regexp.Compile(run) // checked before
+	seen := map[string]bool{}
+	for _, m := range modules {
+		for _, r := range m.Rules {
+			name := r.Head.Ref()[0].Value.String()
+			if !strings.HasPrefix(name, "test_") {
+				continue
+			}
+			full := m.Package.Path.String() + "." + name
+			if re != nil && !re.MatchString(full) {
+				continue
+			}
+			seen[full] = true
+		}
+	}
+	return len(seen)
 }

@@ -3,6 +3,7 @@ package cli_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,4 +216,74 @@ func TestTestCommandReportsUncompilablePolicies(t *testing.T) {
 			assert.Contains(t, stderr, tc.want)
 		})
 	}
+}
+
+// policycheck test without PATH, from the repository root, tests the
+// project as its README says (policies/, policy_test/, examples/), skips
+// testdata (where a deliberately broken module lives), and passes.
+func TestTestWithoutPathTestsTheProject(t *testing.T) {
+	t.Chdir(filepath.Join("..", ".."))
+	code, stdout, stderr := policyRun(t, "test", "--timeout", "2m")
+	require.Equal(t, cli.ExitOK, code, "%s\n%s", stdout, stderr)
+	_, named, _ := policyRun(t, "test", "policies/", "policy_test/", "examples/", "--timeout", "2m")
+	assert.Equal(t, named, stdout, "the same run as naming the top-level directories")
+	assert.Regexp(t, `PASS: \d+/\d+\n$`, stdout)
+	assert.NotContains(t, stdout, "FAIL")
+
+	// Named explicitly, a testdata directory is tested.
+	code, _, stderr = policyRun(t, "test", "internal/cli/testdata/policy_syntax")
+	assert.Equal(t, cli.ExitBadUsage, code)
+	assert.Contains(t, stderr, "broken.rego")
+}
+
+func TestTestWithoutPathInAnOperatorProject(t *testing.T) {
+	dir := policyFiles(t, map[string]string{
+		"pol/x.rego":               "package x\n\nallow if input.a == 1\n",
+		"pol/x_test.rego":          "package x_test\n\nimport data.x\n\ntest_allow if x.allow with input as {\"a\": 1}\n",
+		"pol/limits/data.json":     `{"max": 3}`,
+		"pol/limits_test.rego":     "package limits_test\n\ntest_max if data.limits.max == 3\n",
+		"pol/testdata/broken.rego": "package y\n\nbad := [\n",
+		"pol/.hidden/broken.rego":  "package z\n\nbad := [\n",
+		"root_test.rego":           "package r_test\n\ntest_root if data.limit == 3\n",
+		"data.json":                `{"limit": 3}`,
+		"notes/readme.txt":         "no Rego here",
+	})
+	t.Chdir(dir)
+	code, stdout, stderr := policyRun(t, "test")
+	require.Equal(t, cli.ExitOK, code, "%s\n%s", stdout, stderr)
+	assert.Equal(t, "PASS: 3/3\n", stdout)
+
+	empty := t.TempDir()
+	t.Chdir(empty)
+	code, _, stderr = policyRun(t, "test")
+	assert.Equal(t, cli.ExitBadUsage, code)
+	assert.Contains(t, stderr, "no Rego files under . (testdata, hidden and _ directories skipped): name a PATH")
+}
+
+func TestTestProgressOnATerminal(t *testing.T) {
+	t.Parallel()
+	var b strings.Builder
+	b.WriteString("package many_test\n\n")
+	for i := 0; i < 120; i++ {
+		fmt.Fprintf(&b, "test_%d if %d > 0\n\n", i, i+1)
+	}
+	dir := policyFiles(t, map[string]string{"many_test.rego": b.String()})
+	var out bytes.Buffer
+	var tty fakeTerminal
+	code := cli.Run([]string{"test", dir}, strings.NewReader(""), &out, &tty)
+	require.Equal(t, cli.ExitOK, code, tty.String())
+	assert.Equal(t, "PASS: 120/120\n", out.String())
+	assert.Contains(t, tty.String(), "\rtest: 1/120 (0%)")
+	assert.Contains(t, tty.String(), "\rtest: 120/120 (100%)")
+	assert.True(t, strings.HasSuffix(tty.String(), "\r\x1b[K"))
+
+	// Piped: nothing on stderr. A small suite: no line on a terminal either.
+	code, stdout, stderr := policyRun(t, "test", dir)
+	assert.Equal(t, cli.ExitOK, code)
+	assert.Equal(t, "PASS: 120/120\n", stdout)
+	assert.Empty(t, stderr)
+	small := policyFiles(t, map[string]string{"few_test.rego": "package few_test\n\ntest_one if true\n"})
+	var tty2 fakeTerminal
+	require.Equal(t, cli.ExitOK, cli.Run([]string{"test", small}, strings.NewReader(""), &out, &tty2))
+	assert.Empty(t, tty2.String())
 }

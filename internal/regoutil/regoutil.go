@@ -1,13 +1,15 @@
 // Package regoutil holds the small Rego helpers that the engine and the
 // command line share: naming a filter package's capability, finding the
-// filter rules and the nondeterministic built-ins they reach, parsing the
-// shipped policies, and describing a Rego result's JSON type in messages.
+// filter rules and the nondeterministic built-ins they reach, finding the
+// packages the engine never reads, parsing the shipped policies, and
+// describing a Rego result's JSON type in messages.
 package regoutil
 
 import (
 	"fmt"
 	"io/fs"
 	"path"
+	"sort"
 	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -139,4 +141,65 @@ func ShippedModules() ([]ShippedModule, error) {
 		return nil
 	})
 	return out, err
+}
+
+// EngineReads reports whether the engine evaluates rules of package pkg
+// by its name: policycheck.rules.*, policycheck.capabilities.*,
+// policycheck.availability and policycheck.lib*. A module in any other
+// package is read only if a module the engine reads refers to it.
+func EngineReads(pkg ast.Ref) bool {
+	p := strings.TrimPrefix(pkg.String(), "data.")
+	switch {
+	case strings.HasPrefix(p, "policycheck.rules."), strings.HasPrefix(p, "policycheck.rules["),
+		strings.HasPrefix(p, "policycheck.capabilities."), strings.HasPrefix(p, "policycheck.capabilities["),
+		p == "policycheck.availability", strings.HasPrefix(p, "policycheck.lib"):
+		return true
+	}
+	return false
+}
+
+// UnreadPackages returns, sorted by file, the modules (file -> module, as
+// in ast.Compiler.Modules) that the engine never evaluates: outside the
+// packages EngineReads names, and referred to by no module of another
+// package. Their rules are dead: usually a typo in the package line.
+func UnreadPackages(modules map[string]*ast.Module) []*ast.Module {
+	files := make([]string, 0, len(modules))
+	for f := range modules {
+		files = append(files, f)
+	}
+	sort.Strings(files)
+	var out []*ast.Module
+	for _, file := range files {
+		m := modules[file]
+		if EngineReads(m.Package.Path) || referenced(modules, m.Package.Path) {
+			continue
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+// referenced reports whether a module of another package refers to pkg
+// (or to a document inside it, or to one containing it).
+func referenced(modules map[string]*ast.Module, pkg ast.Ref) bool {
+	found := false
+	for _, m := range modules {
+		if m.Package.Path.Equal(pkg) {
+			continue
+		}
+		ast.WalkRefs(m, func(r ast.Ref) bool {
+			if found || !r.HasPrefix(ast.DefaultRootRef) {
+				return found
+			}
+			g := r.ConstantPrefix()
+			if g.HasPrefix(pkg) || (len(g) > 1 && pkg.HasPrefix(g)) {
+				found = true
+			}
+			return found
+		})
+		if found {
+			return true
+		}
+	}
+	return false
 }

@@ -1,5 +1,7 @@
-# A capability filter that returns an array instead of a set of tool
-# names: every decision while "docs" is active must fail closed.
+# A capability filter whose value is an array of tool names, known only
+# at run time (json.unmarshal hides it from OPA's type checker, so the
+# contract cannot refuse it at load): every decision while "docs" is
+# active must fail closed.
 package policycheck.capabilities.docs
 
-prepare_tools := ["search_docs"]
+prepare_tools := json.unmarshal(`["search_docs"]`)

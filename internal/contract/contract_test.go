@@ -1,0 +1,108 @@
+package contract_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/internal/contract"
+)
+
+func compile(t *testing.T, src string) *ast.Compiler {
+	t.Helper()
+	m, err := ast.ParseModuleWithOpts("op.rego", src, ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
+	if err != nil {
+		t.Fatalf("parse: %v", err)
+	}
+	c := ast.NewCompiler().WithStrict(true).WithUseTypeCheckAnnotations(true)
+	c.Compile(map[string]*ast.Module{"op.rego": m})
+	if c.Failed() {
+		t.Fatalf("compile: %v", c.Errors)
+	}
+	return c
+}
+
+// TestShapes: each accepted shape passes; each refused one is refused at
+// its row, with the right form in the message.
+func TestShapes(t *testing.T) {
+	const rules = "package policycheck.rules.x\n\n"
+	const filter = "package policycheck.capabilities.vault\n\n"
+	cases := []struct {
+		name, src string
+		row       int // 0: accepted
+		want      string
+	}{
+		{"deny object", rules + `deny contains {"reason": "r", "message": "m"} if input.call.tool == "a"`, 0, ""},
+		{"deny string (Conftest)", rules + `deny contains msg if { input.call.tool == "a"; msg := "no" }`, 0, ""},
+		{"deny if", rules + `deny if input.call.tool == "a"`, 0, ""},
+		{"deny := true", rules + `deny := true`, 0, ""},
+		{"default deny false", rules + "default deny := false\n\ndeny := true if input.call.tool == \"a\"", 0, ""},
+		{"deny else", rules + "deny := true if input.call.tool == \"a\" else := false", 0, ""},
+		{"deny set value", rules + `deny := {"no"} if input.call.tool == "a"`, 0, ""},
+		{"deny unknown element", rules + `deny contains x if x := input.call.args.n`, 0, ""},
+		{"deny number", rules + `deny contains 42 if input.call.tool == "a"`, 3, "yields 42"},
+		{"deny number var", rules + `deny contains n if { input.call.tool == "a"; n := 1 + 1 }`, 3, "set[number]"},
+		{"deny function", rules + `deny(x) if x == 1`, 3, "is a function"},
+		{"deny string value", rules + `deny := "no"`, 3, "yields \"no\""},
+		{"deny else string", rules + "deny := true if input.call.tool == \"a\" else := \"no\"", 3, "yields \"no\""},
+		{"deny object bad key", rules + `deny contains {"msg": "m"} if input.call.tool == "a"`, 3, "yields"},
+		{"deny object number reason", rules + `deny contains {"reason": 1} if input.call.tool == "a"`, 3, "yields"},
+		{"deny partial object", rules + `deny[x] := true if x := input.call.tool`, 3, "defined as an object"},
+		{"deny nested", "package policycheck.rules.a.b\n\ndeny if input.x", 3, "nested below policycheck.rules.a"},
+		{"package named deny", "package policycheck.rules.deny\n\ndeny if input.x\n\nhelper := 1", 0, ""},
+		{"deny at root", "package policycheck.rules\n\ndeny if input.x", 3, "directly in package policycheck.rules"},
+		{"hide names", rules + `hide contains "get_order" if input.context.g == "x"`, 0, ""},
+		{"hide set", rules + `hide := {"get_order"}`, 0, ""},
+		{"hide string", rules + `hide := "get_order"`, 3, "yields \"get_order\""},
+		{"hide object elem", rules + `hide contains {"name": "get_order"} if input.x`, 3, "yields"},
+		{"hide function", rules + `hide(x) := {x}`, 3, "is a function"},
+		{"hide if", rules + `hide if input.x`, 3, "yields true"},
+		{"hide object", rules + `hide := {"get_order": true}`, 3, "yields"},
+		{"hide number", rules + `hide contains 1 if input.x`, 3, "yields 1"},
+		{"hide number var", rules + `hide contains n if n := count(input.x)`, 3, "set[number]"},
+		{"filter set", filter + `prepare_tools contains n if some n in data.policycheck.registry.names`, 0, ""},
+		{"filter bool", filter + `prepare_tools if input.x`, 3, "yields true"},
+		{"filter function", filter + `prepare_tools(x) := {x}`, 3, "is a function"},
+		{"filter nested", "package policycheck.capabilities.vault.x\n\nprepare_tools := set()", 3, "nested"},
+		{"decision ok", "package policycheck.availability\n\n" +
+			`decision := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}`, 0, ""},
+		{"decision missing key", "package policycheck.availability\n\n" + `decision := {"available": set()}`, 3, "yields"},
+		{"decision typo key", "package policycheck.availability\n\n" +
+			`decision := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": [], "hiden": set()}`, 3, "yields"},
+		{"decision set", "package policycheck.availability\n\n" + `decision contains "a"`, 3, "partial set rule"},
+		{"decision function", "package policycheck.availability\n\n" + `decision(x) := x`, 3, "is a function"},
+		{"decision bool", "package policycheck.availability\n\n" + `decision if input.x`, 3, "yields true"},
+		{"marker unknown", "# METADATA\n# title: x\n# custom:\n#   policycheck:\n#     nope: true\npackage policycheck.rules.x\n\nhide := set()", 1, "custom.policycheck.nope"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			probs, _ := contract.Check(compile(t, tc.src))
+			if tc.row == 0 {
+				if len(probs) > 0 {
+					t.Fatalf("accepted shape refused: %+v", probs)
+				}
+				return
+			}
+			if len(probs) == 0 {
+				t.Fatalf("refused shape accepted")
+			}
+			p := probs[0]
+			if p.File != "op.rego" || p.Row != tc.row || !strings.Contains(p.Message, tc.want) {
+				t.Fatalf("got %s:%d:%d %s: %s; want row %d and %q", p.File, p.Row, p.Col, p.Code, p.Message, tc.row, tc.want)
+			}
+			if p.Code != contract.CodeMarker && !strings.Contains(p.Message, "Write: ") {
+				t.Fatalf("message shows no right form: %s", p.Message)
+			}
+		})
+	}
+}
+
+// TestLocations: the engine names the rule's first definition.
+func TestLocations(t *testing.T) {
+	_, locs := contract.Check(compile(t, "package policycheck.rules.x\n\ndeny contains x if x := input.call.args.n\n"))
+	loc := locs["data.policycheck.rules.x.deny"]
+	if loc == nil || loc.File != "op.rego" || loc.Row != 3 {
+		t.Fatalf("locations: %v", locs)
+	}
+}
