@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -83,6 +84,9 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 		for _, why := range t.Why {
 			fmt.Fprintf(w, "      - %s\n", why)
 		}
+		if slices.Contains(d.WouldHide, t.Name) {
+			fmt.Fprintf(w, "      - would hide (log-only rule, not enforced): a log-only policycheck.rules package hides it\n")
+		}
 	}
 	fmt.Fprintf(w, "  framework tools available: %s\n", list(framework(d.Available)))
 	if len(x.Calls) > 0 {
@@ -106,6 +110,9 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 		}
 		for _, why := range c.Why {
 			fmt.Fprintf(w, "      - %s\n", why)
+		}
+		for _, why := range c.WouldDeny {
+			fmt.Fprintf(w, "      - would deny (log-only rule, not enforced): %s\n", why)
 		}
 	}
 	if len(d.Approvals) > 0 {
