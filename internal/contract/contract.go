@@ -80,6 +80,10 @@ type Entry struct {
 	Shapes []Shape
 	// Right is the right form, shown in every refusal.
 	Right string
+	// ReadBy, when set, is the entry point (as a path below data) that
+	// reads this rule: a rule it cannot reach (a replacement that never
+	// reads data.policycheck.rules) is refused as never read.
+	ReadBy string
 }
 
 // Marker is a key that a package's METADATA may set under
@@ -175,6 +179,7 @@ var Table = []Entry{
 		},
 		Right: `deny contains {"reason": "...", "message": "..."} if { input.call.tool == "..." }` +
 			` (or deny contains msg if ..., with msg a string; or deny if ...)`,
+		ReadBy: decisionPath,
 	},
 	{
 		Root: "policycheck.rules", Keyed: true, Name: "hide",
@@ -182,7 +187,8 @@ var Table = []Entry{
 			{Form: PartialSet, Type: stringType, Meaning: "each element is a tool name hidden for this request"},
 			{Form: Complete, Type: setOf(stringType), Meaning: "a set of tool names hidden for this request"},
 		},
-		Right: `hide contains "tool_name" if { ... } (or hide := {"a", "b"})`,
+		Right:  `hide contains "tool_name" if { ... } (or hide := {"a", "b"})`,
+		ReadBy: decisionPath,
 	},
 	{
 		Root: "policycheck.capabilities", Keyed: true, Name: "prepare_tools",
@@ -203,6 +209,9 @@ var Table = []Entry{
 		Right: `decision := {"available": ..., "advertised": ..., "dispatch_available": ..., "verdicts": [...]}`,
 	},
 }
+
+// decisionPath is the engine's entry point.
+const decisionPath = "policycheck.availability.decision"
 
 // Problem is one refusal, with its place.
 type Problem struct {
@@ -268,9 +277,25 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 			g.rules = append(g.rules, r)
 		}
 	}
+	reached := map[string]map[*ast.Rule]bool{}
 	for _, key := range order {
 		g := groups[key]
 		out = append(out, shapeProblems(c, key, g.entry, g.rules)...)
+		if g.entry.ReadBy == "" {
+			continue
+		}
+		from := groups["data."+g.entry.ReadBy]
+		if from == nil {
+			continue // no reader: the engine refuses the set as a whole
+		}
+		if reached[g.entry.ReadBy] == nil {
+			reached[g.entry.ReadBy] = reachable(c, from.rules)
+		}
+		if !reached[g.entry.ReadBy][g.rules[0]] {
+			out = append(out, at(CodeRulePlace, g.rules[0].Location, fmt.Sprintf(
+				"%s is never read: %s does not depend on it (a replacement availability policy must read "+
+					"data.policycheck.rules, as data.policycheck.lib.gate does)", strings.TrimPrefix(key, "data."), g.entry.ReadBy)))
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -283,6 +308,27 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 		return a.Col < b.Col
 	})
 	return out, locs
+}
+
+// reachable is every rule roots depend on, themselves included.
+func reachable(c *ast.Compiler, roots []*ast.Rule) map[*ast.Rule]bool {
+	seen := map[*ast.Rule]bool{}
+	var visit func(r *ast.Rule)
+	visit = func(r *ast.Rule) {
+		if seen[r] {
+			return
+		}
+		seen[r] = true
+		for dep := range c.Graph.Dependencies(r) {
+			if dr, ok := dep.(*ast.Rule); ok {
+				visit(dr)
+			}
+		}
+	}
+	for _, r := range roots {
+		visit(r)
+	}
+	return seen
 }
 
 // fullPath is the data path a rule defines: its package and its head's
@@ -685,6 +731,24 @@ func markerProblems(m *ast.Module) []Problem {
 		}
 	}
 	return out
+}
+
+// PackageMarker returns the value of marker key in module m's package
+// METADATA (custom.policycheck.<key>), and whether it is set. Check has
+// refused any marker not in Markers, so a loaded module's markers are
+// among them.
+func PackageMarker(m *ast.Module, key string) (any, bool) {
+	for _, a := range m.Annotations {
+		if a.Scope != "package" && a.Scope != "subpackages" {
+			continue
+		}
+		if obj, ok := a.Custom["policycheck"].(map[string]any); ok {
+			if v, ok := obj[key]; ok {
+				return v, true
+			}
+		}
+	}
+	return nil, false
 }
 
 func markerApplies(mk *Marker, pkg ast.Ref) bool {
