@@ -327,6 +327,9 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 // observe records a decision in the metrics and the decision log.
 func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, start time.Time) {
 	s.metrics.decision(endpoint, d, time.Since(start))
+	if s.shadowed(r.RemoteAddr, endpoint, run, st, d, ctxDoc, messages) {
+		return // the shadow worker logs it, with the shadow's result
+	}
 	s.logDecision(r, endpoint, run, st, d, ctxDoc, messages)
 }
 
