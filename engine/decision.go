@@ -411,7 +411,7 @@ func unknownReasons(s *snapshot, tool string, fr *filterResult, hidden map[strin
 		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
 	}
 	if hidden[tool] {
-		out = append(out, fmt.Sprintf("hidden by an operator rule (policycheck.rules.*.hide) for this request"))
+		out = append(out, "hidden by an operator rule (policycheck.rules.*.hide) for this request")
 	}
 	return out
 }
