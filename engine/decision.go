@@ -6,6 +6,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	"slices"
 	"sort"
+	"strings"
 
 	"github.com/policycheck/policycheck/facts"
 )
@@ -38,7 +39,8 @@ type Decision struct {
 	RegistryRevision string `json:"-"`
 
 	facts   *facts.Facts
-	removal *removal // what removed tools, read by Removed
+	removal *removal  // what removed tools, read by Removed
+	input   ast.Value // the decision query's input document, read by InputDocument
 }
 
 // removal is what a decision needs to say, on demand, why a tool was
@@ -306,9 +308,18 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 		d.Advertised = adv
 	}
+	// An operator rule whose value the contract could not check at load
+	// and the gate found of a refused shape fails the decision closed.
+	if errs, _ := raw["rule_errors"].([]any); len(errs) > 0 {
+		return s.ruleError(errs[0])
+	}
 	hidden := map[string]bool{}
-	if h, err := stringSet(raw["hidden"], "hidden"); err == nil {
-		for _, n := range h {
+	if h, ok := raw["hidden"]; ok {
+		names, err := stringSet(h, "hidden")
+		if err != nil {
+			return err
+		}
+		for _, n := range names {
 			hidden[n] = true
 		}
 	}
@@ -351,9 +362,25 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			c.Message = NotAvailableMessage(c.Tool, c.Capability)
 			c.Reasons = []string{gateReason(s, d.facts, c.Tool)}
 		case Denied:
+			ds, _ := vm["denials"].([]any)
+			for _, x := range ds {
+				if dm, _ := x.(map[string]any); dm != nil && hasKey(dm, "value") {
+					return s.ruleError(dm)
+				}
+			}
 			c.Message, c.Reasons = denialText(s, c.Tool, vm)
 			c.FailClosed = vm["rule"] == "filter_error"
 		case Execute:
+			// Registry membership is part of the gate, whatever a
+			// replacement availability policy says.
+			if why := s.unresolved(c.Tool, dispatch, hidden); why != "" {
+				c.Verdict = Denied
+				c.Message = failClosedMessage(c.Tool)
+				c.FailClosed = true
+				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which %s; denied", c.Tool, why)}
+				d.Errors = appendUnique(d.Errors, c.Reasons[0])
+				continue
+			}
 			// The gate and the verdict cannot disagree.
 			if !contains(d.Dispatch.Available, c.Tool) {
 				c.Verdict = Denied
@@ -366,6 +393,61 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 	}
 	return nil
+}
+
+// unresolved says why tool is outside the resolved tool set of the
+// dispatch (a registry tool no dispatch filter dropped and no rule hid, or
+// a framework tool present: load_capability while a capability is
+// deferred, search_tools while a search-gated tool survives), or "".
+func (s *snapshot) unresolved(tool string, dispatch *filterResult, hidden map[string]bool) string {
+	removed := func(n string) bool { return hidden[n] || len(dispatch.droppedBy[n]) > 0 }
+	switch {
+	case tool == facts.LoadCapabilityTool:
+		if !s.reg.HasLoadCapability() {
+			return "is not present: the registry defers no capability"
+		}
+		return ""
+	case tool == facts.SearchTool:
+		for _, n := range s.reg.SearchGatedTools() {
+			if !removed(n) {
+				return ""
+			}
+		}
+		return "is not present: no search-gated tool survives the filters and rules"
+	case !isTool(s.reg, tool):
+		return "is not a registry tool"
+	case len(dispatch.droppedBy[tool]) > 0:
+		return "a capability filter dropped"
+	case hidden[tool]:
+		return "an operator rule hid"
+	}
+	return ""
+}
+
+func hasKey(m map[string]any, k string) bool {
+	_, ok := m[k]
+	return ok
+}
+
+// ruleError is the error of a rule value the gate flagged (rule_errors,
+// or a denial carrying a value): it names the operator's rule, its file
+// and row, and what the contract accepts.
+func (s *snapshot) ruleError(flagged any) error {
+	m, _ := flagged.(map[string]any)
+	pkg, _ := m["package"].(string)
+	rule, _ := m["rule"].(string)
+	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
+	where := ""
+	if loc := s.rules[path.String()]; loc != nil {
+		where = fmt.Sprintf(" (%s:%d:%d)", loc.File, loc.Row, loc.Col)
+	}
+	v, _ := json.Marshal(m["value"])
+	want := "a set of tool names"
+	if rule == "deny" {
+		want = `a denial: an object {"reason": ..., "message": ...} of strings, a string, or a boolean deny`
+	}
+	return fmt.Errorf("operator rule %s%s yielded %s, which is not %s: the decision fails closed",
+		strings.TrimPrefix(path.String(), "data."), where, v, want)
 }
 
 func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) {

@@ -279,6 +279,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
 	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
+	d.input = input
 	// The fingerprint of the filter keys used for dispatch, or for the
 	// next request when there is none: each filter result carries the one
 	// of the active set it was composed for.

@@ -423,3 +423,63 @@ func TestDecisionsIndependentOfOrderAndConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// replacementExecutingEverything is a replacement availability policy
+// (--no-defaults) that says execute for every call, makes every called
+// name dispatch-available and reports the rules' hidden tools.
+var replacementExecutingEverything = engine.Source{File: "operator/availability.rego", Text: `package policycheck.availability
+
+called := {c.tool | some c in input.dispatch.calls}
+
+decision := {
+	"available": called,
+	"advertised": called,
+	"dispatch_available": called,
+	"verdicts": [{"verdict": "execute", "rule": "gate"} | some _ in input.dispatch.calls],
+	"hidden": {n | some n in data.policycheck.rules[_].hide},
+}
+`}
+
+// TestReplacementCannotExecuteOutsideTheResolvedSet: registry membership
+// is part of the gate. Over generated registries, filters, rules and
+// histories, a replacement availability policy that says execute for
+// every call gets execute exactly for the calls the shipped gate resolves
+// (a registry tool no filter dropped and no rule hid, or a framework tool
+// present); every other call is denied, failing closed, with a reason.
+func TestReplacementCannotExecuteOutsideTheResolvedSet(t *testing.T) {
+	ctx := context.Background()
+	seeds := 30
+	if testing.Short() {
+		seeds = 8
+	}
+	refused, executed := 0, 0
+	for _, pc := range propertyCases(t, seeds) {
+		shipped, err := engine.New(ctx, pc.opts...)
+		require.NoError(t, err)
+		replaced, err := engine.New(ctx, append(slices.Clone(pc.opts), engine.WithoutDefaults(), engine.Modules(replacementExecutingEverything))...)
+		require.NoError(t, err)
+		for _, req := range pc.requests {
+			r := engine.Request{History: req.history, Context: req.context}
+			want, err := shipped.Decide(ctx, r)
+			require.NoError(t, err)
+			got, err := replaced.Decide(ctx, r)
+			require.NoError(t, err)
+			for i, c := range got.Calls {
+				resolved := want.Calls[i].Verdict != engine.UnknownTool
+				if resolved {
+					executed++
+					assert.Equal(t, engine.Execute, c.Verdict, "%s: call %d to resolved %q", req.name, i, c.Tool)
+					continue
+				}
+				refused++
+				assert.Equal(t, engine.Denied, c.Verdict, "%s: call %d to unresolved %q", req.name, i, c.Tool)
+				assert.True(t, c.FailClosed)
+				assert.NotEmpty(t, c.Reasons)
+				assert.NotEmpty(t, got.Errors)
+			}
+		}
+	}
+	t.Logf("%d calls executed, %d refused", executed, refused)
+	require.Positive(t, refused, "no unresolved call generated: the property is vacuous")
+	require.Positive(t, executed)
+}

@@ -232,10 +232,18 @@ func TestHistorySchema(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {
 			err := loader.ValidateHistorySchema("run.json", decode(t, tc.doc))
+			// The decoder, the only validator a request meets by
+			// default, judges every case as the schema does, at the
+			// same JSON pointer.
+			_, decErr := loader.DecodeHistory("run.json", []byte(tc.doc), loader.DefaultLimits())
 			if tc.valid {
 				require.NoError(t, err)
+				require.NoError(t, decErr, "the decoder rejects what the schema accepts")
 				return
 			}
+			var le *loader.Error
+			require.True(t, errors.As(decErr, &le), "the decoder accepts what the schema rejects (%v)", err)
+			require.Equal(t, tc.pointer, le.Pointer, "decoder: %v", decErr)
 			require.Error(t, err)
 			t.Log(err)
 			var serr *loader.SchemaError

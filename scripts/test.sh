@@ -18,6 +18,16 @@ if [ ! -d "$shared/conformance/cases" ]; then
 	echo "note: $shared/conformance/cases is absent; conformance tests will be skipped" >&2
 fi
 
+# replay's HTML report is checked in headless Chromium; outside CI the
+# test skips with a message when no browser is installed.
+if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1; then
+	echo "== installing chromium (the replay HTML report test)"
+	sudo=""
+	if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then

@@ -44,7 +44,7 @@ func BenchmarkDecideFullHistory(b *testing.B) {
 	for _, check := range []struct {
 		name string
 		opts []server.Option
-	}{{"schema", nil}, {"decoder_only", []server.Option{server.WithoutSchema()}}} {
+	}{{"schema", []server.Option{server.ValidateSchema()}}, {"decoder_only", nil}} {
 		for _, prefix := range []string{"off", "growing"} {
 			b.Run(check.name+"/prefix="+prefix, func(b *testing.B) {
 				opts := check.opts

@@ -335,6 +335,13 @@ func TestBundles(t *testing.T) {
 	require.Equal(t, "u1", ctxLogged["user"])
 	require.NotContains(t, ctxLogged, "secret") // --mask-context
 	require.NotContains(t, ctxLogged, "group")  // data.system.log.mask
+	// The whole Rego input document, for replay.
+	require.Contains(t, input, "facts")
+	require.Contains(t, input, "outgoing")
+	require.Contains(t, input, "filters")
+	loggedCalls := input["dispatch"].(map[string]any)["calls"].([]any)
+	require.Contains(t, loggedCalls[0].(map[string]any), "args")
+	require.Equal(t, "decide", input["endpoint"])
 	require.Equal(t, "policycheck/availability/decision", found["path"])
 	require.Equal(t, "r5", found["bundles"].(map[string]any)["pc"].(map[string]any)["revision"])
 	calls := found["result"].(map[string]any)["calls"].([]any)

@@ -19,10 +19,14 @@ import (
 const decisionPath = "policycheck/availability/decision"
 
 // logDecision sends a decision to OPA's decision-log plugin, when one is
-// configured. The event's input holds the request's context (with the
-// MaskContext pointers removed; OPA's mask policy, data.system.log.mask,
-// applies on top), the endpoint, the run id and the number of messages;
-// its result is the decision document (fingerprint, facts, verdicts with
+// configured. The event's input is the whole Rego input document the
+// decision query received (facts, outgoing, filters, dispatch with every
+// call and its arguments, context), so that `policycheck replay` can
+// decide it again, plus three keys of the sidecar's own: the endpoint,
+// the run id and the number of messages decided on. The context is
+// masked as before: the MaskContext pointers are removed, and OPA's mask
+// policy, data.system.log.mask, applies on top to the whole event. Its
+// result is the decision document (fingerprint, facts, verdicts with
 // their reasons, errors).
 func (s *Server) logDecision(r *http.Request, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int) {
 	if s.mgr == nil {
@@ -32,11 +36,18 @@ func (s *Server) logDecision(r *http.Request, endpoint, runID string, st *policy
 	if lp == nil {
 		return
 	}
-	input := map[string]any{
-		"endpoint": endpoint,
-		"messages": json.Number(strconv.Itoa(messages)),
-		"context":  maskContext(ctxDoc, s.cfg.maskContext),
+	input := map[string]any{}
+	doc, err := d.InputDocument()
+	if err != nil {
+		s.metrics.logErrors.Inc()
+		return
 	}
+	if m, ok := doc.(map[string]any); ok {
+		input = m
+	}
+	input["endpoint"] = endpoint
+	input["messages"] = json.Number(strconv.Itoa(messages))
+	input["context"] = maskContext(ctxDoc, s.cfg.maskContext)
 	if runID != "" {
 		input["run"] = runID
 	}

@@ -282,7 +282,7 @@ func (s *Server) parse(ctx context.Context, body []byte, prefixes bool) (*reques
 	if err != nil {
 		return nil, fromLoader(err, "/history")
 	}
-	if !s.cfg.noSchema {
+	if s.cfg.schema {
 		if err := s.schema.validate(elems, keys); err != nil {
 			return nil, fromLoader(err, "/history")
 		}
@@ -340,7 +340,7 @@ func (s *Server) resumeHistory(hit *prefixEntry, env *envelope, body []byte, eng
 		if lim.MaxParts > 0 && parts > lim.MaxParts {
 			return nil
 		}
-		if !s.cfg.noSchema {
+		if s.cfg.schema {
 			if err := s.schema.validate(elems, s.hash.keys(elems)); err != nil {
 				return nil
 			}

@@ -231,8 +231,8 @@ func runLoad(t *testing.T, cfg loadConfig) {
 		name string
 		opts []server.Option
 	}{
-		{"full history (decoder+schema)", nil},
-		{"full history (decoder only)", []server.Option{server.WithoutSchema()}},
+		{"full history (decoder+schema)", []server.Option{server.ValidateSchema()}},
+		{"full history (decoder only)", nil},
 	} {
 		rs := start(t, append([]server.Option{engines}, variant.opts...)...)
 		rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
@@ -258,8 +258,8 @@ func runLoad(t *testing.T, cfg loadConfig) {
 		name string
 		opts []server.Option
 	}{
-		{"full, never seen (decoder+schema)", nil},
-		{"full, never seen (decoder only)", []server.Option{server.WithoutSchema()}},
+		{"full, never seen (decoder+schema)", []server.Option{server.ValidateSchema()}},
+		{"full, never seen (decoder only)", nil},
 	} {
 		rs := start(t, append([]server.Option{engines}, variant.opts...)...)
 		rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients

@@ -159,7 +159,7 @@ func (s *Server) decodeMessages(raw json.RawMessage, elems [][]byte, offset int)
 		e.Pointer = "/messages" + e.Pointer
 		return nil, e
 	}
-	if !s.cfg.noSchema {
+	if s.cfg.schema {
 		if err := s.schema.validate(elems, s.hash.keys(elems)); err != nil {
 			e := fromLoader(err, "")
 			e.Pointer = "/messages" + e.Pointer

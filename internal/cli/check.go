@@ -675,7 +675,7 @@ func alwaysErrorFindings(ctx context.Context, c *ast.Compiler, mods []*checkModu
 			if len(r.Head.Args) > 0 || r.Head.RuleKind() != ast.SingleValue || !r.Ref().IsGround() {
 				continue
 			}
-			path := m.Package.Path.Extend(r.Ref())
+			path := r.Ref() // the full path, package included
 			key := path.String()
 			g := groups[key]
 			if g == nil {

@@ -117,37 +117,44 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	}
 	in := &inputs{reg: reg, history: h}
 	if f.context != "" {
-		var raw []byte
-		ctxName := f.context
-		switch {
-		case inlineJSON(f.context):
-			// Inline JSON: an object always starts with "{", which no
-			// sensible file name does.
-			raw, ctxName = []byte(f.context), "--context"
-		default:
-			raw, err = readFile(cmd, f.context)
-			if err != nil {
-				return nil, badInput(err)
-			}
-			if ctxName == "-" {
-				ctxName = "<stdin>"
-			}
+		if in.context, err = readContext(cmd, f.context); err != nil {
+			return nil, err
 		}
-		dec := json.NewDecoder(bytes.NewReader(raw))
-		dec.UseNumber()
-		var v any
-		if err := dec.Decode(&v); err != nil {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
-		}
-		if _, err := dec.Token(); err != io.EOF {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
-		}
-		if _, ok := v.(map[string]any); !ok {
-			return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
-		}
-		in.context = v
 	}
 	return in, nil
+}
+
+// readContext reads --context: inline JSON, or a file (- for stdin)
+// holding one JSON object.
+func readContext(cmd *cobra.Command, path string) (any, error) {
+	var raw []byte
+	ctxName := path
+	if inlineJSON(path) {
+		// Inline JSON: an object always starts with "{", which no
+		// sensible file name does.
+		raw, ctxName = []byte(path), "--context"
+	} else {
+		var err error
+		if raw, err = readFile(cmd, path); err != nil {
+			return nil, badInput(err)
+		}
+		if ctxName == "-" {
+			ctxName = "<stdin>"
+		}
+	}
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
+	}
+	if _, ok := v.(map[string]any); !ok {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
+	}
+	return v, nil
 }
 
 // loadEngine reads the inputs and compiles the policies against their

@@ -5,9 +5,10 @@
 // Exit codes (each command's --help lists those it can return): 0 a
 // decision was made (whatever the verdicts, fail-closed ones included), or
 // the command succeeded; 1 `test` or `conformance` ran and something
-// failed; 2 bad input, bad registry, a policy that does not load or
-// compile, bad flags or arguments, or `check` found something; 3 `eval
-// --fail-on-refusal` and a call was refused or the decision failed closed.
+// failed, or `replay` matched --fail-on; 2 bad input, bad registry, a
+// policy that does not load or compile, bad flags or arguments, or `check`
+// found something; 3 `eval --fail-on-refusal` and a call was refused or
+// the decision failed closed.
 package cli
 
 import (
@@ -118,6 +119,7 @@ var commands = []func() *cobra.Command{
 	newTestCmd,
 	newCheckCmd,
 	newServeCmd,
+	newReplayCmd,
 	newVersionCmd,
 }
 

@@ -24,7 +24,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		addr, registry, config, tokenFile, tlsCert, tlsKey, id string
 		policies, mask                                         []string
-		noDefaults, noSchema, verbose                          bool
+		noDefaults, schema, noSchema, verbose                  bool
 		maxBody                                                int64
 		timeout, runTTL, grace                                 time.Duration
 		runs, engines, prefixBytes, decisions                  int
@@ -79,8 +79,11 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 				}
 				opts = append(opts, server.Registry(reg))
 			}
-			if noSchema {
-				opts = append(opts, server.WithoutSchema())
+			if schema && noSchema {
+				return badInput(errors.New("--schema and --no-schema contradict each other"))
+			}
+			if schema {
+				opts = append(opts, server.ValidateSchema())
 			}
 			if config != "" {
 				raw, err := os.ReadFile(config)
@@ -158,7 +161,9 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 	fl.IntVar(&decisions, "decision-cache", 1024, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
 	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
 	fl.StringArrayVar(&mask, "mask-context", nil, "JSON pointer into the context to remove from decision logs (repeatable)")
-	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories (the decoder still enforces the same rules)")
+	fl.BoolVar(&schema, "schema", false, "also validate every history against the JSON Schema (the decoder alone, the default, rejects everything the schema rejects)")
+	fl.BoolVar(&noSchema, "no-schema", false, "validate histories with the decoder alone (the default)")
+	_ = fl.MarkDeprecated("no-schema", "the decoder alone is the default; --schema adds the JSON Schema")
 	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd

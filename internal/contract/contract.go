@@ -537,7 +537,10 @@ func boolOrDenialSet(t types.Type) Answer {
 
 // decisionKeys are the keys the engine reads from the decision object,
 // required or not.
-var decisionKeys = map[string]bool{"available": true, "advertised": true, "dispatch_available": true, "verdicts": true, "hidden": false}
+var decisionKeys = map[string]bool{
+	"available": true, "advertised": true, "dispatch_available": true, "verdicts": true,
+	"hidden": false, "rule_errors": false,
+}
 
 func decisionType(t types.Type) Answer {
 	return all(t, func(t types.Type) Answer {
@@ -555,7 +558,7 @@ func decisionType(t types.Type) Answer {
 				return No
 			}
 			have[k] = true
-			if k != "verdicts" && setOf(stringType)(p.Value) == No {
+			if k != "verdicts" && k != "rule_errors" && setOf(stringType)(p.Value) == No {
 				return No
 			}
 		}

@@ -36,6 +36,7 @@ decision := {
 	"dispatch_available": dispatch_available,
 	"verdicts": verdicts,
 	"hidden": gate.hidden,
+	"rule_errors": gate.rule_errors,
 }
 
 # METADATA

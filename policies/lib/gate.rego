@@ -152,9 +152,65 @@ denials(call) := [d |
 	call_input := input_with_call(call)
 	some pkg
 	ds := data.policycheck.rules[pkg].deny with input as call_input
-	some x in ds
-	d := {"package": pkg, "reason": object.get(x, "reason", ""), "message": object.get(x, "message", "")}
+	some d in denials_of(pkg, ds)
 ]
+
+# METADATA
+# title: denials_of
+# description: |
+#   The denials that the value ds of package pkg's deny rule makes, by the
+#   operator contract (internal/contract): a set's elements, each a
+#   {"reason", "message"} object or a string that is both; true, one
+#   denial with a reason naming the package; false, none. Anything else,
+#   and any other element, is a denial carrying the offending `value`: the
+#   engine then fails the decision closed, naming the rule.
+denials_of(pkg, ds) := [denial(pkg, x) | some x in ds] if {
+	is_set(ds)
+} else := [{"package": pkg, "reason": sprintf("policycheck.rules.%s.deny is true", [pkg]), "message": ""}] if {
+	ds == true
+} else := [] if {
+	ds == false
+} else := [{"package": pkg, "rule": "deny", "value": ds}]
+
+# METADATA
+# title: denial
+# description: One element x of package pkg's deny set, as a denial.
+denial(pkg, x) := {"package": pkg, "reason": x, "message": x} if {
+	is_string(x)
+} else := {"package": pkg, "reason": object.get(x, "reason", ""), "message": object.get(x, "message", "")} if {
+	is_object(x)
+	every k, v in x {
+		k in {"reason", "message"}
+		is_string(v)
+	}
+} else := {"package": pkg, "rule": "deny", "value": x}
+
+# METADATA
+# title: rule_errors
+# description: |
+#   The hide rules whose value is not a set of tool names (a type the
+#   contract could not see at load): each fails the decision closed, and
+#   the engine names the rule. (A deny value's errors ride on its denials.)
+rule_errors contains {"package": pkg, "rule": "hide", "value": h} if {
+	some pkg
+	h := data.policycheck.rules[pkg].hide
+	not names_set(h)
+}
+
+# METADATA
+# title: names_set
+# description: |
+#   s is a set of strings. Performance: a set of registry names (the usual
+#   case) is told by one intersection, in Go; only another is walked.
+names_set(s) if {
+	is_set(s)
+	count(s & registry.names) == count(s)
+} else if {
+	is_set(s)
+	every x in s {
+		is_string(x)
+	}
+}
 
 # METADATA
 # title: input_with_call

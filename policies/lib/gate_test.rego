@@ -305,6 +305,63 @@ test_denials_default_missing_fields_to_empty_strings if {
 		with data.policycheck.rules as rules
 }
 
+test_denials_of_each_accepted_shape[note] if {
+	cases := {
+		"a Conftest string is reason and message": {
+			"deny": {"no refunds"},
+			"want": [{"package": "a", "reason": "no refunds", "message": "no refunds"}],
+		},
+		"a boolean true denies, naming the package": {
+			"deny": true,
+			"want": [{"package": "a", "reason": "policycheck.rules.a.deny is true", "message": ""}],
+		},
+		"a boolean false denies nothing": {"deny": false, "want": []},
+		"an empty set denies nothing": {"deny": set(), "want": []},
+	}
+	some note, tc in cases
+	gate.denials(call("get_time")) == tc.want with data.policycheck.rules as {"a": {"deny": tc.deny}}
+}
+
+test_denials_flag_each_refused_value[note] if {
+	cases := {
+		"a number element": {"deny": {42}, "value": 42},
+		"an object with another key": {"deny": {{"msg": "m"}}, "value": {"msg": "m"}},
+		"an object with a number reason": {"deny": {{"reason": 1}}, "value": {"reason": 1}},
+		"a string value": {"deny": "no", "value": "no"},
+		"an array value": {"deny": ["no"], "value": ["no"]},
+		"an object value": {"deny": {"get_time": true}, "value": {"get_time": true}},
+	}
+	some note, tc in cases
+	gate.denials(call("get_time")) == [{"package": "a", "rule": "deny", "value": tc.value}]
+		with data.policycheck.rules as {"a": {"deny": tc.deny}}
+}
+
+test_a_flagged_denial_still_denies if {
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {"a": {"deny": {42}}}
+	v.verdict == "denied"
+}
+
+test_rule_errors_flag_a_hide_that_is_not_a_set_of_names[note] if {
+	cases := {
+		"a string": "get_time",
+		"an array": ["get_time"],
+		"an object": {"get_time": true},
+		"a boolean": true,
+		"a set holding a number": {"get_time", 1},
+	}
+	some note, h in cases
+	gate.rule_errors == {{"package": "a", "rule": "hide", "value": h}} with data.policycheck.rules as {"a": {"hide": h}}
+		with data.policycheck.registry as registry
+}
+
+test_rule_errors_accept_names_in_and_out_of_the_registry if {
+	rules := {"a": {"hide": {"get_time"}}, "b": {"hide": {"not_a_tool"}}, "c": {"deny": true}}
+	gate.rule_errors == set() with data.policycheck.rules as rules
+		with data.policycheck.registry as registry
+}
+
 test_denials_see_the_call_as_input_call if {
 	# gate_probe_test.rego's rules package denies the probe tool, naming
 	# the tool_call_id it read from input.call.

@@ -1,0 +1,77 @@
+package engine_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/engine"
+)
+
+// TestAcceptedRuleShapesAreEnforced: each deny and hide shape the
+// contract accepts does what it says (none reads as "nothing to deny").
+func TestAcceptedRuleShapesAreEnforced(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	h := mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`)))
+	cases := []struct {
+		note, rule string
+		verdict    string
+		message    string
+		reason     string
+	}{
+		{"deny if", `deny if input.call.tool == "get_time"`, engine.Denied,
+			"may not be called here", "policycheck.rules.x (rules/x.rego): policycheck.rules.x.deny is true"},
+		{"deny := true", `deny := true`, engine.Denied, "may not be called here", "deny is true"},
+		{"default false then true", "default deny := false\n\ndeny := true if input.call.tool == \"get_time\"", engine.Denied, "", "deny is true"},
+		{"default false alone", "default deny := false", engine.Execute, "", ""},
+		{"Conftest string", `deny contains msg if { input.call.tool == "get_time"; msg := "no clocks" }`, engine.Denied,
+			"no clocks", "policycheck.rules.x (rules/x.rego): no clocks"},
+		{"deny set value", `deny := {"no clocks"} if input.call.tool == "get_time"`, engine.Denied, "no clocks", "no clocks"},
+		{"hide set value", `hide := {"get_time"}`, engine.UnknownTool, "Unknown tool name", "hidden"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.note, func(t *testing.T) {
+			e := mustEngine(t, reg, engine.Modules(engine.Source{File: "rules/x.rego", Text: "package policycheck.rules.x\n\n" + tc.rule + "\n"}))
+			d := mustDecide(t, e, h, nil)
+			require.Empty(t, d.Errors)
+			c := d.Calls[0]
+			assert.Equal(t, tc.verdict, c.Verdict)
+			assert.Contains(t, c.Message, tc.message)
+			assert.Contains(t, strings.Join(c.Reasons, "\n"), tc.reason)
+		})
+	}
+}
+
+// TestRuleValuesOfRefusedTypeFailClosed: a value whose type only run time
+// shows fails the decision closed, and the error names the operator's
+// rule (package, file, row), never the shipped gate.
+func TestRuleValuesOfRefusedTypeFailClosed(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	h := mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{"n": 42}`)))
+	cases := []struct{ note, rule, want string }{
+		{"deny element a number", "deny contains x if x := input.call.args.n",
+			// docs/writing-filters.md shows this message.
+			`operator rule policycheck.rules.x.deny (rules/x.rego:3:1) yielded 42, which is not a denial: ` +
+				`an object {"reason": ..., "message": ...} of strings, a string, or a boolean deny: the decision fails closed`},
+		{"deny value a string", "deny := json.unmarshal(`\"no\"`)",
+			`policycheck.rules.x.deny (rules/x.rego:3:1) yielded "no"`},
+		{"deny object with a number message", `deny contains {"reason": "r", "message": input.call.args.n}`,
+			`yielded {"message":42,"reason":"r"}`},
+		{"hide value a string", "hide := json.unmarshal(`\"get_time\"`)",
+			`policycheck.rules.x.hide (rules/x.rego:3:1) yielded "get_time", which is not a set of tool names`},
+		{"hide element a number", "hide contains x if x := json.unmarshal(`1`)",
+			"policycheck.rules.x.hide (rules/x.rego:3:1) yielded [1]"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.note, func(t *testing.T) {
+			e := mustEngine(t, reg, engine.Modules(engine.Source{File: "rules/x.rego", Text: "package policycheck.rules.x\n\n" + tc.rule + "\n"}))
+			d := mustDecide(t, e, h, nil)
+			assertFailedClosed(t, reg, d)
+			all := strings.Join(d.Errors, "\n")
+			assert.Contains(t, all, tc.want)
+			assert.NotContains(t, all, "gate.rego")
+		})
+	}
+}

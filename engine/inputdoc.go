@@ -1,0 +1,191 @@
+package engine
+
+import (
+	"encoding/json"
+	"fmt"
+	"sort"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// InputDocument returns the input document the decision query received,
+// as JSON-compatible values (sets become sorted arrays): the same
+// document Engine.Input returns for the request. The sidecar's decision
+// log carries it, so that a logged decision can be decided again
+// (FactsFromInput). Nil when the decision was not made by Decide.
+func (d *Decision) InputDocument() (any, error) {
+	if d.input == nil {
+		return nil, nil
+	}
+	return ast.JSON(d.input)
+}
+
+// FactsFromInput rebuilds the facts and the context of a decision from
+// its input document (the JSON form Engine.Input and
+// Decision.InputDocument return, decoded with encoding/json): the inverse
+// of the input's construction, so that Decide on the result evaluates an
+// input document equal to doc's facts, calls and context, with the
+// filters of the policy that decides it. The filter results in doc are
+// not read: they belong to the policy that decided first. Errors name
+// the JSON pointer of the first field that is missing or of the wrong
+// type.
+func FactsFromInput(doc any) (*facts.Facts, any, error) {
+	r := inputReader{}
+	root := r.object(doc, "")
+	fo := r.object(r.field(root, "facts", ""), "/facts")
+	f := &facts.Facts{
+		Window:             r.position(r.field(fo, "window", "/facts"), "/facts/window"),
+		Discovered:         r.names(fo, "discovered", "/facts"),
+		Loaded:             r.names(fo, "loaded", "/facts"),
+		Returned:           r.names(fo, "returned", "/facts"),
+		ActiveCapabilities: r.names(fo, "active_capabilities", "/facts"),
+	}
+	out := r.object(r.field(root, "outgoing", ""), "/outgoing")
+	f.Outgoing = facts.Outgoing{Discovered: r.names(out, "discovered", "/outgoing"), Loaded: r.names(out, "loaded", "/outgoing")}
+	var ctxDoc any
+	if root != nil {
+		ctxDoc = root["context"]
+	}
+	if raw, ok := root["dispatch"]; ok && raw != nil {
+		do := r.object(raw, "/dispatch")
+		ev := r.object(r.field(do, "evidence", "/dispatch"), "/dispatch/evidence")
+		sr := r.object(r.field(do, "same_response", "/dispatch"), "/dispatch/same_response")
+		d := &facts.Dispatch{
+			Provider:           r.nullableString(r.field(do, "provider", "/dispatch"), "/dispatch/provider"),
+			Window:             r.position(r.field(do, "window", "/dispatch"), "/dispatch/window"),
+			Loaded:             r.names(do, "loaded", "/dispatch"),
+			Evidence:           facts.Evidence{Discovered: r.names(ev, "discovered", "/dispatch/evidence"), Loaded: r.names(ev, "loaded", "/dispatch/evidence")},
+			ActiveCapabilities: r.names(do, "active_capabilities", "/dispatch"),
+			SameResponse:       facts.SameResponse{Revealed: r.names(sr, "revealed", "/dispatch/same_response"), PendingLoads: r.names(sr, "pending_loads", "/dispatch/same_response")},
+			Calls:              []facts.Call{},
+		}
+		calls, ok := r.field(do, "calls", "/dispatch").([]any)
+		if !ok && r.err == nil {
+			r.fail("/dispatch/calls", "an array")
+		}
+		for i, c := range calls {
+			ptr := fmt.Sprintf("/dispatch/calls/%d", i)
+			co := r.object(c, ptr)
+			call := facts.Call{
+				Part:       r.int(r.field(co, "part", ptr), ptr+"/part"),
+				Tool:       r.string(r.field(co, "tool", ptr), ptr+"/tool"),
+				ToolCallID: r.nullableString(r.field(co, "tool_call_id", ptr), ptr+"/tool_call_id"),
+			}
+			switch k := r.field(co, "tool_kind", ptr); k {
+			case nil:
+			case facts.ToolKindSearch.String():
+				call.ToolKind = facts.ToolKindSearch
+			case facts.ToolKindLoad.String():
+				call.ToolKind = facts.ToolKindLoad
+			default:
+				if r.err == nil {
+					r.fail(ptr+"/tool_kind", `null, "tool-search" or "capability-load"`)
+				}
+			}
+			if co != nil {
+				raw, err := json.Marshal(co["args"])
+				if err != nil && r.err == nil {
+					r.err = fmt.Errorf("%s/args: %w", ptr, err)
+				}
+				call.Args = raw
+			}
+			d.Calls = append(d.Calls, call)
+		}
+		f.Dispatch = d
+	}
+	if r.err != nil {
+		return nil, nil, r.err
+	}
+	return f, ctxDoc, nil
+}
+
+// inputReader reads an input document, keeping the first error.
+type inputReader struct{ err error }
+
+func (r *inputReader) fail(ptr, want string) {
+	if r.err == nil {
+		if ptr == "" {
+			ptr = "/"
+		}
+		r.err = fmt.Errorf("input document %s: want %s", ptr, want)
+	}
+}
+
+func (r *inputReader) object(v any, ptr string) map[string]any {
+	m, ok := v.(map[string]any)
+	if !ok {
+		r.fail(ptr, "an object")
+	}
+	return m
+}
+
+func (r *inputReader) field(m map[string]any, key, ptr string) any {
+	if m == nil {
+		return nil
+	}
+	v, ok := m[key]
+	if !ok {
+		r.fail(ptr+"/"+key, "a value (the field is missing)")
+	}
+	return v
+}
+
+func (r *inputReader) names(m map[string]any, key, ptr string) []string {
+	v := r.field(m, key, ptr)
+	list, ok := v.([]any)
+	if !ok {
+		r.fail(ptr+"/"+key, "an array of strings")
+		return []string{}
+	}
+	out := make([]string, 0, len(list))
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			r.fail(fmt.Sprintf("%s/%s/%d", ptr, key, i), "a string")
+			continue
+		}
+		out = append(out, s)
+	}
+	if !sort.StringsAreSorted(out) {
+		sort.Strings(out)
+	}
+	return out
+}
+
+func (r *inputReader) string(v any, ptr string) string {
+	s, ok := v.(string)
+	if !ok {
+		r.fail(ptr, "a string")
+	}
+	return s
+}
+
+func (r *inputReader) nullableString(v any, ptr string) *string {
+	if v == nil {
+		return nil
+	}
+	s := r.string(v, ptr)
+	return &s
+}
+
+func (r *inputReader) int(v any, ptr string) int {
+	switch n := v.(type) {
+	case float64:
+		if n == float64(int(n)) && n >= 0 {
+			return int(n)
+		}
+	case json.Number:
+		if i, err := n.Int64(); err == nil && i >= 0 {
+			return int(i)
+		}
+	}
+	r.fail(ptr, "a whole number")
+	return 0
+}
+
+func (r *inputReader) position(v any, ptr string) facts.Position {
+	m := r.object(v, ptr)
+	return facts.Position{Message: r.int(r.field(m, "message", ptr), ptr+"/message"), Part: r.int(r.field(m, "part", ptr), ptr+"/part")}
+}

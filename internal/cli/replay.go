@@ -1,0 +1,125 @@
+package cli
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/progress"
+	"github.com/policycheck/policycheck/internal/replay"
+	"github.com/policycheck/policycheck/loader"
+)
+
+func newReplayCmd() *cobra.Command {
+	var (
+		registry, ctxPath, format string
+		baseline, candidate       []string
+		failOn                    []string
+		noDefaults, noSchema      bool
+		workers                   int
+	)
+	cmd := &cobra.Command{
+		Use:   "replay --registry R --baseline P... --candidate P... [--context C] [--format pretty|json|html] [--fail-on T,...] INPUT...",
+		Short: "Decide recorded runs with a baseline and a candidate policy set, and report what changes",
+		Long: `replay decides every step of every recorded run with two policy sets and reports where they differ.
+
+INPUT is a pydantic-ai history, a directory (walked for *.json, *.jsonl, *.ndjson, *.log, and their
+.gz forms), a JSON Lines file of histories, or the sidecar's decision log (OPA's uploaded JSON arrays,
+gzip or not, or its console lines). A history is replayed as the run that produced it: each prefix that
+ends with a request decides availability and advertisement, each that ends with a response judges its
+calls. A decision-log event is decided again from the input document it carries; its run is the
+sidecar's run id, its step the number of messages it decided on.
+
+The report counts verdict transitions of every judged call (baseline -> candidate), tools gained and
+lost by available and advertised, and fail-closed decisions on either side, then lists every change
+with its run, message index, tool_call_id, tool and both sides' reasons. --fail-on names transitions
+that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet, unknown_tool, denied),
+available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any state; for example
+--fail-on 'denied->execute,*->fail_closed'. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
+		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
+    --candidate new-policies --context examples/context/support.json examples/histories`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			switch format {
+			case "pretty", "json", "html":
+			default:
+				return badInput(fmt.Errorf("--format must be pretty, json or html, not %q", format))
+			}
+			gate, err := replay.ParseGate(failOn)
+			if err != nil {
+				return badInput(err)
+			}
+			reg, err := loader.ReadRegistry(registry)
+			if err != nil {
+				return badInput(err)
+			}
+			lo := replay.LoadOptions{NoSchema: noSchema}
+			if ctxPath != "" {
+				if lo.Context, err = readContext(cmd, ctxPath); err != nil {
+					return err
+				}
+			}
+			runs, err := replay.Load(args, lo)
+			if err != nil {
+				return badInput(err)
+			}
+			side := func(name string, pols []string) (*engine.Engine, error) {
+				opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(pols...)}
+				if noDefaults {
+					opts = append(opts, engine.WithoutDefaults())
+				}
+				e, err := engine.New(cmd.Context(), opts...)
+				if err != nil {
+					return nil, badInput(fmt.Errorf("%s: %w", name, err))
+				}
+				return e, nil
+			}
+			sides := replay.Sides{BaselinePolicies: baseline, CandidatePolicies: candidate}
+			if sides.Baseline, err = side("--baseline", baseline); err != nil {
+				return err
+			}
+			if sides.Candidate, err = side("--candidate", candidate); err != nil {
+				return err
+			}
+			errw := cmd.ErrOrStderr()
+			f, isFile := errw.(*os.File)
+			prog := progress.New(progress.Options{Label: "replay", Total: len(runs), Writer: errw, Terminal: isFile && progress.IsTerminal(f)})
+			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog})
+			prog.Finish()
+			if err != nil {
+				return badInput(err)
+			}
+			out := cmd.OutOrStdout()
+			switch format {
+			case "json":
+				err = rep.WriteJSON(out)
+			case "html":
+				err = rep.WriteHTML(out)
+			default:
+				err = rep.WritePretty(out)
+			}
+			if err != nil {
+				return err
+			}
+			if m := gate.Matches(rep); len(m) > 0 {
+				return &exitError{code: ExitFailed, err: fmt.Errorf("replay: --fail-on matched: %s", strings.Join(m, ", "))}
+			}
+			return nil
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&registry, "registry", "", "tool registry (YAML or JSON) (required)")
+	fl.StringArrayVar(&baseline, "baseline", nil, "baseline policy file, directory or OPA bundle (repeatable)")
+	fl.StringArrayVar(&candidate, "candidate", nil, "candidate policy file, directory or OPA bundle (repeatable)")
+	fl.StringVar(&ctxPath, "context", "", "JSON object handed to policies as input.context for history runs (logged decisions keep theirs)")
+	fl.StringVar(&format, "format", "pretty", "report format: pretty, json or html")
+	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO (repeatable)")
+	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
+	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")
+	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
+	_ = cmd.MarkFlagRequired("registry")
+	return cmd
+}

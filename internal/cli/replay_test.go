@@ -1,0 +1,358 @@
+package cli_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"reflect"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/policycheck/policycheck/internal/cli"
+)
+
+// runCLI runs the command line in-process and returns its exit status,
+// stdout and stderr.
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := cli.Run(args, strings.NewReader(""), &out, &errb)
+	return code, out.String(), errb.String()
+}
+
+// replayDenyRule is the one rule the candidate adds: refunds above 40
+// are denied.
+const replayDenyRule = `# METADATA
+# title: Refund ceiling
+# description: The candidate's one new rule.
+package policycheck.rules.refund_ceiling
+
+# METADATA
+# title: deny
+# description: Denies refunds above 40.
+deny contains {"reason": "refund above 40", "message": "Refunds above 40 need a supervisor."} if {
+	input.call.tool == "issue_refund"
+	input.call.args.amount > 40
+}
+`
+
+// replayCorpus writes a directory of recorded runs: the shipped example
+// histories, a JSON Lines file holding two of them again, and a
+// candidate policy directory (the example policies plus one deny rule).
+// It returns the corpus directory, the candidate's extra file, and each
+// run's name (as replay names it) with its history's JSON.
+func replayCorpus(t *testing.T) (dir, rule string, runs map[string][]json.RawMessage) {
+	t.Helper()
+	root := t.TempDir()
+	dir = filepath.Join(root, "runs")
+	if err := os.Mkdir(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	runs = map[string][]json.RawMessage{}
+	files, _ := filepath.Glob(filepath.Join(examplesDir, "histories", "*.json"))
+	var lines [][]byte
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dst := filepath.Join(dir, filepath.Base(f))
+		if err := os.WriteFile(dst, raw, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		var msgs []json.RawMessage
+		if err := json.Unmarshal(raw, &msgs); err != nil {
+			t.Fatal(err)
+		}
+		runs[dst] = msgs
+		if b := filepath.Base(f); b == "refund-after-lookup.json" || b == "after-compaction.json" {
+			var compact bytes.Buffer
+			if err := json.Compact(&compact, raw); err != nil {
+				t.Fatal(err)
+			}
+			lines = append(lines, compact.Bytes())
+		}
+		if filepath.Base(f) == "refund-after-lookup.json" {
+			// The same run with a refund under the ceiling: unchanged.
+			small := bytes.Replace(raw, []byte("42.5"), []byte("30"), 1)
+			dst := filepath.Join(dir, "small-refund.json")
+			if err := os.WriteFile(dst, small, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			var msgs []json.RawMessage
+			_ = json.Unmarshal(small, &msgs)
+			runs[dst] = msgs
+		}
+	}
+	jsonl := filepath.Join(dir, "more.jsonl")
+	if err := os.WriteFile(jsonl, append(bytes.Join(lines, []byte("\n")), '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for i, l := range lines {
+		var msgs []json.RawMessage
+		_ = json.Unmarshal(l, &msgs)
+		runs[fmt.Sprintf("%s:%d", jsonl, i+1)] = msgs
+	}
+	rule = filepath.Join(root, "refund_ceiling.rego")
+	if err := os.WriteFile(rule, []byte(replayDenyRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir, rule, runs
+}
+
+// changeKey is what identifies a change and both sides' account of it.
+type changeKey struct {
+	Run, Kind, ToolCallID, Tool, Transition string
+	Message                                 int
+	BaseReasons, CandReasons                string
+}
+
+func (k changeKey) String() string {
+	return fmt.Sprintf("%s@%d %s %s/%s %s [%s | %s]", k.Run, k.Message, k.Kind, k.ToolCallID, k.Tool, k.Transition, k.BaseReasons, k.CandReasons)
+}
+
+// evalStep runs policycheck eval on a prefix written to a file.
+func evalStep(t *testing.T, prefixFile string, policies []string) map[string]any {
+	t.Helper()
+	args := []string{"eval", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--history", prefixFile,
+		"--context", filepath.Join(examplesDir, "context", "support.json")}
+	for _, p := range policies {
+		args = append(args, "--policy", p)
+	}
+	code, out, errs := runCLI(args...)
+	if code != 0 {
+		t.Fatalf("eval %s: exit %d: %s", prefixFile, code, errs)
+	}
+	return decodeJSON(t, "eval", out)
+}
+
+func strList(v any) []string {
+	var out []string
+	for _, e := range v.([]any) {
+		out = append(out, e.(string))
+	}
+	return out
+}
+
+func reasons(v any) string {
+	if v == nil {
+		return ""
+	}
+	return strings.Join(strList(v), "; ")
+}
+
+// TestReplayReportsExactlyWhatTheNewRuleChanges is issue 13's first
+// "done means": with a candidate that adds one deny rule, replay reports
+// exactly the calls that rule changes and nothing else. The expected set
+// is built independently: policycheck eval on every prefix of every run,
+// with each policy set.
+func TestReplayReportsExactlyWhatTheNewRuleChanges(t *testing.T) {
+	dir, rule, runs := replayCorpus(t)
+	base := []string{filepath.Join(examplesDir, "policies")}
+	cand := append(slices.Clone(base), rule)
+
+	tmp := t.TempDir()
+	want := map[string]changeKey{}
+	steps := 0
+	for name, msgs := range runs {
+		for n := 1; n <= len(msgs); n++ {
+			prefix, _ := json.Marshal(msgs[:n])
+			pf := filepath.Join(tmp, fmt.Sprintf("prefix-%d.json", n))
+			if err := os.WriteFile(pf, prefix, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			b, c := evalStep(t, pf, base), evalStep(t, pf, cand)
+			steps++
+			var kind struct {
+				Kind string `json:"kind"`
+			}
+			_ = json.Unmarshal(msgs[n-1], &kind)
+			if kind.Kind == "response" {
+				bc, cc := b["calls"].([]any), c["calls"].([]any)
+				for i := range bc {
+					x, y := bc[i].(map[string]any), cc[i].(map[string]any)
+					if x["verdict"] == y["verdict"] {
+						continue
+					}
+					k := changeKey{Run: name, Message: n - 1, Kind: "call", ToolCallID: fmt.Sprint(x["tool_call_id"]), Tool: x["tool"].(string),
+						Transition: fmt.Sprintf("%s->%s", x["verdict"], y["verdict"]), BaseReasons: reasons(x["reasons"]), CandReasons: reasons(y["reasons"])}
+					want[k.String()] = k
+				}
+				continue
+			}
+			for _, field := range []string{"available", "advertised"} {
+				if !reflect.DeepEqual(b[field], c[field]) {
+					k := changeKey{Run: name, Message: n - 1, Kind: field, Transition: fmt.Sprint(b[field], "->", c[field])}
+					want[k.String()] = k
+				}
+			}
+		}
+	}
+	if len(want) < 2 {
+		t.Fatalf("the oracle found %d changes: the corpus does not exercise the rule", len(want))
+	}
+
+	code, out, errs := runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"),
+		"--baseline", base[0], "--candidate", base[0], "--candidate", rule,
+		"--context", filepath.Join(examplesDir, "context", "support.json"), "--format", "json", dir)
+	if code != 0 {
+		t.Fatalf("replay: exit %d: %s", code, errs)
+	}
+	if errs != "" {
+		t.Errorf("replay wrote to stderr though it is not a terminal: %q", errs)
+	}
+	var rep struct {
+		Runs, Decisions int
+		Transitions     map[string]int
+		Changes         []struct {
+			Run        string  `json:"run"`
+			Message    int     `json:"message"`
+			Kind       string  `json:"kind"`
+			ToolCallID *string `json:"tool_call_id"`
+			Tool       string  `json:"tool"`
+			Transition string  `json:"transition"`
+			Baseline   struct {
+				Reasons []any `json:"reasons"`
+			} `json:"baseline"`
+			Candidate struct {
+				Reasons []any `json:"reasons"`
+			} `json:"candidate"`
+		} `json:"changes"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("replay --format json: %v\n%s", err, out)
+	}
+	if rep.Runs != len(runs) || rep.Decisions != steps {
+		t.Errorf("replay decided %d runs, %d steps; want %d runs, %d steps", rep.Runs, rep.Decisions, len(runs), steps)
+	}
+	got := map[string]changeKey{}
+	for _, c := range rep.Changes {
+		id := "<nil>"
+		if c.ToolCallID != nil {
+			id = *c.ToolCallID
+		}
+		k := changeKey{Run: c.Run, Message: c.Message, Kind: c.Kind, ToolCallID: id, Tool: c.Tool, Transition: c.Transition}
+		if c.Baseline.Reasons != nil {
+			k.BaseReasons = reasons(c.Baseline.Reasons)
+		}
+		if c.Candidate.Reasons != nil {
+			k.CandReasons = reasons(c.Candidate.Reasons)
+		}
+		got[k.String()] = k
+	}
+	if !reflect.DeepEqual(sortedKeys(got), sortedKeys(want)) {
+		t.Fatalf("replay's changes differ from eval's:\n got  %s\n want %s", strings.Join(sortedKeys(got), "\n      "), strings.Join(sortedKeys(want), "\n      "))
+	}
+	for _, k := range got {
+		if !strings.Contains(k.CandReasons, "refund_ceiling") {
+			t.Errorf("change %s does not name the new rule", k)
+		}
+	}
+	changed := 0
+	for tr, n := range rep.Transitions {
+		if from, to, _ := strings.Cut(tr, "->"); from != to {
+			changed += n
+		}
+	}
+	if changed != len(want) {
+		t.Errorf("transition counts hold %d changed calls, want %d: %v", changed, len(want), rep.Transitions)
+	}
+}
+
+func sortedKeys(m map[string]changeKey) []string {
+	out := make([]string, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestReplayFailOnGates checks --fail-on: exit 1 when a named transition
+// occurs, 0 when none does, 2 for a transition that names no state.
+func TestReplayFailOnGates(t *testing.T) {
+	dir, rule, _ := replayCorpus(t)
+	pols := filepath.Join(examplesDir, "policies")
+	args := func(extra ...string) []string {
+		return append([]string{"replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--baseline", pols,
+			"--candidate", pols, "--candidate", rule, "--context", filepath.Join(examplesDir, "context", "support.json"), dir}, extra...)
+	}
+	for _, c := range []struct {
+		failOn []string
+		code   int
+		stderr string
+	}{
+		{nil, 0, ""},
+		{[]string{"--fail-on", "execute->denied"}, 1, "--fail-on matched: execute->denied (3)"},
+		{[]string{"--fail-on", "denied->execute,*->fail_closed"}, 0, ""},
+		{[]string{"--fail-on", "denied->execute", "--fail-on", "*->denied"}, 1, "*->denied (3)"},
+		{[]string{"--fail-on", "*->*"}, 1, "*->* (3)"},
+		{[]string{"--fail-on", "available->unavailable,unadvertised->advertised"}, 0, ""},
+		{[]string{"--fail-on", "execute->available"}, 2, "not states of one kind"},
+		{[]string{"--fail-on", "denied"}, 2, "want FROM->TO"},
+	} {
+		code, out, errs := runCLI(args(c.failOn...)...)
+		if code != c.code || !strings.Contains(errs, c.stderr) {
+			t.Errorf("%v: exit %d, stderr %q; want %d and %q", c.failOn, code, errs, c.code, c.stderr)
+		}
+		if c.code != 2 && !strings.Contains(out, "3 changes") {
+			t.Errorf("%v: the report is missing or wrong:\n%s", c.failOn, out)
+		}
+	}
+	// The reverse change: the candidate drops the rule.
+	code, _, errs := runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--baseline", pols, "--baseline", rule,
+		"--candidate", pols, "--context", filepath.Join(examplesDir, "context", "support.json"), "--fail-on", "denied->execute", dir)
+	if code != 1 || !strings.Contains(errs, "denied->execute (3)") {
+		t.Errorf("reverse: exit %d, %q", code, errs)
+	}
+}
+
+// TestReplayRefusesBadInput: a bad history in a JSON Lines file is
+// refused with its file, line and JSON pointer, exit 2, and no report.
+func TestReplayRefusesBadInput(t *testing.T) {
+	dir := t.TempDir()
+	good := `[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]`
+	bad := `[{"kind":"request","parts":[{"part_kind":"tool-call","tool_name":"x","args":{},"tool_call_id":"c"}]}]`
+	if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), []byte(good+"\n"+bad+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs := runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), dir)
+	if code != 2 || out != "" || !strings.Contains(errs, "runs.jsonl:2: /0/parts/0/part_kind") {
+		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	event := `{"decision_id":"d1","path":"policycheck/availability/decision","input":{"context":{},"messages":1}}`
+	if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), []byte(event+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errs = runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), dir)
+	if code != 2 || !strings.Contains(errs, "runs.jsonl:1: /input: input document /facts") {
+		t.Errorf("old event: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestReplayDocExample runs the command docs/replay.md shows, from the
+// module root as the doc does, and compares its output with the doc's.
+func TestReplayDocExample(t *testing.T) {
+	root := filepath.Dir(examplesDir)
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "replay.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, block, ok := strings.Cut(string(raw), "```console\n$ policycheck ")
+	if !ok {
+		t.Fatal("docs/replay.md shows no console example")
+	}
+	block, _, _ = strings.Cut(block, "```\n")
+	cmdline, want, _ := strings.Cut(block, "\n")
+	t.Chdir(root)
+	code, out, errs := runCLI(strings.Fields(cmdline)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	if out != want {
+		t.Errorf("docs/replay.md shows:\n%s\nthe command prints:\n%s", want, out)
+	}
+}

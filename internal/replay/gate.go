@@ -1,0 +1,80 @@
+package replay
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// states are the states each kind of change moves between: the
+// vocabulary of transitions and of --fail-on.
+var states = map[string][]string{
+	KindCall:       {"execute", "not_available_yet", "unknown_tool", "denied"},
+	KindAvailable:  {StateAvailable, StateUnavailable},
+	KindAdvertised: {StateAdvertised, StateUnadvertised},
+	KindFailClosed: {StateOK, StateFailClosed},
+}
+
+// Gate is a parsed --fail-on: transitions that fail the replay.
+type Gate struct{ patterns []pattern }
+
+type pattern struct {
+	text     string
+	kind     string // "" for *->*
+	from, to string // "*" matches any state of kind
+}
+
+// ParseGate parses a comma-separated list of transitions FROM->TO, where
+// each side is a state of one kind of change (see Change.Transition) or
+// *, which matches any: "denied->execute", "*->execute",
+// "unadvertised->advertised", "ok->fail_closed", "*->*" (any change).
+func ParseGate(specs []string) (*Gate, error) {
+	g := &Gate{}
+	for _, spec := range specs {
+		for _, t := range strings.Split(spec, ",") {
+			t = strings.TrimSpace(t)
+			if t == "" {
+				continue
+			}
+			from, to, ok := strings.Cut(t, "->")
+			if !ok {
+				return nil, fmt.Errorf("--fail-on %q: want FROM->TO, for example denied->execute", t)
+			}
+			p := pattern{text: t, from: strings.TrimSpace(from), to: strings.TrimSpace(to)}
+			for kind, st := range states {
+				if (p.from == "*" || slices.Contains(st, p.from)) && (p.to == "*" || slices.Contains(st, p.to)) && (p.from != "*" || p.to != "*") {
+					p.kind = kind
+				}
+			}
+			if p.kind == "" && (p.from != "*" || p.to != "*") {
+				return nil, fmt.Errorf("--fail-on %q: %s and %s are not states of one kind of change (verdicts %s; %s; %s; %s)", t, p.from, p.to,
+					strings.Join(states[KindCall], ", "), strings.Join(states[KindAvailable], "/"), strings.Join(states[KindAdvertised], "/"), strings.Join(states[KindFailClosed], "/"))
+			}
+			g.patterns = append(g.patterns, p)
+		}
+	}
+	return g, nil
+}
+
+// Empty reports whether the gate has no transitions.
+func (g *Gate) Empty() bool { return len(g.patterns) == 0 }
+
+// Matches returns, for each pattern that matches a change of r, the
+// pattern and the number of changes it matched, in the gate's order.
+func (g *Gate) Matches(r *Report) []string {
+	var out []string
+	for _, p := range g.patterns {
+		n := 0
+		for i := range r.Changes {
+			c := &r.Changes[i]
+			from, to, _ := strings.Cut(c.Transition, "->")
+			if (p.kind == "" || p.kind == c.Kind) && (p.from == "*" || p.from == from) && (p.to == "*" || p.to == to) {
+				n++
+			}
+		}
+		if n > 0 {
+			out = append(out, fmt.Sprintf("%s (%d)", p.text, n))
+		}
+	}
+	return out
+}

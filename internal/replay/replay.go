@@ -1,0 +1,273 @@
+// Package replay decides recorded agent runs with two policy sets, a
+// baseline and a candidate, and reports every decision on which they
+// differ: the engine of `policycheck replay`.
+//
+// A history is replayed as the run that produced it: its messages are
+// appended one at a time to an engine.Run of each side (incremental
+// facts), so every prefix is decided; a prefix that ends with a request
+// decides the next request's availability and advertisement, one that
+// ends with a response judges that response's calls. A decision-log run
+// is the sequence of decisions the sidecar logged for it, each rebuilt
+// from its input document (engine.FactsFromInput) and decided by both
+// sides. Runs are replayed in parallel; each side is one Engine whose
+// caches every run shares.
+//
+// inputs.go reads histories, JSON Lines and decision logs; report.go
+// writes the report (pretty, json, html); gate.go is --fail-on.
+package replay
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"slices"
+	"sync"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+)
+
+// Run is one recorded run: a History replayed prefix by prefix, or the
+// Steps a decision log holds.
+type Run struct {
+	// ID names the run in the report: a file, FILE:LINE of a JSON Lines
+	// file, or the sidecar's run id.
+	ID string
+	// History, when set, is replayed message by message with Context as
+	// input.context.
+	History facts.History
+	Context any
+	// Steps are logged decisions, in order, when History is nil.
+	Steps []Step
+}
+
+// Step is one logged decision.
+type Step struct {
+	// Message is the index of the last message decided on.
+	Message int
+	Facts   *facts.Facts
+	Context any
+	// Source is where the event was read (file and pointer).
+	Source string
+}
+
+// Progress is told about finished runs, from one goroutine: Add(1) after
+// each run. A *progress.Reporter (internal/progress) is one.
+type Progress interface {
+	Add(n int)
+}
+
+// Options configure Replay.
+type Options struct {
+	// Workers is the number of runs replayed at once (GOMAXPROCS when 0).
+	Workers int
+	// Progress, when set, is told about each finished run.
+	Progress Progress
+	// Decide are options of every decision of both sides.
+	Decide []engine.DecideOption
+}
+
+// Sides are the two policy sets compared.
+type Sides struct {
+	Baseline, Candidate *engine.Engine
+	// BaselinePolicies and CandidatePolicies name what each side loaded,
+	// for the report.
+	BaselinePolicies, CandidatePolicies []string
+}
+
+// Replay decides every step of every run with both sides and returns the
+// report. An error is returned only for input the engine cannot take (a
+// context that is not JSON) or a cancelled ctx; policy errors fail
+// decisions closed and are reported as such.
+func Replay(ctx context.Context, sides Sides, runs []*Run, opts Options) (*Report, error) {
+	workers := opts.Workers
+	if workers <= 0 {
+		workers = runtime.GOMAXPROCS(0)
+	}
+	workers = max(min(workers, len(runs)), 1)
+	results := make([]*tally, len(runs))
+	errs := make([]error, len(runs))
+	next := make(chan int)
+	done := make(chan int)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				results[i], errs[i] = replayRun(ctx, sides, runs[i], opts.Decide)
+				done <- i
+			}
+		}()
+	}
+	go func() {
+		defer close(next)
+		for i := range runs {
+			select {
+			case next <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(done) }()
+	for range done {
+		if opts.Progress != nil {
+			opts.Progress.Add(1)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	rep := newReport(sides)
+	for i, t := range results {
+		if errs[i] != nil {
+			return nil, fmt.Errorf("run %s: %w", runs[i].ID, errs[i])
+		}
+		rep.add(t)
+	}
+	rep.Runs = len(runs)
+	return rep, nil
+}
+
+// replayRun decides one run's steps with both sides.
+func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOption) (*tally, error) {
+	t := &tally{run: r.ID, transitions: map[string]int{}}
+	if r.History != nil {
+		rb, rc := sides.Baseline.NewRun(), sides.Candidate.NewRun()
+		for i := range r.History {
+			msg := r.History[i : i+1]
+			db, err := rb.Step(ctx, msg, r.Context, opts...)
+			if err != nil {
+				return nil, err
+			}
+			dc, err := rc.Step(ctx, msg, r.Context, opts...)
+			if err != nil {
+				return nil, err
+			}
+			t.compare(i, db.Decision, dc.Decision)
+		}
+		return t, nil
+	}
+	for _, st := range r.Steps {
+		req := engine.Request{Facts: st.Facts, Context: st.Context}
+		db, err := sides.Baseline.Decide(ctx, req, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.Source, err)
+		}
+		dc, err := sides.Candidate.Decide(ctx, req, opts...)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.Source, err)
+		}
+		t.compare(st.Message, db, dc)
+	}
+	return t, nil
+}
+
+// tally is one run's part of the report.
+type tally struct {
+	run                  string
+	decisions, calls     int
+	transitions          map[string]int
+	available, advertise Delta
+	failClosed           FailClosed
+	changes              []Change
+}
+
+// Outcome states.
+const (
+	StateAvailable    = "available"
+	StateUnavailable  = "unavailable"
+	StateAdvertised   = "advertised"
+	StateUnadvertised = "unadvertised"
+	StateOK           = "ok"
+	StateFailClosed   = "fail_closed"
+)
+
+// Change kinds.
+const (
+	KindCall       = "call"
+	KindAvailable  = "available"
+	KindAdvertised = "advertised"
+	KindFailClosed = "fail_closed"
+)
+
+// compare records the differences of one step's two decisions. A step
+// that ends with a response compares its calls; one that ends with a
+// request compares availability and advertisement. Either compares
+// fail-closed.
+func (t *tally) compare(msg int, b, c *engine.Decision) {
+	t.decisions++
+	bf, cf := len(b.Errors) > 0, len(c.Errors) > 0
+	if bf {
+		t.failClosed.Baseline++
+	}
+	if cf {
+		t.failClosed.Candidate++
+	}
+	if bf != cf {
+		ch := Change{Run: t.run, Message: msg, Kind: KindFailClosed,
+			Baseline:  Outcome{State: StateOK, Reasons: b.Errors},
+			Candidate: Outcome{State: StateOK, Reasons: c.Errors}}
+		if bf {
+			ch.Baseline.State = StateFailClosed
+		}
+		if cf {
+			ch.Candidate.State = StateFailClosed
+		}
+		ch.Transition = ch.Baseline.State + "->" + ch.Candidate.State
+		t.changes = append(t.changes, ch)
+	}
+	if b.Dispatch != nil {
+		for i := range b.Calls {
+			bc, cc := b.Calls[i], c.Calls[i]
+			t.calls++
+			tr := bc.Verdict + "->" + cc.Verdict
+			t.transitions[tr]++
+			if bc.Verdict == cc.Verdict {
+				continue
+			}
+			t.changes = append(t.changes, Change{Run: t.run, Message: msg, Kind: KindCall, ToolCallID: bc.ToolCallID, Tool: bc.Tool,
+				Part: bc.Part, Transition: tr,
+				Baseline:  Outcome{State: bc.Verdict, Message: bc.Message, Reasons: bc.Reasons},
+				Candidate: Outcome{State: cc.Verdict, Message: cc.Message, Reasons: cc.Reasons}})
+		}
+		return
+	}
+	t.diffNames(msg, KindAvailable, b, c, b.Available, c.Available, &t.available, StateAvailable, StateUnavailable)
+	t.diffNames(msg, KindAdvertised, b, c, b.Advertised, c.Advertised, &t.advertise, StateAdvertised, StateUnadvertised)
+}
+
+// diffNames records the names one side has and the other has not.
+func (t *tally) diffNames(msg int, kind string, b, c *engine.Decision, bn, cn []string, d *Delta, in, out string) {
+	i, j := 0, 0
+	for i < len(bn) || j < len(cn) {
+		switch {
+		case j == len(cn) || (i < len(bn) && bn[i] < cn[j]):
+			d.Lost++
+			t.changes = append(t.changes, Change{Run: t.run, Message: msg, Kind: kind, Tool: bn[i], Transition: in + "->" + out,
+				Baseline: Outcome{State: in}, Candidate: Outcome{State: out, Reasons: removedReasons(c, bn[i])}})
+			i++
+		case i == len(bn) || cn[j] < bn[i]:
+			d.Gained++
+			t.changes = append(t.changes, Change{Run: t.run, Message: msg, Kind: kind, Tool: cn[j], Transition: out + "->" + in,
+				Baseline: Outcome{State: out, Reasons: removedReasons(b, cn[j])}, Candidate: Outcome{State: in}})
+			j++
+		default:
+			i++
+			j++
+		}
+	}
+}
+
+// removedReasons says why a decision left a tool out: what removed it,
+// else its errors, else that the policy did not grant it.
+func removedReasons(d *engine.Decision, tool string) []string {
+	if r := d.Removed(tool); len(r) > 0 {
+		return r
+	}
+	if len(d.Errors) > 0 {
+		return slices.Clone(d.Errors)
+	}
+	return []string{"not granted by the policy's availability rules"}
+}

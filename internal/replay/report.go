@@ -1,0 +1,242 @@
+package replay
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+)
+
+// Report is what a replay found. Its JSON form is what
+// `policycheck replay --format json` prints.
+type Report struct {
+	Baseline  SideInfo `json:"baseline"`
+	Candidate SideInfo `json:"candidate"`
+	// Runs is the number of runs replayed; Decisions the number of steps
+	// each side decided; Calls the number of calls each side judged.
+	Runs      int `json:"runs"`
+	Decisions int `json:"decisions"`
+	Calls     int `json:"calls"`
+	// Transitions counts every judged call by "BASELINE->CANDIDATE"
+	// verdicts, unchanged pairs (execute->execute) included.
+	Transitions map[string]int `json:"transitions"`
+	// Available and Advertised count the (step, tool) pairs the candidate
+	// gained or lost, on steps that end with a request.
+	Available  Delta      `json:"available"`
+	Advertised Delta      `json:"advertised"`
+	FailClosed FailClosed `json:"fail_closed"`
+	// Changes lists every difference, by run, message and kind.
+	Changes []Change `json:"changes"`
+}
+
+// SideInfo names a side's policies and revisions.
+type SideInfo struct {
+	Policies         []string `json:"policies"`
+	PolicyRevision   string   `json:"policy_revision"`
+	RegistryRevision string   `json:"registry_revision"`
+}
+
+// Delta counts names gained and lost by the candidate.
+type Delta struct {
+	Gained int `json:"gained"`
+	Lost   int `json:"lost"`
+}
+
+// FailClosed counts the decisions of each side that failed closed.
+type FailClosed struct {
+	Baseline  int `json:"baseline"`
+	Candidate int `json:"candidate"`
+}
+
+// Change is one difference between the sides' decisions of a step.
+type Change struct {
+	Run string `json:"run"`
+	// Message is the index of the step's last message.
+	Message int `json:"message"`
+	// Kind is call, available, advertised or fail_closed.
+	Kind string `json:"kind"`
+	// ToolCallID and Part identify a call (kind call); Tool names the
+	// call's tool or the tool gained or lost.
+	ToolCallID *string `json:"tool_call_id,omitempty"`
+	Tool       string  `json:"tool,omitempty"`
+	Part       int     `json:"part,omitempty"`
+	// Transition is "BASELINE->CANDIDATE" of the states below: verdicts
+	// for a call; available/unavailable, advertised/unadvertised,
+	// ok/fail_closed for the other kinds. --fail-on matches it.
+	Transition string  `json:"transition"`
+	Baseline   Outcome `json:"baseline"`
+	Candidate  Outcome `json:"candidate"`
+}
+
+// Outcome is one side's part of a change.
+type Outcome struct {
+	State string `json:"state"`
+	// Message is a refusal's model-facing retry text.
+	Message string `json:"message,omitempty"`
+	// Reasons are the operator-facing explanations: the verdict's
+	// reasons, what removed a tool, or the errors of a fail-closed
+	// decision.
+	Reasons []string `json:"reasons,omitempty"`
+}
+
+// Anchor is the change's place in the HTML report ("RUN#MESSAGE" made
+// safe for an id).
+func (c *Change) Anchor() string { return stepAnchor(c.Run, c.Message) }
+
+func newReport(s Sides) *Report {
+	info := func(pols []string, e interface{ Revision() (string, string) }) SideInfo {
+		p, r := e.Revision()
+		if pols == nil {
+			pols = []string{}
+		}
+		return SideInfo{Policies: pols, PolicyRevision: p, RegistryRevision: r}
+	}
+	return &Report{
+		Baseline:    info(s.BaselinePolicies, s.Baseline),
+		Candidate:   info(s.CandidatePolicies, s.Candidate),
+		Transitions: map[string]int{},
+		Changes:     []Change{},
+	}
+}
+
+func (r *Report) add(t *tally) {
+	r.Decisions += t.decisions
+	r.Calls += t.calls
+	for k, v := range t.transitions {
+		r.Transitions[k] += v
+	}
+	r.Available.Gained += t.available.Gained
+	r.Available.Lost += t.available.Lost
+	r.Advertised.Gained += t.advertise.Gained
+	r.Advertised.Lost += t.advertise.Lost
+	r.FailClosed.Baseline += t.failClosed.Baseline
+	r.FailClosed.Candidate += t.failClosed.Candidate
+	r.Changes = append(r.Changes, t.changes...)
+}
+
+// TransitionRow is one row of the transition table.
+type TransitionRow struct {
+	From, To string
+	Count    int
+	Changed  bool
+}
+
+// TransitionRows returns the call transitions, changed ones first, each
+// group by count (descending) then name.
+func (r *Report) TransitionRows() []TransitionRow {
+	rows := make([]TransitionRow, 0, len(r.Transitions))
+	for _, k := range slices.Sorted(maps.Keys(r.Transitions)) {
+		from, to, _ := strings.Cut(k, "->")
+		rows = append(rows, TransitionRow{From: from, To: to, Count: r.Transitions[k], Changed: from != to})
+	}
+	slices.SortStableFunc(rows, func(a, b TransitionRow) int {
+		if a.Changed != b.Changed {
+			if a.Changed {
+				return -1
+			}
+			return 1
+		}
+		return b.Count - a.Count
+	})
+	return rows
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WritePretty writes the summary table and then every change, for a
+// person at a terminal.
+func (r *Report) WritePretty(w io.Writer) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "replay: %d runs, %d decisions per side, %d calls judged\n", r.Runs, r.Decisions, r.Calls)
+	side := func(name string, s SideInfo) {
+		pols := "(shipped defaults)"
+		if len(s.Policies) > 0 {
+			pols = strings.Join(s.Policies, " ")
+		}
+		fmt.Fprintf(&b, "%-10s %s  (revision %s)\n", name+":", pols, short(s.PolicyRevision))
+	}
+	side("baseline", r.Baseline)
+	side("candidate", r.Candidate)
+	b.WriteString("\n")
+	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
+	fmt.Fprintln(tw, "VERDICT (BASELINE -> CANDIDATE)\tCALLS")
+	for _, row := range r.TransitionRows() {
+		if row.Changed {
+			fmt.Fprintf(tw, "%s -> %s\t%d\tchanged\n", row.From, row.To, row.Count)
+		} else {
+			fmt.Fprintf(tw, "%s -> %s\t%d\n", row.From, row.To, row.Count)
+		}
+	}
+	fmt.Fprintf(tw, "available\t+%d -%d\n", r.Available.Gained, r.Available.Lost)
+	fmt.Fprintf(tw, "advertised\t+%d -%d\n", r.Advertised.Gained, r.Advertised.Lost)
+	fmt.Fprintf(tw, "fail-closed decisions\tbaseline %d, candidate %d\n", r.FailClosed.Baseline, r.FailClosed.Candidate)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(r.Changes) == 1 {
+		b.WriteString("\n1 change\n")
+	} else {
+		fmt.Fprintf(&b, "\n%d changes\n", len(r.Changes))
+	}
+	for _, c := range r.Changes {
+		fmt.Fprintf(&b, "\n%s  message %d  %s\n", c.Run, c.Message, c.Headline())
+		outcome := func(name string, o Outcome) {
+			fmt.Fprintf(&b, "  %-10s %s\n", name+":", o.State)
+			for _, reason := range o.Reasons {
+				fmt.Fprintf(&b, "             reason: %s\n", reason)
+			}
+			if o.Message != "" {
+				fmt.Fprintf(&b, "             message: %s\n", o.Message)
+			}
+		}
+		outcome("baseline", c.Baseline)
+		outcome("candidate", c.Candidate)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// Headline is the change in one line: what changed and how.
+func (c *Change) Headline() string {
+	switch c.Kind {
+	case KindCall:
+		id := "(no tool_call_id)"
+		if c.ToolCallID != nil {
+			id = *c.ToolCallID
+		}
+		return fmt.Sprintf("call %s %s: %s -> %s", id, c.Tool, c.Baseline.State, c.Candidate.State)
+	case KindFailClosed:
+		return fmt.Sprintf("decision: %s -> %s", c.Baseline.State, c.Candidate.State)
+	}
+	return fmt.Sprintf("%s %s: %s -> %s", c.Kind, c.Tool, c.Baseline.State, c.Candidate.State)
+}
+
+func short(rev string) string {
+	if len(rev) > 19 {
+		return rev[:19]
+	}
+	return rev
+}
+
+// stepAnchor is the HTML id of a run's step.
+func stepAnchor(run string, msg int) string {
+	var b strings.Builder
+	b.WriteString("step-")
+	for _, r := range run {
+		if r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_' {
+			b.WriteRune(r)
+		} else {
+			fmt.Fprintf(&b, ".%x.", r)
+		}
+	}
+	fmt.Fprintf(&b, "-m%d", msg)
+	return b.String()
+}

@@ -1,0 +1,161 @@
+package server_test
+
+import (
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server"
+)
+
+// uploadCollector is a decision-log service on 127.0.0.1 that writes every
+// upload it receives, as received (gzip JSON arrays), to a file of its
+// own: what a collector archiving the sidecar's logs keeps.
+type uploadCollector struct {
+	*httptest.Server
+	dir    string
+	mu     sync.Mutex
+	files  int
+	events int
+}
+
+func newUploadCollector(t *testing.T) *uploadCollector {
+	c := &uploadCollector{dir: t.TempDir()}
+	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil || r.Header.Get("Content-Encoding") != "gzip" {
+			http.Error(w, "want a gzip upload", http.StatusBadRequest)
+			return
+		}
+		var events []json.RawMessage
+		if err := json.NewDecoder(gunzip(t, body)).Decode(&events); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		c.files++
+		c.events += len(events)
+		if err := os.WriteFile(filepath.Join(c.dir, fmt.Sprintf("upload-%03d.json.gz", c.files)), body, 0o644); err != nil {
+			http.Error(w, err.Error(), http.StatusInternalServerError)
+		}
+	}))
+	t.Cleanup(c.Close)
+	return c
+}
+
+func gunzip(t *testing.T, b []byte) io.Reader {
+	zr, err := gzipReader(b)
+	if err != nil {
+		t.Error(err)
+		return bytes.NewReader(nil)
+	}
+	return zr
+}
+
+// TestReplayOfDecisionLogsEqualsReplayOfHistories is issue 13's second
+// "done means": an agent sends its runs step by step to the sidecar,
+// whose decision logs a real collector receives; replaying those logs
+// gives the same report as replaying the histories behind them.
+func TestReplayOfDecisionLogsEqualsReplayOfHistories(t *testing.T) {
+	ctx := context.Background()
+	root := conformance.ModuleRoot()
+	examples := filepath.Join(root, "examples")
+	regPath := filepath.Join(examples, "registry.yaml")
+	reg, err := loader.ReadRegistry(regPath)
+	require.NoError(t, err)
+	policies := filepath.Join(examples, "policies")
+	col := newUploadCollector(t)
+	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	rs := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(policies)), server.OPAConfig(cfg, "replay-test"),
+		server.MaskContext("/ticket"))
+
+	// The context the agent sends; the ticket is masked out of the logs
+	// (no policy reads it).
+	ctxDoc := `{"group": "support", "ticket": "T-123"}`
+	ctxFile := filepath.Join(t.TempDir(), "context.json")
+	require.NoError(t, os.WriteFile(ctxFile, []byte(ctxDoc), 0o644))
+
+	histDir := t.TempDir()
+	files, _ := filepath.Glob(filepath.Join(examples, "histories", "*.json"))
+	steps := 0
+	for _, f := range files {
+		raw, err := os.ReadFile(f)
+		require.NoError(t, err)
+		require.NoError(t, os.WriteFile(filepath.Join(histDir, filepath.Base(f)), raw, 0o644))
+		var msgs []json.RawMessage
+		require.NoError(t, json.Unmarshal(raw, &msgs))
+		run := filepath.Base(f)
+		for i, m := range msgs {
+			body := fmt.Sprintf(`{"offset": %d, "messages": [%s], "context": %s}`, i, m, ctxDoc)
+			status, out := rs.post(t, "/v1/runs/"+run+"/decide", []byte(body))
+			require.Equal(t, http.StatusOK, status, string(out))
+			steps++
+		}
+	}
+	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(ctx))
+	col.mu.Lock()
+	require.Equal(t, steps, col.events, "the collector holds every decision")
+	col.mu.Unlock()
+
+	rule := filepath.Join(t.TempDir(), "candidate.rego")
+	require.NoError(t, os.WriteFile(rule, []byte(`package policycheck.rules.candidate
+
+deny contains {"reason": "refund above 40", "message": "Refunds above 40 need a supervisor."} if {
+	input.call.tool == "issue_refund"
+	input.call.args.amount > 40
+}
+
+hide contains "search_docs"
+`), 0o644))
+	replayJSON := func(input string, extra ...string) map[string]any {
+		args := append([]string{"replay", "--registry", regPath, "--baseline", policies, "--candidate", policies, "--candidate", rule,
+			"--format", "json"}, extra...)
+		var out, errb bytes.Buffer
+		code := cli.Run(append(args, input), strings.NewReader(""), &out, &errb)
+		require.Equal(t, 0, code, errb.String())
+		var rep map[string]any
+		require.NoError(t, json.Unmarshal(out.Bytes(), &rep))
+		return rep
+	}
+	fromHistories := replayJSON(histDir, "--context", ctxFile)
+	fromLogs := replayJSON(col.dir)
+
+	// The history runs are named by file, the logged ones by run id.
+	for _, c := range fromHistories["changes"].([]any) {
+		c := c.(map[string]any)
+		c["run"] = filepath.Base(c["run"].(string))
+	}
+	require.NotEmpty(t, fromHistories["changes"])
+	kinds := map[string]bool{}
+	for _, c := range fromHistories["changes"].([]any) {
+		kinds[c.(map[string]any)["kind"].(string)] = true
+	}
+	require.True(t, kinds["call"] && kinds["advertised"] && kinds["available"], "the corpus exercises calls and advertisement: %v", kinds)
+	h, _ := json.MarshalIndent(fromHistories, "", " ")
+	l, _ := json.MarshalIndent(fromLogs, "", " ")
+	require.Equal(t, string(h), string(l))
+	require.EqualValues(t, steps, fromLogs["decisions"])
+	col.mu.Lock()
+	t.Logf("%d logged decisions in %d uploads, %d changes", steps, col.files, len(fromLogs["changes"].([]any)))
+	col.mu.Unlock()
+}
+
+func gzipReader(b []byte) (io.Reader, error) { return gzip.NewReader(bytes.NewReader(b)) }
