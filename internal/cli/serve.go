@@ -26,7 +26,7 @@ func newServeCmd() *cobra.Command {
 		policies, mask                                         []string
 		noDefaults, schema, noSchema, verbose                  bool
 		maxBody                                                int64
-		timeout, runTTL, grace                                 time.Duration
+		timeout, bodyTimeout, runTTL, grace                    time.Duration
 		runs, engines, prefixBytes, decisions                  int
 	)
 	cmd := &cobra.Command{
@@ -68,7 +68,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 				engOpts = append(engOpts, engine.WithoutDefaults())
 			}
 			opts := []server.Option{
-				server.Engine(engOpts...), server.MaxBody(maxBody), server.Timeout(timeout),
+				server.Engine(engOpts...), server.MaxBody(maxBody), server.Timeout(timeout), server.BodyTimeout(bodyTimeout),
 				server.Runs(runs, runTTL), server.EngineCache(engines), server.PrefixCache(prefixBytes), server.MaskContext(mask...),
 				server.Logger(logger), server.ShutdownGrace(grace),
 			}
@@ -154,7 +154,8 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 	fl.StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM); serves HTTPS with --tls-key")
 	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fl.Int64Var(&maxBody, "max-body", 64<<20, "largest request body accepted, in bytes (413 beyond)")
-	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-decision timeout; a decision that runs out fails closed")
+	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-request timeout from the end of the body (scan, decode and decision); a decision that runs out fails closed")
+	fl.DurationVar(&bodyTimeout, "body-timeout", 30*time.Second, "how long a request body may take to arrive (408 and the connection closed beyond; 0: no limit)")
 	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")
 	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped")
 	fl.IntVar(&engines, "engine-cache", 16, "most engines kept for registries that requests carry")
