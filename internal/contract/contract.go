@@ -465,7 +465,7 @@ func shapeProblems(c *ast.Compiler, key string, e *Entry, rules []*ast.Rule) []P
 		return out
 	}
 	// The type OPA's checker inferred for the rule as a whole.
-	t := c.TypeEnv.Get(ast.MustParseRef(key))
+	t := c.TypeEnv.GetByRef(ast.MustParseRef(key))
 	form := Complete
 	if rules[0].Head.RuleKind() == ast.MultiValue {
 		form = PartialSet
