@@ -555,7 +555,7 @@ func filterTypeFindings(ctx context.Context, c *ast.Compiler, reg *facts.Registr
 		}
 		done[pkg.String()] = true
 		ref := pkg.Append(ast.StringTerm("prepare_tools"))
-		t := c.TypeEnv.Get(ref)
+		t := c.TypeEnv.GetByRef(ref)
 		// A type that cannot be a set of strings is the contract's
 		// (contract.Check); an open one is tried here.
 		switch setOfStrings(t) {
@@ -675,7 +675,7 @@ func alwaysErrorFindings(ctx context.Context, c *ast.Compiler, mods []*checkModu
 			if len(r.Head.Args) > 0 || r.Head.RuleKind() != ast.SingleValue || !r.Ref().IsGround() {
 				continue
 			}
-			path := r.Path()
+			path := r.Ref() // the full path, package included
 			key := path.String()
 			g := groups[key]
 			if g == nil {

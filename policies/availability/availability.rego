@@ -48,6 +48,7 @@ decision := {
 	"dispatch_available": dispatch_available,
 	"verdicts": verdicts,
 	"hidden": gate.hidden,
+	"would_hide": gate.would_hide,
 	"rule_errors": gate.rule_errors,
 } if {
 	is_set(input.facts.discovered)
@@ -72,6 +73,7 @@ _decision := {
 	"dispatch_available": dispatch_available,
 	"verdicts": verdicts,
 	"hidden": gate.hidden,
+	"would_hide": gate.would_hide,
 	"rule_errors": gate.rule_errors,
 }
 
