@@ -317,6 +317,16 @@ type Health struct {
 	PolicyRevision   string                  `json:"policy_revision"`
 	RegistryRevision string                  `json:"registry_revision,omitempty"`
 	Bundles          map[string]BundleHealth `json:"bundles,omitempty"`
+	// Plugins is the state of each of OPA's plugins (decision_logs,
+	// bundle, status, discovery) as its manager reports it: OK,
+	// NOT_READY, ERROR or WARN, with the plugin's message.
+	Plugins map[string]PluginHealth `json:"plugins,omitempty"`
+}
+
+// PluginHealth is one OPA plugin's state.
+type PluginHealth struct {
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
 }
 
 // BundleHealth is one configured bundle's state.
@@ -336,6 +346,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.health(st)}
 	if st.eng != nil {
 		_, h.RegistryRevision = st.eng.Revision()
+	}
+	if s.mgr != nil {
+		h.Plugins = map[string]PluginHealth{}
+		for name, ps := range s.mgr.PluginStatus() {
+			if ps != nil {
+				h.Plugins[name] = PluginHealth{State: string(ps.State), Message: ps.Message}
+			}
+		}
 	}
 	status := http.StatusOK
 	if !st.ready {

@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	opametrics "github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"golang.org/x/sync/singleflight"
 
@@ -143,10 +144,13 @@ type Server struct {
 	mux       *http.ServeMux
 	handler   http.Handler
 
-	mgr      *plugins.Manager // nil without an OPA configuration
-	reloadMu sync.Mutex       // serializes bundle activations
-	bundles  bundleTracker
-	started  atomic.Bool
+	mgr *plugins.Manager // nil without an OPA configuration
+	// opaMetrics is what OPA's plugins count (decision-log drops and
+	// uploads); nil without an OPA configuration.
+	opaMetrics opametrics.Metrics
+	reloadMu   sync.Mutex // serializes bundle activations
+	bundles    bundleTracker
+	started    atomic.Bool
 	// usesDefaults says whether the engines load the shipped policies.
 	usesDefaults bool
 	stopOnce     sync.Once
