@@ -325,8 +325,10 @@ type compiled struct {
 	compiler *ast.Compiler
 	store    storage.Store
 	decision rego.PreparedEvalQuery
-	filters  map[string]*filter
-	rev      string
+	// hideQuery reads every rules package's hide set (explanations only).
+	hideQuery rego.PreparedEvalQuery
+	filters   map[string]*filter
+	rev       string
 	// pure is true when no rule reaches a nondeterministic built-in, so
 	// the decision query's result is a function of its input (the
 	// decision memo depends on it).
@@ -378,6 +380,8 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		pcObj = ast.NewObject()
 	}
 	pcObj.Insert(ast.StringTerm("registry"), ast.NewTerm(regData))
+	// The log-only operator packages, read by the gate (gate.log_only).
+	pcObj.Insert(ast.StringTerm("log_only"), setOf(contract.LogOnly(c.Modules)))
 	root.Insert(ast.StringTerm("policycheck"), ast.NewTerm(pcObj))
 	if err := storage.WriteOne(ctx, store, storage.AddOp, storage.RootPath, root); err != nil {
 		return nil, fmt.Errorf("engine: write data: %w", err)
@@ -394,6 +398,16 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("engine: prepare decision: %w", err)
+	}
+	// Which rules package hides what, for explanations (see
+	// removal.hiders).
+	out.hideQuery, err = rego.New(
+		rego.Query(`x := {pkg: h | some pkg; h := data.policycheck.rules[pkg].hide}`),
+		rego.Compiler(c),
+		rego.Store(store),
+	).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engine: prepare the hide query: %w", err)
 	}
 	for _, r := range regoutil.FilterRules(c) {
 		id := regoutil.CapabilityOf(r.Module.Package.Path)

@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/open-policy-agent/opa/v1/ast"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
 )
@@ -31,6 +35,11 @@ type Decision struct {
 	Advertised  []string       `json:"advertised"`
 	Dispatch    *DispatchView  `json:"dispatch,omitempty"`
 	Calls       []CallVerdict  `json:"calls"`
+	// WouldHide names the tools available on the next request or at
+	// dispatch that a log-only operator rule (METADATA
+	// custom.policycheck.enforcement: log_only) would hide: reported, not
+	// enforced.
+	WouldHide []string `json:"would_hide,omitempty"`
 	// Errors explains a fail-closed decision (policy error, timeout,
 	// undefined result, failed filter); empty otherwise.
 	Errors []string `json:"errors,omitempty"`
@@ -50,6 +59,39 @@ type removal struct {
 	s              *snapshot
 	next, dispatch *filterResult
 	hidden         map[string]bool
+	// input is the decision's input: which rules package hid a tool is
+	// asked of the policy only when an explanation needs it.
+	input    ast.Value
+	once     sync.Once
+	hiddenBy map[string][]string // tool -> rules packages hiding it
+}
+
+// hiders returns the rules packages whose hide holds tool, asked of the
+// policy once per decision.
+func (r *removal) hiders(tool string) []string {
+	r.once.Do(func() {
+		r.hiddenBy = map[string][]string{}
+		if r.input == nil {
+			return
+		}
+		rs, err := r.s.hideQuery.Eval(context.Background(), rego.EvalParsedInput(r.input))
+		if err != nil || len(rs) == 0 {
+			return
+		}
+		byPkg, _ := rs[0].Bindings["x"].(map[string]any)
+		for pkg, h := range byPkg {
+			names, _ := h.([]any)
+			for _, n := range names {
+				if name, ok := n.(string); ok {
+					r.hiddenBy[name] = append(r.hiddenBy[name], pkg)
+				}
+			}
+		}
+		for _, pkgs := range r.hiddenBy {
+			sort.Strings(pkgs)
+		}
+	})
+	return r.hiddenBy[tool]
 }
 
 // Removed says what removed tool from this decision: each filter that
@@ -70,7 +112,13 @@ func (d *Decision) Removed(tool string) []string {
 		}
 	}
 	if r.hidden[tool] {
-		out = append(out, "hidden by an operator rule (policycheck.rules.*.hide) for this request")
+		pkgs := r.hiders(tool)
+		for _, pkg := range pkgs {
+			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", pkg, r.s.ruleFile(pkg, "hide")))
+		}
+		if len(pkgs) == 0 {
+			out = append(out, "hidden by the availability policy's hidden set for this request")
+		}
 	}
 	return out
 }
@@ -105,6 +153,9 @@ type CallVerdict struct {
 	Message string `json:"message,omitempty"`
 	// Reasons are operator-facing explanations.
 	Reasons []string `json:"reasons,omitempty"`
+	// WouldDeny holds, for a call that executes, the reasons of the
+	// log-only operator rules that would deny it: reported, not enforced.
+	WouldDeny []string `json:"would_deny,omitempty"`
 	// Part is the index of the call's part in the response.
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.
@@ -146,7 +197,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 	if why != "" {
 		d.Errors = appendUnique(d.Errors, why)
 	}
-	d.Available, d.Advertised = []string{}, []string{}
+	d.Available, d.Advertised, d.WouldHide = []string{}, []string{}, nil
 	if d.Dispatch != nil {
 		d.Dispatch.Available = []string{}
 	}
@@ -156,6 +207,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 		c.Message = failClosedMessage(c.Tool)
 		c.Capability = ""
 		c.FailClosed = true
+		c.WouldDeny = nil
 		c.Reasons = append([]string{}, d.Errors...)
 	}
 }
@@ -324,11 +376,16 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 	}
 	d.removal = &removal{s: s, next: next, dispatch: dispatch, hidden: hidden}
+	wouldHide, _ := stringSet(raw["would_hide"], "would_hide")
+	d.WouldHide = intersectSorted(wouldHide, d.Available)
 	if d.Dispatch == nil {
 		return nil
 	}
 	if d.Dispatch.Available, err = stringSet(raw["dispatch_available"], "dispatch_available"); err != nil {
 		return err
+	}
+	if more := intersectSorted(wouldHide, d.Dispatch.Available); len(more) > 0 {
+		d.WouldHide = unionSorted(d.WouldHide, more)
 	}
 	verdicts, ok := raw["verdicts"].([]any)
 	if !ok || len(verdicts) != len(d.Calls) {
@@ -355,12 +412,12 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		switch c.Verdict {
 		case UnknownTool:
 			c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, len(d.Dispatch.Available) == 0 && resolvedEmpty())
-			c.Reasons = unknownReasons(s, c.Tool, dispatch, hidden)
+			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
 		case NotAvailableYet:
 			form, _ := vm["form"].(map[string]any)
 			c.Capability, _ = form["capability"].(string)
 			c.Message = NotAvailableMessage(c.Tool, c.Capability)
-			c.Reasons = []string{gateReason(s, d.facts, c.Tool)}
+			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
 		case Denied:
 			ds, _ := vm["denials"].([]any)
 			for _, x := range ds {
@@ -381,9 +438,18 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 				d.Errors = appendUnique(d.Errors, c.Reasons[0])
 				continue
 			}
+			if wd, _ := vm["would_deny"].([]any); len(wd) > 0 {
+				for _, x := range wd {
+					if dm, _ := x.(map[string]any); dm != nil && hasKey(dm, "value") {
+						return s.ruleError(dm)
+					}
+				}
+				_, c.WouldDeny = denialTextOf(s, wd, "would be denied by")
+			}
 			// The gate and the verdict cannot disagree.
 			if !contains(d.Dispatch.Available, c.Tool) {
 				c.Verdict = Denied
+				c.WouldDeny = nil
 				c.Message = failClosedMessage(c.Tool)
 				c.FailClosed = true
 				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
@@ -438,8 +504,8 @@ func (s *snapshot) ruleError(flagged any) error {
 	rule, _ := m["rule"].(string)
 	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
 	where := ""
-	if loc := s.rules[path.String()]; loc != nil {
-		where = fmt.Sprintf(" (%s:%d:%d)", loc.File, loc.Row, loc.Col)
+	if loc := s.ruleFile(pkg, rule); loc != "" {
+		where = " (" + loc + ")"
 	}
 	v, _ := json.Marshal(m["value"])
 	want := "a set of tool names"
@@ -452,24 +518,10 @@ func (s *snapshot) ruleError(flagged any) error {
 
 func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) {
 	if r, _ := vm["rule"].(string); r == "filter_error" {
-		return failClosedMessage(tool), []string{"a capability filter failed: the decision fails closed"}
+		return failClosedMessage(tool), s.verdictReasons(tool, vm, nil)
 	}
-	var msgs, reasons []string
 	ds, _ := vm["denials"].([]any)
-	for _, x := range ds {
-		dm, _ := x.(map[string]any)
-		pkg, _ := dm["package"].(string)
-		reason, _ := dm["reason"].(string)
-		msg, _ := dm["message"].(string)
-		where := ""
-		if file := s.fileOf("data.policycheck.rules." + pkg); file != "" {
-			where = " (" + file + ")"
-		}
-		reasons = append(reasons, fmt.Sprintf("denied by policycheck.rules.%s%s: %s", pkg, where, reason))
-		if msg != "" {
-			msgs = appendUnique(msgs, msg)
-		}
-	}
+	msgs, reasons := denialTextOf(s, ds, "denied by")
 	if len(msgs) == 0 {
 		return deniedMessage(tool), reasons
 	}
@@ -480,38 +532,103 @@ func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) 
 	return out, reasons
 }
 
-func unknownReasons(s *snapshot, tool string, fr *filterResult, hidden map[string]bool) []string {
-	if _, ok := s.reg.Tool(tool); !ok {
-		return []string{fmt.Sprintf("%q is neither a registry tool nor a framework tool present in this run", tool)}
-	}
-	var out []string
-	for _, id := range fr.droppedBy[tool] {
-		file := ""
-		if f := s.filters[id]; f != nil {
-			file = f.file
+// denialTextOf reads the gate's denial objects: their model-facing
+// messages and the operator reasons ("VERB policycheck.rules.PKG (FILE):
+// REASON").
+func denialTextOf(s *snapshot, ds []any, verb string) (msgs, reasons []string) {
+	for _, x := range ds {
+		dm, _ := x.(map[string]any)
+		pkg, _ := dm["package"].(string)
+		reason, _ := dm["reason"].(string)
+		msg, _ := dm["message"].(string)
+		where := ""
+		if file := s.ruleFile(pkg, "deny"); file != "" {
+			where = " (" + file + ")"
 		}
-		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
+		reasons = append(reasons, fmt.Sprintf("%s policycheck.rules.%s%s: %s", verb, pkg, where, reason))
+		if msg != "" {
+			msgs = appendUnique(msgs, msg)
+		}
 	}
-	if hidden[tool] {
-		out = append(out, fmt.Sprintf("hidden by an operator rule (policycheck.rules.*.hide) for this request"))
+	return msgs, reasons
+}
+
+// intersectSorted returns the elements of a that are in b (both sorted).
+func intersectSorted(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if contains(b, x) {
+			out = append(out, x)
+		}
 	}
 	return out
 }
 
-func gateReason(s *snapshot, f *facts.Facts, tool string) string {
-	t, _ := s.reg.Tool(tool)
-	gate, _ := s.reg.GateOf(tool)
-	w := f.Window
-	if f.Dispatch != nil {
-		w = f.Dispatch.Window
+// unionSorted returns the sorted union of a and b (both sorted).
+func unionSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
 	}
-	switch gate {
-	case facts.GateCapability:
-		return fmt.Sprintf("%q belongs to deferred capability %q, which is not loaded in the window the serving provider sees (from message %d, part %d); a load in the same response does not count", tool, t.Capability, w.Message, w.Part)
-	case facts.GateSearch:
-		return fmt.Sprintf("%q is search-gated and was not revealed in the window the serving provider sees (from message %d, part %d)", tool, w.Message, w.Part)
+	return out
+}
+
+// verdictReasons are the operator-facing reasons of a verdict: the
+// reason the policy gave, then what it says removed the tool, each named
+// with its package and file (the filters that dropped it are the engine's
+// record of their results).
+func (s *snapshot) verdictReasons(tool string, vm map[string]any, dispatch *filterResult) []string {
+	reason, _ := vm["reason"].(string)
+	by, _ := vm["by"].([]any)
+	var out []string
+	switch {
+	case reason != "":
+		out = append(out, reason)
+	case len(by) == 0:
+		rule, _ := vm["rule"].(string)
+		out = append(out, fmt.Sprintf("%q: %s by rule %q of %s, which gives no reason", tool, vm["verdict"], rule, decisionQuery))
 	}
-	return fmt.Sprintf("%q refused by the availability rule", tool)
+	for _, x := range by {
+		m, _ := x.(map[string]any)
+		switch m["rule"] {
+		case "prepare_tools":
+			if dispatch == nil {
+				continue
+			}
+			for _, id := range dispatch.droppedBy[tool] {
+				file := ""
+				if f := s.filters[id]; f != nil {
+					file = f.file
+				}
+				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
+			}
+		case "hide":
+			pkg, _ := m["package"].(string)
+			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", pkg, s.ruleFile(pkg, "hide")))
+		}
+	}
+	return out
+}
+
+// ruleFile is "file:row:col" of the first definition of rule in package
+// policycheck.rules.<pkg>, or "" when the policy set has none.
+func (s *snapshot) ruleFile(pkg, rule string) string {
+	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
+	if loc := s.rules[path.String()]; loc != nil {
+		return fmt.Sprintf("%s:%d:%d", loc.File, loc.Row, loc.Col)
+	}
+	return ""
 }
 
 // MarshalJSON writes the decision exactly as design.md specifies.

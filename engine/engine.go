@@ -341,6 +341,7 @@ func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, mem
 		d.failClosed(s, err.Error())
 		return
 	}
+	d.removal.input = input
 	if !hit && memo != nil && ctx.Err() == nil {
 		memo.put(key, packEntry(raw, &s.known))
 	}

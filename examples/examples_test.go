@@ -91,7 +91,7 @@ func TestExamplesThroughEval(t *testing.T) {
 			policy: "policies/transfers", history: "transfer", context: "support",
 			verdicts: map[string]string{"t1": "execute", "t2": "denied"},
 			messages: map[string]string{"t2": "Transfers above 1000 need an approval"},
-			reasons:  map[string]string{"t2": "policycheck.rules.transfers (policies/transfers/transfers.rego): transfer_funds of 5000 exceeds the limit of 1000"}},
+			reasons:  map[string]string{"t2": "policycheck.rules.transfers (policies/transfers/transfers.rego:18:1): transfer_funds of 5000 exceeds the limit of 1000"}},
 		{note: "transfers: an approval in the context lets it through",
 			policy: "policies/transfers", history: "transfer", context: "admin",
 			verdicts: map[string]string{"t1": "execute", "t2": "execute"}},

@@ -46,3 +46,46 @@ func TestOutgoingKeepsRevealsWhoseCallIsFarBack(t *testing.T) {
 	tr.Append(h...)
 	require.Equal(t, f, tr.Facts())
 }
+
+// TestOutgoingDropsAReturnWithoutAnyCall: a revealing return whose id no
+// call carries, so far from the start that looking backwards for its call
+// runs out of budget, is still an orphan once the whole history has been
+// walked.
+func TestOutgoingDropsAReturnWithoutAnyCall(t *testing.T) {
+	filler := make([]facts.Part, 6000)
+	for i := range filler {
+		filler[i] = facts.Part{Kind: facts.UserPrompt}
+	}
+	h := facts.History{
+		{Kind: facts.Request, Parts: filler},
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.ToolReturn, ToolName: "search_tools", ToolKind: facts.ToolKindSearch,
+			ToolCallID: "nocall", HasToolCallID: true, Reveals: []string{"b"}}}},
+	}
+	reg := caseRegistry(t, []byte(`{"capabilities": [], "tools": [{"name": "b", "defer_loading": true}]}`))
+	f := facts.Derive(h, reg)
+	require.Equal(t, []string{"b"}, f.Discovered)
+	require.Equal(t, []string{}, f.Outgoing.Discovered)
+	tr := facts.NewTracker(reg)
+	tr.Append(h...)
+	require.Equal(t, f, tr.Facts())
+}
+
+// TestPartKindNames: every part kind prints its wire name and parses
+// back; anything else prints as a number and does not parse.
+func TestPartKindNames(t *testing.T) {
+	for k := facts.SystemPrompt; k <= facts.BuiltinToolReturn; k++ {
+		back, ok := facts.ParsePartKind(k.String())
+		require.True(t, ok, k.String())
+		require.Equal(t, k, back)
+	}
+	require.Equal(t, "PartKind(0)", facts.PartKind(0).String())
+	require.Equal(t, "PartKind(14)", facts.PartKind(14).String())
+	_, ok := facts.ParsePartKind("PartKind(14)")
+	require.False(t, ok)
+	require.Equal(t, "request", facts.Request.String())
+	require.Equal(t, "response", facts.Response.String())
+	require.Equal(t, "MessageKind(3)", facts.MessageKind(3).String())
+	require.Equal(t, "tool-search", facts.ToolKindSearch.String())
+	require.Equal(t, "capability-load", facts.ToolKindLoad.String())
+	require.Equal(t, "", facts.ToolKindNone.String())
+}

@@ -11,31 +11,6 @@ import (
 	"github.com/policycheck/policycheck/loader"
 )
 
-// evalShape renders facts as `policycheck eval` prints them (the
-// decision's "window", "facts" and "dispatch"), so that one table of
-// expectations serves Derive, the Tracker and the command line.
-func evalShape(f facts.Facts) map[string]any {
-	doc := map[string]any{
-		"window": f.Window,
-		"facts": map[string]any{
-			"discovered":          f.Discovered,
-			"loaded":              f.Loaded,
-			"returned":            f.Returned,
-			"active_capabilities": f.ActiveCapabilities,
-		},
-	}
-	if d := f.Dispatch; d != nil {
-		doc["dispatch"] = map[string]any{
-			"provider":            d.Provider,
-			"window":              d.Window,
-			"loaded":              d.Loaded,
-			"evidence":            map[string]any{"discovered": d.Evidence.Discovered, "loaded": d.Evidence.Loaded},
-			"active_capabilities": d.ActiveCapabilities,
-		}
-	}
-	return doc
-}
-
 // TestSpecTables runs every case of the rule-by-rule tables
 // (facts/testdata/spec, one file per section of the spec) through Derive
 // and compares the facts with the case's expectations; the Tracker, fed
@@ -54,7 +29,7 @@ func TestSpecTables(t *testing.T) {
 			h, err := loader.DecodeHistory(c.File, c.History, loader.DefaultLimits())
 			require.NoError(t, err)
 			f := facts.Derive(h, reg)
-			got, err := spectable.Normalize(evalShape(f))
+			got, err := spectable.Normalize(spectable.Shape(f))
 			require.NoError(t, err)
 			want, err := spectable.Normalize(c.Want)
 			require.NoError(t, err)

@@ -107,6 +107,14 @@ func FuzzHistorySchemaAgreement(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		_, decErr := loader.DecodeHistory("fuzz.json", data, lim)
 		doc, jsonErr := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+		if jsonErr != nil && decErr == nil && hasNumberExtension(data) {
+			// Known difference: the reference's parser, and so the
+			// decoder, accept NaN, Infinity and -Infinity as values
+			// (TestNumberExtensions); encoding/json does not. The schema
+			// check reads them as the strings policies see.
+			require.NoError(t, loader.ValidateHistoryBytes("fuzz.json", data), "the schema rejects what the decoder accepts")
+			return
+		}
 		if jsonErr != nil {
 			// The kind may differ: a top-level value that is not an array
 			// is rejected as such before the bytes after it are read
@@ -120,6 +128,12 @@ func FuzzHistorySchemaAgreement(f *testing.F) {
 		}
 		var le *loader.Error
 		if !utf8.Valid(data) || (errors.As(decErr, &le) && le.Kind == loader.KindLimit) {
+			return
+		}
+		if errors.As(decErr, &le) && strings.Contains(le.Msg, "lone UTF-16 surrogate") {
+			// Known difference: encoding/json replaces a lone surrogate
+			// escape with U+FFFD; the reference rejects it, and so does
+			// the decoder (TestLoneSurrogates).
 			return
 		}
 		if decErr != nil {
@@ -297,4 +311,22 @@ func TestHasDuplicateKeys(t *testing.T) {
 			t.Errorf("%s: want %v", in, want)
 		}
 	}
+}
+
+// hasNumberExtension reports whether data holds NaN or Infinity outside
+// its strings.
+func hasNumberExtension(data []byte) bool {
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '"':
+			for i++; i < len(data) && data[i] != '"'; i++ {
+				if data[i] == '\\' {
+					i++
+				}
+			}
+		case 'N', 'I':
+			return true
+		}
+	}
+	return false
 }

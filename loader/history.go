@@ -23,9 +23,16 @@ type Limits struct {
 	MaxPartsPerMessage int
 	// MaxParts is the most parts a whole history may hold.
 	MaxParts int
-	// MaxDepth is the deepest nesting of JSON arrays and objects.
+	// MaxDepth is the deepest nesting of JSON arrays and objects, the
+	// history's own array counting as one.
 	MaxDepth int
 }
+
+// DefaultMaxDepth is the default nesting limit: the reference's JSON
+// parser (pydantic-core's) accepts a document nested 200 arrays and
+// objects deep, counting the outermost, and rejects one deeper, so tool
+// arguments it accepts are accepted here too.
+const DefaultMaxDepth = 200
 
 // DefaultLimits are the limits used when none are given: generous for
 // real agent runs, small enough that one request cannot exhaust a server.
@@ -35,7 +42,7 @@ func DefaultLimits() Limits {
 		MaxMessages:        100_000,
 		MaxPartsPerMessage: 10_000,
 		MaxParts:           1_000_000,
-		MaxDepth:           128,
+		MaxDepth:           DefaultMaxDepth,
 	}
 }
 
@@ -57,6 +64,12 @@ func (l Limits) depth() int {
 // a literal field with an unknown value) and its leniency where it accepts
 // (unknown extra keys, the legacy aliases added, vendor_details and
 // vendor_id). file names the input in errors; every error is an *Error.
+//
+// The number extensions NaN, Infinity and -Infinity, which the
+// reference's JSON parser accepts in any value, are accepted where any
+// JSON value is, and reach policies in Part.Args as the strings "NaN",
+// "Infinity" and "-Infinity": they are not JSON numbers. A lone UTF-16
+// surrogate escape is rejected, as the reference rejects it.
 //
 // The returned history's Part.Args alias data: data must not be modified
 // while the history is in use.
@@ -313,6 +326,16 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 	}
 	if !partsSeen || d.data[spans[mParts].s] != '[' {
 		return m, d.typeErr(spans[mParts], "parts", tArray)
+	}
+	// vendor_details and vendor_id are the legacy input aliases of
+	// provider_details and provider_response_id: when the current name is
+	// present the reference reads it and ignores the alias, whatever the
+	// alias holds.
+	if spans[mProviderDetails].present() {
+		spans[mVendorDetails] = span{}
+	}
+	if spans[mProviderResponseID].present() {
+		spans[mVendorID] = span{}
 	}
 	rules, states := requestRules, requestStates
 	if m.Kind == facts.Response {
@@ -720,6 +743,9 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 	case facts.ToolCall, facts.BuiltinToolCall:
 		if a := sp[pArgs]; a.present() {
 			p.Args = d.data[a.s:a.e]
+			if d.extended {
+				p.Args = standardize(p.Args)
+			}
 		}
 		switch p.ToolKind {
 		case facts.ToolKindSearch:

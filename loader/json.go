@@ -10,7 +10,9 @@ import (
 )
 
 // scanner is a validating JSON reader over a byte slice. It checks the
-// full JSON grammar (RFC 8259, UTF-8 only), enforces a nesting limit and
+// JSON grammar (RFC 8259, UTF-8 only) as the reference's parser reads it:
+// the number extensions NaN, Infinity and -Infinity are values, a lone
+// UTF-16 surrogate escape is an error. It enforces a nesting limit and
 // keeps the JSON pointer of the value it is reading, so that every error
 // names where it happened.
 type scanner struct {
@@ -18,6 +20,9 @@ type scanner struct {
 	i        int
 	depth    int
 	maxDepth int
+	// extended is set once a number extension (NaN, Infinity,
+	// -Infinity) has been read.
+	extended bool
 	file     string
 	path     []seg
 	names    []string // keys of segName segments
@@ -177,11 +182,29 @@ func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 					d.i = i
 					return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
 				}
-				for _, h := range data[i+2 : i+6] {
-					if !isHex(h) {
-						d.i = i
-						return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
+				r, ok := hex4(data[i+2 : i+6])
+				if !ok {
+					d.i = i
+					return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
+				}
+				// A surrogate must come as a leading one followed by the
+				// \u escape of a trailing one, as the reference's parser
+				// requires: a lone one would decode to U+FFFD, so two
+				// different names could collide.
+				switch {
+				case 0xdc00 <= r && r < 0xe000:
+					d.i = i
+					return 0, 0, false, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
+				case 0xd800 <= r && r < 0xdc00:
+					r2, ok := rune(0), false
+					if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+						r2, ok = hex4(data[i+8 : i+12])
 					}
+					if !ok || r2 < 0xdc00 || r2 >= 0xe000 {
+						d.i = i
+						return 0, 0, false, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
+					}
+					i += 6
 				}
 				i += 6
 			default:
@@ -221,8 +244,22 @@ func plain8(w uint64) bool {
 	return (t|w)&msb8 == 0    // w's high bits: non-ASCII bytes
 }
 
-func isHex(c byte) bool {
-	return ('0' <= c && c <= '9') || ('a' <= c && c <= 'f') || ('A' <= c && c <= 'F')
+// hex4 decodes four hexadecimal digits.
+func hex4(b []byte) (rune, bool) {
+	var r rune
+	for _, c := range b {
+		switch {
+		case '0' <= c && c <= '9':
+			r = r<<4 | rune(c-'0')
+		case 'a' <= c && c <= 'f':
+			r = r<<4 | rune(c-'a'+10)
+		case 'A' <= c && c <= 'F':
+			r = r<<4 | rune(c-'A'+10)
+		default:
+			return 0, false
+		}
+	}
+	return r, true
 }
 
 // readString reads a string value and returns it decoded.
@@ -337,6 +374,18 @@ func (d *scanner) literal(lit string) *Error {
 	return nil
 }
 
+// extension reads one of the number extensions the reference's JSON
+// parser accepts as a value: NaN, Infinity, -Infinity. They are not JSON
+// numbers; the decoder hands them to policies as strings (see
+// Standardize).
+func (d *scanner) extension(lit string) *Error {
+	if err := d.literal(lit); err != nil {
+		return err
+	}
+	d.extended = true
+	return nil
+}
+
 func (d *scanner) enter() *Error {
 	d.depth++
 	if d.depth > d.maxDepth {
@@ -369,6 +418,12 @@ func (d *scanner) skipValue() (span, *Error) {
 		err = d.literal("false")
 	case c == 'n':
 		err = d.literal("null")
+	case c == 'N':
+		err = d.extension("NaN")
+	case c == 'I':
+		err = d.extension("Infinity")
+	case c == '-' && d.i+1 < len(d.data) && d.data[d.i+1] == 'I':
+		err = d.extension("-Infinity")
 	case c == '-' || ('0' <= c && c <= '9'):
 		err = d.skipNumber()
 	default:
@@ -479,4 +534,40 @@ func (d *scanner) at(sp span, key string, fn func() *Error) *Error {
 	}
 	d.i, d.depth = saved, savedDepth
 	return err
+}
+
+// standardize returns the validated JSON value b with each number
+// extension (NaN, Infinity, -Infinity) replaced by the JSON string of its
+// name; b itself when it holds none.
+func standardize(b []byte) []byte {
+	var out []byte
+	last := 0
+	for i := 0; i < len(b); i++ {
+		switch c := b[i]; {
+		case c == '"':
+			for i++; i < len(b) && b[i] != '"'; i++ {
+				if b[i] == '\\' {
+					i++
+				}
+			}
+		case c == 'N' || c == 'I' || (c == '-' && i+1 < len(b) && b[i+1] == 'I'):
+			lit := "NaN"
+			switch c {
+			case 'I':
+				lit = "Infinity"
+			case '-':
+				lit = "-Infinity"
+			}
+			out = append(out, b[last:i]...)
+			out = append(out, '"')
+			out = append(out, lit...)
+			out = append(out, '"')
+			i += len(lit) - 1
+			last = i + 1
+		}
+	}
+	if out == nil {
+		return b
+	}
+	return append(out, b[last:]...)
 }

@@ -11,8 +11,11 @@ import (
 // JSON Schema. The CLI and the HTTP sidecar run it at their boundary, on
 // top of DecodeHistory, so that an input is only ever accepted when both
 // agree. Errors are *Error values.
+//
+// The number extensions DecodeHistory accepts (NaN, Infinity, -Infinity)
+// are validated as the strings policies see them as.
 func ValidateHistoryBytes(file string, data []byte) error {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(standardize(data)))
 	if err != nil {
 		return &Error{File: file, Kind: KindSyntax, Msg: "invalid JSON: " + err.Error()}
 	}

@@ -64,6 +64,8 @@ var conformanceCases = []string{
 	"unknown-tool-lists-only-available-tools",
 	"seed-processor-injected-load-applies-filter",
 	"seed-route2-control-honored-compaction",
+	"seed-route2-foreign-compaction-applies-filter",
+	"seed-route2-contentless-compaction-applies-filter",
 }
 
 // conformanceFixtures writes each selected case's registry, history and

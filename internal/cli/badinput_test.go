@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // result is what one in-process run of the command line produced.
@@ -96,7 +97,7 @@ func deepPointer(base string, steps int) string { return base + strings.Repeat("
 // stderr naming the file, the JSON pointer and the rule broken.
 func TestBadInput(t *testing.T) {
 	t.Parallel()
-	const maxDepth = 128 // loader.DefaultLimits().MaxDepth
+	maxDepth := loader.DefaultLimits().MaxDepth
 	validHist := hist(req(userPrompt), resp(callTime))
 
 	tests := []struct {
@@ -160,12 +161,12 @@ func TestBadInput(t *testing.T) {
 		// --- limits ---
 		{note: "100,000-deep nesting inside a tool return's content",
 			data: hist(req(`{"part_kind":"tool-return","tool_name":"get_time","tool_call_id":"c1","content":` + deep(100_000) + `}`)),
-			ptr:  deepPointer("/0/parts/0/content", maxDepth-4), rule: "nesting deeper than the limit of 128"},
+			ptr:  deepPointer("/0/parts/0/content", maxDepth-4), rule: fmt.Sprintf("nesting deeper than the limit of %d", maxDepth)},
 		{note: "100,000-deep nesting at the top level", data: deep(100_000),
-			ptr: deepPointer("", maxDepth), rule: "nesting deeper than the limit of 128"},
+			ptr: deepPointer("", maxDepth), rule: fmt.Sprintf("nesting deeper than the limit of %d", maxDepth)},
 		{note: "100,000-deep objects in metadata",
 			data: hist(withKey(req(userPrompt), "metadata", strings.Repeat(`{"a":`, 100_000)+"1"+strings.Repeat("}", 100_000))),
-			ptr:  "/0/metadata" + strings.Repeat("/a", maxDepth-2), rule: "nesting deeper than the limit of 128"},
+			ptr:  "/0/metadata" + strings.Repeat("/a", maxDepth-2), rule: fmt.Sprintf("nesting deeper than the limit of %d", maxDepth)},
 		{note: "input over --max-bytes", data: validHist, args: []string{"--max-bytes", "64"},
 			ptr: "(root)", rule: fmt.Sprintf("input is %d bytes, over the limit of 64", len(validHist))},
 		{note: "more messages than --max-messages", data: validHist, args: []string{"--max-messages", "1"},
@@ -329,7 +330,7 @@ func TestBadInput(t *testing.T) {
 			ptr:  "/tools/0", rule: "mapping keys must be strings"},
 		{note: "registry: a recursive YAML alias", input: "registry",
 			data: "a: &x [*x]\n",
-			ptr:  deepPointer("/a", maxDepth), rule: "nesting deeper than the limit of 128 (a recursive alias?)"},
+			ptr:  deepPointer("/a", 128), rule: "nesting deeper than the limit of 128 (a recursive alias?)"},
 		{note: "registry: billion laughs", input: "registry",
 			data: billionLaughs(),
 			ptr:  "/e/7/4/7/1/8", rule: "too many values once aliases are expanded (an alias bomb?)"},

@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -81,6 +82,9 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 		for _, why := range t.Why {
 			fmt.Fprintf(w, "      - %s\n", why)
 		}
+		if slices.Contains(d.WouldHide, t.Name) {
+			fmt.Fprintf(w, "      - would hide (log-only rule, not enforced): a log-only policycheck.rules package hides it\n")
+		}
 	}
 	fmt.Fprintf(w, "  framework tools available: %s\n", list(framework(d.Available)))
 	if len(x.Calls) > 0 {
@@ -97,6 +101,9 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 		}
 		for _, why := range c.Why {
 			fmt.Fprintf(w, "      - %s\n", why)
+		}
+		for _, why := range c.WouldDeny {
+			fmt.Fprintf(w, "      - would deny (log-only rule, not enforced): %s\n", why)
 		}
 	}
 	fmt.Fprintln(w, "\nPolicies:")

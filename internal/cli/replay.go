@@ -2,13 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/replay"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -43,10 +41,8 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch format {
-			case "pretty", "json", "html":
-			default:
-				return badInput(fmt.Errorf("--format must be pretty, json or html, not %q", format))
+			if err := checkFormat(format, "pretty", "json", "html"); err != nil {
+				return err
 			}
 			gate, err := replay.ParseGate(failOn)
 			if err != nil {
@@ -84,9 +80,7 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
 			if sides.Candidate, err = side("--candidate", candidate); err != nil {
 				return err
 			}
-			errw := cmd.ErrOrStderr()
-			f, isFile := errw.(*os.File)
-			prog := progress.New(progress.Options{Label: "replay", Total: len(runs), Writer: errw, Terminal: isFile && progress.IsTerminal(f)})
+			prog := stderrProgress(cmd, "replay", len(runs))
 			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog})
 			prog.Finish()
 			if err != nil {

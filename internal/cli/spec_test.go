@@ -37,9 +37,40 @@ func TestSpecTablesThroughEval(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			spectable.DropFactsOnly(want)
 			if diff := spectable.Mismatches(want, got); len(diff) > 0 {
 				t.Errorf("eval disagrees with %s (%s):\n%s", c.Rule, c.Name, strings.Join(diff, "\n"))
 			}
 		})
+	}
+}
+
+// TestNumberExtensionsReachPoliciesAsStrings: a history whose tool
+// arguments hold Infinity (which the reference's parser accepts) is
+// decided, not rejected, and the shipped transfers example refuses the
+// call: the policy sees the string "Infinity", not a number.
+func TestNumberExtensionsReachPoliciesAsStrings(t *testing.T) {
+	dir := t.TempDir()
+	hist := writeFile(t, dir, "h.json", `[
+ {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "move everything"}]},
+ {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "transfer_funds", "tool_call_id": "t1",
+   "args": {"from": "ops", "to": "savings", "amount": Infinity}}]}
+]`)
+	res := run(t, "", "eval", "--registry", "../../examples/registry.yaml", "--history", hist,
+		"--policy", "../../examples/policies/transfers")
+	if res.code != 0 {
+		t.Fatalf("eval exited %d: %s", res.code, res.stderr)
+	}
+	var d struct {
+		Calls []struct {
+			Verdict string `json:"verdict"`
+			Message string `json:"message"`
+		} `json:"calls"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &d); err != nil {
+		t.Fatal(err)
+	}
+	if len(d.Calls) != 1 || d.Calls[0].Verdict != "denied" || !strings.Contains(d.Calls[0].Message, "numeric `amount`") {
+		t.Fatalf("want the transfer denied for a non-numeric amount, got %+v", d.Calls)
 	}
 }

@@ -106,3 +106,15 @@ func TestLocations(t *testing.T) {
 		t.Fatalf("locations: %v", locs)
 	}
 }
+
+// TestPackageMarker reads a marker off a package's METADATA.
+func TestPackageMarker(t *testing.T) {
+	c := compile(t, "# METADATA\n# title: x\n# custom:\n#   policycheck:\n#     nope: 3\npackage policycheck.rules.x\n\nhide := set()")
+	v, ok := contract.PackageMarker(c.Modules["op.rego"], "nope")
+	if !ok || v != 3 && v != float64(3) && v != uint64(3) && v != int(3) {
+		t.Fatalf("marker: %v %v (%T)", v, ok, v)
+	}
+	if _, ok := contract.PackageMarker(c.Modules["op.rego"], "other"); ok {
+		t.Fatal("an unset marker read as set")
+	}
+}

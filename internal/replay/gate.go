@@ -13,6 +13,8 @@ var states = map[string][]string{
 	KindAvailable:  {StateAvailable, StateUnavailable},
 	KindAdvertised: {StateAdvertised, StateUnadvertised},
 	KindFailClosed: {StateOK, StateFailClosed},
+	KindWouldDeny:  {StateNoWouldDeny, StateWouldDeny},
+	KindWouldHide:  {StateNoWouldHide, StateWouldHide},
 }
 
 // Gate is a parsed --fail-on: transitions that fail the replay.
@@ -47,8 +49,9 @@ func ParseGate(specs []string) (*Gate, error) {
 				}
 			}
 			if p.kind == "" && (p.from != "*" || p.to != "*") {
-				return nil, fmt.Errorf("--fail-on %q: %s and %s are not states of one kind of change (verdicts %s; %s; %s; %s)", t, p.from, p.to,
-					strings.Join(states[KindCall], ", "), strings.Join(states[KindAvailable], "/"), strings.Join(states[KindAdvertised], "/"), strings.Join(states[KindFailClosed], "/"))
+				return nil, fmt.Errorf("--fail-on %q: %s and %s are not states of one kind of change (verdicts %s; %s; %s; %s; %s; %s)", t, p.from, p.to,
+					strings.Join(states[KindCall], ", "), strings.Join(states[KindAvailable], "/"), strings.Join(states[KindAdvertised], "/"),
+					strings.Join(states[KindFailClosed], "/"), strings.Join(states[KindWouldDeny], "/"), strings.Join(states[KindWouldHide], "/"))
 			}
 			g.patterns = append(g.patterns, p)
 		}

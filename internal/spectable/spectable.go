@@ -16,6 +16,8 @@ import (
 	"runtime"
 	"sort"
 	"strings"
+
+	"github.com/policycheck/policycheck/facts"
 )
 
 // Case is one row of a table.
@@ -29,8 +31,9 @@ type Case struct {
 	// History is the message history, as pydantic-ai writes it.
 	History json.RawMessage `json:"history"`
 	// Want holds the expected facts in eval's shape: "window", "facts"
-	// and "dispatch" as `policycheck eval` prints them. Only the keys
-	// present are compared.
+	// and "dispatch" as `policycheck eval` prints them, plus "outgoing"
+	// and "dispatch"/"same_response", which only the facts package
+	// checks (DropFactsOnly). Only the keys present are compared.
 	Want map[string]any `json:"want"`
 }
 
@@ -126,6 +129,21 @@ func Mismatches(want, got any) []string {
 	return out
 }
 
+// DropFactsOnly removes from a normalized want the keys eval does not
+// print: "outgoing" (the reveal state advertisement reads) and
+// "dispatch"/"same_response" (what the dispatched response holds), which
+// the facts package checks.
+func DropFactsOnly(want any) {
+	m, ok := want.(map[string]any)
+	if !ok {
+		return
+	}
+	delete(m, "outgoing")
+	if d, ok := m["dispatch"].(map[string]any); ok {
+		delete(d, "same_response")
+	}
+}
+
 // Normalize round-trips v through JSON, so that Go values compare with
 // decoded JSON.
 func Normalize(v any) (any, error) {
@@ -147,4 +165,34 @@ func ptrOrRoot(p string) string {
 func js(v any) string {
 	b, _ := json.Marshal(v)
 	return string(b)
+}
+
+// Shape renders facts as `policycheck eval` prints them (the decision's
+// "window", "facts" and "dispatch"), plus the keys only the facts package
+// checks, so that one table of expectations serves Derive, the Tracker,
+// the loader and the command line.
+func Shape(f facts.Facts) map[string]any {
+	doc := map[string]any{
+		"window": f.Window,
+		"facts": map[string]any{
+			"discovered":          f.Discovered,
+			"loaded":              f.Loaded,
+			"returned":            f.Returned,
+			"active_capabilities": f.ActiveCapabilities,
+		},
+		// Not printed by eval (its "advertised" reads it).
+		"outgoing": map[string]any{"discovered": f.Outgoing.Discovered, "loaded": f.Outgoing.Loaded},
+	}
+	if d := f.Dispatch; d != nil {
+		doc["dispatch"] = map[string]any{
+			"provider":            d.Provider,
+			"window":              d.Window,
+			"loaded":              d.Loaded,
+			"evidence":            map[string]any{"discovered": d.Evidence.Discovered, "loaded": d.Evidence.Loaded},
+			"active_capabilities": d.ActiveCapabilities,
+			// Not printed by eval (its verdicts read it).
+			"same_response": map[string]any{"revealed": d.SameResponse.Revealed, "pending_loads": d.SameResponse.PendingLoads},
+		}
+	}
+	return doc
 }

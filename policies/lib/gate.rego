@@ -27,9 +27,32 @@ default failed := false
 failed if count(input.filters.errors) > 0
 
 # METADATA
+# title: log_only
+# description: |
+#   The operator rule packages (keys under policycheck.rules) marked
+#   log-only in their METADATA (custom.policycheck.enforcement: log_only):
+#   their hide and deny results are reported (would_hide, would_deny), not
+#   enforced. The engine writes the set at load; empty when none is.
+default log_only := set()
+
+log_only := data.policycheck.log_only
+
+# METADATA
 # title: hidden
-# description: Tools hidden for this request by operator rules (policycheck.rules.*.hide).
-hidden := {name | some name in data.policycheck.rules[_].hide}
+# description: Tools hidden for this request by enforced operator rules (policycheck.rules.*.hide).
+hidden := {name |
+	some pkg
+	some name in data.policycheck.rules[pkg].hide
+	not pkg in log_only
+}
+
+# METADATA
+# title: would_hide
+# description: Tools the log-only operator rules would hide for this request (not enforced).
+would_hide := {name |
+	some pkg in log_only
+	some name in data.policycheck.rules[pkg].hide
+}
 
 # METADATA
 # title: present_framework
@@ -103,16 +126,71 @@ available_now := available(
 #   the name is not in the resolved set, not_available_yet when it is but
 #   the gate refuses it, denied when an operator rule denies it, else
 #   execute. A failed filter denies every call.
-verdict(call) := {"verdict": "denied", "rule": "filter_error"} if {
+verdict(call) := {
+	"verdict": "denied", "rule": "filter_error",
+	"reason": "a capability filter failed: the decision fails closed",
+} if {
 	failed
-} else := {"verdict": "unknown_tool", "rule": "unknown_tool"} if {
+} else := {
+	"verdict": "unknown_tool", "rule": "unknown_tool",
+	"reason": unknown_reason(call.tool), "by": removed_by(call.tool),
+} if {
 	not call_resolved(call)
-} else := {"verdict": "not_available_yet", "rule": "gate", "form": unavailable_form(call.tool)} if {
+} else := {
+	"verdict": "not_available_yet", "rule": "gate",
+	"form": unavailable_form(call.tool), "reason": gate_reason(call.tool),
+} if {
 	not call.tool in framework
 	not call.tool in available_now
 } else := {"verdict": "denied", "rule": "deny", "denials": denials(call)} if {
 	count(denials(call)) > 0
+} else := {"verdict": "execute", "rule": "gate", "would_deny": would_deny(call)} if {
+	count(would_deny(call)) > 0
 } else := {"verdict": "execute", "rule": "gate"}
+
+# METADATA
+# title: unknown_reason
+# description: |
+#   Why a called name is outside the resolved tool set, when it is not a
+#   registry tool; a removed registry tool's reasons are removed_by.
+unknown_reason(tool) := sprintf("%q is neither a registry tool nor a framework tool present in this run", [tool]) if {
+	not tool in registry.names
+} else := ""
+
+# METADATA
+# title: removed_by
+# description: |
+#   What removed a registry tool from the dispatch: the capability
+#   filters (the engine names which) and each rules package hiding it.
+removed_by(tool) := array.concat(
+	[{"rule": "prepare_tools"} | tool in input.filters.dispatch.dropped],
+	[{"package": pkg, "rule": "hide"} | some pkg; tool in data.policycheck.rules[pkg].hide],
+)
+
+# METADATA
+# title: gate_reason
+# description: |
+#   Why the gate refuses a resolved tool at dispatch: its owner is a
+#   deferred capability not loaded, or it is search-gated and unrevealed,
+#   in the window the serving provider sees.
+gate_reason(tool) := sprintf(
+	concat("", [
+		"%q belongs to deferred capability %q, which is not loaded in the window the serving provider sees ",
+		"(from message %v, part %v); a load in the same response does not count",
+	]),
+	[tool, registry.tools[tool].capability, window.message, window.part],
+) if {
+	registry.tools[tool].gate == "capability"
+} else := sprintf(
+	"%q is search-gated and was not revealed in the window the serving provider sees (from message %v, part %v)",
+	[tool, window.message, window.part],
+) if {
+	registry.tools[tool].gate == "search"
+} else := sprintf("%q refused by the availability rule", [tool])
+
+# The start of the window the serving provider sees (a unit test's input
+# may hold none).
+window := object.get(input, ["dispatch", "window"], {"message": "?", "part": "?"})
 
 # METADATA
 # title: call_resolved
@@ -152,6 +230,18 @@ denials(call) := [d |
 	call_input := input_with_call(call)
 	some pkg
 	ds := data.policycheck.rules[pkg].deny with input as call_input
+	not pkg in log_only
+	some d in denials_of(pkg, ds)
+]
+
+# METADATA
+# title: would_deny
+# description: |
+#   The denials of one call by the log-only operator rule packages: what
+#   they would deny, reported with an execute verdict, not enforced.
+would_deny(call) := [d |
+	some pkg in log_only
+	ds := data.policycheck.rules[pkg].deny with input as input_with_call(call)
 	some d in denials_of(pkg, ds)
 ]
 

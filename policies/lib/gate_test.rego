@@ -234,9 +234,49 @@ test_verdict[note] if {
 		},
 	}
 	some note, tc in cases
-	gate.verdict(call(tc.tool)) == tc.want with input as with_input(tc.patch)
+	v := gate.verdict(call(tc.tool)) with input as with_input(tc.patch)
 		with data.policycheck.registry as registry
 		with data.policycheck.rules as {}
+	object.remove(v, ["reason", "by"]) == tc.want
+}
+
+test_verdict_reason[note] if {
+	window := {"dispatch": object.union(base.dispatch, {"window": {"message": 2, "part": 1}})}
+	cases := {
+		"a name outside the registry": {
+			"patch": {}, "tool": "nope", "rules": {},
+			"reason": `"nope" is neither a registry tool nor a framework tool present in this run`, "by": [],
+		},
+		"a tool dropped by a filter and hidden by a rule": {
+			"patch": {"filters": {"dispatch": {"dropped": {"get_time"}}}}, "tool": "get_time",
+			"rules": {"ops": {"hide": {"get_time"}}},
+			"reason": "", "by": [{"rule": "prepare_tools"}, {"package": "ops", "rule": "hide"}],
+		},
+		"an unloaded capability's tool": {
+			"patch": window, "tool": "secret_op", "rules": {},
+			"reason": concat("", [
+				`"secret_op" belongs to deferred capability "vault", which is not loaded in the window the serving `,
+				"provider sees (from message 2, part 1); a load in the same response does not count",
+			]),
+		},
+		"an unrevealed search-gated tool": {
+			"patch": window, "tool": "search_docs", "rules": {},
+			"reason": concat("", [
+				`"search_docs" is search-gated and was not revealed in the window the serving provider sees `,
+				"(from message 2, part 1)",
+			]),
+		},
+		"a failed filter": {
+			"patch": failing, "tool": "get_time", "rules": {},
+			"reason": "a capability filter failed: the decision fails closed",
+		},
+	}
+	some note, tc in cases
+	v := gate.verdict(call(tc.tool)) with input as with_input(tc.patch)
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as tc.rules
+	v.reason == tc.reason
+	object.get(v, "by", []) == object.get(tc, "by", [])
 }
 
 test_call_resolved[note] if {
@@ -265,6 +305,33 @@ test_verdict_denied_by_an_operator_rule if {
 		"verdict": "denied", "rule": "deny",
 		"denials": [{"package": "money", "reason": "over limit", "message": "Ask a human."}],
 	}
+}
+
+test_log_only_deny_is_reported_not_enforced if {
+	rules := {"money": {"deny": {{"reason": "over limit", "message": "Ask a human."}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.log_only as {"money"}
+	v == {
+		"verdict": "execute", "rule": "gate",
+		"would_deny": [{"package": "money", "reason": "over limit", "message": "Ask a human."}],
+	}
+}
+
+test_log_only_hide_is_reported_not_enforced if {
+	rules := {"a": {"hide": {"get_time"}}, "b": {"hide": {"secret_op"}}}
+	gate.hidden == {"secret_op"} with data.policycheck.rules as rules with data.policycheck.log_only as {"a"}
+	gate.would_hide == {"get_time"} with data.policycheck.rules as rules with data.policycheck.log_only as {"a"}
+}
+
+test_enforced_deny_wins_over_a_log_only_one if {
+	rules := {"money": {"deny": {{"reason": "r", "message": "m"}}}, "watch": {"deny": {{"reason": "w", "message": "w"}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.log_only as {"watch"}
+	v == {"verdict": "denied", "rule": "deny", "denials": [{"package": "money", "reason": "r", "message": "m"}]}
 }
 
 test_gate_refusal_wins_over_a_deny_rule if {

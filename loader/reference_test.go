@@ -1,0 +1,133 @@
+package loader_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// The last edge classes where the loader differed from the reference's
+// validator (pydantic-ai's ModelMessagesTypeAdapter over pydantic-core's
+// JSON parser): each case states the reference's behaviour.
+
+// TestNumberExtensions: the reference's parser accepts NaN, Infinity and
+// -Infinity as values anywhere a value of any type is allowed (tool
+// arguments, return content, metadata). The loader accepts them there too
+// and hands them to policies as the strings "NaN", "Infinity" and
+// "-Infinity": they are not JSON numbers, so a policy's is_number check
+// fails on them and arithmetic on them is an error.
+func TestNumberExtensions(t *testing.T) {
+	call := `{"part_kind": "tool-call", "tool_name": "transfer_funds", "tool_call_id": "t1",
+		"args": {"amount": Infinity, "low": -Infinity, "odd": [NaN, 1.5, "NaN in a string", "say \"Infinity\""]}}`
+	ret := `{"part_kind": "tool-return", "tool_name": "transfer_funds", "tool_call_id": "t1", "content": {"fee": NaN}, "metadata": {"x": -Infinity}}`
+	src := []byte(hist(req(userPrompt), resp(call), req(ret), resp(call)))
+	h, err := loader.DecodeHistory("h.json", src, loader.DefaultLimits())
+	require.NoError(t, err)
+	require.NoError(t, loader.ValidateHistoryBytes("h.json", src), "the schema check at the boundary agrees")
+	want := `{"amount": "Infinity", "low": "-Infinity", "odd": ["NaN", 1.5, "NaN in a string", "say \"Infinity\""]}`
+	assert.JSONEq(t, want, string(h[1].Parts[0].Args))
+	assert.JSONEq(t, want, string(h[3].Parts[0].Args))
+	reg, err := facts.NewRegistry(nil, []facts.Tool{{Name: "transfer_funds"}})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"transfer_funds"}, facts.Derive(h, reg).Returned)
+
+	// Arguments without an extension are handed over as they are, even
+	// after one was read elsewhere in the history.
+	plain := `{"part_kind": "tool-call", "tool_name": "get_time", "tool_call_id": "g1", "args": {"tz": "UTC", "n": -1}}`
+	h, err = loader.DecodeHistory("h.json", []byte(hist(req(ret), resp(plain))), loader.DefaultLimits())
+	require.NoError(t, err)
+	assert.Equal(t, `{"tz": "UTC", "n": -1}`, string(h[1].Parts[0].Args))
+
+	for name, bad := range map[string]string{
+		"lower case":             `{"part_kind": "tool-call", "tool_name": "f", "args": {"a": nan}}`,
+		"plus sign":              `{"part_kind": "tool-call", "tool_name": "f", "args": {"a": +Infinity}}`,
+		"negative NaN":           `{"part_kind": "tool-call", "tool_name": "f", "args": {"a": -NaN}}`,
+		"truncated":              `{"part_kind": "tool-call", "tool_name": "f", "args": {"a": Infinit}}`,
+		"args that are a number": `{"part_kind": "tool-call", "tool_name": "f", "args": NaN}`,
+		"a number-typed field":   `{"part_kind": "tool-call", "tool_name": "f", "tool_call_id": Infinity}`,
+	} {
+		_, err := loader.DecodeHistory("h.json", []byte(hist(resp(bad))), loader.DefaultLimits())
+		assert.Error(t, err, name)
+	}
+}
+
+// TestLoneSurrogates: the reference's parser rejects a \u escape of a
+// trailing surrogate on its own, and of a leading surrogate not followed
+// by the escape of a trailing one; replacing them by U+FFFD would let two
+// different names collide.
+func TestLoneSurrogates(t *testing.T) {
+	named := func(name string) string {
+		return hist(req(`{"part_kind": "tool-availability-delta", "tools_added": ["` + name + `"]}`))
+	}
+	for _, bad := range []string{`a\ud800`, `\ud800b`, `\udc00`, `\ud800\u0041`, `\ud800\ud800`, `\ud800\`, `x\udfff`} {
+		_, err := loader.DecodeHistory("h.json", []byte(named(bad)), loader.DefaultLimits())
+		var le *loader.Error
+		require.True(t, errors.As(err, &le), "%s: %v", bad, err)
+		assert.Equal(t, loader.KindSyntax, le.Kind, bad)
+		assert.Contains(t, le.Msg, "lone UTF-16 surrogate", bad)
+	}
+	h, err := loader.DecodeHistory("h.json", []byte(named(`grin_\ud83d\ude00_\u00e9`)), loader.DefaultLimits())
+	require.NoError(t, err)
+	assert.Equal(t, []string{"grin_\U0001F600_é"}, h[0].Parts[0].Reveals)
+}
+
+// TestDefaultDepthMatchesTheReference: the reference's parser accepts a
+// document nested 200 arrays and objects deep, counting the outermost,
+// and rejects one deeper; the loader's default limit is the same.
+func TestDefaultDepthMatchesTheReference(t *testing.T) {
+	require.Equal(t, 200, loader.DefaultLimits().MaxDepth)
+	require.Equal(t, loader.DefaultMaxDepth, loader.DefaultLimits().MaxDepth)
+	// history array, message, parts array, part, args: five levels, then
+	// the argument's own nesting.
+	withArgsDepth := func(n int) string {
+		args := strings.Repeat(`{"a": `, n) + "1" + strings.Repeat("}", n)
+		return hist(resp(`{"part_kind": "tool-call", "tool_name": "f", "args": ` + args + `}`))
+	}
+	_, err := loader.DecodeHistory("h.json", []byte(withArgsDepth(196)), loader.DefaultLimits())
+	require.NoError(t, err, "arguments 196 objects deep make a document 200 deep")
+	_, err = loader.DecodeHistory("h.json", []byte(withArgsDepth(197)), loader.DefaultLimits())
+	var le *loader.Error
+	require.True(t, errors.As(err, &le), "%v", err)
+	assert.Equal(t, loader.KindLimit, le.Kind)
+	assert.Contains(t, le.Msg, "nesting deeper than the limit of 200")
+	// A zero limit selects the default.
+	_, err = loader.DecodeHistory("h.json", []byte(withArgsDepth(196)), loader.Limits{})
+	require.NoError(t, err)
+}
+
+// TestLegacyVendorAliases: vendor_details and vendor_id are read only when
+// provider_details and provider_response_id are absent; next to them, the
+// reference ignores the alias whatever it holds.
+func TestLegacyVendorAliases(t *testing.T) {
+	response := func(keys string) string {
+		return `[{"kind": "response", ` + keys + `, "parts": [` + textPart + `]}]`
+	}
+	for _, ok := range []string{
+		`"provider_details": {"a": 1}, "vendor_details": "not an object"`,
+		`"provider_details": null, "vendor_details": 7`,
+		`"provider_response_id": "r1", "vendor_id": {"not": "a string"}`,
+		`"vendor_details": {"a": 1}, "vendor_id": "r1"`,
+		`"vendor_details": null`,
+	} {
+		src := response(ok)
+		_, err := loader.DecodeHistory("h.json", []byte(src), loader.DefaultLimits())
+		assert.NoError(t, err, ok)
+		assert.NoError(t, loader.ValidateHistorySchema("h.json", decode(t, src)), "schema: %s", ok)
+	}
+	for _, bad := range []string{
+		`"vendor_details": "not an object"`,
+		`"vendor_id": 5`,
+		`"provider_details": "not an object", "vendor_details": {"a": 1}`,
+	} {
+		src := response(bad)
+		_, err := loader.DecodeHistory("h.json", []byte(src), loader.DefaultLimits())
+		assert.Error(t, err, bad)
+		assert.Error(t, loader.ValidateHistorySchema("h.json", decode(t, src)), "schema: %s", bad)
+	}
+}
