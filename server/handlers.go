@@ -69,6 +69,8 @@ func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error))
 	return s.method(http.MethodPost, route, func(w http.ResponseWriter, r *http.Request) {
 		body, herr := s.intake.read(w, r)
 		if herr == nil {
+			s.intake.hold(len(body))
+			defer s.intake.release(len(body))
 			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.timeout)
 			defer cancel()
 			var out any
