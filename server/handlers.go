@@ -149,7 +149,7 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	if herr != nil {
 		return nil, herr
 	}
-	c, herr := parseContext(env.members["context"])
+	c, herr := s.parseContext(env.members["context"])
 	if herr != nil {
 		return nil, herr
 	}
@@ -164,9 +164,13 @@ func notReady() *Error {
 // parseContext checks a request's context: absent, null or a JSON
 // object. The envelope scan has checked its syntax, so it is passed on as
 // its bytes and the engine converts it, once, to a Rego value.
-func parseContext(raw []byte) (any, *Error) {
+func (s *Server) parseContext(raw []byte) (any, *Error) {
 	if isNull(raw) {
 		return nil, nil
+	}
+	if s.cfg.maxContext > 0 && len(raw) > s.cfg.maxContext {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit, Pointer: "/context",
+			Message: "the context is " + strconv.Itoa(len(raw)) + " bytes, over the limit of " + strconv.Itoa(s.cfg.maxContext)}
 	}
 	if raw[0] != '{' {
 		return nil, badRequest(CodeSchema, "the context must be a JSON object", "/context")

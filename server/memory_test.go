@@ -21,7 +21,10 @@ import (
 	"github.com/policycheck/policycheck/internal/gen"
 )
 
-var memoryFlag = flag.Bool("memory", false, "run TestPeakMemory: four concurrent 60 MB requests against a `policycheck serve` process, peak and after RSS")
+var (
+	memoryFlag    = flag.Bool("memory", false, "run TestPeakMemory: four concurrent 60 MB histories against a `policycheck serve` process, peak and after RSS")
+	memoryContext = flag.Bool("memory-context", false, "TestPeakMemory also sends four 60 MB contexts with --max-context-bytes 0 (minutes, and gigabytes)")
+)
 
 // procKB reads a field (VmHWM, VmRSS) of /proc/pid/status, in kB.
 func procKB(t *testing.T, pid int, field string) int {
@@ -72,24 +75,34 @@ func TestPeakMemory(t *testing.T) {
 		return b.Bytes()
 	}
 	shapes := []struct {
-		name string
-		body func(j int) []byte
+		name    string
+		context bool
+		body    func(j int) []byte
 	}{
-		{"60 MB history", func(j int) []byte {
+		{"60 MB history", false, func(j int) []byte {
 			return append(append([]byte(`{"history":`), variant(base, j)...), '}')
 		}},
-		{"60 MB context", func(j int) []byte {
+		{"60 MB context, --max-context-bytes 0", true, func(j int) []byte {
 			return append(append([]byte(`{"history":[],"context":`), bigCtx(j)...), '}')
 		}},
+	}
+	if !*memoryContext {
+		shapes = shapes[:1]
 	}
 	for _, shape := range shapes {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		require.NoError(t, err)
 		addr := ln.Addr().String()
 		ln.Close()
-		srv := exec.Command(bin, "serve", "--addr", addr, "--registry", regFile, "--timeout", "60s")
+		args := []string{"serve", "--addr", addr, "--registry", regFile, "--timeout", "60s"}
+		if shape.context {
+			// Past the default --max-context-bytes (1 MiB) the server
+			// refuses it (413) before converting it.
+			args = append(args, "--max-context-bytes", "0")
+		}
+		srv := exec.Command(bin, args...)
 		require.NoError(t, srv.Start())
-		client := &http.Client{Timeout: 5 * time.Minute}
+		client := &http.Client{Timeout: 10 * time.Minute}
 		for i := 0; ; i++ {
 			if resp, err := client.Get("http://" + addr + "/health"); err == nil {
 				resp.Body.Close()
