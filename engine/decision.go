@@ -35,6 +35,9 @@ type Decision struct {
 	Advertised  []string       `json:"advertised"`
 	Dispatch    *DispatchView  `json:"dispatch,omitempty"`
 	Calls       []CallVerdict  `json:"calls"`
+	// Approvals records each approval the request carried: who answered
+	// what and whether it applied (absent when the request carried none).
+	Approvals []ApprovalOutcome `json:"approvals,omitempty"`
 	// WouldHide names the tools available on the next request or at
 	// dispatch that a log-only operator rule (METADATA
 	// custom.policycheck.enforcement: log_only) would hide: reported, not
@@ -50,6 +53,8 @@ type Decision struct {
 	facts   *facts.Facts
 	removal *removal  // what removed tools, read by Removed
 	input   ast.Value // the decision query's input document, read by InputDocument
+	// binds are the approvals bound to the calls (nil without approvals).
+	binds []*binding
 }
 
 // removal is what a decision needs to say, on demand, why a tool was
@@ -153,6 +158,16 @@ type CallVerdict struct {
 	Message string `json:"message,omitempty"`
 	// Reasons are operator-facing explanations.
 	Reasons []string `json:"reasons,omitempty"`
+	// Args are the call's arguments: on approval_required what the
+	// approver is shown, on an execute that an approval applied to the
+	// arguments to execute (the approver's override_args when given).
+	Args any `json:"args,omitempty"`
+	// Digest, on approval_required, binds an approval to this call (see
+	// CallDigest): the harness passes it back with the answer.
+	Digest string `json:"digest,omitempty"`
+	// Approval is what became of the approval keyed by this call's
+	// tool_call_id, when the request carried one.
+	Approval *ApprovalOutcome `json:"approval,omitempty"`
 	// WouldDeny holds, for a call that executes, the reasons of the
 	// log-only operator rules that would deny it: reported, not enforced.
 	WouldDeny []string `json:"would_deny,omitempty"`
@@ -161,7 +176,8 @@ type CallVerdict struct {
 	// Capability is the owner named by a capability-form refusal.
 	Capability string `json:"-"`
 	// Rule is the rule of the policy's verdict ("gate", "unknown_tool",
-	// "deny", "filter_error"), for explanations.
+	// "deny", "filter_error", "approval_denied", "require_approval"), for
+	// explanations.
 	Rule string `json:"-"`
 	// FailClosed is true when the call was denied because the decision
 	// failed closed (policy error, timeout, undefined result, failed
@@ -419,6 +435,18 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			c.Message = NotAvailableMessage(c.Tool, c.Capability)
 			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
 		case Denied:
+			if c.Rule == ruleApprovalDenied {
+				if b := d.bindingOf(i); b != nil && b.bound && b.approval.Kind == facts.ToolDenied {
+					c.Message = denialMessage(b.approval)
+					c.Reasons = []string{fmt.Sprintf("denied by %s through the approval bound to this call", approversText(b.approval))}
+					break
+				}
+				// The policy says the approver denied a call no denial is
+				// bound to: fail closed.
+				c.Message, c.FailClosed = failClosedMessage(c.Tool), true
+				c.Reasons = []string{"policy said approval_denied for a call no denial is bound to; denied"}
+				break
+			}
 			ds, _ := vm["denials"].([]any)
 			for _, x := range ds {
 				if dm, _ := x.(map[string]any); dm != nil && hasKey(dm, "value") {
@@ -427,6 +455,23 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			}
 			c.Message, c.Reasons = denialText(s, c.Tool, vm)
 			c.FailClosed = vm["rule"] == "filter_error"
+		case ApprovalRequired:
+			rs, _ := vm["requests"].([]any)
+			for _, x := range rs {
+				if rm, _ := x.(map[string]any); rm != nil && hasKey(rm, "value") {
+					return s.ruleError(rm)
+				}
+			}
+			c.Message, c.Reasons = approvalRequiredText(s, vm)
+			// The gate wins over approval: a call outside the resolved set
+			// or its own dispatch availability is never handed to an
+			// approver.
+			if why := s.unresolved(c.Tool, dispatch, hidden); why != "" || !contains(d.Dispatch.Available, c.Tool) {
+				c.Verdict = Denied
+				c.Message = failClosedMessage(c.Tool)
+				c.FailClosed = true
+				c.Reasons = []string{fmt.Sprintf("policy said approval_required for %q, which its own dispatch availability excludes; denied", c.Tool)}
+			}
 		case Execute:
 			// Registry membership is part of the gate, whatever a
 			// replacement availability policy says.
@@ -455,10 +500,18 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
 			}
 		default:
-			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied", i, c.Verdict)
+			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied, approval_required", i, c.Verdict)
 		}
 	}
 	return nil
+}
+
+// bindingOf returns the approval binding of call i, or nil.
+func (d *Decision) bindingOf(i int) *binding {
+	if d.binds == nil {
+		return nil
+	}
+	return d.binds[i]
 }
 
 // unresolved says why tool is outside the resolved tool set of the
@@ -509,8 +562,11 @@ func (s *snapshot) ruleError(flagged any) error {
 	}
 	v, _ := json.Marshal(m["value"])
 	want := "a set of tool names"
-	if rule == "deny" {
+	switch rule {
+	case "deny":
 		want = `a denial: an object {"reason": ..., "message": ...} of strings, a string, or a boolean deny`
+	case "require_approval":
+		want = `an approval request: an object {"reason": ..., "message": ...} of strings`
 	}
 	return fmt.Errorf("operator rule %s%s yielded %s, which is not %s: the decision fails closed",
 		strings.TrimPrefix(path.String(), "data."), where, v, want)

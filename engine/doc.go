@@ -9,6 +9,9 @@
 //     contract (internal/contract), rejects filters that reach
 //     nondeterministic built-ins or name unknown capabilities, and prepares
 //     the decision query and one query per capability filter.
+//   - warnings.go finds what loads but can never take part in a decision
+//     (a module in a package the engine never reads) and reports it
+//     through Engine.Warnings and OnWarning, on every compile.
 //   - input.go puts the registry in the OPA store as data (sets the policy
 //     does set algebra on, built once per registry revision), converts the
 //     request context (recent ones remembered by their JSON encoding) and

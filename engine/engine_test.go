@@ -88,20 +88,6 @@ func wDelta(id string, names ...string) string {
 	return `{"tools_added":` + jsonText(names) + `,"tool_call_id":` + jsonNullable(id) + `,"part_kind":"tool-availability-delta"}`
 }
 
-func wSearchCall(id string, queries ...string) string {
-	return `{"tool_name":"search_tools","args":{"queries":` + jsonText(queries) + `},"tool_call_id":` + jsonText(id) +
-		`,"tool_kind":"tool-search","id":null,"provider_name":null,"provider_details":null,"part_kind":"tool-call"}`
-}
-
-func wSearchReturn(id string, names ...string) string {
-	found := make([]map[string]string, len(names))
-	for i, n := range names {
-		found[i] = map[string]string{"name": n}
-	}
-	return `{"tool_name":"search_tools","content":{"discovered_tools":` + jsonText(found) + `},"tool_call_id":` + jsonText(id) +
-		`,"tool_kind":"tool-search","metadata":null,"timestamp":"2026-03-02T09:00:00Z","outcome":"success","part_kind":"tool-return"}`
-}
-
 // compaction is a compaction part from provider ("" for null) with content
 // ("" for null, so no payload).
 func wCompaction(provider, content string) string {

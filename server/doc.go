@@ -27,6 +27,8 @@
 //     discovery plugins from a standard OPA configuration file), following
 //     the bundles the file or a discovery bundle configures;
 //   - declog.go: decision logs through OPA's decision-log plugin.
+//   - shadow.go: the shadow policy, decided beside the enforced one off the
+//     answer's path (a bounded queue), disagreements in /metrics and the log.
 //
 // A Server is safe for concurrent use. Its policy state (engine, bundle
 // revisions) is one immutable value swapped atomically when a bundle

@@ -121,14 +121,17 @@ type request struct {
 	eng     *engine.Engine
 	history *history
 	context any
+	// approvals are DeferredToolResults.approvals with each call's
+	// digest (loader.ParseApprovalsMap); /v1/facts refuses them.
+	approvals facts.Approvals
 }
 
 // engineRequest is the engine's request for r.
 func (r *request) engineRequest() engine.Request {
 	if r.history.facts != nil {
-		return engine.Request{Facts: r.history.facts, Context: r.context}
+		return engine.Request{Facts: r.history.facts, Context: r.context, Approvals: r.approvals}
 	}
-	return engine.Request{History: r.history.messages, Context: r.context}
+	return engine.Request{History: r.history.messages, Context: r.context, Approvals: r.approvals}
 }
 
 func isNull(raw []byte) bool {
@@ -153,7 +156,20 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	if herr != nil {
 		return nil, herr
 	}
-	return &request{st: st, eng: eng, history: h, context: c}, nil
+	approvals, herr := parseApprovals(env.members["approvals"])
+	if herr != nil {
+		return nil, herr
+	}
+	return &request{st: st, eng: eng, history: h, context: c, approvals: approvals}, nil
+}
+
+// parseApprovals reads a request's approvals (null or absent: none).
+func parseApprovals(raw []byte) (facts.Approvals, *Error) {
+	a, err := loader.ParseApprovalsMap("request", "/approvals", raw)
+	if err != nil {
+		return nil, fromLoader(err, "")
+	}
+	return a, nil
 }
 
 func notReady() *Error {
@@ -274,6 +290,9 @@ func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
+	if req.approvals != nil {
+		return nil, badRequest(CodeSchema, "approvals are not read by /v1/facts: send them to /v1/decide, /v1/explain or a run", "/approvals")
+	}
 	switch format := r.URL.Query().Get("format"); format {
 	case "", "facts":
 		f := req.history.facts
@@ -299,7 +318,7 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context})
+	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context, Approvals: req.approvals})
 	if err != nil {
 		s.metrics.evalError(epExplain)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
@@ -311,6 +330,9 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 // observe records a decision in the metrics and the decision log.
 func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, start time.Time) {
 	s.metrics.decision(endpoint, d, time.Since(start))
+	if s.shadowed(r.RemoteAddr, endpoint, run, st, d, ctxDoc, messages) {
+		return // the shadow worker logs it, with the shadow's result
+	}
 	s.logDecision(r, endpoint, run, st, d, ctxDoc, messages)
 }
 

@@ -168,7 +168,7 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 			return len(hit.hist)
 		}
 	}
-	env, herr := scanEnvelopeResume(body, []string{"registry", "history", "context"}, find, "history")
+	env, herr := scanEnvelopeResume(body, []string{"registry", "history", "context", "approvals"}, find, "history")
 	if herr != nil {
 		return nil, nil, nil, herr
 	}

@@ -44,6 +44,9 @@ type runBody struct {
 	Context  json.RawMessage `json:"context"`
 	// Registry is accepted with offset 0 only; the run keeps it.
 	Registry json.RawMessage `json:"registry"`
+	// Approvals answer calls of the response this request dispatches;
+	// they are not kept for later requests.
+	Approvals json.RawMessage `json:"approvals"`
 }
 
 const maxRunID = 256
@@ -63,11 +66,12 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if id == "" || len(id) > maxRunID {
 		return nil, badRequest(CodeSchema, fmt.Sprintf("the run id must hold 1 to %d bytes", maxRunID), "")
 	}
-	env, herr := scanEnvelope(body, []string{"offset", "messages", "context", "registry"}, "messages")
+	env, herr := scanEnvelope(body, []string{"offset", "messages", "context", "registry", "approvals"}, "messages")
 	if herr != nil {
 		return nil, herr
 	}
-	b := runBody{Messages: env.members["messages"], Context: env.members["context"], Registry: env.members["registry"]}
+	b := runBody{Messages: env.members["messages"], Context: env.members["context"], Registry: env.members["registry"],
+		Approvals: env.members["approvals"]}
 	if raw, ok := env.members["offset"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &b.Offset); err != nil {
 			return nil, badRequest(CodeSchema, "offset must be a whole number", "/offset")
@@ -87,6 +91,10 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		return nil, badRequest(CodeSchema, "registry is accepted only when a run starts (offset 0)", "/registry")
 	}
 	ctxDoc, herr := s.parseContext(b.Context)
+	if herr != nil {
+		return nil, herr
+	}
+	approvals, herr := parseApprovals(b.Approvals)
 	if herr != nil {
 		return nil, herr
 	}
@@ -130,7 +138,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		return nil, herr
 	}
 	rn.run.Rebind(eng)
-	d, err := rn.run.Step(r.Context(), msgs, ctxDoc)
+	d, err := rn.run.Step(r.Context(), msgs, ctxDoc, engine.WithApprovals(approvals))
 	if err != nil {
 		s.metrics.evalError(epRun)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")

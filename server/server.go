@@ -46,6 +46,9 @@ type config struct {
 	tlsConfig   *tls.Config
 	grace       time.Duration
 	now         func() time.Time
+	shadow      bool
+	shadowOpts  []engine.Option
+	shadowQueue int
 }
 
 // Registry sets the registry used when a request carries none. Without
@@ -162,6 +165,7 @@ type Server struct {
 	// usesDefaults says whether the engines load the shipped policies.
 	usesDefaults bool
 	stopOnce     sync.Once
+	shadow       *shadow // the shadow policy, when configured
 }
 
 // policyState is the immutable policy state requests decide with.
@@ -215,6 +219,9 @@ func New(opts ...Option) (*Server, error) {
 		if cfg.opaConfig == nil || !onlyMissingEntrypoint(err) {
 			return nil, err
 		}
+	}
+	if err := s.newShadow(context.Background()); err != nil {
+		return nil, fmt.Errorf("shadow policy: %w", err)
 	}
 	if cfg.opaConfig != nil {
 		if err := s.newManager(); err != nil {
@@ -323,6 +330,7 @@ func (s *Server) Start(ctx context.Context) error {
 // calls it on its way out.
 func (s *Server) Stop(ctx context.Context) {
 	s.stopOnce.Do(func() {
+		s.stopShadow()
 		if s.mgr != nil && s.started.Load() {
 			s.mgr.Stop(ctx)
 		}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -35,7 +36,7 @@ decided.
 			if err != nil {
 				return err
 			}
-			x, err := eng.Explain(cmd.Context(), engine.Request{History: loaded.history, Context: loaded.context})
+			x, err := eng.Explain(cmd.Context(), loaded.request())
 			if err != nil {
 				return badInput(err)
 			}
@@ -47,6 +48,7 @@ decided.
 		},
 	}
 	in.register(cmd, true)
+	in.registerApprovals(cmd)
 	cmd.Flags().StringVarP(&format, "format", "f", "pretty", "output format: pretty (for people) or json (text: alias of pretty)")
 	return cmd
 }
@@ -96,8 +98,15 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 			id = *c.ToolCallID
 		}
 		fmt.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
-		if c.Message != "" {
+		switch {
+		case c.Verdict == engine.ApprovalRequired:
+			args, _ := json.Marshal(c.Args)
+			fmt.Fprintf(w, "      approver is asked: %s\n      arguments: %s\n      digest: %s\n", c.Message, args, c.Digest)
+		case c.Message != "":
 			fmt.Fprintf(w, "      model is told: %s\n", c.Message)
+		case c.Args != nil:
+			args, _ := json.Marshal(c.Args)
+			fmt.Fprintf(w, "      executes with: %s\n", args)
 		}
 		for _, why := range c.Why {
 			fmt.Fprintf(w, "      - %s\n", why)
@@ -105,6 +114,13 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 		for _, why := range c.WouldDeny {
 			fmt.Fprintf(w, "      - would deny (log-only rule, not enforced): %s\n", why)
 		}
+	}
+	if len(d.Approvals) > 0 {
+		fmt.Fprintln(w, "\nApprovals:")
+	}
+	for _, a := range d.Approvals {
+		who := list(a.Approvers)
+		fmt.Fprintf(w, "  %s %s by %s: %s\n", a.ToolCallID, a.Kind, who, a.Why)
 	}
 	fmt.Fprintln(w, "\nPolicies:")
 	for _, p := range x.Policies {

@@ -1,5 +1,6 @@
 // Package contract is the operator contract: the rules the engine reads
-// from a policy set (hide, deny, prepare_tools, the availability decision)
+// from a policy set (hide, deny, require_approval, prepare_tools, the
+// availability decision)
 // and, for each, the shapes it accepts and what they mean. Check holds a
 // compiled policy set to it, from the AST and OPA's type checker; the
 // engine calls it at every load (engine.New, Reload, each sidecar bundle
@@ -180,6 +181,16 @@ var Table = []Entry{
 		Right: `deny contains {"reason": "...", "message": "..."} if { input.call.tool == "..." }` +
 			` (or deny contains msg if ..., with msg a string; or deny if ...)`,
 		ReadBy: decisionPath,
+	},
+	{
+		Root: "policycheck.rules", Keyed: true, Name: "require_approval",
+		Shapes: []Shape{
+			{Form: PartialSet, Type: requestType,
+				Meaning: `each element asks a person to approve the call first: an object {"reason": r, "message": m} ` +
+					`(both strings, both optional) gives the operator reason r and the message m shown to the approver; ` +
+					`the call's bound approval, if any, is input.call.approval`},
+		},
+		Right: `require_approval contains {"reason": "...", "message": "..."} if { input.call.tool == "..."; not input.call.approval }`,
 	},
 	{
 		Root: "policycheck.rules", Keyed: true, Name: "hide",
@@ -454,7 +465,7 @@ func shapeProblems(c *ast.Compiler, key string, e *Entry, rules []*ast.Rule) []P
 		return out
 	}
 	// The type OPA's checker inferred for the rule as a whole.
-	t := c.TypeEnv.Get(ast.MustParseRef(key))
+	t := c.TypeEnv.GetByRef(ast.MustParseRef(key))
 	form := Complete
 	if rules[0].Head.RuleKind() == ast.MultiValue {
 		form = PartialSet
@@ -631,6 +642,17 @@ func denialType(t types.Type) Answer {
 			ans = Maybe
 		}
 		return ans
+	})
+}
+
+// requestType: an object whose keys are among reason and message, with
+// string values (a require_approval element).
+func requestType(t types.Type) Answer {
+	return all(t, func(t types.Type) Answer {
+		if types.Compare(t, types.S) == 0 {
+			return No
+		}
+		return denialType(t)
 	})
 }
 

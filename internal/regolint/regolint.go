@@ -11,7 +11,7 @@
 //   - package-metadata: a policy module (not a test) opens with a
 //     `# METADATA` block with a title (Regal: custom/missing-metadata).
 //   - entrypoint-metadata: the rules the engine reads (contract.Table:
-//     decision, prepare_tools, hide, deny) carry a `# METADATA` block on at least one
+//     decision, prepare_tools, hide, deny, require_approval) carry a `# METADATA` block on at least one
 //     of their definitions (Regal: custom/missing-metadata).
 //   - test-naming: tests live in *_test.rego files whose package ends in
 //     _test, and every rule there that looks like a test is named test_*

@@ -164,6 +164,15 @@ func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOpt
 	return t, nil
 }
 
+// Compare returns the changes between two decisions of one step (a
+// baseline and a candidate decided on the same facts and context), as
+// the report lists them: what the sidecar's shadow policy counts and logs.
+func Compare(run string, msg int, b, c *engine.Decision) []Change {
+	t := &tally{run: run, transitions: map[string]int{}}
+	t.compare(msg, b, c)
+	return t.changes
+}
+
 // tally is one run's part of the report.
 type tally struct {
 	run                  string

@@ -124,8 +124,13 @@ available_now := available(
 # description: |
 #   The verdict of one call of the dispatched response: unknown_tool when
 #   the name is not in the resolved set, not_available_yet when it is but
-#   the gate refuses it, denied when an operator rule denies it, else
-#   execute. A failed filter denies every call.
+#   the gate refuses it, denied when an operator rule denies it or the
+#   approval bound to it (input.call.approval) is a denial,
+#   approval_required when an operator rule asks a person to approve it
+#   first, else execute. A failed filter denies every call. The gate wins
+#   over deny, and deny over require_approval: an approval never widens
+#   availability. The rules see the arguments the call would execute with
+#   (an approver's override_args).
 verdict(call) := {
 	"verdict": "denied", "rule": "filter_error",
 	"reason": "a capability filter failed: the decision fails closed",
@@ -144,6 +149,11 @@ verdict(call) := {
 	not call.tool in available_now
 } else := {"verdict": "denied", "rule": "deny", "denials": denials(call)} if {
 	count(denials(call)) > 0
+} else := {"verdict": "denied", "rule": "approval_denied"} if {
+	call.approval.kind == "tool-denied"
+} else := {"verdict": "approval_required", "rule": "require_approval", "requests": require_approvals(call)} if {
+	approval_rules
+	count(require_approvals(call)) > 0
 } else := {"verdict": "execute", "rule": "gate", "would_deny": would_deny(call)} if {
 	count(would_deny(call)) > 0
 } else := {"verdict": "execute", "rule": "gate"}
@@ -244,6 +254,65 @@ would_deny(call) := [d |
 	ds := data.policycheck.rules[pkg].deny with input as input_with_call(call)
 	some d in denials_of(pkg, ds)
 ]
+
+# METADATA
+# title: approval_rules
+# description: |
+#   Some policycheck.rules package may define require_approval: false only
+#   when the engine says none does (data.policycheck.rule_kinds, written
+#   when it compiles the policy set), so that no call pays for the per-call
+#   evaluation. Without that document, as under stock opa test, it is true
+#   and every call is evaluated. Performance: a complete rule is evaluated
+#   once per decision; a `not` in the verdict would cost every call.
+default approval_rules := true
+
+approval_rules := false if {
+	kinds := data.policycheck.rule_kinds
+	not "require_approval" in kinds
+}
+
+# METADATA
+# title: require_approvals
+# description: |
+#   The approval requests for one call, from every policycheck.rules
+#   package's require_approval, which sees the decision's input with the
+#   call as input.call (as deny does), the approval bound to it, if any,
+#   as input.call.approval: an element present means the call still needs
+#   a person's yes.
+require_approvals(call) := [r |
+	call_input := input_with_call(call)
+	some pkg
+	rs := data.policycheck.rules[pkg].require_approval with input as call_input
+	some r in requests_of(pkg, rs)
+]
+
+# METADATA
+# title: requests_of
+# description: |
+#   The approval requests that the value rs of package pkg's
+#   require_approval rule makes, by the operator contract
+#   (internal/contract): a set's elements, each a {"reason", "message"}
+#   object of strings. Anything else, and any other element, is a request
+#   carrying the offending `value`: the engine then fails the decision
+#   closed, naming the rule.
+requests_of(pkg, rs) := [approval_request(pkg, x) | some x in rs] if {
+	is_set(rs)
+} else := [{"package": pkg, "rule": "require_approval", "value": rs}]
+
+# METADATA
+# title: approval_request
+# description: One element x of package pkg's require_approval set, as a request.
+approval_request(pkg, x) := {
+	"package": pkg,
+	"reason": object.get(x, "reason", ""),
+	"message": object.get(x, "message", ""),
+} if {
+	is_object(x)
+	every k, v in x {
+		k in {"reason", "message"}
+		is_string(v)
+	}
+} else := {"package": pkg, "rule": "require_approval", "value": x}
 
 # METADATA
 # title: denials_of

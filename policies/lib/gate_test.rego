@@ -458,3 +458,104 @@ test_json_arrays_fail_closed if {
 		with data.policycheck.registry as registry
 		with data.policycheck.rules as {}
 }
+
+approval_call(approval) := object.union(
+	{"tool": "get_time", "tool_call_id": "c1", "args": {"amount": 5}},
+	approval,
+)
+
+test_verdict_approval_required_by_an_operator_rule if {
+	rules := {"money": {"require_approval": {{"reason": "big", "message": "Approve?"}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+	v == {
+		"verdict": "approval_required", "rule": "require_approval",
+		"requests": [{"package": "money", "reason": "big", "message": "Approve?"}],
+	}
+}
+
+test_verdict_order_gate_then_deny_then_approval[note] if {
+	both := {"money": {
+		"deny": {{"reason": "r", "message": "m"}},
+		"require_approval": {{"reason": "a", "message": "b"}},
+	}}
+	ask := {"money": {"require_approval": {{"reason": "a", "message": "b"}}}}
+	approved := {"approval": {"kind": "tool-approved", "approvers": ["ada"]}}
+	denied := {"approval": {"kind": "tool-denied", "approvers": ["ada"], "message": "no"}}
+	cases := {
+		"the gate wins over both": {"rules": both, "call": call("secret_op"), "want": "not_available_yet"},
+		"the gate wins over an approval": {
+			"rules": {}, "call": object.union(call("secret_op"), approved),
+			"want": "not_available_yet",
+		},
+		"deny wins over require_approval": {"rules": both, "call": call("get_time"), "want": "denied"},
+		"deny wins over an approval": {
+			"rules": both, "call": object.union(call("get_time"), approved),
+			"want": "denied",
+		},
+		"an approver's denial denies": {"rules": ask, "call": object.union(call("get_time"), denied), "want": "denied"},
+		"without an approval rule the call executes": {"rules": {}, "call": call("get_time"), "want": "execute"},
+	}
+	some note, tc in cases
+	v := gate.verdict(tc.call) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as tc.rules
+	v.verdict == tc.want
+}
+
+test_verdict_approval_denied_names_its_rule if {
+	c := approval_call({"approval": {"kind": "tool-denied", "approvers": [], "message": "no"}})
+	v := gate.verdict(c) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+	v == {"verdict": "denied", "rule": "approval_denied"}
+}
+
+test_require_approvals_see_the_approval_and_the_arguments[note] if {
+	# gate_probe_test.rego's require_approval asks until two approvers
+	# answered, and names the amount it read.
+	cases := {
+		"no approval": {"approval": {}, "want": ["probe saw amount 5"]},
+		"one approver is not enough": {
+			"approval": {"approval": {"kind": "tool-approved", "approvers": ["ada"]}},
+			"want": ["probe saw amount 5"],
+		},
+		"two approvers are": {
+			"approval": {"approval": {"kind": "tool-approved", "approvers": ["ada", "bob"]}},
+			"want": [],
+		},
+	}
+	some note, tc in cases
+	c := object.union({"tool": "gate_probe_approval", "tool_call_id": "p3", "args": {"amount": 5}}, tc.approval)
+	rs := gate.require_approvals(c) with input as base
+	[r.reason | some r in rs; r.package == "gate_probe_test"] == tc.want
+}
+
+test_require_approval_is_skipped_only_when_the_engine_says_no_package_defines_it[note] if {
+	rules := {"money": {"require_approval": {{"reason": "big", "message": "Approve?"}}}}
+	cases := {
+		"the engine lists require_approval": {"kinds": {"deny", "require_approval"}, "want": "approval_required"},
+		"the engine lists none": {"kinds": {"deny"}, "want": "execute"},
+	}
+	some note, tc in cases
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.rule_kinds as tc.kinds
+	v.verdict == tc.want
+}
+
+test_requests_of_flag_values_the_contract_refuses[note] if {
+	cases := {
+		"an object": {"rs": {{"reason": "r", "message": "m"}}, "want": [{"package": "p", "reason": "r", "message": "m"}]},
+		"a string": {"rs": {"ask"}, "want": [{"package": "p", "rule": "require_approval", "value": "ask"}]},
+		"a number reason": {
+			"rs": {{"reason": 1}},
+			"want": [{"package": "p", "rule": "require_approval", "value": {"reason": 1}}],
+		},
+		"not a set": {"rs": true, "want": [{"package": "p", "rule": "require_approval", "value": true}]},
+	}
+	some note, tc in cases
+	gate.requests_of("p", tc.rs) == tc.want
+}
