@@ -22,11 +22,11 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		addr, registry, config, tokenFile, tlsCert, tlsKey, id string
-		policies, mask, shadowPolicies                         []string
-		noDefaults, schema, noSchema, verbose                  bool
-		maxBody                                                int64
-		timeout, bodyTimeout, runTTL, grace                    time.Duration
+		addr, registry, config, tokenFile, tlsCert, tlsKey, id         string
+		policies, mask, shadowPolicies                                 []string
+		noDefaults, schema, noSchema, verbose                          bool
+		maxBody                                                        int64
+		timeout, bodyTimeout, runTTL, grace                            time.Duration
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
 	)
 	cmd := &cobra.Command{
