@@ -25,6 +25,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -38,52 +39,59 @@ type field struct {
 // decisionInput documents input for the decision and for operator rules.
 // Paths use [] for "each element of the array".
 var decisionInput = map[string]field{
-	"context":                              {"object", "The request context (`--context`, the API's `context`): whatever the operator sends; `{}` when none."},
-	"facts":                                {"object", "What the model was shown, over the conservative post-compaction window of the whole history."},
-	"facts.window":                         {"object", "Start of the post-compaction window: the first message and part the facts read."},
-	"facts.window.message":                 {"number", "Message index."},
-	"facts.window.part":                    {"number", "Part index within that message."},
-	"facts.discovered":                     {"set of strings", "Tool names revealed in the window: by searches (typed, native or legacy search returns) and by `tool-availability-delta` parts, such as the delta a capability load writes with the tools it adds (raw: may name tools that do not exist)."},
-	"facts.loaded":                         {"set of strings", "Capability ids loaded in the window (raw: may name unregistered ids)."},
-	"facts.returned":                       {"set of strings", "Tools with a successful `tool-return` in the window: the input of sequence rules."},
-	"facts.active_capabilities":            {"set of strings", "Always-on capabilities plus the loaded deferred ones: the next request's active set."},
-	"outgoing":                             {"object", "The same facts over the history the next request sends, after the reference's cleaning."},
-	"outgoing.discovered":                  {"set of strings", "Tool names revealed (searches and availability deltas) in the outgoing history."},
-	"outgoing.loaded":                      {"set of strings", "Capability ids loaded in the outgoing history."},
-	"filters":                              {"object", "What the capability filters did; the policy never runs a filter itself."},
-	"filters.next":                         {"object", "Filters of the next request's active capabilities."},
-	"filters.next.dropped":                 {"set of strings", "Registry tools some active filter dropped."},
-	"filters.next.errors":                  {"array", "Filters that failed (error, timeout, not a set of tool names)."},
-	"filters.next.errors[].capability":     {"string", "The capability whose filter failed."},
-	"filters.next.errors[].message":        {"string", "Why it failed."},
-	"filters.dispatch":                     {"object", "Filters of the capabilities active at dispatch (anchored evidence included)."},
-	"filters.dispatch.dropped":             {"set of strings", "Registry tools some dispatch-active filter dropped."},
-	"filters.dispatch.errors":              {"array", "Dispatch-time filter failures."},
-	"filters.dispatch.errors[].capability": {"string", "The capability whose filter failed."},
-	"filters.dispatch.errors[].message":    {"string", "Why it failed."},
-	"filters.errors":                       {"array", "Every filter failure of either set: non-empty means the decision fails closed."},
-	"filters.errors[].capability":          {"string", "The capability whose filter failed."},
-	"filters.errors[].message":             {"string", "Why it failed."},
-	"dispatch":                             {"object", "Present only when the history ends with a model response: the response being dispatched."},
-	"dispatch.provider":                    {"string or null", "The response's `provider_name`."},
-	"dispatch.window":                      {"object", "Start of the provider-anchored window of the response."},
-	"dispatch.window.message":              {"number", "Message index."},
-	"dispatch.window.part":                 {"number", "Part index within that message."},
-	"dispatch.loaded":                      {"set of strings", "Capability ids loaded before the response (a load in the response does not count)."},
-	"dispatch.evidence":                    {"object", "What the serving provider still sees beyond the conservative window."},
-	"dispatch.evidence.discovered":         {"set of strings", "Tool names revealed only in the anchored window."},
-	"dispatch.evidence.loaded":             {"set of strings", "Deferred capabilities loaded only in the anchored window."},
-	"dispatch.active_capabilities":         {"set of strings", "Capabilities active at dispatch: their filters ran for `filters.dispatch`."},
-	"dispatch.same_response":               {"object", "Reveals and loads inside the dispatched response itself."},
-	"dispatch.same_response.revealed":      {"set of strings", "Tool names a provider-side search in the response revealed (these count)."},
-	"dispatch.same_response.pending_loads": {"set of strings", "Capabilities the response asks to load (these do not count yet)."},
-	"dispatch.calls":                       {"array", "The response's tool calls, in order; `deny` rules see one of them as `input.call`."},
-	"dispatch.calls[].index":               {"number", "Position among the calls (0-based)."},
-	"dispatch.calls[].part":                {"number", "Part index in the response."},
-	"dispatch.calls[].tool":                {"string", "The tool name the model called."},
-	"dispatch.calls[].tool_call_id":        {"string or null", "The call's id, as in the history."},
-	"dispatch.calls[].tool_kind":           {"string or null", "`tool-search`, `capability-load` or null for an ordinary tool."},
-	"dispatch.calls[].args":                {"any", "The call's arguments: an object (a string holding a JSON object is parsed), else as sent."},
+	"context":                                 {"object", "The request context (`--context`, the API's `context`): whatever the operator sends; `{}` when none."},
+	"facts":                                   {"object", "What the model was shown, over the conservative post-compaction window of the whole history."},
+	"facts.window":                            {"object", "Start of the post-compaction window: the first message and part the facts read."},
+	"facts.window.message":                    {"number", "Message index."},
+	"facts.window.part":                       {"number", "Part index within that message."},
+	"facts.discovered":                        {"set of strings", "Tool names revealed in the window: by searches (typed, native or legacy search returns) and by `tool-availability-delta` parts, such as the delta a capability load writes with the tools it adds (raw: may name tools that do not exist)."},
+	"facts.loaded":                            {"set of strings", "Capability ids loaded in the window (raw: may name unregistered ids)."},
+	"facts.returned":                          {"set of strings", "Tools with a successful `tool-return` in the window: the input of sequence rules."},
+	"facts.active_capabilities":               {"set of strings", "Always-on capabilities plus the loaded deferred ones: the next request's active set."},
+	"outgoing":                                {"object", "The same facts over the history the next request sends, after the reference's cleaning."},
+	"outgoing.discovered":                     {"set of strings", "Tool names revealed (searches and availability deltas) in the outgoing history."},
+	"outgoing.loaded":                         {"set of strings", "Capability ids loaded in the outgoing history."},
+	"filters":                                 {"object", "What the capability filters did; the policy never runs a filter itself."},
+	"filters.next":                            {"object", "Filters of the next request's active capabilities."},
+	"filters.next.dropped":                    {"set of strings", "Registry tools some active filter dropped."},
+	"filters.next.errors":                     {"array", "Filters that failed (error, timeout, not a set of tool names)."},
+	"filters.next.errors[].capability":        {"string", "The capability whose filter failed."},
+	"filters.next.errors[].message":           {"string", "Why it failed."},
+	"filters.dispatch":                        {"object", "Filters of the capabilities active at dispatch (anchored evidence included)."},
+	"filters.dispatch.dropped":                {"set of strings", "Registry tools some dispatch-active filter dropped."},
+	"filters.dispatch.errors":                 {"array", "Dispatch-time filter failures."},
+	"filters.dispatch.errors[].capability":    {"string", "The capability whose filter failed."},
+	"filters.dispatch.errors[].message":       {"string", "Why it failed."},
+	"filters.errors":                          {"array", "Every filter failure of either set: non-empty means the decision fails closed."},
+	"filters.errors[].capability":             {"string", "The capability whose filter failed."},
+	"filters.errors[].message":                {"string", "Why it failed."},
+	"dispatch":                                {"object", "Present only when the history ends with a model response: the response being dispatched."},
+	"dispatch.provider":                       {"string or null", "The response's `provider_name`."},
+	"dispatch.window":                         {"object", "Start of the provider-anchored window of the response."},
+	"dispatch.window.message":                 {"number", "Message index."},
+	"dispatch.window.part":                    {"number", "Part index within that message."},
+	"dispatch.loaded":                         {"set of strings", "Capability ids loaded before the response (a load in the response does not count)."},
+	"dispatch.evidence":                       {"object", "What the serving provider still sees beyond the conservative window."},
+	"dispatch.evidence.discovered":            {"set of strings", "Tool names revealed only in the anchored window."},
+	"dispatch.evidence.loaded":                {"set of strings", "Deferred capabilities loaded only in the anchored window."},
+	"dispatch.active_capabilities":            {"set of strings", "Capabilities active at dispatch: their filters ran for `filters.dispatch`."},
+	"dispatch.same_response":                  {"object", "Reveals and loads inside the dispatched response itself."},
+	"dispatch.same_response.revealed":         {"set of strings", "Tool names a provider-side search in the response revealed (these count)."},
+	"dispatch.same_response.pending_loads":    {"set of strings", "Capabilities the response asks to load (these do not count yet)."},
+	"dispatch.calls":                          {"array", "The response's tool calls, in order; `deny` rules see one of them as `input.call`."},
+	"dispatch.calls[].index":                  {"number", "Position among the calls (0-based)."},
+	"dispatch.calls[].part":                   {"number", "Part index in the response."},
+	"dispatch.calls[].tool":                   {"string", "The tool name the model called."},
+	"dispatch.calls[].tool_call_id":           {"string or null", "The call's id, as in the history."},
+	"dispatch.calls[].tool_kind":              {"string or null", "`tool-search`, `capability-load` or null for an ordinary tool."},
+	"dispatch.calls[].args":                   {"any", "The arguments the call would execute with: the model's (an object; a string holding a JSON object is parsed; else as sent), or the `override_args` of the approval bound to the call."},
+	"dispatch.calls[].approval":               {"object", "Present only when an approval is bound to the call: its `tool_call_id`, tool and arguments are what the approver was shown (the digest matches). `require_approval` and `deny` rules read it as `input.call.approval`."},
+	"dispatch.calls[].approval.kind":          {"string", "`tool-approved` or `tool-denied`."},
+	"dispatch.calls[].approval.digest":        {"string", "The call's digest (`sha256:…`), which the approval carried."},
+	"dispatch.calls[].approval.approvers":     {"array", "Who answered, as the harness says (may be empty: count distinct names to ask for two approvers)."},
+	"dispatch.calls[].approval.call_args":     {"any", "The model's arguments, which the approver was shown."},
+	"dispatch.calls[].approval.override_args": {"object", "The approver's edited arguments, when given (also `args`)."},
+	"dispatch.calls[].approval.message":       {"string", "A denial's message for the model."},
 }
 
 // filterInput documents input for a capability's prepare_tools.
@@ -296,17 +304,18 @@ func TestInputDocumentation(t *testing.T) {
 	require.NoError(t, err)
 
 	seen := map[string]map[string]bool{}
-	opaque := map[string]bool{"context": true, "dispatch.calls[].args": true}
+	opaque := map[string]bool{"context": true, "dispatch.calls[].args": true,
+		"dispatch.calls[].approval.call_args": true, "dispatch.calls[].approval.override_args": true}
 	for _, name := range []string{"refund", "after-compaction", "vault-rotate", "transfer"} {
 		raw, err := os.ReadFile("../examples/histories/" + name + ".json")
 		require.NoError(t, err)
 		h, err := loader.DecodeHistory(name, raw, loader.DefaultLimits())
 		require.NoError(t, err)
 		req := engine.Request{History: h, Context: map[string]any{"group": "support"}}
-		for _, e := range []*engine.Engine{eng, failing} {
+		// Through JSON, as `facts --format input` prints it.
+		walkInput := func(e *engine.Engine, req engine.Request) {
 			doc, err := e.Input(ctx, req)
 			require.NoError(t, err)
-			// Through JSON, as `facts --format input` prints it.
 			b, err := json.Marshal(doc)
 			require.NoError(t, err)
 			dec := json.NewDecoder(bytes.NewReader(b))
@@ -314,6 +323,20 @@ func TestInputDocumentation(t *testing.T) {
 			var v any
 			require.NoError(t, dec.Decode(&v))
 			walk("", v, seen, opaque)
+		}
+		for _, e := range []*engine.Engine{eng, failing} {
+			walkInput(e, req)
+		}
+		if name == "transfer" {
+			// Approvals bound to both calls: one approved with override
+			// arguments, one denied, so the approval fields are sent.
+			calls := facts.Derive(h, reg).Dispatch.Calls
+			req.Approvals = facts.Approvals{
+				"t1": {Kind: facts.ToolApproved, Digest: engine.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
+					Approvers: []string{"ana"}, OverrideArgs: []byte(`{"amount": 1}`)},
+				"t2": {Kind: facts.ToolDenied, Digest: engine.CallDigest(calls[1].ToolCallID, calls[1].Tool, calls[1].Args), Message: "no"},
+			}
+			walkInput(eng, req)
 		}
 		d, err := eng.Decide(ctx, req)
 		require.NoError(t, err)

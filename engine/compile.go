@@ -325,8 +325,10 @@ type compiled struct {
 	compiler *ast.Compiler
 	store    storage.Store
 	decision rego.PreparedEvalQuery
-	filters  map[string]*filter
-	rev      string
+	// hideQuery reads every rules package's hide set (explanations only).
+	hideQuery rego.PreparedEvalQuery
+	filters   map[string]*filter
+	rev       string
 	// pure is true when no rule reaches a nondeterministic built-in, so
 	// the decision query's result is a function of its input (the
 	// decision memo depends on it).
@@ -337,6 +339,30 @@ type compiled struct {
 }
 
 const decisionQuery = "data.policycheck.availability.decision"
+
+// ruleKinds is data.policycheck.rule_kinds: the names of the entry-point
+// rules (hide, deny, require_approval) that some policycheck.rules
+// package of the policy set defines, as the contract located them. The
+// gate skips evaluating a kind no package defines (per call, that
+// evaluation costs even when nothing answers); without this document, as
+// under stock opa test, it evaluates every kind.
+func ruleKinds(locs contract.Locations) *ast.Term {
+	prefix := ast.MustParseRef("data.policycheck.rules")
+	var kinds []*ast.Term
+	seen := map[string]bool{}
+	for key := range locs {
+		ref := ast.MustParseRef(key)
+		if !ref.HasPrefix(prefix) || len(ref) < 2 {
+			continue
+		}
+		name, ok := ref[len(ref)-1].Value.(ast.String)
+		if ok && !seen[string(name)] {
+			seen[string(name)] = true
+			kinds = append(kinds, ast.StringTerm(string(name)))
+		}
+	}
+	return ast.SetTerm(kinds...)
+}
 
 func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData ast.Value) (*compiled, error) {
 	c := ast.NewCompiler().WithStrict(true).WithUseTypeCheckAnnotations(true)
@@ -378,6 +404,9 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		pcObj = ast.NewObject()
 	}
 	pcObj.Insert(ast.StringTerm("registry"), ast.NewTerm(regData))
+	pcObj.Insert(ast.StringTerm("rule_kinds"), ruleKinds(locs))
+	// The log-only operator packages, read by the gate (gate.log_only).
+	pcObj.Insert(ast.StringTerm("log_only"), setOf(contract.LogOnly(c.Modules)))
 	root.Insert(ast.StringTerm("policycheck"), ast.NewTerm(pcObj))
 	if err := storage.WriteOne(ctx, store, storage.AddOp, storage.RootPath, root); err != nil {
 		return nil, fmt.Errorf("engine: write data: %w", err)
@@ -394,6 +423,16 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("engine: prepare decision: %w", err)
+	}
+	// Which rules package hides what, for explanations (see
+	// removal.hiders).
+	out.hideQuery, err = rego.New(
+		rego.Query(`x := {pkg: h | some pkg; h := data.policycheck.rules[pkg].hide}`),
+		rego.Compiler(c),
+		rego.Store(store),
+	).PrepareForEval(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("engine: prepare the hide query: %w", err)
 	}
 	for _, r := range regoutil.FilterRules(c) {
 		id := regoutil.CapabilityOf(r.Module.Package.Path)

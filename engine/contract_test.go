@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -22,12 +23,12 @@ func TestAcceptedRuleShapesAreEnforced(t *testing.T) {
 		reason     string
 	}{
 		{"deny if", `deny if input.call.tool == "get_time"`, engine.Denied,
-			"may not be called here", "policycheck.rules.x (rules/x.rego): policycheck.rules.x.deny is true"},
+			"may not be called here", "policycheck.rules.x (rules/x.rego:3:1): policycheck.rules.x.deny is true"},
 		{"deny := true", `deny := true`, engine.Denied, "may not be called here", "deny is true"},
 		{"default false then true", "default deny := false\n\ndeny := true if input.call.tool == \"get_time\"", engine.Denied, "", "deny is true"},
 		{"default false alone", "default deny := false", engine.Execute, "", ""},
 		{"Conftest string", `deny contains msg if { input.call.tool == "get_time"; msg := "no clocks" }`, engine.Denied,
-			"no clocks", "policycheck.rules.x (rules/x.rego): no clocks"},
+			"no clocks", "policycheck.rules.x (rules/x.rego:3:1): no clocks"},
 		{"deny set value", `deny := {"no clocks"} if input.call.tool == "get_time"`, engine.Denied, "no clocks", "no clocks"},
 		{"hide set value", `hide := {"get_time"}`, engine.UnknownTool, "Unknown tool name", "hidden"},
 	}
@@ -74,4 +75,25 @@ func TestRuleValuesOfRefusedTypeFailClosed(t *testing.T) {
 			assert.NotContains(t, all, "gate.rego")
 		})
 	}
+}
+
+// TestRulesAReplacementNeverReadsAreRefused: a replacement availability
+// policy that does not read data.policycheck.rules would ignore every
+// deny and hide: such rules are refused at load, not silently dropped.
+func TestRulesAReplacementNeverReadsAreRefused(t *testing.T) {
+	reg := mustRegistry(t, opsRegistry)
+	replacement := engine.Source{File: "operator/availability.rego", Text: `package policycheck.availability
+
+decision := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}
+`}
+	rule := engine.Source{File: "rules/x.rego", Text: "package policycheck.rules.x\n\ndeny if input.call.tool == \"get_time\"\n"}
+	_, err := engine.New(context.Background(), engine.Registry(reg), engine.WithoutDefaults(), engine.Modules(replacement, rule))
+	var pe *engine.PolicyError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, "rule_place", pe.Errors[0].Code)
+	assert.Contains(t, err.Error(), "rules/x.rego:3:1: rule_place: policycheck.rules.x.deny is never read")
+
+	// The shipped policies read it.
+	_, err = engine.New(context.Background(), engine.Registry(reg), engine.Modules(rule))
+	require.NoError(t, err)
 }

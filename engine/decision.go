@@ -1,12 +1,16 @@
 package engine
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
-	"github.com/open-policy-agent/opa/v1/ast"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
 )
@@ -31,6 +35,14 @@ type Decision struct {
 	Advertised  []string       `json:"advertised"`
 	Dispatch    *DispatchView  `json:"dispatch,omitempty"`
 	Calls       []CallVerdict  `json:"calls"`
+	// Approvals records each approval the request carried: who answered
+	// what and whether it applied (absent when the request carried none).
+	Approvals []ApprovalOutcome `json:"approvals,omitempty"`
+	// WouldHide names the tools available on the next request or at
+	// dispatch that a log-only operator rule (METADATA
+	// custom.policycheck.enforcement: log_only) would hide: reported, not
+	// enforced.
+	WouldHide []string `json:"would_hide,omitempty"`
 	// Errors explains a fail-closed decision (policy error, timeout,
 	// undefined result, failed filter); empty otherwise.
 	Errors []string `json:"errors,omitempty"`
@@ -41,6 +53,8 @@ type Decision struct {
 	facts   *facts.Facts
 	removal *removal  // what removed tools, read by Removed
 	input   ast.Value // the decision query's input document, read by InputDocument
+	// binds are the approvals bound to the calls (nil without approvals).
+	binds []*binding
 }
 
 // removal is what a decision needs to say, on demand, why a tool was
@@ -50,6 +64,39 @@ type removal struct {
 	s              *snapshot
 	next, dispatch *filterResult
 	hidden         map[string]bool
+	// input is the decision's input: which rules package hid a tool is
+	// asked of the policy only when an explanation needs it.
+	input    ast.Value
+	once     sync.Once
+	hiddenBy map[string][]string // tool -> rules packages hiding it
+}
+
+// hiders returns the rules packages whose hide holds tool, asked of the
+// policy once per decision.
+func (r *removal) hiders(tool string) []string {
+	r.once.Do(func() {
+		r.hiddenBy = map[string][]string{}
+		if r.input == nil {
+			return
+		}
+		rs, err := r.s.hideQuery.Eval(context.Background(), rego.EvalParsedInput(r.input))
+		if err != nil || len(rs) == 0 {
+			return
+		}
+		byPkg, _ := rs[0].Bindings["x"].(map[string]any)
+		for pkg, h := range byPkg {
+			names, _ := h.([]any)
+			for _, n := range names {
+				if name, ok := n.(string); ok {
+					r.hiddenBy[name] = append(r.hiddenBy[name], pkg)
+				}
+			}
+		}
+		for _, pkgs := range r.hiddenBy {
+			sort.Strings(pkgs)
+		}
+	})
+	return r.hiddenBy[tool]
 }
 
 // Removed says what removed tool from this decision: each filter that
@@ -70,7 +117,13 @@ func (d *Decision) Removed(tool string) []string {
 		}
 	}
 	if r.hidden[tool] {
-		out = append(out, "hidden by an operator rule (policycheck.rules.*.hide) for this request")
+		pkgs := r.hiders(tool)
+		for _, pkg := range pkgs {
+			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", pkg, r.s.ruleFile(pkg, "hide")))
+		}
+		if len(pkgs) == 0 {
+			out = append(out, "hidden by the availability policy's hidden set for this request")
+		}
 	}
 	return out
 }
@@ -105,12 +158,26 @@ type CallVerdict struct {
 	Message string `json:"message,omitempty"`
 	// Reasons are operator-facing explanations.
 	Reasons []string `json:"reasons,omitempty"`
+	// Args are the call's arguments: on approval_required what the
+	// approver is shown, on an execute that an approval applied to the
+	// arguments to execute (the approver's override_args when given).
+	Args any `json:"args,omitempty"`
+	// Digest, on approval_required, binds an approval to this call (see
+	// CallDigest): the harness passes it back with the answer.
+	Digest string `json:"digest,omitempty"`
+	// Approval is what became of the approval keyed by this call's
+	// tool_call_id, when the request carried one.
+	Approval *ApprovalOutcome `json:"approval,omitempty"`
+	// WouldDeny holds, for a call that executes, the reasons of the
+	// log-only operator rules that would deny it: reported, not enforced.
+	WouldDeny []string `json:"would_deny,omitempty"`
 	// Part is the index of the call's part in the response.
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.
 	Capability string `json:"-"`
 	// Rule is the rule of the policy's verdict ("gate", "unknown_tool",
-	// "deny", "filter_error"), for explanations.
+	// "deny", "filter_error", "approval_denied", "require_approval"), for
+	// explanations.
 	Rule string `json:"-"`
 	// FailClosed is true when the call was denied because the decision
 	// failed closed (policy error, timeout, undefined result, failed
@@ -146,7 +213,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 	if why != "" {
 		d.Errors = appendUnique(d.Errors, why)
 	}
-	d.Available, d.Advertised = []string{}, []string{}
+	d.Available, d.Advertised, d.WouldHide = []string{}, []string{}, nil
 	if d.Dispatch != nil {
 		d.Dispatch.Available = []string{}
 	}
@@ -156,6 +223,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 		c.Message = failClosedMessage(c.Tool)
 		c.Capability = ""
 		c.FailClosed = true
+		c.WouldDeny = nil
 		c.Reasons = append([]string{}, d.Errors...)
 	}
 }
@@ -324,11 +392,16 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 	}
 	d.removal = &removal{s: s, next: next, dispatch: dispatch, hidden: hidden}
+	wouldHide, _ := stringSet(raw["would_hide"], "would_hide")
+	d.WouldHide = intersectSorted(wouldHide, d.Available)
 	if d.Dispatch == nil {
 		return nil
 	}
 	if d.Dispatch.Available, err = stringSet(raw["dispatch_available"], "dispatch_available"); err != nil {
 		return err
+	}
+	if more := intersectSorted(wouldHide, d.Dispatch.Available); len(more) > 0 {
+		d.WouldHide = unionSorted(d.WouldHide, more)
 	}
 	verdicts, ok := raw["verdicts"].([]any)
 	if !ok || len(verdicts) != len(d.Calls) {
@@ -355,13 +428,25 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		switch c.Verdict {
 		case UnknownTool:
 			c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, len(d.Dispatch.Available) == 0 && resolvedEmpty())
-			c.Reasons = unknownReasons(s, c.Tool, dispatch, hidden)
+			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
 		case NotAvailableYet:
 			form, _ := vm["form"].(map[string]any)
 			c.Capability, _ = form["capability"].(string)
 			c.Message = NotAvailableMessage(c.Tool, c.Capability)
-			c.Reasons = []string{gateReason(s, d.facts, c.Tool)}
+			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
 		case Denied:
+			if c.Rule == ruleApprovalDenied {
+				if b := d.bindingOf(i); b != nil && b.bound && b.approval.Kind == facts.ToolDenied {
+					c.Message = denialMessage(b.approval)
+					c.Reasons = []string{fmt.Sprintf("denied by %s through the approval bound to this call", approversText(b.approval))}
+					break
+				}
+				// The policy says the approver denied a call no denial is
+				// bound to: fail closed.
+				c.Message, c.FailClosed = failClosedMessage(c.Tool), true
+				c.Reasons = []string{"policy said approval_denied for a call no denial is bound to; denied"}
+				break
+			}
 			ds, _ := vm["denials"].([]any)
 			for _, x := range ds {
 				if dm, _ := x.(map[string]any); dm != nil && hasKey(dm, "value") {
@@ -370,6 +455,23 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 			}
 			c.Message, c.Reasons = denialText(s, c.Tool, vm)
 			c.FailClosed = vm["rule"] == "filter_error"
+		case ApprovalRequired:
+			rs, _ := vm["requests"].([]any)
+			for _, x := range rs {
+				if rm, _ := x.(map[string]any); rm != nil && hasKey(rm, "value") {
+					return s.ruleError(rm)
+				}
+			}
+			c.Message, c.Reasons = approvalRequiredText(s, vm)
+			// The gate wins over approval: a call outside the resolved set
+			// or its own dispatch availability is never handed to an
+			// approver.
+			if why := s.unresolved(c.Tool, dispatch, hidden); why != "" || !contains(d.Dispatch.Available, c.Tool) {
+				c.Verdict = Denied
+				c.Message = failClosedMessage(c.Tool)
+				c.FailClosed = true
+				c.Reasons = []string{fmt.Sprintf("policy said approval_required for %q, which its own dispatch availability excludes; denied", c.Tool)}
+			}
 		case Execute:
 			// Registry membership is part of the gate, whatever a
 			// replacement availability policy says.
@@ -381,18 +483,35 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 				d.Errors = appendUnique(d.Errors, c.Reasons[0])
 				continue
 			}
+			if wd, _ := vm["would_deny"].([]any); len(wd) > 0 {
+				for _, x := range wd {
+					if dm, _ := x.(map[string]any); dm != nil && hasKey(dm, "value") {
+						return s.ruleError(dm)
+					}
+				}
+				_, c.WouldDeny = denialTextOf(s, wd, "would be denied by")
+			}
 			// The gate and the verdict cannot disagree.
 			if !contains(d.Dispatch.Available, c.Tool) {
 				c.Verdict = Denied
+				c.WouldDeny = nil
 				c.Message = failClosedMessage(c.Tool)
 				c.FailClosed = true
 				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
 			}
 		default:
-			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied", i, c.Verdict)
+			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied, approval_required", i, c.Verdict)
 		}
 	}
 	return nil
+}
+
+// bindingOf returns the approval binding of call i, or nil.
+func (d *Decision) bindingOf(i int) *binding {
+	if d.binds == nil {
+		return nil
+	}
+	return d.binds[i]
 }
 
 // unresolved says why tool is outside the resolved tool set of the
@@ -438,13 +557,16 @@ func (s *snapshot) ruleError(flagged any) error {
 	rule, _ := m["rule"].(string)
 	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
 	where := ""
-	if loc := s.rules[path.String()]; loc != nil {
-		where = fmt.Sprintf(" (%s:%d:%d)", loc.File, loc.Row, loc.Col)
+	if loc := s.ruleFile(pkg, rule); loc != "" {
+		where = " (" + loc + ")"
 	}
 	v, _ := json.Marshal(m["value"])
 	want := "a set of tool names"
-	if rule == "deny" {
+	switch rule {
+	case "deny":
 		want = `a denial: an object {"reason": ..., "message": ...} of strings, a string, or a boolean deny`
+	case "require_approval":
+		want = `an approval request: an object {"reason": ..., "message": ...} of strings`
 	}
 	return fmt.Errorf("operator rule %s%s yielded %s, which is not %s: the decision fails closed",
 		strings.TrimPrefix(path.String(), "data."), where, v, want)
@@ -452,24 +574,10 @@ func (s *snapshot) ruleError(flagged any) error {
 
 func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) {
 	if r, _ := vm["rule"].(string); r == "filter_error" {
-		return failClosedMessage(tool), []string{"a capability filter failed: the decision fails closed"}
+		return failClosedMessage(tool), s.verdictReasons(tool, vm, nil)
 	}
-	var msgs, reasons []string
 	ds, _ := vm["denials"].([]any)
-	for _, x := range ds {
-		dm, _ := x.(map[string]any)
-		pkg, _ := dm["package"].(string)
-		reason, _ := dm["reason"].(string)
-		msg, _ := dm["message"].(string)
-		where := ""
-		if file := s.fileOf("data.policycheck.rules." + pkg); file != "" {
-			where = " (" + file + ")"
-		}
-		reasons = append(reasons, fmt.Sprintf("denied by policycheck.rules.%s%s: %s", pkg, where, reason))
-		if msg != "" {
-			msgs = appendUnique(msgs, msg)
-		}
-	}
+	msgs, reasons := denialTextOf(s, ds, "denied by")
 	if len(msgs) == 0 {
 		return deniedMessage(tool), reasons
 	}
@@ -480,38 +588,103 @@ func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) 
 	return out, reasons
 }
 
-func unknownReasons(s *snapshot, tool string, fr *filterResult, hidden map[string]bool) []string {
-	if _, ok := s.reg.Tool(tool); !ok {
-		return []string{fmt.Sprintf("%q is neither a registry tool nor a framework tool present in this run", tool)}
-	}
-	var out []string
-	for _, id := range fr.droppedBy[tool] {
-		file := ""
-		if f := s.filters[id]; f != nil {
-			file = f.file
+// denialTextOf reads the gate's denial objects: their model-facing
+// messages and the operator reasons ("VERB policycheck.rules.PKG (FILE):
+// REASON").
+func denialTextOf(s *snapshot, ds []any, verb string) (msgs, reasons []string) {
+	for _, x := range ds {
+		dm, _ := x.(map[string]any)
+		pkg, _ := dm["package"].(string)
+		reason, _ := dm["reason"].(string)
+		msg, _ := dm["message"].(string)
+		where := ""
+		if file := s.ruleFile(pkg, "deny"); file != "" {
+			where = " (" + file + ")"
 		}
-		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
+		reasons = append(reasons, fmt.Sprintf("%s policycheck.rules.%s%s: %s", verb, pkg, where, reason))
+		if msg != "" {
+			msgs = appendUnique(msgs, msg)
+		}
 	}
-	if hidden[tool] {
-		out = append(out, fmt.Sprintf("hidden by an operator rule (policycheck.rules.*.hide) for this request"))
+	return msgs, reasons
+}
+
+// intersectSorted returns the elements of a that are in b (both sorted).
+func intersectSorted(a, b []string) []string {
+	var out []string
+	for _, x := range a {
+		if contains(b, x) {
+			out = append(out, x)
+		}
 	}
 	return out
 }
 
-func gateReason(s *snapshot, f *facts.Facts, tool string) string {
-	t, _ := s.reg.Tool(tool)
-	gate, _ := s.reg.GateOf(tool)
-	w := f.Window
-	if f.Dispatch != nil {
-		w = f.Dispatch.Window
+// unionSorted returns the sorted union of a and b (both sorted).
+func unionSorted(a, b []string) []string {
+	out := make([]string, 0, len(a)+len(b))
+	i, j := 0, 0
+	for i < len(a) || j < len(b) {
+		switch {
+		case j == len(b) || (i < len(a) && a[i] < b[j]):
+			out = append(out, a[i])
+			i++
+		case i == len(a) || b[j] < a[i]:
+			out = append(out, b[j])
+			j++
+		default:
+			out = append(out, a[i])
+			i, j = i+1, j+1
+		}
 	}
-	switch gate {
-	case facts.GateCapability:
-		return fmt.Sprintf("%q belongs to deferred capability %q, which is not loaded in the window the serving provider sees (from message %d, part %d); a load in the same response does not count", tool, t.Capability, w.Message, w.Part)
-	case facts.GateSearch:
-		return fmt.Sprintf("%q is search-gated and was not revealed in the window the serving provider sees (from message %d, part %d)", tool, w.Message, w.Part)
+	return out
+}
+
+// verdictReasons are the operator-facing reasons of a verdict: the
+// reason the policy gave, then what it says removed the tool, each named
+// with its package and file (the filters that dropped it are the engine's
+// record of their results).
+func (s *snapshot) verdictReasons(tool string, vm map[string]any, dispatch *filterResult) []string {
+	reason, _ := vm["reason"].(string)
+	by, _ := vm["by"].([]any)
+	var out []string
+	switch {
+	case reason != "":
+		out = append(out, reason)
+	case len(by) == 0:
+		rule, _ := vm["rule"].(string)
+		out = append(out, fmt.Sprintf("%q: %s by rule %q of %s, which gives no reason", tool, vm["verdict"], rule, decisionQuery))
 	}
-	return fmt.Sprintf("%q refused by the availability rule", tool)
+	for _, x := range by {
+		m, _ := x.(map[string]any)
+		switch m["rule"] {
+		case "prepare_tools":
+			if dispatch == nil {
+				continue
+			}
+			for _, id := range dispatch.droppedBy[tool] {
+				file := ""
+				if f := s.filters[id]; f != nil {
+					file = f.file
+				}
+				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
+			}
+		case "hide":
+			pkg, _ := m["package"].(string)
+			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", pkg, s.ruleFile(pkg, "hide")))
+		}
+	}
+	return out
+}
+
+// ruleFile is "file:row:col" of the first definition of rule in package
+// policycheck.rules.<pkg>, or "" when the policy set has none.
+func (s *snapshot) ruleFile(pkg, rule string) string {
+	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
+	if loc := s.rules[path.String()]; loc != nil {
+		return fmt.Sprintf("%s:%d:%d", loc.File, loc.Row, loc.Col)
+	}
+	return ""
 }
 
 // MarshalJSON writes the decision exactly as design.md specifies.

@@ -5,9 +5,13 @@
 //
 //   - compile.go loads policies (the shipped defaults of package policies,
 //     operator files, directories and OPA bundles), compiles them once in
-//     strict mode, rejects filters that reach nondeterministic built-ins or
-//     name unknown capabilities, and prepares the decision query and one
-//     query per capability filter.
+//     strict mode, holds every rule the engine reads to the operator
+//     contract (internal/contract), rejects filters that reach
+//     nondeterministic built-ins or name unknown capabilities, and prepares
+//     the decision query and one query per capability filter.
+//   - warnings.go finds what loads but can never take part in a decision
+//     (a module in a package the engine never reads) and reports it
+//     through Engine.Warnings and OnWarning, on every compile.
 //   - input.go puts the registry in the OPA store as data (sets the policy
 //     does set algebra on, built once per registry revision), converts the
 //     request context (recent ones remembered by their JSON encoding) and
@@ -20,9 +24,12 @@
 //     and the fail-closed paths.
 //   - decision.go reads the policy's structured result (sets read by
 //     looking up the registry's names), enforces the invariants that keep
-//     advertisement, the gate and the messages in agreement, assembles the
-//     model-facing messages of messages.go, and says on demand what
-//     removed a tool (Decision.Removed).
+//     advertisement, the gate and the messages in agreement (an executed
+//     call names a tool of the resolved set, whatever the policy says),
+//     fails closed on a rule value the gate flags, assembles the
+//     model-facing messages of messages.go and the reasons the policy's
+//     verdicts give, and says on demand what removed a tool
+//     (Decision.Removed).
 //   - explain.go explains a decision against the history's provenance;
 //     report.go is the facts report that `policycheck facts` and the
 //     sidecar's /v1/facts print.

@@ -240,6 +240,12 @@ type Request struct {
 	// Context reaches every policy as input.context (any JSON value;
 	// nil means {}).
 	Context any
+	// Approvals are the answers to calls that needed approval, keyed by
+	// tool_call_id (pydantic-ai's DeferredToolResults.approvals with the
+	// digest of each call). An approval binds to a dispatched call only
+	// when the call's digest (CallDigest) is the one it carries;
+	// a bound approval reaches the policies as input.call.approval.
+	Approvals facts.Approvals
 }
 
 // DecideOption configures one decision.
@@ -251,6 +257,15 @@ type decideConfig struct {
 	// policy is evaluated: tests use it to cancel a decision while its
 	// evaluation runs instead of racing a timer (export_test.go).
 	beforeEval func(context.Context)
+	approvals  facts.Approvals
+}
+
+// WithApprovals sets the approvals of a decision whose Request carries
+// none (see Request.Approvals): the way to hand them to Run.Step, and to
+// every step of a replay. Each still binds only to the call whose digest
+// it carries.
+func WithApprovals(a facts.Approvals) DecideOption {
+	return func(c *decideConfig) { c.approvals = a }
 }
 
 // WithDeadline bounds this decision; when it runs out the decision fails
@@ -267,6 +282,9 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	for _, o := range opts {
 		o(&dc)
 	}
+	if req.Approvals == nil {
+		req.Approvals = dc.approvals
+	}
 	if dc.deadline > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, dc.deadline)
@@ -278,6 +296,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	}
 	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
+	d.binds = p.binds
 	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
 	d.input = input
 	// The fingerprint of the filter keys used for dispatch, or for the
@@ -313,6 +332,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	if len(next.errors)+len(dispatch.errors) > 0 {
 		d.failClosed(s, "")
 	}
+	d.finishApprovals(f, req.Approvals, p.binds)
 	return d, nil
 }
 
@@ -341,6 +361,7 @@ func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, mem
 		d.failClosed(s, err.Error())
 		return
 	}
+	d.removal.input = input
 	if !hit && memo != nil && ctx.Err() == nil {
 		memo.put(key, packEntry(raw, &s.known))
 	}
@@ -373,6 +394,7 @@ type prepared struct {
 	next, dispatch *filterResult
 	input          ast.Value
 	ctxDigest      string
+	binds          []*binding
 }
 
 func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) {
@@ -390,7 +412,8 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 	if f.Dispatch != nil && !equalStrings(f.Dispatch.ActiveCapabilities, f.ActiveCapabilities) {
 		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
 	}
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known), ctxDigest: ctxDigest}, nil
+	binds := bindApprovals(f, req.Approvals)
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds), ctxDigest: ctxDigest, binds: binds}, nil
 }
 
 // Input returns the input document the decision query would receive for

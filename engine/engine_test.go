@@ -88,20 +88,6 @@ func wDelta(id string, names ...string) string {
 	return `{"tools_added":` + jsonText(names) + `,"tool_call_id":` + jsonNullable(id) + `,"part_kind":"tool-availability-delta"}`
 }
 
-func wSearchCall(id string, queries ...string) string {
-	return `{"tool_name":"search_tools","args":{"queries":` + jsonText(queries) + `},"tool_call_id":` + jsonText(id) +
-		`,"tool_kind":"tool-search","id":null,"provider_name":null,"provider_details":null,"part_kind":"tool-call"}`
-}
-
-func wSearchReturn(id string, names ...string) string {
-	found := make([]map[string]string, len(names))
-	for i, n := range names {
-		found[i] = map[string]string{"name": n}
-	}
-	return `{"tool_name":"search_tools","content":{"discovered_tools":` + jsonText(found) + `},"tool_call_id":` + jsonText(id) +
-		`,"tool_kind":"tool-search","metadata":null,"timestamp":"2026-03-02T09:00:00Z","outcome":"success","part_kind":"tool-return"}`
-}
-
 // compaction is a compaction part from provider ("" for null) with content
 // ("" for null, so no payload).
 func wCompaction(provider, content string) string {
@@ -1027,7 +1013,7 @@ func TestOperatorRules(t *testing.T) {
 			args:      `{"amount": 5000, "to": "acme"}`,
 			verdict:   engine.Denied,
 			message:   transferDenied,
-			reason:    "denied by policycheck.rules.payments (testdata/rules/payments.rego): transfer above the approval limit",
+			reason:    "denied by policycheck.rules.payments (testdata/rules/payments.rego:13:1): transfer above the approval limit",
 			available: []string{"get_time", "read_ledger", "transfer_funds"},
 		},
 		{
@@ -1119,11 +1105,15 @@ func TestExplainNamesWhatRemovedATool(t *testing.T) {
 	}
 	assert.Contains(t, why["secret_op"], "dropped by filter policycheck.capabilities.secrets (filters/secrets.rego)")
 	assert.NotContains(t, why["rotate_key"], "dropped by filter")
-	assert.Contains(t, why["get_time"], "hidden by an operator rule")
+	// The rule is named with its package, file and row.
+	const hider = "hidden by an operator rule, policycheck.rules.hide.hide (rules/hide.rego:3:1), for this request"
+	assert.Contains(t, why["get_time"], hider)
 	require.Len(t, x.Calls, 2)
 	assert.Equal(t, engine.UnknownTool, x.Calls[0].Verdict)
-	assert.Contains(t, strings.Join(x.Calls[0].Why, "\n"), "dropped by filter policycheck.capabilities.secrets")
-	assert.Contains(t, strings.Join(x.Calls[1].Why, "\n"), "hidden by an operator rule")
+	assert.Contains(t, strings.Join(x.Calls[0].Why, "\n"), "dropped by filter policycheck.capabilities.secrets (filters/secrets.rego)")
+	assert.Contains(t, strings.Join(x.Calls[1].Why, "\n"), hider)
+	// eval's reasons say the same (the policy's verdict carries them).
+	assert.Contains(t, strings.Join(x.Decision.Calls[1].Reasons, "\n"), hider)
 }
 
 // TestExplainNamesDispatchOnlyFilter: a filter that runs only at dispatch

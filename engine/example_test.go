@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -252,4 +253,51 @@ func ExampleRegistryDocument() {
 	// names: ["delete_secret","get_time","read_secret","search_docs"]
 	// owned_tools: {"vault":["delete_secret","read_secret"]}
 	// capability_tools: {"vault":["delete_secret","read_secret"]}
+}
+
+// exampleApprovalRule asks a person before any read_secret runs, until an
+// approval is bound to the call.
+const exampleApprovalRule = `package policycheck.rules.secrets
+
+require_approval contains {"reason": "secrets are read with a person's yes", "message": "Let the agent read this secret?"} if {
+	input.call.tool == "read_secret"
+	not input.call.approval.kind == "tool-approved"
+}
+`
+
+// ExampleEngine_Decide_approvals: a call that needs a person's yes gets
+// approval_required with its digest; the answer, passed back with that
+// digest, applies to that call only.
+func ExampleEngine_Decide_approvals() {
+	reg, err := loader.ParseRegistry("tools.yaml", []byte(exampleRegistry))
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := engine.New(context.Background(), engine.Registry(reg), engine.Modules(
+		engine.Source{File: "vault.rego", Text: exampleFilter},
+		engine.Source{File: "secrets.rego", Text: exampleApprovalRule}))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := e.Decide(context.Background(), engine.Request{History: h})
+	if err != nil {
+		log.Fatal(err)
+	}
+	asked := d.Calls[0]
+	fmt.Println(asked.Tool, asked.Verdict, "-", asked.Message)
+
+	// The person approves what they were shown.
+	answer := facts.Approvals{"c1": {Kind: facts.ToolApproved, Digest: asked.Digest, Approvers: []string{"ana"}}}
+	d, err = e.Decide(context.Background(), engine.Request{History: h, Approvals: answer})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println(d.Calls[0].Tool, d.Calls[0].Verdict, "-", d.Approvals[0].Why)
+	// Output:
+	// read_secret approval_required - Let the agent read this secret?
+	// read_secret execute - applied: approved by ana; the call executes
 }

@@ -128,6 +128,8 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 			ce.Why = append(ce.Why, "decided by the engine: the decision failed closed")
 		case c.Rule == "deny":
 			ce.Why = append(ce.Why, fmt.Sprintf("decided by the deny rules above, applied by %s (%s)", "policycheck.availability.decision", entry))
+		case c.Rule == ruleRequireApproval:
+			ce.Why = append(ce.Why, fmt.Sprintf("decided by the require_approval rules above, applied by %s (%s): pass the approver's answer back with the digest %s", "policycheck.availability.decision", entry, c.Digest))
 		case c.Rule != "" && gateFile != "":
 			ce.Why = append(ce.Why, fmt.Sprintf("decided by rule %q of policycheck.lib.gate.verdict (%s), through policycheck.availability.decision (%s)", c.Rule, gateFile, entry))
 		case c.Rule != "":
@@ -150,7 +152,7 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 		case m.Package.Path.String() == "data.policycheck.availability":
 			role = "decision entrypoint"
 		case len(m.Package.Path) > 2 && m.Package.Path[:3].String() == "data.policycheck.rules":
-			role = "operator rules (hide, deny)"
+			role = "operator rules (hide, deny, require_approval)"
 		}
 		x.Policies = append(x.Policies, PolicyExplained{File: file, Package: m.Package.Path.String(), Role: role})
 	}

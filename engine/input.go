@@ -163,30 +163,10 @@ var emptyContextDigest = func() string {
 	return hex.EncodeToString(sum[:])
 }()
 
-// argsTerm turns a call's raw args into a Rego value: an object stays an
-// object; a string that holds a JSON object is parsed (the reference parses
-// string args before validating them); anything else is passed as is.
+// argsTerm turns a call's raw args into a Rego value, as
+// normalizeArgs reads them.
 func argsTerm(raw []byte) *ast.Term {
-	if len(raw) == 0 {
-		return ast.NullTerm()
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return ast.NullTerm()
-	}
-	if s, ok := v.(string); ok {
-		var inner any
-		d2 := json.NewDecoder(bytes.NewReader([]byte(s)))
-		d2.UseNumber()
-		if d2.Decode(&inner) == nil {
-			if _, isObj := inner.(map[string]any); isObj {
-				v = inner
-			}
-		}
-	}
-	val, err := ast.InterfaceToValue(v)
+	val, err := ast.InterfaceToValue(normalizeArgs(raw))
 	if err != nil {
 		return ast.NullTerm()
 	}
@@ -303,7 +283,9 @@ func (s *setTerms) of(names []string) *ast.Term {
 // buildInput builds the input document of the decision query: the facts
 // as sets, the filter results and the context. It is built once per
 // decision as an ast.Value: no JSON round trip.
-func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms) ast.Value {
+// A call with a bound approval (binds, parallel to the calls) carries it
+// as approval, and its args are the ones it would execute with.
+func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding) ast.Value {
 	sets := &setTerms{known: known}
 	factsObj := ast.ObjectTerm(
 		item("window", posTerm(f.Window)),
@@ -339,14 +321,23 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 	if d := f.Dispatch; d != nil {
 		calls := make([]*ast.Term, len(d.Calls))
 		for i, c := range d.Calls {
-			calls[i] = ast.ObjectTerm(
+			args := argsTerm(c.Args)
+			var approval *ast.Term
+			if binds != nil && binds[i] != nil && binds[i].bound {
+				approval, args = approvalTerm(binds[i].approval, args)
+			}
+			call := ast.NewObject(
 				item("index", ast.IntNumberTerm(i)),
 				item("part", ast.IntNumberTerm(c.Part)),
 				item("tool", ast.StringTerm(c.Tool)),
 				item("tool_call_id", nullableString(c.ToolCallID)),
 				item("tool_kind", toolKindTerm(c.ToolKind)),
-				item("args", argsTerm(c.Args)),
+				item("args", args),
 			)
+			if approval != nil {
+				call.Insert(ast.StringTerm("approval"), approval)
+			}
+			calls[i] = ast.NewTerm(call)
 		}
 		in.Insert(ast.StringTerm("dispatch"), ast.ObjectTerm(
 			item("provider", nullableString(d.Provider)),

@@ -43,6 +43,7 @@ deny contains {"reason": "listed in input.context.deny", "message": "Denied for 
 type propertyCase struct {
 	seed     int64
 	reg      *facts.Registry
+	filters  []engine.Source
 	opts     []engine.Option
 	requests []propertyRequest
 }
@@ -135,7 +136,8 @@ func propertyCases(t testing.TB, seeds int) []propertyCase {
 		require.NoError(t, err, regName)
 		r := rand.New(rand.NewPCG(uint64(seed), 0x70726f70))
 		pc := propertyCase{seed: seed, reg: reg}
-		pc.opts = []engine.Option{engine.Registry(reg), engine.Modules(append(filtersFor(r, reg), propertyRules)...)}
+		pc.filters = filtersFor(r, reg)
+		pc.opts = []engine.Option{engine.Registry(reg), engine.Modules(append(slices.Clone(pc.filters), propertyRules)...)}
 
 		histName := fmt.Sprintf("history-%d.json", seed)
 		full, err := loader.DecodeHistory(histName, gen.History(seed, o), loader.DefaultLimits())
@@ -424,6 +426,12 @@ func TestDecisionsIndependentOfOrderAndConcurrency(t *testing.T) {
 	}
 }
 
+// propertyHide is propertyRules' hide rule alone.
+var propertyHide = engine.Source{File: "rules/property.rego", Text: `package policycheck.rules.property
+
+hide contains name if some name in input.context.hide
+`}
+
 // replacementExecutingEverything is a replacement availability policy
 // (--no-defaults) that says execute for every call, makes every called
 // name dispatch-available and reports the rules' hidden tools.
@@ -456,7 +464,10 @@ func TestReplacementCannotExecuteOutsideTheResolvedSet(t *testing.T) {
 	for _, pc := range propertyCases(t, seeds) {
 		shipped, err := engine.New(ctx, pc.opts...)
 		require.NoError(t, err)
-		replaced, err := engine.New(ctx, append(slices.Clone(pc.opts), engine.WithoutDefaults(), engine.Modules(replacementExecutingEverything))...)
+		// The replacement reads hide, not deny: the contract refuses a
+		// deny rule it never reads, so only the hide rule comes along.
+		replaced, err := engine.New(ctx, engine.Registry(pc.reg), engine.WithoutDefaults(),
+			engine.Modules(append(slices.Clone(pc.filters), propertyHide, replacementExecutingEverything)...))
 		require.NoError(t, err)
 		for _, req := range pc.requests {
 			r := engine.Request{History: req.history, Context: req.context}

@@ -124,6 +124,12 @@ func (e *Engine) NewRun(opts ...RunOption) *Run {
 	}
 }
 
+// Rebind makes the run's later steps decide with e, an engine compiled
+// from other policies (a newer bundle, say): the history and the retry
+// accounting carry over. When e's registry is not the run's, the next
+// step derives the facts again over e's registry, as after a Reload.
+func (r *Run) Rebind(e *Engine) { r.e = e }
+
 // Retry is the retry accounting of one call of the dispatched response.
 type Retry struct {
 	// Count is the tool name's count carried into this step.

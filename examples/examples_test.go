@@ -23,11 +23,12 @@ import (
 )
 
 type call struct {
-	ToolCallID string   `json:"tool_call_id"`
-	Tool       string   `json:"tool"`
-	Verdict    string   `json:"verdict"`
-	Message    string   `json:"message"`
-	Reasons    []string `json:"reasons"`
+	ToolCallID string          `json:"tool_call_id"`
+	Tool       string          `json:"tool"`
+	Verdict    string          `json:"verdict"`
+	Message    string          `json:"message"`
+	Reasons    []string        `json:"reasons"`
+	Args       json.RawMessage `json:"args"`
 }
 
 type decision struct {
@@ -38,7 +39,7 @@ type decision struct {
 }
 
 // eval runs `policycheck eval` in-process and decodes its decision.
-func eval(t *testing.T, policy, history, ctx string) decision {
+func eval(t *testing.T, policy, history, ctx string, approvals ...string) decision {
 	t.Helper()
 	args := []string{"eval", "--registry", "registry.yaml", "--history", "histories/" + history + ".json"}
 	if policy != "" {
@@ -46,6 +47,11 @@ func eval(t *testing.T, policy, history, ctx string) decision {
 	}
 	if ctx != "" {
 		args = append(args, "--context", "context/"+ctx+".json")
+	}
+	for _, a := range approvals {
+		if a != "" {
+			args = append(args, "--approvals", "approvals/"+a+".json")
+		}
 	}
 	var out, errb bytes.Buffer
 	code := cli.Run(args, strings.NewReader(""), &out, &errb)
@@ -70,6 +76,10 @@ func TestExamplesThroughEval(t *testing.T) {
 		reasons   map[string]string
 		available []string
 		hidden    []string
+		// approvals names a file of approvals/ (eval --approvals).
+		approvals string
+		// args maps tool_call_id to the JSON of the arguments to execute.
+		args map[string]string
 	}{
 		{note: "groups: support loses transfer_funds and the vault's tools",
 			policy: "policies/groups", history: "refund", context: "support",
@@ -87,14 +97,18 @@ func TestExamplesThroughEval(t *testing.T) {
 			policy: "policies/groups", history: "refund",
 			verdicts: map[string]string{"c1": "unknown_tool", "c2": "unknown_tool"},
 			hidden:   []string{"get_time", "get_order", "search_docs", "search_tools"}},
-		{note: "transfers: above the limit without approval is denied with a message for the model",
+		{note: "transfers: above the limit asks a person, with what to show them",
 			policy: "policies/transfers", history: "transfer", context: "support",
-			verdicts: map[string]string{"t1": "execute", "t2": "denied"},
-			messages: map[string]string{"t2": "Transfers above 1000 need an approval"},
+			verdicts: map[string]string{"t1": "execute", "t2": "approval_required"},
+			messages: map[string]string{"t2": "Approve a transfer of 5000 from ops to savings?"},
 			reasons:  map[string]string{"t2": "policycheck.rules.transfers (policies/transfers/transfers.rego): transfer_funds of 5000 exceeds the limit of 1000"}},
-		{note: "transfers: an approval in the context lets it through",
+		{note: "transfers: a flag in the context approves nothing",
 			policy: "policies/transfers", history: "transfer", context: "admin",
-			verdicts: map[string]string{"t1": "execute", "t2": "execute"}},
+			verdicts: map[string]string{"t1": "execute", "t2": "approval_required"}},
+		{note: "transfers: the approval bound to t2 lets it through with the approver's amount",
+			policy: "policies/transfers", history: "transfer", context: "support", approvals: "transfer",
+			verdicts: map[string]string{"t1": "execute", "t2": "execute"},
+			args:     map[string]string{"t2": `{"amount":4000,"from":"ops","to":"savings"}`}},
 		{note: "vault: non-admins do not see rotate_key",
 			policy: "policies/vault", history: "vault-rotate", context: "support",
 			verdicts:  map[string]string{"v1": "execute", "v2": "unknown_tool"},
@@ -122,7 +136,7 @@ func TestExamplesThroughEval(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {
-			d := eval(t, tc.policy, tc.history, tc.context)
+			d := eval(t, tc.policy, tc.history, tc.context, tc.approvals)
 			got := map[string]call{}
 			for _, c := range d.Calls {
 				got[c.ToolCallID] = c
@@ -131,7 +145,7 @@ func TestExamplesThroughEval(t *testing.T) {
 				require.Contains(t, got, id)
 				assert.Equal(t, want, got[id].Verdict, "call %s (%s)", id, got[id].Tool)
 				if want != "execute" {
-					assert.NotEmpty(t, got[id].Message, "every refusal has a model-facing message")
+					assert.NotEmpty(t, got[id].Message, "every refusal has a message")
 				}
 			}
 			for id, msg := range tc.messages {
@@ -139,6 +153,9 @@ func TestExamplesThroughEval(t *testing.T) {
 			}
 			for id, reason := range tc.reasons {
 				assert.Contains(t, strings.Join(got[id].Reasons, "\n"), reason)
+			}
+			for id, args := range tc.args {
+				assert.JSONEq(t, args, string(got[id].Args))
 			}
 			for _, name := range tc.available {
 				assert.Contains(t, d.Available, name)

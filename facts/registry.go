@@ -75,17 +75,16 @@ type Registry struct {
 	capIndex  map[string]int
 	toolIndex map[string]int
 
-	deferred     []string // sorted ids of configured-deferred capabilities
-	always       []string // sorted ids of always-on capabilities
-	deferredSet  map[string]struct{}
-	gates        []Gate
-	searchGated  []string            // sorted
-	alwaysTools  []string            // sorted
-	capTools     map[string][]string // deferred capability -> its sorted tools
-	ownedTools   map[string][]string // every capability -> its sorted tools
-	toolNames    []string            // sorted
-	rank         map[string]int      // tool name -> index in toolNames
-	hasSearchUse bool
+	deferred    []string // sorted ids of configured-deferred capabilities
+	always      []string // sorted ids of always-on capabilities
+	deferredSet map[string]struct{}
+	gates       []Gate
+	searchGated []string            // sorted
+	alwaysTools []string            // sorted
+	capTools    map[string][]string // deferred capability -> its sorted tools
+	ownedTools  map[string][]string // every capability -> its sorted tools
+	toolNames   []string            // sorted
+	rank        map[string]int      // tool name -> index in toolNames
 }
 
 // NewRegistry validates and indexes a registry. It copies its arguments.

@@ -3,6 +3,7 @@ package loader_test
 import (
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/policycheck/policycheck/loader"
 )
@@ -76,4 +77,19 @@ tools:
 	// tools: [get_time read_secret search_docs]
 	// search-gated: [search_docs] deferred: [vault]
 	// bad.yaml: /tools/0/name: tool name 'load_capability' is reserved for deferred capability loading
+}
+
+// ExampleReadApprovalsFile: a person's answers, shaped like pydantic-ai's
+// DeferredToolResults, each with the digest the decision handed out.
+func ExampleReadApprovalsFile() {
+	doc := `{"approvals": {"t2": {"kind": "tool-denied", "digest": "sha256:` + strings.Repeat("0", 64) + `",
+	  "message": "Not this month.", "approvers": ["ana"]}}, "calls": {}, "metadata": {}}`
+	a, err := loader.ReadApprovalsFile("approvals.json", []byte(doc))
+	fmt.Println(a["t2"].Kind, a["t2"].Message, a["t2"].Approvers, err)
+
+	_, err = loader.ReadApprovalsFile("approvals.json", []byte(`{"approvals": {"t2": true}}`))
+	fmt.Println(err != nil)
+	// Output:
+	// tool-denied Not this month. [ana] <nil>
+	// true
 }

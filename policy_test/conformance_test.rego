@@ -71,7 +71,7 @@ test_a_recorded_filter_result_replays_without_the_filter if {
 	f := data.recorded.conformance.seed_processor_injected_load_applies_filter
 	"secret_op" in f.input.filters.dispatch.dropped
 	d := fixture.replay_default(f)
-	d.verdicts[0] == {"verdict": "unknown_tool", "rule": "unknown_tool"}
+	d.verdicts[0] == {"verdict": "unknown_tool", "rule": "unknown_tool", "reason": "", "by": [{"rule": "prepare_tools"}]}
 }
 
 test_the_anchored_evidence_is_in_the_recorded_input if {

@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite: formatting, vet, every Go test under the race
-# detector (conformance corpus included), and the conformance command.
+# The whole test suite: formatting, a tidy go.mod, vet, staticcheck, every
+# Go test under the race detector (conformance corpus included), and the
+# conformance command.
 # `.ci/run` runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+# Pinned: a new staticcheck release may add checks; bump it on purpose.
+STATICCHECK_VERSION=v0.8.2
 
 shared=../shared
 if [ ! -d "$shared/conformance/cases" ]; then
@@ -32,8 +36,17 @@ if [ -n "$unformatted" ]; then
 	exit 1
 fi
 
+echo "== go mod tidy -diff"
+if ! go mod tidy -diff; then
+	echo "go.mod or go.sum is not tidy: run go mod tidy and commit the result" >&2
+	exit 1
+fi
+
 echo "== go vet"
 go vet ./...
+
+echo "== staticcheck"
+go run honnef.co/go/tools/cmd/staticcheck@$STATICCHECK_VERSION ./...
 
 if [ -x scripts/rego-checks.sh ]; then
 	echo "== rego checks"

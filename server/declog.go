@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
@@ -29,6 +30,12 @@ const decisionPath = "policycheck/availability/decision"
 // result is the decision document (fingerprint, facts, verdicts with
 // their reasons, errors).
 func (s *Server) logDecision(r *http.Request, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int) {
+	s.logEvent(r.Context(), r.RemoteAddr, endpoint, runID, st, d, ctxDoc, messages, nil)
+}
+
+// logEvent is logDecision for a decision whose request may be over (the
+// shadow worker's): shadow, when set, goes in the event's custom.shadow.
+func (s *Server) logEvent(ctx context.Context, remote, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int, shadow map[string]any) {
 	if s.mgr == nil {
 		return
 	}
@@ -67,7 +74,7 @@ func (s *Server) logDecision(r *http.Request, endpoint, runID string, st *policy
 		Timestamp:  time.Now().UTC(),
 		Input:      &in,
 		Results:    &result,
-		RemoteAddr: r.RemoteAddr,
+		RemoteAddr: remote,
 		Revision:   st.rev,
 		Bundles:    map[string]opaserver.BundleInfo{},
 		Custom: map[string]any{
@@ -79,7 +86,10 @@ func (s *Server) logDecision(r *http.Request, endpoint, runID string, st *policy
 	for name, rev := range st.served {
 		info.Bundles[name] = opaserver.BundleInfo{Revision: rev}
 	}
-	if err := lp.Log(r.Context(), info); err != nil {
+	if shadow != nil {
+		info.Custom["shadow"] = shadow
+	}
+	if err := lp.Log(ctx, info); err != nil {
 		s.metrics.logErrors.Inc()
 		s.cfg.logger.Warn("decision log", "error", err)
 	}

@@ -6,16 +6,19 @@
 //   - server.go: Server, its functional options, Serve with graceful
 //     shutdown and TLS;
 //   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health;
+//   - intake.go: the one way in for a request: the body (read bounded and
+//     under a deadline), the scan, the decode (the loader's decoder is the
+//     one runtime validator; the JSON Schema only with ValidateSchema) and
+//     the resume after a history prefix seen before;
 //   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
-//     bounded, evicting table of facts.Tracker values;
+//     bounded, evicting table of engine.Run values (facts kept
+//     incrementally, retry accounting as the library keeps it);
 //   - envelope.go: one pass over a request body (members, and the bytes of
-//     each message; it can resume after a known prefix of the history),
-//     and the cache of messages the JSON Schema accepted;
-//   - prefix.go: the prefix cache: a stateless client that resends its
-//     growing history is resumed after the bytes of a history decided
-//     before, with the facts kept for it, and pays for its new messages;
-//   - msgcache.go: the cache of decoded messages, for histories that do
-//     not extend a remembered one (a compaction rewrote them, say);
+//     each message; it can resume after a known prefix of the history);
+//   - prefix.go: the prefix cache, the server's one "seen before"
+//     mechanism: a stateless client that resends its growing history is
+//     resumed after the bytes of a history decided before, with the facts
+//     kept for it, and pays for its new messages;
 //   - errors.go: the JSON error document and its status codes;
 //   - auth.go: optional bearer-token authentication;
 //   - metrics.go: GET /metrics in the Prometheus text format;
@@ -24,6 +27,8 @@
 //     discovery plugins from a standard OPA configuration file), following
 //     the bundles the file or a discovery bundle configures;
 //   - declog.go: decision logs through OPA's decision-log plugin.
+//   - shadow.go: the shadow policy, decided beside the enforced one off the
+//     answer's path (a bounded queue), disagreements in /metrics and the log.
 //
 // A Server is safe for concurrent use. Its policy state (engine, bundle
 // revisions) is one immutable value swapped atomically when a bundle

@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
-	"sync"
-
-	"github.com/policycheck/policycheck/loader"
 )
 
 // A request body holds a history of a megabyte or more; decoding it with
@@ -15,7 +12,7 @@ import (
 // the cost of every request. scanEnvelope walks the body once, checking
 // that it is well-formed JSON, and returns the bytes of the members the
 // handler wants, and the bytes of each element of the array members (the
-// messages), for the per-message schema cache.
+// messages), which the prefix cache (intake.go) resumes after.
 
 type envelope struct {
 	members  map[string][]byte   // known members, raw
@@ -387,84 +384,20 @@ func scanEnvelopeResume(body []byte, known []string, resume func(arr []byte) int
 	return env, nil
 }
 
-// schemaCache remembers the messages the JSON Schema accepted, by a
-// 128-bit hash of their bytes (two generations of at most max entries):
-// a client that resends a growing history has only its new messages
-// validated. The history schema constrains each message on its own
-// ("items"), so a message's validity does not depend on its neighbours.
-// The decoder, which enforces the same rules, still reads every message.
-type schemaCache struct {
-	mu        sync.Mutex
-	max       int
-	cur, prev map[[2]uint64]struct{}
-}
-
-func newSchemaCache(max int) *schemaCache {
-	return &schemaCache{max: max, cur: map[[2]uint64]struct{}{}, prev: map[[2]uint64]struct{}{}}
-}
-
-// validate checks elems (messages offset.. of a history) against the
-// schema, only those not seen before. Error pointers count from 0 in
-// elems; keys are the elements' hashes.
-func (c *schemaCache) validate(elems [][]byte, keys [][2]uint64) error {
-	var todo []int
-	c.mu.Lock()
-	for i := range elems {
-		if _, ok := c.cur[keys[i]]; ok {
-			continue
-		}
-		if _, ok := c.prev[keys[i]]; ok {
-			c.cur[keys[i]] = struct{}{}
-			continue
-		}
-		todo = append(todo, i)
-	}
-	c.mu.Unlock()
-	if len(todo) == 0 {
-		return nil
-	}
-	batch := joinArray(elems, todo)
-	if err := loader.ValidateHistoryBytes("request", batch); err != nil {
-		if le, ok := err.(*loader.Error); ok && le.Pointer != "" {
-			// Point at the message's index in elems.
-			rest := strings.TrimPrefix(le.Pointer, "/")
-			first, tail, _ := strings.Cut(rest, "/")
-			if j, convErr := strconv.Atoi(first); convErr == nil && j < len(todo) {
-				cp := *le
-				cp.Pointer = "/" + strconv.Itoa(todo[j])
-				if tail != "" {
-					cp.Pointer += "/" + tail
-				}
-				return &cp
-			}
-		}
-		return err
-	}
-	c.mu.Lock()
-	for _, i := range todo {
-		if len(c.cur) >= c.max {
-			c.prev, c.cur = c.cur, make(map[[2]uint64]struct{}, len(c.cur))
-		}
-		c.cur[keys[i]] = struct{}{}
-	}
-	c.mu.Unlock()
-	return nil
-}
-
-// joinArray copies the elements of elems at positions todo into one JSON
-// array, "[e,e,...]", for the decoder or the schema to read as a batch.
-func joinArray(elems [][]byte, todo []int) []byte {
+// joinArray copies elems into one JSON array, "[e,e,...]", for the
+// decoder (or the schema) to read as a batch.
+func joinArray(elems [][]byte) []byte {
 	n := 2
-	for _, i := range todo {
-		n += len(elems[i]) + 1
+	for _, e := range elems {
+		n += len(e) + 1
 	}
 	batch := make([]byte, 0, n)
 	batch = append(batch, '[')
-	for j, i := range todo {
+	for j, e := range elems {
 		if j > 0 {
 			batch = append(batch, ',')
 		}
-		batch = append(batch, elems[i]...)
+		batch = append(batch, e...)
 	}
 	return append(batch, ']')
 }

@@ -26,6 +26,7 @@ const (
 	CodeNotReady         = "not_ready"          // 503: policies are not loaded yet
 	CodeRunConflict      = "run_conflict"       // 409: resend the whole history with offset 0
 	CodeInternal         = "internal"           // 500
+	CodeBodyTimeout      = "body_timeout"       // 408: the body did not arrive in time
 )
 
 // Error is the body of every error response:

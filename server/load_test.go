@@ -380,14 +380,6 @@ func toRaw(msgs [][]byte) []json.RawMessage {
 	return out
 }
 
-func slicesMin(xs []int) int {
-	m := xs[0]
-	for _, x := range xs {
-		m = min(m, x)
-	}
-	return m
-}
-
 func slicesMax(xs []int) int {
 	m := 0
 	for _, x := range xs {

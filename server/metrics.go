@@ -168,11 +168,13 @@ var (
 		[]string{"result"}, nil)
 	descPrefixEntries = prometheus.NewDesc("policycheck_prefix_cache_entries", "History prefixes the prefix cache holds.", nil, nil)
 	descPrefixBytes   = prometheus.NewDesc("policycheck_prefix_cache_bytes", "Bytes of history the prefix cache holds.", nil, nil)
+	descSchemaChecks  = prometheus.NewDesc("policycheck_history_schema_checks_total",
+		"Histories (or batches of appended messages) validated against the JSON Schema: 0 unless the server validates with it (--schema).", nil, nil)
 )
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descEngines, descRuns, descEvicted, descReady,
-		descPrefixLookups, descPrefixEntries, descPrefixBytes} {
+		descPrefixLookups, descPrefixEntries, descPrefixBytes, descSchemaChecks} {
 		ch <- d
 	}
 }
@@ -207,7 +209,8 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
-	if pc := c.s.prefixes; pc != nil {
+	ch <- prometheus.MustNewConstMetric(descSchemaChecks, prometheus.CounterValue, float64(c.s.intake.schemaChecks.Load()))
+	if pc := c.s.intake.prefixes; pc != nil {
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.hits.Load()), "hit")
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.misses.Load()), "miss")
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.fallbacks.Load()), "fallback")

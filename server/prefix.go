@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"container/list"
+	"hash/maphash"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -58,11 +59,11 @@ func newPrefixEntry(first [2]uint64, hist []byte) *prefixEntry {
 	return &prefixEntry{first: first, hist: hist}
 }
 
-func newPrefixCache(maxBytes int, h hasher) *prefixCache {
+func newPrefixCache(maxBytes int) *prefixCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &prefixCache{max: maxBytes, ll: list.New(), buckets: map[[2]uint64][]*prefixEntry{}, hash: h}
+	return &prefixCache{max: maxBytes, ll: list.New(), buckets: map[[2]uint64][]*prefixEntry{}, hash: newHasher()}
 }
 
 // firstKey hashes the first element of a history array; ok is false when
@@ -77,7 +78,7 @@ func (c *prefixCache) firstKey(arr []byte) (key [2]uint64, ok bool) {
 	if s.fastSkip(nil) != nil {
 		return key, false
 	}
-	return c.hash.keys([][]byte{arr[start:s.i]})[0], true
+	return c.hash.key(arr[start:s.i]), true
 }
 
 // find returns the longest remembered prefix of the history array arr
@@ -104,6 +105,16 @@ func (c *prefixCache) find(arr []byte) *prefixEntry {
 		}
 	}
 	return nil
+}
+
+// hasher hashes a history's first message for the cache's buckets (128
+// bits: two 64-bit maphash values with independent seeds).
+type hasher struct{ seeds [2]maphash.Seed }
+
+func newHasher() hasher { return hasher{[2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}} }
+
+func (h hasher) key(b []byte) [2]uint64 {
+	return [2]uint64{maphash.Bytes(h.seeds[0], b), maphash.Bytes(h.seeds[1], b)}
 }
 
 // take removes e for the caller to extend; false when another request
@@ -140,7 +151,7 @@ func (c *prefixCache) remove(e *prefixEntry) {
 // bound. An entry larger than the whole bound is not kept. The estimate:
 // the body bytes kept plus, for the facts, about 64 bytes per part (a
 // tracker's maps grow with the calls and reveals seen; a decoded history's
-// messages are mostly shared with the message cache).
+// parts alias the body for their arguments).
 func (c *prefixCache) put(e *prefixEntry) {
 	e.cost = cap(e.hist) + 64*e.parts
 	if e.cost > c.max || e.count == 0 {

@@ -10,7 +10,6 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/loader"
 )
 
 // runTable is the bounded, evicting table of incremental runs. A miss
@@ -24,13 +23,14 @@ func newRunTable(size int, ttl time.Duration, now func() time.Time) *runTable {
 	return &runTable{table: newLRU[*run](size, ttl, now)}
 }
 
-// run is one agent run's incremental facts. Its mutex serializes the
-// requests of one run; runs do not block each other.
+// run is one agent run: an engine.Run (its facts kept incrementally, and
+// the retry accounting of spec X8) and the registry it started with. Its
+// mutex serializes the requests of one run; runs do not block each other.
 type run struct {
-	mu      sync.Mutex
-	tracker *facts.Tracker
-	reg     *facts.Registry
-	regKey  string // digest of the request's registry; "" for the configured one
+	mu     sync.Mutex
+	run    *engine.Run
+	reg    *facts.Registry
+	regKey string // digest of the request's registry; "" for the configured one
 }
 
 // runBody is the body of POST /v1/runs/{id}/decide.
@@ -44,6 +44,9 @@ type runBody struct {
 	Context  json.RawMessage `json:"context"`
 	// Registry is accepted with offset 0 only; the run keeps it.
 	Registry json.RawMessage `json:"registry"`
+	// Approvals answer calls of the response this request dispatches;
+	// they are not kept for later requests.
+	Approvals json.RawMessage `json:"approvals"`
 }
 
 const maxRunID = 256
@@ -63,11 +66,12 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if id == "" || len(id) > maxRunID {
 		return nil, badRequest(CodeSchema, fmt.Sprintf("the run id must hold 1 to %d bytes", maxRunID), "")
 	}
-	env, herr := scanEnvelope(body, []string{"offset", "messages", "context", "registry"}, "messages")
+	env, herr := scanEnvelope(body, []string{"offset", "messages", "context", "registry", "approvals"}, "messages")
 	if herr != nil {
 		return nil, herr
 	}
-	b := runBody{Messages: env.members["messages"], Context: env.members["context"], Registry: env.members["registry"]}
+	b := runBody{Messages: env.members["messages"], Context: env.members["context"], Registry: env.members["registry"],
+		Approvals: env.members["approvals"]}
 	if raw, ok := env.members["offset"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &b.Offset); err != nil {
 			return nil, badRequest(CodeSchema, "offset must be a whole number", "/offset")
@@ -90,7 +94,11 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	msgs, herr := s.decodeMessages(b.Messages, env.elements["messages"], offset)
+	approvals, herr := parseApprovals(b.Approvals)
+	if herr != nil {
+		return nil, herr
+	}
+	msgs, herr := s.intake.appended(b.Messages, env.elements["messages"], offset)
 	if herr != nil {
 		return nil, herr
 	}
@@ -101,7 +109,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		if herr != nil {
 			return nil, herr
 		}
-		rn = &run{tracker: facts.NewTracker(eng.Registry()), reg: eng.Registry()}
+		rn = &run{run: eng.NewRun(), reg: eng.Registry()}
 		if !isNull(b.Registry) {
 			rn.regKey = registryKey(b.Registry)
 		}
@@ -115,59 +123,28 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		}
 	}
 	rn.mu.Lock()
-	if have := rn.tracker.Len(); have != offset {
-		rn.mu.Unlock()
+	defer rn.mu.Unlock()
+	if have := rn.run.Len(); have != offset {
 		s.metrics.run("conflict")
 		return nil, conflict(fmt.Sprintf("run %q holds %d messages, the request's offset is %d", id, have, offset))
 	}
-	rn.tracker.Append(msgs...)
-	f := rn.tracker.Facts()
-	n := rn.tracker.Len()
-	rn.mu.Unlock()
 	if offset > 0 {
 		s.metrics.run("hit")
 	}
-
+	// The engine of the policies being served now: a bundle activated
+	// since the run started decides its next step.
 	eng, herr := s.runEngine(r, st, rn)
 	if herr != nil {
 		return nil, herr
 	}
-	d, err := eng.Decide(r.Context(), engine.Request{Facts: &f, Context: ctxDoc}, engine.WithDeadline(s.cfg.timeout))
+	rn.run.Rebind(eng)
+	d, err := rn.run.Step(r.Context(), msgs, ctxDoc, engine.WithApprovals(approvals))
 	if err != nil {
 		s.metrics.evalError(epRun)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
-	s.observe(r, epRun, id, st, d, ctxDoc, n, start)
+	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), start)
 	return d, nil
-}
-
-// decodeMessages validates appended messages with the decoder and the
-// JSON Schema; error pointers point into the request's messages array,
-// and HistoryPointer into the whole history.
-func (s *Server) decodeMessages(raw json.RawMessage, elems [][]byte, offset int) ([]facts.Message, *Error) {
-	msgs, err := loader.DecodeMessages("request", raw, offset, s.cfg.limits)
-	if err != nil {
-		e := fromLoader(err, "")
-		// Decoding again from 0 (errors only) gives the pointer into
-		// the request whichever way the decoder counts.
-		lim := s.cfg.limits
-		lim.MaxMessages = 0
-		if _, err0 := loader.DecodeMessages("request", raw, 0, lim); err0 != nil {
-			e = fromLoader(err0, "")
-		}
-		e.HistoryPointer = shiftPointer(e.Pointer, -offset)
-		e.Pointer = "/messages" + e.Pointer
-		return nil, e
-	}
-	if s.cfg.schema {
-		if err := s.schema.validate(elems, s.hash.keys(elems)); err != nil {
-			e := fromLoader(err, "")
-			e.Pointer = "/messages" + e.Pointer
-			e.HistoryPointer = shiftPointer(e.Pointer[len("/messages"):], -offset)
-			return nil, e
-		}
-	}
-	return msgs, nil
 }
 
 func registryKey(raw json.RawMessage) string {

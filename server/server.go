@@ -32,6 +32,7 @@ type config struct {
 	token       string
 	maxBody     int64
 	timeout     time.Duration
+	bodyTimeout time.Duration
 	limits      loader.Limits
 	schema      bool
 	engines     int
@@ -43,6 +44,9 @@ type config struct {
 	tlsConfig   *tls.Config
 	grace       time.Duration
 	now         func() time.Time
+	shadow      bool
+	shadowOpts  []engine.Option
+	shadowQueue int
 }
 
 // Registry sets the registry used when a request carries none. Without
@@ -70,9 +74,15 @@ func Token(token string) Option { return func(c *config) { c.token = token } }
 // is answered 413.
 func MaxBody(n int64) Option { return func(c *config) { c.maxBody = n } }
 
-// Timeout bounds each decision (default 5s); a decision that runs out of
-// time fails closed.
+// Timeout bounds each request once its body has been read (default 5s):
+// the scan, the decode and the decision all count against it, and a
+// decision that runs out of time fails closed.
 func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// BodyTimeout bounds how long a request's body may take to arrive
+// (default 30s: a 64 MiB body at 2.2 MB/s); a client still sending past
+// it is answered 408 and its connection closed. 0 turns the deadline off.
+func BodyTimeout(d time.Duration) Option { return func(c *config) { c.bodyTimeout = d } }
 
 // Limits bounds what the history decoder accepts (default
 // loader.DefaultLimits, with MaxBytes raised to MaxBody).
@@ -131,11 +141,7 @@ type Server struct {
 	// compilation (see registryEngine).
 	compiling singleflight.Group
 	runs      *runTable
-	schema    *schemaCache
-	messages  *messageCache
-	prefixes  *prefixCache // nil when off
-	bodies    sync.Pool    // *[]byte request body buffers (see post)
-	hash      hasher
+	intake    *intake
 	metrics   *metrics
 	mux       *http.ServeMux
 	handler   http.Handler
@@ -147,6 +153,7 @@ type Server struct {
 	// usesDefaults says whether the engines load the shipped policies.
 	usesDefaults bool
 	stopOnce     sync.Once
+	shadow       *shadow // the shadow policy, when configured
 }
 
 // policyState is the immutable policy state requests decide with.
@@ -166,6 +173,7 @@ func New(opts ...Option) (*Server, error) {
 	cfg := config{
 		maxBody:     64 << 20,
 		timeout:     5 * time.Second,
+		bodyTimeout: 30 * time.Second,
 		engines:     16,
 		prefixBytes: 256 << 20,
 		runs:        10_000,
@@ -188,10 +196,8 @@ func New(opts ...Option) (*Server, error) {
 	s := &Server{cfg: cfg}
 	s.engines = newLRU[*engine.Engine](cfg.engines, 0, cfg.now)
 	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
-	s.schema = newSchemaCache(1 << 17)
-	s.messages = newMessageCache(64 << 20)
-	s.hash = newHasher()
-	s.prefixes = newPrefixCache(cfg.prefixBytes, s.hash)
+	s.intake = &intake{maxBody: cfg.maxBody, bodyTimeout: cfg.bodyTimeout, limits: cfg.limits,
+		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes)}
 	s.metrics = newMetrics(s)
 	st := &policyState{served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {
@@ -200,6 +206,9 @@ func New(opts ...Option) (*Server, error) {
 		if cfg.opaConfig == nil || !onlyMissingEntrypoint(err) {
 			return nil, err
 		}
+	}
+	if err := s.newShadow(context.Background()); err != nil {
+		return nil, fmt.Errorf("shadow policy: %w", err)
 	}
 	if cfg.opaConfig != nil {
 		if err := s.newManager(); err != nil {
@@ -308,6 +317,7 @@ func (s *Server) Start(ctx context.Context) error {
 // calls it on its way out.
 func (s *Server) Stop(ctx context.Context) {
 	s.stopOnce.Do(func() {
+		s.stopShadow()
 		if s.mgr != nil && s.started.Load() {
 			s.mgr.Stop(ctx)
 		}

@@ -65,6 +65,9 @@ its location:
 
   * syntax errors and compile errors (file:row:col), strict-mode errors included (unused variables and
     imports, shadowed or deprecated built-ins, …);
+  * a rule the engine reads (deny, hide, prepare_tools, a replaced decision) in a shape the operator
+    contract does not accept, or where it is never read (rule_shape, rule_place): the same check the
+    engine makes at every load (docs/writing-filters.md, "The operator contract");
   * a PATH that holds no policy file;
   * a filter package (policycheck.capabilities.<id>) for a capability the registry does not have;
   * a prepare_tools that is not a set of strings: statically from its type, or, when its type is open,
@@ -555,7 +558,7 @@ func filterTypeFindings(ctx context.Context, c *ast.Compiler, reg *facts.Registr
 		}
 		done[pkg.String()] = true
 		ref := pkg.Append(ast.StringTerm("prepare_tools"))
-		t := c.TypeEnv.Get(ref)
+		t := c.TypeEnv.GetByRef(ref)
 		// A type that cannot be a set of strings is the contract's
 		// (contract.Check); an open one is tried here.
 		switch setOfStrings(t) {
@@ -675,7 +678,7 @@ func alwaysErrorFindings(ctx context.Context, c *ast.Compiler, mods []*checkModu
 			if len(r.Head.Args) > 0 || r.Head.RuleKind() != ast.SingleValue || !r.Ref().IsGround() {
 				continue
 			}
-			path := r.Path()
+			path := r.Ref() // the full path, package included
 			key := path.String()
 			g := groups[key]
 			if g == nil {

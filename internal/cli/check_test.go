@@ -61,6 +61,9 @@ var seededMistakes = []struct {
 		file: "pol/outside.rego",
 		text: "package tools.permissions\n\ndeny contains {\"reason\": \"no\", \"message\": \"no\"} if input.call.tool == \"get_time\"\n",
 		want: "pol/outside.rego:1:1: package_outside_policycheck"},
+	{note: "a require_approval of a shape the gate does not read",
+		file: "pol/approve.rego", text: "package policycheck.rules.approve\n\nrequire_approval if input.call.tool == \"get_time\"\n",
+		want: "pol/approve.rego:3:1: rule_shape"},
 	{note: "a registry that breaks its schema",
 		file: "broken.yaml", text: "capabilities:\n  - id: vault\n    defer_loading: \"yes\"\ntools:\n  - name: get_time\n",
 		want: "broken.yaml:/capabilities/0/defer_loading: registry_error"},
@@ -82,7 +85,7 @@ func TestCheckFindsEverySeededMistake(t *testing.T) {
 	for _, m := range seededMistakes {
 		assert.Contains(t, stdout, m.want, m.note)
 	}
-	assert.Contains(t, stderr, "8 finding(s)")
+	assert.Contains(t, stderr, "9 finding(s)")
 
 	// The same findings as JSON, each located.
 	code, stdout, _ = policyRun(t, "check", "pol", "--format", "json",

@@ -14,20 +14,22 @@ func newEvalCmd() *cobra.Command {
 	var format string
 	var failOnRefusal bool
 	cmd := &cobra.Command{
-		Use:   "eval --registry R --history H [--context C] [--policy DIR|FILE|BUNDLE]... [--format json|pretty] [--fail-on-refusal]",
+		Use:   "eval --registry R --history H [--context C] [--approvals A] [--policy DIR|FILE|BUNDLE]... [--format json|pretty] [--fail-on-refusal]",
 		Short: "Decide availability, advertisement and every call's verdict (JSON, or --format pretty)",
 		Long: `eval prints the decision document: the fingerprint, the facts, the tools available and advertised for
 the next request and, when the history ends with a response, the dispatch facts and one verdict per
-tool call (execute, not_available_yet, unknown_tool or denied), with the model-facing retry message on
-every refusal. A policy error, a timeout or an undefined result fails the decision closed: every
+tool call (execute, not_available_yet, unknown_tool, denied or approval_required), with the
+model-facing retry message on every refusal. An approval_required call carries its arguments and
+digest for the approver; --approvals passes the answers back (each bound to its call by that digest),
+and the decision's "approvals" says who approved what and whether each approval applied. A policy error, a timeout or an undefined result fails the decision closed: every
 registry tool unavailable, every call denied, and "errors" says why (exit status 0: a decision was made).
 
 --format json (the default) prints the document of design.md, "Output of policycheck eval", for
 scripts; --format pretty prints the same decision as a short summary for a person (explain says why).
 
 --fail-on-refusal gates a pipeline, as "opa eval --fail-defined" does: the decision is printed as
-usual, and the exit status is 3 when any call of the last response is refused (not_available_yet,
-unknown_tool, denied) or the decision failed closed.` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
+usual, and the exit status is 3 when any call of the last response does not execute (not_available_yet,
+unknown_tool, denied, approval_required) or the decision failed closed.` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
 		Example: `  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json \
     --policy examples/policies --context examples/context/support.json
   policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json --format pretty
@@ -41,7 +43,7 @@ unknown_tool, denied) or the decision failed closed.` + exitCodes(exitLineDecisi
 			if err != nil {
 				return err
 			}
-			d, err := eng.Decide(cmd.Context(), engine.Request{History: loaded.history, Context: loaded.context})
+			d, err := eng.Decide(cmd.Context(), loaded.request())
 			if err != nil {
 				return badInput(err)
 			}
@@ -57,6 +59,7 @@ unknown_tool, denied) or the decision failed closed.` + exitCodes(exitLineDecisi
 		},
 	}
 	in.register(cmd, true)
+	in.registerApprovals(cmd)
 	cmd.Flags().StringVarP(&format, "format", "f", "json", "output format: json (the decision document) or pretty (a summary for people)")
 	cmd.Flags().BoolVar(&failOnRefusal, "fail-on-refusal", false, "exit 3 when a call is refused or the decision failed closed")
 	return cmd

@@ -1,8 +1,10 @@
 package cli
 
 import (
+	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -34,7 +36,7 @@ decided.
 			if err != nil {
 				return err
 			}
-			x, err := eng.Explain(cmd.Context(), engine.Request{History: loaded.history, Context: loaded.context})
+			x, err := eng.Explain(cmd.Context(), loaded.request())
 			if err != nil {
 				return badInput(err)
 			}
@@ -46,6 +48,7 @@ decided.
 		},
 	}
 	in.register(cmd, true)
+	in.registerApprovals(cmd)
 	cmd.Flags().StringVarP(&format, "format", "f", "pretty", "output format: pretty (for people) or json (text: alias of pretty)")
 	return cmd
 }
@@ -81,6 +84,9 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 		for _, why := range t.Why {
 			fmt.Fprintf(w, "      - %s\n", why)
 		}
+		if slices.Contains(d.WouldHide, t.Name) {
+			fmt.Fprintf(w, "      - would hide (log-only rule, not enforced): a log-only policycheck.rules package hides it\n")
+		}
 	}
 	fmt.Fprintf(w, "  framework tools available: %s\n", list(framework(d.Available)))
 	if len(x.Calls) > 0 {
@@ -92,12 +98,29 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 			id = *c.ToolCallID
 		}
 		fmt.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
-		if c.Message != "" {
+		switch {
+		case c.Verdict == engine.ApprovalRequired:
+			args, _ := json.Marshal(c.Args)
+			fmt.Fprintf(w, "      approver is asked: %s\n      arguments: %s\n      digest: %s\n", c.Message, args, c.Digest)
+		case c.Message != "":
 			fmt.Fprintf(w, "      model is told: %s\n", c.Message)
+		case c.Args != nil:
+			args, _ := json.Marshal(c.Args)
+			fmt.Fprintf(w, "      executes with: %s\n", args)
 		}
 		for _, why := range c.Why {
 			fmt.Fprintf(w, "      - %s\n", why)
 		}
+		for _, why := range c.WouldDeny {
+			fmt.Fprintf(w, "      - would deny (log-only rule, not enforced): %s\n", why)
+		}
+	}
+	if len(d.Approvals) > 0 {
+		fmt.Fprintln(w, "\nApprovals:")
+	}
+	for _, a := range d.Approvals {
+		who := list(a.Approvers)
+		fmt.Fprintf(w, "  %s %s by %s: %s\n", a.ToolCallID, a.Kind, who, a.Why)
 	}
 	fmt.Fprintln(w, "\nPolicies:")
 	for _, p := range x.Policies {

@@ -27,6 +27,7 @@ type inputFlags struct {
 	maxBytes   int64
 	limits     loader.Limits
 	noSchema   bool
+	approvals  string
 }
 
 func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
@@ -49,10 +50,22 @@ func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
 	_ = cmd.MarkFlagRequired("history")
 }
 
+// registerApprovals adds --approvals (eval and explain).
+func (f *inputFlags) registerApprovals(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&f.approvals, "approvals", "",
+		"answers to calls that needed approval: a DeferredToolResults-shaped JSON file, each approval carrying the digest the decision handed out")
+}
+
 type inputs struct {
-	reg     *facts.Registry
-	history facts.History
-	context any
+	reg       *facts.Registry
+	history   facts.History
+	context   any
+	approvals facts.Approvals
+}
+
+// request is the engine request for the loaded inputs.
+func (in *inputs) request() engine.Request {
+	return engine.Request{History: in.history, Context: in.context, Approvals: in.approvals}
 }
 
 func readFile(cmd *cobra.Command, path string) ([]byte, error) {
@@ -92,6 +105,9 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	if f.history == "-" && f.context == "-" {
 		return nil, badInput(errors.New("--history and --context cannot both read standard input"))
 	}
+	if f.approvals == "-" && (f.history == "-" || f.context == "-") {
+		return nil, badInput(errors.New("--approvals cannot read standard input when --history or --context does"))
+	}
 	reg, err := loader.ReadRegistry(f.registry)
 	if err != nil {
 		return nil, badInput(err)
@@ -119,6 +135,19 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	if f.context != "" {
 		if in.context, err = readContext(cmd, f.context); err != nil {
 			return nil, err
+		}
+	}
+	if f.approvals != "" {
+		raw, err := readFile(cmd, f.approvals)
+		if err != nil {
+			return nil, badInput(err)
+		}
+		name := f.approvals
+		if name == "-" {
+			name = "<stdin>"
+		}
+		if in.approvals, err = loader.ReadApprovalsFile(name, raw); err != nil {
+			return nil, badInput(err)
 		}
 	}
 	return in, nil

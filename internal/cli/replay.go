@@ -2,13 +2,11 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/replay"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -19,10 +17,11 @@ func newReplayCmd() *cobra.Command {
 		baseline, candidate       []string
 		failOn                    []string
 		noDefaults, noSchema      bool
+		approvalsPath             string
 		workers                   int
 	)
 	cmd := &cobra.Command{
-		Use:   "replay --registry R --baseline P... --candidate P... [--context C] [--format pretty|json|html] [--fail-on T,...] INPUT...",
+		Use:   "replay --registry R --baseline P... --candidate P... [--context C] [--approvals A] [--format pretty|json|html] [--fail-on T,...] INPUT...",
 		Short: "Decide recorded runs with a baseline and a candidate policy set, and report what changes",
 		Long: `replay decides every step of every recorded run with two policy sets and reports where they differ.
 
@@ -36,17 +35,18 @@ sidecar's run id, its step the number of messages it decided on.
 The report counts verdict transitions of every judged call (baseline -> candidate), tools gained and
 lost by available and advertised, and fail-closed decisions on either side, then lists every change
 with its run, message index, tool_call_id, tool and both sides' reasons. --fail-on names transitions
-that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet, unknown_tool, denied),
+that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet, unknown_tool, denied,
+approval_required),
 available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any state; for example
---fail-on 'denied->execute,*->fail_closed'. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
+--fail-on 'denied->execute,*->fail_closed'. --approvals passes a person's answers (as eval --approvals
+takes them) to every step of every run, on both sides: each binds only to the call whose digest it
+carries. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			switch format {
-			case "pretty", "json", "html":
-			default:
-				return badInput(fmt.Errorf("--format must be pretty, json or html, not %q", format))
+			if err := checkFormat(format, "pretty", "json", "html"); err != nil {
+				return err
 			}
 			gate, err := replay.ParseGate(failOn)
 			if err != nil {
@@ -66,6 +66,18 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
 			if err != nil {
 				return badInput(err)
 			}
+			var decide []engine.DecideOption
+			if approvalsPath != "" {
+				raw, err := readFile(cmd, approvalsPath)
+				if err != nil {
+					return badInput(err)
+				}
+				a, err := loader.ReadApprovalsFile(approvalsPath, raw)
+				if err != nil {
+					return badInput(err)
+				}
+				decide = append(decide, engine.WithApprovals(a))
+			}
 			side := func(name string, pols []string) (*engine.Engine, error) {
 				opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(pols...)}
 				if noDefaults {
@@ -84,10 +96,8 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
 			if sides.Candidate, err = side("--candidate", candidate); err != nil {
 				return err
 			}
-			errw := cmd.ErrOrStderr()
-			f, isFile := errw.(*os.File)
-			prog := progress.New(progress.Options{Label: "replay", Total: len(runs), Writer: errw, Terminal: isFile && progress.IsTerminal(f)})
-			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog})
+			prog := stderrProgress(cmd, "replay", len(runs))
+			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog, Decide: decide})
 			prog.Finish()
 			if err != nil {
 				return badInput(err)
@@ -120,6 +130,7 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
+	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step on both sides")
 	_ = cmd.MarkFlagRequired("registry")
 	return cmd
 }

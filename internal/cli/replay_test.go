@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"slices"
 	"sort"
 	"strings"
@@ -352,7 +353,105 @@ func TestReplayDocExample(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	if out != want {
-		t.Errorf("docs/replay.md shows:\n%s\nthe command prints:\n%s", want, out)
+	// A policy set's revision is a digest of its files, shipped policies
+	// included: it changes with every policy edit, so it is compared as
+	// a digest only.
+	revision := regexp.MustCompile(`\(revision [0-9a-f]+\)`)
+	want = revision.ReplaceAllString(want, "(revision <digest>)")
+	if got := revision.ReplaceAllString(out, "(revision <digest>)"); got != want {
+		t.Errorf("docs/replay.md shows:\n%s\nthe command prints:\n%s", want, got)
+	}
+}
+
+// replayLogOnlyRule is replayDenyRule marked log-only, with a hide.
+const replayLogOnlyRule = `# METADATA
+# title: Refund ceiling, observed
+# description: Log-only while we watch what it would do.
+# custom:
+#   policycheck:
+#     enforcement: log_only
+package policycheck.rules.refund_watch
+
+# METADATA
+# title: deny
+# description: Would deny refunds above 40.
+deny contains {"reason": "refund above 40", "message": "Refunds above 40 need a supervisor."} if {
+	input.call.tool == "issue_refund"
+	input.call.args.amount > 40
+}
+
+# METADATA
+# title: hide
+# description: Would hide get_order.
+hide contains "get_order"
+`
+
+// TestLogOnlyRuleInEvalExplainReplay: a log-only rule changes no verdict
+// and shows in eval (would_deny, would_hide), explain ("would deny",
+// "would hide") and replay (would_deny and would_hide changes, no verdict
+// transition).
+func TestLogOnlyRuleInEvalExplainReplay(t *testing.T) {
+	dir, _, _ := replayCorpus(t)
+	rule := filepath.Join(t.TempDir(), "refund_watch.rego")
+	if err := os.WriteFile(rule, []byte(replayLogOnlyRule), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pols := filepath.Join(examplesDir, "policies")
+	ctxFile := filepath.Join(examplesDir, "context", "support.json")
+	hist := filepath.Join(examplesDir, "histories", "refund-after-lookup.json")
+	common := []string{"--registry", filepath.Join(examplesDir, "registry.yaml"), "--history", hist, "--context", ctxFile, "--policy", pols}
+
+	_, plain, _ := runCLI(append([]string{"eval"}, common...)...)
+	code, out, errs := runCLI(append([]string{"eval"}, append(common, "--policy", rule)...)...)
+	if code != 0 {
+		t.Fatalf("eval: %d %s", code, errs)
+	}
+	d := decodeJSON(t, "eval", out)
+	p := decodeJSON(t, "eval", plain)
+	calls := d["calls"].([]any)
+	refund := calls[0].(map[string]any)
+	if refund["verdict"] != "execute" || !strings.Contains(fmt.Sprint(refund["would_deny"]), "would be denied by policycheck.rules.refund_watch") {
+		t.Errorf("eval's call: %v", refund)
+	}
+	if fmt.Sprint(d["would_hide"]) != "[get_order]" {
+		t.Errorf("eval's would_hide: %v", d["would_hide"])
+	}
+	for _, k := range []string{"available", "advertised", "dispatch"} {
+		if !reflect.DeepEqual(d[k], p[k]) {
+			t.Errorf("the log-only rule changed %s: %v, want %v", k, d[k], p[k])
+		}
+	}
+	code, out, _ = runCLI(append([]string{"explain"}, append(common, "--policy", rule)...)...)
+	if code != 0 || !strings.Contains(out, "would deny (log-only rule, not enforced): would be denied by policycheck.rules.refund_watch") ||
+		!strings.Contains(out, "would hide (log-only rule, not enforced)") {
+		t.Errorf("explain: %d\n%s", code, out)
+	}
+
+	code, out, errs = runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--baseline", pols,
+		"--candidate", pols, "--candidate", rule, "--context", ctxFile, "--format", "json", "--fail-on", "*->would_deny", dir)
+	if code != 1 || !strings.Contains(errs, "*->would_deny (3)") {
+		t.Fatalf("replay: exit %d, %s", code, errs)
+	}
+	var rep struct {
+		Transitions map[string]int
+		WouldDeny   struct{ Baseline, Candidate int } `json:"would_deny"`
+		WouldHide   struct{ Gained, Lost int }        `json:"would_hide"`
+		Changes     []struct{ Kind, Transition string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	for tr := range rep.Transitions {
+		if from, to, _ := strings.Cut(tr, "->"); from != to {
+			t.Errorf("a log-only rule changed a verdict: %s", tr)
+		}
+	}
+	kinds := map[string]int{}
+	for _, c := range rep.Changes {
+		kinds[c.Kind]++
+	}
+	if rep.WouldDeny.Candidate != 3 || rep.WouldDeny.Baseline != 0 || rep.WouldHide.Gained == 0 ||
+		kinds["would_deny"] != 3 || kinds["would_hide"] != rep.WouldHide.Gained || len(kinds) != 2 {
+		t.Errorf("replay: would_deny %+v, would_hide %+v, changes by kind %v", rep.WouldDeny, rep.WouldHide, kinds)
 	}
 }

@@ -74,7 +74,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 			"Output formats follow opa: --format pretty for people, json for machines (eval's default, its contract)." +
 			exitCodes(
 				"0  success; for eval, explain and facts: a decision was made, whatever the verdicts",
-				"1  test or conformance ran and something failed",
+				"1  test or conformance ran and something failed, or a change matched replay --fail-on",
 				exitLineBad+"; check found something",
 				exitLineRefused+" (eval only)"),
 		SilenceUsage:  true,

@@ -23,11 +23,11 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		addr, registry, config, tokenFile, tlsCert, tlsKey, id string
-		policies, mask                                         []string
+		policies, mask, shadowPolicies                         []string
 		noDefaults, schema, noSchema, verbose                  bool
 		maxBody                                                int64
-		timeout, runTTL, grace                                 time.Duration
-		runs, engines, prefixBytes, decisions                  int
+		timeout, bodyTimeout, runTTL, grace                    time.Duration
+		runs, engines, prefixBytes, decisions, shadowQueue     int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
@@ -68,7 +68,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 				engOpts = append(engOpts, engine.WithoutDefaults())
 			}
 			opts := []server.Option{
-				server.Engine(engOpts...), server.MaxBody(maxBody), server.Timeout(timeout),
+				server.Engine(engOpts...), server.MaxBody(maxBody), server.Timeout(timeout), server.BodyTimeout(bodyTimeout),
 				server.Runs(runs, runTTL), server.EngineCache(engines), server.PrefixCache(prefixBytes), server.MaskContext(mask...),
 				server.Logger(logger), server.ShutdownGrace(grace),
 			}
@@ -121,6 +121,13 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 				}
 				opts = append(opts, server.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
 			}
+			if len(shadowPolicies) > 0 {
+				shOpts := []engine.Option{engine.PolicyPaths(shadowPolicies...), engine.DecisionCache(decisions)}
+				if noDefaults {
+					shOpts = append(shOpts, engine.WithoutDefaults())
+				}
+				opts = append(opts, server.Shadow(shOpts...), server.ShadowQueue(shadowQueue))
+			}
 			srv, err := server.New(opts...)
 			if err != nil {
 				return badInput(err)
@@ -154,12 +161,15 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 	fl.StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM); serves HTTPS with --tls-key")
 	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fl.Int64Var(&maxBody, "max-body", 64<<20, "largest request body accepted, in bytes (413 beyond)")
-	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-decision timeout; a decision that runs out fails closed")
+	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-request timeout from the end of the body (scan, decode and decision); a decision that runs out fails closed")
+	fl.DurationVar(&bodyTimeout, "body-timeout", 30*time.Second, "how long a request body may take to arrive (408 and the connection closed beyond; 0: no limit)")
 	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")
 	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped")
 	fl.IntVar(&engines, "engine-cache", 16, "most engines kept for registries that requests carry")
 	fl.IntVar(&decisions, "decision-cache", 1024, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
 	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
+	fl.StringArrayVar(&shadowPolicies, "shadow-policy", nil, "candidate policy file, directory or bundle evaluated beside the enforced policy, never changing an answer: disagreements in /metrics and the decision log (repeatable; needs --registry)")
+	fl.IntVar(&shadowQueue, "shadow-queue", 1024, "decisions waiting for the shadow policy before further ones are dropped (counted)")
 	fl.StringArrayVar(&mask, "mask-context", nil, "JSON pointer into the context to remove from decision logs (repeatable)")
 	fl.BoolVar(&schema, "schema", false, "also validate every history against the JSON Schema (the decoder alone, the default, rejects everything the schema rejects)")
 	fl.BoolVar(&noSchema, "no-schema", false, "validate histories with the decoder alone (the default)")

@@ -145,6 +145,9 @@ Exit codes:
   policycheck test policies/ --coverage --threshold 95
   policycheck test examples/ --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(f.format, "pretty", "json"); err != nil {
+				return err
+			}
 			if len(args) == 0 {
 				var err error
 				if args, err = projectRoots("."); err != nil {

@@ -1,5 +1,6 @@
 // Package contract is the operator contract: the rules the engine reads
-// from a policy set (hide, deny, prepare_tools, the availability decision)
+// from a policy set (hide, deny, require_approval, prepare_tools, the
+// availability decision)
 // and, for each, the shapes it accepts and what they mean. Check holds a
 // compiled policy set to it, from the AST and OPA's type checker; the
 // engine calls it at every load (engine.New, Reload, each sidecar bundle
@@ -80,6 +81,10 @@ type Entry struct {
 	Shapes []Shape
 	// Right is the right form, shown in every refusal.
 	Right string
+	// ReadBy, when set, is the entry point (as a path below data) that
+	// reads this rule: a rule it cannot reach (a replacement that never
+	// reads data.policycheck.rules) is refused as never read.
+	ReadBy string
 }
 
 // Marker is a key that a package's METADATA may set under
@@ -97,7 +102,69 @@ type Marker struct {
 
 // Markers are the accepted package markers. Any other key under
 // custom.policycheck is refused: a marker never reads as ignored.
-var Markers = []Marker{}
+var Markers = []Marker{
+	{
+		Root: "policycheck.rules", Key: "enforcement",
+		Check: func(v any) string {
+			if s, ok := v.(string); ok && (s == EnforcementEnforce || s == EnforcementLogOnly) {
+				return ""
+			}
+			return fmt.Sprintf("is %v; the accepted values are %q (the default) and %q", jsonish(v), EnforcementEnforce, EnforcementLogOnly)
+		},
+		Right: "custom: {policycheck: {enforcement: log_only}} in the package's METADATA",
+	},
+}
+
+// Values of the enforcement marker of an operator rule package.
+const (
+	// EnforcementEnforce: the package's hide and deny results are
+	// enforced (the default).
+	EnforcementEnforce = "enforce"
+	// EnforcementLogOnly: they are reported as would_hide and would_deny
+	// and not enforced.
+	EnforcementLogOnly = "log_only"
+)
+
+func jsonish(v any) string {
+	if s, ok := v.(string); ok {
+		return fmt.Sprintf("%q", s)
+	}
+	return fmt.Sprintf("%v", v)
+}
+
+// LogOnly returns, sorted, the keys under policycheck.rules of the
+// packages whose METADATA marks them log-only
+// (custom.policycheck.enforcement: log_only). The engine writes them to
+// data.policycheck.log_only, which the shipped gate reads. Call it on a
+// policy set Check accepted.
+func LogOnly(modules map[string]*ast.Module) []string {
+	root := rootRef("policycheck.rules")
+	seen := map[string]bool{}
+	for _, m := range modules {
+		pkg := m.Package.Path
+		if len(pkg) != len(root)+1 || !pkg.HasPrefix(root) {
+			continue
+		}
+		key, ok := pkg[len(root)].Value.(ast.String)
+		if !ok {
+			continue
+		}
+		for _, a := range m.Annotations {
+			if a.Scope != "package" && a.Scope != "subpackages" {
+				continue
+			}
+			if obj, ok := a.Custom["policycheck"].(map[string]any); ok && obj["enforcement"] == EnforcementLogOnly {
+				seen[string(key)] = true
+			}
+		}
+	}
+	out := make([]string, 0, len(seen))
+	for k := range seen {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
 
 // Table is the operator contract, one entry per rule the engine reads.
 var Table = []Entry{
@@ -113,6 +180,17 @@ var Table = []Entry{
 		},
 		Right: `deny contains {"reason": "...", "message": "..."} if { input.call.tool == "..." }` +
 			` (or deny contains msg if ..., with msg a string; or deny if ...)`,
+		ReadBy: decisionPath,
+	},
+	{
+		Root: "policycheck.rules", Keyed: true, Name: "require_approval",
+		Shapes: []Shape{
+			{Form: PartialSet, Type: requestType,
+				Meaning: `each element asks a person to approve the call first: an object {"reason": r, "message": m} ` +
+					`(both strings, both optional) gives the operator reason r and the message m shown to the approver; ` +
+					`the call's bound approval, if any, is input.call.approval`},
+		},
+		Right: `require_approval contains {"reason": "...", "message": "..."} if { input.call.tool == "..."; not input.call.approval }`,
 	},
 	{
 		Root: "policycheck.rules", Keyed: true, Name: "hide",
@@ -120,7 +198,8 @@ var Table = []Entry{
 			{Form: PartialSet, Type: stringType, Meaning: "each element is a tool name hidden for this request"},
 			{Form: Complete, Type: setOf(stringType), Meaning: "a set of tool names hidden for this request"},
 		},
-		Right: `hide contains "tool_name" if { ... } (or hide := {"a", "b"})`,
+		Right:  `hide contains "tool_name" if { ... } (or hide := {"a", "b"})`,
+		ReadBy: decisionPath,
 	},
 	{
 		Root: "policycheck.capabilities", Keyed: true, Name: "prepare_tools",
@@ -141,6 +220,9 @@ var Table = []Entry{
 		Right: `decision := {"available": ..., "advertised": ..., "dispatch_available": ..., "verdicts": [...]}`,
 	},
 }
+
+// decisionPath is the engine's entry point.
+const decisionPath = "policycheck.availability.decision"
 
 // Problem is one refusal, with its place.
 type Problem struct {
@@ -206,9 +288,25 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 			g.rules = append(g.rules, r)
 		}
 	}
+	reached := map[string]map[*ast.Rule]bool{}
 	for _, key := range order {
 		g := groups[key]
 		out = append(out, shapeProblems(c, key, g.entry, g.rules)...)
+		if g.entry.ReadBy == "" {
+			continue
+		}
+		from := groups["data."+g.entry.ReadBy]
+		if from == nil {
+			continue // no reader: the engine refuses the set as a whole
+		}
+		if reached[g.entry.ReadBy] == nil {
+			reached[g.entry.ReadBy] = reachable(c, from.rules)
+		}
+		if !reached[g.entry.ReadBy][g.rules[0]] {
+			out = append(out, at(CodeRulePlace, g.rules[0].Location, fmt.Sprintf(
+				"%s is never read: %s does not depend on it (a replacement availability policy must read "+
+					"data.policycheck.rules, as data.policycheck.lib.gate does)", strings.TrimPrefix(key, "data."), g.entry.ReadBy)))
+		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {
 		a, b := out[i], out[j]
@@ -221,6 +319,27 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 		return a.Col < b.Col
 	})
 	return out, locs
+}
+
+// reachable is every rule roots depend on, themselves included.
+func reachable(c *ast.Compiler, roots []*ast.Rule) map[*ast.Rule]bool {
+	seen := map[*ast.Rule]bool{}
+	var visit func(r *ast.Rule)
+	visit = func(r *ast.Rule) {
+		if seen[r] {
+			return
+		}
+		seen[r] = true
+		for dep := range c.Graph.Dependencies(r) {
+			if dr, ok := dep.(*ast.Rule); ok {
+				visit(dr)
+			}
+		}
+	}
+	for _, r := range roots {
+		visit(r)
+	}
+	return seen
 }
 
 // fullPath is the data path a rule defines: its package and its head's
@@ -346,7 +465,7 @@ func shapeProblems(c *ast.Compiler, key string, e *Entry, rules []*ast.Rule) []P
 		return out
 	}
 	// The type OPA's checker inferred for the rule as a whole.
-	t := c.TypeEnv.Get(ast.MustParseRef(key))
+	t := c.TypeEnv.GetByRef(ast.MustParseRef(key))
 	form := Complete
 	if rules[0].Head.RuleKind() == ast.MultiValue {
 		form = PartialSet
@@ -526,6 +645,17 @@ func denialType(t types.Type) Answer {
 	})
 }
 
+// requestType: an object whose keys are among reason and message, with
+// string values (a require_approval element).
+func requestType(t types.Type) Answer {
+	return all(t, func(t types.Type) Answer {
+		if types.Compare(t, types.S) == 0 {
+			return No
+		}
+		return denialType(t)
+	})
+}
+
 func boolOrDenialSet(t types.Type) Answer {
 	return all(t, func(t types.Type) Answer {
 		if boolType(t) == Yes {
@@ -539,7 +669,7 @@ func boolOrDenialSet(t types.Type) Answer {
 // required or not.
 var decisionKeys = map[string]bool{
 	"available": true, "advertised": true, "dispatch_available": true, "verdicts": true,
-	"hidden": false, "rule_errors": false,
+	"hidden": false, "rule_errors": false, "would_hide": false,
 }
 
 func decisionType(t types.Type) Answer {
@@ -578,6 +708,20 @@ func markerProblems(m *ast.Module) []Problem {
 		if a.Scope != "package" && a.Scope != "subpackages" {
 			continue
 		}
+		// A marker written beside custom.policycheck instead of in it
+		// (custom: {enforcement: log_only}) is refused, not ignored.
+		customKeys := make([]string, 0, len(a.Custom))
+		for k := range a.Custom {
+			customKeys = append(customKeys, k)
+		}
+		sort.Strings(customKeys)
+		for _, k := range customKeys {
+			if k != "policycheck" && findMarker(m.Package.Path, k) != nil {
+				out = append(out, at(CodeMarker, a.Location, fmt.Sprintf(
+					"METADATA custom.%s of package %s is not read: markers go under custom.policycheck. Write: %s",
+					k, strings.TrimPrefix(m.Package.Path.String(), "data."), findMarker(m.Package.Path, k).Right)))
+			}
+		}
 		raw, ok := a.Custom["policycheck"]
 		if !ok {
 			continue
@@ -609,6 +753,24 @@ func markerProblems(m *ast.Module) []Problem {
 		}
 	}
 	return out
+}
+
+// PackageMarker returns the value of marker key in module m's package
+// METADATA (custom.policycheck.<key>), and whether it is set. Check has
+// refused any marker not in Markers, so a loaded module's markers are
+// among them.
+func PackageMarker(m *ast.Module, key string) (any, bool) {
+	for _, a := range m.Annotations {
+		if a.Scope != "package" && a.Scope != "subpackages" {
+			continue
+		}
+		if obj, ok := a.Custom["policycheck"].(map[string]any); ok {
+			if v, ok := obj[key]; ok {
+				return v, true
+			}
+		}
+	}
+	return nil, false
 }
 
 func markerApplies(mk *Marker, pkg ast.Ref) bool {

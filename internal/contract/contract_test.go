@@ -52,6 +52,13 @@ func TestShapes(t *testing.T) {
 		{"deny nested", "package policycheck.rules.a.b\n\ndeny if input.x", 3, "nested below policycheck.rules.a"},
 		{"package named deny", "package policycheck.rules.deny\n\ndeny if input.x\n\nhelper := 1", 0, ""},
 		{"deny at root", "package policycheck.rules\n\ndeny if input.x", 3, "directly in package policycheck.rules"},
+		{"require_approval object", rules + `require_approval contains {"reason": "r", "message": "m"} if input.call.tool == "a"`, 0, ""},
+		{"require_approval unknown element", rules + `require_approval contains x if x := input.call.args.r`, 0, ""},
+		{"require_approval string", rules + `require_approval contains "ask" if input.call.tool == "a"`, 3, "yields \"ask\""},
+		{"require_approval if", rules + `require_approval if input.call.tool == "a"`, 3, "is a complete rule"},
+		{"require_approval bad key", rules + `require_approval contains {"who": "m"} if input.call.tool == "a"`, 3, "yields"},
+		{"require_approval function", rules + `require_approval(x) if x == 1`, 3, "is a function"},
+		{"require_approval nested", "package policycheck.rules.a.b\n\nrequire_approval contains {} if input.x", 3, "nested below policycheck.rules.a"},
 		{"hide names", rules + `hide contains "get_order" if input.context.g == "x"`, 0, ""},
 		{"hide set", rules + `hide := {"get_order"}`, 0, ""},
 		{"hide string", rules + `hide := "get_order"`, 3, "yields \"get_order\""},
@@ -104,5 +111,17 @@ func TestLocations(t *testing.T) {
 	loc := locs["data.policycheck.rules.x.deny"]
 	if loc == nil || loc.File != "op.rego" || loc.Row != 3 {
 		t.Fatalf("locations: %v", locs)
+	}
+}
+
+// TestPackageMarker reads a marker off a package's METADATA.
+func TestPackageMarker(t *testing.T) {
+	c := compile(t, "# METADATA\n# title: x\n# custom:\n#   policycheck:\n#     nope: 3\npackage policycheck.rules.x\n\nhide := set()")
+	v, ok := contract.PackageMarker(c.Modules["op.rego"], "nope")
+	if !ok || v != 3 && v != float64(3) && v != uint64(3) && v != int(3) {
+		t.Fatalf("marker: %v %v (%T)", v, ok, v)
+	}
+	if _, ok := contract.PackageMarker(c.Modules["op.rego"], "other"); ok {
+		t.Fatal("an unset marker read as set")
 	}
 }

@@ -10,8 +10,8 @@
 //     rule-named-if, deprecated-builtin family).
 //   - package-metadata: a policy module (not a test) opens with a
 //     `# METADATA` block with a title (Regal: custom/missing-metadata).
-//   - entrypoint-metadata: the rules the engine reads — decision,
-//     prepare_tools, hide, deny — carry a `# METADATA` block on at least one
+//   - entrypoint-metadata: the rules the engine reads (contract.Table:
+//     decision, prepare_tools, hide, deny, require_approval) carry a `# METADATA` block on at least one
 //     of their definitions (Regal: custom/missing-metadata).
 //   - test-naming: tests live in *_test.rego files whose package ends in
 //     _test, and every rule there that looks like a test is named test_*
@@ -31,6 +31,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/internal/contract"
 )
 
 // MaxLineLength is the longest line allowed, in columns (runes).
@@ -46,12 +48,15 @@ const (
 	RuleLineLength           = "line-length"
 )
 
-// entrypoints are the rules the engine evaluates, by package root.
-var entrypoints = map[string][]string{
-	"policycheck.availability": {"decision"},
-	"policycheck.capabilities": {"prepare_tools"},
-	"policycheck.rules":        {"hide", "deny"},
-}
+// entrypoints are the rules the engine evaluates, by package root: the
+// operator contract's table.
+var entrypoints = func() map[string][]string {
+	out := map[string][]string{}
+	for _, e := range contract.Table {
+		out[e.Root] = append(out[e.Root], e.Name)
+	}
+	return out
+}()
 
 // Finding is one violation.
 type Finding struct {

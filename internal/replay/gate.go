@@ -9,10 +9,12 @@ import (
 // states are the states each kind of change moves between: the
 // vocabulary of transitions and of --fail-on.
 var states = map[string][]string{
-	KindCall:       {"execute", "not_available_yet", "unknown_tool", "denied"},
+	KindCall:       {"execute", "not_available_yet", "unknown_tool", "denied", "approval_required"},
 	KindAvailable:  {StateAvailable, StateUnavailable},
 	KindAdvertised: {StateAdvertised, StateUnadvertised},
 	KindFailClosed: {StateOK, StateFailClosed},
+	KindWouldDeny:  {StateNoWouldDeny, StateWouldDeny},
+	KindWouldHide:  {StateNoWouldHide, StateWouldHide},
 }
 
 // Gate is a parsed --fail-on: transitions that fail the replay.
@@ -47,8 +49,9 @@ func ParseGate(specs []string) (*Gate, error) {
 				}
 			}
 			if p.kind == "" && (p.from != "*" || p.to != "*") {
-				return nil, fmt.Errorf("--fail-on %q: %s and %s are not states of one kind of change (verdicts %s; %s; %s; %s)", t, p.from, p.to,
-					strings.Join(states[KindCall], ", "), strings.Join(states[KindAvailable], "/"), strings.Join(states[KindAdvertised], "/"), strings.Join(states[KindFailClosed], "/"))
+				return nil, fmt.Errorf("--fail-on %q: %s and %s are not states of one kind of change (verdicts %s; %s; %s; %s; %s; %s)", t, p.from, p.to,
+					strings.Join(states[KindCall], ", "), strings.Join(states[KindAvailable], "/"), strings.Join(states[KindAdvertised], "/"),
+					strings.Join(states[KindFailClosed], "/"), strings.Join(states[KindWouldDeny], "/"), strings.Join(states[KindWouldHide], "/"))
 			}
 			g.patterns = append(g.patterns, p)
 		}

@@ -164,13 +164,24 @@ func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOpt
 	return t, nil
 }
 
+// Compare returns the changes between two decisions of one step (a
+// baseline and a candidate decided on the same facts and context), as
+// the report lists them: what the sidecar's shadow policy counts and logs.
+func Compare(run string, msg int, b, c *engine.Decision) []Change {
+	t := &tally{run: run, transitions: map[string]int{}}
+	t.compare(msg, b, c)
+	return t.changes
+}
+
 // tally is one run's part of the report.
 type tally struct {
 	run                  string
 	decisions, calls     int
 	transitions          map[string]int
 	available, advertise Delta
+	wouldHide            Delta
 	failClosed           FailClosed
+	wouldDeny            FailClosed
 	changes              []Change
 }
 
@@ -182,6 +193,11 @@ const (
 	StateUnadvertised = "unadvertised"
 	StateOK           = "ok"
 	StateFailClosed   = "fail_closed"
+	// Log-only rules (METADATA custom.policycheck.enforcement: log_only).
+	StateWouldDeny   = "would_deny"
+	StateNoWouldDeny = "no_would_deny"
+	StateWouldHide   = "would_hide"
+	StateNoWouldHide = "no_would_hide"
 )
 
 // Change kinds.
@@ -190,6 +206,10 @@ const (
 	KindAvailable  = "available"
 	KindAdvertised = "advertised"
 	KindFailClosed = "fail_closed"
+	// A log-only rule's report differs: it would deny a call, or hide
+	// a tool, on one side only.
+	KindWouldDeny = "would_deny"
+	KindWouldHide = "would_hide"
 )
 
 // compare records the differences of one step's two decisions. A step
@@ -224,6 +244,24 @@ func (t *tally) compare(msg int, b, c *engine.Decision) {
 			t.calls++
 			tr := bc.Verdict + "->" + cc.Verdict
 			t.transitions[tr]++
+			if len(bc.WouldDeny) > 0 {
+				t.wouldDeny.Baseline++
+			}
+			if len(cc.WouldDeny) > 0 {
+				t.wouldDeny.Candidate++
+			}
+			if bw, cw := len(bc.WouldDeny) > 0, len(cc.WouldDeny) > 0; bw != cw {
+				state := func(w bool) string {
+					if w {
+						return StateWouldDeny
+					}
+					return StateNoWouldDeny
+				}
+				t.changes = append(t.changes, Change{Run: t.run, Message: msg, Kind: KindWouldDeny, ToolCallID: bc.ToolCallID, Tool: bc.Tool,
+					Part: bc.Part, Transition: state(bw) + "->" + state(cw),
+					Baseline:  Outcome{State: state(bw), Reasons: bc.WouldDeny},
+					Candidate: Outcome{State: state(cw), Reasons: cc.WouldDeny}})
+			}
 			if bc.Verdict == cc.Verdict {
 				continue
 			}
@@ -236,22 +274,27 @@ func (t *tally) compare(msg int, b, c *engine.Decision) {
 	}
 	t.diffNames(msg, KindAvailable, b, c, b.Available, c.Available, &t.available, StateAvailable, StateUnavailable)
 	t.diffNames(msg, KindAdvertised, b, c, b.Advertised, c.Advertised, &t.advertise, StateAdvertised, StateUnadvertised)
+	t.diffNames(msg, KindWouldHide, b, c, b.WouldHide, c.WouldHide, &t.wouldHide, StateWouldHide, StateNoWouldHide)
 }
 
 // diffNames records the names one side has and the other has not.
 func (t *tally) diffNames(msg int, kind string, b, c *engine.Decision, bn, cn []string, d *Delta, in, out string) {
+	why := removedReasons
+	if kind == KindWouldHide {
+		why = func(*engine.Decision, string) []string { return nil }
+	}
 	i, j := 0, 0
 	for i < len(bn) || j < len(cn) {
 		switch {
 		case j == len(cn) || (i < len(bn) && bn[i] < cn[j]):
 			d.Lost++
 			t.changes = append(t.changes, Change{Run: t.run, Message: msg, Kind: kind, Tool: bn[i], Transition: in + "->" + out,
-				Baseline: Outcome{State: in}, Candidate: Outcome{State: out, Reasons: removedReasons(c, bn[i])}})
+				Baseline: Outcome{State: in}, Candidate: Outcome{State: out, Reasons: why(c, bn[i])}})
 			i++
 		case i == len(bn) || cn[j] < bn[i]:
 			d.Gained++
 			t.changes = append(t.changes, Change{Run: t.run, Message: msg, Kind: kind, Tool: cn[j], Transition: out + "->" + in,
-				Baseline: Outcome{State: out, Reasons: removedReasons(b, cn[j])}, Candidate: Outcome{State: in}})
+				Baseline: Outcome{State: out, Reasons: why(b, cn[j])}, Candidate: Outcome{State: in}})
 			j++
 		default:
 			i++

@@ -28,6 +28,11 @@ type Report struct {
 	Available  Delta      `json:"available"`
 	Advertised Delta      `json:"advertised"`
 	FailClosed FailClosed `json:"fail_closed"`
+	// WouldDeny counts, per side, the calls a log-only rule would deny;
+	// WouldHide the (step, tool) pairs a log-only rule would hide that the
+	// candidate gained or lost.
+	WouldDeny FailClosed `json:"would_deny"`
+	WouldHide Delta      `json:"would_hide"`
 	// Changes lists every difference, by run, message and kind.
 	Changes []Change `json:"changes"`
 }
@@ -56,7 +61,8 @@ type Change struct {
 	Run string `json:"run"`
 	// Message is the index of the step's last message.
 	Message int `json:"message"`
-	// Kind is call, available, advertised or fail_closed.
+	// Kind is call, available, advertised, fail_closed, or, for log-only
+	// rules, would_deny and would_hide.
 	Kind string `json:"kind"`
 	// ToolCallID and Part identify a call (kind call); Tool names the
 	// call's tool or the tool gained or lost.
@@ -114,6 +120,10 @@ func (r *Report) add(t *tally) {
 	r.Advertised.Lost += t.advertise.Lost
 	r.FailClosed.Baseline += t.failClosed.Baseline
 	r.FailClosed.Candidate += t.failClosed.Candidate
+	r.WouldDeny.Baseline += t.wouldDeny.Baseline
+	r.WouldDeny.Candidate += t.wouldDeny.Candidate
+	r.WouldHide.Gained += t.wouldHide.Gained
+	r.WouldHide.Lost += t.wouldHide.Lost
 	r.Changes = append(r.Changes, t.changes...)
 }
 
@@ -161,7 +171,7 @@ func (r *Report) WritePretty(w io.Writer) error {
 		if len(s.Policies) > 0 {
 			pols = strings.Join(s.Policies, " ")
 		}
-		fmt.Fprintf(&b, "%-10s %s  (revision %s)\n", name+":", pols, short(s.PolicyRevision))
+		fmt.Fprintf(&b, "%-10s %s\n", name+":", pols)
 	}
 	side("baseline", r.Baseline)
 	side("candidate", r.Candidate)
@@ -178,6 +188,10 @@ func (r *Report) WritePretty(w io.Writer) error {
 	fmt.Fprintf(tw, "available\t+%d -%d\n", r.Available.Gained, r.Available.Lost)
 	fmt.Fprintf(tw, "advertised\t+%d -%d\n", r.Advertised.Gained, r.Advertised.Lost)
 	fmt.Fprintf(tw, "fail-closed decisions\tbaseline %d, candidate %d\n", r.FailClosed.Baseline, r.FailClosed.Candidate)
+	if r.WouldDeny != (FailClosed{}) || r.WouldHide != (Delta{}) {
+		fmt.Fprintf(tw, "would deny (log-only)\tbaseline %d, candidate %d\n", r.WouldDeny.Baseline, r.WouldDeny.Candidate)
+		fmt.Fprintf(tw, "would hide (log-only)\t+%d -%d\n", r.WouldHide.Gained, r.WouldHide.Lost)
+	}
 	if err := tw.Flush(); err != nil {
 		return err
 	}
@@ -213,6 +227,12 @@ func (c *Change) Headline() string {
 			id = *c.ToolCallID
 		}
 		return fmt.Sprintf("call %s %s: %s -> %s", id, c.Tool, c.Baseline.State, c.Candidate.State)
+	case KindWouldDeny:
+		id := "(no tool_call_id)"
+		if c.ToolCallID != nil {
+			id = *c.ToolCallID
+		}
+		return fmt.Sprintf("call %s %s (log-only): %s -> %s", id, c.Tool, c.Baseline.State, c.Candidate.State)
 	case KindFailClosed:
 		return fmt.Sprintf("decision: %s -> %s", c.Baseline.State, c.Candidate.State)
 	}

@@ -36,6 +36,7 @@ decision := {
 	"dispatch_available": dispatch_available,
 	"verdicts": verdicts,
 	"hidden": gate.hidden,
+	"would_hide": gate.would_hide,
 	"rule_errors": gate.rule_errors,
 }
 

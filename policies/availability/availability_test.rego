@@ -154,6 +154,7 @@ test_decision_holds_every_entry_the_engine_reads if {
 		"dispatch_available": ({"secret_op"} | framework),
 		"verdicts": [{"verdict": "execute", "rule": "gate"}],
 		"hidden": {"get_time"},
+		"would_hide": set(),
 		"rule_errors": set(),
 	}
 }

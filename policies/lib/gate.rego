@@ -27,9 +27,32 @@ default failed := false
 failed if count(input.filters.errors) > 0
 
 # METADATA
+# title: log_only
+# description: |
+#   The operator rule packages (keys under policycheck.rules) marked
+#   log-only in their METADATA (custom.policycheck.enforcement: log_only):
+#   their hide and deny results are reported (would_hide, would_deny), not
+#   enforced. The engine writes the set at load; empty when none is.
+default log_only := set()
+
+log_only := data.policycheck.log_only
+
+# METADATA
 # title: hidden
-# description: Tools hidden for this request by operator rules (policycheck.rules.*.hide).
-hidden := {name | some name in data.policycheck.rules[_].hide}
+# description: Tools hidden for this request by enforced operator rules (policycheck.rules.*.hide).
+hidden := {name |
+	some pkg
+	some name in data.policycheck.rules[pkg].hide
+	not pkg in log_only
+}
+
+# METADATA
+# title: would_hide
+# description: Tools the log-only operator rules would hide for this request (not enforced).
+would_hide := {name |
+	some pkg in log_only
+	some name in data.policycheck.rules[pkg].hide
+}
 
 # METADATA
 # title: present_framework
@@ -101,18 +124,83 @@ available_now := available(
 # description: |
 #   The verdict of one call of the dispatched response: unknown_tool when
 #   the name is not in the resolved set, not_available_yet when it is but
-#   the gate refuses it, denied when an operator rule denies it, else
-#   execute. A failed filter denies every call.
-verdict(call) := {"verdict": "denied", "rule": "filter_error"} if {
+#   the gate refuses it, denied when an operator rule denies it or the
+#   approval bound to it (input.call.approval) is a denial,
+#   approval_required when an operator rule asks a person to approve it
+#   first, else execute. A failed filter denies every call. The gate wins
+#   over deny, and deny over require_approval: an approval never widens
+#   availability. The rules see the arguments the call would execute with
+#   (an approver's override_args).
+verdict(call) := {
+	"verdict": "denied", "rule": "filter_error",
+	"reason": "a capability filter failed: the decision fails closed",
+} if {
 	failed
-} else := {"verdict": "unknown_tool", "rule": "unknown_tool"} if {
+} else := {
+	"verdict": "unknown_tool", "rule": "unknown_tool",
+	"reason": unknown_reason(call.tool), "by": removed_by(call.tool),
+} if {
 	not call_resolved(call)
-} else := {"verdict": "not_available_yet", "rule": "gate", "form": unavailable_form(call.tool)} if {
+} else := {
+	"verdict": "not_available_yet", "rule": "gate",
+	"form": unavailable_form(call.tool), "reason": gate_reason(call.tool),
+} if {
 	not call.tool in framework
 	not call.tool in available_now
 } else := {"verdict": "denied", "rule": "deny", "denials": denials(call)} if {
 	count(denials(call)) > 0
+} else := {"verdict": "denied", "rule": "approval_denied"} if {
+	call.approval.kind == "tool-denied"
+} else := {"verdict": "approval_required", "rule": "require_approval", "requests": require_approvals(call)} if {
+	approval_rules
+	count(require_approvals(call)) > 0
+} else := {"verdict": "execute", "rule": "gate", "would_deny": would_deny(call)} if {
+	count(would_deny(call)) > 0
 } else := {"verdict": "execute", "rule": "gate"}
+
+# METADATA
+# title: unknown_reason
+# description: |
+#   Why a called name is outside the resolved tool set, when it is not a
+#   registry tool; a removed registry tool's reasons are removed_by.
+unknown_reason(tool) := sprintf("%q is neither a registry tool nor a framework tool present in this run", [tool]) if {
+	not tool in registry.names
+} else := ""
+
+# METADATA
+# title: removed_by
+# description: |
+#   What removed a registry tool from the dispatch: the capability
+#   filters (the engine names which) and each rules package hiding it.
+removed_by(tool) := array.concat(
+	[{"rule": "prepare_tools"} | tool in input.filters.dispatch.dropped],
+	[{"package": pkg, "rule": "hide"} | some pkg; tool in data.policycheck.rules[pkg].hide],
+)
+
+# METADATA
+# title: gate_reason
+# description: |
+#   Why the gate refuses a resolved tool at dispatch: its owner is a
+#   deferred capability not loaded, or it is search-gated and unrevealed,
+#   in the window the serving provider sees.
+gate_reason(tool) := sprintf(
+	concat("", [
+		"%q belongs to deferred capability %q, which is not loaded in the window the serving provider sees ",
+		"(from message %v, part %v); a load in the same response does not count",
+	]),
+	[tool, registry.tools[tool].capability, window.message, window.part],
+) if {
+	registry.tools[tool].gate == "capability"
+} else := sprintf(
+	"%q is search-gated and was not revealed in the window the serving provider sees (from message %v, part %v)",
+	[tool, window.message, window.part],
+) if {
+	registry.tools[tool].gate == "search"
+} else := sprintf("%q refused by the availability rule", [tool])
+
+# The start of the window the serving provider sees (a unit test's input
+# may hold none).
+window := object.get(input, ["dispatch", "window"], {"message": "?", "part": "?"})
 
 # METADATA
 # title: call_resolved
@@ -152,8 +240,79 @@ denials(call) := [d |
 	call_input := input_with_call(call)
 	some pkg
 	ds := data.policycheck.rules[pkg].deny with input as call_input
+	not pkg in log_only
 	some d in denials_of(pkg, ds)
 ]
+
+# METADATA
+# title: would_deny
+# description: |
+#   The denials of one call by the log-only operator rule packages: what
+#   they would deny, reported with an execute verdict, not enforced.
+would_deny(call) := [d |
+	some pkg in log_only
+	ds := data.policycheck.rules[pkg].deny with input as input_with_call(call)
+	some d in denials_of(pkg, ds)
+]
+
+# METADATA
+# title: approval_rules
+# description: |
+#   Some policycheck.rules package may define require_approval: false only
+#   when the engine says none does (data.policycheck.rule_kinds, written
+#   when it compiles the policy set), so that no call pays for the per-call
+#   evaluation. Without that document, as under stock opa test, it is true
+#   and every call is evaluated. Performance: a complete rule is evaluated
+#   once per decision; a `not` in the verdict would cost every call.
+default approval_rules := true
+
+approval_rules := false if {
+	kinds := data.policycheck.rule_kinds
+	not "require_approval" in kinds
+}
+
+# METADATA
+# title: require_approvals
+# description: |
+#   The approval requests for one call, from every policycheck.rules
+#   package's require_approval, which sees the decision's input with the
+#   call as input.call (as deny does), the approval bound to it, if any,
+#   as input.call.approval: an element present means the call still needs
+#   a person's yes.
+require_approvals(call) := [r |
+	call_input := input_with_call(call)
+	some pkg
+	rs := data.policycheck.rules[pkg].require_approval with input as call_input
+	some r in requests_of(pkg, rs)
+]
+
+# METADATA
+# title: requests_of
+# description: |
+#   The approval requests that the value rs of package pkg's
+#   require_approval rule makes, by the operator contract
+#   (internal/contract): a set's elements, each a {"reason", "message"}
+#   object of strings. Anything else, and any other element, is a request
+#   carrying the offending `value`: the engine then fails the decision
+#   closed, naming the rule.
+requests_of(pkg, rs) := [approval_request(pkg, x) | some x in rs] if {
+	is_set(rs)
+} else := [{"package": pkg, "rule": "require_approval", "value": rs}]
+
+# METADATA
+# title: approval_request
+# description: One element x of package pkg's require_approval set, as a request.
+approval_request(pkg, x) := {
+	"package": pkg,
+	"reason": object.get(x, "reason", ""),
+	"message": object.get(x, "message", ""),
+} if {
+	is_object(x)
+	every k, v in x {
+		k in {"reason", "message"}
+		is_string(v)
+	}
+} else := {"package": pkg, "rule": "require_approval", "value": x}
 
 # METADATA
 # title: denials_of

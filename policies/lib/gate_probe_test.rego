@@ -23,3 +23,17 @@ deny contains {"reason": reason, "message": "probe"} if {
 	input.call.tool == "gate_probe_input"
 	reason := sprintf("probe saw %s and %d discovered", [input.context.who, count(input.facts.discovered)])
 }
+
+# METADATA
+# title: require_approval
+# description: |
+#   Asks approval for the approval probe tool until the approval bound to
+#   the call (input.call.approval) names two approvers, and names the
+#   amount it read: the arguments the call would execute with.
+require_approval contains {
+	"reason": sprintf("probe saw amount %v", [input.call.args.amount]),
+	"message": "approve the probe",
+} if {
+	input.call.tool == "gate_probe_approval"
+	count(object.get(input.call, ["approval", "approvers"], [])) < 2
+}

@@ -234,9 +234,49 @@ test_verdict[note] if {
 		},
 	}
 	some note, tc in cases
-	gate.verdict(call(tc.tool)) == tc.want with input as with_input(tc.patch)
+	v := gate.verdict(call(tc.tool)) with input as with_input(tc.patch)
 		with data.policycheck.registry as registry
 		with data.policycheck.rules as {}
+	object.remove(v, ["reason", "by"]) == tc.want
+}
+
+test_verdict_reason[note] if {
+	window := {"dispatch": object.union(base.dispatch, {"window": {"message": 2, "part": 1}})}
+	cases := {
+		"a name outside the registry": {
+			"patch": {}, "tool": "nope", "rules": {},
+			"reason": `"nope" is neither a registry tool nor a framework tool present in this run`, "by": [],
+		},
+		"a tool dropped by a filter and hidden by a rule": {
+			"patch": {"filters": {"dispatch": {"dropped": {"get_time"}}}}, "tool": "get_time",
+			"rules": {"ops": {"hide": {"get_time"}}},
+			"reason": "", "by": [{"rule": "prepare_tools"}, {"package": "ops", "rule": "hide"}],
+		},
+		"an unloaded capability's tool": {
+			"patch": window, "tool": "secret_op", "rules": {},
+			"reason": concat("", [
+				`"secret_op" belongs to deferred capability "vault", which is not loaded in the window the serving `,
+				"provider sees (from message 2, part 1); a load in the same response does not count",
+			]),
+		},
+		"an unrevealed search-gated tool": {
+			"patch": window, "tool": "search_docs", "rules": {},
+			"reason": concat("", [
+				`"search_docs" is search-gated and was not revealed in the window the serving provider sees `,
+				"(from message 2, part 1)",
+			]),
+		},
+		"a failed filter": {
+			"patch": failing, "tool": "get_time", "rules": {},
+			"reason": "a capability filter failed: the decision fails closed",
+		},
+	}
+	some note, tc in cases
+	v := gate.verdict(call(tc.tool)) with input as with_input(tc.patch)
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as tc.rules
+	v.reason == tc.reason
+	object.get(v, "by", []) == object.get(tc, "by", [])
 }
 
 test_call_resolved[note] if {
@@ -265,6 +305,33 @@ test_verdict_denied_by_an_operator_rule if {
 		"verdict": "denied", "rule": "deny",
 		"denials": [{"package": "money", "reason": "over limit", "message": "Ask a human."}],
 	}
+}
+
+test_log_only_deny_is_reported_not_enforced if {
+	rules := {"money": {"deny": {{"reason": "over limit", "message": "Ask a human."}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.log_only as {"money"}
+	v == {
+		"verdict": "execute", "rule": "gate",
+		"would_deny": [{"package": "money", "reason": "over limit", "message": "Ask a human."}],
+	}
+}
+
+test_log_only_hide_is_reported_not_enforced if {
+	rules := {"a": {"hide": {"get_time"}}, "b": {"hide": {"secret_op"}}}
+	gate.hidden == {"secret_op"} with data.policycheck.rules as rules with data.policycheck.log_only as {"a"}
+	gate.would_hide == {"get_time"} with data.policycheck.rules as rules with data.policycheck.log_only as {"a"}
+}
+
+test_enforced_deny_wins_over_a_log_only_one if {
+	rules := {"money": {"deny": {{"reason": "r", "message": "m"}}}, "watch": {"deny": {{"reason": "w", "message": "w"}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.log_only as {"watch"}
+	v == {"verdict": "denied", "rule": "deny", "denials": [{"package": "money", "reason": "r", "message": "m"}]}
 }
 
 test_gate_refusal_wins_over_a_deny_rule if {
@@ -390,4 +457,105 @@ test_json_arrays_fail_closed if {
 	not gate.available_now with input as json_input
 		with data.policycheck.registry as registry
 		with data.policycheck.rules as {}
+}
+
+approval_call(approval) := object.union(
+	{"tool": "get_time", "tool_call_id": "c1", "args": {"amount": 5}},
+	approval,
+)
+
+test_verdict_approval_required_by_an_operator_rule if {
+	rules := {"money": {"require_approval": {{"reason": "big", "message": "Approve?"}}}}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+	v == {
+		"verdict": "approval_required", "rule": "require_approval",
+		"requests": [{"package": "money", "reason": "big", "message": "Approve?"}],
+	}
+}
+
+test_verdict_order_gate_then_deny_then_approval[note] if {
+	both := {"money": {
+		"deny": {{"reason": "r", "message": "m"}},
+		"require_approval": {{"reason": "a", "message": "b"}},
+	}}
+	ask := {"money": {"require_approval": {{"reason": "a", "message": "b"}}}}
+	approved := {"approval": {"kind": "tool-approved", "approvers": ["ada"]}}
+	denied := {"approval": {"kind": "tool-denied", "approvers": ["ada"], "message": "no"}}
+	cases := {
+		"the gate wins over both": {"rules": both, "call": call("secret_op"), "want": "not_available_yet"},
+		"the gate wins over an approval": {
+			"rules": {}, "call": object.union(call("secret_op"), approved),
+			"want": "not_available_yet",
+		},
+		"deny wins over require_approval": {"rules": both, "call": call("get_time"), "want": "denied"},
+		"deny wins over an approval": {
+			"rules": both, "call": object.union(call("get_time"), approved),
+			"want": "denied",
+		},
+		"an approver's denial denies": {"rules": ask, "call": object.union(call("get_time"), denied), "want": "denied"},
+		"without an approval rule the call executes": {"rules": {}, "call": call("get_time"), "want": "execute"},
+	}
+	some note, tc in cases
+	v := gate.verdict(tc.call) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as tc.rules
+	v.verdict == tc.want
+}
+
+test_verdict_approval_denied_names_its_rule if {
+	c := approval_call({"approval": {"kind": "tool-denied", "approvers": [], "message": "no"}})
+	v := gate.verdict(c) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+	v == {"verdict": "denied", "rule": "approval_denied"}
+}
+
+test_require_approvals_see_the_approval_and_the_arguments[note] if {
+	# gate_probe_test.rego's require_approval asks until two approvers
+	# answered, and names the amount it read.
+	cases := {
+		"no approval": {"approval": {}, "want": ["probe saw amount 5"]},
+		"one approver is not enough": {
+			"approval": {"approval": {"kind": "tool-approved", "approvers": ["ada"]}},
+			"want": ["probe saw amount 5"],
+		},
+		"two approvers are": {
+			"approval": {"approval": {"kind": "tool-approved", "approvers": ["ada", "bob"]}},
+			"want": [],
+		},
+	}
+	some note, tc in cases
+	c := object.union({"tool": "gate_probe_approval", "tool_call_id": "p3", "args": {"amount": 5}}, tc.approval)
+	rs := gate.require_approvals(c) with input as base
+	[r.reason | some r in rs; r.package == "gate_probe_test"] == tc.want
+}
+
+test_require_approval_is_skipped_only_when_the_engine_says_no_package_defines_it[note] if {
+	rules := {"money": {"require_approval": {{"reason": "big", "message": "Approve?"}}}}
+	cases := {
+		"the engine lists require_approval": {"kinds": {"deny", "require_approval"}, "want": "approval_required"},
+		"the engine lists none": {"kinds": {"deny"}, "want": "execute"},
+	}
+	some note, tc in cases
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.rule_kinds as tc.kinds
+	v.verdict == tc.want
+}
+
+test_requests_of_flag_values_the_contract_refuses[note] if {
+	cases := {
+		"an object": {"rs": {{"reason": "r", "message": "m"}}, "want": [{"package": "p", "reason": "r", "message": "m"}]},
+		"a string": {"rs": {"ask"}, "want": [{"package": "p", "rule": "require_approval", "value": "ask"}]},
+		"a number reason": {
+			"rs": {{"reason": 1}},
+			"want": [{"package": "p", "rule": "require_approval", "value": {"reason": 1}}],
+		},
+		"not a set": {"rs": true, "want": [{"package": "p", "rule": "require_approval", "value": true}]},
+	}
+	some note, tc in cases
+	gate.requests_of("p", tc.rs) == tc.want
 }

@@ -1,47 +1,117 @@
 # METADATA
-# title: Transfer limit tests
-# description: Amount, approval and malformed arguments.
+# title: Transfer approval tests
+# description: |
+#   Which transfers need one or two approvers, what an approval bound to
+#   the call (input.call.approval) satisfies, that an override is judged
+#   again, and malformed arguments. The verdicts these make through the
+#   shipped gate are pinned through eval (examples/examples_test.go).
 package policycheck.rules.transfers_test
 
 import data.policycheck.rules.transfers
 
 transfer(args) := {"tool": "transfer_funds", "tool_call_id": "t1", "args": args}
 
-test_deny[note] if {
+pay(amount) := {"from": "ops", "to": "savings", "amount": amount}
+
+# approved(call, approvers) is call with an approval bound to it, as the
+# engine hands it; overridden(...) one with override_args, which the rules
+# see as input.call.args.
+approved(call, approvers) := object.union(call, {"approval": {
+	"kind": "tool-approved", "digest": "sha256:x",
+	"approvers": approvers, "call_args": call.args,
+}})
+
+overridden(call, approvers, args) := object.union(approved(call, approvers), {
+	"args": args,
+	"approval": {"override_args": args},
+})
+
+denied(call) := object.union(call, {"approval": {
+	"kind": "tool-denied", "digest": "sha256:x",
+	"approvers": ["ana"], "call_args": call.args, "message": "no",
+}})
+
+test_require_approval[note] if {
 	cases := {
-		"small transfers pass": {"call": transfer({"amount": 250}), "context": {}, "denied": false},
-		"the limit itself passes": {"call": transfer({"amount": 1000}), "context": {}, "denied": false},
-		"above the limit without approval is denied": {
-			"call": transfer({"amount": 5000}), "context": {"approval": false},
-			"denied": true,
+		"small transfers need no approval": {"call": transfer(pay(250)), "asks": false},
+		"the limit itself needs none": {"call": transfer(pay(1000)), "asks": false},
+		"above the limit asks": {"call": transfer(pay(5000)), "asks": true},
+		"one approver is enough below the two-approver limit": {
+			"call": approved(transfer(pay(5000)), ["ana"]),
+			"asks": false,
 		},
-		"above the limit with approval passes": {
-			"call": transfer({"amount": 5000}), "context": {"approval": true},
-			"denied": false,
+		"an approval that names no one counts as none": {
+			"call": approved(transfer(pay(5000)), []),
+			"asks": true,
 		},
-		"an approval that is not true does not count": {
-			"call": transfer({"amount": 5000}), "context": {"approval": "yes"},
-			"denied": true,
+		"above the two-approver limit one approver is not enough": {
+			"call": approved(transfer(pay(20000)), ["ana"]),
+			"asks": true,
 		},
-		"a missing amount is denied": {"call": transfer({}), "context": {}, "denied": true},
-		"a string amount is denied": {"call": transfer({"amount": "5000"}), "context": {}, "denied": true},
-		"arguments that are not an object are denied": {
-			"call": {"tool": "transfer_funds", "tool_call_id": "t1", "args": null},
-			"context": {}, "denied": true,
+		"the same approver twice is one approver": {
+			"call": approved(transfer(pay(20000)), ["ana", "ana"]),
+			"asks": true,
 		},
-		"other tools are never denied": {
+		"two different approvers are enough": {
+			"call": approved(transfer(pay(20000)), ["ana", "bo"]),
+			"asks": false,
+		},
+		"a denial approves nothing": {"call": denied(transfer(pay(5000))), "asks": true},
+		"an override is judged again": {
+			"call": overridden(transfer(pay(5000)), ["ana"], pay(20000)),
+			"asks": true,
+		},
+		"other tools never ask": {
 			"call": {"tool": "get_time", "tool_call_id": "c1", "args": {"amount": 9999}},
-			"context": {}, "denied": false,
+			"asks": false,
 		},
 	}
 	some note, tc in cases
-	denied := count(transfers.deny) > 0 with input as {"call": tc.call, "context": tc.context}
+	asks := count(transfers.require_approval) > 0 with input as {"call": tc.call, "context": {}}
+	asks == tc.asks
+}
+
+test_deny[note] if {
+	cases := {
+		"an approved transfer within the hard limit passes": {
+			"call": approved(transfer(pay(20000)), ["ana", "bo"]),
+			"denied": false,
+		},
+		"above the hard limit is denied whatever the approval": {
+			"call": approved(transfer(pay(60000)), ["ana", "bo"]),
+			"denied": true,
+		},
+		"an override above the hard limit is denied": {
+			"call": overridden(transfer(pay(5000)), ["ana"], pay(60000)),
+			"denied": true,
+		},
+		"an override that lowers the amount passes": {
+			"call": overridden(transfer(pay(5000)), ["ana"], pay(4000)),
+			"denied": false,
+		},
+		"an override that changes the payee is denied": {
+			"call": overridden(transfer(pay(5000)), ["ana"], {"from": "ops", "to": "mallory", "amount": 5000}),
+			"denied": true,
+		},
+		"a missing amount is denied": {"call": transfer({}), "denied": true},
+		"a string amount is denied": {"call": transfer({"amount": "5000"}), "denied": true},
+		"arguments that are not an object are denied": {
+			"call": {"tool": "transfer_funds", "tool_call_id": "t1", "args": null},
+			"denied": true,
+		},
+		"other tools are never denied": {
+			"call": {"tool": "get_time", "tool_call_id": "c1", "args": {"amount": 99999}},
+			"denied": false,
+		},
+	}
+	some note, tc in cases
+	denied := count(transfers.deny) > 0 with input as {"call": tc.call, "context": {}}
 	denied == tc.denied
 }
 
-test_denial_tells_the_model_what_to_do if {
-	ds := transfers.deny with input as {"call": transfer({"amount": 5000}), "context": {}}
-	some d in ds
-	d.reason == "transfer_funds of 5000 exceeds the limit of 1000 and the context carries no approval"
-	contains(d.message, "Ask the user to approve this transfer of 5000")
+test_request_tells_the_approver_what_they_approve if {
+	rs := transfers.require_approval with input as {"call": transfer(pay(5000)), "context": {}}
+	some r in rs
+	r.message == "Approve a transfer of 5000 from ops to savings?"
+	r.reason == "transfer_funds of 5000 exceeds the limit of 1000 and needs 1 approver(s); the bound approval names 0"
 }

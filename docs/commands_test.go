@@ -1,0 +1,381 @@
+// Every command the README shows, and every statement in the docs about a
+// command's output, is run here and compared, so that the docs cannot
+// drift from the program: the install step (against a real go install),
+// each README command with the installed binary on PATH, the sidecar
+// started as the README starts it and its error example, the example input
+// error, the coverage figure of docs/testing.md, the history example of
+// docs/input.md, and each runnable command of docs/*.md.
+package docs_test
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// shellCommands returns the commands of the ```sh blocks of a Markdown
+// file, continuation lines joined and comments removed.
+func shellCommands(t *testing.T, file string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	var out []string
+	in := false
+	pending := ""
+	for _, line := range strings.Split(string(b), "\n") {
+		switch {
+		case strings.HasPrefix(line, "```sh"):
+			in = true
+			continue
+		case strings.HasPrefix(line, "```"):
+			in = false
+			continue
+		case !in:
+			continue
+		}
+		if i := strings.Index(line, "  #"); i >= 0 {
+			line = line[:i]
+		}
+		line = strings.TrimSpace(line)
+		if strings.HasSuffix(line, "\\") {
+			pending += strings.TrimSuffix(line, "\\")
+			continue
+		}
+		if cmd := strings.Join(strings.Fields(pending+line), " "); cmd != "" {
+			out = append(out, cmd)
+		}
+		pending = ""
+	}
+	return out
+}
+
+// codeBlocks returns the bodies of the fenced blocks of a language.
+func codeBlocks(t *testing.T, file, lang string) []string {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	require.NoError(t, err)
+	re := regexp.MustCompile("(?s)```" + lang + "\n(.*?)```")
+	var out []string
+	for _, m := range re.FindAllStringSubmatch(string(b), -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+// installed builds the binary as the README's install step does, into a
+// temporary GOBIN, and returns that directory.
+func installed(t *testing.T) string {
+	t.Helper()
+	bin := t.TempDir()
+	cmd := exec.Command("go", "install", "./cmd/policycheck")
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "GOBIN="+bin)
+	out, err := cmd.CombinedOutput()
+	require.NoError(t, err, "go install ./cmd/policycheck: %s", out)
+	_, err = os.Stat(filepath.Join(bin, "policycheck"))
+	require.NoError(t, err, "go install put no policycheck in GOBIN")
+	return bin
+}
+
+// sh runs a command line in the repository root with bin first on PATH.
+func sh(bin, line string) (stdout, stderr string, code int) {
+	cmd := exec.Command("sh", "-c", line)
+	cmd.Dir = ".."
+	cmd.Env = append(os.Environ(), "PATH="+bin+string(os.PathListSeparator)+os.Getenv("PATH"))
+	var o, e bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &o, &e
+	err := cmd.Run()
+	code = 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		code = -1
+	}
+	return o.String(), e.String(), code
+}
+
+// The README's commands, one by one.
+func TestReadmeCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary with go install")
+	}
+	// Where go install puts the binary when GOBIN is unset, as the README
+	// says: $(go env GOPATH)/bin.
+	gopath, err := exec.Command("go", "env", "GOPATH").Output()
+	require.NoError(t, err)
+	list := exec.Command("go", "list", "-f", "{{.Target}}", "./cmd/policycheck")
+	list.Dir = ".."
+	list.Env = append(os.Environ(), "GOBIN=")
+	target, err := list.Output()
+	require.NoError(t, err)
+	assert.Equal(t, filepath.Join(strings.TrimSpace(string(gopath)), "bin", "policycheck"), strings.TrimSpace(string(target)),
+		"README: without GOBIN, go install puts policycheck in $(go env GOPATH)/bin")
+
+	bin := installed(t)
+	cmds := shellCommands(t, "../README.md")
+	require.Contains(t, cmds, "go install ./cmd/policycheck")
+	require.Contains(t, cmds, "bash scripts/test.sh")
+	ran := 0
+	for _, c := range cmds {
+		switch {
+		case c == "go install ./cmd/policycheck":
+			continue // done above, into a temporary GOBIN
+		case c == "bash scripts/test.sh":
+			continue // the suite this test is part of
+		case strings.HasPrefix(c, "policycheck serve "):
+			checkServe(t, bin, c)
+			ran++
+			continue
+		case strings.HasPrefix(c, "go run ./cmd/policycheck "):
+			// The same program as the installed binary, without a
+			// second build.
+			c = "policycheck " + strings.TrimPrefix(c, "go run ./cmd/policycheck ")
+		}
+		require.True(t, strings.HasPrefix(c, "policycheck "), "README command %q is neither run nor listed here", c)
+		stdout, stderr, code := sh(bin, c)
+		assert.Equal(t, 0, code, "%s\n%s", c, stderr)
+		assert.NotEmpty(t, stdout, c)
+		ran++
+		if c == "policycheck version" {
+			assert.Regexp(t, `^policycheck \S+\nOPA v1\.\d+\.\d+\nGo go1\.`, stdout)
+		}
+	}
+	assert.GreaterOrEqual(t, ran, 4)
+}
+
+// checkServe starts the sidecar as the README does (on a free port rather
+// than 8181), checks /health, a decision, and the README's error example,
+// then stops it with SIGTERM, which must exit 0.
+func checkServe(t *testing.T, bin, line string) {
+	t.Helper()
+	args := strings.Fields(line)[1:]
+	for i := range args {
+		if i > 0 && args[i-1] == "--addr" {
+			args[i] = "127.0.0.1:0"
+		}
+	}
+	cmd := exec.Command(filepath.Join(bin, "policycheck"), args...)
+	cmd.Dir = ".."
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	defer func() { _ = cmd.Process.Kill() }()
+	addr := make(chan string, 1)
+	var log bytes.Buffer
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		re := regexp.MustCompile(`msg="policycheck serving" addr=(\S+)`)
+		for sc.Scan() {
+			log.WriteString(sc.Text() + "\n")
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+		_, _ = io.Copy(io.Discard, stderr)
+	}()
+	var base string
+	select {
+	case a := <-addr:
+		base = "http://" + a
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("%s: never said it was serving", line)
+	}
+	resp, err := http.Get(base + "/health")
+	require.NoError(t, err)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode)
+
+	hist, err := os.ReadFile("../examples/histories/refund.json")
+	require.NoError(t, err)
+	body := fmt.Sprintf(`{"history": %s}`, hist)
+	resp, err = http.Post(base+"/v1/decide", "application/json", strings.NewReader(body))
+	require.NoError(t, err)
+	got, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", got)
+
+	// The README's error example, for the request it names.
+	var example string
+	for _, b := range codeBlocks(t, "../README.md", "json") {
+		if strings.Contains(b, `"error"`) {
+			example = b
+		}
+	}
+	require.NotEmpty(t, example, "the README lost its sidecar error example")
+	resp, err = http.Post(base+"/v1/decide", "application/json", strings.NewReader(`{"history": [{"kind": "nope", "parts": []}]}`))
+	require.NoError(t, err)
+	got, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
+	assert.JSONEq(t, example, string(got), "README's sidecar error example")
+
+	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		assert.NoError(t, err, "serve exits 0 on SIGTERM\n%s", log.String())
+	case <-time.After(time.Minute):
+		t.Fatal("serve did not stop on SIGTERM")
+	}
+}
+
+// run runs the command line in-process from the repository root.
+func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
+	t.Helper()
+	var o, e bytes.Buffer
+	code = cli.Run(args, strings.NewReader(""), &o, &e)
+	return o.String(), e.String(), code
+}
+
+// The README's example of an input error names file and pointer as eval
+// really does.
+func TestReadmeInputErrorExample(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	m := regexp.MustCompile("e\\.g\\.\\s+`(history\\.json: [^`]+)`").FindStringSubmatch(string(readme))
+	require.NotNil(t, m, "the README lost its input error example")
+	dir := t.TempDir()
+	const msg = `{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}`
+	hist := `[` + msg + `,{"kind":"response","parts":[{"part_kind":"text","content":"ok"}]},` + msg +
+		`,{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"},{"part_kind":"tool-call","tool_name":"get_time","tool_call_id":"c1","args":{}}]}]`
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "history.json"), []byte(hist), 0o600))
+	reg, err := filepath.Abs("../examples/registry.yaml")
+	require.NoError(t, err)
+	t.Chdir(dir)
+	_, stderr, code := run(t, "eval", "--registry", reg, "--history", "history.json")
+	assert.Equal(t, cli.ExitBadUsage, code)
+	assert.Equal(t, "policycheck: "+m[1]+"\n", stderr)
+}
+
+// docs/testing.md's coverage figure is what the shipped policies' tests
+// reach.
+func TestTestingCoverageFigure(t *testing.T) {
+	t.Chdir("..")
+	stdout, stderr, code := run(t, "test", "policies/", "--coverage", "--format", "json", "--timeout", "2m")
+	require.Equal(t, cli.ExitOK, code, stderr)
+	var out struct {
+		Coverage struct {
+			Coverage        float64 `json:"coverage"`
+			CoveredLines    int     `json:"covered_lines"`
+			NotCoveredLines int     `json:"not_covered_lines"`
+		} `json:"coverage"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	doc, err := os.ReadFile("docs/testing.md")
+	require.NoError(t, err)
+	c := out.Coverage
+	want := fmt.Sprintf("%.2f%% line coverage (`policycheck test policies/ --coverage`: %d of %d lines",
+		c.Coverage, c.CoveredLines, c.CoveredLines+c.NotCoveredLines)
+	m := regexp.MustCompile("[0-9.]+% line coverage \\(`policycheck test policies/ --coverage`: [0-9]+ of [0-9]+ lines").
+		FindString(strings.Join(strings.Fields(string(doc)), " "))
+	require.NotEmpty(t, m, "docs/testing.md lost its coverage figure")
+	assert.Equal(t, want, m, "docs/testing.md's coverage figure is not what the run reports")
+}
+
+// docs/input.md's example history is one the loader accepts, schema and
+// all.
+func TestInputHistoryExample(t *testing.T) {
+	var found bool
+	for _, b := range codeBlocks(t, "input.md", "json") {
+		if !strings.Contains(b, `"kind": "request"`) {
+			continue
+		}
+		found = true
+		h, err := loader.DecodeHistory("input.md", []byte(b), loader.DefaultLimits())
+		require.NoError(t, err)
+		require.NoError(t, loader.ValidateHistoryBytes("input.md", []byte(b)))
+		assert.Len(t, h, 2)
+	}
+	assert.True(t, found, "docs/input.md lost its history example")
+}
+
+// templates are the docs' commands that name the reader's own files
+// (run.json, tools.yaml, my-policies/, bundle.tar.gz) or other tools
+// (stock opa: scripts/rego-checks.sh runs it; go test; mkdir): shown, not
+// run here.
+var templates = regexp.MustCompile(`run\.json|tools\.yaml|my-policies/|bundle\.tar\.gz|^opa |^go run github\.com/open-policy-agent/opa|^go test |^mkdir `)
+
+// Each runnable command of docs/*.md runs, in process, and succeeds.
+func TestDocsCommandsRun(t *testing.T) {
+	files, err := filepath.Glob("*.md")
+	require.NoError(t, err)
+	t.Chdir("..")
+	ran := 0
+	for _, f := range files {
+		for _, c := range shellCommands(t, filepath.Join("docs", f)) {
+			if templates.MatchString(c) {
+				continue
+			}
+			require.True(t, strings.HasPrefix(c, "policycheck "), "%s: command %q is neither run nor a listed template", f, c)
+			args, err := splitArgs(strings.TrimPrefix(c, "policycheck "))
+			require.NoError(t, err, c)
+			stdout, stderr, code := run(t, append(args, timeoutFor(args)...)...)
+			assert.Equal(t, cli.ExitOK, code, "%s: %s\n%s", f, c, stderr)
+			assert.NotEmpty(t, stdout, "%s: %s", f, c)
+			ran++
+		}
+	}
+	assert.GreaterOrEqual(t, ran, 8)
+}
+
+// timeoutFor gives test runs the time the race detector on two busy
+// cores needs.
+func timeoutFor(args []string) []string {
+	if len(args) > 0 && args[0] == "test" {
+		return []string{"--timeout", "2m"}
+	}
+	return nil
+}
+
+// splitArgs splits a command line as sh would, for the quoting the docs
+// use ('...' and "...").
+func splitArgs(s string) ([]string, error) {
+	var out []string
+	var cur strings.Builder
+	quote := rune(0)
+	inArg := false
+	for _, r := range s {
+		switch {
+		case quote != 0 && r == quote:
+			quote = 0
+		case quote != 0:
+			cur.WriteRune(r)
+		case r == '\'' || r == '"':
+			quote, inArg = r, true
+		case r == ' ':
+			if inArg {
+				out = append(out, cur.String())
+				cur.Reset()
+				inArg = false
+			}
+		default:
+			cur.WriteRune(r)
+			inArg = true
+		}
+	}
+	if quote != 0 {
+		return nil, fmt.Errorf("unterminated quote in %q", s)
+	}
+	if inArg {
+		out = append(out, cur.String())
+	}
+	return out, nil
+}

@@ -1,0 +1,290 @@
+package engine
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// ApprovalRequired is the verdict of a call that would otherwise execute
+// and that some policycheck.rules.*.require_approval element asks a
+// person to approve first.
+const ApprovalRequired = "approval_required"
+
+// Rule names of verdicts decided by an approval.
+const (
+	ruleRequireApproval = "require_approval"
+	ruleApprovalDenied  = "approval_denied"
+)
+
+// defaultApprovalMessage is the text for the approver when no
+// require_approval element gives one.
+const defaultApprovalMessage = "This call needs a person's approval before it runs."
+
+// ApprovalOutcome records one approval the request carried: who answered
+// what, for which call, and whether it applied. An approval applies when
+// it is bound to a call of the dispatched response (same tool_call_id,
+// and the call's digest, over its id, tool and arguments, is the one the
+// approval carries) and decided the verdict: an approved call executes,
+// a denied one is denied with the approver's message. Why says what
+// happened, in particular why an approval did not apply.
+type ApprovalOutcome struct {
+	ToolCallID string   `json:"tool_call_id"`
+	Kind       string   `json:"kind"`
+	Approvers  []string `json:"approvers"`
+	Digest     string   `json:"digest"`
+	// Override is true when the approval carried override_args.
+	Override bool   `json:"override_args,omitempty"`
+	Applied  bool   `json:"applied"`
+	Why      string `json:"why"`
+}
+
+// binding is the approval bound to one dispatched call, if any.
+type binding struct {
+	id       string
+	approval facts.Approval
+	// digest is the call's digest (CallDigest).
+	digest string
+	bound  bool
+	why    string // why an approval keyed by the call's id is not bound
+}
+
+// bindApprovals pairs the approvals with the dispatched calls: one entry
+// per call (nil when no approval is keyed by its tool_call_id). An
+// approval binds only when the call's digest, over its tool_call_id, tool
+// and arguments, is the one the approval carries.
+func bindApprovals(f *facts.Facts, approvals facts.Approvals) []*binding {
+	if len(approvals) == 0 || f.Dispatch == nil {
+		return nil
+	}
+	out := make([]*binding, len(f.Dispatch.Calls))
+	for i, c := range f.Dispatch.Calls {
+		if c.ToolCallID == nil {
+			continue
+		}
+		a, ok := approvals[*c.ToolCallID]
+		if !ok {
+			continue
+		}
+		b := &binding{id: *c.ToolCallID, approval: a, digest: CallDigest(c.ToolCallID, c.Tool, c.Args)}
+		if b.digest == a.Digest {
+			b.bound = true
+		} else {
+			b.why = fmt.Sprintf("not applied: call %d (%s, tool_call_id %q) has digest %s, the approval was given for %s: "+
+				"its tool_call_id, tool or arguments are not what the approver was shown", i, c.Tool, b.id, b.digest, a.Digest)
+		}
+		out[i] = b
+	}
+	return out
+}
+
+// approvalTerm is the bound approval as policies read it at
+// input.call.approval, and the arguments the call would execute with.
+func approvalTerm(a facts.Approval, callArgs *ast.Term) (*ast.Term, *ast.Term) {
+	approvers := make([]*ast.Term, len(a.Approvers))
+	for i, n := range a.Approvers {
+		approvers[i] = ast.StringTerm(n)
+	}
+	obj := ast.NewObject(
+		item("kind", ast.StringTerm(a.Kind)),
+		item("digest", ast.StringTerm(a.Digest)),
+		item("approvers", ast.ArrayTerm(approvers...)),
+		item("call_args", callArgs),
+	)
+	args := callArgs
+	if a.OverrideArgs != nil {
+		args = argsTerm(a.OverrideArgs)
+		obj.Insert(ast.StringTerm("override_args"), args)
+	}
+	if a.Kind == facts.ToolDenied {
+		obj.Insert(ast.StringTerm("message"), ast.StringTerm(denialMessage(a)))
+	}
+	return ast.NewTerm(obj), args
+}
+
+func denialMessage(a facts.Approval) string {
+	if a.Message == "" {
+		return facts.DefaultDenialMessage
+	}
+	return a.Message
+}
+
+func approversText(a facts.Approval) string {
+	if len(a.Approvers) == 0 {
+		return "an unnamed approver"
+	}
+	return strings.Join(a.Approvers, ", ")
+}
+
+// approvalRequiredText is the approver-facing message and the
+// operator-facing reasons of an approval_required verdict.
+func approvalRequiredText(s *snapshot, vm map[string]any) (string, []string) {
+	var msgs, reasons []string
+	rs, _ := vm["requests"].([]any)
+	for _, x := range rs {
+		rm, _ := x.(map[string]any)
+		pkg, _ := rm["package"].(string)
+		reason, _ := rm["reason"].(string)
+		msg, _ := rm["message"].(string)
+		where := ""
+		if file := s.fileOf("data.policycheck.rules." + pkg); file != "" {
+			where = " (" + file + ")"
+		}
+		reasons = append(reasons, fmt.Sprintf("approval required by policycheck.rules.%s%s: %s", pkg, where, reason))
+		if msg != "" {
+			msgs = appendUnique(msgs, msg)
+		}
+	}
+	if len(msgs) == 0 {
+		return defaultApprovalMessage, reasons
+	}
+	return strings.Join(msgs, " "), reasons
+}
+
+// finishApprovals records, once the verdicts are final, what became of
+// each approval the request carried, on its calls and in d.Approvals, and
+// hands out what the approver and the harness need: on approval_required
+// the call's arguments and digest, on an execute an approval applied to
+// the arguments to execute.
+func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, binds []*binding) {
+	var calls []facts.Call
+	if f.Dispatch != nil {
+		calls = f.Dispatch.Calls
+	}
+	for i := range d.Calls {
+		c := &d.Calls[i]
+		var b *binding
+		if binds != nil {
+			b = binds[i]
+		}
+		if c.Verdict == ApprovalRequired {
+			c.Args = normalizeArgs(calls[i].Args)
+			c.Digest = CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
+			if c.Args == nil {
+				c.Args = map[string]any{}
+			}
+		}
+		if b == nil {
+			continue
+		}
+		a := b.approval
+		o := &ApprovalOutcome{ToolCallID: b.id, Kind: a.Kind, Approvers: approversOf(a), Digest: a.Digest, Override: a.OverrideArgs != nil, Why: b.why}
+		if b.bound {
+			switch {
+			case c.FailClosed:
+				o.Why = "not applied: the decision failed closed"
+			case a.Kind == facts.ToolApproved && c.Verdict == Execute:
+				o.Applied = true
+				o.Why = "applied: approved by " + approversText(a) + "; the call executes"
+				c.Args = normalizeArgs(calls[i].Args)
+				if a.OverrideArgs != nil {
+					o.Why += " with the approver's override_args"
+					c.Args = normalizeArgs(a.OverrideArgs)
+				}
+			case a.Kind == facts.ToolDenied && c.Rule == ruleApprovalDenied:
+				o.Applied = true
+				o.Why = "applied: denied by " + approversText(a)
+			case c.Verdict == NotAvailableYet || c.Verdict == UnknownTool:
+				o.Why = fmt.Sprintf("not applied: the availability gate refuses the call (%s); an approval never widens availability", c.Verdict)
+			case c.Verdict == Denied:
+				o.Why = "not applied: operator deny rules refuse the call with the arguments it would execute with"
+			case c.Verdict == ApprovalRequired:
+				o.Why = "not applied: require_approval rules still ask for approval with this approval present: " + strings.Join(c.Reasons, "; ")
+			default:
+				o.Why = "not applied: the policy's verdict is " + c.Verdict
+			}
+		}
+		c.Approval = o
+		c.Reasons = append(c.Reasons, fmt.Sprintf("approval for tool_call_id %q (%s by %s): %s", b.id, a.Kind, approversText(a), o.Why))
+	}
+	if len(approvals) == 0 {
+		return
+	}
+	for _, id := range slices.Sorted(maps.Keys(approvals)) {
+		a := approvals[id]
+		var o *ApprovalOutcome
+		for _, c := range d.Calls {
+			if c.Approval != nil && c.Approval.ToolCallID == id && (o == nil || c.Approval.Applied && !o.Applied) {
+				o = c.Approval
+			}
+		}
+		if o == nil {
+			why := fmt.Sprintf("not applied: no call of the dispatched response has tool_call_id %q", id)
+			if f.Dispatch == nil {
+				why = "not applied: the history does not end with a response, so there is no call to approve"
+			}
+			o = &ApprovalOutcome{ToolCallID: id, Kind: a.Kind, Approvers: approversOf(a), Digest: a.Digest, Override: a.OverrideArgs != nil, Why: why}
+		}
+		d.Approvals = append(d.Approvals, *o)
+	}
+}
+
+func approversOf(a facts.Approval) []string {
+	if a.Approvers == nil {
+		return []string{}
+	}
+	return a.Approvers
+}
+
+// normalizeArgs returns a call's raw args as the policies see them (JSON
+// values, numbers as json.Number): an object stays an object; a string
+// that holds a JSON object is that object (the reference parses string
+// args before validating them); anything else is passed as it is, and
+// args that are absent or not JSON are nil.
+func normalizeArgs(raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	if s, ok := v.(string); ok {
+		var inner any
+		d2 := json.NewDecoder(bytes.NewReader([]byte(s)))
+		d2.UseNumber()
+		if d2.Decode(&inner) == nil {
+			if _, isObj := inner.(map[string]any); isObj {
+				v = inner
+			}
+		}
+	}
+	return v
+}
+
+// CallDigest is the digest of a tool call that binds an approval to it:
+// "sha256:" and the lowercase hex SHA-256 of the canonical JSON of
+// {"args": A, "tool": T, "tool_call_id": ID}, where A is the call's
+// arguments as the policies read them (null when absent) and ID is null
+// when the call has none. Canonical JSON here: object keys sorted by
+// their bytes, no whitespace, strings escaped as Go's encoding/json does
+// without HTML escaping, and numbers written exactly as the history spells
+// them (250 and 250.0 are different arguments). Harnesses never compute
+// it: they pass back the digest the decision handed out.
+func CallDigest(toolCallID *string, tool string, args []byte) string {
+	var id any
+	if toolCallID != nil {
+		id = *toolCallID
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	// A map's keys are written sorted; json.Number keeps its text.
+	if err := enc.Encode(map[string]any{"args": normalizeArgs(args), "tool": tool, "tool_call_id": id}); err != nil {
+		// Only a value normalizeArgs cannot produce fails to encode.
+		return ""
+	}
+	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
+	return "sha256:" + hex.EncodeToString(sum[:])
+}

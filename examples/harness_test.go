@@ -1,0 +1,162 @@
+package examples_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// python3 returns the interpreter, skipping the test when there is none
+// outside CI (under CI=true its absence fails the test: .ci/run installs
+// it).
+func python3(t *testing.T) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is required under CI (the README's approval harness runs on it)")
+		}
+		t.Skip("python3 is not installed: the README's approval harness is not run")
+	}
+	return p
+}
+
+// serve builds policycheck and runs `policycheck serve` on a free
+// loopback port until the test ends; it returns the base URL.
+func serve(t *testing.T, args ...string) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	require.NoError(t, err, "building policycheck needs the go command")
+	bin := filepath.Join(t.TempDir(), "policycheck")
+	build := exec.Command(goBin, "build", "-o", bin, "../cmd/policycheck")
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	require.NoError(t, err)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		_ = cmd.Process.Signal(syscall.SIGTERM)
+		done := make(chan error, 1)
+		go func() { done <- cmd.Wait() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+	})
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`policycheck serving" addr=(\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		return "http://" + a
+	case <-time.After(60 * time.Second):
+		t.Fatal("policycheck serve did not say where it listens")
+	}
+	return ""
+}
+
+// TestApprovalHarnessOverTheSidecar runs the README's Python harness
+// (examples/harness/approvals.py, stdlib only) against a real
+// `policycheck serve` on 127.0.0.1 with the transfers example: the
+// approval_required call becomes pydantic-ai's DeferredToolRequests with
+// its digest, the person's answer comes back as DeferredToolResults and
+// the call executes with the approver's arguments; the same answer on
+// edited arguments does not apply.
+func TestApprovalHarnessOverTheSidecar(t *testing.T) {
+	py := python3(t)
+	url := serve(t, "--registry", "registry.yaml", "--policy", "policies/transfers")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, "harness/approvals.py", url, "histories/transfer.json")
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+
+	type execution struct {
+		ToolCallID string         `json:"tool_call_id"`
+		Args       map[string]any `json:"args"`
+	}
+	type outcome struct {
+		Execute []execution      `json:"execute"`
+		Refused []map[string]any `json:"refused"`
+		Waiting []string         `json:"waiting"`
+	}
+	var got struct {
+		Requests struct {
+			Approvals []map[string]any          `json:"approvals"`
+			Metadata  map[string]map[string]any `json:"metadata"`
+		} `json:"requests"`
+		Results struct {
+			Approvals map[string]map[string]any `json:"approvals"`
+		} `json:"results"`
+		Resumed     outcome          `json:"resumed"`
+		Approvals   []map[string]any `json:"approvals"`
+		Tampered    outcome          `json:"tampered"`
+		TamperedWhy []string         `json:"tampered_why"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+
+	// DeferredToolRequests: the one call above the limit, as its part.
+	require.Len(t, got.Requests.Approvals, 1)
+	assert.Equal(t, "t2", got.Requests.Approvals[0]["tool_call_id"])
+	assert.Equal(t, "transfer_funds", got.Requests.Approvals[0]["tool_name"])
+	assert.Equal(t, "Approve a transfer of 5000 from ops to savings?", got.Requests.Metadata["t2"]["question"])
+	assert.Regexp(t, `^sha256:[0-9a-f]{64}$`, got.Requests.Metadata["t2"]["digest"])
+	// DeferredToolResults carries that digest back.
+	assert.Equal(t, got.Requests.Metadata["t2"]["digest"], got.Results.Approvals["t2"]["digest"])
+
+	// Resumed: both execute, t2 with the approver's amount.
+	require.Len(t, got.Resumed.Execute, 2, string(out))
+	assert.Equal(t, "t2", got.Resumed.Execute[1].ToolCallID)
+	assert.Equal(t, 4000.0, got.Resumed.Execute[1].Args["amount"])
+	assert.Equal(t, 250.0, got.Resumed.Execute[0].Args["amount"])
+	assert.Empty(t, got.Resumed.Waiting)
+	require.Len(t, got.Approvals, 1)
+	assert.Equal(t, true, got.Approvals[0]["applied"])
+	assert.Equal(t, []any{"ana"}, got.Approvals[0]["approvers"])
+
+	// The same answer on edited arguments does not apply.
+	assert.Equal(t, []string{"t2"}, got.Tampered.Waiting)
+	require.Len(t, got.TamperedWhy, 1)
+	assert.Contains(t, got.TamperedWhy[0], "not what the approver was shown")
+}
+
+// TestReadmeShowsTheHarness: the README's Python harness is the committed
+// examples/harness/approvals.py, which the test above runs.
+func TestReadmeShowsTheHarness(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	harness, err := os.ReadFile("harness/approvals.py")
+	require.NoError(t, err)
+	text := string(readme)
+	start := strings.Index(text, "```python\n")
+	require.GreaterOrEqual(t, start, 0, "the README lost its approval harness")
+	rest := text[start+len("```python\n"):]
+	end := strings.Index(rest, "```")
+	require.GreaterOrEqual(t, end, 0)
+	assert.Equal(t, string(harness), rest[:end], "README.md's harness and examples/harness/approvals.py differ")
+}

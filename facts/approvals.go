@@ -1,0 +1,38 @@
+package facts
+
+import "encoding/json"
+
+// Approval kinds, as pydantic-ai's DeferredToolResults writes them.
+const (
+	ToolApproved = "tool-approved"
+	ToolDenied   = "tool-denied"
+)
+
+// DefaultDenialMessage is what the reference tells the model for a denial
+// without a message (`False` in DeferredToolResults.approvals).
+const DefaultDenialMessage = "The tool call was denied."
+
+// Approval is a person's answer to a call that needed approval: one entry
+// of pydantic-ai's DeferredToolResults.approvals plus the digest of the
+// call the approver was shown (engine.CallDigest) and who answered. It is keyed
+// by tool_call_id in Approvals.
+type Approval struct {
+	// Kind is ToolApproved or ToolDenied.
+	Kind string
+	// Digest is the digest the decision handed out for the call
+	// (engine.CallDigest): the approval counts only for a call with this
+	// digest.
+	Digest string
+	// OverrideArgs, for an approval, are the arguments to execute instead
+	// of the model's (the raw JSON of an object, as loader checked it);
+	// nil when none.
+	OverrideArgs json.RawMessage
+	// Message, for a denial, is what the model is told; "" means
+	// DefaultDenialMessage.
+	Message string
+	// Approvers identify who answered, as the harness says; may be empty.
+	Approvers []string
+}
+
+// Approvals maps a tool_call_id to the answer for that call.
+type Approvals map[string]Approval

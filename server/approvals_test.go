@@ -1,0 +1,137 @@
+package server_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/approvalcases"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server"
+)
+
+func approvalServer(t *testing.T) *running {
+	t.Helper()
+	reg, err := loader.ParseRegistry("registry.yaml", []byte(approvalcases.Registry))
+	require.NoError(t, err)
+	return start(t, server.Registry(reg), server.Engine(engine.Modules(
+		engine.Source{File: approvalcases.PolicyFile, Text: approvalcases.Policy})))
+}
+
+// TestApprovalBindingOverHTTP runs the approval table through the sidecar:
+// /v1/decide, /v1/explain and a run's decide endpoint, with the approvals
+// in the request body. No approval lets a call through unless it is bound
+// to that very call, and the decision says why.
+func TestApprovalBindingOverHTTP(t *testing.T) {
+	rs := approvalServer(t)
+	for i, tc := range approvalcases.Cases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			decide := fmt.Sprintf(`{"history": %s, "approvals": %s}`, tc.History, tc.Approvals)
+			run := fmt.Sprintf(`{"offset": 0, "messages": %s, "approvals": %s}`, tc.History, tc.Approvals)
+			for _, ep := range []struct{ path, body string }{
+				{"/v1/decide", decide},
+				{fmt.Sprintf("/v1/runs/approvals-%d/decide", i), run},
+				{"/v1/explain", decide},
+			} {
+				status, out := rs.post(t, ep.path, []byte(ep.body))
+				require.Equal(t, http.StatusOK, status, "%s: %s", ep.path, out)
+				var d engine.Decision
+				if ep.path == "/v1/explain" {
+					var x struct{ Decision engine.Decision }
+					require.NoError(t, json.Unmarshal(out, &x))
+					d = x.Decision
+				} else {
+					require.NoError(t, json.Unmarshal(out, &d))
+				}
+				require.Len(t, d.Calls, 1, ep.path)
+				c := d.Calls[0]
+				assert.Equal(t, tc.Verdict, c.Verdict, "%s: %+v", ep.path, c)
+				require.Len(t, d.Approvals, 1, "%s: the decision records the approval", ep.path)
+				assert.Equal(t, tc.Applied, d.Approvals[0].Applied, "%s: %s", ep.path, d.Approvals[0].Why)
+				assert.Contains(t, d.Approvals[0].Why, tc.Why, ep.path)
+				if tc.Message != "" {
+					assert.Contains(t, c.Message, tc.Message, ep.path)
+				}
+			}
+		})
+	}
+}
+
+// TestApprovalsBodyIsChecked refuses approvals of shapes the engine does
+// not take with 400 and the JSON pointer into the body, on every endpoint
+// that reads them; /v1/facts, which decides nothing, refuses any.
+func TestApprovalsBodyIsChecked(t *testing.T) {
+	rs := approvalServer(t)
+	hist := string(approvalcases.Cases()[0].History)
+	cases := []struct{ note, approvals, pointer string }{
+		{"not an object", `[]`, "/approvals"},
+		{"a bare true", `{"t2": true}`, "/approvals/t2"},
+		{"no digest", `{"t2": {"kind": "tool-approved"}}`, "/approvals/t2"},
+		{"a malformed digest", `{"t2": {"kind": "tool-approved", "digest": "sha256:12"}}`, "/approvals/t2/digest"},
+		{"an unknown kind", `{"t2": {"kind": "ok", "digest": "sha256:` + strings.Repeat("0", 64) + `"}}`, "/approvals/t2/kind"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.note, func(t *testing.T) {
+			for _, ep := range []struct{ path, body string }{
+				{"/v1/decide", `{"history": ` + hist + `, "approvals": ` + tc.approvals + `}`},
+				{"/v1/explain", `{"history": ` + hist + `, "approvals": ` + tc.approvals + `}`},
+				{"/v1/runs/bad-approvals/decide", `{"offset": 0, "messages": ` + hist + `, "approvals": ` + tc.approvals + `}`},
+			} {
+				status, out := rs.post(t, ep.path, []byte(ep.body))
+				assert.Equal(t, http.StatusBadRequest, status, "%s: %s", ep.path, out)
+				var e struct{ Error server.Error }
+				require.NoError(t, json.Unmarshal(out, &e), string(out))
+				assert.Equal(t, tc.pointer, e.Error.Pointer, "%s: %s", ep.path, e.Error.Message)
+			}
+		})
+	}
+	status, out := rs.post(t, "/v1/facts", []byte(`{"history": `+hist+`, "approvals": {}}`))
+	assert.Equal(t, http.StatusBadRequest, status, string(out))
+	assert.Contains(t, string(out), "/approvals")
+}
+
+// TestApprovalsInDecisionLogs sends a decision made with approvals to a
+// decision-log collector: the logged result says who approved what, and
+// whether each approval applied.
+func TestApprovalsInDecisionLogs(t *testing.T) {
+	ctx := t.Context()
+	col := newCollector(t)
+	reg, err := loader.ParseRegistry("registry.yaml", []byte(approvalcases.Registry))
+	require.NoError(t, err)
+	cfg := []byte("services:\n  logs:\n    url: " + col.URL + "\ndecision_logs:\n  service: logs\n  reporting:\n    trigger: manual\n")
+	rs := start(t, server.Registry(reg), server.OPAConfig(cfg, "test"), server.Engine(engine.Modules(
+		engine.Source{File: approvalcases.PolicyFile, Text: approvalcases.Policy})))
+	applied, ignored := approvalcases.Cases()[0], approvalcases.Cases()[3]
+	for _, tc := range []approvalcases.Case{applied, ignored} {
+		status, out := rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"history": %s, "approvals": %s}`, tc.History, tc.Approvals)))
+		require.Equal(t, http.StatusOK, status, string(out))
+	}
+	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(ctx))
+	col.mu.Lock()
+	events := col.events
+	col.mu.Unlock()
+	require.Len(t, events, 2)
+	var got []map[string]any
+	for _, e := range events {
+		res := e["result"].(map[string]any)
+		list := res["approvals"].([]any)
+		require.Len(t, list, 1)
+		got = append(got, list[0].(map[string]any))
+	}
+	if got[0]["applied"] == false {
+		got[0], got[1] = got[1], got[0]
+	}
+	assert.Equal(t, true, got[0]["applied"])
+	assert.Equal(t, []any{"ana"}, got[0]["approvers"])
+	assert.Contains(t, got[0]["why"], "applied: approved by ana")
+	assert.Equal(t, false, got[1]["applied"])
+	assert.Equal(t, []any{"ana"}, got[1]["approvers"])
+	assert.Contains(t, got[1]["why"], "not what the approver was shown")
+}

@@ -1,0 +1,294 @@
+package server
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"time"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// intake is the sidecar's one way in for a request. It owns:
+//
+//   - the body: read under a deadline (a client that drips its bytes is
+//     cut off), bounded by MaxBody, and grown as bytes arrive rather than
+//     allocated from what a Content-Length merely declares;
+//   - the scan: one pass over the envelope (envelope.go), which keeps the
+//     bytes of the members a handler reads and of each history message;
+//   - the decode: the loader's history decoder is the one runtime
+//     validator (it rejects everything the JSON Schema rejects); the
+//     schema runs as well only with ValidateSchema;
+//   - the resume from a known prefix: the prefix cache (prefix.go) is the
+//     server's one mechanism for skipping bytes it has seen. A stateless
+//     client resending its growing history has only its new messages
+//     decoded; the run endpoint's clients send only those to begin with.
+//
+// Nothing it returns aliases a buffer that is reused: a request body is
+// the request's own, and the prefix cache may keep a slice of it.
+// Safe for concurrent use.
+type intake struct {
+	maxBody     int64
+	bodyTimeout time.Duration
+	limits      loader.Limits
+	schema      bool
+	prefixes    *prefixCache // nil when off
+
+	// schemaChecks counts the documents (whole histories or batches of
+	// new messages) validated against the JSON Schema.
+	schemaChecks atomic.Int64
+}
+
+// firstRead is the buffer a body starts in whatever its declared length:
+// the buffer doubles as bytes arrive, up to the declared length.
+const firstRead = 64 << 10
+
+// read reads r's body. A body over maxBody is refused (413) as soon as
+// that is known; a body still arriving after bodyTimeout is refused (408)
+// and the connection closed.
+func (in *intake) read(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+	if r.ContentLength > in.maxBody {
+		return nil, tooLarge(in.maxBody)
+	}
+	if in.bodyTimeout > 0 {
+		rc := http.NewResponseController(w)
+		if rc.SetReadDeadline(time.Now().Add(in.bodyTimeout)) == nil {
+			defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
+		}
+	}
+	body := http.MaxBytesReader(w, r.Body, in.maxBody)
+	limit := in.maxBody + 1 // room to see that a body of unknown length is over
+	if r.ContentLength >= 0 {
+		limit = r.ContentLength
+	}
+	buf := make([]byte, 0, min(limit, firstRead))
+	for {
+		if len(buf) == cap(buf) {
+			if int64(len(buf)) >= limit {
+				// Full: only the end of the body may follow.
+				var one [1]byte
+				n, err := body.Read(one[:])
+				if n > 0 {
+					err = errors.New("the body is longer than its Content-Length")
+				}
+				if err == io.EOF {
+					return buf, nil
+				}
+				if err == nil {
+					continue
+				}
+				return nil, in.readError(w, err)
+			}
+			next := make([]byte, len(buf), min(2*int64(cap(buf)), limit))
+			copy(next, buf)
+			buf = next
+		}
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, in.readError(w, err)
+		}
+	}
+}
+
+func (in *intake) readError(w http.ResponseWriter, err error) *Error {
+	var mbe *http.MaxBytesError
+	switch {
+	case errors.As(err, &mbe):
+		return tooLarge(in.maxBody)
+	case errors.Is(err, os.ErrDeadlineExceeded):
+		w.Header().Set("Connection", "close")
+		return &Error{Status: http.StatusRequestTimeout, Code: CodeBodyTimeout,
+			Message: "the body did not arrive within " + in.bodyTimeout.String()}
+	}
+	return badRequest(CodeSyntax, "reading the body: "+err.Error(), "")
+}
+
+func tooLarge(max int64) *Error {
+	return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit,
+		Message: "the body is over the limit of " + strconv.FormatInt(max, 10) + " bytes"}
+}
+
+// history is the history of a stateless request: decoded whole, or, when
+// it resumed after a remembered prefix, only the facts of the whole.
+type history struct {
+	messages facts.History // nil when facts is set
+	facts    *facts.Facts
+	count    int
+}
+
+// stateless scans a /v1/decide, /v1/facts or /v1/explain body and decodes
+// its history; engineFor picks the engine from the registry member. With
+// resume, a history that begins with a remembered prefix resumes from it
+// (explanations, which need every message, do not ask).
+func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []byte) (*engine.Engine, *Error)) (*envelope, *engine.Engine, *history, *Error) {
+	var hit *prefixEntry
+	var find func([]byte) int
+	if resume && in.prefixes != nil {
+		find = func(arr []byte) int {
+			if hit = in.prefixes.find(arr); hit == nil {
+				return 0
+			}
+			return len(hit.hist)
+		}
+	}
+	env, herr := scanEnvelopeResume(body, []string{"registry", "history", "context", "approvals"}, find, "history")
+	if herr != nil {
+		return nil, nil, nil, herr
+	}
+	raw := env.members["history"]
+	if isNull(raw) {
+		return nil, nil, nil, badRequest(CodeSchema, "history is required (a JSON array of messages)", "/history")
+	}
+	eng, herr := engineFor(env.members["registry"])
+	if herr != nil {
+		return nil, nil, nil, herr
+	}
+	if hit != nil && env.resumedN > 0 {
+		if h := in.resume(hit, env, body, eng.Registry()); h != nil {
+			in.prefixes.hits.Add(1)
+			return env, eng, h, nil
+		}
+		// Anything unusual in the new messages (an error to report, a
+		// limit, a concurrent request that took the prefix): the whole
+		// history is decoded, and errors reported, as without the cache.
+		in.prefixes.fallbacks.Add(1)
+		env, herr = scanEnvelope(body, []string{"registry", "history", "context"}, "history")
+		if herr != nil {
+			return nil, nil, nil, herr
+		}
+	}
+	h, err := loader.DecodeHistory("request", raw, in.limits)
+	if err != nil {
+		return nil, nil, nil, fromLoader(err, "/history")
+	}
+	if in.schema {
+		in.schemaChecks.Add(1)
+		if err := loader.ValidateHistoryBytes("request", raw); err != nil {
+			return nil, nil, nil, fromLoader(err, "/history")
+		}
+	}
+	if pc := in.prefixes; pc != nil && len(h) > 0 {
+		if resume {
+			pc.misses.Add(1)
+		}
+		parts := 0
+		for i := range h {
+			parts += len(h[i].Parts)
+		}
+		e := newPrefixEntry(pc.hash.key(env.elements["history"][0]), body[env.arrStart:env.lastEnd])
+		e.count, e.parts, e.reg, e.history = len(h), parts, eng.Registry(), h
+		pc.put(e)
+	}
+	return env, eng, &history{messages: h, count: len(h)}, nil
+}
+
+// resume finishes a history that began with the remembered prefix hit:
+// it decodes (and, with the schema on, validates) only the messages after
+// the prefix, extends the prefix's facts with them and remembers the
+// longer prefix. It returns nil, leaving the cache as it was, when the
+// whole history must be decoded instead: the registry differs, a new
+// message is invalid, a limit is reached, or another request took the
+// prefix first.
+func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *facts.Registry) *history {
+	if hit.reg != reg {
+		return nil
+	}
+	lim := in.limits
+	elems := env.elements["history"]
+	total := hit.count + len(elems)
+	if (lim.MaxMessages > 0 && total > lim.MaxMessages) ||
+		(lim.MaxBytes > 0 && int64(len(env.members["history"])) > lim.MaxBytes) {
+		return nil
+	}
+	var msgs []facts.Message
+	parts := hit.parts
+	if len(elems) > 0 {
+		batch := joinArray(elems)
+		blim := lim
+		blim.MaxBytes, blim.MaxMessages, blim.MaxParts = 0, 0, 0
+		var err error
+		if msgs, err = loader.DecodeMessages("request", batch, hit.count, blim); err != nil || len(msgs) != len(elems) {
+			return nil
+		}
+		for i := range msgs {
+			parts += len(msgs[i].Parts)
+		}
+		if lim.MaxParts > 0 && parts > lim.MaxParts {
+			return nil
+		}
+		if in.schema {
+			in.schemaChecks.Add(1)
+			if loader.ValidateHistoryBytes("request", batch) != nil {
+				return nil
+			}
+		}
+	}
+	if !in.prefixes.take(hit) {
+		return nil
+	}
+	tr := hit.tracker
+	if tr == nil {
+		tr = facts.NewTracker(reg)
+		tr.Append(hit.history...)
+	}
+	tr.Append(msgs...)
+	f := tr.Facts()
+	// A new entry even for the same bytes: requests that found hit but
+	// lost the race to take it still read its fields.
+	next := newPrefixEntry(hit.first, hit.hist)
+	next.owned = hit.owned
+	if len(elems) > 0 {
+		// The cache's own copy of the bytes, grown in place when it has
+		// room (readers of hit only read below its length).
+		tail := body[env.arrStart+len(hit.hist) : env.lastEnd]
+		if hit.owned && cap(hit.hist)-len(hit.hist) >= len(tail) {
+			next.hist = append(hit.hist, tail...)
+		} else {
+			n := len(hit.hist) + len(tail)
+			buf := make([]byte, 0, n+n/2)
+			next.hist = append(append(buf, hit.hist...), tail...)
+		}
+		next.owned = true
+	}
+	next.count, next.parts, next.reg, next.tracker, next.history = total, parts, reg, tr, nil
+	in.prefixes.put(next)
+	return &history{facts: &f, count: total}
+}
+
+// appended decodes the messages a run request appends to a run that holds
+// offset messages. Error pointers point into the request's messages array
+// (Pointer) and into the run's whole history (HistoryPointer); so does a
+// run that would grow past the message limit, at the first message past
+// it.
+func (in *intake) appended(raw []byte, elems [][]byte, offset int) ([]facts.Message, *Error) {
+	lim := in.limits
+	if lim.MaxMessages > 0 && offset+len(elems) > lim.MaxMessages {
+		at := max(lim.MaxMessages-offset, 0)
+		e := &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit,
+			Message: "the run would hold " + strconv.Itoa(offset+len(elems)) + " messages, over the limit of " + strconv.Itoa(lim.MaxMessages),
+			Pointer: "/messages/" + strconv.Itoa(at), HistoryPointer: "/" + strconv.Itoa(offset+at)}
+		return nil, e
+	}
+	lim.MaxMessages = 0
+	msgs, err := loader.DecodeMessages("request", raw, 0, lim)
+	if err == nil && in.schema {
+		in.schemaChecks.Add(1)
+		err = loader.ValidateHistoryBytes("request", raw)
+	}
+	if err != nil {
+		e := fromLoader(err, "")
+		e.HistoryPointer = shiftPointer(e.Pointer, -offset)
+		e.Pointer = "/messages" + e.Pointer
+		return nil, e
+	}
+	return msgs, nil
+}

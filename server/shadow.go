@@ -1,0 +1,183 @@
+package server
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/replay"
+)
+
+// Shadow evaluates a candidate policy set beside the enforced one on
+// every decision made with the configured registry, and never changes an
+// answer: the candidate is decided on the same facts and context off the
+// request's path (a bounded queue, ShadowQueue, whose drops are counted),
+// its disagreements are counted in /metrics by transition
+// (policycheck_shadow_disagreements_total) and the decision-log event of
+// the enforced decision carries them under custom.shadow. opts are the
+// candidate's engine options, as for Engine (the shipped defaults load
+// unless engine.WithoutDefaults); the server's registry is set by the
+// server, which must have one (Registry).
+func Shadow(opts ...engine.Option) Option {
+	return func(c *config) { c.shadowOpts = append(c.shadowOpts, opts...); c.shadow = true }
+}
+
+// ShadowQueue bounds the decisions waiting for the shadow policy
+// (default 1024): when the queue is full, the decision is not shadowed
+// (policycheck_shadow_dropped_total) and is logged at once, as without a
+// shadow.
+func ShadowQueue(n int) Option { return func(c *config) { c.shadowQueue = n } }
+
+var errShadowNeedsRegistry = errors.New("a shadow policy needs the server's registry (--registry): it decides what the enforced policy decides with that registry")
+
+// shadow is the shadow policy's engine and its worker.
+type shadow struct {
+	eng  *engine.Engine
+	rev  string // the candidate's policy revision
+	reg  string // the registry revision it decides with
+	jobs chan shadowJob
+	quit chan struct{}
+	wg   sync.WaitGroup
+	once sync.Once
+
+	decisions     prometheus.Counter
+	dropped       prometheus.Counter
+	skipped       prometheus.Counter
+	errors        prometheus.Counter
+	disagreements *prometheus.CounterVec
+	duration      prometheus.Histogram
+}
+
+// shadowJob is one enforced decision waiting for its shadow.
+type shadowJob struct {
+	d        *engine.Decision
+	ctxDoc   any
+	endpoint string
+	run      string
+	messages int
+	remote   string
+	st       *policyState
+}
+
+func (s *Server) newShadow(ctx context.Context) error {
+	if !s.cfg.shadow {
+		return nil
+	}
+	if s.cfg.registry == nil {
+		return errShadowNeedsRegistry
+	}
+	eng, err := engine.New(ctx, append(append([]engine.Option{}, s.cfg.shadowOpts...), engine.Registry(s.cfg.registry))...)
+	if err != nil {
+		return err
+	}
+	n := s.cfg.shadowQueue
+	if n <= 0 {
+		n = 1024
+	}
+	sh := &shadow{eng: eng, jobs: make(chan shadowJob, n), quit: make(chan struct{})}
+	sh.rev, sh.reg = eng.Revision()
+	sh.decisions = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "policycheck_shadow_decisions_total", Help: "Enforced decisions the shadow policy decided again.",
+	})
+	sh.dropped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "policycheck_shadow_dropped_total", Help: "Decisions not shadowed because the shadow queue was full.",
+	})
+	sh.skipped = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "policycheck_shadow_skipped_total", Help: "Decisions not shadowed because the request carried its own registry.",
+	})
+	sh.errors = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "policycheck_shadow_errors_total", Help: "Shadow decisions that returned an error.",
+	})
+	sh.disagreements = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_shadow_disagreements_total",
+		Help: "Differences between the shadow and the enforced decision, by kind (call, available, advertised, fail_closed, would_deny, would_hide) and transition (ENFORCED->SHADOW).",
+	}, []string{"kind", "transition"})
+	sh.duration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name: "policycheck_shadow_duration_seconds", Help: "Time the shadow policy took per decision (off the answer's path).",
+		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
+	})
+	s.metrics.reg.MustRegister(sh.decisions, sh.dropped, sh.skipped, sh.errors, sh.disagreements, sh.duration)
+	s.shadow = sh
+	sh.wg.Add(1)
+	go s.shadowWorker(sh)
+	return nil
+}
+
+// shadowed hands an enforced decision to the shadow worker, which logs
+// it; it returns false (the caller logs) when there is no shadow, the
+// decision's registry is not the shadow's, or the queue is full.
+func (s *Server) shadowed(remote, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int) bool {
+	sh := s.shadow
+	if sh == nil {
+		return false
+	}
+	if d.RegistryRevision != sh.reg {
+		sh.skipped.Inc()
+		return false
+	}
+	select {
+	case sh.jobs <- shadowJob{d: d, ctxDoc: ctxDoc, endpoint: endpoint, run: run, messages: messages, remote: remote, st: st}:
+		return true
+	default:
+		sh.dropped.Inc()
+		return false
+	}
+}
+
+func (s *Server) shadowWorker(sh *shadow) {
+	defer sh.wg.Done()
+	for {
+		select {
+		case j := <-sh.jobs:
+			s.shadowOne(sh, j)
+		case <-sh.quit:
+			for {
+				select {
+				case j := <-sh.jobs:
+					s.shadowOne(sh, j)
+				default:
+					return
+				}
+			}
+		}
+	}
+}
+
+// shadowOne decides one job with the shadow policy, counts the
+// differences and logs the enforced decision with them.
+func (s *Server) shadowOne(sh *shadow, j shadowJob) {
+	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
+	defer cancel()
+	var info map[string]any
+	cd, err := sh.eng.Decide(ctx, engine.Request{Facts: j.d.FactsUsed(), Context: j.ctxDoc})
+	sh.duration.Observe(time.Since(start).Seconds())
+	if err != nil {
+		sh.errors.Inc()
+		info = map[string]any{"policy_revision": sh.rev, "error": err.Error()}
+	} else {
+		sh.decisions.Inc()
+		changes := replay.Compare(j.run, j.messages-1, j.d, cd)
+		for _, c := range changes {
+			sh.disagreements.WithLabelValues(c.Kind, c.Transition).Inc()
+		}
+		if changes == nil {
+			changes = []replay.Change{}
+		}
+		info = map[string]any{"policy_revision": sh.rev, "fingerprint": cd.Fingerprint, "agrees": len(changes) == 0, "changes": changes}
+	}
+	s.logEvent(context.Background(), j.remote, j.endpoint, j.run, j.st, j.d, j.ctxDoc, j.messages, info)
+}
+
+// stopShadow lets the worker finish the queued decisions (their logs go
+// out before the decision-log plugin stops) and stops it.
+func (s *Server) stopShadow() {
+	if sh := s.shadow; sh != nil {
+		sh.once.Do(func() { close(sh.quit) })
+		sh.wg.Wait()
+	}
+}

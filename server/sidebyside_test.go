@@ -1,0 +1,249 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/internal/gen"
+)
+
+var sideBySide = flag.Bool("side-by-side", false, "run TestSideBySide, the sidecar against stock OPA in one run (needs -load-opa)")
+
+// sideConfig is one side-by-side measurement plan.
+type sideConfig struct {
+	messages []int
+	tools    []int
+	clients  []int
+	// Requests per measurement, by history length: never-seen histories
+	// on the sidecar, growing histories on the sidecar, stock OPA.
+	cold, growing, opa map[int]int
+}
+
+// TestSideBySide measures, in one run on one machine, the sidecar and
+// stock `opa run --server` evaluating the naive pure-Rego baseline
+// (engine/testdata/baseline/naive.rego) on the same generated histories:
+//
+//   - never seen: every request a conversation the sidecar has not seen
+//     (its own tool call ids, so neither the prefix cache nor the decision
+//     memo can answer it);
+//   - growing: each request a client's history so far, one message longer
+//     than its previous request, as a stateless client sends it.
+//
+// Stock OPA keeps nothing between requests, so it is measured once per
+// cell, on never-seen bodies; both workloads are compared with it. Run:
+//
+//	GOBIN=/tmp/opa go install github.com/open-policy-agent/opa@v1.22.3
+//	go test -run 'TestSideBySide$' -v -timeout 60m ./server -args -side-by-side -load-opa=/tmp/opa/opa
+//
+// It asserts nothing about time; TestSideBySideSmoke runs the same code
+// on small inputs in CI (without stock OPA unless -load-opa names it).
+func TestSideBySide(t *testing.T) {
+	if !*sideBySide {
+		t.Skip("the side-by-side load test runs with -side-by-side")
+	}
+	require.NotEmpty(t, *loadOPA, "-load-opa must name a stock opa binary")
+	runSideBySide(t, sideConfig{
+		messages: []int{1000, 10000}, tools: []int{10, 100, 1000}, clients: []int{1, 4},
+		cold:    map[int]int{1000: 40, 10000: 12},
+		growing: map[int]int{1000: 200, 10000: 60},
+		opa:     map[int]int{1000: 8, 10000: 4},
+	})
+}
+
+// TestSideBySideSmoke runs the side-by-side code paths on small inputs.
+func TestSideBySideSmoke(t *testing.T) {
+	runSideBySide(t, sideConfig{
+		messages: []int{30}, tools: []int{10}, clients: []int{1, 2},
+		cold: map[int]int{30: 4}, growing: map[int]int{30: 6}, opa: map[int]int{30: 2},
+	})
+}
+
+// variant gives a history its own tool call ids (and so its own facts):
+// a different conversation of the same shape and size.
+func variant(history []byte, j int) []byte {
+	return bytes.ReplaceAll(history, []byte(`"tool_call_id":"`), []byte(`"tool_call_id":"v`+strconv.Itoa(j)+"-"))
+}
+
+func runSideBySide(t *testing.T, cfg sideConfig) {
+	maxClients := slicesMax(cfg.clients)
+	var opaURL string
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxClients}}
+	defer client.CloseIdleConnections()
+	if *loadOPA != "" {
+		opaURL = startStockOPA(t)
+	}
+	type row struct {
+		messages, tools, clients int
+		cold, growing, inc, opa  result
+	}
+	var rows []row
+	for _, msgs := range cfg.messages {
+		for _, tools := range cfg.tools {
+			o := gen.Default(msgs)
+			o.Tools = tools
+			reg := gen.Registry(1, o)
+			// The growing histories: one agent per client, each with the
+			// messages its requests append.
+			grow := o
+			grow.Messages = msgs + cfg.growing[msgs] + 2
+			agents := make([]*agent, maxClients)
+			for k := range agents {
+				a := &agent{registry: reg, msgs: gen.Messages(int64(100+k), grow)}
+				a.joined = append(a.joined, '[')
+				for i, m := range a.msgs {
+					if i > 0 {
+						a.joined = append(a.joined, ',')
+					}
+					a.joined = append(a.joined, m...)
+					a.ends = append(a.ends, len(a.joined))
+				}
+				agents[k] = a
+			}
+			base := gen.History(1, o)
+			body := func(history []byte) []byte {
+				return append(append(append(append([]byte(`{"registry":`), reg...), `,"context":{"user":"load"},"history":`...), history...), '}')
+			}
+			for ci, c := range cfg.clients {
+				r := row{messages: msgs, tools: tools, clients: c}
+				rs := start(t)
+				rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
+				// Compile the registry's engine before timing (untimed).
+				require.True(t, send(rs.client, rs.url+"/v1/decide", body(variant(base, -1))))
+
+				n := cfg.cold[msgs]
+				cold := make([][]byte, n)
+				for j := range cold {
+					cold[j] = body(variant(base, ci*n+j))
+				}
+				r.cold = drive("sidecar, never seen", c, n, func(k, i int) bool {
+					return send(rs.client, rs.url+"/v1/decide", cold[i*c+k])
+				})
+				cold = nil
+
+				// Each client's history so far, seen once (untimed), then
+				// one message longer per request.
+				for k := 0; k < c; k++ {
+					require.True(t, send(rs.client, rs.url+"/v1/decide", agents[k].fullBody(msgs)))
+				}
+				r.growing = drive("sidecar, growing", c, cfg.growing[msgs], func(k, i int) bool {
+					return sendParts(rs.client, rs.url+"/v1/decide", agents[k].fullParts(msgs+1+i)...)
+				})
+				// Incremental: each client's run primed (untimed) with its
+				// history, then one message appended per request.
+				ids := make([]string, c)
+				for k := 0; k < c; k++ {
+					ids[k] = "side-" + strconv.Itoa(k)
+					prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": toRaw(agents[k].msgs[:msgs])})
+					require.True(t, send(rs.client, rs.url+"/v1/runs/"+ids[k]+"/decide", prime))
+				}
+				r.inc = drive("sidecar, incremental run", c, cfg.growing[msgs], func(k, i int) bool {
+					off := msgs + i
+					return send(rs.client, rs.url+"/v1/runs/"+ids[k]+"/decide", mustJSON(t, map[string]any{
+						"offset": off, "messages": toRaw(agents[k].msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`)}))
+				})
+				rs.stop()
+				runtime.GC()
+
+				if opaURL != "" {
+					m := max(cfg.opa[msgs], c)
+					inputs := make([][]byte, m)
+					for j := range inputs {
+						inputs[j] = mustJSON(t, map[string]any{"input": map[string]json.RawMessage{
+							"history": variant(base, 10_000+ci*m+j), "registry": reg}})
+					}
+					r.opa = drive("stock opa", c, m, func(k, i int) bool {
+						return send(client, opaURL, inputs[i*c+k])
+					})
+				}
+				for _, res := range []result{r.cold, r.growing, r.inc, r.opa} {
+					require.Zero(t, res.failures, "%s messages=%d tools=%d clients=%d", res.name, msgs, tools, c)
+				}
+				t.Logf("messages=%d tools=%d clients=%d\n  %v\n  %v\n  %v\n  %v", msgs, tools, c, r.cold, r.growing, r.inc, r.opa)
+				rows = append(rows, r)
+			}
+		}
+	}
+	rate := func(r result) float64 {
+		if r.n == 0 {
+			return 0
+		}
+		return float64(r.n) / r.elapsed.Seconds()
+	}
+	p99 := func(r result) time.Duration {
+		lat := append([]time.Duration(nil), r.lat...)
+		if len(lat) == 0 {
+			return 0
+		}
+		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+		return lat[min(len(lat)-1, int(0.99*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "side by side, GOMAXPROCS=%d (decisions/s; p99)\n", runtime.GOMAXPROCS(0))
+	fmt.Fprintln(&out, "| messages | tools | clients | stock OPA | never seen | ratio | growing | ratio | incremental run |")
+	fmt.Fprintln(&out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, r := range rows {
+		ratio := func(x result) string {
+			if rate(r.opa) == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f×", rate(x)/rate(r.opa))
+		}
+		fmt.Fprintf(&out, "| %d | %d | %d | %.1f; %v | %.1f; %v | %s | %.0f; %v | %s | %.0f; %v |\n", r.messages, r.tools, r.clients,
+			rate(r.opa), p99(r.opa), rate(r.cold), p99(r.cold), ratio(r.cold), rate(r.growing), p99(r.growing), ratio(r.growing),
+			rate(r.inc), p99(r.inc))
+	}
+	t.Log("\n" + out.String())
+	if *sideBySide {
+		fmt.Print(out.String())
+	}
+}
+
+// startStockOPA serves the naive baseline with stock OPA until the test
+// ends and returns the URL of its decision.
+func startStockOPA(t *testing.T) string {
+	policy := filepath.Join(conformance.ModuleRoot(), "engine", "testdata", "baseline", "naive.rego")
+	_, err := os.Stat(policy)
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	cmd := exec.CommandContext(ctx, *loadOPA, "run", "--server", "--addr", addr, "--log-level", "error", policy)
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() {
+		cancel()
+		_ = cmd.Wait()
+	})
+	url := "http://" + addr + "/v1/data/policycheck/baseline/naive/decision"
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	for i := 0; ; i++ {
+		resp, err := client.Get("http://" + addr + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return url
+			}
+		}
+		require.Less(t, i, 400, "opa did not come up")
+		time.Sleep(50 * time.Millisecond)
+	}
+}
