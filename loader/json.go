@@ -536,7 +536,7 @@ func (d *scanner) at(sp span, key string, fn func() *Error) *Error {
 	return err
 }
 
-// standardize returns the validated JSON value b with each number
+// standardize returns the JSON value b with each number
 // extension (NaN, Infinity, -Infinity) replaced by the JSON string of its
 // name; b itself when it holds none.
 func standardize(b []byte) []byte {
@@ -557,6 +557,9 @@ func standardize(b []byte) []byte {
 				lit = "Infinity"
 			case '-':
 				lit = "-Infinity"
+			}
+			if !bytes.HasPrefix(b[i:], []byte(lit)) {
+				continue // not valid JSON: left for the parser to reject
 			}
 			out = append(out, b[last:i]...)
 			out = append(out, '"')

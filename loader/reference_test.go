@@ -131,3 +131,17 @@ func TestLegacyVendorAliases(t *testing.T) {
 		assert.Error(t, loader.ValidateHistorySchema("h.json", decode(t, src)), "schema: %s", bad)
 	}
 }
+
+// TestSchemaCheckReadsExtensionsOnly: the boundary schema check reads the
+// number extensions as strings, and only the exact literals.
+func TestSchemaCheckReadsExtensionsOnly(t *testing.T) {
+	msg := func(v string) []byte {
+		return []byte(`[{"kind": "request", "metadata": {"x": ` + v + `}, "parts": []}]`)
+	}
+	for _, ok := range []string{"NaN", "Infinity", "-Infinity", `["NaN", NaN]`} {
+		assert.NoError(t, loader.ValidateHistoryBytes("h.json", msg(ok)), ok)
+	}
+	for _, bad := range []string{"Nab", "Infinite", "-Inf", "nan"} {
+		assert.Error(t, loader.ValidateHistoryBytes("h.json", msg(bad)), bad)
+	}
+}

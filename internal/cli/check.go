@@ -65,6 +65,9 @@ its location:
 
   * syntax errors and compile errors (file:row:col), strict-mode errors included (unused variables and
     imports, shadowed or deprecated built-ins, …);
+  * a rule the engine reads (deny, hide, prepare_tools, a replaced decision) in a shape the operator
+    contract does not accept, or where it is never read (rule_shape, rule_place): the same check the
+    engine makes at every load (docs/writing-filters.md, "The operator contract");
   * a PATH that holds no policy file;
   * a filter package (policycheck.capabilities.<id>) for a capability the registry does not have;
   * a prepare_tools that is not a set of strings: statically from its type, or, when its type is open,
