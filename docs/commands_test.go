@@ -311,7 +311,7 @@ func TestInputHistoryExample(t *testing.T) {
 // (run.json, tools.yaml, my-policies/, bundle.tar.gz) or other tools
 // (stock opa: scripts/rego-checks.sh runs it; go test; mkdir; the
 // scripts, which .ci/run runs or which take hours): shown, not run here.
-var templates = regexp.MustCompile(`run\.json|tools\.yaml|my-policies/|bundle\.tar\.gz|^opa |^go run github\.com/open-policy-agent/opa|^go test |^mkdir |^bash scripts/`)
+var templates = regexp.MustCompile(`run\.json|tools\.yaml|my-policies/|bundle\.tar\.gz|^opa |^go run github\.com/open-policy-agent/opa|^go test |^mkdir |bash scripts/`)
 
 // Each runnable command of docs/*.md runs, in process, and succeeds.
 func TestDocsCommandsRun(t *testing.T) {
