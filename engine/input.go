@@ -116,9 +116,15 @@ func (s *snapshot) contextValue(ctxDoc any) (*ast.Term, string, error) {
 	if ctxDoc == nil {
 		return ast.ObjectTerm(), emptyContextDigest, nil
 	}
-	raw, err := json.Marshal(ctxDoc)
-	if err != nil {
-		return nil, "", fmt.Errorf("context: %w", err)
+	// A context given as its JSON bytes (as the sidecar passes it) is
+	// read as is; the digest below is taken over a canonical encoding, so
+	// its spacing and key order only cost a cache miss.
+	raw, isRaw := ctxDoc.(json.RawMessage)
+	if !isRaw {
+		var err error
+		if raw, err = json.Marshal(ctxDoc); err != nil {
+			return nil, "", fmt.Errorf("context: %w", err)
+		}
 	}
 	cacheable := len(raw) <= maxCachedContext
 	if cacheable {

@@ -1,6 +1,7 @@
 package server
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -109,6 +110,20 @@ func newDecisionID() string {
 func maskContext(ctxDoc any, pointers []string) any {
 	if ctxDoc == nil {
 		return map[string]any{}
+	}
+	if raw, ok := ctxDoc.(json.RawMessage); ok {
+		// A request's context arrives as its bytes: decoded here, for
+		// the log only, into a value of the log's own.
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(raw))
+		dec.UseNumber()
+		if dec.Decode(&v) != nil {
+			return map[string]any{}
+		}
+		for _, p := range pointers {
+			removePointer(v, p)
+		}
+		return v
 	}
 	if len(pointers) == 0 {
 		return ctxDoc

@@ -69,6 +69,8 @@ func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error))
 	return s.method(http.MethodPost, route, func(w http.ResponseWriter, r *http.Request) {
 		body, herr := s.intake.read(w, r)
 		if herr == nil {
+			s.intake.hold(len(body))
+			defer s.intake.release(len(body))
 			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.timeout)
 			defer cancel()
 			var out any
@@ -150,7 +152,7 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	if herr != nil {
 		return nil, herr
 	}
-	c, herr := parseContext(env.members["context"])
+	c, herr := s.parseContext(env.members["context"])
 	if herr != nil {
 		return nil, herr
 	}
@@ -175,20 +177,21 @@ func notReady() *Error {
 		Message: "policies are not loaded yet (waiting for the first bundle activation); see GET /health"}
 }
 
-func parseContext(raw []byte) (any, *Error) {
+// parseContext checks a request's context: absent, null or a JSON
+// object. The envelope scan has checked its syntax, so it is passed on as
+// its bytes and the engine converts it, once, to a Rego value.
+func (s *Server) parseContext(raw []byte) (any, *Error) {
 	if isNull(raw) {
 		return nil, nil
 	}
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, badRequest(CodeSyntax, "invalid JSON: "+err.Error(), "/context")
+	if s.cfg.maxContext > 0 && len(raw) > s.cfg.maxContext {
+		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit, Pointer: "/context",
+			Message: "the context is " + strconv.Itoa(len(raw)) + " bytes, over the limit of " + strconv.Itoa(s.cfg.maxContext)}
 	}
-	if _, ok := v.(map[string]any); !ok {
+	if raw[0] != '{' {
 		return nil, badRequest(CodeSchema, "the context must be a JSON object", "/context")
 	}
-	return v, nil
+	return json.RawMessage(raw), nil
 }
 
 // engineFor returns the engine for a request's registry: the configured
@@ -339,6 +342,16 @@ type Health struct {
 	PolicyRevision   string                  `json:"policy_revision"`
 	RegistryRevision string                  `json:"registry_revision,omitempty"`
 	Bundles          map[string]BundleHealth `json:"bundles,omitempty"`
+	// Plugins is the state of each of OPA's plugins (decision_logs,
+	// bundle, status, discovery) as its manager reports it: OK,
+	// NOT_READY, ERROR or WARN, with the plugin's message.
+	Plugins map[string]PluginHealth `json:"plugins,omitempty"`
+}
+
+// PluginHealth is one OPA plugin's state.
+type PluginHealth struct {
+	State   string `json:"state"`
+	Message string `json:"message,omitempty"`
 }
 
 // BundleHealth is one configured bundle's state.
@@ -358,6 +371,14 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.health(st)}
 	if st.eng != nil {
 		_, h.RegistryRevision = st.eng.Revision()
+	}
+	if s.mgr != nil {
+		h.Plugins = map[string]PluginHealth{}
+		for name, ps := range s.mgr.PluginStatus() {
+			if ps != nil {
+				h.Plugins[name] = PluginHealth{State: string(ps.State), Message: ps.Message}
+			}
+		}
 	}
 	status := http.StatusOK
 	if !st.ready {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,10 @@ type intake struct {
 	limits      loader.Limits
 	schema      bool
 	prefixes    *prefixCache // nil when off
+
+	// large counts the requests in flight whose body is at least
+	// largeBody (see release).
+	large atomic.Int64
 
 	// schemaChecks counts the documents (whole histories or batches of
 	// new messages) validated against the JSON Schema.
@@ -115,6 +120,29 @@ func (in *intake) readError(w http.ResponseWriter, err error) *Error {
 func tooLarge(max int64) *Error {
 	return &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit,
 		Message: "the body is over the limit of " + strconv.FormatInt(max, 10) + " bytes"}
+}
+
+// largeBody is the body size from which a request's memory is handed
+// back to the operating system once it is answered (see release).
+const largeBody = 16 << 20
+
+// hold notes a request whose body is n bytes; release must follow.
+func (in *intake) hold(n int) {
+	if n >= largeBody {
+		in.large.Add(1)
+	}
+}
+
+// release ends a request hold noted. When it ends the last large request
+// in flight, the memory it used is collected and returned to the
+// operating system now: without allocation, Go's collector would not run
+// for minutes, and a server that answered a few requests of 60 MB would
+// keep their pages until then. That costs one collection per burst of
+// large requests, after their responses are written.
+func (in *intake) release(n int) {
+	if n >= largeBody && in.large.Add(-1) == 0 {
+		debug.FreeOSMemory()
+	}
 }
 
 // history is the history of a stateless request: decoded whole, or, when

@@ -188,3 +188,22 @@ func TestRunLimitPointsIntoRequest(t *testing.T) {
 	require.Equal(t, "/messages/2", e.Error.Pointer)
 	require.Equal(t, "/4", e.Error.HistoryPointer)
 }
+
+// TestContextLimit: a context over MaxContext is refused at /context,
+// before it is converted; a server may raise the bound.
+func TestContextLimit(t *testing.T) {
+	big := `{"notes": "` + strings.Repeat("x", 2000) + `"}`
+	body := []byte(`{"history": ` + testHistory + `, "context": ` + big + `}`)
+	rs := start(t, testReg(t), server.MaxContext(1000))
+	status, out := rs.post(t, "/v1/decide", body)
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(out))
+	e := decodeError(t, out)
+	require.Equal(t, server.CodeLimit, e.Error.Code)
+	require.Equal(t, "/context", e.Error.Pointer)
+	status, out = rs.post(t, "/v1/runs/c/decide", []byte(`{"offset": 0, "messages": [], "context": `+big+`}`))
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(out))
+
+	roomy := start(t, testReg(t), server.MaxContext(4000))
+	status, out = roomy.post(t, "/v1/decide", body)
+	require.Equal(t, 200, status, string(out))
+}

@@ -168,13 +168,18 @@ var (
 		[]string{"result"}, nil)
 	descPrefixEntries = prometheus.NewDesc("policycheck_prefix_cache_entries", "History prefixes the prefix cache holds.", nil, nil)
 	descPrefixBytes   = prometheus.NewDesc("policycheck_prefix_cache_bytes", "Bytes of history the prefix cache holds.", nil, nil)
-	descSchemaChecks  = prometheus.NewDesc("policycheck_history_schema_checks_total",
+	descLogDropped    = prometheus.NewDesc("policycheck_decision_log_dropped_total",
+		"Decision-log events OPA's decision-log plugin dropped, by reason: buffer_bytes (the size buffer is full), buffer_events (the event buffer is full), rate_limit, encoding.",
+		[]string{"reason"}, nil)
+	descLogUploads = prometheus.NewDesc("policycheck_decision_log_uploads_total",
+		"Decision-log chunks uploaded, by result (ok, failed).", []string{"result"}, nil)
+	descSchemaChecks = prometheus.NewDesc("policycheck_history_schema_checks_total",
 		"Histories (or batches of appended messages) validated against the JSON Schema: 0 unless the server validates with it (--schema).", nil, nil)
 )
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descEngines, descRuns, descEvicted, descReady,
-		descPrefixLookups, descPrefixEntries, descPrefixBytes, descSchemaChecks} {
+		descPrefixLookups, descPrefixEntries, descPrefixBytes, descSchemaChecks, descLogDropped, descLogUploads} {
 		ch <- d
 	}
 }
@@ -209,6 +214,22 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
+	if m := c.s.opaMetrics; m != nil {
+		count := func(name string) float64 {
+			n, _ := m.Counter(name).Value().(uint64)
+			return float64(n)
+		}
+		for reason, name := range map[string]string{
+			"buffer_bytes":  "decision_logs_dropped_buffer_size_limit_bytes_exceeded",
+			"buffer_events": "decision_logs_dropped_buffer_size_limit_exceeded",
+			"rate_limit":    "decision_logs_dropped_rate_limit_exceeded",
+			"encoding":      "decision_logs_encoding_failure",
+		} {
+			ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, count(name), reason)
+		}
+		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count("decision_logs_chunks_uploaded"), "ok")
+		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count("decision_logs_chunks_upload_failed"), "failed")
+	}
 	ch <- prometheus.MustNewConstMetric(descSchemaChecks, prometheus.CounterValue, float64(c.s.intake.schemaChecks.Load()))
 	if pc := c.s.intake.prefixes; pc != nil {
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.hits.Load()), "hit")

@@ -17,6 +17,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	bundleapi "github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/open-policy-agent/opa/v1/logging"
+	opametrics "github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"github.com/open-policy-agent/opa/v1/plugins/bundle"
 	"github.com/open-policy-agent/opa/v1/plugins/discovery"
@@ -64,7 +65,12 @@ func (s *Server) newManager() error {
 	if id == "" {
 		id = "policycheck"
 	}
-	mgr, err := plugins.New(s.cfg.opaConfig, id, inmem.New(),
+	raw, err := boundDecisionLogs(s.cfg.opaConfig)
+	if err != nil {
+		return err
+	}
+	s.opaMetrics = opametrics.New()
+	mgr, err := plugins.New(raw, id, inmem.New(),
 		plugins.Logger(opaLogger{l: s.cfg.logger}),
 		plugins.ConsoleLogger(opaLogger{l: s.cfg.logger}),
 		plugins.WithParserOptions(ast.ParserOptions{ProcessAnnotation: true, RegoVersion: ast.RegoV1}),
@@ -78,10 +84,12 @@ func (s *Server) newManager() error {
 		}
 	}
 	var boot map[string]any
-	if err := util.Unmarshal(s.cfg.opaConfig, &boot); err != nil {
+	if err := util.Unmarshal(raw, &boot); err != nil {
 		return err
 	}
-	d, err := discovery.New(mgr, discovery.BootConfig(boot))
+	// The plugins discovery builds (decision logs, status) count into
+	// opaMetrics: drops and upload failures reach /metrics from there.
+	d, err := discovery.New(mgr, discovery.BootConfig(boot), discovery.Metrics(s.opaMetrics))
 	if err != nil {
 		return err
 	}
@@ -98,6 +106,37 @@ func (s *Server) newManager() error {
 	}
 	s.attachBundles()
 	return nil
+}
+
+// defaultLogBuffer bounds the decision-log buffer of a configuration that
+// sets no bound: OPA's size buffer is unbounded by default, so a log
+// service that is down would otherwise hold every decision in memory.
+const defaultLogBuffer = 32 << 20
+
+// boundDecisionLogs returns the OPA configuration raw with the decision
+// log's buffer bounded (reporting.buffer_size_limit_bytes =
+// defaultLogBuffer) when it configures decision logs on the size buffer
+// with neither a byte bound nor a rate limit (which OPA does not accept
+// together with one). The event buffer is bounded by OPA already.
+func boundDecisionLogs(raw []byte) ([]byte, error) {
+	var cfg map[string]any
+	if err := util.Unmarshal(raw, &cfg); err != nil {
+		return nil, err
+	}
+	dl, ok := cfg["decision_logs"].(map[string]any)
+	if !ok {
+		return raw, nil
+	}
+	rep, ok := dl["reporting"].(map[string]any)
+	if !ok {
+		rep = map[string]any{}
+		dl["reporting"] = rep
+	}
+	if rep["buffer_type"] == "event" || rep["buffer_size_limit_bytes"] != nil || rep["max_decisions_per_second"] != nil {
+		return raw, nil
+	}
+	rep["buffer_size_limit_bytes"] = defaultLogBuffer
+	return json.Marshal(cfg)
 }
 
 // attachBundles follows the bundle plugin the manager holds now: the

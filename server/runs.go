@@ -90,7 +90,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if offset > 0 && !isNull(b.Registry) {
 		return nil, badRequest(CodeSchema, "registry is accepted only when a run starts (offset 0)", "/registry")
 	}
-	ctxDoc, herr := parseContext(b.Context)
+	ctxDoc, herr := s.parseContext(b.Context)
 	if herr != nil {
 		return nil, herr
 	}

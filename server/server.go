@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	opametrics "github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"golang.org/x/sync/singleflight"
 
@@ -33,6 +34,7 @@ type config struct {
 	maxBody     int64
 	timeout     time.Duration
 	bodyTimeout time.Duration
+	maxContext  int
 	limits      loader.Limits
 	schema      bool
 	engines     int
@@ -78,6 +80,13 @@ func MaxBody(n int64) Option { return func(c *config) { c.maxBody = n } }
 // the scan, the decode and the decision all count against it, and a
 // decision that runs out of time fails closed.
 func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
+
+// MaxContext bounds a request's context, in bytes of JSON (default 1 MiB;
+// 0: only MaxBody bounds it); a larger one is answered 413. A context is
+// converted into a Rego value and digested on every decision, at many
+// times its size in memory: four concurrent 60 MB contexts took a server
+// past 3 GB.
+func MaxContext(n int) Option { return func(c *config) { c.maxContext = n } }
 
 // BodyTimeout bounds how long a request's body may take to arrive
 // (default 30s: a 64 MiB body at 2.2 MB/s); a client still sending past
@@ -146,10 +155,13 @@ type Server struct {
 	mux       *http.ServeMux
 	handler   http.Handler
 
-	mgr      *plugins.Manager // nil without an OPA configuration
-	reloadMu sync.Mutex       // serializes bundle activations
-	bundles  bundleTracker
-	started  atomic.Bool
+	mgr *plugins.Manager // nil without an OPA configuration
+	// opaMetrics is what OPA's plugins count (decision-log drops and
+	// uploads); nil without an OPA configuration.
+	opaMetrics opametrics.Metrics
+	reloadMu   sync.Mutex // serializes bundle activations
+	bundles    bundleTracker
+	started    atomic.Bool
 	// usesDefaults says whether the engines load the shipped policies.
 	usesDefaults bool
 	stopOnce     sync.Once
@@ -174,6 +186,7 @@ func New(opts ...Option) (*Server, error) {
 		maxBody:     64 << 20,
 		timeout:     5 * time.Second,
 		bodyTimeout: 30 * time.Second,
+		maxContext:  1 << 20,
 		engines:     16,
 		prefixBytes: 256 << 20,
 		runs:        10_000,

@@ -22,12 +22,12 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		addr, registry, config, tokenFile, tlsCert, tlsKey, id string
-		policies, mask, shadowPolicies                         []string
-		noDefaults, schema, noSchema, verbose                  bool
-		maxBody                                                int64
-		timeout, bodyTimeout, runTTL, grace                    time.Duration
-		runs, engines, prefixBytes, decisions, shadowQueue     int
+		addr, registry, config, tokenFile, tlsCert, tlsKey, id         string
+		policies, mask, shadowPolicies                                 []string
+		noDefaults, schema, noSchema, verbose                          bool
+		maxBody                                                        int64
+		timeout, bodyTimeout, runTTL, grace                            time.Duration
+		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
@@ -68,7 +68,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 				engOpts = append(engOpts, engine.WithoutDefaults())
 			}
 			opts := []server.Option{
-				server.Engine(engOpts...), server.MaxBody(maxBody), server.Timeout(timeout), server.BodyTimeout(bodyTimeout),
+				server.Engine(engOpts...), server.MaxBody(maxBody), server.MaxContext(maxContext), server.Timeout(timeout), server.BodyTimeout(bodyTimeout),
 				server.Runs(runs, runTTL), server.EngineCache(engines), server.PrefixCache(prefixBytes), server.MaskContext(mask...),
 				server.Logger(logger), server.ShutdownGrace(grace),
 			}
@@ -106,7 +106,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 			for _, f := range []struct {
 				name string
 				v    int64
-			}{{"--runs", int64(runs)}, {"--engine-cache", int64(engines)}, {"--decision-cache", int64(decisions)}, {"--prefix-cache-bytes", int64(prefixBytes)}, {"--max-body", maxBody}} {
+			}{{"--runs", int64(runs)}, {"--engine-cache", int64(engines)}, {"--decision-cache", int64(decisions)}, {"--prefix-cache-bytes", int64(prefixBytes)}, {"--max-body", maxBody}, {"--max-context-bytes", int64(maxContext)}} {
 				if f.v < 0 {
 					return badInput(fmt.Errorf("%s must not be negative, not %d", f.name, f.v))
 				}
@@ -161,6 +161,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 	fl.StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM); serves HTTPS with --tls-key")
 	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM)")
 	fl.Int64Var(&maxBody, "max-body", 64<<20, "largest request body accepted, in bytes (413 beyond)")
+	fl.IntVar(&maxContext, "max-context-bytes", 1<<20, "largest request context accepted, in bytes of JSON (413 beyond; 0: only --max-body)")
 	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-request timeout from the end of the body (scan, decode and decision); a decision that runs out fails closed")
 	fl.DurationVar(&bodyTimeout, "body-timeout", 30*time.Second, "how long a request body may take to arrive (408 and the connection closed beyond; 0: no limit)")
 	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")

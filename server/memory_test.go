@@ -1,0 +1,146 @@
+package server_test
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/internal/gen"
+)
+
+var (
+	memoryFlag    = flag.Bool("memory", false, "run TestPeakMemory: four concurrent 60 MB histories against a `policycheck serve` process, peak and after RSS")
+	memoryContext = flag.Bool("memory-context", false, "TestPeakMemory also sends four 60 MB contexts with --max-context-bytes 0 (minutes, and gigabytes)")
+)
+
+// procKB reads a field (VmHWM, VmRSS) of /proc/pid/status, in kB.
+func procKB(t *testing.T, pid int, field string) int {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	require.NoError(t, err)
+	for _, line := range strings.Split(string(raw), "\n") {
+		if strings.HasPrefix(line, field+":") {
+			n, err := strconv.Atoi(strings.Fields(line)[1])
+			require.NoError(t, err)
+			return n
+		}
+	}
+	t.Fatalf("%s not in /proc/%d/status", field, pid)
+	return 0
+}
+
+// TestPeakMemory serves with the policycheck binary in its own process
+// and sends four 60 MB requests at once, twice: histories of ~55,000
+// messages, then a short history with a 60 MB context. It prints the
+// server's peak RSS (VmHWM) and its RSS once the requests are answered
+// and again 30 s later. go test -run TestPeakMemory -v ./server -args -memory
+func TestPeakMemory(t *testing.T) {
+	if !*memoryFlag {
+		t.Skip("the memory measurement runs with -memory")
+	}
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "policycheck")
+	build := exec.Command("go", "build", "-o", bin, "./cmd/policycheck")
+	build.Dir = conformance.ModuleRoot()
+	out, err := build.CombinedOutput()
+	require.NoError(t, err, string(out))
+
+	o := gen.Default(55_000)
+	o.Tools = 100
+	regFile := filepath.Join(dir, "registry.json")
+	require.NoError(t, os.WriteFile(regFile, gen.Registry(1, o), 0o600))
+	base := gen.History(1, o)
+	bigCtx := func(j int) []byte {
+		var b bytes.Buffer
+		b.WriteString(`{"user":"u` + strconv.Itoa(j) + `","notes":[`)
+		for i := 0; b.Len() < 60_000_000; i++ {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			fmt.Fprintf(&b, `{"i":%d,"text":"some context string of moderate length %d"}`, i, j)
+		}
+		b.WriteString(`]}`)
+		return b.Bytes()
+	}
+	shapes := []struct {
+		name    string
+		context bool
+		body    func(j int) []byte
+	}{
+		{"60 MB history", false, func(j int) []byte {
+			return append(append([]byte(`{"history":`), variant(base, j)...), '}')
+		}},
+		{"60 MB context, --max-context-bytes 0", true, func(j int) []byte {
+			return append(append([]byte(`{"history":[],"context":`), bigCtx(j)...), '}')
+		}},
+	}
+	if !*memoryContext {
+		shapes = shapes[:1]
+	}
+	for _, shape := range shapes {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		require.NoError(t, err)
+		addr := ln.Addr().String()
+		ln.Close()
+		args := []string{"serve", "--addr", addr, "--registry", regFile, "--timeout", "60s"}
+		if shape.context {
+			// Past the default --max-context-bytes (1 MiB) the server
+			// refuses it (413) before converting it.
+			args = append(args, "--max-context-bytes", "0")
+		}
+		srv := exec.Command(bin, args...)
+		require.NoError(t, srv.Start())
+		client := &http.Client{Timeout: 10 * time.Minute}
+		for i := 0; ; i++ {
+			if resp, err := client.Get("http://" + addr + "/health"); err == nil {
+				resp.Body.Close()
+				break
+			}
+			require.Less(t, i, 400)
+			time.Sleep(50 * time.Millisecond)
+		}
+		idle := procKB(t, srv.Process.Pid, "VmRSS")
+		bodies := make([][]byte, 4)
+		for j := range bodies {
+			bodies[j] = shape.body(j)
+		}
+		var wg sync.WaitGroup
+		statuses := make([]int, len(bodies))
+		for j := range bodies {
+			wg.Add(1)
+			go func(j int) {
+				defer wg.Done()
+				resp, err := client.Post("http://"+addr+"/v1/decide", "application/json", bytes.NewReader(bodies[j]))
+				if err == nil {
+					statuses[j] = resp.StatusCode
+					resp.Body.Close()
+				}
+			}(j)
+		}
+		wg.Wait()
+		peak := procKB(t, srv.Process.Pid, "VmHWM")
+		after := procKB(t, srv.Process.Pid, "VmRSS")
+		time.Sleep(30 * time.Second)
+		later := procKB(t, srv.Process.Pid, "VmRSS")
+		_ = srv.Process.Kill()
+		_ = srv.Wait()
+		client.CloseIdleConnections()
+		line := fmt.Sprintf("%s: 4 concurrent requests of %.1f MB (statuses %v): idle RSS %d MB, peak RSS %d MB, RSS after %d MB, 30 s later %d MB",
+			shape.name, float64(len(bodies[0]))/1e6, statuses, idle/1024, peak/1024, after/1024, later/1024)
+		t.Log(line)
+		fmt.Println(line)
+		require.Equal(t, []int{200, 200, 200, 200}, statuses)
+	}
+}
