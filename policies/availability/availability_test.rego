@@ -193,7 +193,10 @@ json_cases := {
 		"filters": {"next": {"dropped": {"secret_op"}, "errors": []}, "dispatch": {"dropped": {"get_time"}, "errors": []}},
 		"dispatch": {"loaded": {"vault"}, "calls": [{"tool": "get_time", "tool_call_id": "c1", "args": {}}]},
 	}),
-	"failed filter": object.union(with_input({"dispatch": {"calls": [{"tool": "get_time", "tool_call_id": "c1", "args": {}}]}}), failing),
+	"failed filter": object.union(
+		with_input({"dispatch": {"calls": [{"tool": "get_time", "tool_call_id": "c1", "args": {}}]}}),
+		failing,
+	),
 }
 
 test_json_input_gives_the_same_decision[name] if {
@@ -263,7 +266,10 @@ test_one_array_registry_list_gives_the_same_decision[key] if {
 		with data.policycheck.rules as {}
 	some key in ["names", "search_gated", "always_available"]
 	got := availability.decision with input as doc
-		with data.policycheck.registry as json.patch(registry, [{"op": "replace", "path": [key], "value": as_json(registry[key])}])
+		with data.policycheck.registry as json.patch(
+			registry,
+			[{"op": "replace", "path": [key], "value": as_json(registry[key])}],
+		)
 		with data.policycheck.rules as {}
 	got == want
 }

@@ -499,7 +499,11 @@ as_json(x) := json.unmarshal(json.marshal(x))
 json_case := with_input({
 	"facts": {"discovered": {"search_docs"}, "loaded": {"vault"}},
 	"filters": {"dispatch": {"dropped": {"rotate_key"}, "errors": []}},
-	"dispatch": {"loaded": {"vault"}, "evidence": {"discovered": set(), "loaded": {"refunds"}}, "calls": [{"tool": "search_docs"}]},
+	"dispatch": {
+		"loaded": {"vault"},
+		"evidence": {"discovered": set(), "loaded": {"refunds"}},
+		"calls": [{"tool": "search_docs"}],
+	},
 })
 
 test_input_sets_turns_every_array_name_list_into_a_set if {

@@ -89,7 +89,10 @@ test_registry_keep_own_reads_each_list_as_json[note] if {
 	json_registry := json.unmarshal(json.marshal(registry))
 	cases := {
 		"names": {"registry": object.union(registry, {"names": json_registry.names}), "allowed": {"secret_op"}},
-		"owned tools": {"registry": object.union(registry, {"owned_tools": json_registry.owned_tools}), "allowed": {"secret_op"}},
+		"owned tools": {
+			"registry": object.union(registry, {"owned_tools": json_registry.owned_tools}),
+			"allowed": {"secret_op"},
+		},
 		"allowed": {"registry": registry, "allowed": ["secret_op"]},
 	}
 	some note, tc in cases
