@@ -3,6 +3,7 @@ package engine
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
 	"sort"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -22,16 +23,25 @@ func (d *Decision) InputDocument() (any, error) {
 	return ast.JSON(d.input)
 }
 
-// FactsFromInput rebuilds the facts and the context of a decision from
-// its input document (the JSON form Engine.Input and
+// FactsFromInput rebuilds the facts, the context and the approvals of a
+// decision from its input document (the JSON form Engine.Input and
 // Decision.InputDocument return, decoded with encoding/json): the inverse
-// of the input's construction, so that Decide on the result evaluates an
-// input document equal to doc's facts, calls and context, with the
-// filters of the policy that decides it. The filter results in doc are
-// not read: they belong to the policy that decided first. Errors name
-// the JSON pointer of the first field that is missing or of the wrong
-// type.
-func FactsFromInput(doc any) (*facts.Facts, any, error) {
+// of the input's construction, so that Decide on the result, with the
+// approvals as Request.Approvals, evaluates an input document equal to
+// doc's facts, calls and context, with the filters of the policy that
+// decides it. The filter results in doc are not read: they belong to the
+// policy that decided first.
+//
+// The approvals are the ones bound to a call (its
+// /dispatch/calls/N/approval, keyed by the call's tool_call_id); a call
+// with an approval gets back its own arguments (approval.call_args), not
+// the override_args it would execute with. An approval the request
+// carried but that bound to no call is not in the input document and not
+// returned. Approvals is nil when no call has one.
+//
+// Errors name the JSON pointer of the first field that is missing or of
+// the wrong type.
+func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 	r := inputReader{}
 	root := r.object(doc, "")
 	fo := r.object(r.field(root, "facts", ""), "/facts")
@@ -45,6 +55,7 @@ func FactsFromInput(doc any) (*facts.Facts, any, error) {
 	out := r.object(r.field(root, "outgoing", ""), "/outgoing")
 	f.Outgoing = facts.Outgoing{Discovered: r.names(out, "discovered", "/outgoing"), Loaded: r.names(out, "loaded", "/outgoing")}
 	var ctxDoc any
+	var approvals facts.Approvals
 	if root != nil {
 		ctxDoc = root["context"]
 	}
@@ -85,20 +96,69 @@ func FactsFromInput(doc any) (*facts.Facts, any, error) {
 				}
 			}
 			if co != nil {
-				raw, err := json.Marshal(co["args"])
-				if err != nil && r.err == nil {
-					r.err = fmt.Errorf("%s/args: %w", ptr, err)
+				call.Args = r.json(co["args"], ptr+"/args")
+			}
+			if av, ok := co["approval"]; ok {
+				a, args := r.approval(av, ptr+"/approval")
+				call.Args = args
+				if call.ToolCallID == nil {
+					r.fail(ptr+"/tool_call_id", "a string (the call carries an approval)")
+				} else if prev, dup := approvals[*call.ToolCallID]; dup && !reflect.DeepEqual(prev, a) {
+					r.fail(ptr+"/approval", fmt.Sprintf("the approval an earlier call with tool_call_id %q carries", *call.ToolCallID))
+				} else if r.err == nil {
+					if approvals == nil {
+						approvals = facts.Approvals{}
+					}
+					approvals[*call.ToolCallID] = a
 				}
-				call.Args = raw
 			}
 			d.Calls = append(d.Calls, call)
 		}
 		f.Dispatch = d
 	}
 	if r.err != nil {
-		return nil, nil, r.err
+		return nil, nil, nil, r.err
 	}
-	return f, ctxDoc, nil
+	return f, ctxDoc, approvals, nil
+}
+
+// approval reads a call's approval (approvalTerm's object): the approval
+// and the call's own arguments, call_args.
+func (r *inputReader) approval(v any, ptr string) (facts.Approval, json.RawMessage) {
+	m := r.object(v, ptr)
+	a := facts.Approval{
+		Kind:   r.string(r.field(m, "kind", ptr), ptr+"/kind"),
+		Digest: r.string(r.field(m, "digest", ptr), ptr+"/digest"),
+	}
+	if a.Kind != facts.ToolApproved && a.Kind != facts.ToolDenied && m != nil {
+		r.fail(ptr+"/kind", fmt.Sprintf("%q or %q", facts.ToolApproved, facts.ToolDenied))
+	}
+	// The approvers keep the order the harness gave them in.
+	list, ok := r.field(m, "approvers", ptr).([]any)
+	if !ok && m != nil {
+		r.fail(ptr+"/approvers", "an array of strings")
+	}
+	for i, e := range list {
+		a.Approvers = append(a.Approvers, r.string(e, fmt.Sprintf("%s/approvers/%d", ptr, i)))
+	}
+	args := r.json(r.field(m, "call_args", ptr), ptr+"/call_args")
+	if o, ok := m["override_args"]; ok {
+		r.object(o, ptr+"/override_args")
+		a.OverrideArgs = r.json(o, ptr+"/override_args")
+	}
+	if msg, ok := m["message"]; ok || a.Kind == facts.ToolDenied {
+		a.Message = r.string(msg, ptr+"/message")
+	}
+	return a, args
+}
+
+// json re-encodes a JSON value of the document (numbers as written).
+func (r *inputReader) json(v any, ptr string) json.RawMessage {
+	raw, err := json.Marshal(v)
+	if err != nil && r.err == nil {
+		r.err = fmt.Errorf("input document %s: %w", ptr, err)
+	}
+	return raw
 }
 
 // inputReader reads an input document, keeping the first error.

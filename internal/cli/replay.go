@@ -39,8 +39,9 @@ that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet,
 approval_required),
 available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any state; for example
 --fail-on 'denied->execute,*->fail_closed'. --approvals passes a person's answers (as eval --approvals
-takes them) to every step of every run, on both sides: each binds only to the call whose digest it
-carries. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
+takes them) to every step of every history run, on both sides: each binds only to the call whose digest
+it carries. A logged decision is decided with the approvals its input document carries (those that
+were bound to its calls), as it keeps its context. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
@@ -62,21 +63,18 @@ carries. Progress goes to stderr when it is a terminal.` + exitCodes("0  the rep
 					return err
 				}
 			}
-			runs, err := replay.Load(args, lo)
-			if err != nil {
-				return badInput(err)
-			}
-			var decide []engine.DecideOption
 			if approvalsPath != "" {
 				raw, err := readFile(cmd, approvalsPath)
 				if err != nil {
 					return badInput(err)
 				}
-				a, err := loader.ReadApprovalsFile(approvalsPath, raw)
-				if err != nil {
+				if lo.Approvals, err = loader.ReadApprovalsFile(approvalsPath, raw); err != nil {
 					return badInput(err)
 				}
-				decide = append(decide, engine.WithApprovals(a))
+			}
+			runs, err := replay.Load(args, lo)
+			if err != nil {
+				return badInput(err)
 			}
 			side := func(name string, pols []string) (*engine.Engine, error) {
 				opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(pols...)}
@@ -97,7 +95,7 @@ carries. Progress goes to stderr when it is a terminal.` + exitCodes("0  the rep
 				return err
 			}
 			prog := stderrProgress(cmd, "replay", len(runs))
-			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog, Decide: decide})
+			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog})
 			prog.Finish()
 			if err != nil {
 				return badInput(err)
@@ -130,7 +128,7 @@ carries. Progress goes to stderr when it is a terminal.` + exitCodes("0  the rep
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
-	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step on both sides")
+	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step of history runs on both sides (logged decisions keep theirs)")
 	_ = cmd.MarkFlagRequired("registry")
 	return cmd
 }

@@ -15,6 +15,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -37,6 +38,9 @@ type LoadOptions struct {
 	// Context is input.context of every step of a history run; a logged
 	// decision keeps the context it was logged with.
 	Context any
+	// Approvals are the approvals of every step of a history run; a
+	// logged decision keeps the approvals its input document carries.
+	Approvals facts.Approvals
 }
 
 // Load reads the runs of the given files and directories (walked in
@@ -185,7 +189,7 @@ func (l *inputLoader) history(name string, data []byte) error {
 			return err
 		}
 	}
-	l.runs = append(l.runs, &Run{ID: name, History: h, Context: l.opts.Context})
+	l.runs = append(l.runs, &Run{ID: name, History: h, Context: l.opts.Context, Approvals: l.opts.Approvals})
 	return nil
 }
 
@@ -211,7 +215,7 @@ func (l *inputLoader) event(file, ptr string, data []byte) error {
 		return &loader.Error{File: file, Pointer: ptr + "/input", Kind: loader.KindSchema, Msg: "the event carries no input (erased by a mask rule?): it cannot be decided again"}
 	}
 	in := *ev.Input
-	f, ctxDoc, err := engine.FactsFromInput(in)
+	f, ctxDoc, approvals, err := engine.FactsFromInput(in)
 	if err != nil {
 		return &loader.Error{File: file, Pointer: ptr + "/input", Kind: loader.KindSchema, Msg: err.Error() + " (a log written before the event carried the input document cannot be replayed)"}
 	}
@@ -229,7 +233,7 @@ func (l *inputLoader) event(file, ptr string, data []byte) error {
 		r = &Run{ID: name}
 		l.logged[name] = r
 	}
-	r.Steps = append(r.Steps, Step{Message: int(n) - 1, Facts: f, Context: ctxDoc, Source: where(file, ptr)})
+	r.Steps = append(r.Steps, Step{Message: int(n) - 1, Facts: f, Context: ctxDoc, Approvals: approvals, Source: where(file, ptr)})
 	return nil
 }
 

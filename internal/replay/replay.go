@@ -9,8 +9,9 @@
 // ends with a response judges that response's calls. A decision-log run
 // is the sequence of decisions the sidecar logged for it, each rebuilt
 // from its input document (engine.FactsFromInput) and decided by both
-// sides. Runs are replayed in parallel; each side is one Engine whose
-// caches every run shares.
+// sides with the approvals that were bound to its calls. Runs are
+// replayed in parallel; each side is one Engine whose caches every run
+// shares.
 //
 // inputs.go reads histories, JSON Lines and decision logs; report.go
 // writes the report (pretty, json, html); gate.go is --fail-on.
@@ -34,9 +35,10 @@ type Run struct {
 	// file, or the sidecar's run id.
 	ID string
 	// History, when set, is replayed message by message with Context as
-	// input.context.
-	History facts.History
-	Context any
+	// input.context and Approvals as every step's approvals.
+	History   facts.History
+	Context   any
+	Approvals facts.Approvals
 	// Steps are logged decisions, in order, when History is nil.
 	Steps []Step
 }
@@ -47,6 +49,10 @@ type Step struct {
 	Message int
 	Facts   *facts.Facts
 	Context any
+	// Approvals are the approvals bound to the step's calls, as its input
+	// document carries them (engine.FactsFromInput): the decision is
+	// decided again with the approvals it was decided with.
+	Approvals facts.Approvals
 	// Source is where the event was read (file and pointer).
 	Source string
 }
@@ -135,6 +141,9 @@ func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOpt
 	t := &tally{run: r.ID, transitions: map[string]int{}}
 	if r.History != nil {
 		rb, rc := sides.Baseline.NewRun(), sides.Candidate.NewRun()
+		if r.Approvals != nil {
+			opts = append(slices.Clip(opts), engine.WithApprovals(r.Approvals))
+		}
 		for i := range r.History {
 			msg := r.History[i : i+1]
 			db, err := rb.Step(ctx, msg, r.Context, opts...)
@@ -150,7 +159,7 @@ func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOpt
 		return t, nil
 	}
 	for _, st := range r.Steps {
-		req := engine.Request{Facts: st.Facts, Context: st.Context}
+		req := engine.Request{Facts: st.Facts, Context: st.Context, Approvals: st.Approvals}
 		db, err := sides.Baseline.Decide(ctx, req, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.Source, err)
