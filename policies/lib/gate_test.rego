@@ -623,3 +623,44 @@ test_requests_of_flag_values_the_contract_refuses[note] if {
 	some note, tc in cases
 	gate.requests_of("p", tc.rs) == tc.want
 }
+
+test_operator_denial_is_reported_over_an_approvers_denial if {
+	# Both deny the call; the operator's denial names its package and
+	# reasons, which the approver's denial does not carry.
+	rules := {"money": {"deny": {{"reason": "over limit", "message": "Ask a human."}}}}
+	c := approval_call({"approval": {"kind": "tool-denied", "approvers": ["ada"], "message": "no"}})
+	v := gate.verdict(c) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+	v == {
+		"verdict": "denied", "rule": "deny",
+		"denials": [{"package": "money", "reason": "over limit", "message": "Ask a human."}],
+	}
+}
+
+test_log_only_deny_does_not_waive_a_required_approval if {
+	rules := {
+		"watch": {"deny": {{"reason": "w", "message": "w"}}},
+		"money": {"require_approval": {{"reason": "big", "message": "Approve?"}}},
+	}
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.log_only as {"watch"}
+	v == {
+		"verdict": "approval_required", "rule": "require_approval",
+		"requests": [{"package": "money", "reason": "big", "message": "Approve?"}],
+	}
+}
+
+test_gate_refusal_of_a_tool_of_no_known_gate_gives_the_generic_reason if {
+	# Registry data (hand-written, as under opa eval) naming a tool of gate
+	# "none" that is not always available: the gate still refuses it, and
+	# the reason claims neither a capability nor a search gate.
+	odd := object.union(flat_registry, {"always_available": set()})
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as odd
+		with data.policycheck.rules as {}
+	v.verdict == "not_available_yet"
+	v.reason == `"get_time" refused by the availability rule`
+}
