@@ -336,8 +336,14 @@ type compiled struct {
 	// rules locates each entry-point rule (contract.Locations): a value
 	// the gate flags at run time is reported at its rule.
 	rules contract.Locations
+	// query is the rule the decision evaluates (contract.EntryPoint):
+	// decision, or decision_from_sets when the policy set defines it.
+	query string
 }
 
+// decisionQuery is the policy set's entry point; the engine evaluates
+// contract.EntryPoint (compiled.query), which is it or the shipped
+// policy's decision_from_sets.
 const decisionQuery = "data.policycheck.availability.decision"
 
 // ruleKinds is data.policycheck.rule_kinds: the names of the entry-point
@@ -411,10 +417,11 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	if err := storage.WriteOne(ctx, store, storage.AddOp, storage.RootPath, root); err != nil {
 		return nil, fmt.Errorf("engine: write data: %w", err)
 	}
-	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c), rules: locs}
+	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c), rules: locs,
+		query: "data." + contract.EntryPoint(c)}
 	var err error
 	out.decision, err = rego.New(
-		rego.Query(decisionQuery),
+		rego.Query(out.query),
 		// Keep the result as AST: fill reads the sets straight off it.
 		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
 		rego.Compiler(c),

@@ -97,3 +97,37 @@ decision := {"available": set(), "advertised": set(), "dispatch_available": set(
 	_, err = engine.New(context.Background(), engine.Registry(reg), engine.Modules(rule))
 	require.NoError(t, err)
 }
+
+// TestEngineReadsDecisionFromSets: a policy set that defines
+// policycheck.availability.decision_from_sets is decided by it (the
+// engine's documents hold sets), and one whose decision does not read it
+// is refused at load rather than decided by a rule stock opa never sees.
+func TestEngineReadsDecisionFromSets(t *testing.T) {
+	ctx := context.Background()
+	reg := mustRegistry(t, opsRegistry)
+	h := mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`)))
+	const fromSets = `decision_from_sets := {"available": {"get_time"}, "advertised": {"get_time"}, ` +
+		`"dispatch_available": {"get_time"}, "verdicts": [{"verdict": "execute", "rule": "gate"} | some _ in input.dispatch.calls]}`
+	policy := func(decision string) engine.Option {
+		return engine.Modules(engine.Source{File: "avail.rego",
+			Text: "package policycheck.availability\n\n" + decision + "\n\n" + fromSets + "\n"})
+	}
+	// decision is undefined for every document the engine hands: only
+	// decision_from_sets can decide.
+	e, err := engine.New(ctx, engine.Registry(reg), engine.WithoutDefaults(),
+		policy("decision := decision_from_sets if input.never_set"))
+	require.NoError(t, err)
+	d := mustDecide(t, e, h, nil)
+	require.Empty(t, d.Errors)
+	assert.Equal(t, []string{"get_time"}, d.Available)
+	require.Len(t, d.Calls, 1)
+	assert.Equal(t, engine.Execute, d.Calls[0].Verdict)
+
+	_, err = engine.New(ctx, engine.Registry(reg), engine.WithoutDefaults(),
+		policy(`decision := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}`))
+	var pe *engine.PolicyError
+	require.ErrorAs(t, err, &pe)
+	require.Len(t, pe.Errors, 1)
+	assert.Equal(t, "avail.rego", pe.Errors[0].File)
+	assert.Contains(t, pe.Errors[0].Message, "does not depend on it")
+}

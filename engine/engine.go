@@ -376,7 +376,7 @@ func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) map[s
 	case err != nil:
 		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
 	case len(rs) == 0 || len(rs[0].Expressions) == 0:
-		d.failClosed(s, "policy decision is undefined: "+decisionQuery+" produced no result")
+		d.failClosed(s, "policy decision is undefined: "+s.query+" produced no result")
 	default:
 		if term, isTerm := rs[0].Expressions[0].Value.(*ast.Term); isTerm {
 			if raw, ok := astDecision(term, s.names); ok {

@@ -219,10 +219,37 @@ var Table = []Entry{
 		},
 		Right: `decision := {"available": ..., "advertised": ..., "dispatch_available": ..., "verdicts": [...]}`,
 	},
+	{
+		Root: "policycheck.availability", Name: "decision_from_sets",
+		Shapes: []Shape{
+			{Form: Complete, Type: decisionType,
+				Meaning: "optional: the decision for documents whose name lists are sets (as the engine hands them); " +
+					"when it is defined the engine reads it instead of decision, which must read it"},
+		},
+		Right: `decision_from_sets := {"available": ..., ...}, with decision := decision_from_sets if { ... }`,
+	},
 }
 
-// decisionPath is the engine's entry point.
+// decisionPath is the entry point of the policy set: the decision for any
+// input document.
 const decisionPath = "policycheck.availability.decision"
+
+// decisionFromSetsPath is the optional entry point the engine reads in
+// its place (see EntryPoint).
+const decisionFromSetsPath = "policycheck.availability.decision_from_sets"
+
+// EntryPoint is the rule the engine evaluates for a decision, as a path
+// below data: decision_from_sets when the policy set defines it (the
+// shipped policy does: its decision tells sets from JSON arrays, which
+// the engine's documents never hold), else decision. Check refuses a
+// policy set whose decision does not read its decision_from_sets, so the
+// two give the same decision for the engine's documents.
+func EntryPoint(c *ast.Compiler) string {
+	if len(c.GetRules(ast.MustParseRef("data."+decisionFromSetsPath))) > 0 {
+		return decisionFromSetsPath
+	}
+	return decisionPath
+}
 
 // Problem is one refusal, with its place.
 type Problem struct {
@@ -289,23 +316,38 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 		}
 	}
 	reached := map[string]map[*ast.Rule]bool{}
+	entry := EntryPoint(c)
+	if fromSets := groups["data."+decisionFromSetsPath]; fromSets != nil {
+		// decision must read decision_from_sets: the engine reads the
+		// latter, stock opa the former, and they must not diverge.
+		dec := groups["data."+decisionPath]
+		if dec == nil || !reachable(c, dec.rules)[fromSets.rules[0]] {
+			out = append(out, at(CodeRulePlace, fromSets.rules[0].Location, fmt.Sprintf(
+				"%s is defined, so the engine reads it, but %s does not depend on it: the two would decide apart. "+
+					"Write: %s", decisionFromSetsPath, decisionPath, fromSets.entry.Right)))
+		}
+	}
 	for _, key := range order {
 		g := groups[key]
 		out = append(out, shapeProblems(c, key, g.entry, g.rules)...)
 		if g.entry.ReadBy == "" {
 			continue
 		}
-		from := groups["data."+g.entry.ReadBy]
+		readBy := g.entry.ReadBy
+		if readBy == decisionPath {
+			readBy = entry
+		}
+		from := groups["data."+readBy]
 		if from == nil {
 			continue // no reader: the engine refuses the set as a whole
 		}
-		if reached[g.entry.ReadBy] == nil {
-			reached[g.entry.ReadBy] = reachable(c, from.rules)
+		if reached[readBy] == nil {
+			reached[readBy] = reachable(c, from.rules)
 		}
-		if !reached[g.entry.ReadBy][g.rules[0]] {
+		if !reached[readBy][g.rules[0]] {
 			out = append(out, at(CodeRulePlace, g.rules[0].Location, fmt.Sprintf(
 				"%s is never read: %s does not depend on it (a replacement availability policy must read "+
-					"data.policycheck.rules, as data.policycheck.lib.gate does)", strings.TrimPrefix(key, "data."), g.entry.ReadBy)))
+					"data.policycheck.rules, as data.policycheck.lib.gate does)", strings.TrimPrefix(key, "data."), readBy)))
 		}
 	}
 	sort.SliceStable(out, func(i, j int) bool {

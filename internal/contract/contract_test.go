@@ -80,6 +80,19 @@ func TestShapes(t *testing.T) {
 		{"decision set", "package policycheck.availability\n\n" + `decision contains "a"`, 3, "partial set rule"},
 		{"decision function", "package policycheck.availability\n\n" + `decision(x) := x`, 3, "is a function"},
 		{"decision bool", "package policycheck.availability\n\n" + `decision if input.x`, 3, "yields true"},
+		{"decision_from_sets read by decision", "package policycheck.availability\n\n" +
+			`decision := decision_from_sets if input.x` + "\n\n" +
+			`decision_from_sets := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}`, 0, ""},
+		{"decision_from_sets not read", "package policycheck.availability\n\n" +
+			`decision := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}` + "\n\n" +
+			`decision_from_sets := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}`, 5,
+			"does not depend on it"},
+		{"decision_from_sets alone", "package policycheck.availability\n\n" +
+			`decision_from_sets := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}`, 3,
+			"does not depend on it"},
+		{"decision_from_sets bool", "package policycheck.availability\n\n" +
+			"decision := " + `{"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}` +
+			" if decision_from_sets\n\ndecision_from_sets if input.x", 5, "yields true"},
 		{"marker unknown", "# METADATA\n# title: x\n# custom:\n#   policycheck:\n#     nope: true\npackage policycheck.rules.x\n\nhide := set()", 1, "custom.policycheck.nope"},
 	}
 	for _, tc := range cases {
@@ -102,6 +115,43 @@ func TestShapes(t *testing.T) {
 				t.Fatalf("message shows no right form: %s", p.Message)
 			}
 		})
+	}
+}
+
+// TestEntryPoint: the engine reads decision_from_sets when the policy set
+// defines it, decision otherwise; and every rule the engine reads must be
+// reachable from the rule it evaluates.
+func TestEntryPoint(t *testing.T) {
+	const obj = `{"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}`
+	plain := compile(t, "package policycheck.availability\n\ndecision := "+obj)
+	if got := contract.EntryPoint(plain); got != "policycheck.availability.decision" {
+		t.Fatalf("entry point without decision_from_sets: %s", got)
+	}
+	both := compile(t, "package policycheck.availability\n\ndecision := decision_from_sets\n\ndecision_from_sets := "+obj)
+	if got := contract.EntryPoint(both); got != "policycheck.availability.decision_from_sets" {
+		t.Fatalf("entry point with decision_from_sets: %s", got)
+	}
+	// A rules package read only by decision's other branch is never read
+	// by the engine, which evaluates decision_from_sets: refused.
+	src := "package policycheck.availability\n\n" +
+		"decision := decision_from_sets if input.sets else := object.union(decision_from_sets, {\"x\": data.policycheck.rules})\n\n" +
+		"decision_from_sets := " + obj + "\n"
+	rules, err := ast.ParseModuleWithOpts("rules.rego", "package policycheck.rules.x\n\nhide := {\"a\"}\n", ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := ast.ParseModuleWithOpts("op.rego", src, ast.ParserOptions{RegoVersion: ast.RegoV1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := ast.NewCompiler()
+	c.Compile(map[string]*ast.Module{"op.rego": m, "rules.rego": rules})
+	if c.Failed() {
+		t.Fatal(c.Errors)
+	}
+	probs, _ := contract.Check(c)
+	if len(probs) != 1 || probs[0].File != "rules.rego" || !strings.Contains(probs[0].Message, "decision_from_sets does not depend on it") {
+		t.Fatalf("a hide rule only decision reads: %+v", probs)
 	}
 }
 

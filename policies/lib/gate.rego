@@ -107,10 +107,14 @@ hidden := {name |
 
 # METADATA
 # title: would_hide
-# description: Tools the log-only operator rules would hide for this request (not enforced).
+# description: |
+#   Tools the log-only operator rules would hide for this request (not
+#   enforced). Performance: the packages come first, so a policy set
+#   without hide rules never evaluates log_only.
 would_hide := {name |
-	some pkg in log_only
+	some pkg
 	some name in data.policycheck.rules[pkg].hide
+	pkg in log_only
 }
 
 # METADATA
