@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -75,6 +76,16 @@ were bound to its calls), as it keeps its context. Progress goes to stderr when 
 			runs, err := replay.Load(args, lo)
 			if err != nil {
 				return badInput(err)
+			}
+			// --context and --approvals apply to history runs only: with
+			// none among the inputs nothing would read them.
+			if (ctxPath != "" || approvalsPath != "") && !slices.ContainsFunc(runs, func(r *replay.Run) bool { return r.History != nil }) {
+				flag := "--context"
+				if approvalsPath != "" {
+					flag = "--approvals"
+				}
+				return badInput(fmt.Errorf("%s applies to history runs, and every input is a logged decision, which "+
+					"keeps the context and approvals its input document carries: drop %s", flag, flag))
 			}
 			side := func(name string, pols []string) (*engine.Engine, error) {
 				opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(pols...)}

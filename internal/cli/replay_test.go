@@ -455,3 +455,50 @@ func TestLogOnlyRuleInEvalExplainReplay(t *testing.T) {
 		t.Errorf("replay: would_deny %+v, would_hide %+v, changes by kind %v", rep.WouldDeny, rep.WouldHide, kinds)
 	}
 }
+
+// TestReplayRefusesFlagsNothingReads: --context and --approvals apply to
+// history runs; given only logged decisions (which keep theirs) they are
+// refused, exit 2, rather than ignored. With a history among the inputs
+// they are read.
+func TestReplayRefusesFlagsNothingReads(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(examplesDir, "registry.yaml")
+	history := filepath.Join(examplesDir, "histories", "refund-after-lookup.json")
+	code, input, errs := runCLI("facts", "--registry", reg, "--history", history, "--format", "input")
+	if code != 0 {
+		t.Fatalf("facts: exit %d: %s", code, errs)
+	}
+	var in map[string]any
+	if err := json.Unmarshal([]byte(input), &in); err != nil {
+		t.Fatal(err)
+	}
+	in["messages"] = 4
+	event, err := json.Marshal(map[string]any{"decision_id": "d1", "path": "policycheck/availability/decision", "input": in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := filepath.Join(dir, "log.jsonl")
+	if err := os.WriteFile(logged, append(event, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	approvals := filepath.Join(dir, "approvals.json")
+	if err := os.WriteFile(approvals, []byte(`{"approvals": {}}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctxFile := filepath.Join(examplesDir, "context", "support.json")
+	pols := filepath.Join(examplesDir, "policies")
+	base := []string{"replay", "--registry", reg, "--baseline", pols, "--candidate", pols}
+	for _, c := range []struct{ flag, file string }{{"--approvals", approvals}, {"--context", ctxFile}} {
+		code, out, errs := runCLI(append(slices.Clone(base), c.flag, c.file, logged)...)
+		if code != 2 || out != "" || !strings.Contains(errs, c.flag+" applies to history runs") {
+			t.Errorf("%s with logged decisions only: exit %d, stdout %q, stderr %q", c.flag, code, out, errs)
+		}
+		code, _, errs = runCLI(append(slices.Clone(base), c.flag, c.file, logged, history)...)
+		if code != 0 {
+			t.Errorf("%s with a history among the inputs: exit %d, stderr %q", c.flag, code, errs)
+		}
+	}
+	if code, _, errs := runCLI(append(slices.Clone(base), logged)...); code != 0 {
+		t.Errorf("logged decisions alone: exit %d, stderr %q", code, errs)
+	}
+}
