@@ -184,18 +184,10 @@ func (r *checkResult) write(w io.Writer, format string) error {
 	return nil
 }
 
-// byPlace sorts findings by file, row and column.
+// byPlace sorts findings by file, row and column, as contract.Check sorts
+// its problems.
 func byPlace(fs []policyFinding) {
-	sort.SliceStable(fs, func(i, j int) bool {
-		a, b := fs[i], fs[j]
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Row != b.Row {
-			return a.Row < b.Row
-		}
-		return a.Col < b.Col
-	})
+	contract.SortByPlace(fs, func(f policyFinding) (string, int, int) { return f.File, f.Row, f.Col })
 }
 
 // checkModule is one parsed policy module.

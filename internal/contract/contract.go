@@ -350,17 +350,25 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 					"data.policycheck.rules, as data.policycheck.lib.gate does)", strings.TrimPrefix(key, "data."), readBy)))
 		}
 	}
-	sort.SliceStable(out, func(i, j int) bool {
-		a, b := out[i], out[j]
-		if a.File != b.File {
-			return a.File < b.File
-		}
-		if a.Row != b.Row {
-			return a.Row < b.Row
-		}
-		return a.Col < b.Col
-	})
+	SortByPlace(out, func(p Problem) (string, int, int) { return p.File, p.Row, p.Col })
 	return out, locs
+}
+
+// SortByPlace sorts xs by file, row and column (stably: two at one place
+// keep their order), place giving each one's. Every list of problems the
+// project prints (Check's, policycheck check's findings) is in this order.
+func SortByPlace[T any](xs []T, place func(T) (file string, row, col int)) {
+	sort.SliceStable(xs, func(i, j int) bool {
+		af, ar, ac := place(xs[i])
+		bf, br, bc := place(xs[j])
+		if af != bf {
+			return af < bf
+		}
+		if ar != br {
+			return ar < br
+		}
+		return ac < bc
+	})
 }
 
 // reachable is every rule roots depend on, themselves included.

@@ -25,3 +25,22 @@ func ExampleCheck() {
 	// Output:
 	// rules/ops.rego:3:1: rule_shape
 }
+
+// Problems print by place: file, then row, then column.
+func ExampleSortByPlace() {
+	probs := []contract.Problem{
+		{File: "b.rego", Row: 1, Col: 1},
+		{File: "a.rego", Row: 9, Col: 2},
+		{File: "a.rego", Row: 9, Col: 1},
+		{File: "a.rego", Row: 3, Col: 5},
+	}
+	contract.SortByPlace(probs, func(p contract.Problem) (string, int, int) { return p.File, p.Row, p.Col })
+	for _, p := range probs {
+		fmt.Printf("%s:%d:%d\n", p.File, p.Row, p.Col)
+	}
+	// Output:
+	// a.rego:3:5
+	// a.rego:9:1
+	// a.rego:9:2
+	// b.rego:1:1
+}
