@@ -42,6 +42,11 @@ func TestRegistryRejects(t *testing.T) {
 	require.Empty(t, reg.OwnedTools(""), "a tool without capability is owned by none")
 	require.True(t, reg.HasLoadCapability())
 	require.False(t, strings.Contains(strings.Join(reg.ToolNames(), ","), "load_capability"))
+	// No configured-deferred capability: load_capability is absent (an
+	// always-on capability does not bring it).
+	plain, err := facts.NewRegistry([]facts.Capability{{ID: "c"}}, []facts.Tool{{Name: "b", Capability: "c"}})
+	require.NoError(t, err)
+	require.False(t, plain.HasLoadCapability(), "load_capability without a deferred capability")
 }
 
 // TestPositionBefore: Before is a strict order on positions.
