@@ -127,14 +127,10 @@ func approversText(a facts.Approval) string {
 
 // approvalRequiredText is the approver-facing message and the
 // operator-facing reasons of an approval_required verdict.
-func approvalRequiredText(s *snapshot, vm map[string]any) (string, []string) {
+func approvalRequiredText(s *snapshot, vm *policyVerdict) (string, []string) {
 	var msgs, reasons []string
-	rs, _ := vm["requests"].([]any)
-	for _, x := range rs {
-		rm, _ := x.(map[string]any)
-		pkg, _ := rm["package"].(string)
-		reason, _ := rm["reason"].(string)
-		msg, _ := rm["message"].(string)
+	for _, rm := range vm.requests {
+		pkg, reason, msg := rm.pkg, rm.reason, rm.message
 		where := ""
 		if file := s.fileOf("data.policycheck.rules." + pkg); file != "" {
 			where = " (" + file + ")"

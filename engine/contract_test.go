@@ -131,3 +131,56 @@ func TestEngineReadsDecisionFromSets(t *testing.T) {
 	assert.Equal(t, "avail.rego", pe.Errors[0].File)
 	assert.Contains(t, pe.Errors[0].Message, "does not depend on it")
 }
+
+// TestPolicyResultOfWrongTypeFailsClosed: the policy's decision document
+// is decoded once into typed values, and a key of a type the engine does
+// not read (a value only run time shows: here, from input.context) fails
+// the decision closed, naming the key, instead of reading as empty.
+func TestPolicyResultOfWrongTypeFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	reg := mustRegistry(t, opsRegistry)
+	h := mustHistory(t, wReq(wUser("hi")), wResp("", wCall("get_time", "c1", `{}`)))
+	const policy = `package policycheck.availability
+
+decision := {
+	"available": {"get_time"}, "advertised": {"get_time"}, "dispatch_available": {"get_time"},
+	"verdicts": [object.union({"verdict": "execute", "rule": "gate"}, input.context.extra) | some _ in input.dispatch.calls],
+	"hidden": input.context.hidden,
+}
+`
+	e, err := engine.New(ctx, engine.Registry(reg), engine.WithoutDefaults(),
+		engine.Modules(engine.Source{File: "avail.rego", Text: policy}))
+	require.NoError(t, err)
+	cases := []struct {
+		note string
+		ctx  map[string]any
+		want string
+	}{
+		{"well typed", map[string]any{"extra": map[string]any{"reason": "ok"}, "hidden": []any{}}, ""},
+		{"reason a number", map[string]any{"extra": map[string]any{"reason": 5}, "hidden": []any{}},
+			"policy decision: verdict 0: reason must be a string"},
+		{"verdict a list", map[string]any{"extra": map[string]any{"verdict": []any{"execute"}}, "hidden": []any{}},
+			"policy decision: verdict 0: verdict must be a string"},
+		{"by an object", map[string]any{"extra": map[string]any{"by": map[string]any{"rule": "hide"}}, "hidden": []any{}},
+			"policy decision: verdict 0: by must be an array"},
+		{"denials of strings", map[string]any{"extra": map[string]any{"denials": []any{"no"}}, "hidden": []any{}},
+			"policy decision: verdict 0 denials holds \"no\", not an object"},
+		{"hidden a string", map[string]any{"extra": map[string]any{}, "hidden": "get_time"},
+			"policy decision: hidden must be a set of tool names"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.note, func(t *testing.T) {
+			d := mustDecide(t, e, h, tc.ctx)
+			require.Len(t, d.Calls, 1)
+			if tc.want == "" {
+				require.Empty(t, d.Errors)
+				assert.Equal(t, engine.Execute, d.Calls[0].Verdict)
+				return
+			}
+			assert.Equal(t, engine.Denied, d.Calls[0].Verdict)
+			assert.True(t, d.Calls[0].FailClosed)
+			assert.Empty(t, d.Available)
+			assert.Contains(t, strings.Join(d.Errors, "\n"), tc.want)
+		})
+	}
+}

@@ -228,48 +228,6 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 	}
 }
 
-// astDecision converts the policy's decision object for fill: a set of
-// strings becomes a sorted []string read straight off the AST (the sets
-// are the bulk of the result; see setNames), anything else its JSON form.
-// names are the candidate names, sorted.
-func astDecision(t *ast.Term, names []*ast.Term) (map[string]any, bool) {
-	obj, ok := t.Value.(ast.Object)
-	if !ok {
-		return nil, false
-	}
-	out := make(map[string]any, obj.Len())
-	// The policy often returns one set under several keys (advertised is
-	// available when cleaning removed nothing): read each set once.
-	type seen struct {
-		set   ast.Set
-		names []string
-	}
-	var memo []seen
-	obj.Foreach(func(k, v *ast.Term) {
-		key, isStr := k.Value.(ast.String)
-		if !isStr {
-			return
-		}
-		if set, isSet := v.Value.(ast.Set); isSet {
-			for _, m := range memo {
-				if m.set == set {
-					out[string(key)] = m.names
-					return
-				}
-			}
-			if list, ok := setNames(set, names); ok {
-				memo = append(memo, seen{set, list})
-				out[string(key)] = list
-				return
-			}
-		}
-		if j, err := ast.JSON(v.Value); err == nil {
-			out[string(key)] = j
-		}
-	})
-	return out, true
-}
-
 // setNames returns the elements of a set of strings, sorted; ok is false
 // when the set holds anything but strings. OPA's sets hand out their
 // elements only sorted with its generic term order, which costs more than
@@ -310,26 +268,6 @@ func setNames(set ast.Set, candidates []*ast.Term) ([]string, bool) {
 	return out, true
 }
 
-func stringSet(v any, what string) ([]string, error) {
-	if names, ok := v.([]string); ok {
-		return names, nil
-	}
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("policy decision: %s must be a set of tool names", what)
-	}
-	out := make([]string, 0, len(list))
-	for _, x := range list {
-		s, ok := x.(string)
-		if !ok {
-			return nil, fmt.Errorf("policy decision: %s holds a non-string %v", what, x)
-		}
-		out = append(out, s)
-	}
-	sort.Strings(out)
-	return out, nil
-}
-
 // subsetSorted reports whether every element of a is in b; both sorted.
 func subsetSorted(a, b []string) bool {
 	if len(a) > len(b) {
@@ -355,14 +293,13 @@ func contains(sorted []string, s string) bool {
 
 // fill reads the policy's decision document and enforces the invariants
 // that make advertisement, the gate and the messages agree.
-func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterResult) error {
-	var err error
-	if d.Available, err = stringSet(raw["available"], "available"); err != nil {
-		return err
+func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterResult) error {
+	// An operator rule whose value the contract could not check at load
+	// and the gate found of a refused shape fails the decision closed.
+	if len(res.ruleErrors) > 0 {
+		return s.ruleError(&res.ruleErrors[0])
 	}
-	if d.Advertised, err = stringSet(raw["advertised"], "advertised"); err != nil {
-		return err
-	}
+	d.Available, d.Advertised = res.available, res.advertised
 	// advertised ⊆ available, whatever the policy says (both are sorted:
 	// one merge walk).
 	if !subsetSorted(d.Advertised, d.Available) {
@@ -376,35 +313,24 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 		d.Advertised = adv
 	}
-	// An operator rule whose value the contract could not check at load
-	// and the gate found of a refused shape fails the decision closed.
-	if errs, _ := raw["rule_errors"].([]any); len(errs) > 0 {
-		return s.ruleError(errs[0])
-	}
-	hidden := map[string]bool{}
-	if h, ok := raw["hidden"]; ok {
-		names, err := stringSet(h, "hidden")
-		if err != nil {
-			return err
-		}
-		for _, n := range names {
-			hidden[n] = true
-		}
+	hidden := make(map[string]bool, len(res.hidden))
+	for _, n := range res.hidden {
+		hidden[n] = true
 	}
 	d.removal = &removal{s: s, next: next, dispatch: dispatch, hidden: hidden}
-	wouldHide, _ := stringSet(raw["would_hide"], "would_hide")
-	d.WouldHide = intersectSorted(wouldHide, d.Available)
+	d.WouldHide = intersectSorted(res.wouldHide, d.Available)
 	if d.Dispatch == nil {
 		return nil
 	}
-	if d.Dispatch.Available, err = stringSet(raw["dispatch_available"], "dispatch_available"); err != nil {
-		return err
+	if res.dispatchErr != nil {
+		return res.dispatchErr
 	}
-	if more := intersectSorted(wouldHide, d.Dispatch.Available); len(more) > 0 {
+	d.Dispatch.Available = res.dispatchAvailable
+	if more := intersectSorted(res.wouldHide, d.Dispatch.Available); len(more) > 0 {
 		d.WouldHide = unionSorted(d.WouldHide, more)
 	}
-	verdicts, ok := raw["verdicts"].([]any)
-	if !ok || len(verdicts) != len(d.Calls) {
+	verdicts := res.verdicts
+	if len(verdicts) != len(d.Calls) {
 		return fmt.Errorf("policy decision: verdicts must hold one verdict per call (%d calls)", len(d.Calls))
 	}
 	// resolvedEmpty: every registry tool was dropped or hidden (only an
@@ -417,21 +343,16 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 		}
 		return true
 	}
-	for i, v := range verdicts {
-		vm, ok := v.(map[string]any)
-		if !ok {
-			return fmt.Errorf("policy decision: verdict %d is not an object", i)
-		}
+	for i := range verdicts {
+		vm := &verdicts[i]
 		c := &d.Calls[i]
-		c.Verdict, _ = vm["verdict"].(string)
-		c.Rule, _ = vm["rule"].(string)
+		c.Verdict, c.Rule = vm.verdict, vm.rule
 		switch c.Verdict {
 		case UnknownTool:
 			c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, len(d.Dispatch.Available) == 0 && resolvedEmpty())
 			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
 		case NotAvailableYet:
-			form, _ := vm["form"].(map[string]any)
-			c.Capability, _ = form["capability"].(string)
+			c.Capability = vm.capability
 			c.Message = NotAvailableMessage(c.Tool, c.Capability)
 			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
 		case Denied:
@@ -447,20 +368,14 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 				c.Reasons = []string{"policy said approval_denied for a call no denial is bound to; denied"}
 				break
 			}
-			ds, _ := vm["denials"].([]any)
-			for _, x := range ds {
-				if dm, _ := x.(map[string]any); dm != nil && hasKey(dm, "value") {
-					return s.ruleError(dm)
-				}
+			if f := firstFlagged(vm.denials); f != nil {
+				return s.ruleError(f)
 			}
 			c.Message, c.Reasons = denialText(s, c.Tool, vm)
-			c.FailClosed = vm["rule"] == "filter_error"
+			c.FailClosed = vm.rule == "filter_error"
 		case ApprovalRequired:
-			rs, _ := vm["requests"].([]any)
-			for _, x := range rs {
-				if rm, _ := x.(map[string]any); rm != nil && hasKey(rm, "value") {
-					return s.ruleError(rm)
-				}
+			if f := firstFlagged(vm.requests); f != nil {
+				return s.ruleError(f)
 			}
 			c.Message, c.Reasons = approvalRequiredText(s, vm)
 			// The gate wins over approval: a call outside the resolved set
@@ -483,13 +398,11 @@ func (d *Decision) fill(s *snapshot, raw map[string]any, next, dispatch *filterR
 				d.Errors = appendUnique(d.Errors, c.Reasons[0])
 				continue
 			}
-			if wd, _ := vm["would_deny"].([]any); len(wd) > 0 {
-				for _, x := range wd {
-					if dm, _ := x.(map[string]any); dm != nil && hasKey(dm, "value") {
-						return s.ruleError(dm)
-					}
+			if len(vm.wouldDeny) > 0 {
+				if f := firstFlagged(vm.wouldDeny); f != nil {
+					return s.ruleError(f)
 				}
-				_, c.WouldDeny = denialTextOf(s, wd, "would be denied by")
+				_, c.WouldDeny = denialTextOf(s, vm.wouldDeny, "would be denied by")
 			}
 			// The gate and the verdict cannot disagree.
 			if !contains(d.Dispatch.Available, c.Tool) {
@@ -543,24 +456,27 @@ func (s *snapshot) unresolved(tool string, dispatch *filterResult, hidden map[st
 	return ""
 }
 
-func hasKey(m map[string]any, k string) bool {
-	_, ok := m[k]
-	return ok
+// firstFlagged is the first answer carrying a flagged value, or nil.
+func firstFlagged(as []ruleAnswer) *flaggedValue {
+	for _, a := range as {
+		if a.flagged != nil {
+			return a.flagged
+		}
+	}
+	return nil
 }
 
 // ruleError is the error of a rule value the gate flagged (rule_errors,
 // or a denial carrying a value): it names the operator's rule, its file
 // and row, and what the contract accepts.
-func (s *snapshot) ruleError(flagged any) error {
-	m, _ := flagged.(map[string]any)
-	pkg, _ := m["package"].(string)
-	rule, _ := m["rule"].(string)
+func (s *snapshot) ruleError(f *flaggedValue) error {
+	pkg, rule := f.pkg, f.rule
 	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
 	where := ""
 	if loc := s.ruleFile(pkg, rule); loc != "" {
 		where = " (" + loc + ")"
 	}
-	v, _ := json.Marshal(m["value"])
+	v, _ := json.Marshal(f.value)
 	want := "a set of tool names"
 	switch rule {
 	case "deny":
@@ -572,12 +488,11 @@ func (s *snapshot) ruleError(flagged any) error {
 		strings.TrimPrefix(path.String(), "data."), where, v, want)
 }
 
-func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) {
-	if r, _ := vm["rule"].(string); r == "filter_error" {
+func denialText(s *snapshot, tool string, vm *policyVerdict) (string, []string) {
+	if vm.rule == "filter_error" {
 		return failClosedMessage(tool), s.verdictReasons(tool, vm, nil)
 	}
-	ds, _ := vm["denials"].([]any)
-	msgs, reasons := denialTextOf(s, ds, "denied by")
+	msgs, reasons := denialTextOf(s, vm.denials, "denied by")
 	if len(msgs) == 0 {
 		return deniedMessage(tool), reasons
 	}
@@ -591,12 +506,9 @@ func denialText(s *snapshot, tool string, vm map[string]any) (string, []string) 
 // denialTextOf reads the gate's denial objects: their model-facing
 // messages and the operator reasons ("VERB policycheck.rules.PKG (FILE):
 // REASON").
-func denialTextOf(s *snapshot, ds []any, verb string) (msgs, reasons []string) {
-	for _, x := range ds {
-		dm, _ := x.(map[string]any)
-		pkg, _ := dm["package"].(string)
-		reason, _ := dm["reason"].(string)
-		msg, _ := dm["message"].(string)
+func denialTextOf(s *snapshot, ds []ruleAnswer, verb string) (msgs, reasons []string) {
+	for _, dm := range ds {
+		pkg, reason, msg := dm.pkg, dm.reason, dm.message
 		where := ""
 		if file := s.ruleFile(pkg, "deny"); file != "" {
 			where = " (" + file + ")"
@@ -644,20 +556,16 @@ func unionSorted(a, b []string) []string {
 // reason the policy gave, then what it says removed the tool, each named
 // with its package and file (the filters that dropped it are the engine's
 // record of their results).
-func (s *snapshot) verdictReasons(tool string, vm map[string]any, dispatch *filterResult) []string {
-	reason, _ := vm["reason"].(string)
-	by, _ := vm["by"].([]any)
+func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filterResult) []string {
 	var out []string
 	switch {
-	case reason != "":
-		out = append(out, reason)
-	case len(by) == 0:
-		rule, _ := vm["rule"].(string)
-		out = append(out, fmt.Sprintf("%q: %s by rule %q of %s, which gives no reason", tool, vm["verdict"], rule, decisionQuery))
+	case vm.reason != "":
+		out = append(out, vm.reason)
+	case len(vm.by) == 0:
+		out = append(out, fmt.Sprintf("%q: %s by rule %q of %s, which gives no reason", tool, vm.verdict, vm.rule, decisionQuery))
 	}
-	for _, x := range by {
-		m, _ := x.(map[string]any)
-		switch m["rule"] {
+	for _, m := range vm.by {
+		switch m.rule {
 		case "prepare_tools":
 			if dispatch == nil {
 				continue
@@ -670,8 +578,7 @@ func (s *snapshot) verdictReasons(tool string, vm map[string]any, dispatch *filt
 				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
 			}
 		case "hide":
-			pkg, _ := m["package"].(string)
-			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", pkg, s.ruleFile(pkg, "hide")))
+			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", m.pkg, s.ruleFile(m.pkg, "hide")))
 		}
 	}
 	return out

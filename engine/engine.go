@@ -341,7 +341,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 // result that filled d without error).
 func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lruCache[memoEntry], next, dispatch *filterResult) {
 	var key string
-	var raw map[string]any
+	var res *policyResult
 	hit := false
 	if memo != nil {
 		key = inputKey(input)
@@ -349,28 +349,28 @@ func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, mem
 		if e, hit = memo.get(key); hit {
 			// The name lists come out as new slices: a caller that
 			// writes to its decision cannot change another request's.
-			raw = e.unpack(&s.known)
+			res = e.unpack(&s.known)
 		}
 	}
 	if !hit {
-		if raw = s.eval(ctx, d, input); raw == nil {
+		if res = s.eval(ctx, d, input); res == nil {
 			return
 		}
 	}
-	if err := d.fill(s, raw, next, dispatch); err != nil {
+	if err := d.fill(s, res, next, dispatch); err != nil {
 		d.failClosed(s, err.Error())
 		return
 	}
 	d.removal.input = input
 	if !hit && memo != nil && ctx.Err() == nil {
-		memo.put(key, packEntry(raw, &s.known))
+		memo.put(key, packEntry(res, &s.known))
 	}
 }
 
-// eval runs the decision query on input and returns the policy's result
-// for fill; on an error, an undefined result or a result that is not an
-// object it fails d closed and returns nil.
-func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) map[string]any {
+// eval runs the decision query on input and returns the policy's result,
+// decoded; on an error, an undefined result or a result that does not
+// decode it fails d closed and returns nil.
+func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) *policyResult {
 	rs, err := s.decision.Eval(ctx, rego.EvalParsedInput(input))
 	switch {
 	case err != nil:
@@ -378,12 +378,17 @@ func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) map[s
 	case len(rs) == 0 || len(rs[0].Expressions) == 0:
 		d.failClosed(s, "policy decision is undefined: "+s.query+" produced no result")
 	default:
-		if term, isTerm := rs[0].Expressions[0].Value.(*ast.Term); isTerm {
-			if raw, ok := astDecision(term, s.names); ok {
-				return raw
-			}
+		term, isTerm := rs[0].Expressions[0].Value.(*ast.Term)
+		if !isTerm {
+			d.failClosed(s, "policy decision is not an object")
+			return nil
 		}
-		d.failClosed(s, "policy decision is not an object")
+		res, err := decodeResult(term, s.names)
+		if err != nil {
+			d.failClosed(s, err.Error())
+			return nil
+		}
+		return res
 	}
 	return nil
 }

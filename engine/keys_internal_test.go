@@ -94,21 +94,26 @@ func TestMemoEntryRoundTrip(t *testing.T) {
 		names = append(names, fmt.Sprintf("tool_%03d", i))
 	}
 	known := newNameTerms(names)
-	verdicts := []any{map[string]any{"verdict": "execute"}}
-	raw := map[string]any{
-		"available":          []string{"a_unknown", "tool_000", "tool_063", "tool_064", "tool_129", "zz_unknown"},
-		"advertised":         []string{"tool_000", "tool_129"},
-		"dispatch_available": []string{},
-		"hidden":             slices.Clone(names),
-		"verdicts":           verdicts,
+	res := &policyResult{
+		available:         []string{"a_unknown", "tool_000", "tool_063", "tool_064", "tool_129", "zz_unknown"},
+		advertised:        []string{"tool_000", "tool_129"},
+		dispatchAvailable: []string{},
+		hidden:            slices.Clone(names),
+		wouldHide:         []string{"tool_064"},
+		verdicts:          []policyVerdict{{verdict: "execute", rule: "gate", wouldDeny: []ruleAnswer{{pkg: "p", reason: "r"}}}},
+		ruleErrors:        []flaggedValue{},
 	}
-	e := packEntry(raw, &known)
+	want := *res
+	e := packEntry(res, &known)
+	if !reflect.DeepEqual(*res, want) {
+		t.Fatal("packing changed the result it was given")
+	}
 	for range 2 {
 		got := e.unpack(&known)
-		if !reflect.DeepEqual(got, raw) {
-			t.Fatalf("round trip:\n got %v\nwant %v", got, raw)
+		if !reflect.DeepEqual(*got, want) {
+			t.Fatalf("round trip:\n got %+v\nwant %+v", *got, want)
 		}
-		got["available"].([]string)[0] = "scribbled"
+		got.available[0] = "scribbled"
 	}
 }
 

@@ -22,12 +22,13 @@ import (
 // Only the policy's own result is kept; the decision around it (facts,
 // messages, explanations, retry accounting) is built fresh each time.
 
-// memoEntry is a remembered policy result: its name lists (most of it,
-// each up to the registry's size) packed as bits over the snapshot's
-// sorted names, the rest (verdicts) as fill reads it, never written.
+// memoEntry is a remembered policy result, as decodeResult made it: its
+// name lists (most of it, each up to the registry's size) packed as bits
+// over the snapshot's sorted names, the rest (verdicts, rule errors)
+// kept as decoded and never written.
 type memoEntry struct {
-	raw   map[string]any // everything but the packed lists
-	lists map[string]packedNames
+	res   *policyResult // without its name lists
+	lists [5]packedNames
 }
 
 // packedNames is a sorted name list: bit i stands for known.names[i];
@@ -38,53 +39,60 @@ type packedNames struct {
 	other []string
 }
 
-func packEntry(raw map[string]any, known *nameTerms) memoEntry {
-	e := memoEntry{raw: make(map[string]any, len(raw)), lists: map[string]packedNames{}}
-	for k, v := range raw {
-		names, ok := v.([]string)
-		if !ok {
-			e.raw[k] = v
-			continue
-		}
-		p := packedNames{bits: make([]uint64, (len(known.names)+63)/64), n: len(names)}
-		j := 0
-		for _, n := range names {
-			for j < len(known.names) && known.names[j] < n {
-				j++
-			}
-			if j < len(known.names) && known.names[j] == n {
-				p.bits[j/64] |= 1 << (j % 64)
-			} else {
-				p.other = append(p.other, n)
-			}
-		}
-		e.lists[k] = p
+// nameLists are the result's name lists, in memoEntry.lists order.
+func (r *policyResult) nameLists() [5]*[]string {
+	return [5]*[]string{&r.available, &r.advertised, &r.hidden, &r.wouldHide, &r.dispatchAvailable}
+}
+
+func packEntry(res *policyResult, known *nameTerms) memoEntry {
+	rest := *res
+	e := memoEntry{res: &rest}
+	for i, list := range rest.nameLists() {
+		e.lists[i] = pack(*list, known)
+		*list = nil
 	}
 	return e
 }
 
+func pack(names []string, known *nameTerms) packedNames {
+	p := packedNames{bits: make([]uint64, (len(known.names)+63)/64), n: len(names)}
+	j := 0
+	for _, n := range names {
+		for j < len(known.names) && known.names[j] < n {
+			j++
+		}
+		if j < len(known.names) && known.names[j] == n {
+			p.bits[j/64] |= 1 << (j % 64)
+		} else {
+			p.other = append(p.other, n)
+		}
+	}
+	return p
+}
+
 // unpack returns the result with each name list as a new sorted slice.
-func (e memoEntry) unpack(known *nameTerms) map[string]any {
-	out := make(map[string]any, len(e.raw)+len(e.lists))
-	for k, v := range e.raw {
-		out[k] = v
+func (e memoEntry) unpack(known *nameTerms) *policyResult {
+	res := *e.res
+	for i, list := range res.nameLists() {
+		*list = e.lists[i].unpack(known)
 	}
-	for k, p := range e.lists {
-		names := make([]string, 0, p.n)
-		for w, word := range p.bits {
-			for word != 0 {
-				i := w*64 + bits.TrailingZeros64(word)
-				names = append(names, known.names[i])
-				word &= word - 1
-			}
+	return &res
+}
+
+func (p packedNames) unpack(known *nameTerms) []string {
+	names := make([]string, 0, p.n)
+	for w, word := range p.bits {
+		for word != 0 {
+			i := w*64 + bits.TrailingZeros64(word)
+			names = append(names, known.names[i])
+			word &= word - 1
 		}
-		if len(p.other) > 0 {
-			names = append(names, p.other...)
-			slices.Sort(names)
-		}
-		out[k] = names
 	}
-	return out
+	if len(p.other) > 0 {
+		names = append(names, p.other...)
+		slices.Sort(names)
+	}
+	return names
 }
 
 // inputKey digests an input document canonically: objects and sets in
