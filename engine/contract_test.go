@@ -64,6 +64,8 @@ func TestRuleValuesOfRefusedTypeFailClosed(t *testing.T) {
 			`policycheck.rules.x.hide (rules/x.rego:3:1) yielded "get_time", which is not a set of tool names`},
 		{"hide element a number", "hide contains x if x := json.unmarshal(`1`)",
 			"policycheck.rules.x.hide (rules/x.rego:3:1) yielded [1]"},
+		{"hide of a framework tool computed at run time", "hide contains x if x := concat(\"_\", [\"search\", \"tools\"])",
+			`policycheck.rules.x.hide (rules/x.rego:3:1) yielded ["search_tools"], which is not a set of tool names (none of them load_capability or search_tools`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {

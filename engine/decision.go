@@ -477,7 +477,7 @@ func (s *snapshot) ruleError(f *flaggedValue) error {
 		where = " (" + loc + ")"
 	}
 	v, _ := json.Marshal(f.value)
-	want := "a set of tool names"
+	want := "a set of tool names (none of them load_capability or search_tools, framework tools no rule can hide)"
 	switch rule {
 	case "deny":
 		want = `a denial: an object {"reason": ..., "message": ...} of strings, a string, or a boolean deny`

@@ -71,6 +71,9 @@ var wrongShapes = []wrongShape{
 	{note: "hide as a partial object", pkg: rulesPkg, body: `hide[x] := true if x := "secret_op"`},
 	{note: "hide a string at run time", pkg: rulesPkg, dynamic: true, body: "hide := json.unmarshal(`\"secret_op\"`)"},
 	{note: "hide an array at run time", pkg: rulesPkg, dynamic: true, body: "hide := json.unmarshal(`[\"secret_op\"]`)"},
+	{note: "hide naming a framework tool", pkg: rulesPkg, body: `hide := {"secret_op", "search_tools"}`},
+	{note: "hide naming a framework tool at run time", pkg: rulesPkg, dynamic: true,
+		body: "hide := {\"secret_op\", concat(\"_\", [\"search\", \"tools\"])}"},
 	// prepare_tools
 	{note: "filter as an array", pkg: filterPkg, body: `prepare_tools := ["get_time"]`},
 	{note: "filter as a string", pkg: filterPkg, body: `prepare_tools := "get_time"`},

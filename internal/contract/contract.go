@@ -23,6 +23,8 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	"github.com/open-policy-agent/opa/v1/types"
+
+	"github.com/policycheck/policycheck/facts"
 )
 
 // Form is a rule form, as OPA's compiler sees it.
@@ -81,6 +83,9 @@ type Entry struct {
 	Shapes []Shape
 	// Right is the right form, shown in every refusal.
 	Right string
+	// Literal, when set, refuses a literal value (a head's key or value)
+	// of an accepted type: it returns why, or "".
+	Literal func(t *ast.Term) string
 	// ReadBy, when set, is the entry point (as a path below data) that
 	// reads this rule: a rule it cannot reach (a replacement that never
 	// reads data.policycheck.rules) is refused as never read.
@@ -198,8 +203,9 @@ var Table = []Entry{
 			{Form: PartialSet, Type: stringType, Meaning: "each element is a tool name hidden for this request"},
 			{Form: Complete, Type: setOf(stringType), Meaning: "a set of tool names hidden for this request"},
 		},
-		Right:  `hide contains "tool_name" if { ... } (or hide := {"a", "b"})`,
-		ReadBy: decisionPath,
+		Right:   `hide contains "tool_name" if { ... } (or hide := {"a", "b"})`,
+		Literal: frameworkName,
+		ReadBy:  decisionPath,
 	},
 	{
 		Root: "policycheck.capabilities", Keyed: true, Name: "prepare_tools",
@@ -228,6 +234,32 @@ var Table = []Entry{
 		},
 		Right: `decision_from_sets := {"available": ..., ...}, with decision := decision_from_sets if { ... }`,
 	},
+}
+
+// frameworkName refuses a hide of a framework tool, by a literal name or
+// a literal set holding one: no rule can hide them (the engine presents
+// load_capability while a capability is deferred, search_tools while a
+// search-gated tool survives), so the hide would be ignored. A name
+// computed at run time fails the decision closed (the gate's
+// rule_errors).
+func frameworkName(t *ast.Term) string {
+	var found string
+	check := func(x *ast.Term) {
+		if s, ok := x.Value.(ast.String); ok && found == "" && (string(s) == facts.LoadCapabilityTool || string(s) == facts.SearchTool) {
+			found = string(s)
+		}
+	}
+	switch v := t.Value.(type) {
+	case ast.String:
+		check(t)
+	case ast.Set:
+		v.Foreach(check)
+	}
+	if found == "" {
+		return ""
+	}
+	return fmt.Sprintf("yields the framework tool %q, which no rule can hide: the engine presents load_capability "+
+		"while a capability is deferred and search_tools while a search-gated tool survives; hide the tools themselves", found)
 }
 
 // decisionPath is the entry point of the policy set: the decision for any
@@ -508,6 +540,10 @@ func shapeProblems(c *ast.Compiler, key string, e *Entry, rules []*ast.Rule) []P
 					loc = x.Location
 				}
 				refuse(loc, fmt.Sprintf("yields %s (%s), which is not %s", t, types.Sprint(lt), accepted(e, form)))
+			} else if e.Literal != nil && t != nil {
+				if why := e.Literal(t); why != "" {
+					refuse(t.Location, why)
+				}
 			}
 		}
 	}

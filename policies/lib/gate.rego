@@ -411,8 +411,11 @@ denial(pkg, x) := {"package": pkg, "reason": x, "message": x} if {
 # title: rule_errors
 # description: |
 #   The hide rules whose value is not a set of tool names (a type the
-#   contract could not see at load): each fails the decision closed, and
-#   the engine names the rule. (A deny value's errors ride on its denials.)
+#   contract could not see at load), or names a framework tool, which no
+#   rule can hide (the engine presents load_capability while a capability
+#   is deferred, search_tools while a search-gated tool survives): each
+#   fails the decision closed, and the engine names the rule. (A deny
+#   value's errors ride on its denials.)
 rule_errors contains {"package": pkg, "rule": "hide", "value": h} if {
 	some pkg
 	h := data.policycheck.rules[pkg].hide
@@ -422,8 +425,10 @@ rule_errors contains {"package": pkg, "rule": "hide", "value": h} if {
 # METADATA
 # title: names_set
 # description: |
-#   s is a set of strings. Performance: a set of registry names (the usual
-#   case) is told by one intersection, in Go; only another is walked.
+#   s is a set of strings, none a framework tool. Performance: a set of
+#   registry names (the usual case, and never a framework tool: the
+#   registry reserves their names) is told by one intersection, in Go;
+#   only another is walked.
 names_set(s) if {
 	is_set(s)
 	count(s & registry.names) == count(s)
@@ -431,6 +436,7 @@ names_set(s) if {
 	is_set(s)
 	every x in s {
 		is_string(x)
+		not x in framework
 	}
 }
 

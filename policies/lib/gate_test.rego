@@ -469,6 +469,18 @@ test_rule_errors_flag_a_number_beside_or_instead_of_registry_names[note] if {
 		with data.policycheck.registry as registry
 }
 
+test_rule_errors_flag_a_hide_of_a_framework_tool[note] if {
+	# No rule can hide a framework tool: a hide naming one would be
+	# silently ignored, so it fails the decision closed instead.
+	cases := {
+		"search_tools": {"search_tools"},
+		"load_capability beside a registry tool": {"get_time", "load_capability"},
+	}
+	some note, h in cases
+	gate.rule_errors == {{"package": "a", "rule": "hide", "value": h}} with data.policycheck.rules as {"a": {"hide": h}}
+		with data.policycheck.registry as registry
+}
+
 test_rule_errors_accept_names_in_and_out_of_the_registry if {
 	rules := {"a": {"hide": {"get_time"}}, "b": {"hide": {"not_a_tool"}}, "c": {"deny": true}}
 	gate.rule_errors == set() with data.policycheck.rules as rules
