@@ -39,6 +39,10 @@ const (
 	// filters may call a nondeterministic built-in, which turns the
 	// decision memo off.
 	codeMemoOff = "decision_memo_off"
+	// codeHideUnknown (a note): a hide rule names, literally, a tool the
+	// registry does not have; it hides nothing there (a policy may serve
+	// several registries, so this does not fail the check).
+	codeHideUnknown = "hide_unknown_tool"
 	// codeNoPolicies: a PATH that holds no policy file.
 	codeNoPolicies = "no_policy_files"
 	// codeAlwaysErrors: a rule that depends on nothing a request sends
@@ -272,8 +276,9 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 		if !m.operator || m.test {
 			continue
 		}
-		for _, r := range regs {
+		for i, r := range regs {
 			res.add(unknownCapabilityFindings(m, r)...)
+			res.Notes = append(res.Notes, unknownHideNotes(m, r, f.registries[i])...)
 		}
 	}
 
@@ -307,7 +312,7 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 		res.add(policyFinding{Code: p.Code, File: p.File, Row: p.Row, Col: p.Col, Message: p.Message})
 	}
 	res.add(nondeterminismFindings(c)...)
-	res.Notes = memoNotes(c)
+	res.Notes = append(res.Notes, memoNotes(c)...)
 	res.add(filterTypeFindings(ctx, c, reg)...)
 	res.add(alwaysErrorFindings(ctx, c, mods)...)
 
@@ -479,6 +484,49 @@ func unknownCapabilityFindings(m *checkModule, reg *facts.Registry) []policyFind
 	}
 	return []policyFinding{locFinding(codeUnknownCap, m.module.Package.Location, fmt.Sprintf(
 		"filter package for capability %q, which the registry does not have", id))}
+}
+
+// unknownHideNotes notes each tool name a hide rule of m names literally
+// (an element of hide contains "x", or of a set it is given) that
+// registry reg, read from file, does not have: the hide does nothing for
+// that registry (a typo, or a tool renamed since).
+func unknownHideNotes(m *checkModule, reg *facts.Registry, file string) []policyFinding {
+	path := m.module.Package.Path
+	if len(path) != 4 || !path[:3].Equal(ast.MustParseRef("data.policycheck.rules")) {
+		return nil
+	}
+	var out []policyFinding
+	note := func(t *ast.Term, r *ast.Rule) {
+		name, ok := t.Value.(ast.String)
+		if !ok || name == facts.LoadCapabilityTool || name == facts.SearchTool {
+			return // the contract refuses the other values
+		}
+		if _, known := reg.Tool(string(name)); known {
+			return
+		}
+		loc := t.Location
+		if loc == nil {
+			loc = r.Location
+		}
+		out = append(out, locFinding(codeHideUnknown, loc, fmt.Sprintf(
+			"%s.hide names %q, which registry %s does not have: it hides nothing there",
+			strings.TrimPrefix(path.String(), "data."), string(name), file)))
+	}
+	for _, r := range m.module.Rules {
+		if ref := r.Head.Ref(); len(ref) != 1 || ref[0].String() != "hide" || len(r.Head.Args) > 0 {
+			continue
+		}
+		for x := r; x != nil; x = x.Else {
+			if t := x.Head.Key; t != nil && x.Head.RuleKind() == ast.MultiValue {
+				note(t, x)
+				continue
+			}
+			if set, ok := x.Head.Value.Value.(ast.Set); ok {
+				set.Foreach(func(t *ast.Term) { note(t, x) })
+			}
+		}
+	}
+	return out
 }
 
 // nondeterminismFindings reports every call of a nondeterministic

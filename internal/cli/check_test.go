@@ -257,3 +257,36 @@ func TestCheckNotesTheDecisionMemoOff(t *testing.T) {
 	assert.Equal(t, []finding{{Code: "decision_memo_off", File: "pol/helper.rego", Row: 3},
 		{Code: "decision_memo_off", File: "pol/late.rego", Row: 3}}, out.Notes)
 }
+
+// TestCheckNotesAHideOfAToolTheRegistryLacks: a hide rule naming a tool
+// the registry does not have hides nothing for it: check notes it, per
+// registry, with its place, and still passes (a policy set may serve
+// registries that do have the tool).
+func TestCheckNotesAHideOfAToolTheRegistryLacks(t *testing.T) {
+	dir := policyFiles(t, map[string]string{"registry.yaml": checkRegistry,
+		"pol/ops.rego": "package policycheck.rules.ops\n\n" +
+			"hide contains \"get_tiem\" if input.context.group == \"guest\"\n\n" +
+			"hide contains \"get_time\" if input.context.group == \"night\"\n",
+		"pol/set.rego": "package policycheck.rules.set\n\nhide := {\"get_time\", \"old_tool\"} if input.context.x\n",
+	})
+	t.Chdir(dir)
+	code, stdout, _ := policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
+	assert.Equal(t, cli.ExitOK, code, stdout)
+	type finding struct {
+		Code    string `json:"code"`
+		File    string `json:"file"`
+		Row     int    `json:"row"`
+		Message string `json:"message"`
+	}
+	var out struct {
+		Findings []finding `json:"findings"`
+		Notes    []finding `json:"notes"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	assert.Empty(t, out.Findings)
+	require.Len(t, out.Notes, 2, stdout)
+	assert.Equal(t, finding{Code: "hide_unknown_tool", File: "pol/ops.rego", Row: 3,
+		Message: `policycheck.rules.ops.hide names "get_tiem", which registry registry.yaml does not have: it hides nothing there`}, out.Notes[0])
+	assert.Equal(t, "pol/set.rego", out.Notes[1].File)
+	assert.Contains(t, out.Notes[1].Message, `"old_tool"`)
+}
