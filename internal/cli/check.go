@@ -212,6 +212,7 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 	// Every registry is validated; the policies are checked against each
 	// valid one.
 	var regs []*facts.Registry
+	var regFiles []string // the file of each of regs
 	for _, file := range f.registries {
 		r, err := loader.ReadRegistry(file)
 		if err != nil {
@@ -219,6 +220,7 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 			continue
 		}
 		regs = append(regs, r)
+		regFiles = append(regFiles, file)
 	}
 	var reg *facts.Registry
 	if len(regs) > 0 {
@@ -276,9 +278,8 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 		if !m.operator || m.test {
 			continue
 		}
-		for i, r := range regs {
+		for _, r := range regs {
 			res.add(unknownCapabilityFindings(m, r)...)
-			res.Notes = append(res.Notes, unknownHideNotes(m, r, f.registries[i])...)
 		}
 	}
 
@@ -307,9 +308,12 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 		mods = rest
 	}
 	// The operator contract, as the engine checks it at load.
-	shapes, _ := contract.Check(c)
+	shapes, locs := contract.Check(c)
 	for _, p := range shapes {
 		res.add(policyFinding{Code: p.Code, File: p.File, Row: p.Row, Col: p.Col, Message: p.Message})
+	}
+	for i, r := range regs {
+		res.Notes = append(res.Notes, unknownHideNotes(c, locs, r, regFiles[i])...)
 	}
 	res.add(nondeterminismFindings(c)...)
 	res.Notes = append(res.Notes, memoNotes(c)...)
@@ -486,43 +490,29 @@ func unknownCapabilityFindings(m *checkModule, reg *facts.Registry) []policyFind
 		"filter package for capability %q, which the registry does not have", id))}
 }
 
-// unknownHideNotes notes each tool name a hide rule of m names literally
-// (an element of hide contains "x", or of a set it is given) that
-// registry reg, read from file, does not have: the hide does nothing for
-// that registry (a typo, or a tool renamed since).
-func unknownHideNotes(m *checkModule, reg *facts.Registry, file string) []policyFinding {
-	path := m.module.Package.Path
-	if len(path) != 4 || !path[:3].Equal(ast.MustParseRef("data.policycheck.rules")) {
-		return nil
-	}
+// unknownHideNotes notes each tool name a hide rule names literally
+// (hide contains "x", or an element of a set it is given) that registry
+// reg, read from file, does not have: the hide does nothing for that
+// registry (a typo, or a tool renamed since). locs are the entry-point
+// rules contract.Check located in c.
+func unknownHideNotes(c *ast.Compiler, locs contract.Locations, reg *facts.Registry, file string) []policyFinding {
 	var out []policyFinding
-	note := func(t *ast.Term, r *ast.Rule) {
-		name, ok := t.Value.(ast.String)
-		if !ok || name == facts.LoadCapabilityTool || name == facts.SearchTool {
-			return // the contract refuses the other values
-		}
-		if _, known := reg.Tool(string(name)); known {
-			return
-		}
-		loc := t.Location
-		if loc == nil {
-			loc = r.Location
-		}
-		out = append(out, locFinding(codeHideUnknown, loc, fmt.Sprintf(
-			"%s.hide names %q, which registry %s does not have: it hides nothing there",
-			strings.TrimPrefix(path.String(), "data."), string(name), file)))
-	}
-	for _, r := range m.module.Rules {
-		if ref := r.Head.Ref(); len(ref) != 1 || ref[0].String() != "hide" || len(r.Head.Args) > 0 {
+	for key := range locs {
+		ref := ast.MustParseRef(key)
+		if len(ref) != 5 || ref[2].Value.Compare(ast.String("rules")) != 0 || ref[4].Value.Compare(ast.String("hide")) != 0 {
 			continue
 		}
-		for x := r; x != nil; x = x.Else {
-			if t := x.Head.Key; t != nil && x.Head.RuleKind() == ast.MultiValue {
-				note(t, x)
-				continue
-			}
-			if set, ok := x.Head.Value.Value.(ast.Set); ok {
-				set.Foreach(func(t *ast.Term) { note(t, x) })
+		for _, r := range c.GetRules(ref) {
+			for _, t := range contract.HeadValues(r) {
+				for _, name := range contract.LiteralNames(t) {
+					s := string(name.Value.(ast.String))
+					if _, known := reg.Tool(s); known || s == facts.LoadCapabilityTool || s == facts.SearchTool {
+						continue // the contract refuses the framework names
+					}
+					out = append(out, locFinding(codeHideUnknown, name.Location, fmt.Sprintf(
+						"%s names %q, which registry %s does not have: it hides nothing there",
+						strings.TrimPrefix(key, "data."), s, file)))
+				}
 			}
 		}
 	}

@@ -289,4 +289,13 @@ func TestCheckNotesAHideOfAToolTheRegistryLacks(t *testing.T) {
 		Message: `policycheck.rules.ops.hide names "get_tiem", which registry registry.yaml does not have: it hides nothing there`}, out.Notes[0])
 	assert.Equal(t, "pol/set.rego", out.Notes[1].File)
 	assert.Contains(t, out.Notes[1].Message, `"old_tool"`)
+
+	// Each note names the registry it is about, also after one that
+	// failed to load.
+	require.NoError(t, os.WriteFile("bad.yaml", []byte("tools: 3\n"), 0o644))
+	code, stdout, _ = policyRun(t, "check", "pol", "--registry", "bad.yaml", "--registry", "registry.yaml", "--format", "json")
+	assert.Equal(t, cli.ExitBadUsage, code, stdout)
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	require.Len(t, out.Notes, 2, stdout)
+	assert.Contains(t, out.Notes[0].Message, "which registry registry.yaml does not have")
 }

@@ -243,23 +243,54 @@ var Table = []Entry{
 // computed at run time fails the decision closed (the gate's
 // rule_errors).
 func frameworkName(t *ast.Term) string {
-	var found string
-	check := func(x *ast.Term) {
-		if s, ok := x.Value.(ast.String); ok && found == "" && (string(s) == facts.LoadCapabilityTool || string(s) == facts.SearchTool) {
-			found = string(s)
+	found := ""
+	for _, name := range LiteralNames(t) {
+		if s := string(name.Value.(ast.String)); s == facts.LoadCapabilityTool || s == facts.SearchTool {
+			found = s
+			break
 		}
-	}
-	switch v := t.Value.(type) {
-	case ast.String:
-		check(t)
-	case ast.Set:
-		v.Foreach(check)
 	}
 	if found == "" {
 		return ""
 	}
 	return fmt.Sprintf("yields the framework tool %q, which no rule can hide: the engine presents load_capability "+
 		"while a capability is deferred and search_tools while a search-gated tool survives; hide the tools themselves", found)
+}
+
+// LiteralNames are the names a rule head's literal value t gives: t
+// itself when it is a string, the strings of a literal set (in OPA's
+// order), else none (a value computed at run time).
+func LiteralNames(t *ast.Term) []*ast.Term {
+	switch v := t.Value.(type) {
+	case ast.String:
+		return []*ast.Term{t}
+	case ast.Set:
+		var out []*ast.Term
+		for _, x := range v.Slice() {
+			if _, ok := x.Value.(ast.String); ok {
+				out = append(out, x)
+			}
+		}
+		return out
+	}
+	return nil
+}
+
+// HeadValues are the literal-or-not values each definition of rule r
+// gives, r's own then each else: its key for a partial set rule, else its
+// value.
+func HeadValues(r *ast.Rule) []*ast.Term {
+	var out []*ast.Term
+	for x := r; x != nil; x = x.Else {
+		t := x.Head.Value
+		if x.Head.RuleKind() == ast.MultiValue {
+			t = x.Head.Key
+		}
+		if t != nil {
+			out = append(out, t)
+		}
+	}
+	return out
 }
 
 // decisionPath is the entry point of the policy set: the decision for any
@@ -529,18 +560,14 @@ func shapeProblems(c *ast.Compiler, key string, e *Entry, rules []*ast.Rule) []P
 		}
 		// Each definition's literal value: the head's key (partial set)
 		// or value, and each else value.
-		for x := r; x != nil; x = x.Else {
-			t := x.Head.Value
-			if form == PartialSet {
-				t = x.Head.Key
-			}
+		for _, t := range HeadValues(r) {
 			if lt, ok := literalType(t); ok && sh.Type(lt) == No {
 				loc := t.Location
 				if loc == nil { // the implied true of `name if ...`
-					loc = x.Location
+					loc = r.Location
 				}
 				refuse(loc, fmt.Sprintf("yields %s (%s), which is not %s", t, types.Sprint(lt), accepted(e, form)))
-			} else if e.Literal != nil && t != nil {
+			} else if e.Literal != nil {
 				if why := e.Literal(t); why != "" {
 					refuse(t.Location, why)
 				}
