@@ -166,7 +166,7 @@ decision := {
 		{"by an object", map[string]any{"extra": map[string]any{"by": map[string]any{"rule": "hide"}}, "hidden": []any{}},
 			"policy decision: verdict 0: by must be an array"},
 		{"denials of strings", map[string]any{"extra": map[string]any{"denials": []any{"no"}}, "hidden": []any{}},
-			"policy decision: verdict 0 denials holds \"no\", not an object"},
+			"policy decision: verdict 0: denials: holds \"no\", not an object"},
 		{"hidden a string", map[string]any{"extra": map[string]any{}, "hidden": "get_time"},
 			"policy decision: hidden must be a set of tool names"},
 	}

@@ -72,7 +72,7 @@ func decodeResult(t *ast.Term, names []*ast.Term) (*policyResult, error) {
 	// rule, whatever else the document holds (the same value may be in
 	// hidden, not a set of names).
 	var err error
-	if r.ruleErrors, err = decodeFlagged(obj.Get(ast.StringTerm("rule_errors")), "rule_errors"); err != nil || len(r.ruleErrors) > 0 {
+	if r.ruleErrors, err = decodeFlagged(obj.Get(ast.StringTerm("rule_errors"))); err != nil || len(r.ruleErrors) > 0 {
 		return r, err
 	}
 	if r.available, err = dec.names(obj, "available", true); err != nil {
@@ -171,18 +171,21 @@ func elems(t *ast.Term) ([]*ast.Term, bool) {
 }
 
 // str reads key of obj: "" when missing, an error when not a string.
-func str(obj ast.Object, key, where string) (string, error) {
+func str(obj ast.Object, key string) (string, error) {
 	v := obj.Get(ast.StringTerm(key))
 	if v == nil {
 		return "", nil
 	}
 	s, ok := v.Value.(ast.String)
 	if !ok {
-		return "", fmt.Errorf("policy decision: %s: %s must be a string, not %v", where, key, v)
+		return "", fmt.Errorf("%s must be a string, not %v", key, v)
 	}
 	return string(s), nil
 }
 
+// decodeVerdicts reads the verdicts; an error names the verdict (the
+// message is only built then: a decision's calls are decoded on its
+// path).
 func decodeVerdicts(t *ast.Term) ([]policyVerdict, error) {
 	if t == nil {
 		return nil, nil
@@ -197,89 +200,92 @@ func decodeVerdicts(t *ast.Term) ([]policyVerdict, error) {
 		if !ok {
 			return nil, fmt.Errorf("policy decision: verdict %d is not an object", i)
 		}
-		where := fmt.Sprintf("verdict %d", i)
-		v := &out[i]
-		var err error
-		for _, f := range []struct {
-			key string
-			dst *string
-		}{{"verdict", &v.verdict}, {"rule", &v.rule}, {"reason", &v.reason}} {
-			if *f.dst, err = str(obj, f.key, where); err != nil {
-				return nil, err
-			}
-		}
-		if form := obj.Get(ast.StringTerm("form")); form != nil {
-			fo, ok := form.Value.(ast.Object)
-			if !ok {
-				return nil, fmt.Errorf("policy decision: %s: form must be an object", where)
-			}
-			if v.capability, err = str(fo, "capability", where+" form"); err != nil {
-				return nil, err
-			}
-		}
-		if by := obj.Get(ast.StringTerm("by")); by != nil {
-			list, ok := elems(by)
-			if !ok {
-				return nil, fmt.Errorf("policy decision: %s: by must be an array", where)
-			}
-			for j, e := range list {
-				eo, ok := e.Value.(ast.Object)
-				if !ok {
-					return nil, fmt.Errorf("policy decision: %s: by %d is not an object", where, j)
-				}
-				var rb removedBy
-				if rb.rule, err = str(eo, "rule", where+" by"); err != nil {
-					return nil, err
-				}
-				if rb.pkg, err = str(eo, "package", where+" by"); err != nil {
-					return nil, err
-				}
-				v.by = append(v.by, rb)
-			}
-		}
-		for _, f := range []struct {
-			key string
-			dst *[]ruleAnswer
-		}{{"denials", &v.denials}, {"requests", &v.requests}, {"would_deny", &v.wouldDeny}} {
-			if *f.dst, err = decodeAnswers(obj.Get(ast.StringTerm(f.key)), where+" "+f.key); err != nil {
-				return nil, err
-			}
+		if err := decodeVerdict(obj, &out[i]); err != nil {
+			return nil, fmt.Errorf("policy decision: verdict %d: %w", i, err)
 		}
 	}
 	return out, nil
 }
 
+func decodeVerdict(obj ast.Object, v *policyVerdict) error {
+	var err error
+	for _, f := range []struct {
+		key string
+		dst *string
+	}{{"verdict", &v.verdict}, {"rule", &v.rule}, {"reason", &v.reason}} {
+		if *f.dst, err = str(obj, f.key); err != nil {
+			return err
+		}
+	}
+	if form := obj.Get(ast.StringTerm("form")); form != nil {
+		fo, ok := form.Value.(ast.Object)
+		if !ok {
+			return fmt.Errorf("form must be an object")
+		}
+		if v.capability, err = str(fo, "capability"); err != nil {
+			return fmt.Errorf("form: %w", err)
+		}
+	}
+	if by := obj.Get(ast.StringTerm("by")); by != nil {
+		list, ok := elems(by)
+		if !ok {
+			return fmt.Errorf("by must be an array")
+		}
+		for j, e := range list {
+			eo, ok := e.Value.(ast.Object)
+			if !ok {
+				return fmt.Errorf("by %d is not an object", j)
+			}
+			var rb removedBy
+			if rb.rule, err = str(eo, "rule"); err == nil {
+				rb.pkg, err = str(eo, "package")
+			}
+			if err != nil {
+				return fmt.Errorf("by %d: %w", j, err)
+			}
+			v.by = append(v.by, rb)
+		}
+	}
+	for _, f := range []struct {
+		key string
+		dst *[]ruleAnswer
+	}{{"denials", &v.denials}, {"requests", &v.requests}, {"would_deny", &v.wouldDeny}} {
+		if *f.dst, err = decodeAnswers(obj.Get(ast.StringTerm(f.key))); err != nil {
+			return fmt.Errorf("%s: %w", f.key, err)
+		}
+	}
+	return nil
+}
+
 // decodeAnswers reads a list of denials or approval requests.
-func decodeAnswers(t *ast.Term, where string) ([]ruleAnswer, error) {
+func decodeAnswers(t *ast.Term) ([]ruleAnswer, error) {
 	if t == nil {
 		return nil, nil
 	}
 	list, ok := elems(t)
 	if !ok {
-		return nil, fmt.Errorf("policy decision: %s must be an array", where)
+		return nil, fmt.Errorf("must be an array")
 	}
 	out := make([]ruleAnswer, 0, len(list))
 	for _, e := range list {
 		eo, ok := e.Value.(ast.Object)
 		if !ok {
-			return nil, fmt.Errorf("policy decision: %s holds %v, not an object", where, e)
+			return nil, fmt.Errorf("holds %v, not an object", e)
 		}
 		var a ruleAnswer
 		var err error
-		if a.pkg, err = str(eo, "package", where); err != nil {
+		if a.pkg, err = str(eo, "package"); err != nil {
 			return nil, err
 		}
 		if v := eo.Get(ast.StringTerm("value")); v != nil {
-			f, err := flagged(eo, v, where)
-			if err != nil {
+			if a.flagged, err = flagged(eo, v); err != nil {
 				return nil, err
 			}
-			a.flagged = f
 		} else {
-			if a.reason, err = str(eo, "reason", where); err != nil {
+			if a.reason, err = str(eo, "reason"); err != nil {
 				return nil, err
 			}
-			if a.message, err = str(eo, "message", where); err != nil {
+			if a.message, err = str(eo, "message"); err != nil {
 				return nil, err
 			}
 		}
@@ -289,23 +295,23 @@ func decodeAnswers(t *ast.Term, where string) ([]ruleAnswer, error) {
 }
 
 // decodeFlagged reads the gate's rule_errors.
-func decodeFlagged(t *ast.Term, where string) ([]flaggedValue, error) {
+func decodeFlagged(t *ast.Term) ([]flaggedValue, error) {
 	if t == nil {
 		return nil, nil
 	}
 	list, ok := elems(t)
 	if !ok {
-		return nil, fmt.Errorf("policy decision: %s must be a set", where)
+		return nil, fmt.Errorf("policy decision: rule_errors must be a set")
 	}
 	out := make([]flaggedValue, 0, len(list))
 	for _, e := range list {
 		eo, ok := e.Value.(ast.Object)
 		if !ok {
-			return nil, fmt.Errorf("policy decision: %s holds %v, not an object", where, e)
+			return nil, fmt.Errorf("policy decision: rule_errors holds %v, not an object", e)
 		}
-		f, err := flagged(eo, eo.Get(ast.StringTerm("value")), where)
+		f, err := flagged(eo, eo.Get(ast.StringTerm("value")))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("policy decision: rule_errors: %w", err)
 		}
 		out = append(out, *f)
 	}
@@ -313,18 +319,18 @@ func decodeFlagged(t *ast.Term, where string) ([]flaggedValue, error) {
 }
 
 // flagged reads one flagged rule value: its package, rule and value.
-func flagged(obj ast.Object, value *ast.Term, where string) (*flaggedValue, error) {
+func flagged(obj ast.Object, value *ast.Term) (*flaggedValue, error) {
 	f := &flaggedValue{}
 	var err error
-	if f.pkg, err = str(obj, "package", where); err != nil {
+	if f.pkg, err = str(obj, "package"); err != nil {
 		return nil, err
 	}
-	if f.rule, err = str(obj, "rule", where); err != nil {
+	if f.rule, err = str(obj, "rule"); err != nil {
 		return nil, err
 	}
 	if value != nil {
 		if f.value, err = ast.JSON(value.Value); err != nil {
-			return nil, fmt.Errorf("policy decision: %s: %w", where, err)
+			return nil, err
 		}
 	}
 	return f, nil
