@@ -154,7 +154,12 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 		mods = append(mods, n)
 	}
 	sort.Strings(mods)
+	// The known names: the tools, framework and registry, and the
+	// capability ids (the loaded and active sets hold those).
 	names := append(slices.Clone(cfg.registry.ToolNames()), "load_capability", "search_tools")
+	for _, c := range cfg.registry.Capabilities() {
+		names = append(names, c.ID)
+	}
 	slices.Sort(names)
 	known := newNameTerms(slices.Compact(names))
 	var tools nameTerms

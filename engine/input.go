@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"sort"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -25,7 +26,40 @@ func setOf(names []string) *ast.Term { return ast.SetTerm(strTerms(names)...) }
 
 func arrayOf(names []string) *ast.Term { return ast.ArrayTerm(strTerms(names)...) }
 
-func item(k string, v *ast.Term) [2]*ast.Term { return ast.Item(ast.StringTerm(k), v) }
+// keyTerms holds a term for each object key a decision writes into its
+// input document or reads from the policy's result, built once, so that a
+// decision allocates no term per key (BENCHMARKS.md, "JSON input
+// accepted"). Terms are never modified once built: sharing them between
+// decisions and goroutines is safe.
+var keyTerms = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, k := range []string{
+		// input
+		"facts", "window", "message", "part", "discovered", "loaded", "returned",
+		"active_capabilities", "outgoing", "filters", "next", "dispatch", "dropped",
+		"errors", "capability", "context", "provider", "evidence", "same_response",
+		"revealed", "pending_loads", "calls", "index", "tool", "tool_call_id",
+		"tool_kind", "args", "approval",
+		// result
+		"available", "advertised", "hidden", "would_hide", "dispatch_available",
+		"rule_errors", "verdicts", "verdict", "rule", "reason", "form", "by",
+		"package", "denials", "requests", "would_deny", "value",
+	} {
+		m[k] = ast.StringTerm(k)
+	}
+	return m
+}()
+
+// keyTerm is the term of the object key k: the shared one when keyTerms has
+// it, else a new one.
+func keyTerm(k string) *ast.Term {
+	if t, ok := keyTerms[k]; ok {
+		return t
+	}
+	return ast.StringTerm(k)
+}
+
+func item(k string, v *ast.Term) [2]*ast.Term { return ast.Item(keyTerm(k), v) }
 
 func posTerm(p facts.Position) *ast.Term {
 	return ast.ObjectTerm(item("message", ast.IntNumberTerm(p.Message)), item("part", ast.IntNumberTerm(p.Part)))
@@ -221,9 +255,9 @@ func (fr *filterResult) term(sets *setTerms) *ast.Term {
 }
 
 // nameTerms are the names a decision's sets usually hold (the registry's
-// tools and the framework tools), sorted, with their terms built once per
-// snapshot: the input's sets take these terms instead of allocating one
-// per name per decision. Terms are never modified once built, so sharing
+// tools, the framework tools and the capability ids), sorted, with their
+// terms built once per snapshot: the input's sets take these terms
+// instead of allocating one per name per decision. Terms are never modified once built, so sharing
 // them between decisions is safe.
 type nameTerms struct {
 	names []string
@@ -238,6 +272,14 @@ func newNameTerms(sorted []string) nameTerms {
 // a merge walk against the known names for a long list, a binary search
 // per name for a short one; a name the registry does not know (a reveal
 // of an unregistered tool) gets a term of its own.
+// term is the term of one name: the shared one when the name is known.
+func (nt *nameTerms) term(name string) *ast.Term {
+	if j, ok := slices.BinarySearch(nt.names, name); ok {
+		return nt.terms[j]
+	}
+	return ast.StringTerm(name)
+}
+
 func (nt *nameTerms) setOf(names []string) *ast.Term {
 	terms := make([]*ast.Term, len(names))
 	merge := len(names)*16 >= len(nt.names)
@@ -335,17 +377,17 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 			call := ast.NewObject(
 				item("index", ast.IntNumberTerm(i)),
 				item("part", ast.IntNumberTerm(c.Part)),
-				item("tool", ast.StringTerm(c.Tool)),
+				item("tool", known.term(c.Tool)),
 				item("tool_call_id", nullableString(c.ToolCallID)),
 				item("tool_kind", toolKindTerm(c.ToolKind)),
 				item("args", args),
 			)
 			if approval != nil {
-				call.Insert(ast.StringTerm("approval"), approval)
+				call.Insert(keyTerm("approval"), approval)
 			}
 			calls[i] = ast.NewTerm(call)
 		}
-		in.Insert(ast.StringTerm("dispatch"), ast.ObjectTerm(
+		in.Insert(keyTerm("dispatch"), ast.ObjectTerm(
 			item("provider", nullableString(d.Provider)),
 			item("window", posTerm(d.Window)),
 			item("loaded", sets.of(d.Loaded)),

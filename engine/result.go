@@ -59,7 +59,7 @@ type flaggedValue struct {
 }
 
 // decodeResult decodes the policy's decision object. names are the
-// candidate names (registry and framework tools, sorted), against which
+// candidate names (registry and framework tools, capability ids; sorted), against which
 // sets of names are read (see setNames).
 func decodeResult(t *ast.Term, names []*ast.Term) (*policyResult, error) {
 	obj, ok := t.Value.(ast.Object)
@@ -72,7 +72,7 @@ func decodeResult(t *ast.Term, names []*ast.Term) (*policyResult, error) {
 	// rule, whatever else the document holds (the same value may be in
 	// hidden, not a set of names).
 	var err error
-	if r.ruleErrors, err = decodeFlagged(obj.Get(ast.StringTerm("rule_errors"))); err != nil || len(r.ruleErrors) > 0 {
+	if r.ruleErrors, err = decodeFlagged(obj.Get(keyTerm("rule_errors"))); err != nil || len(r.ruleErrors) > 0 {
 		return r, err
 	}
 	if r.available, err = dec.names(obj, "available", true); err != nil {
@@ -89,7 +89,7 @@ func decodeResult(t *ast.Term, names []*ast.Term) (*policyResult, error) {
 	}
 	r.dispatchAvailable, r.dispatchErr = dec.names(obj, "dispatch_available", true)
 	if r.dispatchErr == nil {
-		r.verdicts, r.dispatchErr = decodeVerdicts(obj.Get(ast.StringTerm("verdicts")))
+		r.verdicts, r.dispatchErr = decodeVerdicts(obj.Get(keyTerm("verdicts")))
 	}
 	return r, nil
 }
@@ -108,7 +108,7 @@ type resultDecoder struct {
 // names reads key of obj, a set (or array) of strings, sorted; a missing
 // key is an error when required, else no names.
 func (dec *resultDecoder) names(obj ast.Object, key string, required bool) ([]string, error) {
-	v := obj.Get(ast.StringTerm(key))
+	v := obj.Get(keyTerm(key))
 	if v == nil {
 		if required {
 			return nil, fmt.Errorf("policy decision: %s must be a set of tool names", key)
@@ -172,7 +172,7 @@ func elems(t *ast.Term) ([]*ast.Term, bool) {
 
 // str reads key of obj: "" when missing, an error when not a string.
 func str(obj ast.Object, key string) (string, error) {
-	v := obj.Get(ast.StringTerm(key))
+	v := obj.Get(keyTerm(key))
 	if v == nil {
 		return "", nil
 	}
@@ -217,7 +217,7 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 			return err
 		}
 	}
-	if form := obj.Get(ast.StringTerm("form")); form != nil {
+	if form := obj.Get(keyTerm("form")); form != nil {
 		fo, ok := form.Value.(ast.Object)
 		if !ok {
 			return fmt.Errorf("form must be an object")
@@ -226,7 +226,7 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 			return fmt.Errorf("form: %w", err)
 		}
 	}
-	if by := obj.Get(ast.StringTerm("by")); by != nil {
+	if by := obj.Get(keyTerm("by")); by != nil {
 		list, ok := elems(by)
 		if !ok {
 			return fmt.Errorf("by must be an array")
@@ -250,7 +250,7 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 		key string
 		dst *[]ruleAnswer
 	}{{"denials", &v.denials}, {"requests", &v.requests}, {"would_deny", &v.wouldDeny}} {
-		if *f.dst, err = decodeAnswers(obj.Get(ast.StringTerm(f.key))); err != nil {
+		if *f.dst, err = decodeAnswers(obj.Get(keyTerm(f.key))); err != nil {
 			return fmt.Errorf("%s: %w", f.key, err)
 		}
 	}
@@ -277,7 +277,7 @@ func decodeAnswers(t *ast.Term) ([]ruleAnswer, error) {
 		if a.pkg, err = str(eo, "package"); err != nil {
 			return nil, err
 		}
-		if v := eo.Get(ast.StringTerm("value")); v != nil {
+		if v := eo.Get(keyTerm("value")); v != nil {
 			if a.flagged, err = flagged(eo, v); err != nil {
 				return nil, err
 			}
@@ -309,7 +309,7 @@ func decodeFlagged(t *ast.Term) ([]flaggedValue, error) {
 		if !ok {
 			return nil, fmt.Errorf("policy decision: rule_errors holds %v, not an object", e)
 		}
-		f, err := flagged(eo, eo.Get(ast.StringTerm("value")))
+		f, err := flagged(eo, eo.Get(keyTerm("value")))
 		if err != nil {
 			return nil, fmt.Errorf("policy decision: rule_errors: %w", err)
 		}
