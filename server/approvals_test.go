@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -134,4 +135,50 @@ func TestApprovalsInDecisionLogs(t *testing.T) {
 	assert.Equal(t, false, got[1]["applied"])
 	assert.Equal(t, []any{"ana"}, got[1]["approvers"])
 	assert.Contains(t, got[1]["why"], "not what the approver was shown")
+}
+
+// TestApprovalsBindWhenAResumeFallsBack: a history that extends a
+// remembered prefix but cannot resume from it (here the request brings
+// its own registry, so the prefix's facts do not apply) is decoded whole,
+// and its approvals still bind: the fallback reads the same members as
+// the first scan.
+func TestApprovalsBindWhenAResumeFallsBack(t *testing.T) {
+	regJSON := `{"capabilities": [{"id": "vault", "defer_loading": true}], "tools": [{"name": "transfer_funds"}, {"name": "pay_invoice"}, {"name": "secret_op", "capability": "vault"}]}`
+	cases := 0
+	for _, tc := range approvalcases.Cases() {
+		var compact bytes.Buffer
+		require.NoError(t, json.Compact(&compact, []byte(tc.History)))
+		var msgs []json.RawMessage
+		require.NoError(t, json.Unmarshal(compact.Bytes(), &msgs))
+		if len(msgs) < 2 {
+			continue
+		}
+		cases++
+		t.Run(tc.Name, func(t *testing.T) {
+			rs := approvalServer(t) // the cases' histories share prefixes
+			prefix := "[" + string(bytes.Join(bytesOf(msgs[:len(msgs)-1]), []byte(","))) + "]"
+			status, out := rs.post(t, "/v1/decide", []byte(`{"history": `+prefix+`}`))
+			require.Equal(t, http.StatusOK, status, "%s", out)
+			fallback := `policycheck_prefix_cache_lookups_total{result="fallback"}`
+			before := metricValue(t, rs, fallback)
+			status, out = rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"registry": %s, "history": %s, "approvals": %s}`, regJSON, compact.Bytes(), tc.Approvals)))
+			require.Equal(t, http.StatusOK, status, "%s", out)
+			require.Equal(t, before+1, metricValue(t, rs, fallback), "the request fell back")
+			var d engine.Decision
+			require.NoError(t, json.Unmarshal(out, &d))
+			require.Len(t, d.Calls, 1)
+			assert.Equal(t, tc.Verdict, d.Calls[0].Verdict, "%+v", d.Calls[0])
+			require.Len(t, d.Approvals, 1, "the decision records the approval")
+			assert.Equal(t, tc.Applied, d.Approvals[0].Applied, d.Approvals[0].Why)
+		})
+	}
+	require.Positive(t, cases, "some case has a history of two messages or more")
+}
+
+func bytesOf(raws []json.RawMessage) [][]byte {
+	out := make([][]byte, len(raws))
+	for i, r := range raws {
+		out[i] = r
+	}
+	return out
 }

@@ -168,7 +168,8 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 			return len(hit.hist)
 		}
 	}
-	env, herr := scanEnvelopeResume(body, []string{"registry", "history", "context", "approvals"}, find, "history")
+	known := []string{"registry", "history", "context", "approvals"}
+	env, herr := scanEnvelopeResume(body, known, find, "history")
 	if herr != nil {
 		return nil, nil, nil, herr
 	}
@@ -189,7 +190,7 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		// limit, a concurrent request that took the prefix): the whole
 		// history is decoded, and errors reported, as without the cache.
 		in.prefixes.fallbacks.Add(1)
-		env, herr = scanEnvelope(body, []string{"registry", "history", "context"}, "history")
+		env, herr = scanEnvelope(body, known, "history")
 		if herr != nil {
 			return nil, nil, nil, herr
 		}
