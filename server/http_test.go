@@ -209,6 +209,16 @@ func TestErrors(t *testing.T) {
 		{note: "no comma between array elements", rs: withReg, path: "/v1/decide", body: `{"history": [{} {}]}`,
 			status: 400, code: server.CodeSyntax, message: "expected ',' or ']'"},
 		{note: "history missing", rs: withReg, path: "/v1/decide", body: `{}`, status: 400, code: server.CodeSchema, pointer: "/history"},
+		// A syntax error anywhere in the body is reported before an
+		// error in the history's content; of duplicate members the last
+		// is the one decided.
+		{note: "a schema error in the history, a syntax error after it", rs: withReg, path: "/v1/decide",
+			body: `{"history": [{"kind": "nope", "parts": []}], "context": {"a" 1}}`, status: 400, code: server.CodeSyntax, message: "expected ':'"},
+		{note: "a syntax error inside a message that only the decoder sees", rs: withReg, path: "/v1/decide",
+			body: `{"history": [{"kind": "request", "parts": [], "x": tru}]}`, status: 400, code: server.CodeSyntax, pointer: "/history/0/x"},
+		{note: "duplicate history, the last not an array", rs: withReg, path: "/v1/decide", body: `{"history": [], "history": {}}`, status: 400, code: server.CodeSchema, pointer: "/history"},
+		{note: "duplicate history, the last invalid", rs: withReg, path: "/v1/decide",
+			body: `{"history": [], "history": [{"kind": "nope", "parts": []}]}`, status: 400, code: server.CodeSchema, pointer: "/history/0/kind"},
 		{note: "history not an array", rs: withReg, path: "/v1/decide", body: `{"history": {}}`, status: 400, code: server.CodeSchema, pointer: "/history"},
 		{note: "unknown kind", rs: withReg, path: "/v1/decide", body: `{"history": [{"kind": "nope", "parts": []}]}`, status: 400, code: server.CodeSchema, pointer: "/history/0/kind"},
 		{note: "unknown part_kind", rs: withReg, path: "/v1/facts", body: `{"history": [{"kind": "request", "parts": [{"part_kind": "x"}]}]}`, status: 400, code: server.CodeSchema, pointer: "/history/0/parts/0/part_kind"},

@@ -207,3 +207,21 @@ func TestContextLimit(t *testing.T) {
 	status, out = roomy.post(t, "/v1/decide", body)
 	require.Equal(t, 200, status, string(out))
 }
+
+// TestDuplicateHistoryLastWins: of duplicate "history" members the
+// decision is the last member's, as encoding/json would read the body: an
+// invalid first member does not refuse a valid last one, and the last
+// member's messages are the ones decided.
+func TestDuplicateHistoryLastWins(t *testing.T) {
+	rs := start(t, testReg(t))
+	status, want := rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
+	require.Equal(t, http.StatusOK, status, string(want))
+	status, got := rs.post(t, "/v1/decide", []byte(`{"history": [{"kind": "nope", "parts": []}], "history": `+testHistory+`}`))
+	require.Equal(t, http.StatusOK, status, string(got))
+	require.JSONEq(t, string(want), string(got))
+	status, empty := rs.post(t, "/v1/decide", []byte(`{"history": []}`))
+	require.Equal(t, http.StatusOK, status, string(empty))
+	status, got = rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`, "history": []}`))
+	require.Equal(t, http.StatusOK, status, string(got))
+	require.JSONEq(t, string(empty), string(got))
+}
