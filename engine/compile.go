@@ -431,10 +431,10 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	if err != nil {
 		return nil, fmt.Errorf("engine: prepare decision: %w", err)
 	}
-	// Which rules package hides what, for explanations (see
-	// removal.hiders).
+	// Which enforced rules package hides what, for explanations (see
+	// removal.hiders); the engine writes data.policycheck.log_only above.
 	out.hideQuery, err = rego.New(
-		rego.Query(`x := {pkg: h | some pkg; h := data.policycheck.rules[pkg].hide}`),
+		rego.Query(`x := {pkg: h | some pkg; h := data.policycheck.rules[pkg].hide; not pkg in data.policycheck.log_only}`),
 		rego.Compiler(c),
 		rego.Store(store),
 	).PrepareForEval(ctx)

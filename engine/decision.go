@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -68,19 +69,26 @@ type removal struct {
 	// asked of the policy only when an explanation needs it.
 	input    ast.Value
 	once     sync.Once
-	hiddenBy map[string][]string // tool -> rules packages hiding it
+	hiddenBy map[string][]string // tool -> enforced rules packages hiding it
+	hideErr  error               // why hiddenBy could not be read
 }
 
-// hiders returns the rules packages whose hide holds tool, asked of the
-// policy once per decision.
-func (r *removal) hiders(tool string) []string {
+// hiders returns the enforced rules packages whose hide holds tool (a
+// log-only package hides nothing), asked of the policy once per
+// decision, or why that could not be asked.
+func (r *removal) hiders(tool string) ([]string, error) {
 	r.once.Do(func() {
 		r.hiddenBy = map[string][]string{}
 		if r.input == nil {
 			return
 		}
 		rs, err := r.s.hideQuery.Eval(context.Background(), rego.EvalParsedInput(r.input))
-		if err != nil || len(rs) == 0 {
+		if err != nil {
+			r.hideErr = err
+			return
+		}
+		if len(rs) == 0 {
+			r.hideErr = errors.New("the hide rules' query is undefined")
 			return
 		}
 		byPkg, _ := rs[0].Bindings["x"].(map[string]any)
@@ -96,7 +104,7 @@ func (r *removal) hiders(tool string) []string {
 			sort.Strings(pkgs)
 		}
 	})
-	return r.hiddenBy[tool]
+	return r.hiddenBy[tool], r.hideErr
 }
 
 // Removed says what removed tool from this decision: each filter that
@@ -117,11 +125,14 @@ func (d *Decision) Removed(tool string) []string {
 		}
 	}
 	if r.hidden[tool] {
-		pkgs := r.hiders(tool)
+		pkgs, err := r.hiders(tool)
 		for _, pkg := range pkgs {
 			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", pkg, r.s.ruleFile(pkg, "hide")))
 		}
-		if len(pkgs) == 0 {
+		switch {
+		case err != nil:
+			out = append(out, "hidden for this request; which operator rule hid it could not be read: "+err.Error())
+		case len(pkgs) == 0:
 			out = append(out, "hidden by the availability policy's hidden set for this request")
 		}
 	}

@@ -143,3 +143,33 @@ func TestMistypedLogOnlyMarkerIsRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestExplanationNamesOnlyEnforcedHiders: a tool hidden by an enforced
+// rules package and also named by a log-only one is explained by the
+// enforced package alone: the log-only package hid nothing.
+func TestExplanationNamesOnlyEnforcedHiders(t *testing.T) {
+	ctx := context.Background()
+	e, err := examplesEngine(t, logOnlyRules("policycheck: {enforcement: log_only}"), "package policycheck.rules.tidy\n\nhide contains \"search_docs\"\n")
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(conformance.ModuleRoot(), "examples", "histories", "refund.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := loader.DecodeHistory("refund.json", raw, loader.DefaultLimits())
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := e.Decide(ctx, engine.Request{History: h, Context: map[string]any{"group": "support"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(d.Removed("search_docs"), "\n")
+	if !strings.Contains(got, "policycheck.rules.tidy.hide (extrab.rego:3:1)") {
+		t.Errorf("the enforced hider is not named: %q", got)
+	}
+	if strings.Contains(got, "observe") {
+		t.Errorf("a log-only package is named as hiding the tool: %q", got)
+	}
+}
