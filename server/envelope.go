@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,6 +18,7 @@ import (
 type envelope struct {
 	members  map[string][]byte   // known members, raw
 	elements map[string][][]byte // elements of the known members that are arrays
+	unknown  []string            // the other members' names, each once, in order (see refuseUnknown)
 	// For the last array member whose elements were kept: the offsets in
 	// the body of its '[' and of the end of its last element, and how
 	// many leading bytes resume let the scan skip.
@@ -359,6 +361,9 @@ func scanEnvelopeResume(body []byte, known []string, resume func(arr []byte) int
 			if err := s.value(elems); err != nil {
 				return nil, err
 			}
+			if !keep && !slices.Contains(env.unknown, key) {
+				env.unknown = append(env.unknown, key)
+			}
 			if keep {
 				env.members[key] = s.b[vs:s.i]
 				if elems != nil {
@@ -382,6 +387,23 @@ func scanEnvelopeResume(body []byte, known []string, resume func(arr []byte) int
 		return nil, s.fail("unexpected data after the object")
 	}
 	return env, nil
+}
+
+// refuseUnknown refuses a body that has a member other than known, the
+// members the endpoint reads, naming the first: a misspelt "context"
+// would otherwise read as no context at all, and a deny rule that looks
+// at the context would let the call through.
+func (env *envelope) refuseUnknown(known []string) *Error {
+	if len(env.unknown) == 0 {
+		return nil
+	}
+	names := make([]string, len(known))
+	for i, k := range known {
+		names[i] = strconv.Quote(k)
+	}
+	key := env.unknown[0]
+	return badRequest(CodeSchema, strconv.Quote(key)+" is not a member this endpoint reads: it reads "+strings.Join(names, ", "),
+		"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(key))
 }
 
 // joinArray copies elems into one JSON array, "[e,e,...]", for the

@@ -2,6 +2,8 @@ package server
 
 import (
 	"encoding/json"
+	"slices"
+	"unicode/utf8"
 	"testing"
 )
 
@@ -33,6 +35,17 @@ func FuzzScanEnvelope(f *testing.F) {
 		if herr != nil {
 			t.Fatalf("scanner refused a valid body: %v: %q", herr, body)
 		}
+		var unknown []string
+		for k := range obj {
+			if k != "history" && k != "context" && k != "abc" {
+				unknown = append(unknown, k)
+			}
+		}
+		// encoding/json reads invalid UTF-8 in a key as U+FFFD; the
+		// scanner keeps the bytes.
+		if !sameSet(unknown, env.unknown) && !slices.ContainsFunc(env.unknown, func(k string) bool { return !utf8.ValidString(k) }) {
+			t.Fatalf("unknown members: scanner %q, encoding/json %q", env.unknown, unknown)
+		}
 		for _, k := range []string{"history", "context", "abc"} {
 			want, ok := obj[k]
 			got, gok := env.members[k]
@@ -52,4 +65,11 @@ func FuzzScanEnvelope(f *testing.F) {
 			}
 		}
 	})
+}
+
+func sameSet(a, b []string) bool {
+	a, b = slices.Clone(a), slices.Clone(b)
+	slices.Sort(a)
+	slices.Sort(b)
+	return slices.Equal(a, b)
 }

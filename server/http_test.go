@@ -209,6 +209,16 @@ func TestErrors(t *testing.T) {
 		{note: "no comma between array elements", rs: withReg, path: "/v1/decide", body: `{"history": [{} {}]}`,
 			status: 400, code: server.CodeSyntax, message: "expected ',' or ']'"},
 		{note: "history missing", rs: withReg, path: "/v1/decide", body: `{}`, status: 400, code: server.CodeSchema, pointer: "/history"},
+		// A member the endpoint does not read is refused: a misspelt
+		// context would read as none, and a deny rule on it would not fire.
+		{note: "a misspelt context", rs: withReg, path: "/v1/decide", body: `{"history": [], "contxt": {"env": "prod"}}`,
+			status: 400, code: server.CodeSchema, pointer: "/contxt", message: `"contxt" is not a member this endpoint reads: it reads "registry", "history", "context", "approvals"`},
+		{note: "a misspelt member of explain", rs: withReg, path: "/v1/explain", body: `{"history": [], "aprovals": {}}`,
+			status: 400, code: server.CodeSchema, pointer: "/aprovals"},
+		{note: "a misspelt member of a run", rs: withReg, path: "/v1/runs/r/decide", body: `{"offset": 0, "messages": [], "contxt": {}}`,
+			status: 400, code: server.CodeSchema, pointer: "/contxt", message: `it reads "offset", "messages", "context", "registry", "approvals"`},
+		{note: "an unknown member's pointer is escaped", rs: withReg, path: "/v1/facts", body: `{"history": [], "a/b~c": 1}`,
+			status: 400, code: server.CodeSchema, pointer: "/a~1b~0c"},
 		// A syntax error anywhere in the body is reported before an
 		// error in the history's content; of duplicate members the last
 		// is the one decided.

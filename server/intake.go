@@ -180,6 +180,9 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 	}
 	known := []string{"registry", "history", "context", "approvals"}
 	env, herr := scanEnvelopeResume(body, known, find, "history")
+	if herr == nil {
+		herr = env.refuseUnknown(known)
+	}
 	if herr != nil {
 		return nil, nil, nil, herr
 	}

@@ -66,7 +66,11 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if id == "" || len(id) > maxRunID {
 		return nil, badRequest(CodeSchema, fmt.Sprintf("the run id must hold 1 to %d bytes", maxRunID), "")
 	}
-	env, herr := scanEnvelope(body, []string{"offset", "messages", "context", "registry", "approvals"}, "messages")
+	known := []string{"offset", "messages", "context", "registry", "approvals"}
+	env, herr := scanEnvelope(body, known, "messages")
+	if herr == nil {
+		herr = env.refuseUnknown(known)
+	}
 	if herr != nil {
 		return nil, herr
 	}
