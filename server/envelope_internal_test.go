@@ -3,8 +3,8 @@ package server
 import (
 	"encoding/json"
 	"slices"
-	"unicode/utf8"
 	"testing"
+	"unicode/utf8"
 )
 
 // FuzzScanEnvelope: the envelope scanner accepts exactly the bodies that
