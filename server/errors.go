@@ -27,6 +27,7 @@ const (
 	CodeRunConflict      = "run_conflict"       // 409: resend the whole history with offset 0
 	CodeInternal         = "internal"           // 500
 	CodeBodyTimeout      = "body_timeout"       // 408: the body did not arrive in time
+	CodeQuery            = "query"              // a query parameter the endpoint does not read
 )
 
 // Error is the body of every error response:

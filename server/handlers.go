@@ -7,7 +7,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"net/http"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/policycheck/policycheck/engine"
@@ -26,12 +28,12 @@ const (
 func (s *Server) routes() {
 	mux := http.NewServeMux()
 	mux.Handle("/v1/decide", s.post(epDecide, s.handleDecide))
-	mux.Handle("/v1/facts", s.post(epFacts, s.handleFacts))
+	mux.Handle("/v1/facts", s.post(epFacts, s.handleFacts, "format"))
 	mux.Handle("/v1/explain", s.post(epExplain, s.handleExplain))
 	mux.Handle("/v1/runs/{id}/decide", s.post(epRun, s.handleRunDecide))
-	mux.Handle("/v1/runs/{id}", s.method(http.MethodDelete, "run_delete", s.handleRunDelete))
-	mux.Handle("/health", s.method(http.MethodGet, "health", s.handleHealth))
-	mux.Handle("/metrics", s.method(http.MethodGet, "metrics", s.metrics.handler().ServeHTTP))
+	mux.Handle("/v1/runs/{id}", s.method(http.MethodDelete, "run_delete", nil, s.handleRunDelete))
+	mux.Handle("/health", s.method(http.MethodGet, "health", nil, s.handleHealth))
+	mux.Handle("/metrics", s.method(http.MethodGet, "metrics", nil, s.metrics.handler().ServeHTTP))
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
 	})
@@ -40,8 +42,11 @@ func (s *Server) routes() {
 }
 
 // method admits one HTTP method (GET also admits HEAD) and answers 405
-// with an Allow header otherwise.
-func (s *Server) method(m, route string, h http.HandlerFunc) http.Handler {
+// with an Allow header otherwise; a query parameter other than query, the
+// ones the endpoint reads, is refused (400) rather than ignored:
+// /v1/decide?format=input would otherwise answer a decision to a client
+// that asked for the input document.
+func (s *Server) method(m, route string, query []string, h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != m && !(m == http.MethodGet && r.Method == http.MethodHead) {
 			allow := m
@@ -54,10 +59,37 @@ func (s *Server) method(m, route string, h http.HandlerFunc) http.Handler {
 				Message: r.Method + " is not allowed here; use " + m})
 			return
 		}
+		if herr := refuseQuery(r, query); herr != nil {
+			s.metrics.request(route, herr.Status)
+			writeError(w, herr)
+			return
+		}
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		h(rec, r)
 		s.metrics.request(route, rec.status)
 	})
+}
+
+// refuseQuery refuses a request with a query parameter other than
+// query, naming the first in sorted order.
+func refuseQuery(r *http.Request, query []string) *Error {
+	params := r.URL.Query()
+	names := make([]string, 0, len(params))
+	for name := range params {
+		if !slices.Contains(query, name) {
+			names = append(names, name)
+		}
+	}
+	if len(names) == 0 {
+		return nil
+	}
+	slices.Sort(names)
+	reads := "no query parameters"
+	if len(query) > 0 {
+		reads = "only " + strings.Join(query, ", ")
+	}
+	return &Error{Status: http.StatusBadRequest, Code: CodeQuery,
+		Message: "query parameter " + strconv.Quote(names[0]) + " is not read by " + r.URL.Path + ", which reads " + reads}
 }
 
 // post admits POST requests whose handler returns either a response
@@ -65,8 +97,8 @@ func (s *Server) method(m, route string, h http.HandlerFunc) http.Handler {
 // request's context carries the server's timeout, so that scanning,
 // decoding and deciding all count against it, and a decision reached
 // past it fails closed.
-func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error)) http.Handler {
-	return s.method(http.MethodPost, route, func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error), query ...string) http.Handler {
+	return s.method(http.MethodPost, route, query, func(w http.ResponseWriter, r *http.Request) {
 		body, herr := s.intake.read(w, r)
 		if herr == nil {
 			s.intake.hold(len(body))

@@ -236,6 +236,13 @@ func TestErrors(t *testing.T) {
 		{note: "oversize body", rs: withReg, path: "/v1/decide", body: big, status: 413, code: server.CodeLimit},
 		{note: "oversize run body", rs: withReg, path: "/v1/runs/r/decide", body: big, status: 413, code: server.CodeLimit},
 		{note: "wrong method", rs: withReg, method: http.MethodGet, path: "/v1/decide", status: 405, code: server.CodeMethod},
+		// A query parameter the endpoint does not read is refused.
+		{note: "a query parameter decide does not read", rs: withReg, path: "/v1/decide?format=input", body: `{"history": []}`,
+			status: 400, code: server.CodeQuery, message: `query parameter "format" is not read by /v1/decide, which reads no query parameters`},
+		{note: "a misspelt query parameter of facts", rs: withReg, path: "/v1/facts?formt=input", body: `{"history": []}`,
+			status: 400, code: server.CodeQuery, message: "which reads only format"},
+		{note: "a query parameter on health", rs: withReg, method: http.MethodGet, path: "/health?bundles=true",
+			status: 400, code: server.CodeQuery, message: `"bundles"`},
 		{note: "wrong method on health", rs: withReg, method: http.MethodPost, path: "/health", status: 405, code: server.CodeMethod},
 		{note: "unknown path", rs: withReg, path: "/v1/nope", body: `{}`, status: 404, code: server.CodeNotFound},
 		{note: "registry required", rs: noReg, path: "/v1/decide", body: `{"history": []}`, status: 400, code: server.CodeRegistryRequired, pointer: "/registry"},
