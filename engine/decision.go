@@ -82,7 +82,15 @@ func (r *removal) hiders(tool string) ([]string, error) {
 		if r.input == nil {
 			return
 		}
-		rs, err := r.s.hideQuery.Eval(context.Background(), rego.EvalParsedInput(r.input))
+		// Bounded as a decision is (the engine's default deadline): an
+		// explanation asks this after its decision.
+		ctx := context.Background()
+		if r.s.deadline > 0 {
+			var cancel context.CancelFunc
+			ctx, cancel = context.WithTimeout(ctx, r.s.deadline)
+			defer cancel()
+		}
+		rs, err := r.s.hideQuery.Eval(ctx, rego.EvalParsedInput(r.input))
 		if err != nil {
 			r.hideErr = err
 			return
