@@ -173,10 +173,6 @@ func (d *StepDecision) Err() error {
 // MarshalJSON writes the decision's JSON (design.md "Output of
 // policycheck eval") followed by "step" and "retries".
 func (d *StepDecision) MarshalJSON() ([]byte, error) {
-	raw, err := json.Marshal(d.Decision)
-	if err != nil {
-		return nil, err
-	}
 	retries := d.Retries
 	if retries == nil {
 		retries = []Retry{}
@@ -190,6 +186,12 @@ func (d *StepDecision) MarshalJSON() ([]byte, error) {
 	}
 	if d.Decision == nil {
 		return extra, nil
+	}
+	// The decision's own MarshalJSON, called directly: through
+	// json.Marshal its output would be scanned once more for nothing.
+	raw, err := d.Decision.MarshalJSON()
+	if err != nil {
+		return nil, err
 	}
 	// Both are non-empty objects: splice the fields of extra into raw.
 	out := append(raw[:len(raw)-1:len(raw)-1], ',')
