@@ -45,3 +45,29 @@ func TestServeUsageErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestServeRefusesConfigOptionsItWouldIgnore: an OPA configuration option
+// OPA does not know (a misspelt "decision_log" would leave decision
+// logging off without a word), nested ones included, or one policycheck
+// serve does not act on, stops serve with exit status 2, the file and the
+// option named, before it listens.
+func TestServeRefusesConfigOptionsItWouldIgnore(t *testing.T) {
+	dir := t.TempDir()
+	for note, tc := range map[string]struct{ config, want string }{
+		"misspelt top-level option": {"services:\n  s:\n    url: http://127.0.0.1:1\ndecision_log:\n  service: s\n", `unknown configuration option "decision_log"`},
+		"misspelt nested option":    {"services:\n  s:\n    url: http://127.0.0.1:1\ndecision_logs:\n  service: s\n  reportin: {}\n", `"decision_logs.reportin"`},
+		"misspelt bundle option":    {"services:\n  s:\n    url: http://127.0.0.1:1\nbundles:\n  b:\n    service: s\n    resurce: b.tar.gz\n", `"bundles.b.resurce"`},
+		"an option serve ignores":   {"caching:\n  inter_query_builtin_cache:\n    max_size_bytes: 1000\n", `configuration option "caching" is not read by policycheck serve`},
+		"OPA's server options":      {"server:\n  encoding: {}\n", `"server" is not read`},
+	} {
+		t.Run(note, func(t *testing.T) {
+			path := filepath.Join(dir, "opa.yaml")
+			require.NoError(t, os.WriteFile(path, []byte(tc.config), 0o600))
+			var stdout, stderr bytes.Buffer
+			code := cli.Run([]string{"serve", "--addr", "127.0.0.1:0", "--config", path, "--registry", filepath.Join("..", "examples", "registry.yaml")}, nil, &stdout, &stderr)
+			require.Equal(t, cli.ExitBadUsage, code, stderr.String())
+			require.Contains(t, stderr.String(), "--config "+path+": ")
+			require.Contains(t, stderr.String(), tc.want)
+		})
+	}
+}

@@ -3,6 +3,7 @@ package server
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 	bundleapi "github.com/open-policy-agent/opa/v1/bundle"
+	opaconfig "github.com/open-policy-agent/opa/v1/config"
 	"github.com/open-policy-agent/opa/v1/logging"
 	opametrics "github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/plugins"
@@ -57,6 +59,49 @@ func (b *bundleTracker) health(st *policyState) map[string]BundleHealth {
 	return out
 }
 
+// unreadOptions are the options of OPA's configuration that OPA itself
+// acts on but policycheck serve does not, with why: each is refused
+// rather than ignored, as is any option OPA does not know.
+var unreadOptions = map[string]string{
+	"default_decision":               "policycheck serves its own endpoints, not OPA's data API",
+	"default_authorization_decision": "policycheck authenticates with --token-file, not an authorization policy",
+	"server":                         "OPA's HTTP server options do not apply: policycheck serve has its own flags",
+	"storage":                        "policycheck keeps its store in memory",
+	"caching":                        "the engine does not keep OPA's inter-query built-in cache",
+	"nd_builtin_cache":               "the engine does not keep OPA's non-deterministic built-in cache",
+	"distributed_tracing":            "policycheck does not export traces",
+	"metrics_export":                 "policycheck exports its metrics at GET /metrics",
+}
+
+// checkOPAConfig refuses an OPA configuration with an option OPA would
+// ignore (its validation reports each one, nested ones included: a
+// misspelt "decision_log" would leave decision logging off without a
+// word) or that policycheck does not act on (unreadOptions).
+func checkOPAConfig(raw []byte, id string) error {
+	c, err := opaconfig.ParseConfig(raw, id)
+	if err != nil {
+		return err
+	}
+	if len(c.Warnings) > 0 {
+		return errors.New(strings.Join(c.Warnings, "; "))
+	}
+	var top map[string]any
+	if err := util.Unmarshal(raw, &top); err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(top))
+	for k := range top {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		if why, ok := unreadOptions[k]; ok {
+			return fmt.Errorf("configuration option %q is not read by policycheck serve: %s", k, why)
+		}
+	}
+	return nil
+}
+
 // newManager creates OPA's plugin manager from the configuration file and
 // the plugins it names (bundle, decision_logs, status, discovery), as OPA
 // itself does, through the discovery plugin.
@@ -64,6 +109,9 @@ func (s *Server) newManager() error {
 	id := s.cfg.opaID
 	if id == "" {
 		id = "policycheck"
+	}
+	if err := checkOPAConfig(s.cfg.opaConfig, id); err != nil {
+		return err
 	}
 	raw, err := boundDecisionLogs(s.cfg.opaConfig)
 	if err != nil {

@@ -61,6 +61,14 @@ func Engine(opts ...engine.Option) Option {
 	return func(c *config) { c.engineOpts = append(c.engineOpts, opts...) }
 }
 
+// OPAConfigError is New's error for an OPA configuration (OPAConfig)
+// that does not load: malformed, an option OPA does not know, or one
+// policycheck does not act on.
+type OPAConfigError struct{ Err error }
+
+func (e *OPAConfigError) Error() string { return "opa config: " + e.Err.Error() }
+func (e *OPAConfigError) Unwrap() error { return e.Err }
+
 // OPAConfig starts OPA's plugin manager with this standard OPA
 // configuration file (YAML or JSON: services, bundles, decision_logs,
 // status, discovery). id names this instance in status and decision logs.
@@ -225,7 +233,7 @@ func New(opts ...Option) (*Server, error) {
 	}
 	if cfg.opaConfig != nil {
 		if err := s.newManager(); err != nil {
-			return nil, fmt.Errorf("opa config: %w", err)
+			return nil, &OPAConfigError{Err: err}
 		}
 		// Not ready until every configured bundle is served.
 		st.ready = s.bundles.allServed(st)

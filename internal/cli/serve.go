@@ -129,6 +129,10 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 				opts = append(opts, server.Shadow(shOpts...), server.ShadowQueue(shadowQueue))
 			}
 			srv, err := server.New(opts...)
+			var ce *server.OPAConfigError
+			if errors.As(err, &ce) {
+				return badInput(fmt.Errorf("--config %s: %w", config, ce.Err))
+			}
 			if err != nil {
 				return badInput(err)
 			}
