@@ -21,10 +21,22 @@ func TestServeUsageErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(badPolicy, []byte("package x\n\nallow if {"), 0o600))
 	badConfig := filepath.Join(dir, "opa.yaml")
 	require.NoError(t, os.WriteFile(badConfig, []byte("bundles: [1, 2]\n"), 0o600))
+	okConfig := filepath.Join(dir, "labels.yaml")
+	require.NoError(t, os.WriteFile(okConfig, []byte("labels:\n  team: tools\n"), 0o600))
 	tests := []struct {
 		note string
 		args []string
 	}{
+		// A flag that would change nothing, or be read as another value.
+		{note: "a mask that is not a JSON pointer", args: []string{"--config", okConfig, "--mask-context", "user/email"}},
+		{note: "a mask with a bad escape", args: []string{"--config", okConfig, "--mask-context", "/a~2b"}},
+		{note: "a mask without decision logs", args: []string{"--mask-context", "/user"}},
+		{note: "no time for a decision", args: []string{"--timeout", "0s"}},
+		{note: "negative timeout", args: []string{"--timeout", "-1s"}},
+		{note: "negative body timeout", args: []string{"--body-timeout", "-1s"}},
+		{note: "negative run ttl", args: []string{"--run-ttl", "-1m"}},
+		{note: "negative shutdown grace", args: []string{"--shutdown-grace", "-1s"}},
+		{note: "no shadow queue", args: []string{"--shadow-queue", "0"}},
 		{note: "unknown flag", args: []string{"--nope"}},
 		{note: "missing registry file", args: []string{"--registry", filepath.Join(dir, "missing.yaml")}},
 		{note: "tls cert without key", args: []string{"--tls-cert", empty}},

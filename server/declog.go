@@ -6,7 +6,9 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -108,7 +110,7 @@ func newDecisionID() string {
 // maskContext returns a copy of the context without the values at the
 // given JSON pointers (relative to the context).
 func maskContext(ctxDoc any, pointers []string) any {
-	if ctxDoc == nil {
+	if ctxDoc == nil || slices.Contains(pointers, "") {
 		return map[string]any{}
 	}
 	if raw, ok := ctxDoc.(json.RawMessage); ok {
@@ -153,8 +155,24 @@ func deepCopy(v any) any {
 	return v
 }
 
+// checkPointer refuses a mask that is not a JSON pointer (RFC 6901): a
+// mask that matched nothing would log what it was meant to hide.
+func checkPointer(ptr string) error {
+	if ptr != "" && ptr[0] != '/' {
+		return errors.New("a JSON pointer is empty (the whole context) or begins with '/'")
+	}
+	for i := 0; i < len(ptr); i++ {
+		if ptr[i] == '~' && (i+1 == len(ptr) || (ptr[i+1] != '0' && ptr[i+1] != '1')) {
+			return errors.New("'~' in a JSON pointer is '~0' or '~1'")
+		}
+	}
+	return nil
+}
+
+// removePointer removes the value at ptr (checked by checkPointer) from
+// doc; the whole context is masked by maskContext.
 func removePointer(doc any, ptr string) {
-	if ptr == "" || ptr[0] != '/' {
+	if ptr == "" {
 		return
 	}
 	toks := strings.Split(ptr[1:], "/")

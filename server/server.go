@@ -133,8 +133,9 @@ func Runs(size int, ttl time.Duration) Option {
 }
 
 // MaskContext removes the values at these JSON pointers (relative to the
-// request's context, e.g. "/user/email") from decision logs, on top of
-// OPA's decision_logs mask policy.
+// request's context, e.g. "/user/email"; "" is the whole context) from
+// decision logs, on top of OPA's decision_logs mask policy. New refuses a
+// string that is not a JSON pointer.
 func MaskContext(pointers ...string) Option {
 	return func(c *config) { c.maskContext = append(c.maskContext, pointers...) }
 }
@@ -226,6 +227,11 @@ func New(opts ...Option) (*Server, error) {
 		// come with a bundle: the server then starts not ready.
 		if cfg.opaConfig == nil || !onlyMissingEntrypoint(err) {
 			return nil, err
+		}
+	}
+	for _, p := range cfg.maskContext {
+		if err := checkPointer(p); err != nil {
+			return nil, fmt.Errorf("context mask %q: %w", p, err)
 		}
 	}
 	if err := s.newShadow(context.Background()); err != nil {

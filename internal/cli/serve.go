@@ -111,6 +111,24 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 					return badInput(fmt.Errorf("%s must not be negative, not %d", f.name, f.v))
 				}
 			}
+			for _, f := range []struct {
+				name     string
+				v        time.Duration
+				zeroMeans bool // 0 has a meaning of its own
+			}{{"--timeout", timeout, false}, {"--body-timeout", bodyTimeout, true}, {"--run-ttl", runTTL, true}, {"--shutdown-grace", grace, true}} {
+				if f.v < 0 {
+					return badInput(fmt.Errorf("%s must not be negative, not %v", f.name, f.v))
+				}
+				if f.v == 0 && !f.zeroMeans {
+					return badInput(fmt.Errorf("%s must be positive, not %v", f.name, f.v))
+				}
+			}
+			if shadowQueue < 1 {
+				return badInput(fmt.Errorf("--shadow-queue must be at least 1, not %d", shadowQueue))
+			}
+			if len(mask) > 0 && config == "" {
+				return badInput(errors.New("--mask-context masks decision logs, which only --config turns on"))
+			}
 			if (tlsCert == "") != (tlsKey == "") {
 				return badInput(errors.New("--tls-cert and --tls-key go together"))
 			}
@@ -169,7 +187,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-request timeout from the end of the body (scan, decode and decision); a decision that runs out fails closed")
 	fl.DurationVar(&bodyTimeout, "body-timeout", 30*time.Second, "how long a request body may take to arrive (408 and the connection closed beyond; 0: no limit)")
 	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")
-	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped")
+	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped (0: never)")
 	fl.IntVar(&engines, "engine-cache", 16, "most engines kept for registries that requests carry")
 	fl.IntVar(&decisions, "decision-cache", 1024, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
 	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
@@ -179,7 +197,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 	fl.BoolVar(&schema, "schema", false, "also validate every history against the JSON Schema (the decoder alone, the default, rejects everything the schema rejects)")
 	fl.BoolVar(&noSchema, "no-schema", false, "validate histories with the decoder alone (the default)")
 	_ = fl.MarkDeprecated("no-schema", "the decoder alone is the default; --schema adds the JSON Schema")
-	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight")
+	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight (0: not at all)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
 	return cmd
 }
