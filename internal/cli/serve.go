@@ -112,8 +112,8 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 				}
 			}
 			for _, f := range []struct {
-				name     string
-				v        time.Duration
+				name      string
+				v         time.Duration
 				zeroMeans bool // 0 has a meaning of its own
 			}{{"--timeout", timeout, false}, {"--body-timeout", bodyTimeout, true}, {"--run-ttl", runTTL, true}, {"--shutdown-grace", grace, true}} {
 				if f.v < 0 {
