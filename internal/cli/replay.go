@@ -50,6 +50,9 @@ were bound to its calls), as it keeps its context. Progress goes to stderr when 
 			if err := checkFormat(format, "pretty", "json", "html"); err != nil {
 				return err
 			}
+			if workers < 0 {
+				return badInput(fmt.Errorf("--workers must be 0 (one per core) or more, not %d", workers))
+			}
 			gate, err := replay.ParseGate(failOn)
 			if err != nil {
 				return badInput(err)

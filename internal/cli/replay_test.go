@@ -294,6 +294,7 @@ func TestReplayFailOnGates(t *testing.T) {
 		{[]string{"--fail-on", "available->unavailable,unadvertised->advertised"}, 0, ""},
 		{[]string{"--fail-on", "execute->available"}, 2, "not states of one kind"},
 		{[]string{"--fail-on", "denied"}, 2, "want FROM->TO"},
+		{[]string{"--workers", "-3"}, 2, "--workers must be 0 (one per core) or more, not -3"},
 	} {
 		code, out, errs := runCLI(args(c.failOn...)...)
 		if code != c.code || !strings.Contains(errs, c.stderr) {
