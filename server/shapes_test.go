@@ -60,8 +60,10 @@ var wrongShapes = []wrongShape{
 	{note: "deny holding a number at run time", pkg: rulesPkg, dynamic: true,
 		body: `deny contains n if {` + stop + "; n := json.unmarshal(`42`)}"},
 	{note: "deny a string at run time", pkg: rulesPkg, dynamic: true, body: "deny := json.unmarshal(`\"no\"`) if " + stop},
+	{note: "deny misspelt", pkg: rulesPkg, body: `deny_call contains "no" if ` + stop},
 	// hide
 	{note: "hide as a string", pkg: rulesPkg, body: `hide := "secret_op"`},
+	{note: "hide misspelt", pkg: rulesPkg, body: `hidden contains "secret_op"`},
 	{note: "hide holding objects", pkg: rulesPkg, body: `hide contains {"name": "secret_op"}`},
 	{note: "hide as a function", pkg: rulesPkg, body: `hide(x) := {x}`},
 	{note: "hide as a boolean", pkg: rulesPkg, body: `hide := true`},
@@ -76,6 +78,7 @@ var wrongShapes = []wrongShape{
 		body: "hide := {\"secret_op\", concat(\"_\", [\"search\", \"tools\"])}"},
 	// prepare_tools
 	{note: "filter as an array", pkg: filterPkg, body: `prepare_tools := ["get_time"]`},
+	{note: "filter misspelt", pkg: filterPkg, body: `prepare_tool := {"get_time"}`},
 	{note: "filter as a string", pkg: filterPkg, body: `prepare_tools := "get_time"`},
 	{note: "filter as a boolean", pkg: filterPkg, body: `prepare_tools if input.context`},
 	{note: "filter as a function", pkg: filterPkg, body: `prepare_tools(x) := {x}`},

@@ -85,7 +85,7 @@ n := to_number("abc")
 # Depends on the request: left to run time.
 cap := to_number(input.context.limit)
 
-ok := "fine"
+_ok := "fine"
 
 hide contains "get_time" if mode == "a"
 
@@ -106,7 +106,7 @@ hide contains "get_time" if cap > 1
 		assert.Contains(t, res.stdout, want)
 	}
 	assert.NotContains(t, res.stdout, "rules.c.cap ")
-	assert.NotContains(t, res.stdout, "rules.c.ok ")
+	assert.NotContains(t, res.stdout, "rules.c._ok ")
 	assert.Contains(t, res.stderr, "check: 3 finding(s)")
 
 	help := run(t, "", "check", "--help")

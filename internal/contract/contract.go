@@ -18,6 +18,7 @@ package contract
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -413,8 +414,84 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 					"data.policycheck.rules, as data.policycheck.lib.gate does)", strings.TrimPrefix(key, "data."), readBy)))
 		}
 	}
+	out = append(out, unreadProblems(c, files)...)
 	SortByPlace(out, func(p Problem) (string, int, int) { return p.File, p.Row, p.Col })
 	return out, locs
+}
+
+// closest is the entry whose name shares the longest prefix with name
+// (deny for deny_call, prepare_tools for prepare_tool), the first on a
+// tie.
+func closest(entries []*Entry, name string) *Entry {
+	best, bestLen := entries[0], -1
+	for _, e := range entries {
+		n := 0
+		for n < len(e.Name) && n < len(name) && e.Name[n] == name[n] {
+			n++
+		}
+		if n > bestLen {
+			best, bestLen = e, n
+		}
+	}
+	return best
+}
+
+// unreadProblems refuses the public rules of operator packages (a
+// Keyed root's packages: policycheck.rules.<name>,
+// policycheck.capabilities.<id>) that are not what the engine reads there
+// and that no rule refers to: a misspelt entry point (deny_call,
+// prepare_tool) would otherwise be ignored, and the call it was meant to
+// stop would execute. A helper nothing refers to yet is named with a
+// leading _ (Rego's private rules); test_ rules are opa test's.
+func unreadProblems(c *ast.Compiler, files []string) []Problem {
+	// Every rule a rule refers to by its package (compiled refs are
+	// fully qualified): data.<root>.<name>.<rule>.
+	used := map[string]bool{}
+	for _, f := range files {
+		ast.WalkRefs(c.Modules[f], func(r ast.Ref) bool {
+			if g := r.ConstantPrefix(); r.HasPrefix(ast.DefaultRootRef) && len(g) >= 5 {
+				used[g[:5].String()] = true
+			}
+			return false
+		})
+	}
+	var out []Problem
+	for _, f := range files {
+		m := c.Modules[f]
+		if strings.HasSuffix(f, "_test.rego") {
+			continue
+		}
+		var root string
+		var names []string
+		var entries []*Entry
+		for i := range Table {
+			e := &Table[i]
+			if r := rootRef(e.Root); e.Keyed && len(m.Package.Path) == len(r)+1 && m.Package.Path.HasPrefix(r) {
+				root = e.Root
+				names = append(names, e.Name)
+				entries = append(entries, e)
+			}
+		}
+		if root == "" {
+			continue
+		}
+		for _, r := range m.Rules {
+			ref := r.Head.Ref()
+			name, ok := ref[0].Value.(ast.Var)
+			if !ok || strings.HasPrefix(string(name), "_") || strings.HasPrefix(string(name), "test_") || slices.Contains(names, string(name)) {
+				continue
+			}
+			path := m.Package.Path.Append(ast.StringTerm(string(name)))
+			if used[path.String()] {
+				continue
+			}
+			out = append(out, at(CodeRulePlace, r.Location, fmt.Sprintf(
+				"%s is never read: in %s.<name> the engine reads %s, and no rule refers to it. Write: %s; "+
+					"or, for a helper, _%s",
+				strings.TrimPrefix(path.String(), "data."), root, strings.Join(names, ", "), closest(entries, string(name)).Right, name)))
+		}
+	}
+	return out
 }
 
 // SortByPlace sorts xs by file, row and column (stably: two at one place

@@ -50,7 +50,15 @@ func TestShapes(t *testing.T) {
 		{"deny object number reason", rules + `deny contains {"reason": 1} if input.call.tool == "a"`, 3, "yields"},
 		{"deny partial object", rules + `deny[x] := true if x := input.call.tool`, 3, "defined as an object"},
 		{"deny nested", "package policycheck.rules.a.b\n\ndeny if input.x", 3, "nested below policycheck.rules.a"},
-		{"package named deny", "package policycheck.rules.deny\n\ndeny if input.x\n\nhelper := 1", 0, ""},
+		{"package named deny", "package policycheck.rules.deny\n\ndeny if input.x\n\n_helper := 1", 0, ""},
+		// A public rule the engine does not read and no rule refers to
+		// is a misspelt entry point, not a silent no-op.
+		{"deny misspelt", rules + `deny_call contains "no" if input.call.tool == "a"`, 3, "policycheck.rules.x.deny_call is never read"},
+		{"hide misspelt", rules + `hide_tools contains "a"`, 3, `Write: hide contains "tool_name"`},
+		{"prepare_tools misspelt", filter + `prepare_tool contains "a"`, 3, "policycheck.capabilities.vault.prepare_tool is never read"},
+		{"a helper deny reads", rules + "limit := 40\n\ndeny if input.call.args.n > limit", 0, ""},
+		{"a helper function deny reads", rules + "big(n) if n > 40\n\ndeny if big(input.call.args.n)", 0, ""},
+		{"an unused private helper", rules + "_limit := 40\n\ndeny if input.x", 0, ""},
 		{"deny at root", "package policycheck.rules\n\ndeny if input.x", 3, "directly in package policycheck.rules"},
 		{"require_approval object", rules + `require_approval contains {"reason": "r", "message": "m"} if input.call.tool == "a"`, 0, ""},
 		{"require_approval unknown element", rules + `require_approval contains x if x := input.call.args.r`, 0, ""},
