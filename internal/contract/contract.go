@@ -896,6 +896,18 @@ func markerProblems(m *ast.Module) []Problem {
 	var out []Problem
 	for _, a := range m.Annotations {
 		if a.Scope != "package" && a.Scope != "subpackages" {
+			// Markers are read from the package's METADATA only: one
+			// above a rule would leave the package enforced.
+			_, ours := a.Custom["policycheck"]
+			for k := range a.Custom {
+				ours = ours || findMarker(m.Package.Path, k) != nil
+			}
+			if ours {
+				out = append(out, at(CodeMarker, a.Location, fmt.Sprintf(
+					"METADATA custom.policycheck in package %s is not read at %s scope: markers are read from the package's "+
+						"METADATA. Write it in the METADATA block above the package line",
+					strings.TrimPrefix(m.Package.Path.String(), "data."), a.Scope)))
+			}
 			continue
 		}
 		// A marker written beside custom.policycheck instead of in it

@@ -104,6 +104,11 @@ func TestShapes(t *testing.T) {
 		{"decision_from_sets bool", "package policycheck.availability\n\n" +
 			"decision := " + `{"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": []}` +
 			" if decision_from_sets\n\ndecision_from_sets if input.x", 5, "yields true"},
+		{"marker above a rule", "package policycheck.rules.x\n\n# METADATA\n# custom:\n#   policycheck:\n#     enforcement: log_only\nhide := set()", 3,
+			"is not read at rule scope"},
+		{"marker beside custom.policycheck above a rule", "package policycheck.rules.x\n\n# METADATA\n# custom:\n#   enforcement: log_only\nhide := set()", 3,
+			"is not read at rule scope"},
+		{"other custom METADATA above a rule", "package policycheck.rules.x\n\n# METADATA\n# custom:\n#   owner: ops\nhide := set()", 0, ""},
 		{"marker unknown", "# METADATA\n# title: x\n# custom:\n#   policycheck:\n#     nope: true\npackage policycheck.rules.x\n\nhide := set()", 1, "custom.policycheck.nope"},
 	}
 	for _, tc := range cases {
