@@ -148,7 +148,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 // HTML escaping does. A value that marshals itself (a decision) is
 // indented straight from its MarshalJSON: the Encoder would first scan
 // that output again to compact it, which for a decision listing a
-// thousand tools cost a run step a fifth of its time (BENCHMARKS.md).
+// thousand tools cost a run step about a third of its CPU (BENCHMARKS.md).
 func encodeJSON(buf *bytes.Buffer, v any) error {
 	if m, ok := v.(json.Marshaler); ok {
 		raw, err := m.MarshalJSON()
