@@ -6,6 +6,9 @@
 // engine calls it at every load (engine.New, Reload, each sidecar bundle
 // activation) and `policycheck check` reports its problems, so a rule the
 // engine would not read as written never loads and never passes check.
+// Nor does a public rule of a rules or filter package that is no entry
+// point and that no rule refers to (a misspelt deny or prepare_tools), or
+// a package marker written where it is not read.
 //
 // What static checking cannot see (a value whose type is known only at run
 // time) the shipped gate flags when it evaluates, and the engine fails the
@@ -456,6 +459,7 @@ func unreadProblems(c *ast.Compiler, files []string) []Problem {
 		})
 	}
 	var out []Problem
+	reported := map[string]bool{}
 	for _, f := range files {
 		m := c.Modules[f]
 		if strings.HasSuffix(f, "_test.rego") {
@@ -482,9 +486,10 @@ func unreadProblems(c *ast.Compiler, files []string) []Problem {
 				continue
 			}
 			path := m.Package.Path.Append(ast.StringTerm(string(name)))
-			if used[path.String()] {
-				continue
+			if used[path.String()] || reported[path.String()] {
+				continue // a rule of several definitions is reported once, at its first
 			}
+			reported[path.String()] = true
 			out = append(out, at(CodeRulePlace, r.Location, fmt.Sprintf(
 				"%s is never read: in %s.<name> the engine reads %s, and no rule refers to it. Write: %s; "+
 					"or, for a helper, _%s",

@@ -56,6 +56,7 @@ func TestShapes(t *testing.T) {
 		{"deny misspelt", rules + `deny_call contains "no" if input.call.tool == "a"`, 3, "policycheck.rules.x.deny_call is never read"},
 		{"hide misspelt", rules + `hide_tools contains "a"`, 3, `Write: hide contains "tool_name"`},
 		{"prepare_tools misspelt", filter + `prepare_tool contains "a"`, 3, "policycheck.capabilities.vault.prepare_tool is never read"},
+		{"deny misspelt twice", rules + "deny_call contains \"a\" if input.x\n\ndeny_call contains \"b\" if input.y", 3, "deny_call is never read"},
 		{"a helper deny reads", rules + "limit := 40\n\ndeny if input.call.args.n > limit", 0, ""},
 		{"a helper function deny reads", rules + "big(n) if n > 40\n\ndeny if big(input.call.args.n)", 0, ""},
 		{"an unused private helper", rules + "_limit := 40\n\ndeny if input.x", 0, ""},
@@ -189,5 +190,14 @@ func TestPackageMarker(t *testing.T) {
 	}
 	if _, ok := contract.PackageMarker(c.Modules["op.rego"], "other"); ok {
 		t.Fatal("an unset marker read as set")
+	}
+}
+
+// TestUnreadRuleReportedOnce: a misspelt entry point defined by several
+// rules is one problem, at its first definition.
+func TestUnreadRuleReportedOnce(t *testing.T) {
+	probs, _ := contract.Check(compile(t, "package policycheck.rules.x\n\ndeny_call contains \"a\" if input.x\n\ndeny_call contains \"b\" if input.y"))
+	if len(probs) != 1 || probs[0].Row != 3 {
+		t.Fatalf("want one problem at row 3, got %+v", probs)
 	}
 }
