@@ -26,6 +26,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/contract"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -378,5 +379,28 @@ func TestInputDocumentation(t *testing.T) {
 	}
 	if *update {
 		require.NoError(t, os.WriteFile(path, []byte(text), 0o644))
+	}
+}
+
+// TestInputTablesAreTheContracts: the input fields documented here are
+// the ones the operator contract accepts references to (a reference to
+// any other is refused at load), field for field.
+func TestInputTablesAreTheContracts(t *testing.T) {
+	for name, pair := range map[string]struct {
+		doc      map[string]field
+		contract map[string]string
+	}{"decision input": {decisionInput, contract.DecisionInput}, "filter input": {filterInput, contract.FilterInput}} {
+		var doc, con []string
+		for p := range pair.doc {
+			doc = append(doc, p)
+		}
+		for p := range pair.contract {
+			con = append(con, p)
+		}
+		sort.Strings(doc)
+		sort.Strings(con)
+		if strings.Join(doc, "\n") != strings.Join(con, "\n") {
+			t.Errorf("%s: docs/input.md has\n%s\nthe contract has\n%s", name, strings.Join(doc, "\n"), strings.Join(con, "\n"))
+		}
 	}
 }

@@ -61,6 +61,8 @@ var wrongShapes = []wrongShape{
 		body: `deny contains n if {` + stop + "; n := json.unmarshal(`42`)}"},
 	{note: "deny a string at run time", pkg: rulesPkg, dynamic: true, body: "deny := json.unmarshal(`\"no\"`) if " + stop},
 	{note: "deny misspelt", pkg: rulesPkg, body: `deny_call contains "no" if ` + stop},
+	{note: "deny on a misspelt call field", pkg: rulesPkg, body: `deny if input.call.name == "secret_op"`},
+	{note: "deny on a misspelt context", pkg: rulesPkg, body: `deny if { ` + stop + `; input.contxt.env != "dev" }`},
 	// hide
 	{note: "hide as a string", pkg: rulesPkg, body: `hide := "secret_op"`},
 	{note: "hide misspelt", pkg: rulesPkg, body: `hidden contains "secret_op"`},
@@ -79,6 +81,7 @@ var wrongShapes = []wrongShape{
 	// prepare_tools
 	{note: "filter as an array", pkg: filterPkg, body: `prepare_tools := ["get_time"]`},
 	{note: "filter misspelt", pkg: filterPkg, body: `prepare_tool := {"get_time"}`},
+	{note: "filter on a misspelt tool field", pkg: filterPkg, body: `prepare_tools contains t.name if { some t in input.tools; t.name != "secret_op"; input.tools[0].nme }`},
 	{note: "filter as a string", pkg: filterPkg, body: `prepare_tools := "get_time"`},
 	{note: "filter as a boolean", pkg: filterPkg, body: `prepare_tools if input.context`},
 	{note: "filter as a function", pkg: filterPkg, body: `prepare_tools(x) := {x}`},

@@ -332,6 +332,8 @@ const (
 	CodeRuleShape = "rule_shape"
 	CodeRulePlace = "rule_place"
 	CodeMarker    = "package_marker"
+	// CodeInputField: a rule reads a field its input does not have.
+	CodeInputField = "input_field"
 )
 
 // Locations maps the path of each entry-point rule the policy set defines
@@ -360,6 +362,9 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 	for _, f := range files {
 		m := c.Modules[f]
 		out = append(out, markerProblems(m)...)
+		if !strings.HasSuffix(f, "_test.rego") {
+			out = append(out, inputProblems(m)...)
+		}
 		for _, r := range m.Rules {
 			path := fullPath(m, r)
 			e, where, place := match(path, len(m.Package.Path))

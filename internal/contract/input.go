@@ -1,0 +1,198 @@
+package contract
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+)
+
+// A field kind of an input path (docs/input.md has each path's meaning).
+const (
+	fieldObject = "object" // its fields are the paths below it
+	fieldOpen   = "open"   // whatever the operator or the model sent: any field
+	fieldArray  = "array"  // its elements are the paths below it with "[]"
+	fieldLeaf   = "leaf"   // a string, number, null or set: nothing below it
+)
+
+// DecisionInput is every path of the input document that the decision
+// and the operator rules (policycheck.rules.*) see, "[]" standing for each
+// element of an array; input.call is one element of input.dispatch.calls.
+// docs/input.md documents each one (its test holds the two to each other).
+var DecisionInput = map[string]string{
+	"context":                                 fieldOpen,
+	"facts":                                   fieldObject,
+	"facts.window":                            fieldObject,
+	"facts.window.message":                    fieldLeaf,
+	"facts.window.part":                       fieldLeaf,
+	"facts.discovered":                        fieldLeaf,
+	"facts.loaded":                            fieldLeaf,
+	"facts.returned":                          fieldLeaf,
+	"facts.active_capabilities":               fieldLeaf,
+	"outgoing":                                fieldObject,
+	"outgoing.discovered":                     fieldLeaf,
+	"outgoing.loaded":                         fieldLeaf,
+	"filters":                                 fieldObject,
+	"filters.next":                            fieldObject,
+	"filters.next.dropped":                    fieldLeaf,
+	"filters.next.errors":                     fieldArray,
+	"filters.next.errors[].capability":        fieldLeaf,
+	"filters.next.errors[].message":           fieldLeaf,
+	"filters.dispatch":                        fieldObject,
+	"filters.dispatch.dropped":                fieldLeaf,
+	"filters.dispatch.errors":                 fieldArray,
+	"filters.dispatch.errors[].capability":    fieldLeaf,
+	"filters.dispatch.errors[].message":       fieldLeaf,
+	"filters.errors":                          fieldArray,
+	"filters.errors[].capability":             fieldLeaf,
+	"filters.errors[].message":                fieldLeaf,
+	"dispatch":                                fieldObject,
+	"dispatch.provider":                       fieldLeaf,
+	"dispatch.window":                         fieldObject,
+	"dispatch.window.message":                 fieldLeaf,
+	"dispatch.window.part":                    fieldLeaf,
+	"dispatch.loaded":                         fieldLeaf,
+	"dispatch.evidence":                       fieldObject,
+	"dispatch.evidence.discovered":            fieldLeaf,
+	"dispatch.evidence.loaded":                fieldLeaf,
+	"dispatch.active_capabilities":            fieldLeaf,
+	"dispatch.same_response":                  fieldObject,
+	"dispatch.same_response.revealed":         fieldLeaf,
+	"dispatch.same_response.pending_loads":    fieldLeaf,
+	"dispatch.calls":                          fieldArray,
+	"dispatch.calls[].index":                  fieldLeaf,
+	"dispatch.calls[].part":                   fieldLeaf,
+	"dispatch.calls[].tool":                   fieldLeaf,
+	"dispatch.calls[].tool_call_id":           fieldLeaf,
+	"dispatch.calls[].tool_kind":              fieldLeaf,
+	"dispatch.calls[].args":                   fieldOpen,
+	"dispatch.calls[].approval":               fieldObject,
+	"dispatch.calls[].approval.kind":          fieldLeaf,
+	"dispatch.calls[].approval.digest":        fieldLeaf,
+	"dispatch.calls[].approval.approvers":     fieldLeaf,
+	"dispatch.calls[].approval.message":       fieldLeaf,
+	"dispatch.calls[].approval.call_args":     fieldOpen,
+	"dispatch.calls[].approval.override_args": fieldOpen,
+}
+
+// FilterInput is every path of the input document a capability filter
+// (policycheck.capabilities.<id>.prepare_tools) sees.
+var FilterInput = map[string]string{
+	"tools":                 fieldArray,
+	"tools[].name":          fieldLeaf,
+	"tools[].capability":    fieldLeaf,
+	"tools[].defer_loading": fieldLeaf,
+	"context":               fieldOpen,
+	"active_capabilities":   fieldLeaf,
+}
+
+// ruleInput is the input of operator rules: the decision's, with the
+// call being judged as input.call.
+var ruleInput = func() map[string]string {
+	out := map[string]string{"call": fieldObject}
+	for p, k := range DecisionInput {
+		out[p] = k
+		if rest, ok := strings.CutPrefix(p, "dispatch.calls[]."); ok {
+			out["call."+rest] = k
+		}
+	}
+	return out
+}()
+
+// inputProblems refuses a reference from a rules or filter package to a
+// field its input does not have (input.call.name for input.call.tool,
+// input.contxt): such a reference is always undefined, so the rule that
+// holds it never fires, and a deny meant to stop a call lets it execute.
+// Fields under context and a call's args are the operator's and the
+// model's: anything goes there. A reference through a variable (some c in
+// input.dispatch.calls; c.tol) is not followed.
+func inputProblems(m *ast.Module) []Problem {
+	var paths map[string]string
+	var who string
+	switch {
+	case m.Package.Path.HasPrefix(rootRef("policycheck.rules")) && len(m.Package.Path) == 4:
+		paths, who = ruleInput, "policycheck.rules packages"
+	case m.Package.Path.HasPrefix(rootRef("policycheck.capabilities")) && len(m.Package.Path) == 4:
+		paths, who = FilterInput, "filters (prepare_tools)"
+	default:
+		return nil
+	}
+	var out []Problem
+	seen := map[string]bool{}
+	for _, rule := range m.Rules {
+		ast.WalkTerms(rule, func(t *ast.Term) bool {
+			r, ok := t.Value.(ast.Ref)
+			if !ok || !r[0].Equal(ast.InputRootDocument) {
+				return false
+			}
+			if msg := inputRefProblem(r, paths, who); msg != "" && !seen[msg] {
+				seen[msg] = true
+				loc := t.Location
+				if loc == nil { // a term the compiler wrote (some x in ...)
+					loc = rule.Location
+				}
+				out = append(out, at(CodeInputField, loc, msg))
+			}
+			return false
+		})
+	}
+	return out
+}
+
+// inputRefProblem says what is wrong with input ref r against paths, or
+// "" when it names a field there (or goes where no path is known).
+func inputRefProblem(r ast.Ref, paths map[string]string, who string) string {
+	path := ""
+	for i, t := range r[1:] {
+		kind := fieldObject
+		if path != "" {
+			kind = paths[path]
+		}
+		key, isKey := t.Value.(ast.String)
+		switch kind {
+		case fieldOpen, fieldLeaf:
+			return ""
+		case fieldArray:
+			if isKey {
+				return fmt.Sprintf("input.%s is an array: input.%s[_] (or some x in input.%s), not input.%s.%s, reads its elements",
+					path, path, path, path, string(key))
+			}
+			path += "[]"
+			continue
+		}
+		if !isKey {
+			return "" // a key computed at run time
+		}
+		next := string(key)
+		if path != "" {
+			next = path + "." + next
+		}
+		if _, ok := paths[next]; !ok {
+			return fmt.Sprintf("%s is not in the input the engine hands %s, so it is always undefined: %s (docs/input.md)",
+				r[:i+2], who, fieldsOf(paths, path))
+		}
+		path = next
+	}
+	return ""
+}
+
+// fieldsOf lists the fields directly below path ("" for the top).
+func fieldsOf(paths map[string]string, path string) string {
+	var names []string
+	for p := range paths {
+		rest, ok := p, path == ""
+		if !ok {
+			rest, ok = strings.CutPrefix(p, path+".")
+		}
+		if ok && !strings.ContainsAny(rest, ".[") {
+			names = append(names, rest)
+		}
+	}
+	sort.Strings(names)
+	where := "input"
+	if path != "" {
+		where = "input." + path
+	}
+	return where + " has " + strings.Join(names, ", ")
+}
