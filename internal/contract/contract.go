@@ -7,8 +7,9 @@
 // activation) and `policycheck check` reports its problems, so a rule the
 // engine would not read as written never loads and never passes check.
 // Nor does a public rule of a rules or filter package that is no entry
-// point and that no rule refers to (a misspelt deny or prepare_tools), or
-// a package marker written where it is not read.
+// point and that no rule refers to (a misspelt deny or prepare_tools), a
+// reference to an input field the package's input lacks (input.go), or a
+// package marker written where it is not read.
 //
 // What static checking cannot see (a value whose type is known only at run
 // time) the shipped gate flags when it evaluates, and the engine fails the
