@@ -33,8 +33,11 @@ type testFlags struct {
 	threshold  float64
 	format     string
 	noDefaults bool
-	timeout    time.Duration
-	ignore     []string
+	// failOnEmpty fails a run in which no test ran (as opa test
+	// --fail-on-empty).
+	failOnEmpty bool
+	timeout     time.Duration
+	ignore      []string
 	// progress returns the progress line of a run of total tests (nil:
 	// none).
 	progress func(total int) *progress.Reporter
@@ -170,6 +173,7 @@ Exit codes:
 	fl.Float64Var(&f.threshold, "threshold", 0, "fail when coverage is below this percentage (implies --coverage)")
 	fl.StringVarP(&f.format, "format", "f", "pretty", "output format: pretty or json")
 	fl.BoolVar(&f.noDefaults, "no-defaults", false, "do not make the shipped policies available")
+	fl.BoolVar(&f.failOnEmpty, "fail-on-empty", false, "exit 1 when no test ran (a --run that matches nothing, a path without tests), as opa test --fail-on-empty")
 	fl.DurationVar(&f.timeout, "timeout", 5*time.Second, "time limit for each test")
 	fl.StringSliceVar(&f.ignore, "ignore", nil, "file or directory name patterns to skip (as opa test --ignore)")
 	return cmd
@@ -271,6 +275,9 @@ func runRegoTests(ctx context.Context, stdout, stderr io.Writer, paths []string,
 		return err
 	}
 	if len(results) == 0 {
+		if f.failOnEmpty {
+			return &exitError{code: ExitFailed, err: errors.New("no tests ran")}
+		}
 		fmt.Fprintln(stderr, "policycheck: no tests ran")
 	}
 	if report != nil && f.threshold > 0 && report.Coverage < f.threshold {
