@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 
@@ -227,15 +228,11 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 		}
 	}
 	if by := obj.Get(keyTerm("by")); by != nil {
-		list, ok := elems(by)
-		if !ok {
-			return fmt.Errorf("by must be an array")
+		list, err := objects(by)
+		if err != nil {
+			return fmt.Errorf("by %w", err)
 		}
-		for j, e := range list {
-			eo, ok := e.Value.(ast.Object)
-			if !ok {
-				return fmt.Errorf("by %d is not an object", j)
-			}
+		for j, eo := range list {
 			var rb removedBy
 			if rb.rule, err = str(eo, "rule"); err == nil {
 				rb.pkg, err = str(eo, "package")
@@ -257,23 +254,36 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 	return nil
 }
 
-// decodeAnswers reads a list of denials or approval requests.
-func decodeAnswers(t *ast.Term) ([]ruleAnswer, error) {
+// objects reads t, an array or a set whose every element is an object
+// (nil t: none), for the lists a verdict and the rule errors hold.
+func objects(t *ast.Term) ([]ast.Object, error) {
 	if t == nil {
 		return nil, nil
 	}
 	list, ok := elems(t)
 	if !ok {
-		return nil, fmt.Errorf("must be an array")
+		return nil, errors.New("must be an array")
 	}
-	out := make([]ruleAnswer, 0, len(list))
-	for _, e := range list {
-		eo, ok := e.Value.(ast.Object)
+	out := make([]ast.Object, len(list))
+	for i, e := range list {
+		o, ok := e.Value.(ast.Object)
 		if !ok {
 			return nil, fmt.Errorf("holds %v, not an object", e)
 		}
+		out[i] = o
+	}
+	return out, nil
+}
+
+// decodeAnswers reads a list of denials or approval requests.
+func decodeAnswers(t *ast.Term) ([]ruleAnswer, error) {
+	list, err := objects(t)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]ruleAnswer, 0, len(list))
+	for _, eo := range list {
 		var a ruleAnswer
-		var err error
 		if a.pkg, err = str(eo, "package"); err != nil {
 			return nil, err
 		}
@@ -296,19 +306,12 @@ func decodeAnswers(t *ast.Term) ([]ruleAnswer, error) {
 
 // decodeFlagged reads the gate's rule_errors.
 func decodeFlagged(t *ast.Term) ([]flaggedValue, error) {
-	if t == nil {
-		return nil, nil
-	}
-	list, ok := elems(t)
-	if !ok {
-		return nil, fmt.Errorf("policy decision: rule_errors must be a set")
+	list, err := objects(t)
+	if err != nil {
+		return nil, fmt.Errorf("policy decision: rule_errors %w", err)
 	}
 	out := make([]flaggedValue, 0, len(list))
-	for _, e := range list {
-		eo, ok := e.Value.(ast.Object)
-		if !ok {
-			return nil, fmt.Errorf("policy decision: rule_errors holds %v, not an object", e)
-		}
+	for _, eo := range list {
 		f, err := flagged(eo, eo.Get(keyTerm("value")))
 		if err != nil {
 			return nil, fmt.Errorf("policy decision: rule_errors: %w", err)
