@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"testing"
@@ -91,15 +92,7 @@ func TestCheckFindsEverySeededMistake(t *testing.T) {
 	code, stdout, _ = policyRun(t, "check", "pol", "--format", "json",
 		"--registry", "registry.yaml", "--registry", "broken.yaml", "--registry", "reserved.yaml")
 	assert.Equal(t, cli.ExitBadUsage, code)
-	var out struct {
-		Findings []struct {
-			Code    string `json:"code"`
-			File    string `json:"file"`
-			Row     int    `json:"row"`
-			Pointer string `json:"pointer"`
-		} `json:"findings"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	out := decodeCheckReport(t, stdout)
 	assert.Len(t, out.Findings, len(seededMistakes))
 	for _, f := range out.Findings {
 		assert.NotEmpty(t, f.File, f.Code)
@@ -235,27 +228,17 @@ func TestCheckNotesTheDecisionMemoOff(t *testing.T) {
 	t.Chdir(dir)
 	code, stdout, _ := policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
 	assert.Equal(t, cli.ExitBadUsage, code)
-	type finding struct {
-		Code string `json:"code"`
-		File string `json:"file"`
-		Row  int    `json:"row"`
-	}
-	var out struct {
-		Findings []finding `json:"findings"`
-		Notes    []finding `json:"notes"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
-	assert.Equal(t, []finding{{Code: "nondeterministic_builtin", File: "pol/helper.rego", Row: 3}}, out.Findings)
-	assert.Equal(t, []finding{{Code: "decision_memo_off", File: "pol/late.rego", Row: 3}}, out.Notes)
+	out := decodeCheckReport(t, stdout)
+	assert.Equal(t, []string{"nondeterministic_builtin pol/helper.rego:3"}, places(out.Findings))
+	assert.Equal(t, []string{"decision_memo_off pol/late.rego:3"}, places(out.Notes))
 
 	// Without the filter the check passes, and the notes remain.
 	require.NoError(t, os.Remove("pol/vault.rego"))
 	code, stdout, _ = policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
 	assert.Equal(t, cli.ExitOK, code, stdout)
-	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	out = decodeCheckReport(t, stdout)
 	assert.Empty(t, out.Findings)
-	assert.Equal(t, []finding{{Code: "decision_memo_off", File: "pol/helper.rego", Row: 3},
-		{Code: "decision_memo_off", File: "pol/late.rego", Row: 3}}, out.Notes)
+	assert.Equal(t, []string{"decision_memo_off pol/helper.rego:3", "decision_memo_off pol/late.rego:3"}, places(out.Notes))
 }
 
 // TestCheckNotesAHideOfAToolTheRegistryLacks: a hide rule naming a tool
@@ -272,20 +255,10 @@ func TestCheckNotesAHideOfAToolTheRegistryLacks(t *testing.T) {
 	t.Chdir(dir)
 	code, stdout, _ := policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
 	assert.Equal(t, cli.ExitOK, code, stdout)
-	type finding struct {
-		Code    string `json:"code"`
-		File    string `json:"file"`
-		Row     int    `json:"row"`
-		Message string `json:"message"`
-	}
-	var out struct {
-		Findings []finding `json:"findings"`
-		Notes    []finding `json:"notes"`
-	}
-	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	out := decodeCheckReport(t, stdout)
 	assert.Empty(t, out.Findings)
 	require.Len(t, out.Notes, 2, stdout)
-	assert.Equal(t, finding{Code: "hide_unknown_tool", File: "pol/ops.rego", Row: 3,
+	assert.Equal(t, checkEntry{Code: "hide_unknown_tool", File: "pol/ops.rego", Row: 3,
 		Message: `policycheck.rules.ops.hide names "get_tiem", which registry registry.yaml does not have: it hides nothing there`}, out.Notes[0])
 	assert.Equal(t, "pol/set.rego", out.Notes[1].File)
 	assert.Contains(t, out.Notes[1].Message, `"old_tool"`)
@@ -295,7 +268,38 @@ func TestCheckNotesAHideOfAToolTheRegistryLacks(t *testing.T) {
 	require.NoError(t, os.WriteFile("bad.yaml", []byte("tools: 3\n"), 0o644))
 	code, stdout, _ = policyRun(t, "check", "pol", "--registry", "bad.yaml", "--registry", "registry.yaml", "--format", "json")
 	assert.Equal(t, cli.ExitBadUsage, code, stdout)
-	require.NoError(t, json.Unmarshal([]byte(stdout), &out))
+	out = decodeCheckReport(t, stdout)
 	require.Len(t, out.Notes, 2, stdout)
 	assert.Contains(t, out.Notes[0].Message, "which registry registry.yaml does not have")
+}
+
+// checkEntry is one finding or note of policycheck check --format json.
+type checkEntry struct {
+	Code    string `json:"code"`
+	File    string `json:"file"`
+	Row     int    `json:"row"`
+	Pointer string `json:"pointer,omitempty"`
+	Message string `json:"message"`
+}
+
+// checkReport is policycheck check's --format json document.
+type checkReport struct {
+	Findings []checkEntry `json:"findings"`
+	Notes    []checkEntry `json:"notes"`
+}
+
+func decodeCheckReport(t *testing.T, stdout string) checkReport {
+	t.Helper()
+	var out checkReport
+	require.NoError(t, json.Unmarshal([]byte(stdout), &out), stdout)
+	return out
+}
+
+// places are "code file:row" of each entry.
+func places(entries []checkEntry) []string {
+	out := make([]string, len(entries))
+	for i, e := range entries {
+		out[i] = fmt.Sprintf("%s %s:%d", e.Code, e.File, e.Row)
+	}
+	return out
 }
