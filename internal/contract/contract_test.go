@@ -64,6 +64,7 @@ func TestShapes(t *testing.T) {
 		{"deny on a misspelt dispatch field", rules + `deny if input.dispatch.calls[_].tol == "a"`, 3, "input.dispatch.calls[_].tol is not in the input"},
 		{"deny on an array read as an object", rules + `deny if input.dispatch.calls.tool == "a"`, 3, "input.dispatch.calls is an array"},
 		{"deny on a misspelt approval field", rules + `deny if input.call.approval.knd == "tool-denied"`, 3, "input.call.approval has approvers, call_args, digest, kind, message, override_args"},
+		{"hide on the call, which hide never sees", rules + `hide contains "a" if input.call.tool == "b"`, 3, "input.call is not in the input the engine hands hide rules"},
 		{"deny on context and args", rules + `deny if { input.context.env == "prod"; input.call.args.amount.value > 40 }`, 0, ""},
 		{"deny on a set element", rules + `deny if input.facts.discovered["a"]`, 0, ""},
 		{"deny on a computed key", rules + `deny if { k := "tool"; input.call[k] == "a" }`, 0, ""},

@@ -121,12 +121,18 @@ func inputProblems(m *ast.Module) []Problem {
 	var out []Problem
 	seen := map[string]bool{}
 	for _, rule := range m.Rules {
+		// hide judges the request, not a call: it never sees input.call
+		// (a helper deny and hide share is not told apart).
+		rulePaths, ruleWho := paths, who
+		if name, ok := rule.Head.Ref()[0].Value.(ast.Var); ok && name == "hide" && paths["call"] != "" {
+			rulePaths, ruleWho = DecisionInput, "hide rules"
+		}
 		ast.WalkTerms(rule, func(t *ast.Term) bool {
 			r, ok := t.Value.(ast.Ref)
 			if !ok || !r[0].Equal(ast.InputRootDocument) {
 				return false
 			}
-			if msg := inputRefProblem(r, paths, who); msg != "" && !seen[msg] {
+			if msg := inputRefProblem(r, rulePaths, ruleWho); msg != "" && !seen[msg] {
 				seen[msg] = true
 				loc := t.Location
 				if loc == nil { // a term the compiler wrote (some x in ...)
