@@ -73,6 +73,9 @@ func (s *Server) method(m, route string, query []string, h http.HandlerFunc) htt
 // refuseQuery refuses a request with a query parameter other than
 // query, naming the first in sorted order.
 func refuseQuery(r *http.Request, query []string) *Error {
+	if r.URL.RawQuery == "" {
+		return nil // the usual request: nothing to parse
+	}
 	params := r.URL.Query()
 	names := make([]string, 0, len(params))
 	for name := range params {
