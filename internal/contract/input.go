@@ -16,11 +16,11 @@ const (
 	fieldLeaf   = "leaf"   // a string, number, null or set: nothing below it
 )
 
-// DecisionInput is every path of the input document that the decision
+// decisionInput is every path of the input document that the decision
 // and the operator rules (policycheck.rules.*) see, "[]" standing for each
 // element of an array; input.call is one element of input.dispatch.calls.
 // docs/input.md documents each one (its test holds the two to each other).
-var DecisionInput = map[string]string{
+var decisionInput = map[string]string{
 	"context":                                 fieldOpen,
 	"facts":                                   fieldObject,
 	"facts.window":                            fieldObject,
@@ -76,9 +76,9 @@ var DecisionInput = map[string]string{
 	"dispatch.calls[].approval.override_args": fieldOpen,
 }
 
-// FilterInput is every path of the input document a capability filter
+// filterInput is every path of the input document a capability filter
 // (policycheck.capabilities.<id>.prepare_tools) sees.
-var FilterInput = map[string]string{
+var filterInput = map[string]string{
 	"tools":                 fieldArray,
 	"tools[].name":          fieldLeaf,
 	"tools[].capability":    fieldLeaf,
@@ -87,11 +87,26 @@ var FilterInput = map[string]string{
 	"active_capabilities":   fieldLeaf,
 }
 
+// InputFields returns, sorted, the input paths the decision and operator
+// rules may read (decision) and those a filter may read (filter): the
+// fields docs/input.md documents. Any other is refused at load.
+func InputFields() (decision, filter []string) {
+	keys := func(m map[string]string) []string {
+		out := make([]string, 0, len(m))
+		for k := range m {
+			out = append(out, k)
+		}
+		sort.Strings(out)
+		return out
+	}
+	return keys(decisionInput), keys(filterInput)
+}
+
 // ruleInput is the input of operator rules: the decision's, with the
 // call being judged as input.call.
 var ruleInput = func() map[string]string {
 	out := map[string]string{"call": fieldObject}
-	for p, k := range DecisionInput {
+	for p, k := range decisionInput {
 		out[p] = k
 		if rest, ok := strings.CutPrefix(p, "dispatch.calls[]."); ok {
 			out["call."+rest] = k
@@ -114,7 +129,7 @@ func inputProblems(m *ast.Module) []Problem {
 	case m.Package.Path.HasPrefix(rootRef("policycheck.rules")) && len(m.Package.Path) == 4:
 		paths, who = ruleInput, "policycheck.rules packages"
 	case m.Package.Path.HasPrefix(rootRef("policycheck.capabilities")) && len(m.Package.Path) == 4:
-		paths, who = FilterInput, "filters (prepare_tools)"
+		paths, who = filterInput, "filters (prepare_tools)"
 	default:
 		return nil
 	}
@@ -125,7 +140,7 @@ func inputProblems(m *ast.Module) []Problem {
 		// (a helper deny and hide share is not told apart).
 		rulePaths, ruleWho := paths, who
 		if name, ok := rule.Head.Ref()[0].Value.(ast.Var); ok && name == "hide" && paths["call"] != "" {
-			rulePaths, ruleWho = DecisionInput, "hide rules"
+			rulePaths, ruleWho = decisionInput, "hide rules"
 		}
 		ast.WalkTerms(rule, func(t *ast.Term) bool {
 			r, ok := t.Value.(ast.Ref)
