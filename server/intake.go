@@ -30,6 +30,8 @@ import (
 //     server's one mechanism for skipping bytes it has seen. A stateless
 //     client resending its growing history has only its new messages
 //     decoded; the run endpoint's clients send only those to begin with.
+//     A history decoded whole is kept from its second sight (see
+//     prefixCache.admit).
 //
 // Nothing it returns aliases a buffer that is reused: a request body is
 // the request's own, and the prefix cache may keep a slice of it.
@@ -221,6 +223,9 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 	if pc := in.prefixes; pc != nil && len(h) > 0 {
 		if resume {
 			pc.misses.Add(1)
+		}
+		if !pc.admit(env.elements["history"]) {
+			return env, eng, &history{messages: h, count: len(h)}, nil
 		}
 		parts := 0
 		for i := range h {

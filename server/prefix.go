@@ -25,8 +25,20 @@ import (
 // shared) and the extended history is stored in its place; a concurrent
 // request for the same prefix finds it gone and takes the full path.
 // Entries are grouped by a hash of their first message and bounded by an
-// estimate of the memory they hold, least recently used first out. Safe
-// for concurrent use.
+// estimate of the memory they hold, least recently used first out.
+//
+// A history is admitted on its second sight. The first time a history is
+// decoded whole, the cache notes only a fingerprint of its messages; it
+// keeps the history (its bytes, which the facts' arguments alias, and its
+// facts) when a later request begins with the messages of a noted one. A
+// conversation that grows therefore has its first two requests decoded
+// whole and resumes from the third, while a history sent once, as every
+// request of many users is or of traffic that reaches a fresh replica,
+// costs a fingerprint instead of a megabyte kept for a request that never
+// comes (a server in its own process served never-seen 1,000-message
+// histories twice as fast: BENCHMARKS.md). The fingerprint only decides
+// what to keep; a resume still needs the same bytes. Safe for concurrent
+// use.
 type prefixCache struct {
 	mu      sync.Mutex
 	max     int
@@ -34,9 +46,20 @@ type prefixCache struct {
 	ll      *list.List // of *prefixEntry, most recently used first
 	buckets map[[2]uint64][]*prefixEntry
 	hash    hasher
+	// Fingerprints of histories seen once (see admit), the oldest
+	// forgotten first: seenOrder is a ring of seenMax.
+	seen      map[uint64]struct{}
+	seenOrder []uint64
+	seenNext  int
 
 	hits, misses, fallbacks atomic.Int64
 }
+
+// seenMax bounds the fingerprints of histories seen once: 4,096 of them,
+// 32 times the entries the default bound holds at 1,000 messages. A
+// history whose fingerprint was forgotten is noted again, and admitted at
+// its next request.
+const seenMax = 4096
 
 // prefixEntry is one remembered history prefix.
 type prefixEntry struct {
@@ -63,7 +86,43 @@ func newPrefixCache(maxBytes int) *prefixCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &prefixCache{max: maxBytes, ll: list.New(), buckets: map[[2]uint64][]*prefixEntry{}, hash: newHasher()}
+	return &prefixCache{max: maxBytes, ll: list.New(), buckets: map[[2]uint64][]*prefixEntry{}, hash: newHasher(),
+		seen: map[uint64]struct{}{}}
+}
+
+// admit tells whether a history decoded whole, of the messages msgs (each
+// message's bytes), is to be kept: true when it begins with, or is, a
+// history noted before, whose note it then drops. Otherwise the history
+// is noted: a fingerprint that chains its messages' hashes (the hash of
+// the first k messages is the fingerprint of the history of k messages).
+func (c *prefixCache) admit(msgs [][]byte) bool {
+	if len(msgs) == 0 {
+		return false
+	}
+	prints := make([]uint64, len(msgs))
+	var fp uint64
+	for i, m := range msgs {
+		fp = c.hash.chain(fp, m)
+		prints[i] = fp
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for i := len(prints) - 1; i >= 0; i-- {
+		if _, ok := c.seen[prints[i]]; ok {
+			delete(c.seen, prints[i])
+			return true
+		}
+	}
+	last := prints[len(prints)-1]
+	if len(c.seenOrder) < seenMax {
+		c.seenOrder = append(c.seenOrder, last)
+	} else {
+		delete(c.seen, c.seenOrder[c.seenNext])
+		c.seenOrder[c.seenNext] = last
+		c.seenNext = (c.seenNext + 1) % seenMax
+	}
+	c.seen[last] = struct{}{}
+	return false
 }
 
 // firstKey hashes the first element of a history array; ok is false when
@@ -108,10 +167,18 @@ func (c *prefixCache) find(arr []byte) *prefixEntry {
 }
 
 // hasher hashes a history's first message for the cache's buckets (128
-// bits: two 64-bit maphash values with independent seeds).
-type hasher struct{ seeds [2]maphash.Seed }
+// bits: two 64-bit maphash values with independent seeds), and chains
+// messages into the fingerprints admit notes.
+type hasher struct{ seeds [3]maphash.Seed }
 
-func newHasher() hasher { return hasher{[2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}} }
+func newHasher() hasher {
+	return hasher{[3]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed(), maphash.MakeSeed()}}
+}
+
+// chain extends the fingerprint fp of a history with its next message m.
+func (h hasher) chain(fp uint64, m []byte) uint64 {
+	return maphash.Comparable(h.seeds[2], [2]uint64{fp, maphash.Bytes(h.seeds[2], m)})
+}
 
 func (h hasher) key(b []byte) [2]uint64 {
 	return [2]uint64{maphash.Bytes(h.seeds[0], b), maphash.Bytes(h.seeds[1], b)}

@@ -255,11 +255,57 @@ func TestPrefixCacheIsBounded(t *testing.T) {
 	for i := range 400 {
 		user := json.RawMessage(`{"kind":"request","parts":[{"part_kind":"user-prompt","content":"conversation ` + strconv.Itoa(i) + `"}]}`)
 		h := []json.RawMessage{user, msgs[1], user, msgs[1]}
-		status, body := rs.post(t, "/v1/decide", mustJSON(t, map[string]json.RawMessage{"history": joinMessages(h)}))
-		require.Equal(t, 200, status, string(body))
+		for range 2 { // kept from its second sight
+			status, body := rs.post(t, "/v1/decide", mustJSON(t, map[string]json.RawMessage{"history": joinMessages(h)}))
+			require.Equal(t, 200, status, string(body))
+		}
 	}
 	m := prefixMetrics(t, rs)
 	require.LessOrEqual(t, m["bytes"], float64(bound))
 	require.Positive(t, m["entries"])
 	require.Less(t, m["entries"], float64(400), "old conversations were evicted")
+}
+
+// TestPrefixCacheAdmitsOnSecondSight: a history sent once is not kept
+// (only its fingerprint is noted); a request that extends it, or resends
+// it, is decoded whole and kept; the request after that resumes. Traffic
+// of histories each sent once leaves the cache empty.
+func TestPrefixCacheAdmitsOnSecondSight(t *testing.T) {
+	rs := start(t, testReg(t))
+	msgs := splitHistory(t, []byte(testHistory))
+	user := func(text string) json.RawMessage {
+		return json.RawMessage(`{"kind":"request","parts":[{"part_kind":"user-prompt","content":` + strconv.Quote(text) + `}]}`)
+	}
+	post := func(h ...json.RawMessage) map[string]float64 {
+		status, body := rs.post(t, "/v1/decide", mustJSON(t, map[string]json.RawMessage{"history": joinMessages(h)}))
+		require.Equal(t, 200, status, string(body))
+		return prefixMetrics(t, rs)
+	}
+	for i := range 50 {
+		m := post(user("once "+strconv.Itoa(i)), msgs[1])
+		require.Zero(t, m["entries"], "a history seen once is not kept")
+		require.Zero(t, m["bytes"])
+	}
+	a, b := user("a"), user("b")
+	m := post(a, msgs[1])
+	require.Zero(t, m["entries"])
+	m = post(a, msgs[1], b, msgs[1]) // extends a noted history: kept
+	require.Equal(t, float64(1), m["entries"])
+	require.Zero(t, m["hit"])
+	m = post(a, msgs[1], b, msgs[1], user("c"), msgs[1]) // resumes
+	require.Equal(t, float64(1), m["hit"])
+	require.Equal(t, float64(1), m["entries"])
+
+	// The same history resent is a second sight too.
+	c := user("resent")
+	post(c, msgs[1])
+	m = post(c, msgs[1])
+	require.Equal(t, float64(2), m["entries"])
+	m = post(c, msgs[1], user("more"))
+	require.Equal(t, float64(2), m["hit"])
+
+	// A history that differs in an earlier message is not a second sight.
+	post(user("x"), msgs[1], user("y"))
+	m = post(user("X"), msgs[1], user("y"), msgs[1])
+	require.Equal(t, float64(2), m["entries"])
 }
