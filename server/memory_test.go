@@ -17,7 +17,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/gen"
 )
 
@@ -51,11 +50,7 @@ func TestPeakMemory(t *testing.T) {
 		t.Skip("the memory measurement runs with -memory")
 	}
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "policycheck")
-	build := exec.Command("go", "build", "-o", bin, "./cmd/policycheck")
-	build.Dir = conformance.ModuleRoot()
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
+	bin := buildPolicycheck(t)
 
 	o := gen.Default(55_000)
 	o.Tools = 100

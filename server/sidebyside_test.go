@@ -36,9 +36,13 @@ type sideConfig struct {
 	cold, growing, opa map[int]int
 }
 
-// TestSideBySide measures, in one run on one machine, the sidecar and
-// stock `opa run --server` evaluating the naive pure-Rego baseline
-// (engine/testdata/baseline/naive.rego) on the same generated histories:
+// TestSideBySide measures, in one run on one machine, the sidecar (the
+// policycheck command's `serve`, built from this tree) and stock `opa run
+// --server` evaluating the naive pure-Rego baseline
+// (engine/testdata/baseline/naive.rego) on the same generated histories.
+// Each server runs in its own process, as it is deployed, and the clients
+// run in the test's; each cell says what the server's process spent per
+// decision, read from /proc:
 //
 //   - never seen: every request a conversation the sidecar has not seen
 //     (its own tool call ids, so neither the prefix cache nor the decision
@@ -84,14 +88,27 @@ func variant(history []byte, j int) []byte {
 func runSideBySide(t *testing.T, cfg sideConfig) {
 	maxClients := slicesMax(cfg.clients)
 	var opaURL string
+	var opaPID int
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: maxClients}}
 	defer client.CloseIdleConnections()
 	if *loadOPA != "" {
-		opaURL = startStockOPA(t)
+		opaURL, opaPID = startStockOPA(t)
 	}
+	bin := buildPolicycheck(t)
 	type row struct {
 		messages, tools, clients int
 		cold, growing, inc, opa  result
+	}
+	// measure runs drive and takes the CPU the server's process pid
+	// spent meanwhile as the result's.
+	measure := func(pid int, name string, clients, n int, next func(client, i int) bool) result {
+		cpu0 := pidCPU(pid)
+		r := drive(name, clients, n, next)
+		r.cpu = 0
+		if cpu0 > 0 {
+			r.cpu = pidCPU(pid) - cpu0
+		}
+		return r
 	}
 	var rows []row
 	for _, msgs := range cfg.messages {
@@ -122,28 +139,27 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 			}
 			for ci, c := range cfg.clients {
 				r := row{messages: msgs, tools: tools, clients: c}
-				rs := start(t)
-				rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
+				sc, stop := serveProcess(t, bin)
 				// Compile the registry's engine before timing (untimed).
-				require.True(t, send(rs.client, rs.url+"/v1/decide", body(variant(base, -1))))
+				require.True(t, send(client, sc.url+"/v1/decide", body(variant(base, -1))))
 
 				n := cfg.cold[msgs]
 				cold := make([][]byte, n)
 				for j := range cold {
 					cold[j] = body(variant(base, ci*n+j))
 				}
-				r.cold = drive("sidecar, never seen", c, n, func(k, i int) bool {
-					return send(rs.client, rs.url+"/v1/decide", cold[i*c+k])
+				r.cold = measure(sc.pid, "sidecar, never seen", c, n, func(k, i int) bool {
+					return send(client, sc.url+"/v1/decide", cold[i*c+k])
 				})
 				cold = nil
 
 				// Each client's history so far, seen once (untimed), then
 				// one message longer per request.
 				for k := 0; k < c; k++ {
-					require.True(t, send(rs.client, rs.url+"/v1/decide", agents[k].fullBody(msgs)))
+					require.True(t, send(client, sc.url+"/v1/decide", agents[k].fullBody(msgs)))
 				}
-				r.growing = drive("sidecar, growing", c, cfg.growing[msgs], func(k, i int) bool {
-					return sendParts(rs.client, rs.url+"/v1/decide", agents[k].fullParts(msgs+1+i)...)
+				r.growing = measure(sc.pid, "sidecar, growing", c, cfg.growing[msgs], func(k, i int) bool {
+					return sendParts(client, sc.url+"/v1/decide", agents[k].fullParts(msgs+1+i)...)
 				})
 				// Incremental: each client's run primed (untimed) with its
 				// history, then one message appended per request.
@@ -151,14 +167,15 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				for k := 0; k < c; k++ {
 					ids[k] = "side-" + strconv.Itoa(k)
 					prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": toRaw(agents[k].msgs[:msgs])})
-					require.True(t, send(rs.client, rs.url+"/v1/runs/"+ids[k]+"/decide", prime))
+					require.True(t, send(client, sc.url+"/v1/runs/"+ids[k]+"/decide", prime))
 				}
-				r.inc = drive("sidecar, incremental run", c, cfg.growing[msgs], func(k, i int) bool {
+				r.inc = measure(sc.pid, "sidecar, incremental run", c, cfg.growing[msgs], func(k, i int) bool {
 					off := msgs + i
-					return send(rs.client, rs.url+"/v1/runs/"+ids[k]+"/decide", mustJSON(t, map[string]any{
+					return send(client, sc.url+"/v1/runs/"+ids[k]+"/decide", mustJSON(t, map[string]any{
 						"offset": off, "messages": toRaw(agents[k].msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`)}))
 				})
-				rs.stop()
+				stop()
+				client.CloseIdleConnections()
 				runtime.GC()
 
 				if opaURL != "" {
@@ -168,7 +185,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 						inputs[j] = mustJSON(t, map[string]any{"input": map[string]json.RawMessage{
 							"history": variant(base, 10_000+ci*m+j), "registry": reg}})
 					}
-					r.opa = drive("stock opa", c, m, func(k, i int) bool {
+					r.opa = measure(opaPID, "stock opa", c, m, func(k, i int) bool {
 						return send(client, opaURL, inputs[i*c+k])
 					})
 				}
@@ -194,8 +211,15 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		return lat[min(len(lat)-1, int(0.99*float64(len(lat))))].Round(10 * time.Microsecond)
 	}
+	cell := func(r result) string {
+		perDecision := "n/a"
+		if r.cpu > 0 && r.n > 0 {
+			perDecision = (r.cpu / time.Duration(r.n)).Round(10 * time.Microsecond).String()
+		}
+		return fmt.Sprintf("%.1f; %v; %s", rate(r), p99(r), perDecision)
+	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "side by side, GOMAXPROCS=%d (decisions/s; p99)\n", runtime.GOMAXPROCS(0))
+	fmt.Fprintf(&out, "side by side, %d CPUs (decisions/s; p99; CPU per decision of the server's process)\n", runtime.NumCPU())
 	fmt.Fprintln(&out, "| messages | tools | clients | stock OPA | never seen | ratio | growing | ratio | incremental run |")
 	fmt.Fprintln(&out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rows {
@@ -205,9 +229,8 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 			}
 			return fmt.Sprintf("%.0f×", rate(x)/rate(r.opa))
 		}
-		fmt.Fprintf(&out, "| %d | %d | %d | %.1f; %v | %.1f; %v | %s | %.0f; %v | %s | %.0f; %v |\n", r.messages, r.tools, r.clients,
-			rate(r.opa), p99(r.opa), rate(r.cold), p99(r.cold), ratio(r.cold), rate(r.growing), p99(r.growing), ratio(r.growing),
-			rate(r.inc), p99(r.inc))
+		fmt.Fprintf(&out, "| %d | %d | %d | %s | %s | %s | %s | %s | %s |\n", r.messages, r.tools, r.clients,
+			cell(r.opa), cell(r.cold), ratio(r.cold), cell(r.growing), ratio(r.growing), cell(r.inc))
 	}
 	t.Log("\n" + out.String())
 	if *sideBySide {
@@ -216,8 +239,8 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 }
 
 // startStockOPA serves the naive baseline with stock OPA until the test
-// ends and returns the URL of its decision.
-func startStockOPA(t *testing.T) string {
+// ends and returns the URL of its decision and its process id.
+func startStockOPA(t *testing.T) (string, int) {
 	policy := filepath.Join(conformance.ModuleRoot(), "engine", "testdata", "baseline", "naive.rego")
 	_, err := os.Stat(policy)
 	require.NoError(t, err)
@@ -240,7 +263,7 @@ func startStockOPA(t *testing.T) string {
 		if err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return url
+				return url, cmd.Process.Pid
 			}
 		}
 		require.Less(t, i, 400, "opa did not come up")
