@@ -71,6 +71,7 @@ func FuzzDecodeHistory(f *testing.F) {
 	lim := fuzzLimits()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := loader.DecodeHistory("fuzz.json", data, lim)
+		requireElementsAgree(t, data, h, err, lim)
 		if err != nil {
 			requireLoaderError(t, err)
 			_, err2 := loader.DecodeHistory("fuzz.json", data, lim)
@@ -87,6 +88,44 @@ func FuzzDecodeHistory(f *testing.F) {
 		require.Equal(t, []facts.Message(h), msgs, "DecodeMessages agrees with DecodeHistory")
 		requireConsistent(t, h)
 	})
+}
+
+// requireElementsAgree holds DecodeElements to DecodeHistory (which
+// decoded data into h, or failed with err) where data is an array that
+// encoding/json splits into elements: the elements decoded in two runs,
+// each with its offset, join into h; and where DecodeHistory rejects an
+// element, the run holding it fails. The limits two runs can only cross
+// together (the whole input's bytes, the history's parts) are the
+// caller's to check.
+func requireElementsAgree(t *testing.T, data []byte, h facts.History, err error, lim loader.Limits) {
+	t.Helper()
+	var elems []json.RawMessage
+	if json.Unmarshal(data, &elems) != nil {
+		return
+	}
+	raw := make([][]byte, len(elems))
+	for i, e := range elems {
+		raw[i] = e
+	}
+	var le *loader.Error
+	if errors.As(err, &le) && le.Kind == loader.KindLimit &&
+		(strings.HasPrefix(le.Msg, "input is") || strings.Contains(le.Msg, "parts in the history")) {
+		return
+	}
+	for _, k := range []int{0, len(raw) / 2, len(raw)} {
+		a, errA := loader.DecodeElements("fuzz.json", raw[:k], 0, lim)
+		b, errB := loader.DecodeElements("fuzz.json", raw[k:], k, lim)
+		if err != nil {
+			require.True(t, errA != nil || errB != nil, "the elements of a rejected history decode (split at %d): %v", k, err)
+			if errA != nil {
+				require.ErrorAs(t, errA, &le)
+			}
+			continue
+		}
+		require.NoError(t, errA, "split at %d", k)
+		require.NoError(t, errB, "split at %d", k)
+		require.Equal(t, []facts.Message(h), append(append([]facts.Message{}, a...), b...), "split at %d", k)
+	}
 }
 
 // FuzzHistorySchemaAgreement checks the claim of DecodeHistory's doc

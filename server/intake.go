@@ -5,8 +5,10 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -42,6 +44,7 @@ type intake struct {
 	limits      loader.Limits
 	schema      bool
 	prefixes    *prefixCache // nil when off
+	minPiece    int          // the least bytes of a decode's piece; 0: pieceBytes (tests set it)
 
 	// large counts the requests in flight whose body is at least
 	// largeBody (see release).
@@ -210,7 +213,7 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 			return nil, nil, nil, herr
 		}
 	}
-	h, err := loader.DecodeHistory("request", raw, in.limits)
+	h, err := in.decode(raw, env.elements["history"])
 	if err != nil {
 		return nil, nil, nil, fromLoader(err, "/history")
 	}
@@ -236,6 +239,74 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		pc.put(e)
 	}
 	return env, eng, &history{messages: h, count: len(h)}, nil
+}
+
+// pieceBytes is the least history a piece of a concurrent decode holds
+// (see decode): below it, a goroutine costs more than it saves.
+const pieceBytes = 256 << 10
+
+// decode decodes a whole history, raw, whose messages are elems. A large
+// history is decoded in pieces of consecutive messages, one goroutine each
+// and no more than GOMAXPROCS of them: a never-seen history's decode is
+// most of its request's time, and a request of one client leaves the
+// other cores idle. The pieces join into the history DecodeHistory
+// decodes (loader.DecodeElements). When a piece fails, or the pieces
+// together cross a limit only the whole can (its bytes, its parts), the
+// history is decoded again in one piece, so that the error is exactly
+// DecodeHistory's.
+func (in *intake) decode(raw []byte, elems [][]byte) (facts.History, error) {
+	n := min(runtime.GOMAXPROCS(0), len(raw)/in.pieceBytes(), len(elems))
+	lim := in.limits
+	if n < 2 || (lim.MaxBytes > 0 && int64(len(raw)) > lim.MaxBytes) ||
+		(lim.MaxMessages > 0 && len(elems) > lim.MaxMessages) {
+		return loader.DecodeHistory("request", raw, lim)
+	}
+	// Cut where the bytes, not the messages, are shared evenly.
+	cuts := make([]int, 0, n+1)
+	cuts = append(cuts, 0)
+	done := 0
+	for i, e := range elems {
+		done += len(e)
+		if done >= len(raw)*len(cuts)/n && len(cuts) < n {
+			cuts = append(cuts, i+1)
+		}
+	}
+	cuts = append(cuts, len(elems))
+	pieces := make([][]facts.Message, len(cuts)-1)
+	failed := make([]bool, len(pieces))
+	var wg sync.WaitGroup
+	for k := range pieces {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			var err error
+			pieces[k], err = loader.DecodeElements("request", elems[cuts[k]:cuts[k+1]], cuts[k], lim)
+			failed[k] = err != nil
+		}()
+	}
+	wg.Wait()
+	h := make(facts.History, 0, len(elems))
+	parts := 0
+	for k, p := range pieces {
+		if failed[k] {
+			return loader.DecodeHistory("request", raw, lim)
+		}
+		for i := range p {
+			parts += len(p[i].Parts)
+		}
+		h = append(h, p...)
+	}
+	if lim.MaxParts > 0 && parts > lim.MaxParts {
+		return loader.DecodeHistory("request", raw, lim)
+	}
+	return h, nil
+}
+
+func (in *intake) pieceBytes() int {
+	if in.minPiece > 0 {
+		return in.minPiece
+	}
+	return pieceBytes
 }
 
 // resume finishes a history that began with the remembered prefix hit:

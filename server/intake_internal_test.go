@@ -1,0 +1,67 @@
+package server
+
+import (
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// TestDecodeInPiecesIsDecodeHistory: a history decoded in pieces, one
+// goroutine each, is the history DecodeHistory decodes, and every error
+// (a bad message in any piece, a part limit the pieces cross only
+// together, the byte and message limits) is DecodeHistory's, to the byte.
+func TestDecodeInPiecesIsDecodeHistory(t *testing.T) {
+	histories := map[string][]byte{}
+	for _, c := range conformance.Cases(t) {
+		histories[c.File] = []byte(c.History)
+	}
+	for seed := int64(1); seed <= 4; seed++ {
+		o := gen.Default(80)
+		o.Noise, o.CompactionRate = 0.15, 0.1
+		histories["gen "+strconv.FormatInt(seed, 10)] = gen.History(seed, o)
+	}
+	gh := gen.History(9, gen.Default(60))
+	badAt := strings.LastIndex(string(gh), `"part_kind":"`)
+	histories["a bad part kind near the end"] = []byte(string(gh[:badAt]) + `"part_kind":"nope` + string(gh[badAt+len(`"part_kind":"`)+4:]))
+	histories["invalid UTF-8 near the end"] = []byte(string(gh[:badAt]) + "\"x\xff\":1," + string(gh[badAt:]))
+
+	plenty := loader.DefaultLimits()
+	for name, raw := range histories {
+		env, herr := scanEnvelope([]byte(`{"history":`+string(raw)+`}`), []string{"history"}, "history")
+		if herr != nil {
+			continue // not an array the envelope reads: never decoded
+		}
+		h := env.members["history"]
+		elems := env.elements["history"]
+		want, wantErr := loader.DecodeHistory("request", h, plenty)
+		parts := 0
+		for i := range want {
+			parts += len(want[i].Parts)
+		}
+		limits := []loader.Limits{plenty}
+		if wantErr == nil && len(want) > 2 {
+			for _, cut := range []func(*loader.Limits){
+				func(l *loader.Limits) { l.MaxParts = parts - 1 },
+				func(l *loader.Limits) { l.MaxMessages = len(want) - 1 },
+				func(l *loader.Limits) { l.MaxBytes = int64(len(h) - 1) },
+			} {
+				l := plenty
+				cut(&l)
+				limits = append(limits, l)
+			}
+		}
+		for _, lim := range limits {
+			in := &intake{limits: lim, minPiece: 1}
+			want, wantErr := loader.DecodeHistory("request", h, lim)
+			got, err := in.decode(h, elems)
+			require.Equal(t, wantErr, err, name)
+			require.Equal(t, want, got, name)
+		}
+	}
+}
