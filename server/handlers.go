@@ -100,14 +100,28 @@ func refuseQuery(r *http.Request, query []string) *Error {
 // request's context carries the server's timeout, so that scanning,
 // decoding and deciding all count against it, and a decision reached
 // past it fails closed.
+//
+// The stateless endpoints' bodies may be pooled (intake.read): such a
+// body is reused once the answer is written, unless the handler marked
+// it kept (keepBody). The run endpoint keeps the messages it appends, so
+// its bodies are never pooled.
 func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error), query ...string) http.Handler {
 	return s.method(http.MethodPost, route, query, func(w http.ResponseWriter, r *http.Request) {
-		body, herr := s.intake.read(w, r)
+		body, pooled, herr := s.intake.read(w, r, route != epRun)
 		if herr == nil {
 			s.intake.hold(len(body))
 			defer s.intake.release(len(body))
 			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.timeout)
 			defer cancel()
+			if pooled {
+				use := &bodyUse{}
+				ctx = context.WithValue(ctx, bodyUseKey{}, use)
+				defer func() {
+					if !use.kept {
+						s.intake.reuse(body)
+					}
+				}()
+			}
 			var out any
 			out, herr = h(r.WithContext(ctx), body)
 			if herr == nil {
@@ -203,6 +217,9 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	env, eng, h, herr := s.intake.stateless(body, resume, func(raw []byte) (*engine.Engine, *Error) {
 		return s.engineFor(ctx, st, raw)
 	})
+	if h != nil && h.keptBody {
+		keepBody(ctx) // the prefix cache holds it
+	}
 	if herr != nil {
 		return nil, herr
 	}

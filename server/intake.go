@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -26,8 +27,9 @@ import (
 //   - the scan: one pass over the envelope (envelope.go), which keeps the
 //     bytes of the members a handler reads and of each history message;
 //   - the decode: the loader's history decoder is the one runtime
-//     validator (it rejects everything the JSON Schema rejects); the
-//     schema runs as well only with ValidateSchema;
+//     validator (it rejects everything the JSON Schema rejects), a large
+//     history in pieces on several cores (decode); the schema runs as
+//     well only with ValidateSchema;
 //   - the resume from a known prefix: the prefix cache (prefix.go) is the
 //     server's one mechanism for skipping bytes it has seen. A stateless
 //     client resending its growing history has only its new messages
@@ -35,9 +37,13 @@ import (
 //     A history decoded whole is kept from its second sight (see
 //     prefixCache.admit).
 //
-// Nothing it returns aliases a buffer that is reused: a request body is
-// the request's own, and the prefix cache may keep a slice of it.
-// Safe for concurrent use.
+// A stateless request's body of 64 KiB to 2 MiB is read into a pooled
+// buffer and reused once its answer is written (see minPooled), unless
+// the request marked it kept: the prefix cache keeps a slice of a
+// history it admits, and the decoded history's arguments alias it. Run
+// bodies are never pooled (a run keeps its messages), and no body is
+// when a decision log or a shadow policy may read a request after its
+// answer. Safe for concurrent use.
 type intake struct {
 	maxBody     int64
 	bodyTimeout time.Duration
@@ -45,6 +51,18 @@ type intake struct {
 	schema      bool
 	prefixes    *prefixCache // nil when off
 	minPiece    int          // the least bytes of a decode's piece; 0: pieceBytes (tests set it)
+
+	// recycle is set when nothing outlives a request but what the intake
+	// itself keeps: no decision log and no shadow policy (their workers
+	// read a decision's context after its response). bodies then hold
+	// the bodies the intake may read again (see pooled); poison (tests)
+	// overwrites a body before it is reused.
+	recycle bool
+	poison  bool
+	bodies  [bodyClasses]sync.Pool
+	// reused counts the bodies given back; misreused (poison only) those
+	// the prefix cache still held when given back.
+	reused, misreused atomic.Int64
 
 	// large counts the requests in flight whose body is at least
 	// largeBody (see release).
@@ -67,12 +85,79 @@ const (
 	unknownFirst = 64 << 10
 )
 
+// A body whose declared length is from minPooled to upFront bytes may be
+// read into a buffer that an earlier request's body used: one of
+// bodyClasses sizes, each a power of two. Once its request is answered,
+// a body nothing has kept (see keepBody) goes back to its class. A
+// history of a megabyte then costs no new memory to read: on a machine
+// where fresh pages are dear, its zeroing, its page faults and the
+// collections it brought were a fifth of a growing request's time
+// (BENCHMARKS.md).
+const (
+	minPooled   = 64 << 10
+	bodyClasses = 6 // 64 KiB to 2 MiB (upFront)
+)
+
+// bodyClass is the class of a body of n bytes (minPooled <= n <= upFront).
+func bodyClass(n int) int {
+	k := 0
+	for minPooled<<k < n {
+		k++
+	}
+	return k
+}
+
+// bodyUse travels in a pooled request's context: keepBody marks the body
+// as kept beyond the request (the prefix cache holds it, or a value that
+// aliases it may outlive the answer), and the body is then not reused.
+type bodyUse struct{ kept bool }
+
+type bodyUseKey struct{}
+
+// keepBody marks the request's body as kept (a no-op when it is not
+// pooled).
+func keepBody(ctx context.Context) {
+	if u, ok := ctx.Value(bodyUseKey{}).(*bodyUse); ok {
+		u.kept = true
+	}
+}
+
+// pooledBody returns a buffer of n bytes' class, empty, and whether it
+// is pooled (false when bodies are not recycled or n is out of range).
+func (in *intake) pooledBody(n int64) ([]byte, bool) {
+	if !in.recycle || n < minPooled || n > upFront {
+		return nil, false
+	}
+	k := bodyClass(int(n))
+	if b, ok := in.bodies[k].Get().(*[]byte); ok {
+		return (*b)[:0], true
+	}
+	return make([]byte, 0, minPooled<<k), true
+}
+
+// reuse gives a pooled body back to its class once its request is
+// answered.
+func (in *intake) reuse(body []byte) {
+	b := body[:cap(body)]
+	if in.poison {
+		if in.prefixes != nil && in.prefixes.holds(b) {
+			in.misreused.Add(1)
+		}
+		for i := range b {
+			b[i] = '#'
+		}
+	}
+	in.reused.Add(1)
+	in.bodies[bodyClass(len(b))].Put(&b)
+}
+
 // read reads r's body. A body over maxBody is refused (413) as soon as
 // that is known; a body still arriving after bodyTimeout is refused (408)
-// and the connection closed.
-func (in *intake) read(w http.ResponseWriter, r *http.Request) ([]byte, *Error) {
+// and the connection closed. With pool, the body may be read into a
+// pooled buffer (pooled reports it); the caller gives it back with reuse.
+func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body []byte, pooled bool, herr *Error) {
 	if r.ContentLength > in.maxBody {
-		return nil, tooLarge(in.maxBody)
+		return nil, false, tooLarge(in.maxBody)
 	}
 	if in.bodyTimeout > 0 {
 		rc := http.NewResponseController(w)
@@ -80,41 +165,54 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request) ([]byte, *Error) 
 			defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 		}
 	}
-	body := http.MaxBytesReader(w, r.Body, in.maxBody)
+	src := http.MaxBytesReader(w, r.Body, in.maxBody)
 	limit := in.maxBody + 1 // room to see that a body of unknown length is over
 	first := int64(unknownFirst)
 	if r.ContentLength >= 0 {
 		limit, first = r.ContentLength, upFront
 	}
-	buf := make([]byte, 0, min(limit, first))
+	var buf []byte
+	if pool && r.ContentLength >= 0 {
+		buf, pooled = in.pooledBody(r.ContentLength)
+	}
+	if !pooled {
+		buf = make([]byte, 0, min(limit, first))
+	}
+	// An error gives a pooled buffer back at once: nothing read it.
+	fail := func(herr *Error) ([]byte, bool, *Error) {
+		if pooled {
+			in.reuse(buf)
+		}
+		return nil, false, herr
+	}
 	for {
 		if len(buf) == cap(buf) {
 			if int64(len(buf)) >= limit {
 				// Full: only the end of the body may follow.
 				var one [1]byte
-				n, err := body.Read(one[:])
+				n, err := src.Read(one[:])
 				if n > 0 {
 					err = errors.New("the body is longer than its Content-Length")
 				}
 				if err == io.EOF {
-					return buf, nil
+					return buf, pooled, nil
 				}
 				if err == nil {
 					continue
 				}
-				return nil, in.readError(w, err)
+				return fail(in.readError(w, err))
 			}
 			next := make([]byte, len(buf), min(2*int64(cap(buf)), limit))
 			copy(next, buf)
 			buf = next
 		}
-		n, err := body.Read(buf[len(buf):cap(buf)])
+		n, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
-			return buf, nil
+			return buf, pooled, nil
 		}
 		if err != nil {
-			return nil, in.readError(w, err)
+			return fail(in.readError(w, err))
 		}
 	}
 }
@@ -166,6 +264,7 @@ type history struct {
 	messages facts.History // nil when facts is set
 	facts    *facts.Facts
 	count    int
+	keptBody bool // the prefix cache keeps the body's bytes
 }
 
 // stateless scans a /v1/decide, /v1/facts or /v1/explain body and decodes
@@ -237,6 +336,7 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		e := newPrefixEntry(pc.hash.key(env.elements["history"][0]), body[env.arrStart:env.lastEnd])
 		e.count, e.parts, e.reg, e.history = len(h), parts, eng.Registry(), h
 		pc.put(e)
+		return env, eng, &history{messages: h, count: len(h), keptBody: true}, nil
 	}
 	return env, eng, &history{messages: h, count: len(h)}, nil
 }

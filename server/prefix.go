@@ -236,6 +236,24 @@ func (c *prefixCache) put(e *prefixEntry) {
 	}
 }
 
+// holds tells whether an entry's bytes are in buf (a whole buffer, as
+// allocated): a slice of buf ends where buf ends, so their last elements
+// share an address. For tests (see intake.poison).
+func (c *prefixCache) holds(buf []byte) bool {
+	if len(buf) == 0 {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for el := c.ll.Front(); el != nil; el = el.Next() {
+		h := el.Value.(*prefixEntry).hist
+		if h = h[:cap(h)]; len(h) > 0 && &h[len(h)-1] == &buf[len(buf)-1] {
+			return true
+		}
+	}
+	return false
+}
+
 // stats returns the entries held and their estimated memory.
 func (c *prefixCache) stats() (entries, bytes int) {
 	c.mu.Lock()

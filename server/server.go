@@ -49,6 +49,9 @@ type config struct {
 	shadow      bool
 	shadowOpts  []engine.Option
 	shadowQueue int
+
+	poisonBodies bool // tests: overwrite a pooled body when it is reused
+	noRecycle    bool // tests: pool no body
 }
 
 // Registry sets the registry used when a request carries none. Without
@@ -219,7 +222,8 @@ func New(opts ...Option) (*Server, error) {
 	s.engines = newLRU[*engine.Engine](cfg.engines, 0, cfg.now)
 	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
 	s.intake = &intake{maxBody: cfg.maxBody, bodyTimeout: cfg.bodyTimeout, limits: cfg.limits,
-		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes)}
+		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes),
+		recycle: cfg.opaConfig == nil && !cfg.shadow && !cfg.noRecycle, poison: cfg.poisonBodies}
 	s.metrics = newMetrics(s)
 	st := &policyState{served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {
