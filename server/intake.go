@@ -85,20 +85,25 @@ const (
 	unknownFirst = 64 << 10
 )
 
-// A body whose declared length is from minPooled to upFront bytes may be
-// read into a buffer that an earlier request's body used: one of
-// bodyClasses sizes, each a power of two. Once its request is answered,
-// a body nothing has kept (see keepBody) goes back to its class. A
-// history of a megabyte then costs no new memory to read: on a machine
-// where fresh pages are dear, its zeroing, its page faults and the
-// collections it brought were a fifth of a growing request's time
-// (BENCHMARKS.md).
+// A body whose declared length is from minPooled to maxPooled bytes is
+// read into buffers that earlier requests' bodies used: one of
+// bodyClasses sizes, each a power of two. It starts in the class of its
+// length up to upFront and, like any body, moves to a buffer twice as
+// large only as its bytes arrive (the smaller one goes back to its
+// class). Once its request is answered, a body nothing has kept (see
+// keepBody) goes back to its class. A history of a megabyte then costs
+// no new memory to read: on a machine where fresh pages are dear, its
+// zeroing, its page faults and the collections it brought were more than
+// half of a growing request's time (BENCHMARKS.md). Bodies of largeBody
+// and more are not pooled: their memory is handed back (see release).
 const (
 	minPooled   = 64 << 10
-	bodyClasses = 6 // 64 KiB to 2 MiB (upFront)
+	maxPooled   = largeBody
+	bodyClasses = 9 // 64 KiB to 16 MiB
 )
 
-// bodyClass is the class of a body of n bytes (minPooled <= n <= upFront).
+// bodyClass is the class of a buffer of n bytes (minPooled <= n <=
+// maxPooled): the smallest whose size is n or more.
 func bodyClass(n int) int {
 	k := 0
 	for minPooled<<k < n {
@@ -122,33 +127,35 @@ func keepBody(ctx context.Context) {
 	}
 }
 
-// pooledBody returns a buffer of n bytes' class, empty, and whether it
-// is pooled (false when bodies are not recycled or n is out of range).
-func (in *intake) pooledBody(n int64) ([]byte, bool) {
-	if !in.recycle || n < minPooled || n > upFront {
-		return nil, false
-	}
+// getBuf returns an empty pooled buffer of at least n bytes (n <=
+// maxPooled).
+func (in *intake) getBuf(n int64) []byte {
 	k := bodyClass(int(n))
 	if b, ok := in.bodies[k].Get().(*[]byte); ok {
-		return (*b)[:0], true
+		return (*b)[:0]
 	}
-	return make([]byte, 0, minPooled<<k), true
+	return make([]byte, 0, minPooled<<k)
 }
 
-// reuse gives a pooled body back to its class once its request is
-// answered.
-func (in *intake) reuse(body []byte) {
-	b := body[:cap(body)]
+// putBuf gives a buffer getBuf returned back to its class; with poison,
+// it is overwritten first.
+func (in *intake) putBuf(buf []byte) {
+	b := buf[:cap(buf)]
 	if in.poison {
-		if in.prefixes != nil && in.prefixes.holds(b) {
-			in.misreused.Add(1)
-		}
 		for i := range b {
 			b[i] = '#'
 		}
 	}
-	in.reused.Add(1)
 	in.bodies[bodyClass(len(b))].Put(&b)
+}
+
+// reuse gives a pooled body back once its request is answered.
+func (in *intake) reuse(body []byte) {
+	if in.poison && in.prefixes != nil && in.prefixes.holds(body[:cap(body)]) {
+		in.misreused.Add(1)
+	}
+	in.reused.Add(1)
+	in.putBuf(body)
 }
 
 // read reads r's body. A body over maxBody is refused (413) as soon as
@@ -172,16 +179,15 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 		limit, first = r.ContentLength, upFront
 	}
 	var buf []byte
-	if pool && r.ContentLength >= 0 {
-		buf, pooled = in.pooledBody(r.ContentLength)
-	}
-	if !pooled {
+	if pooled = pool && in.recycle && r.ContentLength >= minPooled && r.ContentLength <= maxPooled; pooled {
+		buf = in.getBuf(min(limit, first))
+	} else {
 		buf = make([]byte, 0, min(limit, first))
 	}
 	// An error gives a pooled buffer back at once: nothing read it.
 	fail := func(herr *Error) ([]byte, bool, *Error) {
 		if pooled {
-			in.reuse(buf)
+			in.putBuf(buf)
 		}
 		return nil, false, herr
 	}
@@ -202,8 +208,16 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 				}
 				return fail(in.readError(w, err))
 			}
-			next := make([]byte, len(buf), min(2*int64(cap(buf)), limit))
+			var next []byte
+			if want := min(2*int64(cap(buf)), limit); pooled {
+				next = in.getBuf(want)[:len(buf)]
+			} else {
+				next = make([]byte, len(buf), want)
+			}
 			copy(next, buf)
+			if pooled {
+				in.putBuf(buf)
+			}
 			buf = next
 		}
 		n, err := src.Read(buf[len(buf):cap(buf)])

@@ -61,6 +61,16 @@ func TestPooledBodiesAreNotKept(t *testing.T) {
 		streams = append(streams, s)
 	}
 	require.GreaterOrEqual(t, len(streams[0][0].body), 64<<10, "the bodies are pooled")
+	// Bodies past the 2 MiB read up front grow through pooled buffers.
+	big := o
+	big.Messages = 2600
+	msgs := gen.Messages(30, big)
+	var s []req
+	for n := 2590; n <= 2600; n++ {
+		s = append(s, req{"/v1/decide", string(mustJSON(t, map[string]any{"registry": reg, "history": toRaw(msgs[:n])}))})
+	}
+	require.Greater(t, len(s[0].body), 2<<20)
+	streams = append(streams, s)
 
 	want := make([][]string, len(streams))
 	for k, s := range streams {
@@ -105,7 +115,7 @@ func TestPooledBodiesAreNotKept(t *testing.T) {
 	require.Zero(t, kr)
 
 	// A run keeps the messages it appends: its bodies are never pooled.
-	msgs := gen.Messages(7, o)
+	msgs = gen.Messages(7, o)
 	prime := mustJSON(t, map[string]any{"offset": 0, "registry": reg, "messages": toRaw(msgs[:120])})
 	require.GreaterOrEqual(t, len(prime), 64<<10)
 	status, out := pooled.post(t, "/v1/runs/r/decide", prime)
