@@ -65,9 +65,9 @@ func TestSideBySide(t *testing.T) {
 	require.NotEmpty(t, *loadOPA, "-load-opa must name a stock opa binary")
 	runSideBySide(t, sideConfig{
 		messages: []int{1000, 10000}, tools: []int{10, 100, 1000}, clients: []int{1, 4},
-		cold:    map[int]int{1000: 40, 10000: 12},
-		growing: map[int]int{1000: 200, 10000: 60},
-		opa:     map[int]int{1000: 8, 10000: 4},
+		cold:    map[int]int{1000: 200, 10000: 30},
+		growing: map[int]int{1000: 400, 10000: 60},
+		opa:     map[int]int{1000: 12, 10000: 4},
 	})
 }
 
