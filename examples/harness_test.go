@@ -1,21 +1,19 @@
 package examples_test
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"os"
 	"os/exec"
-	"path/filepath"
-	"regexp"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/servetest"
 )
 
 // python3 returns the interpreter, skipping the test when there is none
@@ -33,51 +31,6 @@ func python3(t *testing.T) string {
 	return p
 }
 
-// serve builds policycheck and runs `policycheck serve` on a free
-// loopback port until the test ends; it returns the base URL.
-func serve(t *testing.T, args ...string) string {
-	t.Helper()
-	goBin, err := exec.LookPath("go")
-	require.NoError(t, err, "building policycheck needs the go command")
-	bin := filepath.Join(t.TempDir(), "policycheck")
-	build := exec.Command(goBin, "build", "-o", bin, "../cmd/policycheck")
-	out, err := build.CombinedOutput()
-	require.NoError(t, err, string(out))
-
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
-	stderr, err := cmd.StderrPipe()
-	require.NoError(t, err)
-	require.NoError(t, cmd.Start())
-	t.Cleanup(func() {
-		_ = cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan error, 1)
-		go func() { done <- cmd.Wait() }()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-	})
-	addr := make(chan string, 1)
-	go func() {
-		re := regexp.MustCompile(`policycheck serving" addr=(\S+)`)
-		sc := bufio.NewScanner(stderr)
-		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
-				addr <- m[1]
-			}
-		}
-	}()
-	select {
-	case a := <-addr:
-		return "http://" + a
-	case <-time.After(60 * time.Second):
-		t.Fatal("policycheck serve did not say where it listens")
-	}
-	return ""
-}
-
 // TestApprovalHarnessOverTheSidecar runs the README's Python harness
 // (examples/harness/approvals.py, stdlib only) against a real
 // `policycheck serve` on 127.0.0.1 with the transfers example: the
@@ -87,7 +40,7 @@ func serve(t *testing.T, args ...string) string {
 // edited arguments does not apply.
 func TestApprovalHarnessOverTheSidecar(t *testing.T) {
 	py := python3(t)
-	url := serve(t, "--registry", "registry.yaml", "--policy", "policies/transfers")
+	url := servetest.Start(t, servetest.Build(t), "--registry", "registry.yaml", "--policy", "policies/transfers").URL
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, py, "harness/approvals.py", url, "histories/transfer.json")

@@ -18,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/servetest"
 )
 
 var (
@@ -50,7 +51,7 @@ func TestPeakMemory(t *testing.T) {
 		t.Skip("the memory measurement runs with -memory")
 	}
 	dir := t.TempDir()
-	bin := buildPolicycheck(t)
+	bin := servetest.Build(t)
 
 	o := gen.Default(55_000)
 	o.Tools = 100

@@ -22,6 +22,7 @@ import (
 
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/servetest"
 )
 
 var sideBySide = flag.Bool("side-by-side", false, "run TestSideBySide, the sidecar against stock OPA in one run (needs -load-opa)")
@@ -94,7 +95,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 	if *loadOPA != "" {
 		opaURL, opaPID = startStockOPA(t)
 	}
-	bin := buildPolicycheck(t)
+	bin := servetest.Build(t)
 	type row struct {
 		messages, tools, clients int
 		cold, growing, inc, opa  result
@@ -102,11 +103,11 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 	// measure runs drive and takes the CPU the server's process pid
 	// spent meanwhile as the result's.
 	measure := func(pid int, name string, clients, n int, next func(client, i int) bool) result {
-		cpu0 := pidCPU(pid)
+		cpu0 := servetest.CPU(pid)
 		r := drive(name, clients, n, next)
 		r.cpu = 0
 		if cpu0 > 0 {
-			r.cpu = pidCPU(pid) - cpu0
+			r.cpu = servetest.CPU(pid) - cpu0
 		}
 		return r
 	}
@@ -139,7 +140,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 			}
 			for ci, c := range cfg.clients {
 				r := row{messages: msgs, tools: tools, clients: c}
-				sc, stop := serveProcess(t, bin)
+				sc := servetest.Start(t, bin)
 				// Warm up before timing: the registry's engine compiles on
 				// the first request, and a fresh process's first few
 				// never-seen requests grow its heap and fill its body
@@ -147,7 +148,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				// about 35 ms after). Each a conversation of its own, not
 				// one the timed requests send.
 				for j := range max(2, cfg.cold[msgs]/10) {
-					require.True(t, send(client, sc.url+"/v1/decide", body(variant(base, -1-j))))
+					require.True(t, send(client, sc.URL+"/v1/decide", body(variant(base, -1-j))))
 				}
 
 				n := cfg.cold[msgs]
@@ -155,18 +156,18 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				for j := range cold {
 					cold[j] = body(variant(base, ci*n+j))
 				}
-				r.cold = measure(sc.pid, "sidecar, never seen", c, n, func(k, i int) bool {
-					return send(client, sc.url+"/v1/decide", cold[i*c+k])
+				r.cold = measure(sc.PID, "sidecar, never seen", c, n, func(k, i int) bool {
+					return send(client, sc.URL+"/v1/decide", cold[i*c+k])
 				})
 				cold = nil
 
 				// Each client's history so far, seen once (untimed), then
 				// one message longer per request.
 				for k := 0; k < c; k++ {
-					require.True(t, send(client, sc.url+"/v1/decide", agents[k].fullBody(msgs)))
+					require.True(t, send(client, sc.URL+"/v1/decide", agents[k].fullBody(msgs)))
 				}
-				r.growing = measure(sc.pid, "sidecar, growing", c, cfg.growing[msgs], func(k, i int) bool {
-					return sendParts(client, sc.url+"/v1/decide", agents[k].fullParts(msgs+1+i)...)
+				r.growing = measure(sc.PID, "sidecar, growing", c, cfg.growing[msgs], func(k, i int) bool {
+					return sendParts(client, sc.URL+"/v1/decide", agents[k].fullParts(msgs+1+i)...)
 				})
 				// Incremental: each client's run primed (untimed) with its
 				// history, then one message appended per request.
@@ -174,14 +175,14 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				for k := 0; k < c; k++ {
 					ids[k] = "side-" + strconv.Itoa(k)
 					prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": toRaw(agents[k].msgs[:msgs])})
-					require.True(t, send(client, sc.url+"/v1/runs/"+ids[k]+"/decide", prime))
+					require.True(t, send(client, sc.URL+"/v1/runs/"+ids[k]+"/decide", prime))
 				}
-				r.inc = measure(sc.pid, "sidecar, incremental run", c, cfg.growing[msgs], func(k, i int) bool {
+				r.inc = measure(sc.PID, "sidecar, incremental run", c, cfg.growing[msgs], func(k, i int) bool {
 					off := msgs + i
-					return send(client, sc.url+"/v1/runs/"+ids[k]+"/decide", mustJSON(t, map[string]any{
+					return send(client, sc.URL+"/v1/runs/"+ids[k]+"/decide", mustJSON(t, map[string]any{
 						"offset": off, "messages": toRaw(agents[k].msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`)}))
 				})
-				stop()
+				sc.Stop()
 				client.CloseIdleConnections()
 				runtime.GC()
 

@@ -1,0 +1,122 @@
+// Package servetest runs the policycheck command's serve in a process of
+// its own, as an operator deploys it, for the tests that need that: the
+// side-by-side load test beside stock OPA, the peak-memory measurement
+// and the README's approval harness. It builds the command from this
+// module, starts it on a free loopback port, and stops it when the test
+// ends.
+package servetest
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/policycheck/policycheck/internal/conformance"
+)
+
+// Build builds the policycheck command into a directory the test
+// removes, and returns its path.
+func Build(t testing.TB) string {
+	t.Helper()
+	goBin, err := exec.LookPath("go")
+	if err != nil {
+		t.Fatalf("building policycheck needs the go command: %v", err)
+	}
+	bin := filepath.Join(t.TempDir(), "policycheck")
+	build := exec.Command(goBin, "build", "-o", bin, "./cmd/policycheck")
+	build.Dir = conformance.ModuleRoot()
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("building policycheck: %v\n%s", err, out)
+	}
+	return bin
+}
+
+// Process is `policycheck serve` running in a process of its own.
+type Process struct {
+	URL string // http://host:port
+	PID int
+	cmd *exec.Cmd
+}
+
+// Start runs `bin serve --addr 127.0.0.1:0 args...` in the test's working
+// directory and returns once the server says where it listens. The
+// server is stopped (SIGTERM, then SIGKILL after 10 s) by Stop or when
+// the test ends.
+func Start(t testing.TB, bin string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	p := &Process{PID: cmd.Process.Pid, cmd: cmd}
+	t.Cleanup(p.Stop)
+	addr := make(chan string, 1)
+	go func() {
+		re := regexp.MustCompile(`policycheck serving" addr=(\S+)`)
+		sc := bufio.NewScanner(stderr)
+		for sc.Scan() {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+				addr <- m[1]
+			}
+		}
+	}()
+	select {
+	case a := <-addr:
+		p.URL = "http://" + a
+		return p
+	case <-time.After(60 * time.Second):
+		t.Fatal("policycheck serve did not say where it listens")
+	}
+	return nil
+}
+
+// Stop stops the server and waits for it; later calls do nothing.
+func (p *Process) Stop() {
+	if p.cmd == nil {
+		return
+	}
+	cmd := p.cmd
+	p.cmd = nil
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case <-done:
+	case <-time.After(10 * time.Second):
+		_ = cmd.Process.Kill()
+		<-done
+	}
+}
+
+// CPU is the user and system CPU time process pid has used, read from
+// /proc (0 where /proc does not tell).
+func CPU(pid int) time.Duration {
+	raw, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return 0
+	}
+	s := string(raw)
+	f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+	if len(f) < 13 {
+		return 0
+	}
+	// Fields 14 and 15 of proc(5), utime and stime, in clock ticks
+	// (USER_HZ, 100 on Linux).
+	ut, err1 := strconv.ParseInt(f[11], 10, 64)
+	st, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(ut+st) * 10 * time.Millisecond
+}
