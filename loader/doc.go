@@ -1,13 +1,15 @@
 // Package loader reads and validates policycheck's inputs: pydantic-ai
-// message histories (DecodeHistory, DecodeMessages), tool registries in
-// YAML or JSON (ReadRegistry, ParseRegistry), against the JSON Schemas in
-// schema/ that ship with the project (ValidateHistoryBytes,
-// ValidateHistorySchema, ValidateRegistrySchema).
+// message histories (DecodeHistory, DecodeMessages, and DecodeElements
+// for messages a scan has already found, decoded apart or in concurrent
+// runs), tool registries in YAML or JSON (ReadRegistry, ParseRegistry),
+// against the JSON Schemas in schema/ that ship with the project
+// (ValidateHistoryBytes, ValidateHistorySchema, ValidateRegistrySchema).
 //
 // The history decoder is a single-pass validating scanner that enforces
 // the same rules as the history schema, so that a service may skip the
-// (slower) schema validation without letting anything invalid through;
-// the CLI and the HTTP sidecar run both at their boundary. Limits bound
+// (slower) schema validation without letting anything invalid through:
+// the CLI runs both at its boundary, the HTTP sidecar the decoder alone
+// unless told to run the schema as well. Limits bound
 // size, message and part counts and nesting depth. Every error is an
 // *Error naming the file, the JSON pointer of the offending value and the
 // rule it broke.

@@ -7,9 +7,11 @@
 //     shutdown and TLS;
 //   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health;
 //   - intake.go: the one way in for a request: the body (read bounded and
-//     under a deadline), the scan, the decode (the loader's decoder is the
-//     one runtime validator; the JSON Schema only with ValidateSchema) and
-//     the resume after a history prefix seen before;
+//     under a deadline, into a pooled buffer that is reused once answered
+//     when nothing kept it), the scan, the decode (the loader's decoder is
+//     the one runtime validator, a large history decoded in pieces on
+//     several cores; the JSON Schema only with ValidateSchema) and the
+//     resume after a history prefix seen before;
 //   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
 //     bounded, evicting table of engine.Run values (facts kept
 //     incrementally, retry accounting as the library keeps it);
@@ -18,7 +20,8 @@
 //   - prefix.go: the prefix cache, the server's one "seen before"
 //     mechanism: a stateless client that resends its growing history is
 //     resumed after the bytes of a history decided before, with the facts
-//     kept for it, and pays for its new messages;
+//     kept for it, and pays for its new messages (a history is kept from
+//     its second sight; its first leaves a fingerprint);
 //   - errors.go: the JSON error document and its status codes;
 //   - auth.go: optional bearer-token authentication;
 //   - metrics.go: GET /metrics in the Prometheus text format;
