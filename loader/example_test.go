@@ -93,3 +93,39 @@ func ExampleReadApprovalsFile() {
 	// tool-denied Not this month. [ana] <nil>
 	// true
 }
+
+// DecodeElements decodes messages whose bytes a scan has already found,
+// here in two runs as two goroutines could: joined, they are the history
+// DecodeHistory decodes, and an error names the message by its place in
+// the whole history.
+func ExampleDecodeElements() {
+	msgs := [][]byte{
+		[]byte(`{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}`),
+		[]byte(`{"kind": "response", "parts": [{"part_kind": "text", "content": "hello"}]}`),
+		[]byte(`{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "bye"}]}`),
+	}
+	first, err := loader.DecodeElements("run.json", msgs[:2], 0, loader.DefaultLimits())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	rest, err := loader.DecodeElements("run.json", msgs[2:], 2, loader.DefaultLimits())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i, m := range append(first, rest...) {
+		fmt.Println(i, m.Kind, m.Parts[0].Kind)
+	}
+
+	_, err = loader.DecodeElements("run.json", [][]byte{[]byte(`{"kind": "reply", "parts": []}`)}, 2, loader.DefaultLimits())
+	var le *loader.Error
+	if errors.As(err, &le) {
+		fmt.Println("pointer:", le.Pointer)
+	}
+	// Output:
+	// 0 request user-prompt
+	// 1 response text
+	// 2 request user-prompt
+	// pointer: /2/kind
+}
