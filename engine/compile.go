@@ -100,6 +100,24 @@ func astErrors(code string, err error) *PolicyError {
 // never loads.
 func isTestFile(name string) bool { return strings.HasSuffix(name, "_test.rego") }
 
+// StrayData reports whether a file found under a policy directory is
+// JSON or YAML by its extension but not named as the OPA bundle
+// convention names data files (data.json, data.yaml, data.yml). Loading
+// policies (PolicyPaths) refuses such a file, and policycheck check
+// reports it, with StrayDataMessage.
+func StrayData(name string) bool {
+	switch ext := strings.ToLower(path.Ext(name)); ext {
+	case ".json", ".yaml", ".yml":
+		return strings.TrimSuffix(name, path.Ext(name)) != "data"
+	}
+	return false
+}
+
+// StrayDataMessage says why a StrayData file is refused, and what to do.
+const StrayDataMessage = "not loaded as data: in a policy directory only files named data.json, data.yaml or data.yml are data " +
+	"(the OPA bundle convention, as in a bundle and in policycheck test); move its content to a data.json in the " +
+	"directory whose path it should have, or move the file out"
+
 // loadPolicies gathers the shipped defaults (unless disabled), in-memory
 // sources and the files, directories and bundles at paths.
 func loadPolicies(defaults bool, fsys []fs.FS, sources []Source, paths []string) (*policySet, error) {
@@ -171,10 +189,27 @@ func loadPath(ps *policySet, p string) error {
 		}
 		return addBundle(ps, p, b)
 	}
+	// Data files follow the OPA bundle convention, as in a bundle and in
+	// policycheck test: under a directory, only data.json, data.yaml and
+	// data.yml are data. Any other JSON or YAML file there is refused
+	// rather than skipped or loaded: skipped, a rule reading it would
+	// find nothing; loaded, tests and bundles would not see what eval
+	// sees. A file named as the path itself is loaded, as opa eval -d.
+	var stray []PolicyProblem
 	res, err := oloader.NewFileLoader().WithProcessAnnotation(true).WithRegoVersion(ast.RegoV1).
-		Filtered([]string{p}, func(abspath string, info fs.FileInfo, _ int) bool {
-			return !info.IsDir() && isTestFile(info.Name())
+		Filtered([]string{p}, func(abspath string, info fs.FileInfo, depth int) bool {
+			if info.IsDir() {
+				return false
+			}
+			if depth > 0 && StrayData(info.Name()) {
+				stray = append(stray, PolicyProblem{Code: "load_error", File: abspath, Message: StrayDataMessage})
+				return true
+			}
+			return isTestFile(info.Name())
 		})
+	if len(stray) > 0 {
+		return &PolicyError{Errors: stray}
+	}
 	if err != nil {
 		return astErrorsOrLoad(p, err)
 	}

@@ -1486,3 +1486,51 @@ func TestDecisionJSONShape(t *testing.T) {
 		})
 	}
 }
+
+// TestPolicyDirectoryDataFollowsTheBundleConvention: under a policy
+// directory, data.json (or data.yaml) is data at its directory's path, as
+// in a bundle and in policycheck test; any other JSON or YAML file is
+// refused, naming it, rather than read by eval and unseen by tests and
+// bundles (or skipped, leaving a rule that reads it with nothing).
+func TestPolicyDirectoryDataFollowsTheBundleConvention(t *testing.T) {
+	rule := `package policycheck.rules.limits
+
+deny contains "transfer above the limit" if {
+	input.call.tool == "transfer_funds"
+	input.call.args.amount > data.limits.transfer
+}
+`
+	reg := mustRegistry(t, paymentsRegistry)
+	for _, data := range []struct{ file, text string }{
+		{"limits/data.json", `{"transfer": 40}`},
+		{"limits/data.yaml", "transfer: 40\n"},
+	} {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "limits.rego"), []byte(rule), 0o644))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "limits"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, data.file), []byte(data.text), 0o644))
+		e := mustEngine(t, reg, engine.PolicyPaths(dir))
+		h := mustHistory(t, wReq(wUser("pay acme")), wResp("openai", wCall("transfer_funds", "p1", `{"amount": 50}`)))
+		assert.Equal(t, engine.Denied, mustDecide(t, e, h, nil).Calls[0].Verdict, data.file)
+	}
+	for _, stray := range []string{"limits.json", "limits.yaml", "sub/limits.yml"} {
+		dir := t.TempDir()
+		require.NoError(t, os.WriteFile(filepath.Join(dir, "limits.rego"), []byte(rule), 0o644))
+		require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(dir, stray), []byte(`{"limits": {"transfer": 40}}`), 0o644))
+		_, err := engine.New(context.Background(), engine.Registry(reg), engine.PolicyPaths(dir))
+		var pe *engine.PolicyError
+		require.ErrorAs(t, err, &pe, stray)
+		require.Len(t, pe.Errors, 1)
+		assert.Equal(t, filepath.Join(dir, stray), pe.Errors[0].File)
+		assert.Contains(t, pe.Errors[0].Message, "not loaded as data")
+	}
+	// A data file named as the path itself is loaded, as opa eval -d.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "limits.rego"), []byte(rule), 0o644))
+	named := filepath.Join(t.TempDir(), "limits.json")
+	require.NoError(t, os.WriteFile(named, []byte(`{"limits": {"transfer": 40}}`), 0o644))
+	e := mustEngine(t, reg, engine.PolicyPaths(dir, named))
+	h := mustHistory(t, wReq(wUser("pay acme")), wResp("openai", wCall("transfer_funds", "p1", `{"amount": 50}`)))
+	assert.Equal(t, engine.Denied, mustDecide(t, e, h, nil).Calls[0].Verdict)
+}

@@ -505,3 +505,32 @@ func trim(s string) string {
 	}
 	return s
 }
+
+// TestStrayDataInAPolicyDirectory: a JSON file in a policy directory that
+// the bundle convention does not name as data is refused by eval and by
+// check, with its path, rather than read by eval and unseen by
+// policycheck test and bundles.
+func TestStrayDataInAPolicyDirectory(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "pol")
+	if err := os.MkdirAll(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, pol, "limits.rego", "package policycheck.rules.limits\n\ndeny contains \"over\" if input.call.args.n > data.limits.n\n")
+	writeFile(t, pol, "limits.json", `{"limits": {"n": 3}}`)
+	reg := writeFile(t, dir, "registry.yaml", goodRegYML)
+	h := writeFile(t, dir, "history.json", hist(req(userPrompt), resp(callTime)))
+	for _, args := range [][]string{
+		{"eval", "--registry", reg, "--history", h, "--policy", pol},
+		{"check", pol, "--registry", reg},
+	} {
+		r := run(t, "", args...)
+		if r.code != cli.ExitBadUsage {
+			t.Fatalf("%s: exit %d, want %d\n%s%s", args[0], r.code, cli.ExitBadUsage, r.stdout, r.stderr)
+		}
+		out := r.stdout + r.stderr
+		if !strings.Contains(out, filepath.Join(pol, "limits.json")) || !strings.Contains(out, "not loaded as data") {
+			t.Errorf("%s does not name the stray data file:\n%s", args[0], out)
+		}
+	}
+}

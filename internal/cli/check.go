@@ -405,6 +405,9 @@ func regoFiles(paths []string, res *checkResult) []string {
 			if !d.IsDir() && filepath.Ext(file) == ".rego" && !isTestFile(file) {
 				out = append(out, file)
 			}
+			if !d.IsDir() && engine.StrayData(d.Name()) {
+				res.add(policyFinding{Code: "load_error", File: file, Message: engine.StrayDataMessage})
+			}
 			return nil
 		})
 		if len(out) == before {

@@ -175,7 +175,7 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 	fl := cmd.Flags()
 	fl.StringVar(&addr, "addr", "127.0.0.1:8181", "address to listen on (loopback by default)")
 	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
-	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory or OPA bundle (repeatable)")
+	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only) or OPA bundle (repeatable)")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")
 	fl.StringVar(&config, "config", "", "OPA configuration file (services, bundles, decision_logs, status)")
 	fl.StringVar(&id, "id", "policycheck", "instance id reported to OPA status and decision-log services")
