@@ -32,8 +32,14 @@ func TestDecodeInPiecesIsDecodeHistory(t *testing.T) {
 	histories["invalid UTF-8 near the end"] = []byte(string(gh[:badAt]) + "\"x\xff\":1," + string(gh[badAt:]))
 
 	plenty := loader.DefaultLimits()
+	bodies := map[string][]byte{}
 	for name, raw := range histories {
-		env, herr := scanEnvelope([]byte(`{"history":`+string(raw)+`}`), []string{"history"}, "history")
+		bodies[name] = []byte(`{"history":` + string(raw) + `}`)
+	}
+	// The last of two history members is the one decoded, in pieces too.
+	bodies["the second of two history members"] = []byte(`{"history": [{"kind": "nope", "parts": []}], "history": ` + string(gh) + `}`)
+	for name, body := range bodies {
+		env, herr := scanEnvelope(body, []string{"history"}, "history")
 		if herr != nil {
 			continue // not an array the envelope reads: never decoded
 		}
