@@ -443,6 +443,34 @@ func TestDiscoveredBundles(t *testing.T) {
 	status, body = rs.do(t, http.MethodGet, "/metrics", nil)
 	require.Equal(t, 200, status)
 	require.Contains(t, string(body), `policycheck_bundle_failing{bundle="discovery"} 1`)
+
+	// A discovered configuration with an option OPA would only warn
+	// about (decision logs misspelt: they would stay off without a word)
+	// or one policycheck does not act on is refused like a broken
+	// bundle: the configuration in place keeps serving, and says why.
+	for _, extra := range []map[string]any{
+		{"decision_log": map[string]any{"console": true}},
+		{"default_decision": "/x/y"},
+		{"bundles": map[string]any{"pc": map[string]any{"service": "bundles", "resource": "/bundles/pc.tar.gz", "trigger": "manual", "polling_typo": 1}}},
+	} {
+		data := map[string]any{"bundles": map[string]any{"pc": manual("/bundles/pc.tar.gz")}}
+		for k, v := range extra {
+			data[k] = v
+		}
+		discover("d2", map[string]any{"pc": manual("/bundles/pc.tar.gz"), "rules": manual("/bundles/rules.tar.gz")})
+		require.NoError(t, discovery.Lookup(mgr).Trigger(ctx))
+		_, body = rs.do(t, http.MethodGet, "/metrics", nil)
+		require.Contains(t, string(body), `policycheck_bundle_failing{bundle="discovery"} 0`)
+		bs.publishAt("/discovery.tar.gz", buildBundle(t, "d3", nil, nil, data))
+		require.NoError(t, discovery.Lookup(mgr).Trigger(ctx))
+		_, body = rs.do(t, http.MethodGet, "/metrics", nil)
+		require.Contains(t, string(body), `policycheck_bundle_failing{bundle="discovery"} 1`, "%v", extra)
+		_, h = health(t, rs)
+		require.Contains(t, h.Bundles, "rules", "the configuration in place stays: %v", extra)
+		status, d3, body := decide(t, rs, "")
+		require.Equal(t, 200, status, string(body))
+		require.Equal(t, d.Available, d3.Available)
+	}
 }
 
 // TestDiscoveredPersistedBundle: a discovered bundle persisted on disk is

@@ -18,6 +18,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 	bundleapi "github.com/open-policy-agent/opa/v1/bundle"
 	opaconfig "github.com/open-policy-agent/opa/v1/config"
+	"github.com/open-policy-agent/opa/v1/hooks"
 	"github.com/open-policy-agent/opa/v1/logging"
 	opametrics "github.com/open-policy-agent/opa/v1/metrics"
 	"github.com/open-policy-agent/opa/v1/plugins"
@@ -89,6 +90,12 @@ func checkOPAConfig(raw []byte, id string) error {
 	if err := util.Unmarshal(raw, &top); err != nil {
 		return err
 	}
+	return refuseUnread(top)
+}
+
+// refuseUnread refuses a configuration whose top-level options hold one
+// of unreadOptions, naming the first in sorted order.
+func refuseUnread[V any](top map[string]V) error {
 	keys := make([]string, 0, len(top))
 	for k := range top {
 		keys = append(keys, k)
@@ -100,6 +107,57 @@ func checkOPAConfig(raw []byte, id string) error {
 		}
 	}
 	return nil
+}
+
+// discoveredConfig holds a configuration that a discovery bundle
+// delivers to what checkOPAConfig holds the file's to: an option OPA
+// would ignore (which OPA only logs as a warning) or that policycheck
+// does not act on is refused. The discovery plugin then reports the
+// error (GET /health, /metrics), and the configuration in place stays.
+type discoveredConfig struct{}
+
+func (discoveredConfig) OnConfigDiscovery(_ context.Context, c *opaconfig.Config) (*opaconfig.Config, error) {
+	if len(c.Warnings) > 0 {
+		return nil, errors.New("discovered configuration: " + strings.Join(c.Warnings, "; "))
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, err
+	}
+	// Parsing fills some options with OPA's defaults (default_decision,
+	// default_authorization_decision): those were not set.
+	defaults, err := parsedDefaults(c.Labels["id"])
+	if err != nil {
+		return nil, err
+	}
+	for k, v := range top {
+		if d, ok := defaults[k]; ok && string(d) == string(v) {
+			delete(top, k)
+		}
+	}
+	if err := refuseUnread(top); err != nil {
+		return nil, fmt.Errorf("discovered configuration: %w", err)
+	}
+	return c, nil
+}
+
+// parsedDefaults is the empty configuration as OPA parses it, encoded:
+// the options parsing sets when a configuration does not.
+func parsedDefaults(id string) (map[string]json.RawMessage, error) {
+	c, err := opaconfig.ParseConfig([]byte(`{}`), id)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	var top map[string]json.RawMessage
+	return top, json.Unmarshal(raw, &top)
 }
 
 // newManager creates OPA's plugin manager from the configuration file and
@@ -137,7 +195,8 @@ func (s *Server) newManager() error {
 	}
 	// The plugins discovery builds (decision logs, status) count into
 	// opaMetrics: drops and upload failures reach /metrics from there.
-	d, err := discovery.New(mgr, discovery.BootConfig(boot), discovery.Metrics(s.opaMetrics))
+	d, err := discovery.New(mgr, discovery.BootConfig(boot), discovery.Metrics(s.opaMetrics),
+		discovery.Hooks(hooks.New(discoveredConfig{})))
 	if err != nil {
 		return err
 	}
