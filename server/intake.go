@@ -37,8 +37,8 @@ import (
 //     A history decoded whole is kept from its second sight (see
 //     prefixCache.admit).
 //
-// A stateless request's body of 64 KiB to 2 MiB is read into a pooled
-// buffer and reused once its answer is written (see minPooled), unless
+// A stateless request's body of 64 KiB to 16 MiB is read into pooled
+// buffers and reused once its answer is written (see minPooled), unless
 // the request marked it kept: the prefix cache keeps a slice of a
 // history it admits, and the decoded history's arguments alias it. Run
 // bodies are never pooled (a run keeps its messages), and no body is
