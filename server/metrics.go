@@ -168,7 +168,11 @@ var (
 		[]string{"result"}, nil)
 	descPrefixEntries = prometheus.NewDesc("policycheck_prefix_cache_entries", "History prefixes the prefix cache holds.", nil, nil)
 	descPrefixBytes   = prometheus.NewDesc("policycheck_prefix_cache_bytes", "Bytes of history the prefix cache holds.", nil, nil)
-	descLogDropped    = prometheus.NewDesc("policycheck_decision_log_dropped_total",
+	descPrefixNoted   = prometheus.NewDesc("policycheck_prefix_cache_noted",
+		"Histories seen once, of which the prefix cache keeps only a fingerprint: a request that begins with one is kept (bounded at 4,096, oldest forgotten first).", nil, nil)
+	descBodiesReused = prometheus.NewDesc("policycheck_request_bodies_reused_total",
+		"Request bodies read into a pooled buffer and given back once answered (none with a decision log or a shadow policy).", nil, nil)
+	descLogDropped = prometheus.NewDesc("policycheck_decision_log_dropped_total",
 		"Decision-log events OPA's decision-log plugin dropped, by reason: buffer_bytes (the size buffer is full), buffer_events (the event buffer is full), rate_limit, encoding.",
 		[]string{"reason"}, nil)
 	descLogUploads = prometheus.NewDesc("policycheck_decision_log_uploads_total",
@@ -179,7 +183,7 @@ var (
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descEngines, descRuns, descEvicted, descReady,
-		descPrefixLookups, descPrefixEntries, descPrefixBytes, descSchemaChecks, descLogDropped, descLogUploads} {
+		descPrefixLookups, descPrefixEntries, descPrefixBytes, descPrefixNoted, descBodiesReused, descSchemaChecks, descLogDropped, descLogUploads} {
 		ch <- d
 	}
 }
@@ -231,12 +235,14 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count("decision_logs_chunks_upload_failed"), "failed")
 	}
 	ch <- prometheus.MustNewConstMetric(descSchemaChecks, prometheus.CounterValue, float64(c.s.intake.schemaChecks.Load()))
+	ch <- prometheus.MustNewConstMetric(descBodiesReused, prometheus.CounterValue, float64(c.s.intake.reused.Load()))
 	if pc := c.s.intake.prefixes; pc != nil {
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.hits.Load()), "hit")
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.misses.Load()), "miss")
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.fallbacks.Load()), "fallback")
-		entries, bytes := pc.stats()
+		entries, bytes, noted := pc.stats()
 		ch <- prometheus.MustNewConstMetric(descPrefixEntries, prometheus.GaugeValue, float64(entries))
 		ch <- prometheus.MustNewConstMetric(descPrefixBytes, prometheus.GaugeValue, float64(bytes))
+		ch <- prometheus.MustNewConstMetric(descPrefixNoted, prometheus.GaugeValue, float64(noted))
 	}
 }

@@ -109,6 +109,7 @@ func TestPooledBodiesAreNotKept(t *testing.T) {
 	reused, misreused := server.BodiesReused(pooled.srv)
 	require.Positive(t, reused, "bodies were reused")
 	require.Zero(t, misreused, "a body the prefix cache held was reused")
+	require.Equal(t, reused, int64(metricValue(t, pooled, "policycheck_request_bodies_reused_total")))
 	m := prefixMetrics(t, pooled)
 	require.Positive(t, m["hit"], "growing histories resumed")
 	kr, _ := server.BodiesReused(kept.srv)

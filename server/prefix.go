@@ -254,9 +254,10 @@ func (c *prefixCache) holds(buf []byte) bool {
 	return false
 }
 
-// stats returns the entries held and their estimated memory.
-func (c *prefixCache) stats() (entries, bytes int) {
+// stats returns the entries held, their estimated memory, and the
+// histories noted as seen once.
+func (c *prefixCache) stats() (entries, bytes, noted int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ll.Len(), c.bytes
+	return c.ll.Len(), c.bytes, len(c.seen)
 }

@@ -27,7 +27,7 @@ func prefixMetrics(t testing.TB, rs *running) map[string]float64 {
 	status, body := rs.do(t, "GET", "/metrics", nil)
 	require.Equal(t, 200, status)
 	out := map[string]float64{}
-	re := regexp.MustCompile(`(?m)^policycheck_prefix_cache_(lookups_total\{result="(\w+)"\}|entries|bytes) (\S+)$`)
+	re := regexp.MustCompile(`(?m)^policycheck_prefix_cache_(lookups_total\{result="(\w+)"\}|entries|bytes|noted) (\S+)$`)
 	for _, m := range re.FindAllSubmatch(body, -1) {
 		key := string(m[1])
 		if len(m[2]) > 0 {
@@ -285,12 +285,15 @@ func TestPrefixCacheAdmitsOnSecondSight(t *testing.T) {
 		m := post(user("once "+strconv.Itoa(i)), msgs[1])
 		require.Zero(t, m["entries"], "a history seen once is not kept")
 		require.Zero(t, m["bytes"])
+		require.Equal(t, float64(i+1), m["noted"], "its fingerprint is")
 	}
 	a, b := user("a"), user("b")
 	m := post(a, msgs[1])
 	require.Zero(t, m["entries"])
+	require.Equal(t, float64(51), m["noted"])
 	m = post(a, msgs[1], b, msgs[1]) // extends a noted history: kept
 	require.Equal(t, float64(1), m["entries"])
+	require.Equal(t, float64(50), m["noted"], "the note of a kept history is dropped")
 	require.Zero(t, m["hit"])
 	m = post(a, msgs[1], b, msgs[1], user("c"), msgs[1]) // resumes
 	require.Equal(t, float64(1), m["hit"])
