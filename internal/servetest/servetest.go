@@ -62,19 +62,31 @@ func Start(t testing.TB, bin string, args ...string) *Process {
 	p := &Process{PID: cmd.Process.Pid, cmd: cmd}
 	t.Cleanup(p.Stop)
 	addr := make(chan string, 1)
+	exited := make(chan string, 1) // what it wrote, when it ends before listening
 	go func() {
 		re := regexp.MustCompile(`policycheck serving" addr=(\S+)`)
 		sc := bufio.NewScanner(stderr)
+		var said strings.Builder
+		listening := false
 		for sc.Scan() {
-			if m := re.FindStringSubmatch(sc.Text()); m != nil {
+			if m := re.FindStringSubmatch(sc.Text()); m != nil && !listening {
+				listening = true
 				addr <- m[1]
 			}
+			if !listening {
+				said.WriteString(sc.Text() + "\n")
+			}
+		}
+		if !listening {
+			exited <- said.String()
 		}
 	}()
 	select {
 	case a := <-addr:
 		p.URL = "http://" + a
 		return p
+	case said := <-exited:
+		t.Fatalf("policycheck serve ended before it listened:\n%s", said)
 	case <-time.After(60 * time.Second):
 		t.Fatal("policycheck serve did not say where it listens")
 	}
