@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"sort"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -257,8 +256,8 @@ func (fr *filterResult) term(sets *setTerms) *ast.Term {
 // nameTerms are the names a decision's sets usually hold (the registry's
 // tools, the framework tools and the capability ids), sorted, with their
 // terms built once per snapshot: the input's sets take these terms
-// instead of allocating one per name per decision. Terms are never modified once built, so sharing
-// them between decisions is safe.
+// instead of allocating one per name per decision. Terms are never
+// modified once built, so sharing them between decisions is safe.
 type nameTerms struct {
 	names []string
 	terms []*ast.Term
@@ -268,11 +267,8 @@ func newNameTerms(sorted []string) nameTerms {
 	return nameTerms{names: sorted, terms: strTerms(sorted)}
 }
 
-// setOf builds the set of names (sorted, as every list of the facts is):
-// a merge walk against the known names for a long list, a binary search
-// per name for a short one; a name the registry does not know (a reveal
-// of an unregistered tool) gets a term of its own.
-// term is the term of one name: the shared one when the name is known.
+// term is the term of one name: the shared one when the name is known,
+// else one of its own.
 func (nt *nameTerms) term(name string) *ast.Term {
 	if j, ok := slices.BinarySearch(nt.names, name); ok {
 		return nt.terms[j]
@@ -280,17 +276,21 @@ func (nt *nameTerms) term(name string) *ast.Term {
 	return ast.StringTerm(name)
 }
 
+// setOf builds the set of names (sorted, as every list of the facts is):
+// a merge walk against the known names for a long list, a binary search
+// per name (term) for a short one; a name the registry does not know (a
+// reveal of an unregistered tool) gets a term of its own.
 func (nt *nameTerms) setOf(names []string) *ast.Term {
 	terms := make([]*ast.Term, len(names))
 	merge := len(names)*16 >= len(nt.names)
 	j := 0
 	for i, n := range names {
-		if merge {
-			for j < len(nt.names) && nt.names[j] < n {
-				j++
-			}
-		} else {
-			j = sort.SearchStrings(nt.names, n)
+		if !merge {
+			terms[i] = nt.term(n)
+			continue
+		}
+		for j < len(nt.names) && nt.names[j] < n {
+			j++
 		}
 		if j < len(nt.names) && nt.names[j] == n {
 			terms[i] = nt.terms[j]
