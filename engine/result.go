@@ -60,8 +60,8 @@ type flaggedValue struct {
 }
 
 // decodeResult decodes the policy's decision object. names are the
-// candidate names (registry and framework tools, capability ids; sorted), against which
-// sets of names are read (see setNames).
+// candidate names (registry and framework tools, capability ids;
+// sorted), against which sets of names are read (see setNames).
 func decodeResult(t *ast.Term, names []*ast.Term) (*policyResult, error) {
 	obj, ok := t.Value.(ast.Object)
 	if !ok {
@@ -221,7 +221,7 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 	if form := obj.Get(keyTerm("form")); form != nil {
 		fo, ok := form.Value.(ast.Object)
 		if !ok {
-			return fmt.Errorf("form must be an object")
+			return errors.New("form must be an object")
 		}
 		if v.capability, err = str(fo, "capability"); err != nil {
 			return fmt.Errorf("form: %w", err)

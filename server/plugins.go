@@ -83,22 +83,32 @@ func checkOPAConfig(raw []byte, id string) error {
 	if err != nil {
 		return err
 	}
+	return checkParsedConfig(c)
+}
+
+// checkParsedConfig is checkOPAConfig for a configuration OPA has parsed
+// (and so filled with its defaults, which are not options set).
+func checkParsedConfig(c *opaconfig.Config) error {
 	if len(c.Warnings) > 0 {
 		return errors.New(strings.Join(c.Warnings, "; "))
 	}
-	var top map[string]any
-	if err := util.Unmarshal(raw, &top); err != nil {
+	set, err := encodedOptions(c)
+	if err != nil {
 		return err
 	}
-	return refuseUnread(top)
-}
-
-// refuseUnread refuses a configuration whose top-level options hold one
-// of unreadOptions, naming the first in sorted order.
-func refuseUnread[V any](top map[string]V) error {
-	keys := make([]string, 0, len(top))
-	for k := range top {
-		keys = append(keys, k)
+	defaults, err := opaconfig.ParseConfig([]byte(`{}`), c.Labels["id"])
+	if err != nil {
+		return err
+	}
+	unset, err := encodedOptions(defaults)
+	if err != nil {
+		return err
+	}
+	keys := make([]string, 0, len(set))
+	for k, v := range set {
+		if d, ok := unset[k]; !ok || string(d) != string(v) {
+			keys = append(keys, k)
+		}
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
@@ -109,6 +119,16 @@ func refuseUnread[V any](top map[string]V) error {
 	return nil
 }
 
+// encodedOptions is a parsed configuration's top-level options, encoded.
+func encodedOptions(c *opaconfig.Config) (map[string]json.RawMessage, error) {
+	raw, err := json.Marshal(c)
+	if err != nil {
+		return nil, err
+	}
+	var top map[string]json.RawMessage
+	return top, json.Unmarshal(raw, &top)
+}
+
 // discoveredConfig holds a configuration that a discovery bundle
 // delivers to what checkOPAConfig holds the file's to: an option OPA
 // would ignore (which OPA only logs as a warning) or that policycheck
@@ -117,47 +137,10 @@ func refuseUnread[V any](top map[string]V) error {
 type discoveredConfig struct{}
 
 func (discoveredConfig) OnConfigDiscovery(_ context.Context, c *opaconfig.Config) (*opaconfig.Config, error) {
-	if len(c.Warnings) > 0 {
-		return nil, errors.New("discovered configuration: " + strings.Join(c.Warnings, "; "))
-	}
-	raw, err := json.Marshal(c)
-	if err != nil {
-		return nil, err
-	}
-	var top map[string]json.RawMessage
-	if err := json.Unmarshal(raw, &top); err != nil {
-		return nil, err
-	}
-	// Parsing fills some options with OPA's defaults (default_decision,
-	// default_authorization_decision): those were not set.
-	defaults, err := parsedDefaults(c.Labels["id"])
-	if err != nil {
-		return nil, err
-	}
-	for k, v := range top {
-		if d, ok := defaults[k]; ok && string(d) == string(v) {
-			delete(top, k)
-		}
-	}
-	if err := refuseUnread(top); err != nil {
+	if err := checkParsedConfig(c); err != nil {
 		return nil, fmt.Errorf("discovered configuration: %w", err)
 	}
 	return c, nil
-}
-
-// parsedDefaults is the empty configuration as OPA parses it, encoded:
-// the options parsing sets when a configuration does not.
-func parsedDefaults(id string) (map[string]json.RawMessage, error) {
-	c, err := opaconfig.ParseConfig([]byte(`{}`), id)
-	if err != nil {
-		return nil, err
-	}
-	raw, err := json.Marshal(c)
-	if err != nil {
-		return nil, err
-	}
-	var top map[string]json.RawMessage
-	return top, json.Unmarshal(raw, &top)
 }
 
 // newManager creates OPA's plugin manager from the configuration file and
