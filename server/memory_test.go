@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"flag"
 	"fmt"
-	"net"
 	"net/http"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -86,28 +84,15 @@ func TestPeakMemory(t *testing.T) {
 		shapes = shapes[:1]
 	}
 	for _, shape := range shapes {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		require.NoError(t, err)
-		addr := ln.Addr().String()
-		ln.Close()
-		args := []string{"serve", "--addr", addr, "--registry", regFile, "--timeout", "60s"}
+		args := []string{"--registry", regFile, "--timeout", "60s"}
 		if shape.context {
 			// Past the default --max-context-bytes (1 MiB) the server
 			// refuses it (413) before converting it.
 			args = append(args, "--max-context-bytes", "0")
 		}
-		srv := exec.Command(bin, args...)
-		require.NoError(t, srv.Start())
+		srv := servetest.Start(t, bin, args...)
 		client := &http.Client{Timeout: 10 * time.Minute}
-		for i := 0; ; i++ {
-			if resp, err := client.Get("http://" + addr + "/health"); err == nil {
-				resp.Body.Close()
-				break
-			}
-			require.Less(t, i, 400)
-			time.Sleep(50 * time.Millisecond)
-		}
-		idle := procKB(t, srv.Process.Pid, "VmRSS")
+		idle := procKB(t, srv.PID, "VmRSS")
 		bodies := make([][]byte, 4)
 		for j := range bodies {
 			bodies[j] = shape.body(j)
@@ -118,7 +103,7 @@ func TestPeakMemory(t *testing.T) {
 			wg.Add(1)
 			go func(j int) {
 				defer wg.Done()
-				resp, err := client.Post("http://"+addr+"/v1/decide", "application/json", bytes.NewReader(bodies[j]))
+				resp, err := client.Post(srv.URL+"/v1/decide", "application/json", bytes.NewReader(bodies[j]))
 				if err == nil {
 					statuses[j] = resp.StatusCode
 					resp.Body.Close()
@@ -126,12 +111,11 @@ func TestPeakMemory(t *testing.T) {
 			}(j)
 		}
 		wg.Wait()
-		peak := procKB(t, srv.Process.Pid, "VmHWM")
-		after := procKB(t, srv.Process.Pid, "VmRSS")
+		peak := procKB(t, srv.PID, "VmHWM")
+		after := procKB(t, srv.PID, "VmRSS")
 		time.Sleep(30 * time.Second)
-		later := procKB(t, srv.Process.Pid, "VmRSS")
-		_ = srv.Process.Kill()
-		_ = srv.Wait()
+		later := procKB(t, srv.PID, "VmRSS")
+		srv.Stop()
 		client.CloseIdleConnections()
 		line := fmt.Sprintf("%s: 4 concurrent requests of %.1f MB (statuses %v): idle RSS %d MB, peak RSS %d MB, RSS after %d MB, 30 s later %d MB",
 			shape.name, float64(len(bodies[0]))/1e6, statuses, idle/1024, peak/1024, after/1024, later/1024)
