@@ -1,7 +1,7 @@
 // Package loader reads and validates policycheck's inputs: pydantic-ai
-// message histories (DecodeHistory, DecodeMessages, and DecodeElements
-// for messages a scan has already found, decoded apart or in concurrent
-// runs), tool registries in YAML or JSON (ReadRegistry, ParseRegistry),
+// message histories (DecodeHistory, DecodeMessages, and DecodeArray for
+// a history inside a larger document, decoded by concurrent goroutines),
+// tool registries in YAML or JSON (ReadRegistry, ParseRegistry),
 // against the JSON Schemas in schema/ that ship with the project
 // (ValidateHistoryBytes, ValidateHistorySchema, ValidateRegistrySchema).
 //

@@ -94,38 +94,34 @@ func ExampleReadApprovalsFile() {
 	// true
 }
 
-// DecodeElements decodes messages whose bytes a scan has already found,
-// here in two runs as two goroutines could: joined, they are the history
-// DecodeHistory decodes, and an error names the message by its place in
-// the whole history.
-func ExampleDecodeElements() {
-	msgs := [][]byte{
-		[]byte(`{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]}`),
-		[]byte(`{"kind": "response", "parts": [{"part_kind": "text", "content": "hello"}]}`),
-		[]byte(`{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "bye"}]}`),
-	}
-	first, err := loader.DecodeElements("run.json", msgs[:2], 0, loader.DefaultLimits())
+// DecodeArray decodes the history array a request body's member begins
+// with, here on two goroutines, and says where the array ends: the
+// members after it are the caller's to read.
+func ExampleDecodeArray() {
+	body := []byte(`[
+		{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "hi"}]},
+		{"kind": "response", "parts": [{"part_kind": "text", "content": "},{"}]},
+		{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "bye"}]}
+	], "context": {"user": "ana"}}`)
+	a, err := loader.DecodeArray("request", body, loader.DefaultLimits(), 2)
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
-	rest, err := loader.DecodeElements("run.json", msgs[2:], 2, loader.DefaultLimits())
-	if err != nil {
-		fmt.Println(err)
-		return
+	for i, m := range a.Messages {
+		fmt.Println(i, m.Kind, m.Parts[0].Kind, len(a.Elements[i]))
 	}
-	for i, m := range append(first, rest...) {
-		fmt.Println(i, m.Kind, m.Parts[0].Kind)
-	}
+	fmt.Printf("%s\n", body[a.End:])
 
-	_, err = loader.DecodeElements("run.json", [][]byte{[]byte(`{"kind": "reply", "parts": []}`)}, 2, loader.DefaultLimits())
+	_, err = loader.DecodeArray("request", []byte(`[{"kind": "request", "parts": []}, {"kind": "reply", "parts": []}]`), loader.DefaultLimits(), 2)
 	var le *loader.Error
 	if errors.As(err, &le) {
 		fmt.Println("pointer:", le.Pointer)
 	}
 	// Output:
-	// 0 request user-prompt
-	// 1 response text
-	// 2 request user-prompt
-	// pointer: /2/kind
+	// 0 request user-prompt 77
+	// 1 response text 72
+	// 2 request user-prompt 78
+	// , "context": {"user": "ana"}}
+	// pointer: /1/kind
 }

@@ -33,6 +33,14 @@ func fuzzSeeds(tb testing.TB) [][]byte {
 		[]byte(`[{"kind":"request","parts":[{"part_kind":"tool-return","tool_name":"search_tools","content":null,"metadata":{"discovered_tools":["x"]}}]}]`),
 		[]byte(`[{"kind":"response","provider_name":"openai","parts":[{"part_kind":"compaction","provider_name":"openai","provider_details":{"encrypted_content":null}}]}]`),
 		[]byte(`[{"kind":"request","parts":[],"k\u0065y":"\ud83d\ude00"}]`),
+		[]byte(`{"kind":"request","parts":[]}`),
+		[]byte(`[{"kind":"request","parts":[]} {"kind":"request","parts":[]}]`),
+		// Message boundaries where none are, for DecodeArray's goroutines
+		// to guess wrong: in a string, in a tool's arguments, and real
+		// ones spaced out.
+		[]byte(`[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"},{\"kind\":\"request\",\"parts\":[]}"}]},{"kind":"request","parts":[{"part_kind":"user-prompt","content":"x},{"}]}]`),
+		[]byte(`[{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"t","args":{"h":[{"kind":"request","parts":[]},{"kind":"request","parts":[]}]}}]} , 
+ {"kind":"request","parts":[]},{"kind":"request","parts":[{"part_kind":"user-prompt","content":"},{"}]}]`),
 	}
 	if dir, err := conformance.SharedDir(); err == nil {
 		cases, err := conformance.Load(filepath.Join(dir, "conformance", "cases"))
@@ -71,7 +79,7 @@ func FuzzDecodeHistory(f *testing.F) {
 	lim := fuzzLimits()
 	f.Fuzz(func(t *testing.T, data []byte) {
 		h, err := loader.DecodeHistory("fuzz.json", data, lim)
-		requireElementsAgree(t, data, h, err, lim)
+		requireArrayAgrees(t, data, h, err, lim)
 		if err != nil {
 			requireLoaderError(t, err)
 			_, err2 := loader.DecodeHistory("fuzz.json", data, lim)
@@ -90,41 +98,41 @@ func FuzzDecodeHistory(f *testing.F) {
 	})
 }
 
-// requireElementsAgree holds DecodeElements to DecodeHistory (which
-// decoded data into h, or failed with err) where data is an array that
-// encoding/json splits into elements: the elements decoded in two runs,
-// each with its offset, join into h; and where DecodeHistory rejects an
-// element, the run holding it fails. The limits two runs can only cross
-// together (the whole input's bytes, the history's parts) are the
-// caller's to check.
-func requireElementsAgree(t *testing.T, data []byte, h facts.History, err error, lim loader.Limits) {
+// requireArrayAgrees holds DecodeArray to DecodeHistory, which decoded
+// data into h or failed with err: decoded by one to four goroutines (on
+// so small an input their guesses land anywhere), alone and followed by
+// the rest of a request body, data gives the same messages, each element
+// the bytes encoding/json finds, and the same error. The exceptions are
+// those DecodeArray's doc names: the bytes limit, and data after the
+// array, which DecodeArray does not read.
+func requireArrayAgrees(t *testing.T, data []byte, h facts.History, err error, lim loader.Limits) {
 	t.Helper()
-	var elems []json.RawMessage
-	if json.Unmarshal(data, &elems) != nil {
-		return
-	}
-	raw := make([][]byte, len(elems))
-	for i, e := range elems {
-		raw[i] = e
-	}
 	var le *loader.Error
-	if errors.As(err, &le) && le.Kind == loader.KindLimit &&
-		(strings.HasPrefix(le.Msg, "input is") || strings.Contains(le.Msg, "parts in the history")) {
+	if errors.As(err, &le) && (strings.HasPrefix(le.Msg, "input is") || strings.Contains(le.Msg, "after the history")) {
 		return
 	}
-	for _, k := range []int{0, len(raw) / 2, len(raw)} {
-		a, errA := loader.DecodeElements("fuzz.json", raw[:k], 0, lim)
-		b, errB := loader.DecodeElements("fuzz.json", raw[k:], k, lim)
+	var elems []json.RawMessage
+	split := json.Unmarshal(data, &elems) == nil
+	body := append(append([]byte{}, data...), `, "context": {"x": "},{\"kind\":\"request\",\"parts\":[]}"}}`...)
+	for workers := 1; workers <= 4; workers++ {
+		a, errA := loader.DecodeArray("fuzz.json", data, lim, workers)
+		b, errB := loader.DecodeArray("fuzz.json", body, lim, workers)
 		if err != nil {
-			require.True(t, errA != nil || errB != nil, "the elements of a rejected history decode (split at %d): %v", k, err)
-			if errA != nil {
-				require.ErrorAs(t, errA, &le)
-			}
+			require.Equal(t, err, errA, "%d goroutines", workers)
+			require.Error(t, errB, "%d goroutines, with more after the array", workers)
 			continue
 		}
-		require.NoError(t, errA, "split at %d", k)
-		require.NoError(t, errB, "split at %d", k)
-		require.Equal(t, []facts.Message(h), append(append([]facts.Message{}, a...), b...), "split at %d", k)
+		require.NoError(t, errA, "%d goroutines", workers)
+		require.NoError(t, errB, "%d goroutines, with more after the array", workers)
+		require.Equal(t, h, a.Messages, "%d goroutines", workers)
+		require.Equal(t, a, b, "%d goroutines: what follows the array changes nothing", workers)
+		require.Equal(t, len(bytes.TrimRight(data, " \t\r\n")), a.End, "%d goroutines", workers)
+		require.Len(t, a.Elements, len(h))
+		if split {
+			for i, e := range elems {
+				require.Equal(t, string(e), string(a.Elements[i]), "%d goroutines, element %d", workers, i)
+			}
+		}
 	}
 }
 

@@ -75,8 +75,7 @@ func (l Limits) depth() int {
 // while the history is in use.
 func DecodeHistory(file string, data []byte, lim Limits) (facts.History, error) {
 	if lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes {
-		return nil, &Error{File: file, Kind: KindLimit,
-			Msg: fmt.Sprintf("input is %d bytes, over the limit of %d", len(data), lim.MaxBytes)}
+		return nil, overBytes(file, len(data), lim.MaxBytes)
 	}
 	d := &historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim}
 	h, err := d.history()
@@ -93,8 +92,7 @@ func DecodeHistory(file string, data []byte, lim Limits) (facts.History, error) 
 // that already holds offset messages: error pointers count from offset.
 func DecodeMessages(file string, data []byte, offset int, lim Limits) ([]facts.Message, error) {
 	if lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes {
-		return nil, &Error{File: file, Kind: KindLimit,
-			Msg: fmt.Sprintf("input is %d bytes, over the limit of %d", len(data), lim.MaxBytes)}
+		return nil, overBytes(file, len(data), lim.MaxBytes)
 	}
 	d := &historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim, offset: offset}
 	h, err := d.history()
@@ -107,48 +105,8 @@ func DecodeMessages(file string, data []byte, offset int, lim Limits) ([]facts.M
 	return h, nil
 }
 
-// DecodeElements decodes messages given as the bytes of each, as a scan
-// of a history array finds its elements, for a history that holds offset
-// messages before them: the messages DecodeMessages decodes from the
-// array of the same elements, under the same limits (MaxBytes bounds the
-// elements together; MaxParts and MaxMessages count as there), with error
-// pointers counting from offset. Each element must be one JSON value and
-// nothing else. A syntax error's Offset, Line and Column count within its
-// element. The returned messages' Part.Args alias the elements.
-//
-// Decoding disjoint runs of one array's elements concurrently, each with
-// its offset, and joining the results gives the messages of the whole
-// array: a decode keeps no state between calls.
-func DecodeElements(file string, elems [][]byte, offset int, lim Limits) ([]facts.Message, error) {
-	if lim.MaxBytes > 0 {
-		n := int64(0)
-		for _, e := range elems {
-			n += int64(len(e))
-		}
-		if n > lim.MaxBytes {
-			return nil, &Error{File: file, Kind: KindLimit,
-				Msg: fmt.Sprintf("input is %d bytes, over the limit of %d", n, lim.MaxBytes)}
-		}
-	}
-	d := &historyDecoder{lim: lim, offset: offset}
-	out := make([]facts.Message, 0, len(elems))
-	for i, raw := range elems {
-		// As inside the history's array: its depth, its index.
-		d.scanner = scanner{data: raw, file: file, maxDepth: lim.depth(), depth: 1,
-			path: append(d.path[:0], seg{idx: offset + i}), names: d.names[:0]}
-		if lim.MaxMessages > 0 && offset+i >= lim.MaxMessages {
-			return nil, d.fail(KindLimit, "more than %d messages", lim.MaxMessages)
-		}
-		m, err := d.message()
-		if err != nil {
-			return nil, err
-		}
-		if d.peek(); d.i < len(d.data) {
-			return nil, d.syntax("invalid JSON: unexpected data after the message")
-		}
-		out = append(out, m)
-	}
-	return out, nil
+func overBytes(file string, n int, max int64) *Error {
+	return &Error{File: file, Kind: KindLimit, Msg: fmt.Sprintf("input is %d bytes, over the limit of %d", n, max)}
 }
 
 type historyDecoder struct {
@@ -416,7 +374,9 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 		}
 	}
 	d.parts = parts
-	m.Parts = slices.Clone(parts)
+	// Never nil, whether or not the decoder has held parts before: a
+	// history decoded in pieces equals the history decoded whole.
+	m.Parts = append(make([]facts.Part, 0, len(parts)), parts...)
 	return m, nil
 }
 

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/internal/gen"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -30,42 +31,47 @@ func TestDecodeMessagesPointersCountFromOffset(t *testing.T) {
 	require.Equal(t, "/6", le.Pointer)
 }
 
-// TestDecodeElementsPointersAndLimits: elements decoded apart name their
-// errors by their index in the whole history, count the message and part
-// limits as DecodeMessages does, and refuse anything after the message.
-func TestDecodeElementsPointersAndLimits(t *testing.T) {
-	ok := []byte(`{"kind":"request","parts":[]}`)
-	bad := []byte(`{"kind":"bogus","parts":[]}`)
-	var le *loader.Error
-	_, err := loader.DecodeElements("run", [][]byte{ok, bad}, 5, loader.DefaultLimits())
-	require.True(t, errors.As(err, &le))
-	require.Equal(t, "/6/kind", le.Pointer)
-
-	msgs, err := loader.DecodeElements("run", [][]byte{ok, ok}, 5, loader.DefaultLimits())
-	require.NoError(t, err)
-	require.Len(t, msgs, 2)
-
-	lim := loader.DefaultLimits()
-	lim.MaxMessages = 6
-	_, err = loader.DecodeElements("run", [][]byte{ok, ok}, 5, lim)
-	require.True(t, errors.As(err, &le))
-	require.Equal(t, loader.KindLimit, le.Kind)
-	require.Equal(t, "/6", le.Pointer)
-
-	part := []byte(`{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}`)
-	lim = loader.DefaultLimits()
-	lim.MaxParts = 1
-	_, err = loader.DecodeElements("run", [][]byte{part, part}, 0, lim)
-	require.True(t, errors.As(err, &le))
-	require.Equal(t, "/1/parts/0", le.Pointer)
-
-	_, err = loader.DecodeElements("run", [][]byte{append(append([]byte{}, ok...), ` {}`...)}, 0, loader.DefaultLimits())
-	require.True(t, errors.As(err, &le))
-	require.Equal(t, loader.KindSyntax, le.Kind)
-
-	lim = loader.DefaultLimits()
-	lim.MaxBytes = int64(len(ok))
-	_, err = loader.DecodeElements("run", [][]byte{ok, ok}, 0, lim)
-	require.True(t, errors.As(err, &le))
-	require.Equal(t, loader.KindLimit, le.Kind)
+// TestDecodeArrayIsDecodeHistory decodes every seed history, some
+// generated ones of a few hundred messages and the adversarial seeds
+// (message boundaries inside strings and tool arguments) with one to
+// eight goroutines and with each limit one short: the messages and errors
+// are DecodeHistory's, whatever the goroutines guessed.
+func TestDecodeArrayIsDecodeHistory(t *testing.T) {
+	seeds := fuzzSeeds(t)
+	for seed := int64(1); seed <= 3; seed++ {
+		o := gen.Default(300)
+		o.Noise = 0.2
+		seeds = append(seeds, gen.History(seed, o))
+	}
+	plenty := loader.DefaultLimits()
+	for i, data := range seeds {
+		want, err := loader.DecodeHistory("fuzz.json", data, plenty)
+		limits := []loader.Limits{plenty}
+		if err == nil && len(want) > 2 {
+			parts := 0
+			for _, m := range want {
+				parts += len(m.Parts)
+			}
+			for _, cut := range []func(*loader.Limits){
+				func(l *loader.Limits) { l.MaxParts = parts - 1 },
+				func(l *loader.Limits) { l.MaxMessages = len(want) - 1 },
+				func(l *loader.Limits) { l.MaxBytes = int64(len(data) - 1) },
+			} {
+				l := plenty
+				cut(&l)
+				limits = append(limits, l)
+			}
+		}
+		for _, lim := range limits {
+			want, err := loader.DecodeHistory("fuzz.json", data, lim)
+			requireArrayAgrees(t, data, want, err, lim)
+			for workers := 5; workers <= 8; workers++ {
+				a, errA := loader.DecodeArray("fuzz.json", data, lim, workers)
+				require.Equal(t, err, errA, "seed %d, %d goroutines", i, workers)
+				if err == nil {
+					require.Equal(t, want, a.Messages, "seed %d, %d goroutines", i, workers)
+				}
+			}
+		}
+	}
 }

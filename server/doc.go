@@ -8,15 +8,16 @@
 //   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health;
 //   - intake.go: the one way in for a request: the body (read bounded and
 //     under a deadline, into a pooled buffer that is reused once answered
-//     when nothing kept it), the scan, the decode (the loader's decoder is
-//     the one runtime validator, a large history decoded in pieces on
-//     several cores; the JSON Schema only with ValidateSchema) and the
-//     resume after a history prefix seen before;
+//     when nothing kept it), the scan and the decode in one pass (the
+//     loader's decoder is the one runtime validator and reads a large
+//     history on several cores; the JSON Schema only with ValidateSchema)
+//     and the resume after a history prefix seen before;
 //   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
 //     bounded, evicting table of engine.Run values (facts kept
 //     incrementally, retry accounting as the library keeps it);
 //   - envelope.go: one pass over a request body (members, and the bytes of
-//     each message; it can resume after a known prefix of the history);
+//     each message; it can resume after a known prefix of the history,
+//     and hands the rest of the history to the decoder);
 //   - prefix.go: the prefix cache, the server's one "seen before"
 //     mechanism: a stateless client that resends its growing history is
 //     resumed after the bytes of a history decided before, with the facts

@@ -13,7 +13,9 @@ import (
 // the cost of every request. scanEnvelope walks the body once, checking
 // that it is well-formed JSON, and returns the bytes of the members the
 // handler wants, and the bytes of each element of the array members (the
-// messages), which the prefix cache (intake.go) resumes after.
+// messages), which the prefix cache (intake.go) resumes after. With
+// arrayHooks the caller reads those arrays itself: the history decoder
+// then reads each message's bytes once, in the scan.
 
 type envelope struct {
 	members  map[string][]byte   // known members, raw
@@ -29,12 +31,22 @@ type jscan struct {
 	b     []byte
 	i     int
 	depth int
+	arrayHooks
+	// What the last kept array's scan saw (see envelope).
+	arrStart, lastEnd, resumedN int
+}
+
+// arrayHooks let the caller read the kept arrays itself.
+type arrayHooks struct {
 	// resume, when set, is offered each kept array at its '[': it returns
 	// how many bytes, from the '[', form a prefix "[e0,...,ek" already
 	// known to be well formed (0 for none), which the scan then skips.
 	resume func(arr []byte) int
-	// What the last kept array's scan saw (see envelope).
-	arrStart, lastEnd, resumedN int
+	// decode, when set, is offered each kept array that resume did not
+	// skip, at its '[': it returns the array's elements and its length,
+	// up to its ']', having checked them strictly (the history decoder
+	// does), or n == 0, and the scan then reads the array itself.
+	decode func(arr []byte) (elems [][]byte, n int)
 }
 
 const maxEnvelopeDepth = 512
@@ -59,15 +71,12 @@ func (s *jscan) sepOrClose(close byte) (closed bool, err *Error) {
 }
 
 func (s *jscan) ws() {
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case ' ', '\t', '\n', '\r':
-			s.i++
-		default:
-			return
-		}
+	for s.i < len(s.b) && isSpace(s.b[s.i]) {
+		s.i++
 	}
 }
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // str skips a string starting at s.i (a quote) and reports whether it
 // held escapes.
@@ -215,6 +224,20 @@ func (s *jscan) value(elems *[][]byte) *Error {
 				}
 			}
 		}
+		if elems != nil && !resumed && s.decode != nil {
+			if got, n := s.decode(s.b[arr:]); n > 0 {
+				*elems = got
+				s.i = arr + n
+				if len(got) > 0 {
+					s.lastEnd = s.i - 1
+					for isSpace(s.b[s.lastEnd-1]) {
+						s.lastEnd--
+					}
+				}
+				s.depth--
+				return nil
+			}
+		}
 		if !resumed {
 			s.ws()
 			if s.i < len(s.b) && s.b[s.i] == ']' {
@@ -308,14 +331,14 @@ func (s *jscan) fastSkip(*[][]byte) *Error {
 // The elements of those members are only skipped structurally: the
 // caller must decode them strictly (the history decoder does).
 func scanEnvelope(body []byte, known []string, arrays ...string) (*envelope, *Error) {
-	return scanEnvelopeResume(body, known, nil, arrays...)
+	return scanEnvelopeWith(body, known, arrayHooks{}, arrays...)
 }
 
-// scanEnvelopeResume is scanEnvelope with a resume hook for the kept
-// arrays (see jscan.resume): the elements of a skipped prefix are not in
-// the envelope's elements.
-func scanEnvelopeResume(body []byte, known []string, resume func(arr []byte) int, arrays ...string) (*envelope, *Error) {
-	s := &jscan{b: body, resume: resume}
+// scanEnvelopeWith is scanEnvelope with hooks that read the kept arrays
+// (see arrayHooks): the elements of a skipped prefix are not in the
+// envelope's elements.
+func scanEnvelopeWith(body []byte, known []string, hooks arrayHooks, arrays ...string) (*envelope, *Error) {
+	s := &jscan{b: body, arrayHooks: hooks}
 	env := &envelope{members: map[string][]byte{}, elements: map[string][][]byte{}}
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {

@@ -26,10 +26,13 @@ import (
 //     first 2 MiB);
 //   - the scan: one pass over the envelope (envelope.go), which keeps the
 //     bytes of the members a handler reads and of each history message;
-//   - the decode: the loader's history decoder is the one runtime
-//     validator (it rejects everything the JSON Schema rejects), a large
-//     history in pieces on several cores (decode); the schema runs as
-//     well only with ValidateSchema;
+//   - the decode, in that same pass: the scan hands the history array to
+//     the loader's decoder (loader.DecodeArray), the one runtime validator
+//     (it rejects everything the JSON Schema rejects), which reads it on
+//     several cores when it is large (see workers) and says where it ends.
+//     A history the decoder refuses is scanned, then decoded again alone,
+//     so that its error is DecodeHistory's. The schema runs as well only
+//     with ValidateSchema;
 //   - the resume from a known prefix: the prefix cache (prefix.go) is the
 //     server's one mechanism for skipping bytes it has seen. A stateless
 //     client resending its growing history has only its new messages
@@ -287,9 +290,22 @@ type history struct {
 // (explanations, which need every message, do not ask).
 func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []byte) (*engine.Engine, *Error)) (*envelope, *engine.Engine, *history, *Error) {
 	var hit *prefixEntry
-	var find func([]byte) int
+	// decoded is the last history member the scan decoded, at arr; a
+	// member that resumed, or did not decode, leaves it nil.
+	var decoded *loader.Array
+	var arr []byte
+	hooks := arrayHooks{decode: func(b []byte) ([][]byte, int) {
+		a, err := loader.DecodeArray("request", b, in.limits, in.workers(len(b)))
+		if err != nil {
+			decoded = nil
+			return nil, 0
+		}
+		decoded, arr = &a, b
+		return a.Elements, a.End
+	}}
 	if resume && in.prefixes != nil {
-		find = func(arr []byte) int {
+		hooks.resume = func(arr []byte) int {
+			decoded = nil
 			if hit = in.prefixes.find(arr); hit == nil {
 				return 0
 			}
@@ -297,7 +313,7 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		}
 	}
 	known := []string{"registry", "history", "context", "approvals"}
-	env, herr := scanEnvelopeResume(body, known, find, "history")
+	env, herr := scanEnvelopeWith(body, known, hooks, "history")
 	if herr == nil {
 		herr = env.refuseUnknown(known)
 	}
@@ -321,14 +337,23 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		// limit, a concurrent request that took the prefix): the whole
 		// history is decoded, and errors reported, as without the cache.
 		in.prefixes.fallbacks.Add(1)
-		env, herr = scanEnvelope(body, known, "history")
+		hooks.resume = nil
+		env, herr = scanEnvelopeWith(body, known, hooks, "history")
 		if herr != nil {
 			return nil, nil, nil, herr
 		}
+		raw = env.members["history"]
 	}
-	h, err := in.decode(raw, env.elements["history"])
-	if err != nil {
-		return nil, nil, nil, fromLoader(err, "/history")
+	var h facts.History
+	if decoded != nil && len(raw) == decoded.End && &raw[0] == &arr[0] {
+		h = decoded.Messages
+	} else {
+		// Not an array, or one the decoder refused: its error, as the
+		// decoder gives it for the member alone.
+		var err error
+		if h, err = loader.DecodeHistory("request", raw, in.limits); err != nil {
+			return nil, nil, nil, fromLoader(err, "/history")
+		}
 	}
 	if in.schema {
 		in.schemaChecks.Add(1)
@@ -355,65 +380,16 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 	return env, eng, &history{messages: h, count: len(h)}, nil
 }
 
-// pieceBytes is the least history a piece of a concurrent decode holds
-// (see decode): below it, a goroutine costs more than it saves.
+// pieceBytes is the least history a goroutine of a concurrent decode
+// reads (see workers): below it, a goroutine costs more than it saves.
 const pieceBytes = 256 << 10
 
-// decode decodes a whole history, raw, whose messages are elems. A large
-// history is decoded in pieces of consecutive messages, one goroutine each
-// and no more than GOMAXPROCS of them: a never-seen history's decode is
-// most of its request's time, and a request of one client leaves the
-// other cores idle. The pieces join into the history DecodeHistory
-// decodes (loader.DecodeElements). When a piece fails, or the pieces
-// together cross a limit only the whole can (its bytes, its parts), the
-// history is decoded again in one piece, so that the error is exactly
-// DecodeHistory's.
-func (in *intake) decode(raw []byte, elems [][]byte) (facts.History, error) {
-	n := min(runtime.GOMAXPROCS(0), len(raw)/in.pieceBytes(), len(elems))
-	lim := in.limits
-	if n < 2 || (lim.MaxBytes > 0 && int64(len(raw)) > lim.MaxBytes) ||
-		(lim.MaxMessages > 0 && len(elems) > lim.MaxMessages) {
-		return loader.DecodeHistory("request", raw, lim)
-	}
-	// Cut where the bytes, not the messages, are shared evenly.
-	cuts := make([]int, 0, n+1)
-	cuts = append(cuts, 0)
-	done := 0
-	for i, e := range elems {
-		done += len(e)
-		if done >= len(raw)*len(cuts)/n && len(cuts) < n {
-			cuts = append(cuts, i+1)
-		}
-	}
-	cuts = append(cuts, len(elems))
-	pieces := make([][]facts.Message, len(cuts)-1)
-	failed := make([]bool, len(pieces))
-	var wg sync.WaitGroup
-	for k := range pieces {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			var err error
-			pieces[k], err = loader.DecodeElements("request", elems[cuts[k]:cuts[k+1]], cuts[k], lim)
-			failed[k] = err != nil
-		}()
-	}
-	wg.Wait()
-	h := make(facts.History, 0, len(elems))
-	parts := 0
-	for k, p := range pieces {
-		if failed[k] {
-			return loader.DecodeHistory("request", raw, lim)
-		}
-		for i := range p {
-			parts += len(p[i].Parts)
-		}
-		h = append(h, p...)
-	}
-	if lim.MaxParts > 0 && parts > lim.MaxParts {
-		return loader.DecodeHistory("request", raw, lim)
-	}
-	return h, nil
+// workers is how many goroutines decode a history array at the start of
+// n bytes of body: a never-seen history's decode is most of its request's
+// time, and a request of one client leaves the other cores idle. No more
+// than GOMAXPROCS, each with pieceBytes or more.
+func (in *intake) workers(n int) int {
+	return max(1, min(runtime.GOMAXPROCS(0), n/in.pieceBytes()))
 }
 
 func (in *intake) pieceBytes() int {

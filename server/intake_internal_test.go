@@ -7,16 +7,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/gen"
 	"github.com/policycheck/policycheck/loader"
 )
 
-// TestDecodeInPiecesIsDecodeHistory: a history decoded in pieces, one
-// goroutine each, is the history DecodeHistory decodes, and every error
-// (a bad message in any piece, a part limit the pieces cross only
-// together, the byte and message limits) is DecodeHistory's, to the byte.
-func TestDecodeInPiecesIsDecodeHistory(t *testing.T) {
+// TestDecodedInTheScanIsDecodeHistory: a history the envelope's scan
+// decodes where it lies, on GOMAXPROCS goroutines, is the history
+// DecodeHistory decodes from the member alone, and every error (a bad
+// message anywhere, a part limit the goroutines cross only together, the
+// byte and message limits) is DecodeHistory's, to the byte.
+func TestDecodedInTheScanIsDecodeHistory(t *testing.T) {
 	histories := map[string][]byte{}
 	for _, c := range conformance.Cases(t) {
 		histories[c.File] = []byte(c.History)
@@ -36,15 +38,18 @@ func TestDecodeInPiecesIsDecodeHistory(t *testing.T) {
 	for name, raw := range histories {
 		bodies[name] = []byte(`{"history":` + string(raw) + `}`)
 	}
-	// The last of two history members is the one decoded, in pieces too.
+	// The last of two history members is the one decided on.
 	bodies["the second of two history members"] = []byte(`{"history": [{"kind": "nope", "parts": []}], "history": ` + string(gh) + `}`)
+	bodies["a good history, then a string one"] = []byte(`{"history": ` + string(gh) + `, "history": "` + strings.Repeat("},{", 9) + `"}`)
+	bodies["a history, then a context that looks like messages"] = []byte(`{"history": ` + string(gh) +
+		`, "context": {"h": [{"kind": "request", "parts": []}, {"kind": "request", "parts": []}]}}`)
+	noEngine := func([]byte) (*engine.Engine, *Error) { return nil, nil }
 	for name, body := range bodies {
-		env, herr := scanEnvelope(body, []string{"history"}, "history")
+		env, herr := scanEnvelope(body, []string{"history", "context"}, "history")
 		if herr != nil {
-			continue // not an array the envelope reads: never decoded
+			continue // not a body the envelope reads: never decoded
 		}
 		h := env.members["history"]
-		elems := env.elements["history"]
 		want, wantErr := loader.DecodeHistory("request", h, plenty)
 		parts := 0
 		for i := range want {
@@ -65,9 +70,13 @@ func TestDecodeInPiecesIsDecodeHistory(t *testing.T) {
 		for _, lim := range limits {
 			in := &intake{limits: lim, minPiece: 1}
 			want, wantErr := loader.DecodeHistory("request", h, lim)
-			got, err := in.decode(h, elems)
-			require.Equal(t, wantErr, err, name)
-			require.Equal(t, want, got, name)
+			_, _, got, herr := in.stateless(body, false, noEngine)
+			if wantErr != nil {
+				require.Equal(t, fromLoader(wantErr, "/history"), herr, name)
+				continue
+			}
+			require.Nil(t, herr, name)
+			require.Equal(t, want, got.messages, name)
 		}
 	}
 }

@@ -1,0 +1,267 @@
+package loader
+
+import (
+	"bytes"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// Array is a history array decoded where it lies in a larger document
+// (see DecodeArray).
+type Array struct {
+	// Messages are the decoded messages. Their Part.Args alias the data
+	// decoded.
+	Messages facts.History
+	// Elements holds each message's bytes in the data decoded.
+	Elements [][]byte
+	// End is the offset in the data just past the array's ']'.
+	End int
+}
+
+// DecodeArray decodes the JSON array of messages that data begins with
+// (after any whitespace) and stops after its ']': what follows it, such as
+// the other members of a request body, is not read. The messages are
+// those DecodeHistory decodes from the array's bytes, data[:End], and so
+// are the errors, save one: when the array is longer than lim.MaxBytes
+// and also holds a fault, the fault may be reported instead of the size.
+// A syntax error's Offset counts in data.
+//
+// With workers above one, that many goroutines decode the array: the
+// first from its start, each other from the first message it finds after
+// its share of data begins. A message boundary is recognised only where a
+// goroutine that decoded every message before it arrives: when the other
+// goroutine's guess was not a boundary (a "},{" inside a string or a
+// tool's arguments), its work is dropped and the messages are decoded
+// again from there, so the result never depends on the guess. Data after
+// the array is searched too, so the guesses pay best when the array is
+// most of data. Every goroutine has ended when DecodeArray returns.
+func DecodeArray(file string, data []byte, lim Limits, workers int) (Array, error) {
+	workers = max(workers, 1)
+	ps := make([]*piece, workers)
+	var abandon atomic.Bool
+	for k := range ps {
+		p := &piece{guess: k * len(data) / workers, next: k + 1, done: make(chan struct{})}
+		p.d = historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim}
+		if k > 0 {
+			// A later piece does not know its messages' places: the
+			// limits that count them are checked on the whole.
+			p.d.lim.MaxMessages, p.d.lim.MaxParts = 0, 0
+		}
+		ps[k] = p
+	}
+	var wg sync.WaitGroup
+	for k := 1; k < workers; k++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ps[k].run(ps, k, &abandon)
+		}()
+	}
+	ps[0].run(ps, 0, &abandon)
+	abandon.Store(true)
+	wg.Wait()
+
+	first := ps[0]
+	if first.err != nil {
+		return Array{}, first.err
+	}
+	chain := []*piece{first}
+	for p := first; p.handoff >= 0; p = ps[p.handoff] {
+		chain = append(chain, ps[p.handoff])
+	}
+	n := 0
+	for _, p := range chain {
+		n += len(p.msgs)
+	}
+	a := Array{Messages: slices.Grow(first.msgs, n-len(first.msgs)), Elements: slices.Grow(first.elems, n-len(first.elems)),
+		End: chain[len(chain)-1].end}
+	for _, p := range chain[1:] {
+		a.Messages = append(a.Messages, p.msgs...)
+		a.Elements = append(a.Elements, p.elems...)
+	}
+	if a.Messages == nil {
+		a.Messages = facts.History{}
+	}
+	parts := 0
+	for i := range a.Messages {
+		parts += len(a.Messages[i].Parts)
+	}
+	if workers > 1 && ((lim.MaxMessages > 0 && len(a.Messages) > lim.MaxMessages) ||
+		(lim.MaxParts > 0 && parts > lim.MaxParts)) {
+		// Which limit a whole decode meets first, and where, is its own.
+		return DecodeArray(file, data, lim, 1)
+	}
+	if lim.MaxBytes > 0 && int64(a.End) > lim.MaxBytes {
+		return Array{}, overBytes(file, a.End, lim.MaxBytes)
+	}
+	return a, nil
+}
+
+// piece is one goroutine's share of a DecodeArray.
+type piece struct {
+	d     historyDecoder
+	guess int // where its search for a first message begins
+	start int // where its first message begins (pieces after the first)
+	// next is the first later piece it has not yet ruled out handing on to.
+	next  int
+	msgs  facts.History
+	elems [][]byte
+	// handoff is the piece whose messages follow its last one, or -1 when
+	// its last message is the array's (end is then just past the ']').
+	handoff, end int
+	err          *Error // also set when a later piece found nothing, or gave up
+	done         chan struct{}
+}
+
+// run decodes the piece's messages. The first piece reads the array from
+// its '['; each later one from the first message it finds. Each stops at
+// the array's ']', on an error, or at a message boundary where a later
+// piece that decoded from there without error began.
+func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
+	defer close(p.done)
+	d := &p.d
+	if k == 0 {
+		if d.peek() != '[' {
+			if _, err := d.skipValue(); err != nil {
+				p.err = err
+				return
+			}
+			p.err = d.fail(KindSchema, "a history must be an array of messages")
+			return
+		}
+		if p.err = d.enter(); p.err != nil {
+			return
+		}
+		d.i++
+		if d.peek() == ']' {
+			d.i++
+			p.handoff, p.end = -1, d.i
+			return
+		}
+	} else if !p.find(len(ps), abandon) {
+		p.err = &Error{Msg: "no message found"}
+		return
+	}
+	first := d.i
+	for i := 0; ; i++ {
+		d.ws()
+		at := d.i
+		if i == sizeSample {
+			p.reserve(ps, k, first, at)
+		}
+		for p.next < len(ps) && at >= ps[p.next].guess {
+			q := ps[p.next]
+			<-q.done
+			if q.err == nil && q.start == at {
+				p.handoff = p.next
+				return
+			}
+			p.next++
+		}
+		if k > 0 && abandon.Load() {
+			p.err = &Error{Msg: "abandoned"}
+			return
+		}
+		d.path, d.names = append(d.path[:0], seg{idx: i}), d.names[:0]
+		if d.lim.MaxMessages > 0 && i >= d.lim.MaxMessages {
+			p.err = d.fail(KindLimit, "more than %d messages", d.lim.MaxMessages)
+			return
+		}
+		m, err := d.message()
+		if err != nil {
+			p.err = err
+			return
+		}
+		p.msgs = append(p.msgs, m)
+		p.elems = append(p.elems, d.data[at:d.i])
+		d.path = d.path[:0]
+		switch d.peek() {
+		case ',':
+			d.i++
+		case ']':
+			d.i++
+			d.depth--
+			p.handoff, p.end = -1, d.i
+			return
+		default:
+			p.err = d.unexpected()
+			return
+		}
+	}
+}
+
+// sizeSample is how many messages a piece decodes before it sizes its
+// slices for the rest (see reserve).
+const sizeSample = 8
+
+// reserve sizes the piece's slices for the messages its share of data
+// holds if they are as long as its first sizeSample ones, which took
+// data[first:at]: the first piece's share is the whole array, which the
+// others' messages join, the others' share is up to the next guess.
+// Grown one message at a time instead, the slices cost a history of a
+// thousand messages twice the memory they end up holding, and copying
+// them.
+func (p *piece) reserve(ps []*piece, k, first, at int) {
+	share := len(p.d.data) - first
+	if k > 0 && k+1 < len(ps) {
+		share = ps[k+1].guess - first
+	}
+	n := share/max(1, (at-first)/sizeSample) + sizeSample
+	p.msgs = slices.Grow(p.msgs, n-len(p.msgs))
+	p.elems = slices.Grow(p.elems, n-len(p.elems))
+}
+
+// find looks for the piece's first message from its guess on: a '{' that
+// follows "}," (whitespace aside), where a message decodes and is followed
+// by ',' or ']'. It leaves the scanner there, as inside the array. Failed
+// tries may read at most a piece's share of bytes between them.
+func (p *piece) find(pieces int, abandon *atomic.Bool) bool {
+	d := &p.d
+	data := d.data
+	budget := len(data) / pieces
+	for pos := p.guess; pos < len(data) && budget > 0 && !abandon.Load(); {
+		j := bytes.IndexByte(data[pos:], '{')
+		if j < 0 {
+			return false
+		}
+		c := pos + j
+		pos = c + 1
+		if !afterObject(data, c) {
+			continue
+		}
+		d.i, d.depth = c, 1
+		d.path, d.names = append(d.path[:0], seg{idx: 0}), d.names[:0]
+		_, err := d.message()
+		if err == nil {
+			if sep := d.peek(); sep == ',' || sep == ']' {
+				p.start = c
+				d.i, d.depth, d.extended = c, 1, false
+				return true
+			}
+		}
+		budget -= d.i - c
+	}
+	return false
+}
+
+// afterObject reports whether data[c] follows "}," with only whitespace
+// between: where one message of an array ends and the next begins.
+func afterObject(data []byte, c int) bool {
+	i := c - 1
+	for i >= 0 && isSpace(data[i]) {
+		i--
+	}
+	if i < 0 || data[i] != ',' {
+		return false
+	}
+	i--
+	for i >= 0 && isSpace(data[i]) {
+		i--
+	}
+	return i >= 0 && data[i] == '}'
+}
+
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
