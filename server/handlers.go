@@ -6,6 +6,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -172,15 +174,87 @@ func encodeJSON(buf *bytes.Buffer, v any) error {
 		if err != nil {
 			return err
 		}
-		if err := json.Indent(buf, raw, "", "  "); err != nil {
-			return err
+		buf.Grow(2*len(raw) + 1)
+		out, ok := indent(buf.AvailableBuffer(), raw)
+		if !ok {
+			return errors.New("an unterminated string in the JSON of a " + fmt.Sprintf("%T", v))
 		}
+		buf.Write(out)
 		return buf.WriteByte('\n')
 	}
 	enc := json.NewEncoder(buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
 	return enc.Encode(v)
+}
+
+// indent appends src, a JSON value a MarshalJSON wrote, to dst as
+// json.Indent with no prefix and a two-space indent writes it. json.Indent
+// steps its JSON state machine for every byte, strings included: for a
+// decision listing a thousand tools that was half the cost of writing
+// it. The engine's MarshalJSON methods write valid JSON (their tests
+// check), so only strings need care here: they are copied up to their
+// closing quote; ok is false when one has none.
+func indent(dst, src []byte) (_ []byte, ok bool) {
+	// As json.Indent, leading space is dropped and trailing space kept.
+	end := len(bytes.TrimRight(src, " \t\r\n"))
+	dst = slices.Grow(dst, 2*len(src))
+	depth := 0
+	open := false // after '{' or '[': the newline waits for a member
+	for i := 0; i < end; i++ {
+		c := src[i]
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		if open && c != '}' && c != ']' {
+			open = false
+			depth++
+			dst = newline(dst, depth)
+		}
+		switch c {
+		case '"':
+			j := i + 1
+			for j < end && src[j] != '"' {
+				if src[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			if j >= end {
+				return dst, false
+			}
+			dst = append(dst, src[i:j+1]...)
+			i = j
+		case '{', '[':
+			open = true
+			dst = append(dst, c)
+		case ',':
+			dst = newline(append(dst, c), depth)
+		case ':':
+			dst = append(dst, c, ' ')
+		case '}', ']':
+			if open {
+				open = false
+			} else {
+				depth--
+				dst = newline(dst, depth)
+			}
+			dst = append(dst, c)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, src[end:]...), true
+}
+
+// newline appends a newline and depth two-space indents.
+func newline(dst []byte, depth int) []byte {
+	dst = append(dst, '\n')
+	for range depth {
+		dst = append(dst, ' ', ' ')
+	}
+	return dst
 }
 
 // request is a validated stateless request.
