@@ -193,6 +193,9 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 	}
 }
 
+// maxTries bounds the places find tries a message at.
+const maxTries = 64
+
 // sizeSample is how many messages a piece decodes before it sizes its
 // slices for the rest (see reserve).
 const sizeSample = 8
@@ -217,12 +220,15 @@ func (p *piece) reserve(ps []*piece, k, first, at int) {
 // find looks for the piece's first message from its guess on: a '{' that
 // follows "}," (whitespace aside), where a message decodes and is followed
 // by ',' or ']'. It leaves the scanner there, as inside the array. Failed
-// tries may read at most a piece's share of bytes between them.
+// tries may read at most a piece's share of bytes between them, and there
+// may be at most maxTries of them: a syntax error costs a count of the
+// lines before it, and input made of "},{" would otherwise pay that for
+// every one.
 func (p *piece) find(pieces int, abandon *atomic.Bool) bool {
 	d := &p.d
 	data := d.data
 	budget := len(data) / pieces
-	for pos := p.guess; pos < len(data) && budget > 0 && !abandon.Load(); {
+	for pos, tries := p.guess, 0; pos < len(data) && budget > 0 && tries < maxTries && !abandon.Load(); tries++ {
 		j := bytes.IndexByte(data[pos:], '{')
 		if j < 0 {
 			return false
@@ -230,6 +236,7 @@ func (p *piece) find(pieces int, abandon *atomic.Bool) bool {
 		c := pos + j
 		pos = c + 1
 		if !afterObject(data, c) {
+			tries--
 			continue
 		}
 		d.i, d.depth = c, 1
