@@ -9,7 +9,6 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -62,7 +61,7 @@ type intake struct {
 	// overwrites a body before it is reused.
 	recycle bool
 	poison  bool
-	bodies  [bodyClasses]sync.Pool
+	bodies  *bodyPool
 	// reused counts the bodies given back; misreused (poison only) those
 	// the prefix cache still held when given back.
 	reused, misreused atomic.Int64
@@ -134,8 +133,8 @@ func keepBody(ctx context.Context) {
 // maxPooled).
 func (in *intake) getBuf(n int64) []byte {
 	k := bodyClass(int(n))
-	if b, ok := in.bodies[k].Get().(*[]byte); ok {
-		return (*b)[:0]
+	if b := in.bodies.get(k); b != nil {
+		return b
 	}
 	return make([]byte, 0, minPooled<<k)
 }
@@ -149,7 +148,7 @@ func (in *intake) putBuf(buf []byte) {
 			b[i] = '#'
 		}
 	}
-	in.bodies[bodyClass(len(b))].Put(&b)
+	in.bodies.put(bodyClass(len(b)), b)
 }
 
 // reuse gives a pooled body back once its request is answered.

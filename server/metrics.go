@@ -172,6 +172,8 @@ var (
 		"Histories seen once, of which the prefix cache keeps only a fingerprint: a request that begins with one is kept (bounded at 4,096, oldest forgotten first).", nil, nil)
 	descBodiesReused = prometheus.NewDesc("policycheck_request_bodies_reused_total",
 		"Request bodies read into a pooled buffer and given back once answered (none with a decision log or a shadow policy).", nil, nil)
+	descBodyPool = prometheus.NewDesc("policycheck_request_body_pool_bytes",
+		"Bytes of buffers the request-body pool holds for the next requests: at most 64 MiB, each let go after a minute unused.", nil, nil)
 	descLogDropped = prometheus.NewDesc("policycheck_decision_log_dropped_total",
 		"Decision-log events OPA's decision-log plugin dropped, by reason: buffer_bytes (the size buffer is full), buffer_events (the event buffer is full), rate_limit, encoding.",
 		[]string{"reason"}, nil)
@@ -183,7 +185,7 @@ var (
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descEngines, descRuns, descEvicted, descReady,
-		descPrefixLookups, descPrefixEntries, descPrefixBytes, descPrefixNoted, descBodiesReused, descSchemaChecks, descLogDropped, descLogUploads} {
+		descPrefixLookups, descPrefixEntries, descPrefixBytes, descPrefixNoted, descBodiesReused, descBodyPool, descSchemaChecks, descLogDropped, descLogUploads} {
 		ch <- d
 	}
 }
@@ -236,6 +238,7 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descSchemaChecks, prometheus.CounterValue, float64(c.s.intake.schemaChecks.Load()))
 	ch <- prometheus.MustNewConstMetric(descBodiesReused, prometheus.CounterValue, float64(c.s.intake.reused.Load()))
+	ch <- prometheus.MustNewConstMetric(descBodyPool, prometheus.GaugeValue, float64(c.s.intake.bodies.held()))
 	if pc := c.s.intake.prefixes; pc != nil {
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.hits.Load()), "hit")
 		ch <- prometheus.MustNewConstMetric(descPrefixLookups, prometheus.CounterValue, float64(pc.misses.Load()), "miss")

@@ -223,7 +223,8 @@ func New(opts ...Option) (*Server, error) {
 	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
 	s.intake = &intake{maxBody: cfg.maxBody, bodyTimeout: cfg.bodyTimeout, limits: cfg.limits,
 		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes),
-		recycle: cfg.opaConfig == nil && !cfg.shadow && !cfg.noRecycle, poison: cfg.poisonBodies}
+		recycle: cfg.opaConfig == nil && !cfg.shadow && !cfg.noRecycle, poison: cfg.poisonBodies,
+		bodies: &bodyPool{max: poolBytes, idle: poolIdle}}
 	s.metrics = newMetrics(s)
 	st := &policyState{served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {
