@@ -1,6 +1,9 @@
 package server
 
 import (
+	"bytes"
+	"net/http"
+	"net/http/httptest"
 	"testing"
 	"time"
 
@@ -41,4 +44,31 @@ func TestBodyPoolIsSharedBoundedAndTrimmed(t *testing.T) {
 	require.Eventually(t, func() bool { return idle.held() == 0 }, 5*time.Second, 5*time.Millisecond,
 		"buffers unused for the idle time are let go")
 	require.Nil(t, idle.get(2))
+}
+
+// TestReadTakesAPooledBufferForTheWholeBody: a body whose declared
+// length's buffer the pool holds is read into that buffer, with no
+// smaller ones taken and given back on the way; with the pool empty it
+// starts at upFront, as any body.
+func TestReadTakesAPooledBufferForTheWholeBody(t *testing.T) {
+	in := &intake{maxBody: 64 << 20, recycle: true, bodies: &bodyPool{max: poolBytes, idle: time.Hour}}
+	read := func(fill byte) []byte {
+		body := bytes.Repeat([]byte{fill}, 3<<20)
+		req := httptest.NewRequest(http.MethodPost, "/v1/decide", bytes.NewReader(body))
+		got, pooled, herr := in.read(httptest.NewRecorder(), req, true)
+		require.Nil(t, herr)
+		require.True(t, pooled)
+		require.Equal(t, body, got)
+		return got
+	}
+	got := read('x')
+	require.Equal(t, 4<<20, cap(got), "grown from 2 MiB to its class")
+	require.Equal(t, upFront, in.bodies.held(), "the 2 MiB buffer went back")
+	in.reuse(got)
+
+	again := read('y')
+	require.Same(t, &got[0], &again[0], "the pooled buffer for the whole body")
+	small := in.bodies.get(bodyClass(upFront))
+	require.NotNil(t, small)
+	require.Equal(t, byte('x'), small[:1][0], "the 2 MiB buffer was not read into")
 }

@@ -80,8 +80,10 @@ type intake struct {
 // (so a body of up to 2 MiB is read with no copy: growing a megabyte
 // buffer from 64 KiB cost a never-seen 1,000-message request a fifth of
 // its time, BENCHMARKS.md), or at unknownFirst when no length is
-// declared. A client that declares more than it sends costs at most
-// upFront until the body deadline cuts it off.
+// declared. A pooled body starts in a buffer for the whole of it when
+// the pool holds one: that costs no new memory. A client that declares
+// more than it sends costs at most upFront of new memory until the body
+// deadline cuts it off.
 const (
 	upFront      = 2 << 20
 	unknownFirst = 64 << 10
@@ -182,7 +184,12 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 	}
 	var buf []byte
 	if pooled = pool && in.recycle && r.ContentLength >= minPooled && r.ContentLength <= maxPooled; pooled {
-		buf = in.getBuf(min(limit, first))
+		// A buffer the pool holds costs no new memory: one for the whole
+		// declared body is taken at once, when there is one, rather than
+		// grown into through smaller ones and their copies.
+		if buf = in.bodies.get(bodyClass(int(limit))); buf == nil {
+			buf = in.getBuf(min(limit, first))
+		}
 	} else {
 		buf = make([]byte, 0, min(limit, first))
 	}
