@@ -33,8 +33,9 @@ type sideConfig struct {
 	tools    []int
 	clients  []int
 	// Requests per measurement, by history length: never-seen histories
-	// on the sidecar, growing histories on the sidecar, stock OPA.
-	cold, growing, opa map[int]int
+	// on the sidecar, growing histories on the sidecar, steps of
+	// incremental runs, stock OPA.
+	cold, growing, incremental, opa map[int]int
 }
 
 // TestSideBySide measures, in one run on one machine, the sidecar (the
@@ -68,7 +69,9 @@ func TestSideBySide(t *testing.T) {
 		messages: []int{1000, 10000}, tools: []int{10, 100, 1000}, clients: []int{1, 4},
 		cold:    map[int]int{1000: 200, 10000: 30},
 		growing: map[int]int{1000: 400, 10000: 60},
-		opa:     map[int]int{1000: 12, 10000: 4},
+		// Steps are cheap, and a p99 wants a few thousand of them.
+		incremental: map[int]int{1000: 2000, 10000: 2000},
+		opa:         map[int]int{1000: 12, 10000: 4},
 	})
 }
 
@@ -76,7 +79,7 @@ func TestSideBySide(t *testing.T) {
 func TestSideBySideSmoke(t *testing.T) {
 	runSideBySide(t, sideConfig{
 		messages: []int{30}, tools: []int{10}, clients: []int{1, 2},
-		cold: map[int]int{30: 4}, growing: map[int]int{30: 6}, opa: map[int]int{30: 2},
+		cold: map[int]int{30: 4}, growing: map[int]int{30: 6}, incremental: map[int]int{30: 6}, opa: map[int]int{30: 2},
 	})
 }
 
@@ -120,7 +123,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 			// The growing histories: one agent per client, each with the
 			// messages its requests append.
 			grow := o
-			grow.Messages = msgs + cfg.growing[msgs] + 2
+			grow.Messages = msgs + max(cfg.growing[msgs], cfg.incremental[msgs]) + 2
 			agents := make([]*agent, maxClients)
 			for k := range agents {
 				a := &agent{registry: reg, msgs: gen.Messages(int64(100+k), grow)}
@@ -170,17 +173,22 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 					return sendParts(client, sc.URL+"/v1/decide", agents[k].fullParts(msgs+1+i)...)
 				})
 				// Incremental: each client's run primed (untimed) with its
-				// history, then one message appended per request.
+				// history, then one message appended per request (its body
+				// built before the clock starts, as the other workloads').
 				ids := make([]string, c)
+				steps := make([][][]byte, c)
 				for k := 0; k < c; k++ {
 					ids[k] = "side-" + strconv.Itoa(k)
 					prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": toRaw(agents[k].msgs[:msgs])})
 					require.True(t, send(client, sc.URL+"/v1/runs/"+ids[k]+"/decide", prime))
+					for i := range (cfg.incremental[msgs] + c - 1) / c {
+						off := msgs + i
+						steps[k] = append(steps[k], mustJSON(t, map[string]any{
+							"offset": off, "messages": toRaw(agents[k].msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`)}))
+					}
 				}
-				r.inc = measure(sc.PID, "sidecar, incremental run", c, cfg.growing[msgs], func(k, i int) bool {
-					off := msgs + i
-					return send(client, sc.URL+"/v1/runs/"+ids[k]+"/decide", mustJSON(t, map[string]any{
-						"offset": off, "messages": toRaw(agents[k].msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`)}))
+				r.inc = measure(sc.PID, "sidecar, incremental run", c, cfg.incremental[msgs], func(k, i int) bool {
+					return send(client, sc.URL+"/v1/runs/"+ids[k]+"/decide", steps[k][i])
 				})
 				sc.Stop()
 				client.CloseIdleConnections()
