@@ -144,15 +144,20 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 			for ci, c := range cfg.clients {
 				r := row{messages: msgs, tools: tools, clients: c}
 				sc := servetest.Start(t, bin)
-				// Warm up before timing: the registry's engine compiles on
-				// the first request, and a fresh process's first few
-				// never-seen requests grow its heap and fill its body
-				// pool (at 10,000 messages they take 75-200 ms, against
-				// about 35 ms after). Each a conversation of its own, not
-				// one the timed requests send.
-				for j := range max(2, cfg.cold[msgs]/10) {
-					require.True(t, send(client, sc.URL+"/v1/decide", body(variant(base, -1-j))))
-				}
+				// Warm up before timing, with the cell's clients at once:
+				// the registry's engine compiles on the first request, and
+				// a fresh process's first never-seen requests grow its
+				// heap to what that many requests in flight need, and fill
+				// its body pool. At 10,000 messages and four clients, 30
+				// timed requests after a warm-up of one client at a time
+				// still grew the heap from 63 to 210 MB: 600 fresh pages
+				// a request, at about 20 us each. Each a conversation of
+				// its own, not one the timed requests send.
+				warm := max(2, cfg.cold[msgs]/10) * c
+				warmup := drive("sidecar, warm-up", c, warm, func(k, i int) bool {
+					return send(client, sc.URL+"/v1/decide", body(variant(base, -1-i*c-k)))
+				})
+				require.Zero(t, warmup.failures)
 
 				n := cfg.cold[msgs]
 				cold := make([][]byte, n)
@@ -201,9 +206,13 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 						inputs[j] = mustJSON(t, map[string]any{"input": map[string]json.RawMessage{
 							"history": variant(base, 10_000+ci*m+j), "registry": reg}})
 					}
-					// Stock OPA warms up too, on a conversation of its own.
-					require.True(t, send(client, opaURL, mustJSON(t, map[string]any{"input": map[string]json.RawMessage{
-						"history": variant(base, -1), "registry": reg}})))
+					// Stock OPA warms up too, with as many clients, each on
+					// a conversation of its own.
+					warm := drive("stock opa, warm-up", c, c, func(k, i int) bool {
+						return send(client, opaURL, mustJSON(t, map[string]any{"input": map[string]json.RawMessage{
+							"history": variant(base, -1-k), "registry": reg}}))
+					})
+					require.Zero(t, warm.failures)
 					r.opa = measure(opaPID, "stock opa", c, m, func(k, i int) bool {
 						return send(client, opaURL, inputs[i*c+k])
 					})
