@@ -2,7 +2,6 @@ package loader
 
 import (
 	"bytes"
-	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -76,11 +75,15 @@ func DecodeArray(file string, data []byte, lim Limits, workers int) (Array, erro
 	for _, p := range chain {
 		n += len(p.msgs)
 	}
-	a := Array{Messages: slices.Grow(first.msgs, n-len(first.msgs)), Elements: slices.Grow(first.elems, n-len(first.elems)),
-		End: chain[len(chain)-1].end}
-	for _, p := range chain[1:] {
-		a.Messages = append(a.Messages, p.msgs...)
-		a.Elements = append(a.Elements, p.elems...)
+	a := Array{Messages: first.msgs, Elements: first.elems, End: chain[len(chain)-1].end}
+	if len(chain) > 1 {
+		// One copy into slices of the right length: the pieces' own,
+		// grown as they went, are at most twice as long as they hold.
+		a.Messages, a.Elements = make(facts.History, 0, n), make([][]byte, 0, n)
+		for _, p := range chain {
+			a.Messages = append(a.Messages, p.msgs...)
+			a.Elements = append(a.Elements, p.elems...)
+		}
 	}
 	if a.Messages == nil {
 		a.Messages = facts.History{}
@@ -145,13 +148,9 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 		p.err = &Error{Msg: "no message found"}
 		return
 	}
-	first := d.i
 	for i := 0; ; i++ {
 		d.ws()
 		at := d.i
-		if i == sizeSample {
-			p.reserve(ps, k, first, at)
-		}
 		for p.next < len(ps) && at >= ps[p.next].guess {
 			q := ps[p.next]
 			<-q.done
@@ -195,27 +194,6 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 
 // maxTries bounds the places find tries a message at.
 const maxTries = 64
-
-// sizeSample is how many messages a piece decodes before it sizes its
-// slices for the rest (see reserve).
-const sizeSample = 8
-
-// reserve sizes the piece's slices for the messages its share of data
-// holds if they are as long as its first sizeSample ones, which took
-// data[first:at]: the first piece's share is the whole array, which the
-// others' messages join, the others' share is up to the next guess.
-// Grown one message at a time instead, the slices cost a history of a
-// thousand messages twice the memory they end up holding, and copying
-// them.
-func (p *piece) reserve(ps []*piece, k, first, at int) {
-	share := len(p.d.data) - first
-	if k > 0 && k+1 < len(ps) {
-		share = ps[k+1].guess - first
-	}
-	n := share/max(1, (at-first)/sizeSample) + sizeSample
-	p.msgs = slices.Grow(p.msgs, n-len(p.msgs))
-	p.elems = slices.Grow(p.elems, n-len(p.elems))
-}
 
 // find looks for the piece's first message from its guess on: a '{' that
 // follows "}," (whitespace aside), where a message decodes and is followed
