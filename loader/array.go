@@ -22,7 +22,7 @@ type Array struct {
 
 // DecodeArray decodes the JSON array of messages that data begins with
 // (after any whitespace) and stops after its ']': what follows it, such as
-// the other members of a request body, is not read. The messages are
+// the other members of a request body, is not decoded. The messages are
 // those DecodeHistory decodes from the array's bytes, data[:End], and so
 // are the errors, save one: when the array is longer than lim.MaxBytes
 // and also holds a fault, the fault may be reported instead of the size.
@@ -36,7 +36,8 @@ type Array struct {
 // tool's arguments), its work is dropped and the messages are decoded
 // again from there, so the result never depends on the guess. Data after
 // the array is searched too, so the guesses pay best when the array is
-// most of data. Every goroutine has ended when DecodeArray returns.
+// most of data. Every goroutine has ended when DecodeArray returns. The
+// slices of messages start with room for one per KiB of data.
 func DecodeArray(file string, data []byte, lim Limits, workers int) (Array, error) {
 	workers = max(workers, 1)
 	ps := make([]*piece, workers)
