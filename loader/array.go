@@ -183,16 +183,13 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 		p.msgs = append(p.msgs, m)
 		p.elems = append(p.elems, d.data[at:d.i])
 		d.path = d.path[:0]
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			d.depth--
-			p.handoff, p.end = -1, d.i
+		closed, err := d.afterElement()
+		if err != nil {
+			p.err = err
 			return
-		default:
-			p.err = d.unexpected()
+		}
+		if closed {
+			p.handoff, p.end = -1, d.i
 			return
 		}
 	}

@@ -509,17 +509,25 @@ func (d *scanner) array(fn func(i int) *Error) *Error {
 			return err
 		}
 		d.pop()
-		switch d.peek() {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			d.depth--
-			return nil
-		default:
-			return d.unexpected()
+		if closed, err := d.afterElement(); closed || err != nil {
+			return err
 		}
 	}
+}
+
+// afterElement reads what follows an array's element: a ',' (more
+// follow), or the ']' that closes the array (closed).
+func (d *scanner) afterElement() (closed bool, err *Error) {
+	switch d.peek() {
+	case ',':
+		d.i++
+		return false, nil
+	case ']':
+		d.i++
+		d.depth--
+		return true, nil
+	}
+	return false, d.unexpected()
 }
 
 // at repositions the scanner on a value it has already validated, runs fn
