@@ -2,6 +2,7 @@ package server
 
 import (
 	"bytes"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -71,4 +72,36 @@ func TestReadTakesAPooledBufferForTheWholeBody(t *testing.T) {
 	small := in.bodies.get(bodyClass(upFront))
 	require.NotNil(t, small)
 	require.Equal(t, byte('x'), small[:1][0], "the 2 MiB buffer was not read into")
+}
+
+// failingBody sends n bytes of a body, then fails as a dropped
+// connection does.
+type failingBody struct{ n int }
+
+func (f *failingBody) Read(p []byte) (int, error) {
+	if f.n == 0 {
+		return 0, io.ErrUnexpectedEOF
+	}
+	k := min(len(p), f.n)
+	for i := range p[:k] {
+		p[i] = 'x'
+	}
+	f.n -= k
+	return k, nil
+}
+
+// TestAFailedReadGivesItsBuffersBack: a pooled body whose read fails,
+// after it had grown through two buffers, leaves both in the pool: the
+// request is refused (400) and nothing it took is lost.
+func TestAFailedReadGivesItsBuffersBack(t *testing.T) {
+	in := &intake{maxBody: 64 << 20, recycle: true, bodies: &bodyPool{max: poolBytes, idle: time.Hour}}
+	req := httptest.NewRequest(http.MethodPost, "/v1/decide", &failingBody{n: 3 << 20})
+	req.ContentLength = 4 << 20
+	body, pooled, herr := in.read(httptest.NewRecorder(), req, true)
+	require.Nil(t, body)
+	require.False(t, pooled)
+	require.NotNil(t, herr)
+	require.Equal(t, http.StatusBadRequest, herr.Status)
+	require.Contains(t, herr.Message, "reading the body")
+	require.Equal(t, upFront+4<<20, in.bodies.held(), "the 2 MiB buffer and the 4 MiB one it grew into")
 }
