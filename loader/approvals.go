@@ -31,10 +31,10 @@ func ReadApprovalsFile(file string, data []byte) (facts.Approvals, error) {
 		case "approvals":
 		case "calls", "metadata":
 			if !isJSONObject(doc[k]) {
-				return nil, &Error{File: file, Pointer: "/" + escapePointer(k), Kind: KindSchema, Msg: k + " must be an object (it is not read)"}
+				return nil, &Error{File: file, Pointer: "/" + PointerToken(k), Kind: KindSchema, Msg: k + " must be an object (it is not read)"}
 			}
 		default:
-			return nil, &Error{File: file, Pointer: "/" + escapePointer(k), Kind: KindSchema,
+			return nil, &Error{File: file, Pointer: "/" + PointerToken(k), Kind: KindSchema,
 				Msg: fmt.Sprintf("unknown member %q: an approvals file holds approvals (and DeferredToolResults' calls and metadata, not read)", k)}
 		}
 	}
@@ -66,7 +66,7 @@ func ParseApprovalsMap(file, ptr string, raw []byte) (facts.Approvals, error) {
 	}
 	out := make(facts.Approvals, len(entries))
 	for _, id := range sortedKeys(entries) {
-		at := ptr + "/" + escapePointer(id)
+		at := ptr + "/" + PointerToken(id)
 		if id == "" {
 			return nil, &Error{File: file, Pointer: at, Kind: KindSchema, Msg: "a tool_call_id must not be empty"}
 		}
@@ -135,7 +135,7 @@ func parseApproval(file, at string, raw json.RawMessage) (facts.Approval, error)
 				a.Approvers = append(a.Approvers, s)
 			}
 		default:
-			return a, bad(at+"/"+escapePointer(k), fmt.Sprintf("unknown member %q (an approval holds kind, digest, override_args, message, approvers)", k))
+			return a, bad(at+"/"+PointerToken(k), fmt.Sprintf("unknown member %q (an approval holds kind, digest, override_args, message, approvers)", k))
 		}
 	}
 	switch {

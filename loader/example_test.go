@@ -125,3 +125,11 @@ func ExampleDecodeArray() {
 	// , "context": {"user": "ana"}}
 	// pointer: /1/kind
 }
+
+// PointerToken escapes an object key for a JSON pointer, as the errors
+// of this package name keys.
+func ExamplePointerToken() {
+	fmt.Println("/tools/" + loader.PointerToken("a/b~c"))
+	// Output:
+	// /tools/a~1b~0c
+}

@@ -90,7 +90,7 @@ func (d *scanner) pointer() string {
 		} else {
 			key = d.names[s.s]
 		}
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(key))
+		b.WriteString(PointerToken(key))
 	}
 	return b.String()
 }

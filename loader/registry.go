@@ -186,7 +186,7 @@ func yamlValue(file string, n *yaml.Node, ptr string, depth int, budget *int) (a
 				return nil, &Error{File: file, Pointer: ptr, Kind: KindSchema, Line: k.Line, Column: k.Column,
 					Msg: fmt.Sprintf("mapping keys must be strings, not %s", k.Tag)}
 			}
-			kptr := ptr + "/" + escapePointer(k.Value)
+			kptr := ptr + "/" + PointerToken(k.Value)
 			if _, dup := m[k.Value]; dup {
 				// YAML requires unique keys; the last one must not win silently.
 				return nil, &Error{File: file, Pointer: kptr, Kind: KindSchema, Line: k.Line, Column: k.Column,
@@ -235,6 +235,11 @@ func yamlValue(file string, n *yaml.Node, ptr string, depth int, budget *int) (a
 	return nil, &Error{File: file, Pointer: ptr, Kind: KindSchema, Msg: "unsupported YAML node"}
 }
 
-func escapePointer(s string) string {
-	return strings.NewReplacer("~", "~0", "/", "~1").Replace(s)
+// PointerToken escapes s as one reference token of a JSON pointer (RFC
+// 6901): '~' becomes "~0" and '/' becomes "~1". The errors of this
+// package name object keys so.
+func PointerToken(s string) string {
+	return pointerEscaper.Replace(s)
 }
+
+var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")

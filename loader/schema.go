@@ -310,7 +310,7 @@ func pointer(loc []string) string {
 	var b strings.Builder
 	for _, tok := range loc {
 		b.WriteByte('/')
-		b.WriteString(strings.NewReplacer("~", "~0", "/", "~1").Replace(tok))
+		b.WriteString(PointerToken(tok))
 	}
 	return b.String()
 }

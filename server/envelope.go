@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/policycheck/policycheck/loader"
 )
 
 // A request body holds a history of a megabyte or more; decoding it with
@@ -426,7 +428,7 @@ func (env *envelope) refuseUnknown(known []string) *Error {
 	}
 	key := env.unknown[0]
 	return badRequest(CodeSchema, strconv.Quote(key)+" is not a member this endpoint reads: it reads "+strings.Join(names, ", "),
-		"/"+strings.NewReplacer("~", "~0", "/", "~1").Replace(key))
+		"/"+loader.PointerToken(key))
 }
 
 // joinArray copies elems into one JSON array, "[e,e,...]", for the
