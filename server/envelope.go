@@ -391,7 +391,9 @@ func scanEnvelopeWith(body []byte, known []string, hooks arrayHooks, arrays ...s
 			}
 			if keep {
 				env.members[key] = s.b[vs:s.i]
-				if elems != nil {
+				// Elements only for a value that is an array: a later
+				// member of another type leaves none behind.
+				if elems != nil && s.b[vs] == '[' {
 					env.elements[key] = *elems
 					env.arrStart, env.lastEnd, env.resumedN = s.arrStart, s.lastEnd, s.resumedN
 				} else {

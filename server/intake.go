@@ -92,8 +92,9 @@ const (
 // A body whose declared length is from minPooled to maxPooled bytes is
 // read into buffers that earlier requests' bodies used: one of
 // bodyClasses sizes, each a power of two. It starts in the class of its
-// length up to upFront and, like any body, moves to a buffer twice as
-// large only as its bytes arrive (the smaller one goes back to its
+// whole length when the pool holds such a buffer; otherwise in the class
+// of its length up to upFront and, like any body, moves to a buffer twice
+// as large only as its bytes arrive (the smaller one goes back to its
 // class). Once its request is answered, a body nothing has kept (see
 // keepBody) goes back to its class. A history of a megabyte then costs
 // no new memory to read: on a machine where fresh pages are dear, its
@@ -187,7 +188,10 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 		// A buffer the pool holds costs no new memory: one for the whole
 		// declared body is taken at once, when there is one, rather than
 		// grown into through smaller ones and their copies.
-		if buf = in.bodies.get(bodyClass(int(limit))); buf == nil {
+		if limit > first {
+			buf = in.bodies.get(bodyClass(int(limit)))
+		}
+		if buf == nil {
 			buf = in.getBuf(min(limit, first))
 		}
 	} else {
@@ -296,17 +300,16 @@ type history struct {
 // (explanations, which need every message, do not ask).
 func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []byte) (*engine.Engine, *Error)) (*envelope, *engine.Engine, *history, *Error) {
 	var hit *prefixEntry
-	// decoded is the last history member the scan decoded, at arr; a
-	// member that resumed, or did not decode, leaves it nil.
+	// decoded is the last history array the scan decoded; an array that
+	// resumed, or did not decode, leaves it nil.
 	var decoded *loader.Array
-	var arr []byte
 	hooks := arrayHooks{decode: func(b []byte) ([][]byte, int) {
 		a, err := loader.DecodeArray("request", b, in.limits, in.workers(len(b)))
 		if err != nil {
 			decoded = nil
 			return nil, 0
 		}
-		decoded, arr = &a, b
+		decoded = &a
 		return a.Elements, a.End
 	}}
 	if resume && in.prefixes != nil {
@@ -351,7 +354,9 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		raw = env.members["history"]
 	}
 	var h facts.History
-	if decoded != nil && len(raw) == decoded.End && &raw[0] == &arr[0] {
+	// The envelope keeps elements only when the last history member is
+	// an array: an earlier one's decode does not stand for a later string.
+	if _, isArray := env.elements["history"]; isArray && decoded != nil {
 		h = decoded.Messages
 	} else {
 		// Not an array, or one the decoder refused: its error, as the
