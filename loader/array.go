@@ -209,7 +209,8 @@ func (p *piece) find(pieces int, abandon *atomic.Bool) bool {
 	d := &p.d
 	data := d.data
 	budget := len(data) / pieces
-	for pos, tries := p.guess, 0; pos < len(data) && budget > 0 && tries < maxTries && !abandon.Load(); tries++ {
+	tries := 0
+	for pos := p.guess; pos < len(data) && budget > 0 && tries < maxTries && !abandon.Load(); {
 		j := bytes.IndexByte(data[pos:], '{')
 		if j < 0 {
 			return false
@@ -217,9 +218,9 @@ func (p *piece) find(pieces int, abandon *atomic.Bool) bool {
 		c := pos + j
 		pos = c + 1
 		if !afterObject(data, c) {
-			tries--
 			continue
 		}
+		tries++
 		d.i, d.depth = c, 1
 		d.path, d.names = append(d.path[:0], seg{idx: 0}), d.names[:0]
 		_, err := d.message()

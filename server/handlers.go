@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -177,7 +176,7 @@ func encodeJSON(buf *bytes.Buffer, v any) error {
 		buf.Grow(2*len(raw) + 1)
 		out, ok := indent(buf.AvailableBuffer(), raw)
 		if !ok {
-			return errors.New("an unterminated string in the JSON of a " + fmt.Sprintf("%T", v))
+			return fmt.Errorf("an unterminated string in the JSON of a %T", v)
 		}
 		buf.Write(out)
 		return buf.WriteByte('\n')
