@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"fmt"
+	"math/bits"
 	"strconv"
 	"strings"
 	"unicode/utf8"
@@ -47,15 +48,6 @@ const (
 type span struct{ s, e int }
 
 func (sp span) present() bool { return sp.e != 0 }
-
-// strPlain marks the bytes that may appear unescaped in a JSON string and
-// need no further checks: printable ASCII other than '"' and '\'.
-var strPlain = func() (t [256]bool) {
-	for b := 0x20; b < 0x80; b++ {
-		t[b] = b != '"' && b != '\\'
-	}
-	return
-}()
 
 func (d *scanner) push(key string) {
 	d.names = append(d.names, key)
@@ -146,18 +138,28 @@ func (d *scanner) unexpected() *Error {
 // skipString reads a string starting at '"' and returns the extent of its
 // raw contents (between the quotes) and whether it holds escapes.
 //
-// The loop keeps the offset in a local (d.i is stored back on return) and
-// skips eight plain bytes at a time: string contents are most of a history.
+// String contents are most of a history, and most strings are short keys
+// and values, so the loop keeps the offset in a local (d.i is stored back
+// on return), reads eight bytes at a time, and finds the first byte that
+// needs a look ('"', '\\', a control character or a non-ASCII byte) from
+// the word's bits rather than byte by byte.
 func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 	data := d.data
 	i := d.i + 1 // opening quote
 	s = i
 	for {
-		for i+8 <= len(data) && plain8(binary.LittleEndian.Uint64(data[i:])) {
+		for {
+			if i+8 > len(data) {
+				for i < len(data) && !strStop[data[i]] {
+					i++
+				}
+				break
+			}
+			if t := stops8(binary.LittleEndian.Uint64(data[i:])); t != 0 {
+				i += bits.TrailingZeros64(t) >> 3
+				break
+			}
 			i += 8
-		}
-		for i < len(data) && strPlain[data[i]] {
-			i++
 		}
 		if i >= len(data) {
 			d.i = i
@@ -225,24 +227,34 @@ func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 	}
 }
 
-// SWAR constants for plain8.
-const (
-	lsb8 = 0x0101010101010101
-	msb8 = 0x8080808080808080
-)
+// strStop marks the bytes at which skipString stops to look: '"', '\\',
+// the control characters below 0x20 and the bytes of 0x80 and above.
+var strStop = func() (t [256]bool) {
+	for b := range t {
+		t[b] = b < 0x20 || b == '"' || b == '\\' || b >= 0x80
+	}
+	return
+}()
 
-// plain8 reports whether all eight bytes of w are plain string bytes (see
-// strPlain): none is below 0x20, '"', '\\' or non-ASCII. The tests are the
-// classic "has a byte less than n" and "has a zero byte" word tricks; they
-// never miss a match (a false alarm only falls back to the byte loop).
-func plain8(w uint64) bool {
+// stops8 returns a word whose lowest set bit is the high bit of the first
+// byte of w at which skipString stops (see strStop), or zero when there is
+// none. The tests are the classic "has a byte less than n" word trick: a
+// false alarm can only sit above a true match (it is a borrow out of one),
+// so the lowest set bit is exact.
+func stops8(w uint64) uint64 {
 	q := w ^ (lsb8 * '"')
 	b := w ^ (lsb8 * '\\')
 	t := (w - lsb8*0x20) &^ w // a byte below 0x20
 	t |= (q - lsb8) &^ q      // a '"'
 	t |= (b - lsb8) &^ b      // a '\\'
-	return (t|w)&msb8 == 0    // w's high bits: non-ASCII bytes
+	return (t | w) & msb8     // w's high bits: non-ASCII bytes
 }
+
+// SWAR constants for stops8.
+const (
+	lsb8 = 0x0101010101010101
+	msb8 = 0x8080808080808080
+)
 
 // hex4 decodes four hexadecimal digits.
 func hex4(b []byte) (rune, bool) {
