@@ -25,7 +25,30 @@ import (
 	"github.com/policycheck/policycheck/internal/servetest"
 )
 
-var sideBySide = flag.Bool("side-by-side", false, "run TestSideBySide, the sidecar against stock OPA in one run (needs -load-opa)")
+var (
+	sideBySide = flag.Bool("side-by-side", false, "run TestSideBySide, the sidecar against stock OPA in one run (needs -load-opa)")
+	// The cells to run, to repeat one without the whole plan: comma-separated
+	// lists, each empty for the plan's own.
+	sideMessages = flag.String("side-messages", "", "TestSideBySide: history lengths to run (comma-separated; default 1000,10000)")
+	sideTools    = flag.String("side-tools", "", "TestSideBySide: registry sizes to run (comma-separated; default 10,100,1000)")
+	sideClients  = flag.String("side-clients", "", "TestSideBySide: client counts to run (comma-separated; default 1,4)")
+)
+
+// ints reads a comma-separated list of positive integers, or returns def
+// for an empty one; the test fails on anything else.
+func ints(t *testing.T, name, list string, def []int) []int {
+	if list == "" {
+		return def
+	}
+	var out []int
+	for _, f := range strings.Split(list, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		require.NoError(t, err, "-%s", name)
+		require.Positive(t, n, "-%s", name)
+		out = append(out, n)
+	}
+	return out
+}
 
 // sideConfig is one side-by-side measurement plan.
 type sideConfig struct {
@@ -58,6 +81,9 @@ type sideConfig struct {
 //	GOBIN=/tmp/opa go install github.com/open-policy-agent/opa@v1.22.3
 //	go test -run 'TestSideBySide$' -v -timeout 60m ./server -args -side-by-side -load-opa=/tmp/opa/opa
 //
+// -side-messages, -side-tools and -side-clients pick some of the cells, to
+// repeat one (a history length outside the plan has no request counts).
+//
 // It asserts nothing about time; TestSideBySideSmoke runs the same code
 // on small inputs in CI (without stock OPA unless -load-opa names it).
 func TestSideBySide(t *testing.T) {
@@ -65,14 +91,20 @@ func TestSideBySide(t *testing.T) {
 		t.Skip("the side-by-side load test runs with -side-by-side")
 	}
 	require.NotEmpty(t, *loadOPA, "-load-opa must name a stock opa binary")
-	runSideBySide(t, sideConfig{
-		messages: []int{1000, 10000}, tools: []int{10, 100, 1000}, clients: []int{1, 4},
-		cold:    map[int]int{1000: 200, 10000: 30},
-		growing: map[int]int{1000: 400, 10000: 60},
+	cfg := sideConfig{
+		messages: ints(t, "side-messages", *sideMessages, []int{1000, 10000}),
+		tools:    ints(t, "side-tools", *sideTools, []int{10, 100, 1000}),
+		clients:  ints(t, "side-clients", *sideClients, []int{1, 4}),
+		cold:     map[int]int{1000: 200, 10000: 30},
+		growing:  map[int]int{1000: 400, 10000: 60},
 		// Steps are cheap, and a p99 wants a few thousand of them.
 		incremental: map[int]int{1000: 2000, 10000: 2000},
 		opa:         map[int]int{1000: 12, 10000: 4},
-	})
+	}
+	for _, m := range cfg.messages {
+		require.Contains(t, cfg.cold, m, "-side-messages: the plan has request counts for 1000 and 10000 messages only")
+	}
+	runSideBySide(t, cfg)
 }
 
 // TestSideBySideSmoke runs the side-by-side code paths on small inputs.
@@ -169,9 +201,16 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				})
 				cold = nil
 
-				// Each client's history so far, seen once (untimed), then
-				// one message longer per request.
+				// Each client's history so far, then one message longer per
+				// request. The server keeps a conversation from its second
+				// request, so the history is sent twice untimed (one
+				// message shorter, then whole), as a server that followed
+				// the conversation from its start would have seen it.
+				// Sent once, the first timed request of each client paid
+				// the whole decode of the second sight: at 10,000 messages
+				// and four clients, 4 of the 60 timed requests.
 				for k := 0; k < c; k++ {
+					require.True(t, send(client, sc.URL+"/v1/decide", agents[k].fullBody(msgs-1)))
 					require.True(t, send(client, sc.URL+"/v1/decide", agents[k].fullBody(msgs)))
 				}
 				r.growing = measure(sc.PID, "sidecar, growing", c, cfg.growing[msgs], func(k, i int) bool {
