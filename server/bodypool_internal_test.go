@@ -74,6 +74,23 @@ func TestReadTakesAPooledBufferForTheWholeBody(t *testing.T) {
 	require.Equal(t, byte('x'), small[:1][0], "the 2 MiB buffer was not read into")
 }
 
+// TestReadMovesToTheWholeBodyOnceAQuarterIsHere: a 10 MB body with no
+// buffer in the pool for all of it starts in 2 MiB, moves to 4 MiB, and
+// from there, a quarter of it read, to its whole class: no 8 MiB buffer
+// and no copy into one. Both smaller buffers go back to the pool.
+func TestReadMovesToTheWholeBodyOnceAQuarterIsHere(t *testing.T) {
+	in := &intake{maxBody: 64 << 20, recycle: true, bodies: &bodyPool{max: poolBytes, idle: time.Hour}}
+	body := bytes.Repeat([]byte{'x'}, 10<<20)
+	req := httptest.NewRequest(http.MethodPost, "/v1/decide", bytes.NewReader(body))
+	got, pooled, herr := in.read(httptest.NewRecorder(), req, true)
+	require.Nil(t, herr)
+	require.True(t, pooled)
+	require.Equal(t, body, got)
+	require.Equal(t, 16<<20, cap(got), "the class of the whole body")
+	require.Equal(t, upFront+4<<20, in.bodies.held(), "the 2 and 4 MiB buffers went back, and there was no 8 MiB one")
+	require.Nil(t, in.bodies.get(bodyClass(8<<20)))
+}
+
 // failingBody sends n bytes of a body, then fails as a dropped
 // connection does.
 type failingBody struct{ n int }

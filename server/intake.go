@@ -76,14 +76,16 @@ type intake struct {
 }
 
 // A body is read into one buffer that doubles as bytes arrive, up to
-// the declared length. It starts at the declared length up to upFront
-// (so a body of up to 2 MiB is read with no copy: growing a megabyte
-// buffer from 64 KiB cost a never-seen 1,000-message request a fifth of
-// its time, BENCHMARKS.md), or at unknownFirst when no length is
-// declared. A pooled body starts in a buffer for the whole of it when
+// the declared length, or moves to one for the whole declared length
+// once a quarter of it has arrived. It starts at the declared length up
+// to upFront (so a body of up to 2 MiB is read with no copy: growing a
+// megabyte buffer from 64 KiB cost a never-seen 1,000-message request a
+// fifth of its time, BENCHMARKS.md), or at unknownFirst when no length
+// is declared. A pooled body starts in a buffer for the whole of it when
 // the pool holds one: that costs no new memory. A client that declares
 // more than it sends costs at most upFront of new memory until the body
-// deadline cuts it off.
+// deadline cuts it off, and one that sends more, at most four times what
+// it sent.
 const (
 	upFront      = 2 << 20
 	unknownFirst = 64 << 10
@@ -221,8 +223,15 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 				}
 				return fail(in.readError(w, err))
 			}
+			// Twice as large, or the whole declared body once a quarter
+			// of it is here: a 10 MB body then moves through 2 and 4 MiB
+			// and skips the copy into 8.
+			want := min(2*int64(cap(buf)), limit)
+			if r.ContentLength >= 0 && 4*int64(len(buf)) >= limit {
+				want = limit
+			}
 			var next []byte
-			if want := min(2*int64(cap(buf)), limit); pooled {
+			if pooled {
 				next = in.getBuf(want)[:len(buf)]
 			} else {
 				next = make([]byte, len(buf), want)
