@@ -133,3 +133,16 @@ func ExamplePointerToken() {
 	// Output:
 	// /tools/a~1b~0c
 }
+
+// StringStop passes the bytes of a JSON string that stand for themselves:
+// a reader of strings looks only at the bytes it stops at.
+func ExampleStringStop() {
+	b := []byte(`"plain words, then an escape \n and the end" : 1`)
+	i := loader.StringStop(b, 1)
+	fmt.Printf("%d %q\n", i, b[i])
+	i = loader.StringStop(b, i+2)
+	fmt.Printf("%d %q\n", i, b[i])
+	// Output:
+	// 29 '\\'
+	// 43 '"'
+}

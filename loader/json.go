@@ -138,29 +138,15 @@ func (d *scanner) unexpected() *Error {
 // skipString reads a string starting at '"' and returns the extent of its
 // raw contents (between the quotes) and whether it holds escapes.
 //
-// String contents are most of a history, and most strings are short keys
-// and values, so the loop keeps the offset in a local (d.i is stored back
-// on return), reads eight bytes at a time, and finds the first byte that
-// needs a look ('"', '\\', a control character or a non-ASCII byte) from
-// the word's bits rather than byte by byte.
+// String contents are most of a history: the loop keeps the offset in a
+// local (d.i is stored back on return) and passes the bytes that stand
+// for themselves with StringStop.
 func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 	data := d.data
 	i := d.i + 1 // opening quote
 	s = i
 	for {
-		for {
-			if i+8 > len(data) {
-				for i < len(data) && !strStop[data[i]] {
-					i++
-				}
-				break
-			}
-			if t := stops8(binary.LittleEndian.Uint64(data[i:])); t != 0 {
-				i += bits.TrailingZeros64(t) >> 3
-				break
-			}
-			i += 8
-		}
+		i = StringStop(data, i)
 		if i >= len(data) {
 			d.i = i
 			return 0, 0, false, d.syntax("invalid JSON: unterminated string")
@@ -225,6 +211,26 @@ func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 			i += size
 		}
 	}
+}
+
+// StringStop returns the offset of the first byte of b from i on that a
+// JSON string's reader must look at: '"', '\\', a control character
+// below 0x20 or a byte of 0x80 and above; len(b) when there is none.
+// Every other byte stands for itself in a string. It reads eight bytes at
+// a time and finds the byte from the word's bits: most strings of a
+// history are short keys and values, which a byte-by-byte finish would
+// walk nearly whole.
+func StringStop(b []byte, i int) int {
+	for i+8 <= len(b) {
+		if t := stops8(binary.LittleEndian.Uint64(b[i:])); t != 0 {
+			return i + bits.TrailingZeros64(t)>>3
+		}
+		i += 8
+	}
+	for i < len(b) && !strStop[b[i]] {
+		i++
+	}
+	return i
 }
 
 // strStop marks the bytes at which skipString stops to look: '"', '\\',

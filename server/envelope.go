@@ -85,7 +85,10 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 func (s *jscan) str() (bool, *Error) {
 	s.i++
 	esc := false
-	for s.i < len(s.b) {
+	for {
+		if s.i = loader.StringStop(s.b, s.i); s.i >= len(s.b) {
+			break
+		}
 		c := s.b[s.i]
 		switch {
 		case c == '"':
