@@ -37,17 +37,23 @@ type Array struct {
 // again from there, so the result never depends on the guess. Data after
 // the array is searched too, so the guesses pay best when the array is
 // most of data. Every goroutine has ended when DecodeArray returns. The
-// slices of messages start with room for one per KiB of data.
+// slices of messages start with room for one per KiB of data, into which
+// the later goroutines' messages are appended.
 func DecodeArray(file string, data []byte, lim Limits, workers int) (Array, error) {
 	workers = max(workers, 1)
 	ps := make([]*piece, workers)
 	var abandon atomic.Bool
 	for k := range ps {
 		p := &piece{guess: k * len(data) / workers, next: k + 1, done: make(chan struct{})}
-		// Room for a message per KiB of the piece's share: the messages
-		// of a history are seldom smaller (a thousand generated ones
-		// average 1.1 KB), and a wrong guess costs at most 8% of data.
-		share := len(data) / workers
+		// Room for a message per KiB: the messages of a history are
+		// seldom smaller (a thousand generated ones average 1.1 KB), and
+		// a wrong guess costs at most 8% of the bytes counted. The first
+		// piece counts all of data, since the later pieces' messages are
+		// appended to its own; each later one, its share.
+		share := len(data)
+		if k > 0 {
+			share /= workers
+		}
 		p.msgs, p.elems = make(facts.History, 0, share>>10), make([][]byte, 0, share>>10)
 		p.d = historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim}
 		if k > 0 {
@@ -77,19 +83,11 @@ func DecodeArray(file string, data []byte, lim Limits, workers int) (Array, erro
 	for p := first; p.handoff >= 0; p = ps[p.handoff] {
 		chain = append(chain, ps[p.handoff])
 	}
-	n := 0
-	for _, p := range chain {
-		n += len(p.msgs)
-	}
 	a := Array{Messages: first.msgs, Elements: first.elems, End: chain[len(chain)-1].end}
-	if len(chain) > 1 {
-		// One copy into slices of the right length: the pieces' own,
-		// grown as they went, are at most twice as long as they hold.
-		a.Messages, a.Elements = make(facts.History, 0, n), make([][]byte, 0, n)
-		for _, p := range chain {
-			a.Messages = append(a.Messages, p.msgs...)
-			a.Elements = append(a.Elements, p.elems...)
-		}
+	for _, p := range chain[1:] {
+		// Into the first piece's room, which counted all of data.
+		a.Messages = append(a.Messages, p.msgs...)
+		a.Elements = append(a.Elements, p.elems...)
 	}
 	if a.Messages == nil {
 		a.Messages = facts.History{}

@@ -55,19 +55,19 @@ func BenchmarkDecodeHistory(b *testing.B) {
 	}
 }
 
-// BenchmarkDecodeArray decodes a 1,000-message history at the start of a
-// request body's tail (the array and its closing brace) with one and two
-// goroutines: with two, the second's guess must pay for the wall time to
-// halve.
+// BenchmarkDecodeArray decodes a 1,000- and a 10,000-message history at
+// the start of a request body's tail (the array and its closing brace)
+// with one and two goroutines: with two, the second's guess must pay for
+// the wall time to halve.
 func BenchmarkDecodeArray(b *testing.B) {
 	lim := benchLimits()
-	data := append(append([]byte{}, benchHistory(1000)...), '}')
-	for _, workers := range []int{1, 2} {
-		b.Run(fmt.Sprintf("messages=1000/workers=%d", workers), func(b *testing.B) {
+	for _, c := range []struct{ messages, workers int }{{1000, 1}, {1000, 2}, {10_000, 1}, {10_000, 2}} {
+		data := append(append([]byte{}, benchHistory(c.messages)...), '}')
+		b.Run(fmt.Sprintf("messages=%d/workers=%d", c.messages, c.workers), func(b *testing.B) {
 			b.SetBytes(int64(len(data)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := loader.DecodeArray("bench.json", data, lim, workers); err != nil {
+				if _, err := loader.DecodeArray("bench.json", data, lim, c.workers); err != nil {
 					b.Fatal(err)
 				}
 			}
