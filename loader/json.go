@@ -158,46 +158,8 @@ func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 			return s, i, esc, nil
 		case c == '\\':
 			esc = true
-			if i+1 >= len(data) {
-				d.i = i
-				return 0, 0, false, d.syntax("invalid JSON: unterminated string")
-			}
-			switch data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(data) {
-					d.i = i
-					return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
-				}
-				r, ok := hex4(data[i+2 : i+6])
-				if !ok {
-					d.i = i
-					return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
-				}
-				// A surrogate must come as a leading one followed by the
-				// \u escape of a trailing one, as the reference's parser
-				// requires: a lone one would decode to U+FFFD, so two
-				// different names could collide.
-				switch {
-				case 0xdc00 <= r && r < 0xe000:
-					d.i = i
-					return 0, 0, false, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
-				case 0xd800 <= r && r < 0xdc00:
-					r2, ok := rune(0), false
-					if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
-						r2, ok = hex4(data[i+8 : i+12])
-					}
-					if !ok || r2 < 0xdc00 || r2 >= 0xe000 {
-						d.i = i
-						return 0, 0, false, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
-					}
-					i += 6
-				}
-				i += 6
-			default:
-				d.i = i
-				return 0, 0, false, d.syntax("invalid JSON: bad escape \\%c", data[i+1])
+			if i, err = d.escape(i); err != nil {
+				return 0, 0, false, err
 			}
 		case c < 0x20:
 			d.i = i
@@ -211,6 +173,52 @@ func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 			i += size
 		}
 	}
+}
+
+// escape checks the escape sequence at data[i] (a '\\') and returns the
+// offset after it, or its error, with the scanner at i.
+func (d *scanner) escape(i int) (int, *Error) {
+	data := d.data
+	if i+1 >= len(data) {
+		d.i = i
+		return 0, d.syntax("invalid JSON: unterminated string")
+	}
+	switch data[i+1] {
+	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
+		return i + 2, nil
+	case 'u':
+		if i+6 > len(data) {
+			d.i = i
+			return 0, d.syntax("invalid JSON: bad \\u escape")
+		}
+		r, ok := hex4(data[i+2 : i+6])
+		if !ok {
+			d.i = i
+			return 0, d.syntax("invalid JSON: bad \\u escape")
+		}
+		// A surrogate must come as a leading one followed by the \u
+		// escape of a trailing one, as the reference's parser requires: a
+		// lone one would decode to U+FFFD, so two different names could
+		// collide.
+		switch {
+		case 0xdc00 <= r && r < 0xe000:
+			d.i = i
+			return 0, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
+		case 0xd800 <= r && r < 0xdc00:
+			r2, ok := rune(0), false
+			if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
+				r2, ok = hex4(data[i+8 : i+12])
+			}
+			if !ok || r2 < 0xdc00 || r2 >= 0xe000 {
+				d.i = i
+				return 0, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
+			}
+			return i + 12, nil
+		}
+		return i + 6, nil
+	}
+	d.i = i
+	return 0, d.syntax("invalid JSON: bad escape \\%c", data[i+1])
 }
 
 // StringStop returns the offset of the first byte of b from i on that a

@@ -9,7 +9,8 @@ import (
 )
 
 // skipStringByByte is skipString read one byte at a time, as the grammar
-// says it: the oracle the word-at-a-time reading is held to.
+// says it: the oracle the word-at-a-time reading is held to. Escapes are
+// checked by the scanner's own escape, which this does not test.
 func skipStringByByte(d *scanner) (s, e int, esc bool, err *Error) {
 	data := d.data
 	i := d.i + 1
@@ -26,42 +27,8 @@ func skipStringByByte(d *scanner) (s, e int, esc bool, err *Error) {
 			return s, i, esc, nil
 		case c == '\\':
 			esc = true
-			if i+1 >= len(data) {
-				d.i = i
-				return 0, 0, false, d.syntax("invalid JSON: unterminated string")
-			}
-			switch data[i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				i += 2
-			case 'u':
-				if i+6 > len(data) {
-					d.i = i
-					return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
-				}
-				r, ok := hex4(data[i+2 : i+6])
-				if !ok {
-					d.i = i
-					return 0, 0, false, d.syntax("invalid JSON: bad \\u escape")
-				}
-				switch {
-				case 0xdc00 <= r && r < 0xe000:
-					d.i = i
-					return 0, 0, false, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
-				case 0xd800 <= r && r < 0xdc00:
-					r2, ok := rune(0), false
-					if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
-						r2, ok = hex4(data[i+8 : i+12])
-					}
-					if !ok || r2 < 0xdc00 || r2 >= 0xe000 {
-						d.i = i
-						return 0, 0, false, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
-					}
-					i += 6
-				}
-				i += 6
-			default:
-				d.i = i
-				return 0, 0, false, d.syntax("invalid JSON: bad escape \\%c", data[i+1])
+			if i, err = d.escape(i); err != nil {
+				return 0, 0, false, err
 			}
 		case c < 0x20:
 			d.i = i
