@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/limitstest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -47,20 +48,8 @@ func TestDecodeArrayIsDecodeHistory(t *testing.T) {
 	for i, data := range seeds {
 		want, err := loader.DecodeHistory("fuzz.json", data, plenty)
 		limits := []loader.Limits{plenty}
-		if err == nil && len(want) > 2 {
-			parts := 0
-			for _, m := range want {
-				parts += len(m.Parts)
-			}
-			for _, cut := range []func(*loader.Limits){
-				func(l *loader.Limits) { l.MaxParts = parts - 1 },
-				func(l *loader.Limits) { l.MaxMessages = len(want) - 1 },
-				func(l *loader.Limits) { l.MaxBytes = int64(len(data) - 1) },
-			} {
-				l := plenty
-				cut(&l)
-				limits = append(limits, l)
-			}
+		if err == nil {
+			limits = limitstest.OneShort(plenty, want, len(data))
 		}
 		for _, lim := range limits {
 			want, err := loader.DecodeHistory("fuzz.json", data, lim)

@@ -10,6 +10,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/limitstest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -51,21 +52,9 @@ func TestDecodedInTheScanIsDecodeHistory(t *testing.T) {
 		}
 		h := env.members["history"]
 		want, wantErr := loader.DecodeHistory("request", h, plenty)
-		parts := 0
-		for i := range want {
-			parts += len(want[i].Parts)
-		}
 		limits := []loader.Limits{plenty}
-		if wantErr == nil && len(want) > 2 {
-			for _, cut := range []func(*loader.Limits){
-				func(l *loader.Limits) { l.MaxParts = parts - 1 },
-				func(l *loader.Limits) { l.MaxMessages = len(want) - 1 },
-				func(l *loader.Limits) { l.MaxBytes = int64(len(h) - 1) },
-			} {
-				l := plenty
-				cut(&l)
-				limits = append(limits, l)
-			}
+		if wantErr == nil {
+			limits = limitstest.OneShort(plenty, want, len(h))
 		}
 		for _, lim := range limits {
 			in := &intake{limits: lim, minPiece: 1}
