@@ -18,6 +18,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // Case is one row of a table.
@@ -90,6 +91,34 @@ func Load() ([]Case, error) {
 		}
 	}
 	return out, nil
+}
+
+// LoadWithRegistry reads every table (Load) and the registry they are
+// written against (RegistryFile).
+func LoadWithRegistry() ([]Case, *facts.Registry, error) {
+	cases, err := Load()
+	if err != nil {
+		return nil, nil, err
+	}
+	reg, err := loader.ReadRegistry(RegistryFile())
+	if err != nil {
+		return nil, nil, err
+	}
+	return cases, reg, nil
+}
+
+// Diff returns how the facts f depart from the case's expectations, one
+// line each (see Mismatches); none when they agree.
+func (c Case) Diff(f facts.Facts) ([]string, error) {
+	got, err := Normalize(Shape(f))
+	if err != nil {
+		return nil, err
+	}
+	want, err := Normalize(c.Want)
+	if err != nil {
+		return nil, err
+	}
+	return Mismatches(want, got), nil
 }
 
 // Mismatches compares got with want, both decoded JSON, where want may
