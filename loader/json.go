@@ -115,8 +115,13 @@ func (d *scanner) ws() {
 	d.i = i
 }
 
-// peek returns the next non-space byte, or 0 at the end of input.
+// peek returns the next non-space byte, or 0 at the end of input. Compact
+// JSON, as pydantic-ai writes it, has no space to skip: that byte is
+// returned before ws is called.
 func (d *scanner) peek() byte {
+	if d.i < len(d.data) && d.data[d.i] > ' ' {
+		return d.data[d.i]
+	}
 	d.ws()
 	if d.i >= len(d.data) {
 		return 0
