@@ -8,7 +8,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -22,6 +21,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/spf13/cobra"
 
+	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/regoutil"
 )
@@ -302,12 +302,9 @@ func loadTestModules(paths, ignore []string) (map[string]*ast.Module, storage.St
 		if info.IsDir() {
 			return depth > 0 && skippedDir(name)
 		}
-		switch strings.ToLower(path.Ext(name)) {
-		case ".json", ".yaml", ".yml":
-			base := strings.TrimSuffix(name, path.Ext(name))
-			return base != "data"
-		}
-		return false
+		// Not data by the bundle convention: skipped here, refused by
+		// eval, serve and check (engine.StrayData).
+		return engine.StrayData(name)
 	}
 	modules, store, err := tester.LoadWithParserOptions(paths, filter,
 		ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
