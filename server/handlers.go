@@ -214,14 +214,17 @@ func indent(dst, src []byte) (_ []byte, ok bool) {
 		switch c {
 		case '"':
 			j := i + 1
-			for j < end && src[j] != '"' {
+			for {
+				if j = loader.StringStop(src[:end], j); j >= end {
+					return dst, false
+				}
+				if src[j] == '"' {
+					break
+				}
 				if src[j] == '\\' {
 					j++
 				}
 				j++
-			}
-			if j >= end {
-				return dst, false
 			}
 			dst = append(dst, src[i:j+1]...)
 			i = j
