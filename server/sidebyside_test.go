@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -134,9 +135,13 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 		opaURL, opaPID = startStockOPA(t)
 	}
 	bin := servetest.Build(t)
+	floorBin := servetest.BuildFloor(t)
 	type row struct {
 		messages, tools, clients int
 		cold, growing, inc, opa  result
+		// The floor (see TestSideBySide) on the never-seen bodies and on
+		// the incremental steps' bodies.
+		floorCold, floorStep result
 	}
 	// measure runs drive and takes the CPU the server's process pid
 	// spent meanwhile as the result's.
@@ -202,6 +207,18 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				r.cold = measure(sc.PID, "sidecar, never seen", c, n, func(k, i int) bool {
 					return send(client, sc.URL+"/v1/decide", cold[i*c+k])
 				})
+				// The floor reads the same bodies and answers as many
+				// bytes as the sidecar did (asked of one more never-seen
+				// conversation, untimed). It runs while the sidecar idles.
+				fl := servetest.StartFloor(t, floorBin)
+				floorURL := func(reply int) string { return fl.URL + "/?reply=" + strconv.Itoa(reply) }
+				coldURL := floorURL(answerLen(t, client, sc.URL+"/v1/decide", body(variant(base, -1_000_000))))
+				require.Zero(t, drive("floor, warm-up", c, warm, func(k, i int) bool {
+					return send(client, coldURL, cold[(i*c+k)%n])
+				}).failures)
+				r.floorCold = measure(fl.PID, "floor, never-seen bodies", c, n, func(k, i int) bool {
+					return send(client, coldURL, cold[i*c+k])
+				})
 				cold = nil
 
 				// Each client's history so far, then one message longer per
@@ -229,10 +246,11 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				// built before the clock starts, as the other workloads').
 				ids := make([]string, c)
 				steps := make([][][]byte, c)
+				stepReply := 0 // the length of a run's decision
 				for k := 0; k < c; k++ {
 					ids[k] = "side-" + strconv.Itoa(k)
 					prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": toRaw(agents[k].msgs[:msgs])})
-					require.True(t, send(client, sc.URL+"/v1/runs/"+ids[k]+"/decide", prime))
+					stepReply = answerLen(t, client, sc.URL+"/v1/runs/"+ids[k]+"/decide", prime)
 					for i := range (cfg.incremental[msgs] + c - 1) / c {
 						off := msgs + i
 						steps[k] = append(steps[k], mustJSON(t, map[string]any{
@@ -242,6 +260,14 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				r.inc = measure(sc.PID, "sidecar, incremental run", c, cfg.incremental[msgs], func(k, i int) bool {
 					return send(client, sc.URL+"/v1/runs/"+ids[k]+"/decide", steps[k][i])
 				})
+				stepURL := floorURL(stepReply)
+				require.Zero(t, drive("floor, warm-up", c, c*len(steps[0]), func(k, i int) bool {
+					return send(client, stepURL, steps[k][i])
+				}).failures)
+				r.floorStep = measure(fl.PID, "floor, step bodies", c, cfg.incremental[msgs], func(k, i int) bool {
+					return send(client, stepURL, steps[k][i])
+				})
+				fl.Stop()
 				sc.Stop()
 				client.CloseIdleConnections()
 				runtime.GC()
@@ -264,10 +290,10 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 						return send(client, opaURL, inputs[i*c+k])
 					})
 				}
-				for _, res := range []result{r.cold, r.growing, r.inc, r.opa} {
+				for _, res := range []result{r.cold, r.growing, r.inc, r.opa, r.floorCold, r.floorStep} {
 					require.Zero(t, res.failures, "%s messages=%d tools=%d clients=%d", res.name, msgs, tools, c)
 				}
-				t.Logf("messages=%d tools=%d clients=%d\n  %v\n  %v\n  %v\n  %v", msgs, tools, c, r.cold, r.growing, r.inc, r.opa)
+				t.Logf("messages=%d tools=%d clients=%d\n  %v\n  %v\n  %v\n  %v\n  %v\n  %v", msgs, tools, c, r.cold, r.growing, r.inc, r.opa, r.floorCold, r.floorStep)
 				rows = append(rows, r)
 			}
 		}
@@ -295,8 +321,8 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 	}
 	var out strings.Builder
 	fmt.Fprintf(&out, "side by side, %d CPUs (decisions/s; p99; CPU per decision of the server's process)\n", runtime.NumCPU())
-	fmt.Fprintln(&out, "| messages | tools | clients | stock OPA | never seen | ratio | growing | ratio | incremental run |")
-	fmt.Fprintln(&out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Fprintln(&out, "| messages | tools | clients | stock OPA | never seen | ratio | growing | ratio | incremental run | floor, never-seen bodies | floor, step bodies |")
+	fmt.Fprintln(&out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, r := range rows {
 		ratio := func(x result) string {
 			if rate(r.opa) == 0 {
@@ -304,13 +330,26 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 			}
 			return fmt.Sprintf("%.0f×", rate(x)/rate(r.opa))
 		}
-		fmt.Fprintf(&out, "| %d | %d | %d | %s | %s | %s | %s | %s | %s |\n", r.messages, r.tools, r.clients,
-			cell(r.opa), cell(r.cold), ratio(r.cold), cell(r.growing), ratio(r.growing), cell(r.inc))
+		fmt.Fprintf(&out, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.messages, r.tools, r.clients,
+			cell(r.opa), cell(r.cold), ratio(r.cold), cell(r.growing), ratio(r.growing), cell(r.inc), cell(r.floorCold), cell(r.floorStep))
 	}
 	t.Log("\n" + out.String())
 	if *sideBySide {
 		fmt.Print(out.String())
 	}
+}
+
+// answerLen sends body to url and returns the length of the answer; the
+// test fails unless it is 200.
+func answerLen(t *testing.T, client *http.Client, url string, body []byte) int {
+	t.Helper()
+	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", url, out)
+	return len(out)
 }
 
 // startStockOPA serves the naive baseline with stock OPA until the test

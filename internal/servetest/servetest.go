@@ -3,7 +3,9 @@
 // side-by-side load test beside stock OPA, the peak-memory measurement
 // and the README's approval harness. It builds the command from this
 // module, starts it on a free loopback port, and stops it when the test
-// ends.
+// ends. It runs the load tests' floor (the floor command beside it: a
+// server that reads each body and answers, and decides nothing) the same
+// way.
 package servetest
 
 import (
@@ -25,15 +27,27 @@ import (
 // removes, and returns its path.
 func Build(t testing.TB) string {
 	t.Helper()
+	return build(t, "policycheck", "./cmd/policycheck")
+}
+
+// BuildFloor builds the floor command (internal/servetest/floor) into a
+// directory the test removes, and returns its path.
+func BuildFloor(t testing.TB) string {
+	t.Helper()
+	return build(t, "floor", "./internal/servetest/floor")
+}
+
+func build(t testing.TB, name, pkg string) string {
+	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
-		t.Fatalf("building policycheck needs the go command: %v", err)
+		t.Fatalf("building %s needs the go command: %v", name, err)
 	}
-	bin := filepath.Join(t.TempDir(), "policycheck")
-	build := exec.Command(goBin, "build", "-o", bin, "./cmd/policycheck")
+	bin := filepath.Join(t.TempDir(), name)
+	build := exec.Command(goBin, "build", "-o", bin, pkg)
 	build.Dir = conformance.ModuleRoot()
 	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("building policycheck: %v\n%s", err, out)
+		t.Fatalf("building %s: %v\n%s", name, err, out)
 	}
 	return bin
 }
@@ -51,7 +65,20 @@ type Process struct {
 // the test ends.
 func Start(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
-	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	return start(t, "policycheck serve", "policycheck serving", exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...))
+}
+
+// StartFloor runs the floor command bin (see BuildFloor) on a free
+// loopback port, as Start runs serve.
+func StartFloor(t testing.TB, bin string) *Process {
+	t.Helper()
+	return start(t, "floor", "floor serving", exec.Command(bin, "--addr", "127.0.0.1:0"))
+}
+
+// start runs cmd, the server what, which logs `msg="<msg>" addr=...` on
+// standard error once it listens.
+func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
+	t.Helper()
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -64,7 +91,7 @@ func Start(t testing.TB, bin string, args ...string) *Process {
 	addr := make(chan string, 1)
 	exited := make(chan string, 1) // what it wrote, when it ends before listening
 	go func() {
-		re := regexp.MustCompile(`policycheck serving" addr=(\S+)`)
+		re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)`)
 		sc := bufio.NewScanner(stderr)
 		var said strings.Builder
 		listening := false
@@ -86,9 +113,9 @@ func Start(t testing.TB, bin string, args ...string) *Process {
 		p.URL = "http://" + a
 		return p
 	case said := <-exited:
-		t.Fatalf("policycheck serve ended before it listened:\n%s", said)
+		t.Fatalf("%s ended before it listened:\n%s", what, said)
 	case <-time.After(60 * time.Second):
-		t.Fatal("policycheck serve did not say where it listens")
+		t.Fatalf("%s did not say where it listens", what)
 	}
 	return nil
 }

@@ -1,7 +1,10 @@
 package servetest_test
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"runtime"
@@ -31,6 +34,50 @@ func TestStartServesAndStops(t *testing.T) {
 		t.Fatal("the server still answers after Stop")
 	}
 	p.Stop() // a second Stop does nothing
+}
+
+// TestFloorReadsTheBodyAndAnswersTheAskedSize: the floor reads bodies of
+// any size, answers with a JSON object of the size asked for, and refuses
+// a size it cannot make.
+func TestFloorReadsTheBodyAndAnswersTheAskedSize(t *testing.T) {
+	p := servetest.StartFloor(t, servetest.BuildFloor(t))
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	post := func(query string, body []byte) (int, []byte) {
+		t.Helper()
+		resp, err := client.Post(p.URL+"/"+query, "application/json", bytes.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp.StatusCode, out
+	}
+	big := bytes.Repeat([]byte("x"), 3<<20)
+	for _, c := range []struct {
+		query string
+		body  []byte
+		size  int
+	}{{"", []byte(`{}`), 16}, {"?reply=1000", big, 1000}, {"?reply=16", nil, 16}, {"?reply=70000", big[:5000], 70000}} {
+		code, out := post(c.query, c.body)
+		var v map[string]string
+		if code != http.StatusOK || len(out) != c.size || json.Unmarshal(out, &v) != nil {
+			t.Errorf("%s with %d bytes: %d, %d bytes %.40q; want 200 and a JSON object of %d bytes", c.query, len(c.body), code, len(out), out, c.size)
+		}
+	}
+	if code, _ := post("?reply=15", nil); code != http.StatusBadRequest {
+		t.Errorf("reply=15: %d, want 400", code)
+	}
+	if code, _ := post("?reply=x", nil); code != http.StatusBadRequest {
+		t.Errorf("reply=x: %d, want 400", code)
+	}
+	p.Stop()
+	if _, err := http.Get(p.URL + "/"); err == nil {
+		t.Fatal("the floor still answers after Stop")
+	}
 }
 
 // TestStartReportsAServerThatDoesNotStart: a serve that refuses its flags

@@ -1,0 +1,137 @@
+// Command floor is the load tests' floor: an HTTP server that does the
+// least a sidecar must do with a request, and nothing else. It reads each
+// request's body whole into a reused buffer and answers 200 with a JSON
+// object of the size the query's reply parameter asks for (default 16
+// bytes). Driven like the sidecar, by the same clients on the same
+// machine, it measures what the loopback, Go's HTTP server and the
+// clients cost before any decision is made: the rate and latency that no
+// sidecar on that machine can pass.
+//
+//	floor --addr 127.0.0.1:0
+//
+// It logs the address it listens on as `msg="floor serving" addr=...` on
+// standard error, and stops on SIGTERM or SIGINT.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strconv"
+	"sync"
+	"syscall"
+)
+
+func main() {
+	addr := flag.String("addr", "127.0.0.1:0", "address to listen on")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		fmt.Fprintf(os.Stderr, "floor: unexpected arguments %q\n", flag.Args())
+		os.Exit(2)
+	}
+	ln, err := net.Listen("tcp", *addr)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(2)
+	}
+	slog.New(slog.NewTextHandler(os.Stderr, nil)).Info("floor serving", "addr", ln.Addr().String())
+	srv := &http.Server{Handler: &floor{}}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		_ = srv.Shutdown(context.Background())
+	}()
+	if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+}
+
+// floor serves every request the same way; its buffers are shared by
+// all requests, so after a warm-up a body of a size seen before is read
+// without allocating.
+type floor struct {
+	mu      sync.Mutex
+	free    [][]byte
+	replies map[int][]byte // by size
+}
+
+func (f *floor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	reply := 16
+	if s := r.URL.Query().Get("reply"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 16 {
+			http.Error(w, "reply must be a number of bytes, 16 or more", http.StatusBadRequest)
+			return
+		}
+		reply = n
+	}
+	buf := f.get(int(r.ContentLength))
+	defer f.put(buf)
+	// The body's length is not checked: net/http refuses one shorter than
+	// it declares, and a longer one is read to its end below.
+	n, err := io.ReadFull(r.Body, buf[:cap(buf)])
+	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	if n == cap(buf) { // a body longer than it said, or of unknown length
+		if _, err := io.Copy(io.Discard, r.Body); err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+	}
+	out := f.reply(reply)
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Content-Length", strconv.Itoa(len(out)))
+	_, _ = w.Write(out)
+}
+
+// reply returns the answer of n bytes, {"floor":"xx...x"}, made once.
+func (f *floor) reply(n int) []byte {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if out, ok := f.replies[n]; ok {
+		return out
+	}
+	out := make([]byte, 0, n)
+	out = append(out, `{"floor":"`...)
+	for len(out) < n-2 {
+		out = append(out, 'x')
+	}
+	out = append(out, `"}`...)
+	if f.replies == nil {
+		f.replies = map[int][]byte{}
+	}
+	f.replies[n] = out
+	return out
+}
+
+// get returns a free buffer with room for n bytes, or a new one.
+func (f *floor) get(n int) []byte {
+	n = max(n, 4096)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for i, b := range f.free {
+		if cap(b) >= n {
+			f.free[i] = f.free[len(f.free)-1]
+			f.free = f.free[:len(f.free)-1]
+			return b
+		}
+	}
+	return make([]byte, n)
+}
+
+func (f *floor) put(b []byte) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.free = append(f.free, b)
+}
