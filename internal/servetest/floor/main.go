@@ -20,6 +20,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math/bits"
 	"net"
 	"net/http"
 	"os"
@@ -115,9 +116,11 @@ func (f *floor) reply(n int) []byte {
 	return out
 }
 
-// get returns a free buffer with room for n bytes, or a new one.
+// get returns a free buffer with room for n bytes, or a new one. A new
+// one is made the next power of two long, so that a body a little longer
+// than the last (a growing history's) finds one free.
 func (f *floor) get(n int) []byte {
-	n = max(n, 4096)
+	n = 1 << bits.Len(uint(max(n, 4096)-1))
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for i, b := range f.free {
