@@ -47,6 +47,47 @@ func TestBodyPoolIsSharedBoundedAndTrimmed(t *testing.T) {
 	require.Nil(t, idle.get(2))
 }
 
+// TestBodyPoolMakesRoomForALargerBuffer: a buffer that would take the
+// full pool over its bytes takes the place of smaller ones (smallest and
+// oldest first), since a large one costs the most to fault in again; one
+// that smaller buffers cannot make room for is let go, and they stay.
+func TestBodyPoolMakesRoomForALargerBuffer(t *testing.T) {
+	p := &bodyPool{max: 8 * minPooled, idle: time.Hour}
+	small := func(k int) []byte { return make([]byte, 0, minPooled<<k) }
+	first, second := small(0), small(0)
+	p.put(0, first)
+	p.put(0, second)
+	mid := small(1)
+	p.put(1, mid)
+	p.put(1, small(1))
+	require.Equal(t, 6*minPooled, p.held())
+
+	large := small(2) // 4 units: two must go
+	p.put(2, large)
+	require.Equal(t, 8*minPooled, p.held())
+	require.NotNil(t, p.get(2), "the large buffer is kept")
+	require.Nil(t, p.get(0), "both of the smallest class went first")
+	require.NotNil(t, p.get(1))
+	require.NotNil(t, p.get(1), "the next class was not touched")
+
+	// A full pool of large buffers has no smaller ones to let go of.
+	p.put(2, small(2))
+	p.put(2, small(2))
+	p.put(0, first)
+	require.Equal(t, 8*minPooled, p.held(), "the small buffer is let go: nothing smaller makes room")
+	require.Nil(t, p.get(0))
+	// Two of class 2 make room for one of class 3; nothing makes room
+	// for one over the pool's bytes.
+	p.put(3, small(3))
+	require.Equal(t, 8*minPooled, p.held())
+	p.put(4, small(4))
+	require.Equal(t, 8*minPooled, p.held())
+	require.Nil(t, p.get(4), "a buffer over the pool's bytes is let go")
+	require.Nil(t, p.get(2))
+	require.NotNil(t, p.get(3))
+	require.Zero(t, p.held())
+}
+
 // TestReadTakesAPooledBufferForTheWholeBody: a body whose declared
 // length's buffer the pool holds is read into that buffer, with no
 // smaller ones taken and given back on the way; with the pool empty it
