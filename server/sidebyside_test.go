@@ -126,6 +126,10 @@ func TestSideBySideSmoke(t *testing.T) {
 	})
 }
 
+// growWarm is how many growing requests each client sends at once with
+// the others, untimed, before the growing histories are timed.
+const growWarm = 2
+
 // variant gives a history its own tool call ids (and so its own facts):
 // a different conversation of the same shape and size.
 func variant(history []byte, j int) []byte {
@@ -170,7 +174,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 			// The growing histories: one agent per client, each with the
 			// messages its requests append.
 			grow := o
-			grow.Messages = msgs + max(cfg.growing[msgs], cfg.incremental[msgs]) + 2
+			grow.Messages = msgs + max(cfg.growing[msgs], cfg.incremental[msgs]) + 2 + growWarm
 			agents := make([]*agent, maxClients)
 			for k := range agents {
 				a := &agent{registry: reg, msgs: gen.Messages(int64(100+k), grow)}
@@ -246,13 +250,23 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 						growReply = answerLen(t, client, sc.URL+"/v1/decide", agents[k].fullBody(n))
 					}
 				}
-				r.growing = measure(sc.PID, "sidecar, growing", c, cfg.growing[msgs], func(k, i int) bool {
+				// Then growWarm more from each client, the clients at once
+				// and untimed: the priming sent one request at a time, and
+				// the first requests of c clients at once paid for the
+				// buffers the body pool then lacked (at 10,000 messages and
+				// four clients, the first timed request took 157 ms and the
+				// 60 timed ones averaged 104 page faults: BENCHMARKS.md,
+				// eleventh session).
+				require.Zero(t, drive("sidecar, growing warm-up", c, growWarm*c, func(k, i int) bool {
 					return sendParts(client, sc.URL+"/v1/decide", agents[k].fullParts(msgs+1+i)...)
+				}).failures)
+				r.growing = measure(sc.PID, "sidecar, growing", c, cfg.growing[msgs], func(k, i int) bool {
+					return sendParts(client, sc.URL+"/v1/decide", agents[k].fullParts(msgs+1+growWarm+i)...)
 				})
 				// The same bodies, sent the same way, to the floor.
 				growURL := floorURL(growReply)
 				r.floorGrowing = measure(fl.PID, "floor, growing bodies", c, cfg.growing[msgs], func(k, i int) bool {
-					return sendParts(client, growURL, agents[k].fullParts(msgs+1+i)...)
+					return sendParts(client, growURL, agents[k].fullParts(msgs+1+growWarm+i)...)
 				})
 				// Incremental: each client's run primed (untimed) with its
 				// history, then one message appended per request (its body
