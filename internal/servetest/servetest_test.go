@@ -71,8 +71,10 @@ func TestFloorReadsTheBodyAndAnswersTheAskedSize(t *testing.T) {
 	if code, _ := post("?reply=15", nil); code != http.StatusBadRequest {
 		t.Errorf("reply=15: %d, want 400", code)
 	}
-	if code, _ := post("?reply=x", nil); code != http.StatusBadRequest {
-		t.Errorf("reply=x: %d, want 400", code)
+	for _, q := range []string{"?reply=x", "?reply=67108865"} {
+		if code, _ := post(q, nil); code != http.StatusBadRequest {
+			t.Errorf("%s: %d, want 400", q, code)
+		}
 	}
 	p.Stop()
 	if _, err := http.Get(p.URL + "/"); err == nil {

@@ -56,6 +56,9 @@ func main() {
 	}
 }
 
+// maxReply bounds the answer a request may ask for.
+const maxReply = 64 << 20
+
 // floor serves every request the same way; its buffers are shared by
 // all requests, so after a warm-up a body of a size seen before is read
 // without allocating.
@@ -69,16 +72,17 @@ func (f *floor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	reply := 16
 	if s := r.URL.Query().Get("reply"); s != "" {
 		n, err := strconv.Atoi(s)
-		if err != nil || n < 16 {
-			http.Error(w, "reply must be a number of bytes, 16 or more", http.StatusBadRequest)
+		if err != nil || n < 16 || n > maxReply {
+			http.Error(w, "reply must be a number of bytes from 16 to "+strconv.Itoa(maxReply), http.StatusBadRequest)
 			return
 		}
 		reply = n
 	}
 	buf := f.get(int(r.ContentLength))
 	defer f.put(buf)
-	// The body's length is not checked: net/http refuses one shorter than
-	// it declares, and a longer one is read to its end below.
+	// The floor measures moving the bytes, not checking them: a body that
+	// ends before its declared length (ErrUnexpectedEOF) is taken as it
+	// is, and a longer one is read to its end below.
 	n, err := io.ReadFull(r.Body, buf[:cap(buf)])
 	if err != nil && !errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, io.EOF) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
