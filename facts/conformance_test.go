@@ -100,7 +100,24 @@ func TestTrackerEqualsDeriveOnEveryPrefix(t *testing.T) {
 			for n := 1; n <= len(h); n++ {
 				tr.Append(h[n-1])
 				require.Equal(t, facts.Derive(h[:n], reg), tr.Facts(), "prefix of %d messages", n)
+				// The name lists are the caller's own: writing over them
+				// changes nothing the tracker answers next.
+				spoil(tr.Facts())
+				require.Equal(t, facts.Derive(h[:n], reg), tr.Facts(), "prefix of %d messages, after a caller wrote over its facts", n)
 			}
 		})
+	}
+}
+
+// spoil writes over every name list of f.
+func spoil(f facts.Facts) {
+	lists := [][]string{f.Discovered, f.Loaded, f.Returned, f.ActiveCapabilities, f.Outgoing.Discovered, f.Outgoing.Loaded}
+	if d := f.Dispatch; d != nil {
+		lists = append(lists, d.Loaded, d.ActiveCapabilities, d.Evidence.Discovered, d.Evidence.Loaded)
+	}
+	for _, l := range lists {
+		for i := range l {
+			l[i] = "spoiled"
+		}
 	}
 }

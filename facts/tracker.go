@@ -36,6 +36,29 @@ type window struct {
 	loaded   map[string]struct{}
 	returned map[string]struct{} // conservative window only
 	discOut  map[string]struct{} // conservative window only: cleaned reveals
+	// The sets above sorted, as Facts last made them; nil once a set
+	// has grown (see add). A run's step reads them at every message,
+	// and they change far less often: sorting a thousand names each
+	// time took a 1,000-tool run step 7% of its CPU.
+	sortedDisc, sortedLoaded, sortedReturned, sortedDiscOut []string
+}
+
+// add puts name in set, and drops *sorted, the set's sorted form, when
+// name is new to it.
+func add(set map[string]struct{}, name string, sorted *[]string) {
+	if _, ok := set[name]; !ok {
+		set[name] = struct{}{}
+		*sorted = nil
+	}
+}
+
+// sortedOf returns set's names sorted, in a slice the caller owns (Facts'
+// callers may insert into it), keeping the sorted form in *sorted.
+func sortedOf(set map[string]struct{}, sorted *[]string) []string {
+	if *sorted == nil {
+		*sorted = sortedKeys(set)
+	}
+	return slices.Clone(*sorted)
 }
 
 func newWindow(start Position, conservative bool) *window {
@@ -109,13 +132,13 @@ func (t *Tracker) fold(m *Message, idx int) {
 				orphan = true
 			}
 			if part.Outcome == OutcomeSuccess {
-				t.cons.returned[part.ToolName] = struct{}{}
+				add(t.cons.returned, part.ToolName, &t.cons.sortedReturned)
 			}
 		}
 		t.cons.apply(part)
 		if !orphan {
 			for _, n := range part.Reveals {
-				t.cons.discOut[n] = struct{}{}
+				add(t.cons.discOut, n, &t.cons.sortedDiscOut)
 			}
 		}
 		t.all.apply(part)
@@ -127,7 +150,7 @@ func (t *Tracker) fold(m *Message, idx int) {
 
 func (w *window) apply(part *Part) {
 	for _, n := range part.Reveals {
-		w.disc[n] = struct{}{}
+		add(w.disc, n, &w.sortedDisc)
 	}
 	if part.ToolKind != ToolKindLoad || !part.HasToolCallID {
 		return
@@ -139,7 +162,7 @@ func (w *window) apply(part *Part) {
 		}
 	case ToolReturn:
 		if id, ok := w.calls[part.ToolCallID]; ok {
-			w.loaded[id] = struct{}{}
+			add(w.loaded, id, &w.sortedLoaded)
 		}
 	}
 }
@@ -149,14 +172,14 @@ func (w *window) apply(part *Part) {
 func (t *Tracker) Facts() Facts {
 	R := t.pending
 	if R == nil {
-		loaded := sortedKeys(t.cons.loaded)
+		loaded := sortedOf(t.cons.loaded, &t.cons.sortedLoaded)
 		return Facts{
 			Window:             t.cons.start,
-			Discovered:         sortedKeys(t.cons.disc),
+			Discovered:         sortedOf(t.cons.disc, &t.cons.sortedDisc),
 			Loaded:             loaded,
-			Returned:           sortedKeys(t.cons.returned),
+			Returned:           sortedOf(t.cons.returned, &t.cons.sortedReturned),
 			ActiveCapabilities: t.reg.activeFor(loaded, nil),
-			Outgoing:           Outgoing{Discovered: sortedKeys(t.cons.discOut), Loaded: loaded},
+			Outgoing:           Outgoing{Discovered: sortedOf(t.cons.discOut, &t.cons.sortedDiscOut), Loaded: loaded},
 		}
 	}
 	r := t.n - 1
@@ -168,7 +191,7 @@ func (t *Tracker) Facts() Facts {
 		}
 	}
 	var f Facts
-	dispatchLoaded := sortedKeys(t.cons.loaded)
+	dispatchLoaded := sortedOf(t.cons.loaded, &t.cons.sortedLoaded)
 	if last >= 0 {
 		// The conservative window starts inside R: only R's own parts from
 		// the compaction on count, and a response holds no returns.
@@ -187,8 +210,8 @@ func (t *Tracker) Facts() Facts {
 			Outgoing:   Outgoing{Discovered: names, Loaded: []string{}},
 		}
 	} else {
-		disc := sortedKeys(t.cons.disc)
-		out := sortedKeys(t.cons.discOut)
+		disc := sortedOf(t.cons.disc, &t.cons.sortedDisc)
+		out := sortedOf(t.cons.discOut, &t.cons.sortedDiscOut)
 		for p := range R.Parts {
 			disc = union(disc, R.Parts[p].Reveals)
 			out = union(out, R.Parts[p].Reveals)
@@ -197,7 +220,7 @@ func (t *Tracker) Facts() Facts {
 			Window:     t.cons.start,
 			Discovered: disc,
 			Loaded:     dispatchLoaded,
-			Returned:   sortedKeys(t.cons.returned),
+			Returned:   sortedOf(t.cons.returned, &t.cons.sortedReturned),
 			Outgoing:   Outgoing{Discovered: out, Loaded: dispatchLoaded},
 		}
 	}
@@ -217,7 +240,7 @@ func (t *Tracker) Facts() Facts {
 		d.Window = w.start
 		// Compaction parts inside R are never the anchored boundary, so
 		// every reveal of R counts.
-		anchored := sortedKeys(w.disc)
+		anchored := sortedOf(w.disc, &w.sortedDisc)
 		for i := range R.Parts {
 			anchored = union(anchored, R.Parts[i].Reveals)
 		}
