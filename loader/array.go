@@ -238,17 +238,15 @@ func (p *piece) find(pieces int, abandon *atomic.Bool) bool {
 // between: where one message of an array ends and the next begins.
 func afterObject(data []byte, c int) bool {
 	i := c - 1
-	for i >= 0 && isSpace(data[i]) {
+	for i >= 0 && IsSpace(data[i]) {
 		i--
 	}
 	if i < 0 || data[i] != ',' {
 		return false
 	}
 	i--
-	for i >= 0 && isSpace(data[i]) {
+	for i >= 0 && IsSpace(data[i]) {
 		i--
 	}
 	return i >= 0 && data[i] == '}'
 }
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }

@@ -134,6 +134,17 @@ func ExamplePointerToken() {
 	// /tools/a~1b~0c
 }
 
+// IsSpace is the whitespace a JSON reader skips between tokens; a
+// non-breaking space is not JSON whitespace.
+func ExampleIsSpace() {
+	for _, c := range []byte(" \t\n\r\u00a0x") {
+		fmt.Print(loader.IsSpace(c), " ")
+	}
+	fmt.Println()
+	// Output:
+	// true true true true false false false
+}
+
 // StringStop passes the bytes of a JSON string that stand for themselves:
 // a reader of strings looks only at the bytes it stops at.
 func ExampleStringStop() {

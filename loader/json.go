@@ -103,14 +103,8 @@ func (d *scanner) syntax(format string, args ...any) *Error {
 
 func (d *scanner) ws() {
 	i, data := d.i, d.data
-	for i < len(data) {
-		switch data[i] {
-		case ' ', '\t', '\n', '\r':
-			i++
-		default:
-			d.i = i
-			return
-		}
+	for i < len(data) && IsSpace(data[i]) {
+		i++
 	}
 	d.i = i
 }
@@ -225,6 +219,11 @@ func (d *scanner) escape(i int) (int, *Error) {
 	d.i = i
 	return 0, d.syntax("invalid JSON: bad escape \\%c", data[i+1])
 }
+
+// IsSpace reports whether c is JSON whitespace (RFC 8259): a space, a
+// tab, a line feed or a carriage return. The readers of JSON outside this
+// package skip exactly what its scanner skips.
+func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // StringStop returns the offset of the first byte of b from i on that a
 // JSON string's reader must look at: '"', '\\', a control character

@@ -73,12 +73,10 @@ func (s *jscan) sepOrClose(close byte) (closed bool, err *Error) {
 }
 
 func (s *jscan) ws() {
-	for s.i < len(s.b) && isSpace(s.b[s.i]) {
+	for s.i < len(s.b) && loader.IsSpace(s.b[s.i]) {
 		s.i++
 	}
 }
-
-func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // str skips a string starting at s.i (a quote) and reports whether it
 // held escapes.
@@ -235,7 +233,7 @@ func (s *jscan) value(elems *[][]byte) *Error {
 				s.i = arr + n
 				if len(got) > 0 {
 					s.lastEnd = s.i - 1
-					for isSpace(s.b[s.lastEnd-1]) {
+					for loader.IsSpace(s.b[s.lastEnd-1]) {
 						s.lastEnd--
 					}
 				}
