@@ -1,6 +1,7 @@
 package server
 
 import (
+	"slices"
 	"sync"
 	"time"
 )
@@ -78,8 +79,7 @@ func (p *bodyPool) put(k int, b []byte) {
 				continue
 			}
 			p.bytes -= cap(p.free[j][0].b)
-			p.free[j][0] = freeBuf{}
-			p.free[j] = p.free[j][1:]
+			p.free[j] = slices.Delete(p.free[j], 0, 1)
 		}
 	}
 	p.free[k] = append(p.free[k], freeBuf{b: b, at: time.Now()})
