@@ -35,6 +35,9 @@ func (s *Server) routes() {
 	mux.Handle("/v1/runs/{id}", s.method(http.MethodDelete, "run_delete", nil, s.handleRunDelete))
 	mux.Handle("/health", s.method(http.MethodGet, "health", nil, s.handleHealth))
 	mux.Handle("/metrics", s.method(http.MethodGet, "metrics", nil, s.metrics.handler().ServeHTTP))
+	if s.cfg.debug != nil {
+		mux.Handle("/debug/", s.cfg.debug)
+	}
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
 	})

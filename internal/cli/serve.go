@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -24,7 +26,7 @@ func newServeCmd() *cobra.Command {
 	var (
 		addr, registry, config, tokenFile, tlsCert, tlsKey, id         string
 		policies, mask, shadowPolicies                                 []string
-		noDefaults, schema, noSchema, verbose                          bool
+		noDefaults, schema, noSchema, verbose, pprofOn                 bool
 		maxBody                                                        int64
 		timeout, bodyTimeout, runTTL, grace                            time.Duration
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
@@ -44,6 +46,7 @@ func newServeCmd() *cobra.Command {
                              offset 0.
   GET  /health               200 once policies are loaded, 503 before; the revisions served
   GET  /metrics              Prometheus metrics
+  GET  /debug/pprof/         Go's runtime profiles, with --pprof only (behind --token-file too)
 
 Errors are {"error": {"code", "message", "pointer"}} with 400, 401, 404, 405, 409 or 413.
 With --config (a standard OPA configuration file: services, bundles, decision_logs, status)
@@ -91,6 +94,9 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 					return badInput(err)
 				}
 				opts = append(opts, server.OPAConfig(raw, id))
+			}
+			if pprofOn {
+				opts = append(opts, server.Debug(pprofHandler()))
 			}
 			if tokenFile != "" {
 				raw, err := os.ReadFile(tokenFile)
@@ -162,7 +168,11 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 				return badInput(err)
 			}
 			if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() && tokenFile == "" {
-				logger.Warn("listening beyond loopback without --token-file: anyone who can reach this port can ask for decisions", "addr", ln.Addr().String())
+				msg := "listening beyond loopback without --token-file: anyone who can reach this port can ask for decisions"
+				if pprofOn {
+					msg += " and read the server's profiles (--pprof)"
+				}
+				logger.Warn(msg, "addr", ln.Addr().String())
 			}
 			logger.Info("policycheck serving", "addr", ln.Addr().String(), "tls", tlsCert != "")
 			if err := srv.Serve(ctx, ln); err != nil {
@@ -199,5 +209,19 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 	_ = fl.MarkDeprecated("no-schema", "the decoder alone is the default; --schema adds the JSON Schema")
 	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight (0: not at all)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
+	fl.BoolVar(&pprofOn, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/, as opa run --pprof does")
 	return cmd
+}
+
+// pprofHandler serves net/http/pprof's handlers under /debug/pprof/ on a
+// mux of its own (that package also registers them on
+// http.DefaultServeMux, which policycheck never serves).
+func pprofHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("/debug/pprof/", pprof.Index)
+	mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+	mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	return mux
 }
