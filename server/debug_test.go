@@ -14,36 +14,20 @@ import (
 	"github.com/policycheck/policycheck/server"
 )
 
-// get answers GET url with the bearer token (none when empty).
-func get(t *testing.T, url, token string) (int, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, url, nil)
-	require.NoError(t, err)
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	body, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	return resp.StatusCode, body
-}
-
 // TestDebugHandlerIsServedBehindTheToken: a Debug handler answers the
 // paths under /debug/, whole, only with the bearer token; without the
 // option, /debug/ is not found.
 func TestDebugHandlerIsServedBehindTheToken(t *testing.T) {
 	dbg := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "debug "+r.URL.Path) })
 	rs := start(t, testReg(t), server.Token("s3cret"), server.Debug(dbg))
-	code, _ := get(t, rs.url+"/debug/pprof/", "")
+	code, _ := rs.do(t, http.MethodGet, "/debug/pprof/", nil)
 	require.Equal(t, http.StatusUnauthorized, code)
-	code, body := get(t, rs.url+"/debug/pprof/heap", "s3cret")
+	code, body := rs.do(t, http.MethodGet, "/debug/pprof/heap", nil, "Authorization", "Bearer s3cret")
 	require.Equal(t, http.StatusOK, code)
 	require.Equal(t, "debug /debug/pprof/heap", string(body))
 
 	plain := start(t, testReg(t))
-	code, _ = get(t, plain.url+"/debug/pprof/", "")
+	code, _ = plain.do(t, http.MethodGet, "/debug/pprof/", nil)
 	require.Equal(t, http.StatusNotFound, code)
 }
 
@@ -60,17 +44,21 @@ func TestServePprof(t *testing.T) {
 	reg := filepath.Join("..", "examples", "registry.yaml")
 
 	p := servetest.Start(t, bin, "--registry", reg, "--pprof", "--token-file", tok)
-	code, _ := get(t, p.URL+"/debug/pprof/", "")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	rs := &running{url: p.URL, client: client}
+	auth := []string{"Authorization", "Bearer s3cret"}
+	code, _ := rs.do(t, http.MethodGet, "/debug/pprof/", nil)
 	require.Equal(t, http.StatusUnauthorized, code)
-	code, body := get(t, p.URL+"/debug/pprof/", "s3cret")
+	code, body := rs.do(t, http.MethodGet, "/debug/pprof/", nil, auth...)
 	require.Equal(t, http.StatusOK, code)
 	require.Contains(t, string(body), "goroutine")
-	code, body = get(t, p.URL+"/debug/pprof/profile?seconds=1", "s3cret")
+	code, body = rs.do(t, http.MethodGet, "/debug/pprof/profile?seconds=1", nil, auth...)
 	require.Equal(t, http.StatusOK, code)
 	require.True(t, bytes.HasPrefix(body, []byte{0x1f, 0x8b}), "a CPU profile is gzipped: %q", body[:min(len(body), 64)])
 	p.Stop()
 
 	off := servetest.Start(t, bin, "--registry", reg)
-	code, _ = get(t, off.URL+"/debug/pprof/", "")
+	code, _ = (&running{url: off.URL, client: client}).do(t, http.MethodGet, "/debug/pprof/", nil)
 	require.Equal(t, http.StatusNotFound, code)
 }
