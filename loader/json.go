@@ -102,10 +102,10 @@ func (d *scanner) syntax(format string, args ...any) *Error {
 }
 
 // ws skips JSON whitespace. It spells the four bytes out rather than
-// calling IsSpace: that costs
-// the inliner more, and ws is inlined into peek, which must itself stay
-// under the inlining budget (peek reads every token; out of line, a
-// 10,000-message decode is 3-5% slower). TestHotPathsAreInlined checks.
+// calling IsSpace, which costs the inliner more: ws is inlined into peek,
+// and peek, which reads every token, must itself stay within the inlining
+// budget (out of line, a 10,000-message decode is 3-5% slower).
+// TestHotPathsAreInlined checks.
 func (d *scanner) ws() {
 	i, data := d.i, d.data
 	for i < len(data) {

@@ -51,3 +51,32 @@ tools:
 	// 200 [get_time load_capability]
 	// secret_op not_available_yet
 }
+
+// Debug mounts a handler of your own under /debug/, behind the bearer
+// token like every endpoint but /health (policycheck serve --pprof mounts
+// net/http/pprof's handlers there).
+func ExampleDebug() {
+	dbg := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		fmt.Fprintln(w, "debug", r.URL.Path)
+	})
+	srv, err := server.New(server.Token("s3cret"), server.Debug(dbg))
+	if err != nil {
+		panic(err)
+	}
+	for _, token := range []string{"", "s3cret"} {
+		req := httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, req)
+		if rec.Code != http.StatusOK {
+			fmt.Println(rec.Code, rec.Header().Get("WWW-Authenticate"))
+			continue
+		}
+		fmt.Println(rec.Code, strings.TrimSpace(rec.Body.String()))
+	}
+	// Output:
+	// 401 Bearer realm="policycheck"
+	// 200 debug /debug/pprof/heap
+}

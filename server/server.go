@@ -149,10 +149,11 @@ func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
 
 // Debug serves h under /debug/, behind the bearer token when one is
 // configured: policycheck serve --pprof passes net/http/pprof's handlers
-// (as opa run --pprof serves them), to see where a live server's time and
-// memory go. h sees the whole path (/debug/pprof/...). The server does not import
-// net/http/pprof itself: that package registers its handlers on
-// http.DefaultServeMux, which a program embedding the server may serve.
+// (as opa run --pprof serves them), to see where a live server's time
+// and memory go. h sees the whole path (/debug/pprof/...). The server
+// does not import net/http/pprof itself: that package registers its
+// handlers on http.DefaultServeMux, which a program embedding the server
+// may serve.
 func Debug(h http.Handler) Option { return func(c *config) { c.debug = h } }
 
 // TLS serves HTTPS with this configuration.
