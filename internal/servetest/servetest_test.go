@@ -38,7 +38,7 @@ func TestStartServesAndStops(t *testing.T) {
 
 // TestFloorReadsTheBodyAndAnswersTheAskedSize: the floor reads bodies of
 // any size, answers with a JSON object of the size asked for, and refuses
-// a size it cannot make.
+// a size it cannot make or a query parameter it does not read.
 func TestFloorReadsTheBodyAndAnswersTheAskedSize(t *testing.T) {
 	p := servetest.StartFloor(t, servetest.BuildFloor(t))
 	client := &http.Client{}
@@ -71,7 +71,7 @@ func TestFloorReadsTheBodyAndAnswersTheAskedSize(t *testing.T) {
 	if code, _ := post("?reply=15", nil); code != http.StatusBadRequest {
 		t.Errorf("reply=15: %d, want 400", code)
 	}
-	for _, q := range []string{"?reply=x", "?reply=67108865"} {
+	for _, q := range []string{"?reply=x", "?reply=67108865", "?replies=1000", "?reply=1000&size=5"} {
 		if code, _ := post(q, nil); code != http.StatusBadRequest {
 			t.Errorf("%s: %d, want 400", q, code)
 		}

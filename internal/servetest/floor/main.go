@@ -69,8 +69,17 @@ type floor struct {
 }
 
 func (f *floor) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	for name := range q {
+		if name != "reply" {
+			// A misspelt reply would otherwise answer 16 bytes, and the
+			// floor would time a smaller answer than the sidecar's.
+			http.Error(w, "query parameter "+strconv.Quote(name)+" is not read; the floor reads only reply", http.StatusBadRequest)
+			return
+		}
+	}
 	reply := 16
-	if s := r.URL.Query().Get("reply"); s != "" {
+	if s := q.Get("reply"); s != "" {
 		n, err := strconv.Atoi(s)
 		if err != nil || n < 16 || n > maxReply {
 			http.Error(w, "reply must be a number of bytes from 16 to "+strconv.Itoa(maxReply), http.StatusBadRequest)
