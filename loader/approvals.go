@@ -154,6 +154,13 @@ func parseApproval(file, at string, raw json.RawMessage) (facts.Approval, error)
 // decodeObject decodes one JSON object into its members, refusing
 // anything else (trailing data included).
 func decodeObject(file, ptr string, data []byte, notObject string) (map[string]json.RawMessage, error) {
+	// Checked by the history's reader first: encoding/json would read
+	// invalid UTF-8 or a lone surrogate escape as U+FFFD, so that a call
+	// id could read as another's.
+	if _, err := skipJSON(file, data, 0, DefaultMaxDepth); err != nil {
+		err.Pointer = ptr + err.Pointer
+		return nil, err
+	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	var v json.RawMessage
 	if err := dec.Decode(&v); err != nil {

@@ -157,3 +157,23 @@ func ExampleStringStop() {
 	// 29 '\\'
 	// 43 '"'
 }
+
+// SkipJSON checks a JSON value where it lies and says where it ends. It
+// refuses what encoding/json would read as U+FFFD, here a lone surrogate
+// escape, naming where it is inside the value.
+func ExampleSkipJSON() {
+	body := []byte(`{"context": {"user": "ana", "groups": ["ops"]}, "history": []}`)
+	end, err := loader.SkipJSON("request", body, len(`{"context":`), loader.DefaultMaxDepth)
+	fmt.Println(end, err)
+	fmt.Printf("%s\n", body[len(`{"context":`):end])
+
+	_, err = loader.SkipJSON("context.json", []byte(`{"user": "a\udc00b"}`), 0, loader.DefaultMaxDepth)
+	var le *loader.Error
+	if errors.As(err, &le) {
+		fmt.Println(le.Pointer, le.Offset, le.Msg)
+	}
+	// Output:
+	// 46 <nil>
+	//  {"user": "ana", "groups": ["ops"]}
+	// /user 11 invalid JSON: lone UTF-16 surrogate \udc00
+}

@@ -24,9 +24,11 @@ type scanner struct {
 	// extended is set once a number extension (NaN, Infinity,
 	// -Infinity) has been read.
 	extended bool
-	file     string
-	path     []seg
-	names    []string // keys of segName segments
+	// strict refuses the number extensions (see SkipJSON).
+	strict bool
+	file   string
+	path   []seg
+	names  []string // keys of segName segments
 }
 
 // seg is one step of the JSON pointer: an array index, or a key given by
@@ -134,15 +136,22 @@ func (d *scanner) peek() byte {
 	return d.data[d.i]
 }
 
-func (d *scanner) unexpected() *Error {
+func (d *scanner) unexpected() *Error { return d.expected("") }
+
+// expected is unexpected naming what the grammar allows there, when
+// want is not empty: "unexpected character 'x' (expected ':')".
+func (d *scanner) expected(want string) *Error {
+	if want != "" {
+		want = " (expected " + want + ")"
+	}
 	if d.i >= len(d.data) {
-		return d.syntax("invalid JSON: unexpected end of input")
+		return d.syntax("invalid JSON: unexpected end of input%s", want)
 	}
 	c := d.data[d.i]
 	if c < 0x20 || c >= 0x7f {
-		return d.syntax("invalid JSON: unexpected byte 0x%02x", c)
+		return d.syntax("invalid JSON: unexpected byte 0x%02x%s", c, want)
 	}
-	return d.syntax("invalid JSON: unexpected character %q", c)
+	return d.syntax("invalid JSON: unexpected character %q%s", c, want)
 }
 
 // skipString reads a string starting at '"' and returns the extent of its
@@ -420,6 +429,12 @@ func (d *scanner) literal(lit string) *Error {
 // numbers; the decoder hands them to policies as strings (see
 // Standardize).
 func (d *scanner) extension(lit string) *Error {
+	if d.strict {
+		if !bytes.HasPrefix(d.data[d.i:], []byte(lit)) {
+			return d.unexpected()
+		}
+		return d.syntax("invalid JSON: %s is not a JSON value", lit)
+	}
 	if err := d.literal(lit); err != nil {
 		return err
 	}
@@ -433,6 +448,32 @@ func (d *scanner) enter() *Error {
 		return d.fail(KindLimit, "nesting deeper than the limit of %d", d.maxDepth)
 	}
 	return nil
+}
+
+// SkipJSON checks the JSON value that begins at data[i], after any
+// whitespace, and returns the offset just past it. The value is read as
+// strictly as a history's JSON (RFC 8259 and UTF-8 only: invalid UTF-8,
+// and a lone UTF-16 surrogate escape, are errors where encoding/json
+// would read either as U+FFFD, so that two different strings could read
+// as one), without the number extensions a history may hold (NaN,
+// Infinity), and nested at most maxDepth deep. An error is an *Error of
+// KindSyntax, or of KindLimit for the nesting, whose Offset counts in
+// data and whose Pointer is where it is inside the value checked.
+func SkipJSON(file string, data []byte, i, maxDepth int) (int, error) {
+	end, err := skipJSON(file, data, i, maxDepth)
+	if err != nil {
+		return 0, err
+	}
+	return end, nil
+}
+
+func skipJSON(file string, data []byte, i, maxDepth int) (int, *Error) {
+	d := &scanner{data: data, i: i, file: file, maxDepth: maxDepth, strict: true}
+	if _, err := d.skipValue(); err != nil {
+		err.Offset = d.i // a limit's error has none of its own
+		return 0, err
+	}
+	return d.i, nil
 }
 
 // skipValue validates and skips one value, returning its extent.
@@ -494,7 +535,7 @@ func (d *scanner) object(fn func(key []byte) *Error) *Error {
 	}
 	for {
 		if d.peek() != '"' {
-			return d.unexpected()
+			return d.expected("a member name")
 		}
 		s, e, esc, err := d.skipString()
 		if err != nil {
@@ -509,7 +550,7 @@ func (d *scanner) object(fn func(key []byte) *Error) *Error {
 			d.pushKey(s, e)
 		}
 		if d.peek() != ':' {
-			return d.unexpected()
+			return d.expected("':'")
 		}
 		d.i++
 		if err := fn(key); err != nil {
@@ -524,7 +565,7 @@ func (d *scanner) object(fn func(key []byte) *Error) *Error {
 			d.depth--
 			return nil
 		default:
-			return d.unexpected()
+			return d.expected("',' or '}'")
 		}
 	}
 }
@@ -568,7 +609,7 @@ func (d *scanner) afterElement() (closed bool, err *Error) {
 		d.depth--
 		return true, nil
 	}
-	return false, d.unexpected()
+	return false, d.expected("',' or ']'")
 }
 
 // at repositions the scanner on a value it has already validated, runs fn

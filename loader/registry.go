@@ -113,6 +113,12 @@ func registryErrors(file string, err error) error {
 func decodeConfig(file string, data []byte) (any, error) {
 	trimmed := bytes.TrimSpace(data)
 	if strings.EqualFold(filepath.Ext(file), ".json") || bytes.HasPrefix(trimmed, []byte("{")) {
+		// Checked by the history's reader first: encoding/json would read
+		// invalid UTF-8 or a lone surrogate escape as U+FFFD, as the YAML
+		// reader does not.
+		if _, err := skipJSON(file, data, 0, DefaultMaxDepth); err != nil {
+			return nil, err
+		}
 		dec := json.NewDecoder(bytes.NewReader(data))
 		dec.UseNumber()
 		var doc any

@@ -64,7 +64,7 @@ func TestInlineContext(t *testing.T) {
 
 	bad := run(t, "", append(base, "--context", `{"group": }`)...)
 	assert.Equal(t, cli.ExitBadUsage, bad.code)
-	assert.Contains(t, bad.stderr, "policycheck: --context: (root): invalid JSON")
+	assert.Contains(t, bad.stderr, "policycheck: --context: /group: invalid JSON: unexpected character '}'")
 	notObj := run(t, "", append(base, "--context", `{"a":1} [1]`)...)
 	assert.Equal(t, cli.ExitBadUsage, notObj.code)
 	assert.Contains(t, notObj.stderr, "--context: (root): invalid JSON: unexpected data after the context object")

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"regexp"
 	"strings"
@@ -171,14 +170,21 @@ func readContext(cmd *cobra.Command, path string) (any, error) {
 			ctxName = "<stdin>"
 		}
 	}
+	// The JSON is checked as the sidecar checks a request's context: by
+	// the history's reader, which refuses what encoding/json would read
+	// as U+FFFD (invalid UTF-8, a lone surrogate escape).
+	end, err := loader.SkipJSON(ctxName, raw, 0, loader.DefaultMaxDepth)
+	if err != nil {
+		return nil, badInput(err)
+	}
+	if len(bytes.TrimLeft(raw[end:], " \t\r\n")) > 0 {
+		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
+	}
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
 	var v any
 	if err := dec.Decode(&v); err != nil {
 		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()})
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
