@@ -77,6 +77,10 @@ func TestApprovalsBodyIsChecked(t *testing.T) {
 		{"no digest", `{"t2": {"kind": "tool-approved"}}`, "/approvals/t2"},
 		{"a malformed digest", `{"t2": {"kind": "tool-approved", "digest": "sha256:12"}}`, "/approvals/t2/digest"},
 		{"an unknown kind", `{"t2": {"kind": "ok", "digest": "sha256:` + strings.Repeat("0", 64) + `"}}`, "/approvals/t2/kind"},
+		// encoding/json would read the id as "t\ufffd2": read as a
+		// history is, it is refused.
+		{"a lone surrogate escape in a call id", `{"t\udc002": {"kind": "tool-denied"}}`, "/approvals"},
+		{"invalid UTF-8 in a message", "{\"t2\": {\"kind\": \"tool-denied\", \"message\": \"n\xffo\"}}", "/approvals/t2/message"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {

@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -78,219 +79,93 @@ func (s *jscan) ws() {
 	}
 }
 
-// str skips a string starting at s.i (a quote) and reports whether it
-// held escapes.
-func (s *jscan) str() (bool, *Error) {
-	s.i++
-	esc := false
-	for {
-		if s.i = loader.StringStop(s.b, s.i); s.i >= len(s.b) {
-			break
+// skip checks the value at s.i, the member ptr's or inside it, with the
+// loader's JSON reader (loader.SkipJSON), as policycheck eval checks its
+// --context: the server reads JSON by the history decoder's one
+// definition of it, under which invalid UTF-8 or a lone surrogate escape
+// is an error rather than a U+FFFD that two different strings would read
+// as, and a member's value nests at most loader.DefaultMaxDepth deep.
+func (s *jscan) skip(ptr string) *Error {
+	end, err := loader.SkipJSON("request", s.b, s.i, loader.DefaultMaxDepth-s.depth)
+	if err != nil {
+		var le *loader.Error
+		if !errors.As(err, &le) {
+			return badRequest(CodeSyntax, err.Error(), ptr)
 		}
-		c := s.b[s.i]
-		switch {
-		case c == '"':
-			s.i++
-			return esc, nil
-		case c == '\\':
-			esc = true
-			if s.i+1 >= len(s.b) {
-				return esc, s.fail("unterminated string")
-			}
-			switch s.b[s.i+1] {
-			case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
-				s.i += 2
-			case 'u':
-				if s.i+6 > len(s.b) {
-					return esc, s.fail("short unicode escape")
-				}
-				for _, h := range s.b[s.i+2 : s.i+6] {
-					if !(h >= '0' && h <= '9' || h >= 'a' && h <= 'f' || h >= 'A' && h <= 'F') {
-						return esc, s.fail("bad unicode escape")
-					}
-				}
-				s.i += 6
-			default:
-				return esc, s.fail("bad escape")
-			}
-		case c < 0x20:
-			return esc, s.fail("control character in string")
-		default:
-			s.i++
-		}
+		s.i = le.Offset
+		return badRequest(CodeSyntax, "invalid JSON at byte "+strconv.Itoa(le.Offset)+": "+strings.TrimPrefix(le.Msg, "invalid JSON: "), ptr+le.Pointer)
 	}
-	return esc, s.fail("unterminated string")
-}
-
-func (s *jscan) lit(word string) *Error {
-	if !strings.HasPrefix(string(s.b[s.i:min(len(s.b), s.i+len(word))]), word) {
-		return s.fail("unexpected character")
-	}
-	s.i += len(word)
+	s.i = end
 	return nil
 }
 
-func (s *jscan) number() *Error {
-	start := s.i
-	if s.i < len(s.b) && s.b[s.i] == '-' {
-		s.i++
-	}
-	digits := func() int {
-		n := 0
-		for s.i < len(s.b) && s.b[s.i] >= '0' && s.b[s.i] <= '9' {
-			s.i++
-			n++
-		}
-		return n
-	}
-	if s.i < len(s.b) && s.b[s.i] == '0' {
-		s.i++
-	} else if digits() == 0 {
-		return s.fail("bad number")
-	}
-	if s.i < len(s.b) && s.b[s.i] == '.' {
-		s.i++
-		if digits() == 0 {
-			return s.fail("bad number")
-		}
-	}
-	if s.i < len(s.b) && (s.b[s.i] == 'e' || s.b[s.i] == 'E') {
-		s.i++
-		if s.i < len(s.b) && (s.b[s.i] == '+' || s.b[s.i] == '-') {
-			s.i++
-		}
-		if digits() == 0 {
-			return s.fail("bad number")
-		}
-	}
-	if s.i == start {
-		return s.fail("bad number")
-	}
-	return nil
-}
-
-// value skips one value; with elems non-nil and the value an array, it
-// appends the bytes of each element.
-func (s *jscan) value(elems *[][]byte) *Error {
+// value skips the value of the member ptr; with elems non-nil and the
+// value an array, it appends the bytes of each element.
+func (s *jscan) value(elems *[][]byte, ptr string) *Error {
 	s.ws()
-	if s.i >= len(s.b) {
-		return s.fail("unexpected end of input")
+	if elems == nil || s.i >= len(s.b) || s.b[s.i] != '[' {
+		return s.skip(ptr)
 	}
-	switch c := s.b[s.i]; {
-	case c == '"':
-		_, err := s.str()
-		return err
-	case c == '{':
-		if s.depth++; s.depth > maxEnvelopeDepth {
-			return s.fail("nested too deeply")
+	if s.depth++; s.depth > maxEnvelopeDepth {
+		return s.fail("nested too deeply")
+	}
+	arr := s.i
+	s.i++
+	resumed := false
+	s.arrStart, s.lastEnd, s.resumedN = arr, arr+1, 0
+	if s.resume != nil {
+		if n := s.resume(s.b[arr:]); n > 1 {
+			s.i, s.lastEnd, s.resumedN, resumed = arr+n, arr+n, n, true
 		}
-		s.i++
+	}
+	if !resumed && s.decode != nil {
+		if got, n := s.decode(s.b[arr:]); n > 0 {
+			*elems = got
+			s.i = arr + n
+			if len(got) > 0 {
+				s.lastEnd = s.i - 1
+				for loader.IsSpace(s.b[s.lastEnd-1]) {
+					s.lastEnd--
+				}
+			}
+			s.depth--
+			return nil
+		}
+	}
+	if !resumed {
 		s.ws()
-		if s.i < len(s.b) && s.b[s.i] == '}' {
+		if s.i < len(s.b) && s.b[s.i] == ']' {
 			s.i++
 			s.depth--
 			return nil
 		}
-		for {
-			s.ws()
-			if s.i >= len(s.b) || s.b[s.i] != '"' {
-				return s.fail("expected a member name")
-			}
-			if _, err := s.str(); err != nil {
-				return err
-			}
-			s.ws()
-			if s.i >= len(s.b) || s.b[s.i] != ':' {
-				return s.fail("expected ':'")
-			}
-			s.i++
-			if err := s.value(nil); err != nil {
-				return err
-			}
-			if closed, err := s.sepOrClose('}'); err != nil || closed {
-				s.depth--
-				return err
-			}
-		}
-	case c == '[':
-		if s.depth++; s.depth > maxEnvelopeDepth {
-			return s.fail("nested too deeply")
-		}
-		arr := s.i
-		s.i++
-		resumed := false
-		if elems != nil {
-			s.arrStart, s.lastEnd, s.resumedN = arr, arr+1, 0
-			if s.resume != nil {
-				if n := s.resume(s.b[arr:]); n > 1 {
-					s.i, s.lastEnd, s.resumedN, resumed = arr+n, arr+n, n, true
-				}
-			}
-		}
-		if elems != nil && !resumed && s.decode != nil {
-			if got, n := s.decode(s.b[arr:]); n > 0 {
-				*elems = got
-				s.i = arr + n
-				if len(got) > 0 {
-					s.lastEnd = s.i - 1
-					for loader.IsSpace(s.b[s.lastEnd-1]) {
-						s.lastEnd--
-					}
-				}
-				s.depth--
-				return nil
-			}
-		}
+	}
+	for k := len(*elems); ; k++ {
 		if !resumed {
 			s.ws()
-			if s.i < len(s.b) && s.b[s.i] == ']' {
-				s.i++
-				s.depth--
-				return nil
-			}
-		}
-		for {
-			if !resumed {
-				s.ws()
-				start := s.i
-				skip := s.value
-				if elems != nil {
-					skip = s.fastSkip
-				}
-				if err := skip(nil); err != nil {
-					return err
-				}
-				if elems != nil {
-					*elems = append(*elems, s.b[start:s.i])
-					s.lastEnd = s.i
-				}
-			}
-			resumed = false
-			if closed, err := s.sepOrClose(']'); err != nil || closed {
-				s.depth--
+			start := s.i
+			if err := s.fastSkip(ptr + "/" + strconv.Itoa(k)); err != nil {
 				return err
 			}
+			*elems = append(*elems, s.b[start:s.i])
+			s.lastEnd = s.i
 		}
-	case c == 't':
-		return s.lit("true")
-	case c == 'f':
-		return s.lit("false")
-	case c == 'n':
-		return s.lit("null")
-	case c == '-' || c >= '0' && c <= '9':
-		return s.number()
+		resumed = false
+		if closed, err := s.sepOrClose(']'); err != nil || closed {
+			s.depth--
+			return err
+		}
 	}
-	return s.fail("unexpected character")
 }
 
 // fastSkip skips one array element of a member whose elements are kept
 // (a history): it only tracks strings and nesting, at memchr speed,
 // because the history decoder checks those bytes strictly afterwards;
 // scalars are checked as usual.
-func (s *jscan) fastSkip(*[][]byte) *Error {
+func (s *jscan) fastSkip(ptr string) *Error {
 	s.ws()
 	if s.i >= len(s.b) || (s.b[s.i] != '{' && s.b[s.i] != '[') {
-		return s.value(nil)
+		return s.skip(ptr)
 	}
 	depth := 0
 	for s.i < len(s.b) {
@@ -358,12 +233,11 @@ func scanEnvelopeWith(body []byte, known []string, hooks arrayHooks, arrays ...s
 				return nil, s.fail("expected a member name")
 			}
 			ks := s.i
-			esc, err := s.str()
-			if err != nil {
+			if err := s.skip(""); err != nil {
 				return nil, err
 			}
 			key := string(s.b[ks+1 : s.i-1])
-			if esc {
+			if bytes.IndexByte(s.b[ks:s.i], '\\') >= 0 {
 				_ = json.Unmarshal(s.b[ks:s.i], &key)
 			}
 			s.ws()
@@ -384,7 +258,7 @@ func scanEnvelopeWith(body []byte, known []string, hooks arrayHooks, arrays ...s
 					elems = &list
 				}
 			}
-			if err := s.value(elems); err != nil {
+			if err := s.value(elems, "/"+loader.PointerToken(key)); err != nil {
 				return nil, err
 			}
 			if !keep && !slices.Contains(env.unknown, key) {

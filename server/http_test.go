@@ -208,6 +208,24 @@ func TestErrors(t *testing.T) {
 			status: 400, code: server.CodeSyntax, message: "expected ',' or '}'"},
 		{note: "no comma between array elements", rs: withReg, path: "/v1/decide", body: `{"history": [{} {}]}`,
 			status: 400, code: server.CodeSyntax, message: "expected ',' or ']'"},
+		// Every member is read as a history is (loader.SkipJSON), as eval
+		// reads --context: encoding/json would read "a\udc00b" and
+		// "a\xffb" alike, as "a\ufffdb".
+		{note: "a lone surrogate escape in the context", rs: withReg, path: "/v1/decide", body: `{"history": [], "context": {"user": "a\udc00b"}}`,
+			status: 400, code: server.CodeSyntax, pointer: "/context/user", message: `lone UTF-16 surrogate \udc00`},
+		{note: "invalid UTF-8 in the context", rs: withReg, path: "/v1/decide", body: "{\"history\": [], \"context\": {\"user\": \"a\xffb\"}}",
+			status: 400, code: server.CodeSyntax, pointer: "/context/user", message: "invalid UTF-8 in string"},
+		{note: "NaN in the context", rs: withReg, path: "/v1/decide", body: `{"history": [], "context": {"limit": NaN}}`,
+			status: 400, code: server.CodeSyntax, pointer: "/context/limit", message: "NaN is not a JSON value"},
+		{note: "a lone surrogate escape in a request's registry", rs: withReg, path: "/v1/decide",
+			body:   `{"history": [], "registry": {"tools": [{"name": "a\ud800"}]}}`,
+			status: 400, code: server.CodeSyntax, pointer: "/registry/tools/0/name", message: `lone UTF-16 surrogate \ud800`},
+		{note: "a lone surrogate escape in a member name", rs: withReg, path: "/v1/decide", body: `{"history": [], "cont\udc00ext": {}}`,
+			status: 400, code: server.CodeSyntax, message: `lone UTF-16 surrogate \udc00`},
+		{note: "a context nested deeper than the history may be", rs: withReg, path: "/v1/decide",
+			body:   `{"history": [], "context": {"a": ` + strings.Repeat("[", loader.DefaultMaxDepth) + strings.Repeat("]", loader.DefaultMaxDepth) + `}}`,
+			status: 400, code: server.CodeSyntax, pointer: "/context/a" + strings.Repeat("/0", loader.DefaultMaxDepth-1),
+			message: "nesting deeper than the limit of 200"},
 		{note: "history missing", rs: withReg, path: "/v1/decide", body: `{}`, status: 400, code: server.CodeSchema, pointer: "/history"},
 		// A member the endpoint does not read is refused: a misspelt
 		// context would read as none, and a deny rule on it would not fire.

@@ -134,7 +134,7 @@ func (c *prefixCache) firstKey(arr []byte) (key [2]uint64, ok bool) {
 	if s.i >= len(arr) || arr[s.i] == ']' {
 		return key, false
 	}
-	if s.fastSkip(nil) != nil {
+	if s.fastSkip("") != nil {
 		return key, false
 	}
 	return c.hash.key(arr[start:s.i]), true
