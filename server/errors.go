@@ -1,7 +1,6 @@
 package server
 
 import (
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
@@ -51,14 +50,13 @@ func (e *Error) Error() string {
 	return e.Code + ": " + e.Message
 }
 
+// writeError writes e as {"error": e}, as writeJSON writes a decision:
+// a client reads both alike, and a message quoting "<stdin>" keeps its
+// angle brackets rather than escaping them for HTML.
 func writeError(w http.ResponseWriter, e *Error) {
-	w.Header().Set("Content-Type", "application/json")
-	w.Header().Set("X-Content-Type-Options", "nosniff")
-	w.WriteHeader(e.Status)
-	b, _ := json.Marshal(struct {
+	writeJSON(w, e.Status, struct {
 		Error *Error `json:"error"`
 	}{e})
-	_, _ = w.Write(append(b, '\n'))
 }
 
 func badRequest(code, msg, ptr string) *Error {

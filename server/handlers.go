@@ -152,7 +152,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 }
 
 // writeJSON writes v as policycheck eval does: two-space indentation, no
-// HTML escaping, a final newline.
+// HTML escaping, a final newline. Errors are written so too (writeError).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
 	if err := encodeJSON(&buf, v); err != nil {
@@ -160,6 +160,7 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		return
 	}
 	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("X-Content-Type-Options", "nosniff")
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())

@@ -582,3 +582,33 @@ func TestRunConcurrentAppends(t *testing.T) {
 	}
 	require.Equal(t, map[int]int{200: 1, 409: n - 1}, count)
 }
+
+// TestErrorsAreWrittenAsDecisions: an error body is written as a
+// decision is (two-space indentation, no HTML escaping, a final newline,
+// its length declared), and both carry X-Content-Type-Options: nosniff.
+func TestErrorsAreWrittenAsDecisions(t *testing.T) {
+	rs := start(t, testReg(t))
+	for _, tc := range []struct {
+		note, body string
+		status     int
+	}{
+		{"an error", `{"history": [], "<b>": 1}`, http.StatusBadRequest},
+		{"a decision", `{"history": []}`, http.StatusOK},
+	} {
+		resp, err := rs.client.Post(rs.url+"/v1/decide", "application/json", strings.NewReader(tc.body))
+		require.NoError(t, err, tc.note)
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err, tc.note)
+		require.Equal(t, tc.status, resp.StatusCode, "%s: %s", tc.note, out)
+		require.Equal(t, "nosniff", resp.Header.Get("X-Content-Type-Options"), tc.note)
+		require.Equal(t, strconv.Itoa(len(out)), resp.Header.Get("Content-Length"), tc.note)
+		var compact, indented bytes.Buffer
+		require.NoError(t, json.Compact(&compact, out), tc.note)
+		require.NoError(t, json.Indent(&indented, compact.Bytes(), "", "  "), tc.note)
+		indented.WriteByte('\n')
+		require.Equal(t, indented.String(), string(out), "%s: indented as policycheck eval prints", tc.note)
+	}
+	_, out := rs.post(t, "/v1/decide", []byte(`{"history": [], "<b>": 1}`))
+	require.Contains(t, string(out), `"\"<b>\" is not a member`)
+}
