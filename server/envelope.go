@@ -140,11 +140,13 @@ func (s *jscan) value(elems *[][]byte, ptr string) *Error {
 			return nil
 		}
 	}
-	for k := len(*elems); ; k++ {
+	for {
 		if !resumed {
 			s.ws()
 			start := s.i
-			if err := s.fastSkip(ptr + "/" + strconv.Itoa(k)); err != nil {
+			// The member's pointer, not the element's: after a resumed
+			// prefix the scan does not know the elements' indices.
+			if err := s.fastSkip(ptr); err != nil {
 				return err
 			}
 			*elems = append(*elems, s.b[start:s.i])

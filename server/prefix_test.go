@@ -185,13 +185,27 @@ func TestPrefixCacheErrorsAndLimits(t *testing.T) {
 	_, last := withB.post(t, "/v1/decide", mustJSON(t, map[string]json.RawMessage{"history": joinMessages(append(append([]json.RawMessage{}, msgs...), msgs[0]))}))
 	require.Equal(t, server.CodeLimit, decodeError(t, last).Error.Code)
 
-	// A syntax error after a remembered prefix.
-	body := []byte(`{"history": ` + string(joinMessages(msgs))[:len(joinMessages(msgs))-1] + `,{"kind": }]}`)
-	ws, want := without.post(t, "/v1/decide", body)
-	gs, got := with.post(t, "/v1/decide", body)
-	require.Equal(t, 400, ws)
-	require.Equal(t, ws, gs)
-	require.Equal(t, string(want), string(got))
+	// A syntax error after a remembered prefix, inside a message and as
+	// a message: the scan, which reads on after the prefix without
+	// counting its messages, must not name a wrong index.
+	plain := start(t, testReg(t))
+	plainWithout := start(t, testReg(t), server.PrefixCache(0))
+	whole := mustJSON(t, map[string]json.RawMessage{"history": joinMessages(msgs)})
+	for range 2 { // noted, then kept
+		status, out := plain.post(t, "/v1/decide", whole)
+		require.Equal(t, 200, status, string(out))
+	}
+	for i, tail := range []string{`,tru]}`, `,{"kind": }]}`} {
+		body := []byte(`{"history": ` + string(joinMessages(msgs))[:len(joinMessages(msgs))-1] + tail)
+		ws, want := plainWithout.post(t, "/v1/decide", body)
+		gs, got := plain.post(t, "/v1/decide", body)
+		require.Equal(t, 400, ws)
+		require.Equal(t, ws, gs)
+		require.Equal(t, string(want), string(got))
+		if i == 0 {
+			require.Equal(t, "/history", decodeError(t, got).Error.Pointer)
+		}
+	}
 }
 
 // TestPrefixCacheConcurrentClients: clients resending the same growing
