@@ -14,7 +14,8 @@ import (
 // A request body holds a history of a megabyte or more; decoding it with
 // encoding/json before the history decoder reads it again would double
 // the cost of every request. scanEnvelope walks the body once, checking
-// that it is well-formed JSON, and returns the bytes of the members the
+// that it is well-formed JSON (each member by loader.SkipJSON, the
+// history by the decoder), and returns the bytes of the members the
 // handler wants, and the bytes of each element of the array members (the
 // messages), which the prefix cache (intake.go) resumes after. With
 // arrayHooks the caller reads those arrays itself: the history decoder
