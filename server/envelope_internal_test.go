@@ -3,14 +3,14 @@ package server
 import (
 	"encoding/json"
 	"slices"
-	"strconv"
 	"testing"
-	"unicode/utf8"
+
+	"github.com/policycheck/policycheck/internal/strictjson"
 )
 
 // FuzzScanEnvelope: the envelope scanner accepts exactly the bodies that
 // encoding/json accepts as one JSON object and that are strict JSON (see
-// strictText), and returns the same members.
+// internal/strictjson), and returns the same members.
 func FuzzScanEnvelope(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, `{"history": []}`, `{"history": [{"kind": "request"}], "context": {"a": [1, 2.5e3, -0, true, null]}}`,
@@ -22,7 +22,7 @@ func FuzzScanEnvelope(f *testing.F) {
 	f.Fuzz(func(t *testing.T, body []byte) {
 		var obj map[string]json.RawMessage
 		err := json.Unmarshal(body, &obj)
-		isObj := err == nil && obj != nil && strictText(body)
+		isObj := err == nil && obj != nil && strictjson.Valid(body)
 		// Strict everywhere when no member's elements are kept.
 		_, herr := scanEnvelope(body, []string{"history", "context", "abc"})
 		if (herr == nil) != isObj {
@@ -72,46 +72,4 @@ func sameSet(a, b []string) bool {
 	slices.Sort(a)
 	slices.Sort(b)
 	return slices.Equal(a, b)
-}
-
-// strictText reports whether a body encoding/json accepts is strict JSON
-// text as well: UTF-8, with every UTF-16 surrogate escape in a pair (a
-// leading one, then a trailing one). encoding/json reads either fault as
-// U+FFFD. In valid JSON a backslash only stands in a string, so the
-// escapes are found by reading the bytes in order.
-func strictText(body []byte) bool {
-	if !utf8.Valid(body) {
-		return false
-	}
-	hex := func(i int) rune {
-		r, err := strconv.ParseUint(string(body[i:i+4]), 16, 16)
-		if err != nil {
-			return -1
-		}
-		return rune(r)
-	}
-	for i := 0; i < len(body); i++ {
-		if body[i] != '\\' {
-			continue
-		}
-		if body[i+1] != 'u' {
-			i++
-			continue
-		}
-		switch r := hex(i + 2); {
-		case 0xdc00 <= r && r < 0xe000:
-			return false
-		case 0xd800 <= r && r < 0xdc00:
-			if i+12 > len(body) || body[i+6] != '\\' || body[i+7] != 'u' {
-				return false
-			}
-			if r2 := hex(i + 8); r2 < 0xdc00 || r2 >= 0xe000 {
-				return false
-			}
-			i += 11
-		default:
-			i += 5
-		}
-	}
-	return true
 }
