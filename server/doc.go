@@ -7,8 +7,8 @@
 //     shutdown and TLS;
 //   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health;
 //   - intake.go: the one way in for a request: the body (read bounded and
-//     under a deadline, into a pooled buffer that is reused once answered
-//     when nothing kept it), the scan and the decode in one pass (the
+//     under a deadline, decompressed when sent with gzip, into a pooled
+//     buffer that is reused once answered when nothing kept it), the scan and the decode in one pass (the
 //     loader's decoder is the one runtime validator and reads a large
 //     history on several cores; the JSON Schema only with ValidateSchema)
 //     and the resume after a history prefix seen before;

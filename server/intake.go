@@ -1,6 +1,7 @@
 package server
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"io"
@@ -9,6 +10,7 @@ import (
 	"runtime"
 	"runtime/debug"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -22,7 +24,9 @@ import (
 //   - the body: read under a deadline (a client that drips its bytes is
 //     cut off), bounded by MaxBody, and grown as bytes arrive rather than
 //     allocated from what a Content-Length merely declares (beyond its
-//     first 2 MiB);
+//     first 2 MiB); a gzip body (Content-Encoding: gzip) is read
+//     decompressed, MaxBody bounding what it decompresses to, and any
+//     other encoding refused;
 //   - the scan: one pass over the envelope (envelope.go), which keeps the
 //     bytes of the members a handler reads and of each history message;
 //   - the decode, in that same pass: the scan hands the history array to
@@ -167,9 +171,16 @@ func (in *intake) reuse(body []byte) {
 
 // read reads r's body. A body over maxBody is refused (413) as soon as
 // that is known; a body still arriving after bodyTimeout is refused (408)
-// and the connection closed. With pool, the body may be read into a
-// pooled buffer (pooled reports it); the caller gives it back with reuse.
+// and the connection closed. A body sent with Content-Encoding: gzip is
+// read decompressed (maxBody bounds both what arrives and what it
+// decompresses to); any other encoding is refused (415). With pool, the
+// body may be read into a pooled buffer (pooled reports it); the caller
+// gives it back with reuse.
 func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body []byte, pooled bool, herr *Error) {
+	gz, herr := gzipped(r)
+	if herr != nil {
+		return nil, false, herr
+	}
 	if r.ContentLength > in.maxBody {
 		return nil, false, tooLarge(in.maxBody)
 	}
@@ -179,14 +190,24 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 			defer func() { _ = rc.SetReadDeadline(time.Time{}) }()
 		}
 	}
-	src := http.MaxBytesReader(w, r.Body, in.maxBody)
+	var src io.Reader = http.MaxBytesReader(w, r.Body, in.maxBody)
+	declared := r.ContentLength
+	if gz {
+		// The decompressed length is not declared: the body is read as
+		// one of unknown length, one byte past maxBody at most.
+		zr, err := gzip.NewReader(src)
+		if err != nil {
+			return nil, false, in.readError(w, inflateError(err))
+		}
+		src, declared, pool = io.LimitReader(gunzip{zr}, in.maxBody+1), -1, false
+	}
 	limit := in.maxBody + 1 // room to see that a body of unknown length is over
 	first := int64(unknownFirst)
-	if r.ContentLength >= 0 {
-		limit, first = r.ContentLength, upFront
+	if declared >= 0 {
+		limit, first = declared, upFront
 	}
 	var buf []byte
-	if pooled = pool && in.recycle && r.ContentLength >= minPooled && r.ContentLength <= maxPooled; pooled {
+	if pooled = pool && in.recycle && declared >= minPooled && declared <= maxPooled; pooled {
 		// A buffer the pool holds costs no new memory: one for the whole
 		// declared body is taken at once, when there is one, rather than
 		// grown into through smaller ones and their copies.
@@ -216,6 +237,9 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 					err = errors.New("the body is longer than its Content-Length")
 				}
 				if err == io.EOF {
+					if int64(len(buf)) > in.maxBody { // decompressed past it
+						return fail(tooLarge(in.maxBody))
+					}
 					return buf, pooled, nil
 				}
 				if err == nil {
@@ -227,7 +251,7 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 			// of it is here: a 10 MB body then moves through 2 and 4 MiB
 			// and skips the copy into 8.
 			want := min(2*int64(cap(buf)), limit)
-			if r.ContentLength >= 0 && 4*int64(len(buf)) >= limit {
+			if declared >= 0 && 4*int64(len(buf)) >= limit {
 				want = limit
 			}
 			var next []byte
@@ -255,15 +279,75 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 
 func (in *intake) readError(w http.ResponseWriter, err error) *Error {
 	var mbe *http.MaxBytesError
+	var ie *inflateErr
 	switch {
 	case errors.As(err, &mbe):
 		return tooLarge(in.maxBody)
+	case errors.As(err, &ie):
+		return badRequest(CodeSyntax, "the body is sent with Content-Encoding: gzip but does not decompress: "+ie.err.Error(), "")
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
 		return &Error{Status: http.StatusRequestTimeout, Code: CodeBodyTimeout,
 			Message: "the body did not arrive within " + in.bodyTimeout.String()}
 	}
 	return badRequest(CodeSyntax, "reading the body: "+err.Error(), "")
+}
+
+// gzipped reads r's Content-Encoding: false for none (or identity), true
+// for gzip (or x-gzip, its old name), and 415 for anything else, which
+// the server would otherwise read as the JSON it is not.
+func gzipped(r *http.Request) (bool, *Error) {
+	gz := false
+	for _, v := range r.Header.Values("Content-Encoding") {
+		for _, c := range strings.Split(v, ",") {
+			switch c = strings.ToLower(strings.TrimSpace(c)); c {
+			case "", "identity":
+			case "gzip", "x-gzip":
+				if gz {
+					return false, unsupportedEncoding("gzip applied twice")
+				}
+				gz = true
+			default:
+				return false, unsupportedEncoding(strconv.Quote(c))
+			}
+		}
+	}
+	return gz, nil
+}
+
+func unsupportedEncoding(what string) *Error {
+	return &Error{Status: http.StatusUnsupportedMediaType, Code: CodeEncoding,
+		Message: "Content-Encoding " + what + " is not read: send the body as is, or compressed once with gzip"}
+}
+
+// gunzip reads a gzip body decompressed; its errors of decompression (not
+// those of the connection or of the body's limit) are inflateErrs.
+type gunzip struct{ zr *gzip.Reader }
+
+func (g gunzip) Read(p []byte) (int, error) {
+	n, err := g.zr.Read(p)
+	if err != nil && err != io.EOF {
+		err = inflateError(err)
+	}
+	return n, err
+}
+
+// inflateErr is a gzip body that does not decompress.
+type inflateErr struct{ err error }
+
+func (e *inflateErr) Error() string { return "gzip: " + e.err.Error() }
+
+// inflateError marks err as the body's failing to decompress, unless it
+// is the connection's or the body limit's, which keep their meaning.
+func inflateError(err error) error {
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) || errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF // no gzip header at all
+	}
+	return &inflateErr{err}
 }
 
 func tooLarge(max int64) *Error {

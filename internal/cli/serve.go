@@ -48,7 +48,10 @@ func newServeCmd() *cobra.Command {
   GET  /metrics              Prometheus metrics
   GET  /debug/pprof/         Go's runtime profiles, with --pprof only (behind --token-file too)
 
-Errors are {"error": {"code", "message", "pointer"}} with 400, 401, 404, 405, 409 or 413.
+Bodies may be sent gzip-compressed (Content-Encoding: gzip); --max-body bounds a body both as
+sent and decompressed, and any other Content-Encoding is refused (415).
+Errors are {"error": {"code", "message", "pointer"}} with 400, 401, 404, 405, 408, 409, 413,
+415 or 503.
 With --config (a standard OPA configuration file: services, bundles, decision_logs, status)
 policies come from OPA bundles, polled by OPA's bundle plugin; a new revision is swapped in
 atomically, a broken one is refused and the last good revision keeps serving. Decisions go to

@@ -1,0 +1,119 @@
+package server_test
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/server"
+)
+
+func gzipBytes(t testing.TB, b []byte) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	_, err := zw.Write(b)
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return buf.Bytes()
+}
+
+// TestGzipBodies: a body sent with Content-Encoding: gzip (or x-gzip, in
+// any case) is read decompressed and answered exactly as the same body
+// sent as is, on the stateless and the incremental endpoints.
+func TestGzipBodies(t *testing.T) {
+	rs := start(t, testReg(t))
+	plainBody := []byte(`{"history": ` + testHistory + `, "context": {"user": "ana"}}`)
+	runBody := []byte(`{"offset": 0, "messages": ` + testHistory + `}`)
+	for _, path := range []string{"/v1/decide", "/v1/facts", "/v1/explain"} {
+		ws, want := rs.post(t, path, plainBody)
+		require.Equal(t, http.StatusOK, ws, string(want))
+		for _, enc := range []string{"gzip", "x-gzip", "GZIP", "identity, gzip"} {
+			gs, got := rs.post(t, path, gzipBytes(t, plainBody), "Content-Encoding", enc)
+			require.Equal(t, ws, gs, "%s, %s: %s", path, enc, got)
+			require.Equal(t, string(want), string(got), "%s, %s", path, enc)
+		}
+	}
+	ws, want := rs.post(t, "/v1/runs/plain/decide", runBody)
+	require.Equal(t, http.StatusOK, ws, string(want))
+	gs, got := rs.post(t, "/v1/runs/zipped/decide", gzipBytes(t, runBody), "Content-Encoding", "gzip")
+	require.Equal(t, ws, gs, string(got))
+	require.Equal(t, string(want), string(got))
+	// Two gzip members in a row are one body, as gzip reads them.
+	half := len(plainBody) / 2
+	two := append(gzipBytes(t, plainBody[:half]), gzipBytes(t, plainBody[half:])...)
+	_, want = rs.post(t, "/v1/decide", plainBody)
+	gs, got = rs.post(t, "/v1/decide", two, "Content-Encoding", "gzip")
+	require.Equal(t, http.StatusOK, gs, string(got))
+	require.Equal(t, string(want), string(got))
+}
+
+// TestBodyEncodingsRefused: a Content-Encoding other than gzip is refused
+// with 415 rather than read as the JSON it is not; a gzip body that does
+// not decompress is refused with 400; the body limit bounds what a gzip
+// body decompresses to (a small body that inflates past it gets 413), as
+// well as what arrives.
+func TestBodyEncodingsRefused(t *testing.T) {
+	rs := start(t, testReg(t), server.MaxBody(64<<10))
+	plainBody := []byte(`{"history": ` + testHistory + `}`)
+	for _, enc := range []string{"br", "deflate", "zstd", "gzip, gzip", "gzip, br"} {
+		status, out := rs.post(t, "/v1/decide", plainBody, "Content-Encoding", enc)
+		require.Equal(t, http.StatusUnsupportedMediaType, status, "%s: %s", enc, out)
+		require.Equal(t, server.CodeEncoding, decodeError(t, out).Error.Code, enc)
+	}
+	zipped := gzipBytes(t, plainBody)
+	corrupt := append([]byte{}, zipped...)
+	corrupt[len(corrupt)-5] ^= 0xff // the checksum's
+	for note, body := range map[string][]byte{
+		"not gzip":  plainBody,
+		"truncated": zipped[:len(zipped)/2],
+		"corrupt":   corrupt,
+		"empty":     nil,
+	} {
+		status, out := rs.post(t, "/v1/decide", body, "Content-Encoding", "gzip")
+		require.Equal(t, http.StatusBadRequest, status, "%s: %s", note, out)
+		e := decodeError(t, out).Error
+		require.Equal(t, server.CodeSyntax, e.Code, note)
+		require.Contains(t, e.Message, "does not decompress", note)
+	}
+	// 1 MB of spaces inside valid JSON compresses to about a kilobyte.
+	bomb := gzipBytes(t, []byte(`{"history": [`+strings.Repeat(" ", 1<<20)+`]}`))
+	require.Less(t, len(bomb), 64<<10)
+	status, out := rs.post(t, "/v1/decide", bomb, "Content-Encoding", "gzip")
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(out))
+	require.Equal(t, server.CodeLimit, decodeError(t, out).Error.Code)
+	// Just under the limit once decompressed: read.
+	under := []byte(`{"history": ` + testHistory + strings.Repeat(" ", 64<<10-len(plainBody)) + `}`)
+	require.Len(t, under, 64<<10)
+	status, out = rs.post(t, "/v1/decide", gzipBytes(t, under), "Content-Encoding", "gzip")
+	require.Equal(t, http.StatusOK, status, string(out))
+}
+
+// TestSlowGzipBodyIsCutOff: the body deadline holds for a gzip body, and
+// its expiry is the body's timeout (408), not a decompression error.
+func TestSlowGzipBodyIsCutOff(t *testing.T) {
+	rs := start(t, testReg(t), server.BodyTimeout(300*time.Millisecond))
+	conn, err := net.Dial("tcp", rs.addr)
+	require.NoError(t, err)
+	defer conn.Close()
+	body := gzipBytes(t, []byte(`{"history": `+testHistory+`}`))
+	_, err = fmt.Fprintf(conn, "POST /v1/decide HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\nContent-Length: %d\r\n\r\n", len(body))
+	require.NoError(t, err)
+	_, err = conn.Write(body[:len(body)/2]) // and the rest never
+	require.NoError(t, err)
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, string(out))
+	require.Equal(t, server.CodeBodyTimeout, decodeError(t, out).Error.Code)
+}
