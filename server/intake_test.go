@@ -91,6 +91,17 @@ func TestSchemaIsOptIn(t *testing.T) {
 	}
 }
 
+// requireBodyTimeout reads the answer on conn: 408, the body's timeout.
+func requireBodyTimeout(t *testing.T, conn net.Conn) {
+	t.Helper()
+	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
+	require.NoError(t, err)
+	out, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, string(out))
+	require.Equal(t, server.CodeBodyTimeout, decodeError(t, out).Error.Code)
+}
+
 // TestSlowBodyIsCutOff: a client that sends its body a byte at a time is
 // answered 408 once the body deadline passes, and its connection closed.
 func TestSlowBodyIsCutOff(t *testing.T) {
@@ -112,12 +123,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
-	require.NoError(t, err)
-	out, _ := io.ReadAll(resp.Body)
-	resp.Body.Close()
-	require.Equal(t, http.StatusRequestTimeout, resp.StatusCode, string(out))
-	require.Equal(t, server.CodeBodyTimeout, decodeError(t, out).Error.Code)
+	requireBodyTimeout(t, conn)
 	require.Less(t, time.Since(start), time.Duration(len(body))*50*time.Millisecond/2, "cut off well before the body would have arrived")
 	conn.Close()
 	<-done
