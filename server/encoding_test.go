@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"strings"
@@ -88,6 +89,30 @@ func TestBodyEncodingsRefused(t *testing.T) {
 	require.Less(t, len(bomb), 64<<10)
 	status, out := rs.post(t, "/v1/decide", bomb, "Content-Encoding", "gzip")
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(out))
+	require.Equal(t, server.CodeLimit, decodeError(t, out).Error.Code)
+	// Over the limit as sent: 413 too, not a decompression error. Stored
+	// uncompressed, the body reaches the limit as sent before it does
+	// decompressed.
+	var stored bytes.Buffer
+	zw, err := gzip.NewWriterLevel(&stored, gzip.NoCompression)
+	require.NoError(t, err)
+	_, err = zw.Write([]byte(`{"history": [], "context": {"x": "` + strings.Repeat("a", 128<<10) + `"}}`))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	big := stored.Bytes()
+	require.Greater(t, len(big), 64<<10)
+	status, out = rs.post(t, "/v1/decide", big, "Content-Encoding", "gzip")
+	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(out))
+	require.Equal(t, server.CodeLimit, decodeError(t, out).Error.Code)
+	// ... and sent chunked, with no length declared to refuse up front.
+	req, err := http.NewRequest(http.MethodPost, rs.url+"/v1/decide", io.MultiReader(bytes.NewReader(big)))
+	require.NoError(t, err)
+	req.Header.Set("Content-Encoding", "gzip")
+	resp, err := rs.client.Do(req)
+	require.NoError(t, err)
+	out, _ = io.ReadAll(resp.Body)
+	resp.Body.Close()
+	require.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode, string(out))
 	require.Equal(t, server.CodeLimit, decodeError(t, out).Error.Code)
 	// Just under the limit once decompressed: read.
 	under := []byte(`{"history": ` + testHistory + strings.Repeat(" ", 64<<10-len(plainBody)) + `}`)

@@ -335,7 +335,7 @@ func (g gunzip) Read(p []byte) (int, error) {
 // inflateErr is a gzip body that does not decompress.
 type inflateErr struct{ err error }
 
-func (e *inflateErr) Error() string { return "gzip: " + e.err.Error() }
+func (e *inflateErr) Error() string { return "the gzip body does not decompress: " + e.err.Error() }
 
 // inflateError marks err as the body's failing to decompress, unless it
 // is the connection's or the body limit's, which keep their meaning.
