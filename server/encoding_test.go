@@ -135,3 +135,85 @@ func TestSlowGzipBodyIsCutOff(t *testing.T) {
 	require.NoError(t, err)
 	requireBodyTimeout(t, conn)
 }
+
+// TestBodyMediaTypes: a body is read as JSON when it declares no type, a
+// JSON one, or a label clients put on a string they send without naming
+// its type (curl -d, fetch); every endpoint answers it as it answers the
+// same body sent as application/json. Any other type, YAML among them, a
+// charset other than UTF-8, a type that does not parse or one sent twice
+// is refused with 415 before the body is read, rather than read as the
+// JSON it says it is not.
+func TestBodyMediaTypes(t *testing.T) {
+	rs := start(t, testReg(t))
+	plainBody := []byte(`{"history": ` + testHistory + `, "context": {"user": "ana"}}`)
+	runBody := []byte(`{"offset": 0, "messages": ` + testHistory + `}`)
+	accepted := []string{
+		"application/json", "application/json; charset=utf-8", "Application/JSON; Charset=UTF-8",
+		"application/json;charset=utf8", "application/vnd.example+json",
+		"text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
+	}
+	for _, path := range []string{"/v1/decide", "/v1/facts", "/v1/explain"} {
+		ws, want := rs.post(t, path, plainBody)
+		require.Equal(t, http.StatusOK, ws, string(want))
+		for _, ct := range accepted {
+			gs, got := rs.post(t, path, plainBody, "Content-Type", ct)
+			require.Equal(t, ws, gs, "%s, %s: %s", path, ct, got)
+			require.Equal(t, string(want), string(got), "%s, %s", path, ct)
+		}
+	}
+	for i, ct := range accepted {
+		status, out := rs.post(t, fmt.Sprintf("/v1/runs/typed-%d/decide", i), runBody, "Content-Type", ct)
+		require.Equal(t, http.StatusOK, status, "%s: %s", ct, out)
+	}
+
+	refused := map[string]string{
+		"application/x-yaml":                 "YAML bodies are not read",
+		"application/yaml":                   "YAML bodies are not read",
+		"text/yaml; charset=utf-8":           "YAML bodies are not read",
+		"application/xml":                    `"application/xml" is not read`,
+		"application/octet-stream":           "send the body as JSON",
+		"multipart/form-data; boundary=x":    "send the body as JSON",
+		"application/json; charset=latin1":   `charset "latin1" is not read`,
+		"application/json; charset=utf-16":   `charset "utf-16" is not read`,
+		"application/json; charset":          "does not parse",
+		"json":                               `"json" is not read`,
+		"application/json, application/yaml": "does not parse",
+	}
+	for ct, msg := range refused {
+		for _, path := range []string{"/v1/decide", "/v1/facts", "/v1/explain", "/v1/runs/refused/decide"} {
+			body := plainBody
+			if strings.HasPrefix(path, "/v1/runs/") {
+				body = runBody
+			}
+			status, out := rs.post(t, path, body, "Content-Type", ct)
+			require.Equal(t, http.StatusUnsupportedMediaType, status, "%s, %s: %s", path, ct, out)
+			e := decodeError(t, out).Error
+			require.Equal(t, server.CodeMediaType, e.Code, "%s, %s", path, ct)
+			require.Contains(t, e.Message, msg, "%s, %s", path, ct)
+		}
+	}
+	// The refused run was not started: its first accepted step is offset 0.
+	status, out := rs.post(t, "/v1/runs/refused/decide", runBody)
+	require.Equal(t, http.StatusOK, status, string(out))
+
+	// Sent twice, even both JSON: which one a proxy keeps is not known.
+	req, err := http.NewRequest(http.MethodPost, rs.url+"/v1/decide", bytes.NewReader(plainBody))
+	require.NoError(t, err)
+	req.Header.Add("Content-Type", "application/json")
+	req.Header.Add("Content-Type", "application/json")
+	resp, err := rs.client.Do(req)
+	require.NoError(t, err)
+	out, err = io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, string(out))
+	require.Contains(t, decodeError(t, out).Error.Message, "sent 2 times")
+
+	// The type is checked before the encoding, and a gzip body of a
+	// JSON type is read.
+	status, out = rs.post(t, "/v1/decide", gzipBytes(t, plainBody), "Content-Type", "application/x-yaml", "Content-Encoding", "gzip")
+	require.Equal(t, http.StatusUnsupportedMediaType, status, string(out))
+	require.Equal(t, server.CodeMediaType, decodeError(t, out).Error.Code)
+	status, out = rs.post(t, "/v1/decide", gzipBytes(t, plainBody), "Content-Type", "application/json", "Content-Encoding", "gzip")
+	require.Equal(t, http.StatusOK, status, string(out))
+}

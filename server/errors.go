@@ -13,21 +13,22 @@ import (
 
 // Error codes of the JSON error document. The values are stable.
 const (
-	CodeSyntax           = "syntax"               // the body or a part of it is not well-formed JSON
-	CodeSchema           = "schema"               // well-formed, but breaks a rule of the format
-	CodeLimit            = "limit"                // over a configured limit (413)
-	CodeBadRegistry      = "bad_registry"         // the request's registry does not load
-	CodeRegistryRequired = "registry_required"    // no registry in the request and none configured
-	CodePolicy           = "policy_error"         // the policies do not compile against the request's registry
-	CodeMethod           = "method_not_allowed"   // 405
-	CodeNotFound         = "not_found"            // 404
-	CodeUnauthorized     = "unauthorized"         // 401
-	CodeNotReady         = "not_ready"            // 503: policies are not loaded yet
-	CodeRunConflict      = "run_conflict"         // 409: resend the whole history with offset 0
-	CodeInternal         = "internal"             // 500
-	CodeBodyTimeout      = "body_timeout"         // 408: the body did not arrive in time
-	CodeQuery            = "query"                // a query parameter the endpoint does not read
-	CodeEncoding         = "unsupported_encoding" // 415: a Content-Encoding other than gzip
+	CodeSyntax           = "syntax"                 // the body or a part of it is not well-formed JSON
+	CodeSchema           = "schema"                 // well-formed, but breaks a rule of the format
+	CodeLimit            = "limit"                  // over a configured limit (413)
+	CodeBadRegistry      = "bad_registry"           // the request's registry does not load
+	CodeRegistryRequired = "registry_required"      // no registry in the request and none configured
+	CodePolicy           = "policy_error"           // the policies do not compile against the request's registry
+	CodeMethod           = "method_not_allowed"     // 405
+	CodeNotFound         = "not_found"              // 404
+	CodeUnauthorized     = "unauthorized"           // 401
+	CodeNotReady         = "not_ready"              // 503: policies are not loaded yet
+	CodeRunConflict      = "run_conflict"           // 409: resend the whole history with offset 0
+	CodeInternal         = "internal"               // 500
+	CodeBodyTimeout      = "body_timeout"           // 408: the body did not arrive in time
+	CodeQuery            = "query"                  // a query parameter the endpoint does not read
+	CodeEncoding         = "unsupported_encoding"   // 415: a Content-Encoding other than gzip
+	CodeMediaType        = "unsupported_media_type" // 415: a Content-Type other than JSON (see README)
 )
 
 // Error is the body of every error response:

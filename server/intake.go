@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"mime"
 	"net/http"
 	"os"
 	"runtime"
@@ -26,7 +27,8 @@ import (
 //     allocated from what a Content-Length merely declares (beyond its
 //     first 2 MiB); a gzip body (Content-Encoding: gzip) is read
 //     decompressed, MaxBody bounding what it decompresses to, and any
-//     other encoding refused;
+//     other encoding refused, as is a Content-Type other than JSON's
+//     (see jsonBody);
 //   - the scan: one pass over the envelope (envelope.go), which keeps the
 //     bytes of the members a handler reads and of each history message;
 //   - the decode, in that same pass: the scan hands the history array to
@@ -177,6 +179,9 @@ func (in *intake) reuse(body []byte) {
 // body may be read into a pooled buffer (pooled reports it); the caller
 // gives it back with reuse.
 func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body []byte, pooled bool, herr *Error) {
+	if herr := jsonBody(r); herr != nil {
+		return nil, false, herr
+	}
 	gz, herr := gzipped(r)
 	if herr != nil {
 		return nil, false, herr
@@ -291,6 +296,46 @@ func (in *intake) readError(w http.ResponseWriter, err error) *Error {
 			Message: "the body did not arrive within " + in.bodyTimeout.String()}
 	}
 	return badRequest(CodeSyntax, "reading the body: "+err.Error(), "")
+}
+
+// jsonBody reads r's Content-Type. A body is read as JSON when it
+// declares no type, a JSON type (application/json, or any type with the
+// +json suffix of RFC 6839), or one of the labels clients put on a string
+// sent without naming its type: text/plain (fetch, in browsers and Node)
+// and application/x-www-form-urlencoded (curl -d). Any other type, YAML
+// among them (OPA's server reads application/x-yaml; this one does not),
+// a charset other than UTF-8 (RFC 8259 allows no other), a type that does
+// not parse or one sent twice is refused with 415, rather than read as
+// the JSON it says it is not.
+func jsonBody(r *http.Request) *Error {
+	values := r.Header.Values("Content-Type")
+	switch len(values) {
+	case 0:
+		return nil
+	case 1:
+	default:
+		return unsupportedType("Content-Type is sent " + strconv.Itoa(len(values)) + " times")
+	}
+	mt, params, err := mime.ParseMediaType(values[0])
+	if err != nil {
+		return unsupportedType("Content-Type " + strconv.Quote(values[0]) + " does not parse (" + err.Error() + ")")
+	}
+	switch {
+	case mt == "application/json", strings.HasSuffix(mt, "+json"),
+		mt == "text/plain", mt == "application/x-www-form-urlencoded":
+	case strings.Contains(mt, "yaml"):
+		return unsupportedType("Content-Type " + strconv.Quote(mt) + " is not read: YAML bodies are not read, send JSON")
+	default:
+		return unsupportedType("Content-Type " + strconv.Quote(mt) + " is not read: send the body as JSON (application/json)")
+	}
+	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
+		return unsupportedType("charset " + strconv.Quote(cs) + " is not read: JSON is UTF-8 (RFC 8259); send it so, with charset=utf-8 or none")
+	}
+	return nil
+}
+
+func unsupportedType(msg string) *Error {
+	return &Error{Status: http.StatusUnsupportedMediaType, Code: CodeMediaType, Message: msg}
 }
 
 // gzipped reads r's Content-Encoding: false for none (or identity), true

@@ -48,8 +48,11 @@ func newServeCmd() *cobra.Command {
   GET  /metrics              Prometheus metrics
   GET  /debug/pprof/         Go's runtime profiles, with --pprof only (behind --token-file too)
 
-Bodies may be sent gzip-compressed (Content-Encoding: gzip); --max-body bounds a body both as
-sent and decompressed, and any other Content-Encoding is refused (415).
+Bodies are JSON: sent with no Content-Type, a JSON one (application/json, */*+json), text/plain or
+application/x-www-form-urlencoded (what fetch and curl -d label a string with); any other type
+(YAML too), or a charset other than UTF-8, is refused (415). Bodies may be sent gzip-compressed
+(Content-Encoding: gzip); --max-body bounds a body both as sent and decompressed, and any other
+Content-Encoding is refused (415).
 Errors are {"error": {"code", "message", "pointer"}} with 400, 401, 404, 405, 408, 409, 413,
 415 or 503.
 With --config (a standard OPA configuration file: services, bundles, decision_logs, status)
