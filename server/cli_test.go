@@ -2,6 +2,9 @@ package server_test
 
 import (
 	"bytes"
+	"io/fs"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"testing"
@@ -9,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/internal/servetest"
 )
 
 // TestServeUsageErrors: policycheck serve refuses bad flags and inputs
@@ -23,9 +27,14 @@ func TestServeUsageErrors(t *testing.T) {
 	require.NoError(t, os.WriteFile(badConfig, []byte("bundles: [1, 2]\n"), 0o600))
 	okConfig := filepath.Join(dir, "labels.yaml")
 	require.NoError(t, os.WriteFile(okConfig, []byte("labels:\n  team: tools\n"), 0o600))
+	live := filepath.Join(dir, "live.sock")
+	ln, err := net.Listen("unix", live) // answers (the kernel queues) without accepting
+	require.NoError(t, err)
+	defer ln.Close()
 	tests := []struct {
 		note string
 		args []string
+		want string
 	}{
 		// A flag that would change nothing, or be read as another value.
 		{note: "a mask that is not a JSON pointer", args: []string{"--config", okConfig, "--mask-context", "user/email"}},
@@ -47,6 +56,13 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "negative prefix cache", args: []string{"--prefix-cache-bytes", "-1"}},
 		{note: "negative run table", args: []string{"--runs", "-5"}},
 		{note: "negative decision cache", args: []string{"--decision-cache", "-1"}},
+		{note: "a unix address without a path", args: []string{"--addr", "unix://"}, want: "names no socket path"},
+		{note: "socket permissions not octal", args: []string{"--addr", "unix://" + filepath.Join(dir, "s.sock"), "--unix-socket-perm", "rw-r--r--"}, want: "octal"},
+		{note: "socket permissions past 777", args: []string{"--addr", "unix://" + filepath.Join(dir, "s.sock"), "--unix-socket-perm", "1777"}, want: "octal"},
+		{note: "socket permissions for a TCP address", args: []string{"--addr", "127.0.0.1:0", "--unix-socket-perm", "700"}, want: "applies to a Unix domain socket"},
+		{note: "a socket path that is a file", args: []string{"--addr", "unix://" + empty}, want: "exists and is not a socket"},
+		{note: "a socket another server answers on", args: []string{"--addr", "unix://" + live}, want: "another server is listening"},
+		{note: "a socket in a directory that does not exist", args: []string{"--addr", "unix://" + filepath.Join(dir, "missing", "s.sock")}, want: "no such file"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {
@@ -54,8 +70,64 @@ func TestServeUsageErrors(t *testing.T) {
 			code := cli.Run(append([]string{"serve"}, tc.args...), nil, &stdout, &stderr)
 			require.Equal(t, cli.ExitBadUsage, code, stderr.String())
 			require.Contains(t, stderr.String(), "policycheck:")
+			require.Contains(t, stderr.String(), tc.want)
 		})
 	}
+	// The file was not taken over.
+	fi, err := os.Lstat(empty)
+	require.NoError(t, err)
+	require.True(t, fi.Mode().IsRegular())
+}
+
+// TestServeUnixSocket: serve --addr unix://PATH answers over the socket
+// what it answers over TCP; the socket's file has --unix-socket-perm (755
+// by default) and is gone after shutdown; a socket file left by a server
+// that was killed is replaced.
+func TestServeUnixSocket(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command")
+	}
+	bin := servetest.Build(t)
+	reg := filepath.Join("..", "examples", "registry.yaml")
+	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
+	require.NoError(t, err)
+	body := append(append([]byte(`{"history": `), history...), '}')
+	sock := filepath.Join(t.TempDir(), "pc.sock")
+
+	tcp := servetest.Start(t, bin, "--registry", reg)
+	status, want := (&running{url: tcp.URL, client: tcp.Client()}).post(t, "/v1/decide", body)
+	require.Equal(t, http.StatusOK, status, string(want))
+	tcp.Stop()
+
+	decideOverSocket := func(args ...string) fs.FileMode {
+		t.Helper()
+		p := servetest.Start(t, bin, append([]string{"--registry", reg, "--addr", "unix://" + sock}, args...)...)
+		require.Equal(t, sock, p.Socket)
+		fi, err := os.Lstat(sock)
+		require.NoError(t, err)
+		require.Equal(t, fs.ModeSocket, fi.Mode().Type())
+		client := p.Client()
+		defer client.CloseIdleConnections()
+		status, got := (&running{url: p.URL, client: client}).post(t, "/v1/decide", body)
+		require.Equal(t, http.StatusOK, status, string(got))
+		require.Equal(t, string(want), string(got))
+		p.Stop()
+		_, err = os.Lstat(sock)
+		require.ErrorIs(t, err, fs.ErrNotExist, "the socket is removed on shutdown")
+		return fi.Mode().Perm()
+	}
+	require.Equal(t, fs.FileMode(0o700), decideOverSocket("--unix-socket-perm", "0700"))
+	require.Equal(t, fs.FileMode(0o660), decideOverSocket("--unix-socket-perm", "660"))
+
+	// A server killed before it could remove its socket leaves the file,
+	// and nothing answers on it.
+	ln, err := net.Listen("unix", sock)
+	require.NoError(t, err)
+	ln.(*net.UnixListener).SetUnlinkOnClose(false)
+	require.NoError(t, ln.Close())
+	_, err = os.Lstat(sock)
+	require.NoError(t, err)
+	require.Equal(t, fs.FileMode(0o755), decideOverSocket())
 }
 
 // TestServeRefusesConfigOptionsItWouldIgnore: an OPA configuration option
@@ -81,5 +153,43 @@ func TestServeRefusesConfigOptionsItWouldIgnore(t *testing.T) {
 			require.Contains(t, stderr.String(), "--config "+path+": ")
 			require.Contains(t, stderr.String(), tc.want)
 		})
+	}
+}
+
+// TestServeWarnsWhenExposed: serve warns, before it says where it
+// listens, when others may ask for decisions without a token: on a TCP
+// address beyond loopback, or on a socket every user of the host may
+// connect to. --token-file silences it; loopback and a socket only its
+// owner may write to never raise it.
+func TestServeWarnsWhenExposed(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command")
+	}
+	bin := servetest.Build(t)
+	reg := filepath.Join("..", "examples", "registry.yaml")
+	dir := t.TempDir()
+	tok := filepath.Join(dir, "token")
+	require.NoError(t, os.WriteFile(tok, []byte("s3cret\n"), 0o600))
+	sock := "unix://" + filepath.Join(dir, "pc.sock")
+	for _, tc := range []struct {
+		args []string
+		want string // "" for no warning
+	}{
+		{[]string{"--addr", "0.0.0.0:0"}, "listening beyond loopback without --token-file"},
+		{[]string{"--addr", "0.0.0.0:0", "--pprof"}, "read the server's profiles (--pprof)"},
+		{[]string{"--addr", "0.0.0.0:0", "--token-file", tok}, ""},
+		{[]string{"--addr", "127.0.0.1:0"}, ""},
+		{[]string{"--addr", sock, "--unix-socket-perm", "666"}, "every user of this host may connect to (--unix-socket-perm 666)"},
+		{[]string{"--addr", sock, "--unix-socket-perm", "666", "--token-file", tok}, ""},
+		{[]string{"--addr", sock, "--unix-socket-perm", "664"}, ""},
+	} {
+		p := servetest.Start(t, bin, append([]string{"--registry", reg}, tc.args...)...)
+		if tc.want == "" {
+			require.NotContains(t, p.Said, "level=WARN", tc.args)
+		} else {
+			require.Contains(t, p.Said, "level=WARN", tc.args)
+			require.Contains(t, p.Said, tc.want, tc.args)
+		}
+		p.Stop()
 	}
 }

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -24,7 +23,7 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		addr, registry, config, tokenFile, tlsCert, tlsKey, id         string
+		addr, registry, config, tokenFile, tlsCert, tlsKey, id, perm   string
 		policies, mask, shadowPolicies                                 []string
 		noDefaults, schema, noSchema, verbose, pprofOn                 bool
 		maxBody                                                        int64
@@ -59,7 +58,12 @@ With --config (a standard OPA configuration file: services, bundles, decision_lo
 policies come from OPA bundles, polled by OPA's bundle plugin; a new revision is swapped in
 atomically, a broken one is refused and the last good revision keeps serving. Decisions go to
 OPA's decision-log plugin. It listens on loopback unless --addr says otherwise, and shuts down
-gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+gracefully on SIGINT or SIGTERM, finishing requests in flight.
+
+--addr unix:///path/to.sock listens on a Unix domain socket instead, as opa run --addr does: its
+file gets --unix-socket-perm (755 by default, as OPA's: only its owner may connect) and is
+removed on shutdown. A socket file left there by a server that is gone is replaced; a file that
+is not a socket, or a socket another server answers on, stops serve with exit status 2.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
@@ -135,6 +139,10 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 					return badInput(fmt.Errorf("%s must be positive, not %v", f.name, f.v))
 				}
 			}
+			la, err := parseListenAddr(addr, perm, cmd.Flags().Changed("unix-socket-perm"))
+			if err != nil {
+				return badInput(err)
+			}
 			if shadowQueue < 1 {
 				return badInput(fmt.Errorf("--shadow-queue must be at least 1, not %d", shadowQueue))
 			}
@@ -168,19 +176,18 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 			}
 			ctx, stop := signal.NotifyContext(context.WithoutCancel(cmd.Context()), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			var lc net.ListenConfig
-			ln, err := lc.Listen(ctx, "tcp", addr)
+			ln, err := listen(ctx, la, func(path string) { logger.Info("removed a stale socket no server answers on", "path", path) })
 			if err != nil {
 				return badInput(err)
 			}
-			if host, _, _ := net.SplitHostPort(ln.Addr().String()); !net.ParseIP(host).IsLoopback() && tokenFile == "" {
-				msg := "listening beyond loopback without --token-file: anyone who can reach this port can ask for decisions"
-				if pprofOn {
-					msg += " and read the server's profiles (--pprof)"
-				}
-				logger.Warn(msg, "addr", ln.Addr().String())
+			at := ln.Addr().String()
+			if la.network == "unix" {
+				at = la.String()
 			}
-			logger.Info("policycheck serving", "addr", ln.Addr().String(), "tls", tlsCert != "")
+			if msg := la.exposed(at, tokenFile != "", pprofOn); msg != "" {
+				logger.Warn(msg, "addr", at)
+			}
+			logger.Info("policycheck serving", "addr", at, "tls", tlsCert != "")
 			if err := srv.Serve(ctx, ln); err != nil {
 				return err
 			}
@@ -189,7 +196,8 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.` + exitCodes("0  
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&addr, "addr", "127.0.0.1:8181", "address to listen on (loopback by default)")
+	fl.StringVar(&addr, "addr", "127.0.0.1:8181", "address to listen on: host:port (loopback by default) or unix:///path/to.sock")
+	fl.StringVar(&perm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
 	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
 	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only) or OPA bundle (repeatable)")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")

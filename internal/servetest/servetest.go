@@ -10,6 +10,9 @@ package servetest
 
 import (
 	"bufio"
+	"context"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,12 +58,33 @@ func build(t testing.TB, name, pkg string) string {
 // Process is `policycheck serve` running in a process of its own.
 type Process struct {
 	URL string // http://host:port
-	PID int
-	cmd *exec.Cmd
+	// Socket is the path of the Unix domain socket the server listens
+	// on, when an argument said --addr unix://PATH; URL's host then names
+	// nothing, and only Client's connections reach the server.
+	Socket string
+	// Said is what the server logged before it said where it listens
+	// (its warnings about the address among it).
+	Said string
+	PID  int
+	cmd  *exec.Cmd
+}
+
+// Client returns an HTTP client whose connections reach p: over TCP, or
+// to its socket.
+func (p *Process) Client() *http.Client {
+	if p.Socket == "" {
+		return &http.Client{}
+	}
+	sock := p.Socket
+	return &http.Client{Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", sock)
+	}}}
 }
 
 // Start runs `bin serve --addr 127.0.0.1:0 args...` in the test's working
-// directory and returns once the server says where it listens. The
+// directory (an --addr in args takes the first's place) and returns once
+// the server says where it listens. The
 // server is stopped (SIGTERM, then SIGKILL after 10 s) by Stop or when
 // the test ends.
 func Start(t testing.TB, bin string, args ...string) *Process {
@@ -88,7 +112,8 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 	}
 	p := &Process{PID: cmd.Process.Pid, cmd: cmd}
 	t.Cleanup(p.Stop)
-	addr := make(chan string, 1)
+	type heard struct{ addr, said string } // where it listens, what it said before
+	addr := make(chan heard, 1)
 	exited := make(chan string, 1) // what it wrote, when it ends before listening
 	go func() {
 		re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)`)
@@ -98,7 +123,7 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil && !listening {
 				listening = true
-				addr <- m[1]
+				addr <- heard{m[1], said.String()}
 			}
 			if !listening {
 				said.WriteString(sc.Text() + "\n")
@@ -109,7 +134,12 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 		}
 	}()
 	select {
-	case a := <-addr:
+	case l := <-addr:
+		a := l.addr
+		p.Said = l.said
+		if sock, ok := strings.CutPrefix(a, "unix://"); ok {
+			p.Socket, a = sock, "policycheck.invalid"
+		}
 		p.URL = "http://" + a
 		return p
 	case said := <-exited:
