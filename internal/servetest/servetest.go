@@ -2,7 +2,8 @@
 // its own, as an operator deploys it, for the tests that need that: the
 // side-by-side load test beside stock OPA, the peak-memory measurement
 // and the README's approval harness. It builds the command from this
-// module, starts it on a free loopback port, and stops it when the test
+// module, starts it on a free loopback port (or where the test's --addr
+// says, a Unix domain socket among them), and stops it when the test
 // ends. It runs the load tests' floor (the floor command beside it: a
 // server that reads each body and answers, and decides nothing) the same
 // way.
