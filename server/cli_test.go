@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -63,6 +64,11 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "a socket path that is a file", args: []string{"--addr", "unix://" + empty}, want: "exists and is not a socket"},
 		{note: "a socket another server answers on", args: []string{"--addr", "unix://" + live}, want: "another server is listening"},
 		{note: "a socket in a directory that does not exist", args: []string{"--addr", "unix://" + filepath.Join(dir, "missing", "s.sock")}, want: "no such file"},
+		{note: "one address for both", args: []string{"--addr", "127.0.0.1:18181", "--diagnostic-addr", "127.0.0.1:18181"}, want: "--diagnostic-addr 127.0.0.1:18181 is --addr too"},
+		{note: "a diagnostic socket without a path", args: []string{"--diagnostic-addr", "unix://"}, want: "--diagnostic-addr unix:// names no socket path"},
+		{note: "socket permissions for two TCP addresses", args: []string{"--addr", "127.0.0.1:0", "--diagnostic-addr", "127.0.0.1:0", "--unix-socket-perm", "700"}, want: "applies to a Unix domain socket"},
+		{note: "a diagnostic address it cannot listen on", args: []string{"--addr", "127.0.0.1:0", "--diagnostic-addr", "256.0.0.1:1"}, want: "--diagnostic-addr 256.0.0.1:1: "},
+		{note: "a diagnostic socket another server answers on", args: []string{"--addr", "127.0.0.1:0", "--diagnostic-addr", "unix://" + live}, want: "--diagnostic-addr unix://" + live + ": another server is listening"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.note, func(t *testing.T) {
@@ -192,4 +198,38 @@ func TestServeWarnsWhenExposed(t *testing.T) {
 		}
 		p.Stop()
 	}
+}
+
+// TestServeDiagnosticAddr: serve --diagnostic-addr answers /health and
+// /metrics there and nothing else, beside a main address on a socket
+// (which an HTTP probe cannot reach); the main address still serves
+// decisions.
+func TestServeDiagnosticAddr(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command")
+	}
+	bin := servetest.Build(t)
+	reg := filepath.Join("..", "examples", "registry.yaml")
+	sock := filepath.Join(t.TempDir(), "pc.sock")
+	p := servetest.Start(t, bin, "--registry", reg, "--addr", "unix://"+sock, "--diagnostic-addr", "127.0.0.1:0")
+	m := regexp.MustCompile(`msg="policycheck diagnostics serving" addr=(\S+)`).FindStringSubmatch(p.Said)
+	require.NotNil(t, m, p.Said)
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	diag := &running{url: "http://" + m[1], client: client}
+	status, health := diag.do(t, http.MethodGet, "/health", nil)
+	require.Equal(t, http.StatusOK, status, string(health))
+	require.Contains(t, string(health), `"status": "ok"`)
+	status, metrics := diag.do(t, http.MethodGet, "/metrics", nil)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(metrics), "policycheck_")
+	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
+	require.NoError(t, err)
+	body := append(append([]byte(`{"history": `), history...), '}')
+	status, out := diag.post(t, "/v1/decide", body)
+	require.Equal(t, http.StatusNotFound, status, string(out))
+	sockClient := p.Client()
+	defer sockClient.CloseIdleConnections()
+	status, out = (&running{url: p.URL, client: sockClient}).post(t, "/v1/decide", body)
+	require.Equal(t, http.StatusOK, status, string(out))
 }

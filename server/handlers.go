@@ -33,16 +33,28 @@ func (s *Server) routes() {
 	mux.Handle("/v1/explain", s.post(epExplain, s.handleExplain))
 	mux.Handle("/v1/runs/{id}/decide", s.post(epRun, s.handleRunDecide))
 	mux.Handle("/v1/runs/{id}", s.method(http.MethodDelete, "run_delete", nil, s.handleRunDelete))
-	mux.Handle("/health", s.method(http.MethodGet, "health", nil, s.handleHealth))
-	mux.Handle("/metrics", s.method(http.MethodGet, "metrics", nil, s.metrics.handler().ServeHTTP))
+	health := s.method(http.MethodGet, "health", nil, s.handleHealth)
+	metrics := s.method(http.MethodGet, "metrics", nil, s.metrics.handler().ServeHTTP)
+	mux.Handle("/health", health)
+	mux.Handle("/metrics", metrics)
 	if s.cfg.debug != nil {
 		mux.Handle("/debug/", s.cfg.debug)
 	}
-	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
-		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path})
-	})
-	s.mux = mux
+	mux.Handle("/", notFound(""))
 	s.handler = s.authenticate(mux)
+
+	diag := http.NewServeMux()
+	diag.Handle("/health", health)
+	diag.Handle("/metrics", metrics)
+	diag.Handle("/", notFound(" (a diagnostic address serves only /health and /metrics)"))
+	s.diagnostic = s.authenticate(diag)
+}
+
+// notFound answers 404 for any path, its message ending with more.
+func notFound(more string) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, &Error{Status: http.StatusNotFound, Code: CodeNotFound, Message: "no such endpoint: " + r.URL.Path + more})
+	})
 }
 
 // method admits one HTTP method (GET also admits HEAD) and answers 405

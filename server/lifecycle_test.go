@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"context"
 	"crypto/tls"
 	"io"
 	"net"
@@ -83,4 +84,87 @@ func TestTLS(t *testing.T) {
 		resp.Body.Close()
 		require.NotEqual(t, http.StatusOK, resp.StatusCode)
 	}
+}
+
+// TestDiagnosticListener: a diagnostic listener serves /health and
+// /metrics as the main one does (the token guarding /metrics) and nothing
+// else; it answers while the main listener drains a request at shutdown,
+// and is closed once Serve returns.
+func TestDiagnosticListener(t *testing.T) {
+	srv, err := server.New(testReg(t), server.Token("s3cret"))
+	require.NoError(t, err)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	dl, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln, dl) }()
+	client := &http.Client{Timeout: 30 * time.Second}
+	defer client.CloseIdleConnections()
+	api := &running{url: "http://" + ln.Addr().String(), client: client}
+	diag := &running{url: "http://" + dl.Addr().String(), client: client}
+	auth := []string{"Authorization", "Bearer s3cret"}
+
+	status, body := diag.do(t, http.MethodGet, "/health", nil)
+	require.Equal(t, http.StatusOK, status, string(body))
+	_, want := api.do(t, http.MethodGet, "/health", nil)
+	require.Equal(t, string(want), string(body))
+	status, _ = diag.do(t, http.MethodGet, "/metrics", nil)
+	require.Equal(t, http.StatusUnauthorized, status)
+	status, body = diag.do(t, http.MethodGet, "/metrics", nil, auth...)
+	require.Equal(t, http.StatusOK, status)
+	require.Contains(t, string(body), "policycheck_")
+	for _, r := range []struct{ method, path string }{
+		{http.MethodPost, "/v1/decide"}, {http.MethodPost, "/v1/facts"}, {http.MethodPost, "/v1/runs/r/decide"},
+		{http.MethodDelete, "/v1/runs/r"}, {http.MethodGet, "/debug/pprof/"},
+	} {
+		status, body = diag.do(t, r.method, r.path, []byte(`{"history": `+testHistory+`}`), auth...)
+		require.Equal(t, http.StatusNotFound, status, "%s %s: %s", r.method, r.path, body)
+		e := decodeError(t, body).Error
+		require.Equal(t, server.CodeNotFound, e.Code)
+		require.Contains(t, e.Message, "a diagnostic address serves only /health and /metrics")
+	}
+	status, body = api.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`), auth...)
+	require.Equal(t, http.StatusOK, status, string(body))
+
+	// A request in flight on the main listener when shutdown begins:
+	// probes are still answered until it is done.
+	pr, pw := io.Pipe()
+	req, err := http.NewRequest(http.MethodPost, api.url+"/v1/decide", pr)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer s3cret")
+	got := make(chan int, 1)
+	go func() {
+		resp, err := (&http.Client{}).Do(req)
+		if err != nil {
+			got <- 0
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		got <- resp.StatusCode
+	}()
+	_, err = pw.Write([]byte(`{"history": `))
+	require.NoError(t, err)
+	time.Sleep(100 * time.Millisecond) // let the server read the headers
+	cancel()
+	for {
+		c, err := net.Dial("tcp", ln.Addr().String())
+		if err != nil {
+			break // the main listener is closed: shutdown has begun
+		}
+		c.Close()
+		time.Sleep(5 * time.Millisecond)
+	}
+	status, _ = (&running{url: diag.url, client: &http.Client{Timeout: 10 * time.Second}}).do(t, http.MethodGet, "/health", nil)
+	require.Equal(t, http.StatusOK, status, "the diagnostic address answers while a request drains")
+	_, err = pw.Write([]byte(testHistory + `}`))
+	require.NoError(t, err)
+	require.NoError(t, pw.Close())
+	require.Equal(t, http.StatusOK, <-got)
+	require.NoError(t, <-done)
+	_, err = net.Dial("tcp", dl.Addr().String())
+	require.Error(t, err, "the diagnostic listener is closed once Serve returns")
 }

@@ -170,12 +170,12 @@ type Server struct {
 	engines *lru[*engine.Engine]
 	// compiling makes concurrent requests with one new registry share a
 	// compilation (see registryEngine).
-	compiling singleflight.Group
-	runs      *runTable
-	intake    *intake
-	metrics   *metrics
-	mux       *http.ServeMux
-	handler   http.Handler
+	compiling  singleflight.Group
+	runs       *runTable
+	intake     *intake
+	metrics    *metrics
+	handler    http.Handler
+	diagnostic http.Handler // /health and /metrics only
 
 	mgr *plugins.Manager // nil without an OPA configuration
 	// opaMetrics is what OPA's plugins count (decision-log drops and
@@ -347,6 +347,11 @@ func (s *Server) Manager() *plugins.Manager { return s.mgr }
 // for callers that run their own http.Server.
 func (s *Server) Handler() http.Handler { return s.handler }
 
+// DiagnosticHandler returns the handler of a diagnostic address: GET
+// /health and GET /metrics as Handler serves them (the token required
+// where it is), and 404 for every other path, the decision API included.
+func (s *Server) DiagnosticHandler() http.Handler { return s.diagnostic }
+
 // Start starts OPA's plugins, if configured. Serve calls it.
 func (s *Server) Start(ctx context.Context) error {
 	if s.mgr == nil || !s.started.CompareAndSwap(false, true) {
@@ -370,22 +375,51 @@ func (s *Server) Stop(ctx context.Context) {
 // Serve starts OPA's plugins and serves on ln until ctx is cancelled, then
 // shuts down gracefully: it stops accepting, lets requests in flight
 // finish (within the shutdown grace), stops the plugins and returns nil.
-// It serves TLS when a TLS configuration was given.
-func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
+// Each diagnostic listener serves DiagnosticHandler (health and metrics
+// only, as opa run --diagnostic-addr does) until the requests on ln are
+// finished, so that probes keep their answers while they drain. Every
+// listener serves TLS when a TLS configuration was given. A diagnostic
+// listener that fails on its own is logged; decisions go on.
+func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.Listener) error {
 	if err := s.Start(ctx); err != nil {
 		ln.Close()
+		for _, d := range diagnostic {
+			d.Close()
+		}
 		return err
 	}
-	srv := &http.Server{
-		Handler:           s.handler,
-		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelWarn),
-		BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+	newServer := func(h http.Handler) *http.Server {
+		return &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: 10 * time.Second,
+			IdleTimeout:       2 * time.Minute,
+			ErrorLog:          slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelWarn),
+			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
+		}
 	}
-	if s.cfg.tlsConfig != nil {
-		ln = tls.NewListener(ln, s.cfg.tlsConfig)
+	withTLS := func(l net.Listener) net.Listener {
+		if s.cfg.tlsConfig != nil {
+			return tls.NewListener(l, s.cfg.tlsConfig)
+		}
+		return l
 	}
+	diags := make([]*http.Server, len(diagnostic))
+	var diagDone sync.WaitGroup
+	for i, d := range diagnostic {
+		diags[i] = newServer(s.diagnostic)
+		diagDone.Go(func() {
+			if err := diags[i].Serve(withTLS(d)); !errors.Is(err, http.ErrServerClosed) {
+				s.cfg.logger.Error("diagnostic address failed", "addr", d.Addr().String(), "err", err)
+			}
+		})
+	}
+	defer func() {
+		for _, d := range diags {
+			_ = d.Close()
+		}
+		diagDone.Wait()
+	}()
+	srv := newServer(s.handler)
 	done := make(chan error, 1)
 	serveDone := make(chan struct{})
 	go func() {
@@ -398,7 +432,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 			done <- nil
 		}
 	}()
-	err := srv.Serve(ln)
+	err := srv.Serve(withTLS(ln))
 	close(serveDone)
 	shutdownErr := <-done
 	if !errors.Is(err, http.ErrServerClosed) {

@@ -22,6 +22,7 @@ const unixScheme = "unix://"
 type listenAddr struct {
 	network, address string
 	perm             fs.FileMode // unix only
+	flag             string      // the flag that named it
 }
 
 // String is the address as --addr would name it, and as serve logs it.
@@ -32,25 +33,46 @@ func (a listenAddr) String() string {
 	return a.address
 }
 
-// parseListenAddr reads --addr and --unix-socket-perm (permSet: given on
-// the command line). A permission that is not octal, or one given for a
-// TCP address, which it would not change, is refused.
-func parseListenAddr(addr, perm string, permSet bool) (listenAddr, error) {
+// parseListenAddr reads an address flag (--addr, --diagnostic-addr)
+// with --unix-socket-perm.
+func parseListenAddr(flag, addr, perm string) (listenAddr, error) {
 	path, isUnix := strings.CutPrefix(addr, unixScheme)
 	if !isUnix {
-		if permSet {
-			return listenAddr{}, fmt.Errorf("--unix-socket-perm applies to a Unix domain socket (--addr %s<path>), not to --addr %s", unixScheme, addr)
-		}
-		return listenAddr{network: "tcp", address: addr}, nil
+		return listenAddr{network: "tcp", address: addr, flag: flag}, nil
 	}
 	if path == "" {
-		return listenAddr{}, fmt.Errorf("--addr %s names no socket path (%s/run/policycheck.sock)", addr, unixScheme)
+		return listenAddr{}, fmt.Errorf("%s %s names no socket path (%s/run/policycheck.sock)", flag, addr, unixScheme)
 	}
 	mode, err := strconv.ParseUint(perm, 8, 32)
 	if err != nil || mode > 0o777 {
 		return listenAddr{}, fmt.Errorf("--unix-socket-perm must be octal permissions such as 755 or 0660, not %q", perm)
 	}
-	return listenAddr{network: "unix", address: path, perm: fs.FileMode(mode)}, nil
+	return listenAddr{network: "unix", address: path, perm: fs.FileMode(mode), flag: flag}, nil
+}
+
+// parseListenAddrs reads serve's --addr and --diagnostic-addr (diag: ""
+// for none) with --unix-socket-perm (permSet: given on the command line),
+// refusing a permission that no socket would take, and one address given
+// for both.
+func parseListenAddrs(addr, diag, perm string, permSet bool) (main listenAddr, diagnostic *listenAddr, err error) {
+	if main, err = parseListenAddr("--addr", addr, perm); err != nil {
+		return listenAddr{}, nil, err
+	}
+	if diag != "" {
+		d, err := parseListenAddr("--diagnostic-addr", diag, perm)
+		if err != nil {
+			return listenAddr{}, nil, err
+		}
+		// Port 0 is a port of the system's choosing for each.
+		if d.network == main.network && d.address == main.address && !strings.HasSuffix(d.address, ":0") {
+			return listenAddr{}, nil, fmt.Errorf("--diagnostic-addr %s is --addr too: give the diagnostic endpoints an address of their own, or leave it out (--addr serves /health and /metrics as well)", diag)
+		}
+		diagnostic = &d
+	}
+	if permSet && main.network != "unix" && (diagnostic == nil || diagnostic.network != "unix") {
+		return listenAddr{}, nil, fmt.Errorf("--unix-socket-perm applies to a Unix domain socket (--addr %s<path>), not to --addr %s", unixScheme, addr)
+	}
+	return main, diagnostic, nil
 }
 
 // listen listens on a. A socket file left at a Unix address by a server
@@ -62,29 +84,33 @@ func parseListenAddr(addr, perm string, permSet bool) (listenAddr, error) {
 func listen(ctx context.Context, a listenAddr, removed func(path string)) (net.Listener, error) {
 	var lc net.ListenConfig
 	if a.network != "unix" {
-		return lc.Listen(ctx, a.network, a.address)
+		ln, err := lc.Listen(ctx, a.network, a.address)
+		if err != nil {
+			return nil, fmt.Errorf("%s %s: %w", a.flag, a, err)
+		}
+		return ln, nil
 	}
 	if fi, err := os.Lstat(a.address); err == nil {
 		if fi.Mode().Type() != fs.ModeSocket {
-			return nil, fmt.Errorf("--addr %s: %s exists and is not a socket", a, a.address)
+			return nil, fmt.Errorf("%s %s: %s exists and is not a socket", a.flag, a, a.address)
 		}
 		d := net.Dialer{Timeout: time.Second}
 		conn, err := d.DialContext(ctx, "unix", a.address)
 		if err == nil {
 			conn.Close()
-			return nil, fmt.Errorf("--addr %s: another server is listening on %s", a, a.address)
+			return nil, fmt.Errorf("%s %s: another server is listening on %s", a.flag, a, a.address)
 		}
 		if !errors.Is(err, syscall.ECONNREFUSED) {
-			return nil, fmt.Errorf("--addr %s: %s is a socket whose server cannot be told gone: %w", a, a.address, err)
+			return nil, fmt.Errorf("%s %s: %s is a socket whose server cannot be told gone: %w", a.flag, a, a.address, err)
 		}
 		if err := os.Remove(a.address); err != nil {
-			return nil, fmt.Errorf("--addr %s: removing the stale socket: %w", a, err)
+			return nil, fmt.Errorf("%s %s: removing the stale socket: %w", a.flag, a, err)
 		}
 		removed(a.address)
 	}
 	ln, err := lc.Listen(ctx, "unix", a.address)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s %s: %w", a.flag, a, err)
 	}
 	if err := os.Chmod(a.address, a.perm); err != nil {
 		ln.Close()

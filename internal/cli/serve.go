@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/pprof"
 	"os"
@@ -23,7 +24,8 @@ import (
 
 func newServeCmd() *cobra.Command {
 	var (
-		addr, registry, config, tokenFile, tlsCert, tlsKey, id, perm   string
+		addr, diagAddr, registry, config, tokenFile, tlsCert, tlsKey   string
+		id, perm                                                       string
 		policies, mask, shadowPolicies                                 []string
 		noDefaults, schema, noSchema, verbose, pprofOn                 bool
 		maxBody                                                        int64
@@ -63,7 +65,10 @@ gracefully on SIGINT or SIGTERM, finishing requests in flight.
 --addr unix:///path/to.sock listens on a Unix domain socket instead, as opa run --addr does: its
 file gets --unix-socket-perm (755 by default, as OPA's: only its owner may connect) and is
 removed on shutdown. A socket file left there by a server that is gone is replaced; a file that
-is not a socket, or a socket another server answers on, stops serve with exit status 2.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+is not a socket, or a socket another server answers on, stops serve with exit status 2.
+--diagnostic-addr (host:port or unix://) serves GET /health and GET /metrics alone, as opa run
+--diagnostic-addr does, for probes that cannot reach a socket or a port kept for decisions; the
+token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
@@ -139,7 +144,7 @@ is not a socket, or a socket another server answers on, stops serve with exit st
 					return badInput(fmt.Errorf("%s must be positive, not %v", f.name, f.v))
 				}
 			}
-			la, err := parseListenAddr(addr, perm, cmd.Flags().Changed("unix-socket-perm"))
+			la, diag, err := parseListenAddrs(addr, diagAddr, perm, cmd.Flags().Changed("unix-socket-perm"))
 			if err != nil {
 				return badInput(err)
 			}
@@ -187,8 +192,22 @@ is not a socket, or a socket another server answers on, stops serve with exit st
 			if msg := la.exposed(at, tokenFile != "", pprofOn); msg != "" {
 				logger.Warn(msg, "addr", at)
 			}
+			var diagLn []net.Listener
+			if diag != nil {
+				dl, err := listen(ctx, *diag, func(path string) { logger.Info("removed a stale socket no server answers on", "path", path) })
+				if err != nil {
+					ln.Close()
+					return badInput(err)
+				}
+				dat := dl.Addr().String()
+				if diag.network == "unix" {
+					dat = diag.String()
+				}
+				logger.Info("policycheck diagnostics serving", "addr", dat, "paths", "/health /metrics")
+				diagLn = append(diagLn, dl)
+			}
 			logger.Info("policycheck serving", "addr", at, "tls", tlsCert != "")
-			if err := srv.Serve(ctx, ln); err != nil {
+			if err := srv.Serve(ctx, ln, diagLn...); err != nil {
 				return err
 			}
 			logger.Info("policycheck stopped")
@@ -197,6 +216,7 @@ is not a socket, or a socket another server answers on, stops serve with exit st
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&addr, "addr", "127.0.0.1:8181", "address to listen on: host:port (loopback by default) or unix:///path/to.sock")
+	fl.StringVar(&diagAddr, "diagnostic-addr", "", "address serving only GET /health and GET /metrics, for probes and scrapers (host:port or unix:///path)")
 	fl.StringVar(&perm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
 	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
 	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only) or OPA bundle (repeatable)")
