@@ -4,11 +4,13 @@
 // Map of the package:
 //
 //   - server.go: Server, its functional options, Serve with graceful
-//     shutdown and TLS;
-//   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health;
+//     shutdown, TLS and diagnostic listeners (health and metrics only);
+//   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health,
+//     the routes of the main and the diagnostic handler;
 //   - intake.go: the one way in for a request: the body (read bounded and
-//     under a deadline, decompressed when sent with gzip, into a pooled
-//     buffer that is reused once answered when nothing kept it), the scan and the decode in one pass (the
+//     under a deadline, JSON by its Content-Type, decompressed when sent
+//     with gzip, into a pooled buffer that is reused once answered when
+//     nothing kept it), the scan and the decode in one pass (the
 //     loader's decoder is the one runtime validator and reads a large
 //     history on several cores; the JSON Schema only with ValidateSchema)
 //     and the resume after a history prefix seen before;
@@ -31,7 +33,7 @@
 //   - plugins.go: OPA's management plane (bundle, decision-log, status and
 //     discovery plugins from a standard OPA configuration file), following
 //     the bundles the file or a discovery bundle configures;
-//   - declog.go: decision logs through OPA's decision-log plugin.
+//   - declog.go: decision logs through OPA's decision-log plugin;
 //   - shadow.go: the shadow policy, decided beside the enforced one off the
 //     answer's path (a bounded queue), disagreements in /metrics and the log.
 //
