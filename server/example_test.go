@@ -80,3 +80,26 @@ func ExampleDebug() {
 	// 401 Bearer realm="policycheck"
 	// 200 debug /debug/pprof/heap
 }
+
+// DiagnosticHandler answers health and metrics, and nothing else: an
+// address for probes and scrapers that must not reach the decision API
+// (Serve serves it on its diagnostic listeners).
+func ExampleServer_DiagnosticHandler() {
+	srv, err := server.New()
+	if err != nil {
+		panic(err)
+	}
+	for _, r := range []struct{ method, path string }{
+		{http.MethodGet, "/health"},
+		{http.MethodGet, "/metrics"},
+		{http.MethodPost, "/v1/decide"},
+	} {
+		rec := httptest.NewRecorder()
+		srv.DiagnosticHandler().ServeHTTP(rec, httptest.NewRequest(r.method, r.path, strings.NewReader(`{"history": []}`)))
+		fmt.Println(r.method, r.path, rec.Code)
+	}
+	// Output:
+	// GET /health 200
+	// GET /metrics 200
+	// POST /v1/decide 404
+}
