@@ -2,12 +2,14 @@ package server_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"io/fs"
 	"net"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -64,6 +66,9 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "a socket path that is a file", args: []string{"--addr", "unix://" + empty}, want: "exists and is not a socket"},
 		{note: "a socket another server answers on", args: []string{"--addr", "unix://" + live}, want: "another server is listening"},
 		{note: "a socket in a directory that does not exist", args: []string{"--addr", "unix://" + filepath.Join(dir, "missing", "s.sock")}, want: "no such file"},
+		{note: "an unknown log format", args: []string{"--log-format", "logfmt"}, want: `--log-format must be text or json, not "logfmt"`},
+		{note: "an unknown log level", args: []string{"--log-level", "trace"}, want: `--log-level must be debug, info, warn or error, not "trace"`},
+		{note: "-v against --log-level", args: []string{"-v", "--log-level", "error"}, want: "-v logs at debug level, which --log-level error contradicts"},
 		{note: "one address for both", args: []string{"--addr", "127.0.0.1:18181", "--diagnostic-addr", "127.0.0.1:18181"}, want: "--diagnostic-addr 127.0.0.1:18181 is --addr too"},
 		{note: "a diagnostic socket without a path", args: []string{"--diagnostic-addr", "unix://"}, want: "--diagnostic-addr unix:// names no socket path"},
 		{note: "socket permissions for two TCP addresses", args: []string{"--addr", "127.0.0.1:0", "--diagnostic-addr", "127.0.0.1:0", "--unix-socket-perm", "700"}, want: "applies to a Unix domain socket"},
@@ -232,4 +237,26 @@ func TestServeDiagnosticAddr(t *testing.T) {
 	defer sockClient.CloseIdleConnections()
 	status, out = (&running{url: p.URL, client: sockClient}).post(t, "/v1/decide", body)
 	require.Equal(t, http.StatusOK, status, string(out))
+}
+
+// TestServeLogsJSON: with --log-format json every line serve logs is a
+// JSON object with its time, level and message, warnings included.
+func TestServeLogsJSON(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command")
+	}
+	bin := servetest.Build(t)
+	p := servetest.Start(t, bin, "--registry", filepath.Join("..", "examples", "registry.yaml"), "--log-format", "json", "--addr", "0.0.0.0:0")
+	lines := strings.Split(strings.TrimSpace(p.Said), "\n")
+	require.NotEmpty(t, lines)
+	var warned bool
+	for _, l := range lines {
+		var rec struct{ Time, Level, Msg string }
+		require.NoError(t, json.Unmarshal([]byte(l), &rec), l)
+		require.NotEmpty(t, rec.Time, l)
+		require.NotEmpty(t, rec.Msg, l)
+		warned = warned || (rec.Level == "WARN" && strings.Contains(rec.Msg, "beyond loopback"))
+	}
+	require.True(t, warned, p.Said)
+	require.True(t, strings.HasPrefix(p.URL, "http://"), p.URL)
 }

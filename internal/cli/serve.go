@@ -5,6 +5,7 @@ import (
 	"crypto/tls"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"net/http"
@@ -25,7 +26,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		addr, diagAddr, registry, config, tokenFile, tlsCert, tlsKey   string
-		id, perm                                                       string
+		id, perm, logFormat, logLevel                                  string
 		policies, mask, shadowPolicies                                 []string
 		noDefaults, schema, noSchema, verbose, pprofOn                 bool
 		maxBody                                                        int64
@@ -73,11 +74,10 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logLevel := slog.LevelInfo
-			if verbose {
-				logLevel = slog.LevelDebug
+			logger, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel, verbose, cmd.Flags().Changed("log-level"))
+			if err != nil {
+				return badInput(err)
 			}
-			logger := slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), &slog.HandlerOptions{Level: logLevel}))
 			engOpts := []engine.Option{engine.PolicyPaths(policies...), engine.DecisionCache(decisions),
 				engine.OnWarning(func(p engine.PolicyProblem) {
 					logger.Warn("policy never evaluated", "code", p.Code, "file", p.File, "row", p.Row, "message", p.Message)
@@ -242,7 +242,9 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 	fl.BoolVar(&noSchema, "no-schema", false, "validate histories with the decoder alone (the default)")
 	_ = fl.MarkDeprecated("no-schema", "the decoder alone is the default; --schema adds the JSON Schema")
 	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight (0: not at all)")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging")
+	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging (--log-level debug)")
+	fl.StringVar(&logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
+	fl.StringVar(&logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
 	fl.BoolVar(&pprofOn, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/, as opa run --pprof does")
 	return cmd
 }
@@ -258,4 +260,29 @@ func pprofHandler() http.Handler {
 	mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 	mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	return mux
+}
+
+// newLogger is serve's logger: --log-format text or json, from
+// --log-level (levelSet: given on the command line) on, or debug with -v
+// (which a --log-level other than debug contradicts).
+func newLogger(w io.Writer, format, level string, verbose, levelSet bool) (*slog.Logger, error) {
+	levels := map[string]slog.Level{"debug": slog.LevelDebug, "info": slog.LevelInfo, "warn": slog.LevelWarn, "error": slog.LevelError}
+	lv, ok := levels[level]
+	if !ok {
+		return nil, fmt.Errorf("--log-level must be debug, info, warn or error, not %q", level)
+	}
+	if verbose {
+		if levelSet && lv != slog.LevelDebug {
+			return nil, fmt.Errorf("-v logs at debug level, which --log-level %s contradicts", level)
+		}
+		lv = slog.LevelDebug
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(w, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(w, opts)), nil
+	}
+	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
 }

@@ -117,14 +117,15 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 	addr := make(chan heard, 1)
 	exited := make(chan string, 1) // what it wrote, when it ends before listening
 	go func() {
-		re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)`)
+		// Text logs (msg="..." addr=...) or JSON ones (--log-format json).
+		re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)|"msg":"` + regexp.QuoteMeta(msg) + `","addr":"([^"]+)"`)
 		sc := bufio.NewScanner(stderr)
 		var said strings.Builder
 		listening := false
 		for sc.Scan() {
 			if m := re.FindStringSubmatch(sc.Text()); m != nil && !listening {
 				listening = true
-				addr <- heard{m[1], said.String()}
+				addr <- heard{m[1] + m[2], said.String()}
 			}
 			if !listening {
 				said.WriteString(sc.Text() + "\n")
