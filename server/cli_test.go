@@ -3,6 +3,7 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -66,6 +67,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "a socket path that is a file", args: []string{"--addr", "unix://" + empty}, want: "exists and is not a socket"},
 		{note: "a socket another server answers on", args: []string{"--addr", "unix://" + live}, want: "another server is listening"},
 		{note: "a socket in a directory that does not exist", args: []string{"--addr", "unix://" + filepath.Join(dir, "missing", "s.sock")}, want: "no such file"},
+		{note: "h2c with TLS", args: []string{"--h2c", "--tls-cert", empty, "--tls-key", empty}, want: "--h2c serves HTTP/2 without TLS"},
 		{note: "an unknown log format", args: []string{"--log-format", "logfmt"}, want: `--log-format must be text or json, not "logfmt"`},
 		{note: "an unknown log level", args: []string{"--log-level", "trace"}, want: `--log-level must be debug, info, warn or error, not "trace"`},
 		{note: "-v against --log-level", args: []string{"-v", "--log-level", "error"}, want: "-v logs at debug level, which --log-level error contradicts"},
@@ -259,4 +261,33 @@ func TestServeLogsJSON(t *testing.T) {
 	}
 	require.True(t, warned, p.Said)
 	require.True(t, strings.HasPrefix(p.URL, "http://"), p.URL)
+}
+
+// TestServeH2C: serve --h2c answers a client that speaks HTTP/2 without
+// TLS; without the flag, such a client gets nothing.
+func TestServeH2C(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the command")
+	}
+	bin := servetest.Build(t)
+	reg := filepath.Join("..", "examples", "registry.yaml")
+	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
+	require.NoError(t, err)
+	body := append(append([]byte(`{"history": `), history...), '}')
+	client := h2cClient()
+	defer client.CloseIdleConnections()
+
+	p := servetest.Start(t, bin, "--registry", reg, "--h2c")
+	resp, err := client.Post(p.URL+"/v1/decide", "application/json", bytes.NewReader(body))
+	require.NoError(t, err)
+	out, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+	require.Equal(t, "HTTP/2.0", resp.Proto)
+	p.Stop()
+
+	plain := servetest.Start(t, bin, "--registry", reg)
+	_, err = client.Post(plain.URL+"/v1/decide", "application/json", bytes.NewReader(body))
+	require.Error(t, err)
 }

@@ -44,6 +44,7 @@ type config struct {
 	maskContext []string
 	logger      *slog.Logger
 	tlsConfig   *tls.Config
+	h2c         bool
 	grace       time.Duration
 	now         func() time.Time
 	shadow      bool
@@ -159,6 +160,12 @@ func Debug(h http.Handler) Option { return func(c *config) { c.debug = h } }
 // TLS serves HTTPS with this configuration.
 func TLS(cfg *tls.Config) Option { return func(c *config) { c.tlsConfig = cfg } }
 
+// H2C also serves HTTP/2 without TLS ("prior knowledge", RFC 9113
+// section 3.3), as opa run --h2c does, beside HTTP/1.1: for clients that
+// multiplex many requests over one connection. New refuses it with TLS,
+// where it would not be used.
+func H2C() Option { return func(c *config) { c.h2c = true } }
+
 // ShutdownGrace bounds how long Serve waits for requests in flight once its
 // context is cancelled (default 30s).
 func ShutdownGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
@@ -243,6 +250,9 @@ func New(opts ...Option) (*Server, error) {
 		if cfg.opaConfig == nil || !onlyMissingEntrypoint(err) {
 			return nil, err
 		}
+	}
+	if cfg.h2c && cfg.tlsConfig != nil {
+		return nil, errors.New("H2C serves HTTP/2 without TLS: with TLS it would not be used")
 	}
 	for _, p := range cfg.maskContext {
 		if err := checkPointer(p); err != nil {
@@ -389,13 +399,19 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 		return err
 	}
 	newServer := func(h http.Handler) *http.Server {
-		return &http.Server{
+		srv := &http.Server{
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
 			ErrorLog:          slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelWarn),
 			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		}
+		if s.cfg.h2c {
+			srv.Protocols = new(http.Protocols)
+			srv.Protocols.SetHTTP1(true)
+			srv.Protocols.SetUnencryptedHTTP2(true)
+		}
+		return srv
 	}
 	withTLS := func(l net.Listener) net.Listener {
 		if s.cfg.tlsConfig != nil {

@@ -28,7 +28,7 @@ func newServeCmd() *cobra.Command {
 		addr, diagAddr, registry, config, tokenFile, tlsCert, tlsKey   string
 		id, perm, logFormat, logLevel                                  string
 		policies, mask, shadowPolicies                                 []string
-		noDefaults, schema, noSchema, verbose, pprofOn                 bool
+		noDefaults, schema, noSchema, verbose, pprofOn, h2c            bool
 		maxBody                                                        int64
 		timeout, bodyTimeout, runTTL, grace                            time.Duration
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
@@ -157,6 +157,12 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 			if (tlsCert == "") != (tlsKey == "") {
 				return badInput(errors.New("--tls-cert and --tls-key go together"))
 			}
+			if h2c {
+				if tlsCert != "" {
+					return badInput(errors.New("--h2c serves HTTP/2 without TLS: with --tls-cert it would not be used"))
+				}
+				opts = append(opts, server.H2C())
+			}
 			if tlsCert != "" {
 				cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
 				if err != nil {
@@ -226,6 +232,7 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token every request must carry (GET /health excepted)")
 	fl.StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM); serves HTTPS with --tls-key")
 	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM)")
+	fl.BoolVar(&h2c, "h2c", false, "also serve HTTP/2 without TLS to clients that speak it with prior knowledge, as opa run --h2c does")
 	fl.Int64Var(&maxBody, "max-body", 64<<20, "largest request body accepted, in bytes (413 beyond)")
 	fl.IntVar(&maxContext, "max-context-bytes", 1<<20, "largest request context accepted, in bytes of JSON (413 beyond; 0: only --max-body)")
 	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-request timeout from the end of the body (scan, decode and decision); a decision that runs out fails closed")
