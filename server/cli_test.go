@@ -67,6 +67,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "a socket path that is a file", args: []string{"--addr", "unix://" + empty}, want: "exists and is not a socket"},
 		{note: "a socket another server answers on", args: []string{"--addr", "unix://" + live}, want: "another server is listening"},
 		{note: "a socket in a directory that does not exist", args: []string{"--addr", "unix://" + filepath.Join(dir, "missing", "s.sock")}, want: "no such file"},
+		{note: "client CAs without TLS", args: []string{"--tls-ca-cert", empty}, want: "--tls-ca-cert asks clients for certificates over TLS"},
 		{note: "h2c with TLS", args: []string{"--h2c", "--tls-cert", empty, "--tls-key", empty}, want: "--h2c serves HTTP/2 without TLS"},
 		{note: "an unknown log format", args: []string{"--log-format", "logfmt"}, want: `--log-format must be text or json, not "logfmt"`},
 		{note: "an unknown log level", args: []string{"--log-level", "trace"}, want: `--log-level must be debug, info, warn or error, not "trace"`},

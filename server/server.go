@@ -388,8 +388,9 @@ func (s *Server) Stop(ctx context.Context) {
 // Each diagnostic listener serves DiagnosticHandler (health and metrics
 // only, as opa run --diagnostic-addr does) until the requests on ln are
 // finished, so that probes keep their answers while they drain. Every
-// listener serves TLS when a TLS configuration was given. A diagnostic
-// listener that fails on its own is logged; decisions go on.
+// listener serves TLS when a TLS configuration was given, a diagnostic
+// one without asking for client certificates (probes have none). A
+// diagnostic listener that fails on its own is logged; decisions go on.
 func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.Listener) error {
 	if err := s.Start(ctx); err != nil {
 		ln.Close()
@@ -413,18 +414,25 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 		}
 		return srv
 	}
-	withTLS := func(l net.Listener) net.Listener {
-		if s.cfg.tlsConfig != nil {
-			return tls.NewListener(l, s.cfg.tlsConfig)
+	withTLS := func(l net.Listener, cfg *tls.Config) net.Listener {
+		if cfg != nil {
+			return tls.NewListener(l, cfg)
 		}
 		return l
+	}
+	// Probes cannot present a client certificate: a diagnostic address
+	// asks for none (the token still guards /metrics).
+	diagTLS := s.cfg.tlsConfig
+	if diagTLS != nil && diagTLS.ClientAuth != tls.NoClientCert {
+		diagTLS = diagTLS.Clone()
+		diagTLS.ClientAuth, diagTLS.ClientCAs = tls.NoClientCert, nil
 	}
 	diags := make([]*http.Server, len(diagnostic))
 	var diagDone sync.WaitGroup
 	for i, d := range diagnostic {
 		diags[i] = newServer(s.diagnostic)
 		diagDone.Go(func() {
-			if err := diags[i].Serve(withTLS(d)); !errors.Is(err, http.ErrServerClosed) {
+			if err := diags[i].Serve(withTLS(d, diagTLS)); !errors.Is(err, http.ErrServerClosed) {
 				s.cfg.logger.Error("diagnostic address failed", "addr", d.Addr().String(), "err", err)
 			}
 		})
@@ -448,7 +456,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 			done <- nil
 		}
 	}()
-	err := srv.Serve(withTLS(ln))
+	err := srv.Serve(withTLS(ln, s.cfg.tlsConfig))
 	close(serveDone)
 	shutdownErr := <-done
 	if !errors.Is(err, http.ErrServerClosed) {

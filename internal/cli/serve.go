@@ -26,7 +26,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		addr, diagAddr, registry, config, tokenFile, tlsCert, tlsKey   string
-		id, perm, logFormat, logLevel                                  string
+		id, perm, logFormat, logLevel, tlsCA                           string
 		policies, mask, shadowPolicies                                 []string
 		noDefaults, schema, noSchema, verbose, pprofOn, h2c            bool
 		maxBody                                                        int64
@@ -163,12 +163,22 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 				}
 				opts = append(opts, server.H2C())
 			}
+			if tlsCA != "" && tlsCert == "" {
+				return badInput(errors.New("--tls-ca-cert asks clients for certificates over TLS, which --tls-cert and --tls-key turn on"))
+			}
 			if tlsCert != "" {
-				cert, err := tls.LoadX509KeyPair(tlsCert, tlsKey)
+				files, err := loadCertFiles(tlsCert, tlsKey, logger)
 				if err != nil {
 					return badInput(err)
 				}
-				opts = append(opts, server.TLS(&tls.Config{Certificates: []tls.Certificate{cert}, MinVersion: tls.VersionTLS12}))
+				cfg := &tls.Config{GetCertificate: files.get, MinVersion: tls.VersionTLS12}
+				if tlsCA != "" {
+					if cfg.ClientCAs, err = clientCAs(tlsCA); err != nil {
+						return badInput(err)
+					}
+					cfg.ClientAuth = tls.RequireAndVerifyClientCert
+				}
+				opts = append(opts, server.TLS(cfg))
 			}
 			if len(shadowPolicies) > 0 {
 				shOpts := []engine.Option{engine.PolicyPaths(shadowPolicies...), engine.DecisionCache(decisions)}
@@ -231,7 +241,8 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 	fl.StringVar(&id, "id", "policycheck", "instance id reported to OPA status and decision-log services")
 	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token every request must carry (GET /health excepted)")
 	fl.StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM); serves HTTPS with --tls-key")
-	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM)")
+	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM); the pair is read again when either file changes")
+	fl.StringVar(&tlsCA, "tls-ca-cert", "", "CA certificates (PEM) whose client certificates are required (mutual TLS; not on --diagnostic-addr)")
 	fl.BoolVar(&h2c, "h2c", false, "also serve HTTP/2 without TLS to clients that speak it with prior knowledge, as opa run --h2c does")
 	fl.Int64Var(&maxBody, "max-body", 64<<20, "largest request body accepted, in bytes (413 beyond)")
 	fl.IntVar(&maxContext, "max-context-bytes", 1<<20, "largest request context accepted, in bytes of JSON (413 beyond; 0: only --max-body)")
