@@ -212,7 +212,7 @@ hide contains "search_docs"
 	add(h, "/v1/runs/{id}/decide", http.MethodPost, "/v1/runs/appr/decide", []byte(`{"offset": 0, "messages": `+string(transfer)+`, "approvals": `+string(approvals.Approvals)+`}`))
 
 	// Errors of every kind.
-	add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": [`))                                 // syntax
+	add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": [`))                                // syntax
 	add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": [{"kind": "nope", "parts": []}]}`)) // schema
 	add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": [], "registry": {"tools": [{"name": 3}]}}`))
 	add(h, "/v1/decide", http.MethodPost, "/v1/decide?format=input", []byte(`{"history": []}`))
