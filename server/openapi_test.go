@@ -9,6 +9,7 @@ import (
 	"go/token"
 	"net/http"
 	"net/http/httptest"
+	neturl "net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -27,11 +28,11 @@ import (
 	"github.com/policycheck/policycheck/server"
 )
 
-const openAPIURL = "https://policycheck.dev/openapi.json"
 
 // openAPI is docs/openapi.yaml, read for the tests that hold it to the
 // server.
 type openAPI struct {
+	url      string // where the document is, as a file URL its references resolve against
 	doc      map[string]any
 	compiler *jsonschema.Compiler
 	schemas  map[string]*jsonschema.Schema
@@ -43,25 +44,25 @@ func loadOpenAPI(t *testing.T) *openAPI {
 	require.NoError(t, err)
 	var y any
 	require.NoError(t, yaml.Unmarshal(raw, &y))
+	// A null is a slip of YAML's flow style: a comma in an unquoted
+	// {description: a, b} makes "b" a key with no value.
+	requireNoNull(t, y, "")
 	js, err := json.Marshal(y)
 	require.NoError(t, err, "docs/openapi.yaml must be JSON-compatible YAML (string keys)")
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(js))
 	require.NoError(t, err)
+	abs, err := filepath.Abs(filepath.Join("..", "docs", "openapi.yaml"))
+	require.NoError(t, err)
+	url := (&neturl.URL{Scheme: "file", Path: filepath.ToSlash(abs)}).String()
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
-	require.NoError(t, c.AddResource(openAPIURL, doc))
-	for _, name := range []string{"history", "registry"} {
-		f, err := os.Open(filepath.Join("..", "loader", "schema", name+".schema.json"))
-		require.NoError(t, err)
-		s, err := jsonschema.UnmarshalJSON(f)
-		f.Close()
-		require.NoError(t, err)
-		require.NoError(t, c.AddResource("https://policycheck.dev/schema/"+name+".schema.json", s))
-	}
+	// The history and registry schemas are referred to by their paths
+	// beside the document (../loader/schema/), which the compiler reads.
+	require.NoError(t, c.AddResource(url, doc))
 	m, ok := doc.(map[string]any)
 	require.True(t, ok)
 	require.Equal(t, "3.1.0", m["openapi"])
-	return &openAPI{doc: m, compiler: c, schemas: map[string]*jsonschema.Schema{}}
+	return &openAPI{url: url, doc: m, compiler: c, schemas: map[string]*jsonschema.Schema{}}
 }
 
 // operation returns the operation of method on path (a template such as
@@ -98,7 +99,7 @@ func (o *openAPI) responseSchema(t *testing.T, path, method string, status int) 
 	if _, ok := content["application/json"]; !ok {
 		return nil
 	}
-	url := openAPIURL + loc + "/content/application~1json/schema"
+	url := o.url + loc + "/content/application~1json/schema"
 	if s, ok := o.schemas[url]; ok {
 		return s
 	}
@@ -115,7 +116,7 @@ func pointerEscape(s string) string {
 // requestSchema compiles the JSON schema of method's body on path.
 func (o *openAPI) requestSchema(t *testing.T, path, method string) *jsonschema.Schema {
 	t.Helper()
-	url := openAPIURL + "#/paths/" + pointerEscape(path) + "/" + strings.ToLower(method) + "/requestBody/content/application~1json/schema"
+	url := o.url + "#/paths/" + pointerEscape(path) + "/" + strings.ToLower(method) + "/requestBody/content/application~1json/schema"
 	s, err := o.compiler.Compile(url)
 	require.NoError(t, err, url)
 	return s
@@ -356,4 +357,20 @@ func TestOpenAPIErrorCodes(t *testing.T) {
 	slices.Sort(codes)
 	slices.Sort(listed)
 	require.Equal(t, codes, listed)
+}
+
+func requireNoNull(t *testing.T, v any, at string) {
+	t.Helper()
+	switch v := v.(type) {
+	case nil:
+		t.Fatalf("docs/openapi.yaml: a null at %s (an unquoted comma in a flow mapping?)", at)
+	case map[string]any:
+		for k, e := range v {
+			requireNoNull(t, e, at+"/"+k)
+		}
+	case []any:
+		for i, e := range v {
+			requireNoNull(t, e, at+"/"+strconv.Itoa(i))
+		}
+	}
 }
