@@ -28,7 +28,6 @@ import (
 	"github.com/policycheck/policycheck/server"
 )
 
-
 // openAPI is docs/openapi.yaml, read for the tests that hold it to the
 // server.
 type openAPI struct {
