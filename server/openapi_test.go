@@ -231,6 +231,19 @@ hide contains "search_docs"
 	add(g, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": [], "context": {"x": "`+strings.Repeat("a", 8<<10)+`"}}`), "Authorization", "Bearer s3cret")
 	add(h, "/health", http.MethodGet, "/health", nil)
 	add(main.DiagnosticHandler(), "/health", http.MethodGet, "/health", nil)
+	// A decision that fails closed (out of time) says why, in errors.
+	slow, err := server.New(testReg(t), server.Timeout(1), server.Engine(engine.Modules(engine.Source{File: "slow.rego", Text: `package policycheck.capabilities.vault
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	some i in numbers.range(1, 100000000)
+	i < 0
+}
+`})))
+	require.NoError(t, err)
+	for _, ep := range []string{"/v1/decide", "/v1/explain"} {
+		add(slow.Handler(), ep, http.MethodPost, ep, []byte(`{"history": `+testHistory+`}`))
+	}
 
 	// The shared corpus's histories, each with its own registry.
 	t.Run("conformance", func(t *testing.T) {
@@ -272,7 +285,7 @@ hide contains "search_docs"
 	}
 	// The optional members of a decision the schema describes appear in
 	// the corpus, so that the schema is tried on them.
-	for _, key := range []string{`"would_hide"`, `"would_deny"`, `"approvals"`, `"approval"`, `"digest"`, `"dispatch"`, `"retries"`} {
+	for _, key := range []string{`"would_hide"`, `"would_deny"`, `"approvals"`, `"approval"`, `"digest"`, `"dispatch"`, `"retries"`, `"errors"`} {
 		seen := false
 		for _, x := range corpus {
 			seen = seen || (x.status == http.StatusOK && x.template != "/v1/facts" && bytes.Contains(x.answer, []byte(key)))
