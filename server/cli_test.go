@@ -3,7 +3,6 @@ package server_test
 import (
 	"bytes"
 	"encoding/json"
-	"io"
 	"io/fs"
 	"net"
 	"net/http"
@@ -98,14 +97,7 @@ func TestServeUsageErrors(t *testing.T) {
 // by default) and is gone after shutdown; a socket file left by a server
 // that was killed is replaced.
 func TestServeUnixSocket(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
-	}
-	bin := servetest.Build(t)
-	reg := filepath.Join("..", "examples", "registry.yaml")
-	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
-	require.NoError(t, err)
-	body := append(append([]byte(`{"history": `), history...), '}')
+	bin, reg, body := exampleServe(t)
 	sock := filepath.Join(t.TempDir(), "pc.sock")
 
 	tcp := servetest.Start(t, bin, "--registry", reg)
@@ -176,11 +168,7 @@ func TestServeRefusesConfigOptionsItWouldIgnore(t *testing.T) {
 // connect to. --token-file silences it; loopback and a socket only its
 // owner may write to never raise it.
 func TestServeWarnsWhenExposed(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
-	}
-	bin := servetest.Build(t)
-	reg := filepath.Join("..", "examples", "registry.yaml")
+	bin, reg, _ := exampleServe(t)
 	dir := t.TempDir()
 	tok := filepath.Join(dir, "token")
 	require.NoError(t, os.WriteFile(tok, []byte("s3cret\n"), 0o600))
@@ -213,27 +201,18 @@ func TestServeWarnsWhenExposed(t *testing.T) {
 // (which an HTTP probe cannot reach); the main address still serves
 // decisions.
 func TestServeDiagnosticAddr(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
-	}
-	bin := servetest.Build(t)
-	reg := filepath.Join("..", "examples", "registry.yaml")
+	bin, reg, body := exampleServe(t)
 	sock := filepath.Join(t.TempDir(), "pc.sock")
 	p := servetest.Start(t, bin, "--registry", reg, "--addr", "unix://"+sock, "--diagnostic-addr", "127.0.0.1:0")
-	m := regexp.MustCompile(`msg="policycheck diagnostics serving" addr=(\S+)`).FindStringSubmatch(p.Said)
-	require.NotNil(t, m, p.Said)
 	client := &http.Client{}
 	defer client.CloseIdleConnections()
-	diag := &running{url: "http://" + m[1], client: client}
+	diag := &running{url: "http://" + diagnosticURL(t, p), client: client}
 	status, health := diag.do(t, http.MethodGet, "/health", nil)
 	require.Equal(t, http.StatusOK, status, string(health))
 	require.Contains(t, string(health), `"status": "ok"`)
 	status, metrics := diag.do(t, http.MethodGet, "/metrics", nil)
 	require.Equal(t, http.StatusOK, status)
 	require.Contains(t, string(metrics), "policycheck_")
-	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
-	require.NoError(t, err)
-	body := append(append([]byte(`{"history": `), history...), '}')
 	status, out := diag.post(t, "/v1/decide", body)
 	require.Equal(t, http.StatusNotFound, status, string(out))
 	sockClient := p.Client()
@@ -245,11 +224,8 @@ func TestServeDiagnosticAddr(t *testing.T) {
 // TestServeLogsJSON: with --log-format json every line serve logs is a
 // JSON object with its time, level and message, warnings included.
 func TestServeLogsJSON(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
-	}
-	bin := servetest.Build(t)
-	p := servetest.Start(t, bin, "--registry", filepath.Join("..", "examples", "registry.yaml"), "--log-format", "json", "--addr", "0.0.0.0:0")
+	bin, reg, _ := exampleServe(t)
+	p := servetest.Start(t, bin, "--registry", reg, "--log-format", "json", "--addr", "0.0.0.0:0")
 	lines := strings.Split(strings.TrimSpace(p.Said), "\n")
 	require.NotEmpty(t, lines)
 	var warned bool
@@ -267,28 +243,37 @@ func TestServeLogsJSON(t *testing.T) {
 // TestServeH2C: serve --h2c answers a client that speaks HTTP/2 without
 // TLS; without the flag, such a client gets nothing.
 func TestServeH2C(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
-	}
-	bin := servetest.Build(t)
-	reg := filepath.Join("..", "examples", "registry.yaml")
-	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
-	require.NoError(t, err)
-	body := append(append([]byte(`{"history": `), history...), '}')
+	bin, reg, body := exampleServe(t)
 	client := h2cClient()
 	defer client.CloseIdleConnections()
 
 	p := servetest.Start(t, bin, "--registry", reg, "--h2c")
-	resp, err := client.Post(p.URL+"/v1/decide", "application/json", bytes.NewReader(body))
-	require.NoError(t, err)
-	out, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
-	require.Equal(t, "HTTP/2.0", resp.Proto)
+	status, out := h2cPost(t, client, p.URL+"/v1/decide", "application/json", body)
+	require.Equal(t, http.StatusOK, status, string(out))
 	p.Stop()
 
 	plain := servetest.Start(t, bin, "--registry", reg)
-	_, err = client.Post(plain.URL+"/v1/decide", "application/json", bytes.NewReader(body))
+	_, err := client.Post(plain.URL+"/v1/decide", "application/json", bytes.NewReader(body))
 	require.Error(t, err)
+}
+
+// exampleServe builds the command for a test that runs serve in its own
+// process, skipped under -short, and returns it with the example
+// registry's path and a /v1/decide body of the example refund history.
+func exampleServe(t *testing.T) (bin, reg string, body []byte) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("builds the command")
+	}
+	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
+	require.NoError(t, err)
+	return servetest.Build(t), filepath.Join("..", "examples", "registry.yaml"), append(append([]byte(`{"history": `), history...), '}')
+}
+
+// diagnosticURL is the URL of the diagnostic address p said it serves.
+func diagnosticURL(t *testing.T, p *servetest.Process) string {
+	t.Helper()
+	m := regexp.MustCompile(`msg="policycheck diagnostics serving" addr=(\S+)`).FindStringSubmatch(p.Said)
+	require.NotNil(t, m, p.Said)
+	return m[1]
 }

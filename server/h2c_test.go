@@ -21,6 +21,19 @@ func h2cClient() *http.Client {
 	return &http.Client{Transport: &http.Transport{Protocols: p}, Timeout: 30 * time.Second}
 }
 
+// h2cPost posts body to url over HTTP/2 without TLS and returns the
+// answer, requiring that it came over HTTP/2.
+func h2cPost(t *testing.T, client *http.Client, url, contentType string, body []byte) (int, []byte) {
+	t.Helper()
+	resp, err := client.Post(url, contentType, bytes.NewReader(body))
+	require.NoError(t, err)
+	got, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	require.NoError(t, resp.Body.Close())
+	require.Equal(t, "HTTP/2.0", resp.Proto)
+	return resp.StatusCode, got
+}
+
 // TestH2C: with H2C, a client speaking HTTP/2 without TLS gets, over one
 // connection, the answers an HTTP/1.1 client gets; HTTP/1.1 is still
 // served; without H2C such a client gets no answer; New refuses H2C with
@@ -38,28 +51,19 @@ func TestH2C(t *testing.T) {
 		if strings.HasPrefix(path, "/v1/runs/") {
 			b = []byte(`{"offset": 0, "messages": ` + testHistory + `}`)
 		}
-		resp, err := client.Post(rs.url+path, "application/json", bytes.NewReader(b))
-		require.NoError(t, err)
-		got, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		require.NoError(t, resp.Body.Close())
-		require.Equal(t, "HTTP/2.0", resp.Proto)
-		require.Equal(t, http.StatusOK, resp.StatusCode, string(got))
+		status, got := h2cPost(t, client, rs.url+path, "application/json", b)
+		require.Equal(t, http.StatusOK, status, string(got))
 		if path == "/v1/decide" {
 			require.Equal(t, string(want), string(got))
 		}
 	}
 	// An error is answered over HTTP/2 as well.
-	resp, err := client.Post(rs.url+"/v1/decide", "application/x-yaml", bytes.NewReader(body))
-	require.NoError(t, err)
-	got, err := io.ReadAll(resp.Body)
-	require.NoError(t, err)
-	require.NoError(t, resp.Body.Close())
-	require.Equal(t, http.StatusUnsupportedMediaType, resp.StatusCode, string(got))
+	status, got := h2cPost(t, client, rs.url+"/v1/decide", "application/x-yaml", body)
+	require.Equal(t, http.StatusUnsupportedMediaType, status, string(got))
 	require.Equal(t, server.CodeMediaType, decodeError(t, got).Error.Code)
 
 	plain := start(t, testReg(t))
-	_, err = client.Post(plain.url+"/v1/decide", "application/json", bytes.NewReader(body))
+	_, err := client.Post(plain.url+"/v1/decide", "application/json", bytes.NewReader(body))
 	require.Error(t, err, "without H2C, HTTP/2 without TLS is not spoken")
 
 	_, err = server.New(server.H2C(), server.TLS(&tls.Config{MinVersion: tls.VersionTLS12}), testReg(t))

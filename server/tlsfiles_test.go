@@ -13,7 +13,6 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -92,10 +91,7 @@ func servedSerial(t *testing.T, addr string, roots *x509.CertPool) int64 {
 // that does not load (a rotation caught midway) leaves the last good one
 // served, until the files hold a good pair again.
 func TestServeReloadsItsKeyPair(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
-	}
-	bin := servetest.Build(t)
+	bin, reg, _ := exampleServe(t)
 	ca := newTestCA(t, "rotating CA")
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
@@ -104,7 +100,7 @@ func TestServeReloadsItsKeyPair(t *testing.T) {
 	c, k := ca.issue(t, 100, false)
 	replaceFile(t, certPath, c)
 	replaceFile(t, keyPath, k)
-	p := servetest.Start(t, bin, "--registry", filepath.Join("..", "examples", "registry.yaml"), "--tls-cert", certPath, "--tls-key", keyPath)
+	p := servetest.Start(t, bin, "--registry", reg, "--tls-cert", certPath, "--tls-key", keyPath)
 	addr := strings.TrimPrefix(p.URL, "http://")
 	require.Equal(t, int64(100), servedSerial(t, addr, roots))
 
@@ -130,10 +126,7 @@ func TestServeReloadsItsKeyPair(t *testing.T) {
 // certificate that authority issued; a diagnostic address asks for none,
 // since probes have none.
 func TestServeMutualTLS(t *testing.T) {
-	if testing.Short() {
-		t.Skip("builds the command")
-	}
-	bin := servetest.Build(t)
+	bin, reg, _ := exampleServe(t)
 	ca, other := newTestCA(t, "server and clients CA"), newTestCA(t, "another CA")
 	roots := x509.NewCertPool()
 	roots.AddCert(ca.cert)
@@ -144,7 +137,7 @@ func TestServeMutualTLS(t *testing.T) {
 		return path
 	}
 	sc, sk := ca.issue(t, 1, false)
-	p := servetest.Start(t, bin, "--registry", filepath.Join("..", "examples", "registry.yaml"),
+	p := servetest.Start(t, bin, "--registry", reg,
 		"--tls-cert", write("tls.crt", sc), "--tls-key", write("tls.key", sk), "--tls-ca-cert", write("ca.crt", ca.pem),
 		"--diagnostic-addr", "127.0.0.1:0")
 	url := strings.Replace(p.URL, "http://", "https://", 1)
@@ -173,9 +166,7 @@ func TestServeMutualTLS(t *testing.T) {
 		require.Error(t, err, note)
 	}
 
-	m := regexp.MustCompile(`msg="policycheck diagnostics serving" addr=(\S+)`).FindStringSubmatch(p.Said)
-	require.NotNil(t, m, p.Said)
-	resp, err = client(nil, nil).Get("https://" + m[1] + "/health")
+	resp, err = client(nil, nil).Get("https://" + diagnosticURL(t, p) + "/health")
 	require.NoError(t, err)
 	resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode)
