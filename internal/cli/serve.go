@@ -197,7 +197,8 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 			}
 			ctx, stop := signal.NotifyContext(context.WithoutCancel(cmd.Context()), os.Interrupt, syscall.SIGTERM)
 			defer stop()
-			ln, err := listen(ctx, la, func(path string) { logger.Info("removed a stale socket no server answers on", "path", path) })
+			removedStale := func(path string) { logger.Info("removed a stale socket no server answers on", "path", path) }
+			ln, err := listen(ctx, la, removedStale)
 			if err != nil {
 				return badInput(err)
 			}
@@ -210,7 +211,7 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 			}
 			var diagLn []net.Listener
 			if diag != nil {
-				dl, err := listen(ctx, *diag, func(path string) { logger.Info("removed a stale socket no server answers on", "path", path) })
+				dl, err := listen(ctx, *diag, removedStale)
 				if err != nil {
 					ln.Close()
 					return badInput(err)

@@ -13,12 +13,12 @@ import (
 // certFiles is serve's certificate: the key pair in --tls-cert and
 // --tls-key, read again when either file changes (another file renamed
 // over it, or its modification time or size), as cert-manager and
-// Kubernetes secret volumes rotate them. A
-// long-running server then presents the new certificate to the next
-// connection without a restart. A pair that does not load (written half,
-// or a key that is not the certificate's) is logged and the last good
-// one kept: a rotation caught midway never takes the server down. Safe
-// for concurrent handshakes.
+// Kubernetes secret volumes rotate them. A long-running server then
+// presents the new certificate to the next connection without a restart.
+// A pair that does not load (written half, or a key that is not the
+// certificate's) is logged and the last good one kept: a rotation caught
+// midway never takes the server down. Each handshake costs two stat
+// calls. Safe for concurrent handshakes.
 type certFiles struct {
 	cert, key string
 	logger    *slog.Logger
@@ -58,7 +58,7 @@ func (c *certFiles) read() ([2]fileStamp, *tls.Certificate, error) {
 	for i, p := range []string{c.cert, c.key} {
 		s, err := stampOf(p)
 		if err != nil {
-			return stamps, nil, err
+			return stamps, nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", c.cert, c.key, err)
 		}
 		stamps[i] = s
 	}
