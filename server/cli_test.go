@@ -11,6 +11,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -68,6 +69,9 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "a socket in a directory that does not exist", args: []string{"--addr", "unix://" + filepath.Join(dir, "missing", "s.sock")}, want: "no such file"},
 		{note: "client CAs without TLS", args: []string{"--tls-ca-cert", empty}, want: "--tls-ca-cert asks clients for certificates over TLS"},
 		{note: "h2c with TLS", args: []string{"--h2c", "--tls-cert", empty, "--tls-key", empty}, want: "--h2c serves HTTP/2 without TLS"},
+		{note: "watch without policies", args: []string{"--watch"}, want: "--watch reloads the --policy paths, and none is given"},
+		{note: "a watch interval without watch", args: []string{"--policy", dir, "--watch-interval", "2s"}, want: "--watch-interval is how often --watch looks"},
+		{note: "no watch interval", args: []string{"--policy", dir, "--watch", "--watch-interval", "0s"}, want: "--watch-interval must be positive"},
 		{note: "an unknown log format", args: []string{"--log-format", "logfmt"}, want: `--log-format must be text or json, not "logfmt"`},
 		{note: "an unknown log level", args: []string{"--log-level", "trace"}, want: `--log-level must be debug, info, warn or error, not "trace"`},
 		{note: "-v against --log-level", args: []string{"-v", "--log-level", "error"}, want: "-v logs at debug level, which --log-level error contradicts"},
@@ -276,4 +280,47 @@ func diagnosticURL(t *testing.T, p *servetest.Process) string {
 	m := regexp.MustCompile(`msg="policycheck diagnostics serving" addr=(\S+)`).FindStringSubmatch(p.Said)
 	require.NotNil(t, m, p.Said)
 	return m[1]
+}
+
+// TestServeWatch: serve --watch takes in policy files changed under it:
+// a change that compiles decides the next requests; one that does not is
+// refused (counted in /metrics) while the last good policies keep
+// deciding.
+func TestServeWatch(t *testing.T) {
+	bin, reg, body := exampleServe(t)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "hide.rego")
+	rule := func(tool string) []byte {
+		return []byte("package policycheck.rules.watched\n\nhide contains \"" + tool + "\"\n")
+	}
+	require.NoError(t, os.WriteFile(file, rule("get_time"), 0o600))
+	p := servetest.Start(t, bin, "--registry", reg, "--policy", dir, "--watch", "--watch-interval", "20ms")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	rs := &running{url: p.URL, client: client}
+	decide := func() []string {
+		status, out := rs.post(t, "/v1/decide", body)
+		require.Equal(t, http.StatusOK, status, string(out))
+		var d struct{ Available []string }
+		require.NoError(t, json.Unmarshal(out, &d))
+		return d.Available
+	}
+	before := decide()
+	require.NotContains(t, before, "get_time")
+	rev := policyRevision(t, rs)
+
+	require.NoError(t, os.WriteFile(file, rule("search_docs"), 0o600))
+	require.Eventually(t, func() bool { return policyRevision(t, rs) != rev }, 10*time.Second, 10*time.Millisecond)
+	after := decide()
+	require.Contains(t, after, "get_time")
+	require.NotContains(t, after, "search_docs")
+	rev = policyRevision(t, rs)
+
+	require.NoError(t, os.WriteFile(file, []byte("package policycheck.rules.watched\n\nhide contains x if {"), 0o600))
+	require.Eventually(t, func() bool {
+		_, m := rs.do(t, http.MethodGet, "/metrics", nil)
+		return strings.Contains(string(m), `policycheck_policy_reloads_total{result="refused"} 1`)
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, rev, policyRevision(t, rs))
+	require.Equal(t, after, decide())
 }

@@ -30,6 +30,7 @@ type metrics struct {
 	bundleFailing   *prometheus.GaugeVec
 	runMisses       *prometheus.CounterVec
 	logErrors       prometheus.Counter
+	reloads         *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -76,8 +77,12 @@ func newMetrics(s *Server) *metrics {
 	m.logErrors = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "policycheck_decision_log_errors_total", Help: "Decisions the decision-log plugin did not accept.",
 	})
+	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_policy_reloads_total",
+		Help: "Policy reloads (Server.Reload, serve --watch) by result: swapped, unchanged, or refused (the policies in place keep serving).",
+	}, []string{"result"})
 	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed,
-		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors,
+		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors, m.reloads,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&cacheCollector{s: s})
 	return m

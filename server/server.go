@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -275,6 +276,40 @@ func New(opts ...Option) (*Server, error) {
 	return s, nil
 }
 
+// unknownRevision is the policy revision of a server without a registry
+// whose policies hold filters for capabilities only requests' registries
+// declare: they compile against each request's registry.
+const unknownRevision = "unknown"
+
+// Reload reads the policies again (the files and bundles that Engine's
+// engine.PolicyPaths name, with the OPA bundles' policies in place) and,
+// when they compile and differ from those serving, swaps them in for the
+// requests that follow, as a bundle activation does: requests in flight
+// finish on the policies they started with, and engines compiled for
+// requests' registries are compiled again. Policies that do not compile
+// are refused with their error while those in place keep serving. It
+// reports whether it swapped. The registry and a shadow policy are read
+// once, by New. Safe for concurrent use.
+func (s *Server) Reload(ctx context.Context) (swapped bool, err error) {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	old := s.state.Load()
+	st := &policyState{gen: old.gen + 1, extra: old.extra, served: maps.Clone(old.served), ready: old.ready}
+	if err := s.compileState(ctx, st); err != nil {
+		s.metrics.reloads.WithLabelValues("refused").Inc()
+		return false, err
+	}
+	if st.rev == old.rev && st.rev != unknownRevision {
+		s.metrics.reloads.WithLabelValues("unchanged").Inc()
+		return false, nil
+	}
+	s.state.Store(st)
+	s.engines.clear()
+	s.metrics.setRevision(st)
+	s.metrics.reloads.WithLabelValues("swapped").Inc()
+	return true, nil
+}
+
 // onlyMissingEntrypoint reports whether err is a policy set refused only
 // for lacking package policycheck.availability.
 func onlyMissingEntrypoint(err error) bool {
@@ -317,8 +352,10 @@ func (s *Server) compileState(ctx context.Context, st *policyState) error {
 				return err
 			}
 		}
-		st.rev = "unknown"
-		s.usesDefaults = true
+		st.rev = unknownRevision
+		if s.state.Load() == nil { // New's first build, as noteDefaults
+			s.usesDefaults = true
+		}
 		return nil
 	}
 	st.rev, _ = e.Revision()

@@ -28,9 +28,9 @@ func newServeCmd() *cobra.Command {
 		addr, diagAddr, registry, config, tokenFile, tlsCert, tlsKey   string
 		id, perm, logFormat, logLevel, tlsCA                           string
 		policies, mask, shadowPolicies                                 []string
-		noDefaults, schema, noSchema, verbose, pprofOn, h2c            bool
+		noDefaults, schema, noSchema, verbose, pprofOn, h2c, watch     bool
 		maxBody                                                        int64
-		timeout, bodyTimeout, runTTL, grace                            time.Duration
+		timeout, bodyTimeout, runTTL, grace, watchInterval             time.Duration
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
 	)
 	cmd := &cobra.Command{
@@ -148,6 +148,14 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 			if err != nil {
 				return badInput(err)
 			}
+			switch {
+			case watch && len(policies) == 0:
+				return badInput(errors.New("--watch reloads the --policy paths, and none is given"))
+			case !watch && cmd.Flags().Changed("watch-interval"):
+				return badInput(errors.New("--watch-interval is how often --watch looks, and --watch is not given"))
+			case watchInterval <= 0:
+				return badInput(fmt.Errorf("--watch-interval must be positive, not %v", watchInterval))
+			}
 			if shadowQueue < 1 {
 				return badInput(fmt.Errorf("--shadow-queue must be at least 1, not %d", shadowQueue))
 			}
@@ -187,6 +195,10 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 				}
 				opts = append(opts, server.Shadow(shOpts...), server.ShadowQueue(shadowQueue))
 			}
+			var pw *policyWatch
+			if watch {
+				pw = newPolicyWatch(policies, shadowPolicies)
+			}
 			srv, err := server.New(opts...)
 			var ce *server.OPAConfigError
 			if errors.As(err, &ce) {
@@ -223,6 +235,9 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 				logger.Info("policycheck diagnostics serving", "addr", dat, "paths", "/health /metrics")
 				diagLn = append(diagLn, dl)
 			}
+			if watch {
+				go pw.run(ctx, srv, watchInterval, logger)
+			}
 			logger.Info("policycheck serving", "addr", at, "tls", tlsCert != "")
 			if err := srv.Serve(ctx, ln, diagLn...); err != nil {
 				return err
@@ -237,6 +252,8 @@ token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT o
 	fl.StringVar(&perm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
 	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
 	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only) or OPA bundle (repeatable)")
+	fl.BoolVar(&watch, "watch", false, "reload the --policy paths when their files change, as opa run --watch does (policies that do not compile are logged and the last good ones keep serving)")
+	fl.DurationVar(&watchInterval, "watch-interval", time.Second, "how often --watch looks at the policy files")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")
 	fl.StringVar(&config, "config", "", "OPA configuration file (services, bundles, decision_logs, status)")
 	fl.StringVar(&id, "id", "policycheck", "instance id reported to OPA status and decision-log services")
