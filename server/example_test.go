@@ -1,12 +1,16 @@
 package server_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 
+	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -102,4 +106,48 @@ func ExampleServer_DiagnosticHandler() {
 	// GET /health 200
 	// GET /metrics 200
 	// POST /v1/decide 404
+}
+
+// Reload takes in policy files changed since the server read them: the
+// requests that follow are decided by the new policies.
+func ExampleServer_Reload() {
+	dir, err := os.MkdirTemp("", "policies")
+	if err != nil {
+		panic(err)
+	}
+	defer os.RemoveAll(dir)
+	rule := filepath.Join(dir, "hide.rego")
+	hide := func(tool string) {
+		src := "package policycheck.rules.example\n\nhide contains \"" + tool + "\"\n"
+		if err := os.WriteFile(rule, []byte(src), 0o600); err != nil {
+			panic(err)
+		}
+	}
+	reg, err := loader.ParseRegistry("registry.yaml", []byte("tools:\n  - name: get_time\n  - name: get_weather\n"))
+	if err != nil {
+		panic(err)
+	}
+	hide("get_time")
+	srv, err := server.New(server.Registry(reg), server.Engine(engine.PolicyPaths(dir)))
+	if err != nil {
+		panic(err)
+	}
+	available := func() string {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/decide", strings.NewReader(`{"history": []}`)))
+		var d struct{ Available []string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &d); err != nil {
+			panic(err)
+		}
+		return strings.Join(d.Available, " ")
+	}
+	fmt.Println(available())
+	hide("get_weather")
+	swapped, err := srv.Reload(context.Background())
+	fmt.Println(swapped, err)
+	fmt.Println(available())
+	// Output:
+	// get_weather
+	// true <nil>
+	// get_time
 }
