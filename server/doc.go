@@ -39,5 +39,6 @@
 //
 // A Server is safe for concurrent use. Its policy state (engine, bundle
 // revisions) is one immutable value swapped atomically when a bundle
-// activates: requests in flight finish on the state they started with.
+// activates or Reload takes in changed policy files: requests in flight
+// finish on the state they started with.
 package server
