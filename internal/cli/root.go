@@ -1,6 +1,9 @@
 // Package cli implements the policycheck command line, thin over the
-// loader, facts and engine packages: one file per subcommand. Run is the
-// whole program, callable in-process by tests.
+// loader, facts, engine and server packages: one file per subcommand, and
+// files of their own for what serve adds around the server (listen.go:
+// TCP and Unix socket addresses; tlsfiles.go: key pairs reloaded on
+// rotation, client CAs; watch.go: --watch). Run is the whole program,
+// callable in-process by tests.
 //
 // Exit codes (each command's --help lists those it can return): 0 a
 // decision was made (whatever the verdicts, fail-closed ones included), or
