@@ -29,6 +29,7 @@ const (
 	CodeQuery            = "query"                  // a query parameter the endpoint does not read
 	CodeEncoding         = "unsupported_encoding"   // 415: a Content-Encoding other than gzip
 	CodeMediaType        = "unsupported_media_type" // 415: a Content-Type other than JSON (see README)
+	CodeBrowser          = "browser_request"        // 403: a request a web page made (Origin, Sec-Fetch-Site)
 )
 
 // Error is the body of every error response:

@@ -41,13 +41,13 @@ func (s *Server) routes() {
 		mux.Handle("/debug/", s.cfg.debug)
 	}
 	mux.Handle("/", notFound(""))
-	s.handler = s.authenticate(mux)
+	s.handler = s.refuseBrowsers(s.authenticate(mux))
 
 	diag := http.NewServeMux()
 	diag.Handle("/health", health)
 	diag.Handle("/metrics", metrics)
 	diag.Handle("/", notFound(" (a diagnostic address serves only /health and /metrics)"))
-	s.diagnostic = s.authenticate(diag)
+	s.diagnostic = s.refuseBrowsers(s.authenticate(diag))
 }
 
 // notFound answers 404 for any path, its message ending with more.

@@ -231,6 +231,8 @@ hide contains "search_docs"
 	add(g, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": [], "context": {"x": "`+strings.Repeat("a", 8<<10)+`"}}`), "Authorization", "Bearer s3cret")
 	add(h, "/health", http.MethodGet, "/health", nil)
 	add(main.DiagnosticHandler(), "/health", http.MethodGet, "/health", nil)
+	add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": []}`), "Origin", "https://example.com", "Content-Type", "text/plain")
+	add(h, "/health", http.MethodGet, "/health", nil, "Sec-Fetch-Site", "cross-site")
 	// A decision that fails closed (out of time) says why, in errors.
 	slow, err := server.New(testReg(t), server.Timeout(1), server.Engine(engine.Modules(engine.Source{File: "slow.rego", Text: `package policycheck.capabilities.vault
 
@@ -292,7 +294,7 @@ prepare_tools contains t.name if {
 		}
 		require.True(t, seen, "no decision of the corpus holds %s", key)
 	}
-	for _, want := range []int{200, 204, 400, 401, 405, 409, 413, 415} {
+	for _, want := range []int{200, 204, 400, 401, 403, 405, 409, 413, 415} {
 		require.Positive(t, statuses[want], "the corpus has a %d answer", want)
 	}
 	for _, v := range []string{engine.Execute, engine.NotAvailableYet, engine.UnknownTool, engine.Denied, engine.ApprovalRequired} {

@@ -390,8 +390,9 @@ func (s *Server) newEngine(ctx context.Context, st *policyState, reg *facts.Regi
 // trigger mode) or read their status.
 func (s *Server) Manager() *plugins.Manager { return s.mgr }
 
-// Handler returns the server's HTTP handler (auth and metrics included),
-// for callers that run their own http.Server.
+// Handler returns the server's HTTP handler (the refusal of requests web
+// pages make, auth and metrics included), for callers that run their own
+// http.Server.
 func (s *Server) Handler() http.Handler { return s.handler }
 
 // DiagnosticHandler returns the handler of a diagnostic address: GET

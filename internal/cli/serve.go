@@ -55,8 +55,8 @@ application/x-www-form-urlencoded (what fetch and curl -d label a string with); 
 (YAML too), or a charset other than UTF-8, is refused (415). Bodies may be sent gzip-compressed
 (Content-Encoding: gzip); --max-body bounds a body both as sent and decompressed, and any other
 Content-Encoding is refused (415).
-Errors are {"error": {"code", "message", "pointer"}} with 400, 401, 404, 405, 408, 409, 413,
-415 or 503.
+Errors are {"error": {"code", "message", "pointer"}} with 400, 401, 403, 404, 405, 408, 409,
+413, 415 or 503; 403 refuses a request a web page made (Origin, Sec-Fetch-Site).
 With --config (a standard OPA configuration file: services, bundles, decision_logs, status)
 policies come from OPA bundles, polled by OPA's bundle plugin; a new revision is swapped in
 atomically, a broken one is refused and the last good revision keeps serving. Decisions go to
