@@ -4,8 +4,9 @@ import (
 	"crypto/sha256"
 	"crypto/subtle"
 	"net/http"
-	"strconv"
 	"strings"
+
+	"github.com/policycheck/policycheck/internal/httpreq"
 )
 
 // authenticate requires the bearer token, when one is configured, on
@@ -37,29 +38,17 @@ func (s *Server) authenticate(next http.Handler) http.Handler {
 	})
 }
 
-// refuseBrowsers refuses, with 403, a request a web page made: one that
-// carries an Origin header, or a Sec-Fetch-Site other than "none" (an
-// address typed in the browser's own bar). The sidecar serves agents,
-// whose HTTP clients send neither; a page on any site, though, may make
-// a browser on the sidecar's host post to it (a form, or fetch with a
-// text/plain body, needs no CORS preflight) and so append forged messages
-// to a run, and a page whose name is made to resolve to 127.0.0.1 (DNS
-// rebinding) may read its answers. Without a token (the loopback default)
-// nothing else would stop either.
+// refuseBrowsers refuses, with 403, a request a web page made
+// (httpreq.FromWebPage): without a token (the loopback default) nothing
+// else would stop a page from appending forged messages to a run through
+// a visitor's browser.
 func (s *Server) refuseBrowsers(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		origin := r.Header.Get("Origin")
-		site := r.Header.Get("Sec-Fetch-Site")
-		if origin == "" && (site == "" || site == "none") {
-			next.ServeHTTP(w, r)
+		if no := httpreq.FromWebPage(r.Header); no != nil {
+			s.metrics.request("browser", http.StatusForbidden)
+			writeError(w, &Error{Status: http.StatusForbidden, Code: CodeBrowser, Message: no.Msg})
 			return
 		}
-		what := "Origin " + strconv.Quote(origin)
-		if origin == "" {
-			what = "Sec-Fetch-Site " + strconv.Quote(site)
-		}
-		s.metrics.request("browser", http.StatusForbidden)
-		writeError(w, &Error{Status: http.StatusForbidden, Code: CodeBrowser,
-			Message: "a request made by a web page is refused (it came with " + what + "): the sidecar answers agents' HTTP clients, which send neither Origin nor Sec-Fetch-Site"})
+		next.ServeHTTP(w, r)
 	})
 }

@@ -29,13 +29,16 @@
 //   - errors.go: the JSON error document and its status codes;
 //   - auth.go: optional bearer-token authentication;
 //   - metrics.go: GET /metrics in the Prometheus text format;
-//   - lru.go: the small LRU behind the engine and run tables;
 //   - plugins.go: OPA's management plane (bundle, decision-log, status and
 //     discovery plugins from a standard OPA configuration file), following
 //     the bundles the file or a discovery bundle configures;
 //   - declog.go: decision logs through OPA's decision-log plugin;
 //   - shadow.go: the shadow policy, decided beside the enforced one off the
 //     answer's path (a bounded queue), disagreements in /metrics and the log.
+//
+// Beside it, internal/httpreq checks the headers of a request's body and
+// whether a web page sent it, and internal/lru is the bounded table behind
+// the engine and run tables.
 //
 // A Server is safe for concurrent use. Its policy state (engine, bundle
 // revisions) is one immutable value swapped atomically when a bundle

@@ -379,13 +379,13 @@ func (s *Server) engineFor(ctx context.Context, st *policyState, raw []byte) (*e
 // instead of each spending a compilation's CPU at once.
 func (s *Server) registryEngine(ctx context.Context, st *policyState, key string,
 	registry func() (*facts.Registry, *Error)) (*engine.Engine, *Error) {
-	if e, ok := s.engines.get(key); ok {
+	if e, ok := s.engines.Get(key); ok {
 		s.metrics.engineCache(true)
 		return e, nil
 	}
 	s.metrics.engineCache(false)
 	v, err, _ := s.compiling.Do(key, func() (any, error) {
-		if e, ok := s.engines.get(key); ok {
+		if e, ok := s.engines.Get(key); ok {
 			return e, nil // compiled while this request waited for the lock
 		}
 		reg, herr := registry()
@@ -399,7 +399,7 @@ func (s *Server) registryEngine(ctx context.Context, st *policyState, key string
 			return nil, fromPolicy(err)
 		}
 		s.metrics.engineCompiled()
-		s.engines.put(key, e)
+		s.engines.Put(key, e)
 		return e, nil
 	})
 	if err != nil {

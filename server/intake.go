@@ -1,22 +1,20 @@
 package server
 
 import (
-	"compress/gzip"
 	"context"
 	"errors"
 	"io"
-	"mime"
 	"net/http"
 	"os"
 	"runtime"
 	"runtime/debug"
 	"strconv"
-	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/httpreq"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -28,7 +26,7 @@ import (
 //     first 2 MiB); a gzip body (Content-Encoding: gzip) is read
 //     decompressed, MaxBody bounding what it decompresses to, and any
 //     other encoding refused, as is a Content-Type other than JSON's
-//     (see jsonBody);
+//     (internal/httpreq reads those headers);
 //   - the scan: one pass over the envelope (envelope.go), which keeps the
 //     bytes of the members a handler reads and of each history message;
 //   - the decode, in that same pass: the scan hands the history array to
@@ -179,12 +177,12 @@ func (in *intake) reuse(body []byte) {
 // body may be read into a pooled buffer (pooled reports it); the caller
 // gives it back with reuse.
 func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body []byte, pooled bool, herr *Error) {
-	if herr := jsonBody(r); herr != nil {
-		return nil, false, herr
+	if no := httpreq.JSONBody(r.Header); no != nil {
+		return nil, false, &Error{Status: http.StatusUnsupportedMediaType, Code: CodeMediaType, Message: no.Msg}
 	}
-	gz, herr := gzipped(r)
-	if herr != nil {
-		return nil, false, herr
+	gz, no := httpreq.Gzipped(r.Header)
+	if no != nil {
+		return nil, false, &Error{Status: http.StatusUnsupportedMediaType, Code: CodeEncoding, Message: no.Msg}
 	}
 	if r.ContentLength > in.maxBody {
 		return nil, false, tooLarge(in.maxBody)
@@ -200,11 +198,11 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 	if gz {
 		// The decompressed length is not declared: the body is read as
 		// one of unknown length, one byte past maxBody at most.
-		zr, err := gzip.NewReader(src)
+		zr, err := httpreq.Gunzip(src)
 		if err != nil {
-			return nil, false, in.readError(w, inflateError(err))
+			return nil, false, in.readError(w, err)
 		}
-		src, declared, pool = io.LimitReader(gunzip{zr}, in.maxBody+1), -1, false
+		src, declared, pool = io.LimitReader(zr, in.maxBody+1), -1, false
 	}
 	limit := in.maxBody + 1 // room to see that a body of unknown length is over
 	first := int64(unknownFirst)
@@ -284,115 +282,18 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 
 func (in *intake) readError(w http.ResponseWriter, err error) *Error {
 	var mbe *http.MaxBytesError
-	var ie *inflateErr
+	var ie *httpreq.InflateError
 	switch {
 	case errors.As(err, &mbe):
 		return tooLarge(in.maxBody)
 	case errors.As(err, &ie):
-		return badRequest(CodeSyntax, "the body is sent with Content-Encoding: gzip but does not decompress: "+ie.err.Error(), "")
+		return badRequest(CodeSyntax, "the body is sent with Content-Encoding: gzip but does not decompress: "+ie.Err.Error(), "")
 	case errors.Is(err, os.ErrDeadlineExceeded):
 		w.Header().Set("Connection", "close")
 		return &Error{Status: http.StatusRequestTimeout, Code: CodeBodyTimeout,
 			Message: "the body did not arrive within " + in.bodyTimeout.String()}
 	}
 	return badRequest(CodeSyntax, "reading the body: "+err.Error(), "")
-}
-
-// jsonBody reads r's Content-Type. A body is read as JSON when it
-// declares no type, a JSON type (application/json, or any type with the
-// +json suffix of RFC 6839), or one of the labels clients put on a string
-// sent without naming its type: text/plain (fetch, in browsers and Node)
-// and application/x-www-form-urlencoded (curl -d). Any other type, YAML
-// among them (OPA's server reads application/x-yaml; this one does not),
-// a charset other than UTF-8 (RFC 8259 allows no other), a type that does
-// not parse or one sent twice is refused with 415, rather than read as
-// the JSON it says it is not.
-func jsonBody(r *http.Request) *Error {
-	values := r.Header.Values("Content-Type")
-	switch len(values) {
-	case 0:
-		return nil
-	case 1:
-	default:
-		return unsupportedType("Content-Type is sent " + strconv.Itoa(len(values)) + " times")
-	}
-	mt, params, err := mime.ParseMediaType(values[0])
-	if err != nil {
-		return unsupportedType("Content-Type " + strconv.Quote(values[0]) + " does not parse (" + err.Error() + ")")
-	}
-	switch {
-	case mt == "application/json", strings.HasSuffix(mt, "+json"),
-		mt == "text/plain", mt == "application/x-www-form-urlencoded":
-	case strings.Contains(mt, "yaml"):
-		return unsupportedType("Content-Type " + strconv.Quote(mt) + " is not read: YAML bodies are not read, send JSON")
-	default:
-		return unsupportedType("Content-Type " + strconv.Quote(mt) + " is not read: send the body as JSON (application/json)")
-	}
-	if cs, ok := params["charset"]; ok && !strings.EqualFold(cs, "utf-8") && !strings.EqualFold(cs, "utf8") {
-		return unsupportedType("charset " + strconv.Quote(cs) + " is not read: JSON is UTF-8 (RFC 8259); send it so, with charset=utf-8 or none")
-	}
-	return nil
-}
-
-func unsupportedType(msg string) *Error {
-	return &Error{Status: http.StatusUnsupportedMediaType, Code: CodeMediaType, Message: msg}
-}
-
-// gzipped reads r's Content-Encoding: false for none (or identity), true
-// for gzip (or x-gzip, its old name), and 415 for anything else, which
-// the server would otherwise read as the JSON it is not.
-func gzipped(r *http.Request) (bool, *Error) {
-	gz := false
-	for _, v := range r.Header.Values("Content-Encoding") {
-		for _, c := range strings.Split(v, ",") {
-			switch c = strings.ToLower(strings.TrimSpace(c)); c {
-			case "", "identity":
-			case "gzip", "x-gzip":
-				if gz {
-					return false, unsupportedEncoding("gzip applied twice")
-				}
-				gz = true
-			default:
-				return false, unsupportedEncoding(strconv.Quote(c))
-			}
-		}
-	}
-	return gz, nil
-}
-
-func unsupportedEncoding(what string) *Error {
-	return &Error{Status: http.StatusUnsupportedMediaType, Code: CodeEncoding,
-		Message: "Content-Encoding " + what + " is not read: send the body as is, or compressed once with gzip"}
-}
-
-// gunzip reads a gzip body decompressed; its errors of decompression (not
-// those of the connection or of the body's limit) are inflateErrs.
-type gunzip struct{ zr *gzip.Reader }
-
-func (g gunzip) Read(p []byte) (int, error) {
-	n, err := g.zr.Read(p)
-	if err != nil && err != io.EOF {
-		err = inflateError(err)
-	}
-	return n, err
-}
-
-// inflateErr is a gzip body that does not decompress.
-type inflateErr struct{ err error }
-
-func (e *inflateErr) Error() string { return "the gzip body does not decompress: " + e.err.Error() }
-
-// inflateError marks err as the body's failing to decompress, unless it
-// is the connection's or the body limit's, which keep their meaning.
-func inflateError(err error) error {
-	var mbe *http.MaxBytesError
-	if errors.As(err, &mbe) || errors.Is(err, os.ErrDeadlineExceeded) {
-		return err
-	}
-	if err == io.EOF {
-		err = io.ErrUnexpectedEOF // no gzip header at all
-	}
-	return &inflateErr{err}
 }
 
 func tooLarge(max int64) *Error {

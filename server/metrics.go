@@ -197,7 +197,7 @@ func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.s.state.Load()
-	engines := c.s.engines.values()
+	engines := c.s.engines.Values()
 	if st.eng != nil {
 		engines = append(engines, st.eng)
 	}
@@ -215,9 +215,9 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descMemoHits, prometheus.GaugeValue, float64(memoHits))
 	ch <- prometheus.MustNewConstMetric(descMemoMisses, prometheus.GaugeValue, float64(memoMisses))
 	ch <- prometheus.MustNewConstMetric(descMemoEntries, prometheus.GaugeValue, float64(memoEntries))
-	n, _ := c.s.engines.stats()
+	n, _ := c.s.engines.Stats()
 	ch <- prometheus.MustNewConstMetric(descEngines, prometheus.GaugeValue, float64(n))
-	runs, evicted := c.s.runs.table.stats()
+	runs, evicted := c.s.runs.table.Stats()
 	ch <- prometheus.MustNewConstMetric(descRuns, prometheus.GaugeValue, float64(runs))
 	ch <- prometheus.MustNewConstMetric(descEvicted, prometheus.CounterValue, float64(evicted))
 	ready := 0.0

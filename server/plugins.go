@@ -413,7 +413,7 @@ func (s *Server) onBundleStatus(status bundle.Status) {
 		return
 	}
 	s.state.Store(st)
-	s.engines.clear()
+	s.engines.Clear()
 	s.metrics.setRevision(st)
 	s.metrics.bundleResult(name, false)
 	b.mu.Lock()

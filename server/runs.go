@@ -10,17 +10,18 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/lru"
 )
 
 // runTable is the bounded, evicting table of incremental runs. A miss
 // (unknown, evicted or expired run) is answered 409: the client resends
 // the whole history with offset 0.
 type runTable struct {
-	table *lru[*run]
+	table *lru.Cache[*run]
 }
 
 func newRunTable(size int, ttl time.Duration, now func() time.Time) *runTable {
-	return &runTable{table: newLRU[*run](size, ttl, now)}
+	return &runTable{table: lru.New[*run](size, ttl, now)}
 }
 
 // run is one agent run: an engine.Run (its facts kept incrementally, and
@@ -117,11 +118,11 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		if !isNull(b.Registry) {
 			rn.regKey = registryKey(b.Registry)
 		}
-		s.runs.table.put(id, rn)
+		s.runs.table.Put(id, rn)
 		s.metrics.run("new")
 	} else {
 		var ok bool
-		if rn, ok = s.runs.table.get(id); !ok {
+		if rn, ok = s.runs.table.Get(id); !ok {
 			s.metrics.run("conflict")
 			return nil, conflict(fmt.Sprintf("run %q is unknown here (never started, evicted or expired)", id))
 		}
@@ -169,6 +170,6 @@ func (s *Server) runEngine(r *http.Request, st *policyState, rn *run) (*engine.E
 }
 
 func (s *Server) handleRunDelete(w http.ResponseWriter, r *http.Request) {
-	s.runs.table.delete(r.PathValue("id"))
+	s.runs.table.Delete(r.PathValue("id"))
 	w.WriteHeader(http.StatusNoContent)
 }

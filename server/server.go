@@ -20,6 +20,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/lru"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -175,7 +176,7 @@ func ShutdownGrace(d time.Duration) Option { return func(c *config) { c.grace = 
 type Server struct {
 	cfg     config
 	state   atomic.Pointer[policyState]
-	engines *lru[*engine.Engine]
+	engines *lru.Cache[*engine.Engine]
 	// compiling makes concurrent requests with one new registry share a
 	// compilation (see registryEngine).
 	compiling  singleflight.Group
@@ -237,7 +238,7 @@ func New(opts ...Option) (*Server, error) {
 		cfg.now = time.Now
 	}
 	s := &Server{cfg: cfg}
-	s.engines = newLRU[*engine.Engine](cfg.engines, 0, cfg.now)
+	s.engines = lru.New[*engine.Engine](cfg.engines, 0, cfg.now)
 	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
 	s.intake = &intake{maxBody: cfg.maxBody, bodyTimeout: cfg.bodyTimeout, limits: cfg.limits,
 		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes),
@@ -304,7 +305,7 @@ func (s *Server) Reload(ctx context.Context) (swapped bool, err error) {
 		return false, nil
 	}
 	s.state.Store(st)
-	s.engines.clear()
+	s.engines.Clear()
 	s.metrics.setRevision(st)
 	s.metrics.reloads.WithLabelValues("swapped").Inc()
 	return true, nil

@@ -1,4 +1,7 @@
-package server
+// Package lru is a bounded, least-recently-used map with an optional idle
+// TTL, checked lazily: the sidecar's table of engines compiled for
+// requests' registries and its table of incremental runs.
+package lru
 
 import (
 	"container/list"
@@ -6,10 +9,10 @@ import (
 	"time"
 )
 
-// lru is a bounded, least-recently-used map with an optional idle TTL,
+// Cache is a bounded, least-recently-used map with an optional idle TTL,
 // checked lazily (on access and on insertion): it runs no goroutine. It
 // is safe for concurrent use.
-type lru[V any] struct {
+type Cache[V any] struct {
 	mu    sync.Mutex
 	max   int
 	ttl   time.Duration
@@ -26,22 +29,25 @@ type lruEntry[V any] struct {
 	used time.Time
 }
 
-func newLRU[V any](max int, ttl time.Duration, now func() time.Time) *lru[V] {
+// New returns a cache of at most max entries (at least one), each
+// dropped once unused for ttl (0: never); now is the clock (nil:
+// time.Now).
+func New[V any](max int, ttl time.Duration, now func() time.Time) *Cache[V] {
 	if max <= 0 {
 		max = 1
 	}
 	if now == nil {
 		now = time.Now
 	}
-	return &lru[V]{max: max, ttl: ttl, now: now, ll: list.New(), items: map[string]*list.Element{}}
+	return &Cache[V]{max: max, ttl: ttl, now: now, ll: list.New(), items: map[string]*list.Element{}}
 }
 
-func (c *lru[V]) expired(e *lruEntry[V], now time.Time) bool {
+func (c *Cache[V]) expired(e *lruEntry[V], now time.Time) bool {
 	return c.ttl > 0 && now.Sub(e.used) > c.ttl
 }
 
-// get returns the value under key and marks it used.
-func (c *lru[V]) get(key string) (V, bool) {
+// Get returns the value under key and marks it used.
+func (c *Cache[V]) Get(key string) (V, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var zero V
@@ -61,9 +67,9 @@ func (c *lru[V]) get(key string) (V, bool) {
 	return e.val, true
 }
 
-// put stores val under key, evicting the least recently used entries (and
+// Put stores val under key, evicting the least recently used entries (and
 // expired ones) beyond the bound.
-func (c *lru[V]) put(key string, val V) {
+func (c *Cache[V]) Put(key string, val V) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now()
@@ -85,7 +91,8 @@ func (c *lru[V]) put(key string, val V) {
 	}
 }
 
-func (c *lru[V]) delete(key string) {
+// Delete drops the entry under key, if any.
+func (c *Cache[V]) Delete(key string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[key]; ok {
@@ -93,21 +100,21 @@ func (c *lru[V]) delete(key string) {
 	}
 }
 
-func (c *lru[V]) remove(el *list.Element) {
+func (c *Cache[V]) remove(el *list.Element) {
 	c.ll.Remove(el)
 	delete(c.items, el.Value.(*lruEntry[V]).key)
 }
 
-// clear drops every entry.
-func (c *lru[V]) clear() {
+// Clear drops every entry.
+func (c *Cache[V]) Clear() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ll.Init()
 	clear(c.items)
 }
 
-// values returns the live values, most recently used first.
-func (c *lru[V]) values() []V {
+// Values returns the live values, most recently used first.
+func (c *Cache[V]) Values() []V {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]V, 0, c.ll.Len())
@@ -117,7 +124,9 @@ func (c *lru[V]) values() []V {
 	return out
 }
 
-func (c *lru[V]) stats() (n int, evictions int64) {
+// Stats returns the number of entries and how many were evicted (for the
+// bound or the TTL) since New.
+func (c *Cache[V]) Stats() (n int, evictions int64) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ll.Len(), c.evictions
