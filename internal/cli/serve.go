@@ -69,7 +69,9 @@ removed on shutdown. A socket file left there by a server that is gone is replac
 is not a socket, or a socket another server answers on, stops serve with exit status 2.
 --diagnostic-addr (host:port or unix://) serves GET /health and GET /metrics alone, as opa run
 --diagnostic-addr does, for probes that cannot reach a socket or a port kept for decisions; the
-token, when set, guards /metrics there too.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+token, when set, guards /metrics there too. --watch compiles changed --policy files again and
+swaps them in, as opa run --watch does; policies that do not compile are logged and refused while
+the last good ones keep deciding. The API is described in docs/openapi.yaml (OpenAPI 3.1).` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
