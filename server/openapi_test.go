@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"go/ast"
@@ -18,6 +19,7 @@ import (
 	"strings"
 	"testing"
 
+	bundleplugin "github.com/open-policy-agent/opa/v1/plugins/bundle"
 	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -247,6 +249,21 @@ prepare_tools contains t.name if {
 		add(slow.Handler(), ep, http.MethodPost, ep, []byte(`{"history": `+testHistory+`}`))
 	}
 
+	// Bundles: not ready (503, the bundle and the plugins' states in
+	// /health) until the first revision is activated, then ready.
+	bs := newBundleServer(t)
+	bs.publish(t, "r1", map[string]string{"/vault.rego": filterKeeping("secret_op")})
+	bundled := start(t, testReg(t), server.OPAConfig(opaConfig(bs.URL, newCollector(t).URL), "test"))
+	bh := bundled.srv.Handler()
+	x = add(bh, "/health", http.MethodGet, "/health", nil)
+	require.Equal(t, http.StatusServiceUnavailable, x.status, string(x.answer))
+	add(bh, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
+	require.NoError(t, bundleplugin.Lookup(bundled.srv.Manager()).Trigger(context.Background()))
+	x = add(bh, "/health", http.MethodGet, "/health", nil)
+	require.Equal(t, http.StatusOK, x.status, string(x.answer))
+	require.Contains(t, string(x.answer), `"plugins"`)
+	require.Contains(t, string(x.answer), `"serving": "r1"`)
+
 	// The shared corpus's histories, each with its own registry.
 	t.Run("conformance", func(t *testing.T) {
 		for _, c := range conformance.Cases(t) {
@@ -294,7 +311,7 @@ prepare_tools contains t.name if {
 		}
 		require.True(t, seen, "no decision of the corpus holds %s", key)
 	}
-	for _, want := range []int{200, 204, 400, 401, 403, 405, 409, 413, 415} {
+	for _, want := range []int{200, 204, 400, 401, 403, 405, 409, 413, 415, 503} {
 		require.Positive(t, statuses[want], "the corpus has a %d answer", want)
 	}
 	for _, v := range []string{engine.Execute, engine.NotAvailableYet, engine.UnknownTool, engine.Denied, engine.ApprovalRequired} {
