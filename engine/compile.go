@@ -198,6 +198,9 @@ func loadPath(ps *policySet, p string) error {
 	var stray []PolicyProblem
 	res, err := oloader.NewFileLoader().WithProcessAnnotation(true).WithRegoVersion(ast.RegoV1).
 		Filtered([]string{p}, func(abspath string, info fs.FileInfo, depth int) bool {
+			if depth > 0 && strings.HasPrefix(info.Name(), ".") {
+				return true // hidden (see PolicyPaths)
+			}
 			if info.IsDir() {
 				return false
 			}

@@ -43,7 +43,13 @@ type config struct {
 func Policies(fsys fs.FS) Option { return func(c *config) { c.fsys = append(c.fsys, fsys) } }
 
 // PolicyPaths adds .rego files, directories of policies and data files,
-// and OPA bundles (.tar.gz files or directories with a .manifest).
+// and OPA bundles (.tar.gz files or directories with a .manifest). Below
+// a directory, entries whose name begins with "." are not read, as go
+// and policycheck test skip them: a linter's .regal/ beside the policies,
+// and the ..data and ..<timestamp> entries through which a Kubernetes
+// ConfigMap or Secret volume holds its files (read through them as well,
+// every module would load three times, and a complete rule would
+// conflict with itself). Symbolic links are followed.
 func PolicyPaths(paths ...string) Option {
 	return func(c *config) { c.paths = append(c.paths, paths...) }
 }

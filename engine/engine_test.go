@@ -1534,3 +1534,54 @@ deny contains "transfer above the limit" if {
 	h := mustHistory(t, wReq(wUser("pay acme")), wResp("openai", wCall("transfer_funds", "p1", `{"amount": 50}`)))
 	assert.Equal(t, engine.Denied, mustDecide(t, e, h, nil).Calls[0].Verdict)
 }
+
+// TestPolicyDirectoryAsAKubernetesVolume: a ConfigMap or Secret volume
+// holds its files in a ..<timestamp> directory, reached through a ..data
+// link and a link per file. Its policies (a complete rule among them,
+// which may be defined once) and data load once, through the links;
+// entries whose name begins with "." are not read (a linter's .regal/
+// with its YAML beside the policies too), and a ConfigMap update (a new
+// timestamped directory, ..data pointed at it) is what the next engine
+// reads.
+func TestPolicyDirectoryAsAKubernetesVolume(t *testing.T) {
+	rule := `package policycheck.rules.limits
+
+ceiling := data.limits.transfer
+
+deny contains "transfer above the limit" if {
+	input.call.tool == "transfer_funds"
+	input.call.args.amount > ceiling
+}
+`
+	reg := mustRegistry(t, paymentsRegistry)
+	dir := t.TempDir()
+	publish := func(stamp, limit string) {
+		real := filepath.Join(dir, "..2026_12_02_"+stamp)
+		require.NoError(t, os.MkdirAll(filepath.Join(real, "limits"), 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(real, "limits.rego"), []byte(rule), 0o644))
+		require.NoError(t, os.WriteFile(filepath.Join(real, "limits", "data.json"), []byte(`{"transfer": `+limit+`}`), 0o644))
+		tmp := filepath.Join(dir, "..data_tmp")
+		require.NoError(t, os.Symlink(filepath.Base(real), tmp))
+		require.NoError(t, os.Rename(tmp, filepath.Join(dir, "..data")))
+	}
+	publish("10_00_00", "40")
+	require.NoError(t, os.Symlink(filepath.Join("..data", "limits.rego"), filepath.Join(dir, "limits.rego")))
+	require.NoError(t, os.Symlink(filepath.Join("..data", "limits"), filepath.Join(dir, "limits")))
+	require.NoError(t, os.MkdirAll(filepath.Join(dir, ".regal"), 0o755))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, ".regal", "config.yaml"), []byte("rules: {}\n"), 0o644))
+
+	h := mustHistory(t, wReq(wUser("pay acme")), wResp("openai", wCall("transfer_funds", "p1", `{"amount": 50}`)))
+	e := mustEngine(t, reg, engine.PolicyPaths(dir))
+	assert.Equal(t, engine.Denied, mustDecide(t, e, h, nil).Calls[0].Verdict)
+	var loaded []string
+	for _, m := range e.Modules() {
+		if strings.Contains(m, "limits") {
+			loaded = append(loaded, m)
+		}
+	}
+	assert.Equal(t, []string{filepath.Join(dir, "limits.rego")}, loaded)
+
+	publish("10_05_00", "60")
+	e = mustEngine(t, reg, engine.PolicyPaths(dir))
+	assert.Equal(t, engine.Execute, mustDecide(t, e, h, nil).Calls[0].Verdict, "the updated volume's limit")
+}

@@ -383,7 +383,8 @@ func bundleModules(p string, res *checkResult) []*checkModule {
 func isTestFile(file string) bool { return strings.HasSuffix(file, "_test.rego") }
 
 // regoFiles lists the non-test .rego files under the directories of
-// paths, and the files paths name (tests included), sorted.
+// paths (entries whose name begins with "." aside, as the engine reads
+// them), and the files paths name (tests included), sorted.
 func regoFiles(paths []string, res *checkResult) []string {
 	var out []string
 	for _, p := range paths {
@@ -400,6 +401,13 @@ func regoFiles(paths []string, res *checkResult) []string {
 		_ = filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
 			if err != nil {
 				res.add(policyFinding{Code: "load_error", File: file, Message: err.Error()})
+				return nil
+			}
+			if file != p && strings.HasPrefix(d.Name(), ".") {
+				// Not read by the engine either (engine.PolicyPaths).
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
 				return nil
 			}
 			if !d.IsDir() && filepath.Ext(file) == ".rego" && !isTestFile(file) {

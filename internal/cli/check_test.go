@@ -303,3 +303,21 @@ func places(entries []checkEntry) []string {
 	}
 	return out
 }
+
+// TestCheckReadsWhatTheEngineReads: entries whose name begins with "."
+// are read by neither (a linter's .regal/config.yaml is no stray data), a
+// Kubernetes volume's ..<timestamp> directory included, and a policy
+// reached through a link is checked once, as the engine loads it once.
+func TestCheckReadsWhatTheEngineReads(t *testing.T) {
+	dir := policyFiles(t, map[string]string{"registry.yaml": checkRegistry,
+		"pol/..2026_12_02_10_00_00/rule.rego": "package policycheck.rules.linked\n\nhide contains \"get_time\" if false\n",
+		"pol/.regal/config.yaml":              "rules: {}\n",
+	})
+	t.Chdir(dir)
+	require.NoError(t, os.Symlink("..2026_12_02_10_00_00", filepath.Join("pol", "..data")))
+	require.NoError(t, os.Symlink(filepath.Join("..data", "rule.rego"), filepath.Join("pol", "rule.rego")))
+	code, stdout, stderr := policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
+	assert.Equal(t, cli.ExitOK, code, stdout+stderr)
+	out := decodeCheckReport(t, stdout)
+	assert.Empty(t, out.Findings)
+}

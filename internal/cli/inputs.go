@@ -42,7 +42,7 @@ func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
 	fl.IntVar(&f.limits.MaxDepth, "max-depth", def.MaxDepth, "deepest nesting of JSON arrays and objects")
 	fl.BoolVar(&f.noSchema, "no-schema", false, "skip JSON Schema validation (the decoder still enforces the same rules)")
 	if withPolicy {
-		fl.StringArrayVar(&f.policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only) or OPA bundle (repeatable)")
+		fl.StringArrayVar(&f.policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
 		fl.BoolVar(&f.noDefaults, "no-defaults", false, "do not load the shipped default policies")
 	}
 	_ = cmd.MarkFlagRequired("registry")
