@@ -324,3 +324,52 @@ func TestServeWatch(t *testing.T) {
 	require.Equal(t, rev, policyRevision(t, rs))
 	require.Equal(t, after, decide())
 }
+
+// TestServeWatchAKubernetesVolume: policies mounted as a ConfigMap volume
+// (files reached through ..data, which an update points at a new
+// ..<timestamp> directory) load once, and serve --watch takes in the
+// update.
+func TestServeWatchAKubernetesVolume(t *testing.T) {
+	bin, reg, body := exampleServe(t)
+	dir := t.TempDir()
+	publish := func(stamp, tool string) {
+		real := filepath.Join(dir, "..2026_12_02_"+stamp)
+		require.NoError(t, os.MkdirAll(real, 0o755))
+		require.NoError(t, os.WriteFile(filepath.Join(real, "hide.rego"), []byte("package policycheck.rules.volume\n\nhidden := \""+tool+"\"\n\nhide contains hidden\n"), 0o644))
+		tmp := filepath.Join(dir, "..data_tmp")
+		require.NoError(t, os.Symlink(filepath.Base(real), tmp))
+		require.NoError(t, os.Rename(tmp, filepath.Join(dir, "..data")))
+	}
+	publish("10_00_00", "get_time")
+	require.NoError(t, os.Symlink(filepath.Join("..data", "hide.rego"), filepath.Join(dir, "hide.rego")))
+	// A link to a file kept elsewhere, rewritten in place later.
+	elsewhere := filepath.Join(t.TempDir(), "more.rego")
+	more := func(tool string) {
+		require.NoError(t, os.WriteFile(elsewhere, []byte("package policycheck.rules.more\n\nhide contains \""+tool+"\"\n"), 0o644))
+	}
+	more("nothing_at_all")
+	require.NoError(t, os.Symlink(elsewhere, filepath.Join(dir, "more.rego")))
+	p := servetest.Start(t, bin, "--registry", reg, "--policy", dir, "--watch", "--watch-interval", "20ms")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	rs := &running{url: p.URL, client: client}
+	available := func() []string {
+		status, out := rs.post(t, "/v1/decide", body)
+		require.Equal(t, http.StatusOK, status, string(out))
+		var d struct{ Available []string }
+		require.NoError(t, json.Unmarshal(out, &d))
+		return d.Available
+	}
+	require.NotContains(t, available(), "get_time")
+	rev := policyRevision(t, rs)
+	publish("10_05_00", "search_docs")
+	require.Eventually(t, func() bool { return policyRevision(t, rs) != rev }, 10*time.Second, 10*time.Millisecond)
+	got := available()
+	require.Contains(t, got, "get_time")
+	require.NotContains(t, got, "search_docs")
+
+	rev = policyRevision(t, rs)
+	more("get_time")
+	require.Eventually(t, func() bool { return policyRevision(t, rs) != rev }, 10*time.Second, 10*time.Millisecond)
+	require.NotContains(t, available(), "get_time")
+}

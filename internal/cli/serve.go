@@ -253,7 +253,7 @@ the last good ones keep deciding. The API is described in docs/openapi.yaml (Ope
 	fl.StringVar(&diagAddr, "diagnostic-addr", "", "address serving only GET /health and GET /metrics, for probes and scrapers (host:port or unix:///path)")
 	fl.StringVar(&perm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
 	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
-	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only) or OPA bundle (repeatable)")
+	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
 	fl.BoolVar(&watch, "watch", false, "reload the --policy paths when their files change, as opa run --watch does (policies that do not compile are logged and the last good ones keep serving)")
 	fl.DurationVar(&watchInterval, "watch-interval", time.Second, "how often --watch looks at the policy files")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")

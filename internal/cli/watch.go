@@ -4,17 +4,19 @@ import (
 	"context"
 	"crypto/sha256"
 	"fmt"
-	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/policycheck/policycheck/server"
 )
 
 // policyWatch is serve --watch: every interval it looks at the files
-// under the --policy paths (their names, sizes and modification times)
+// under the --policy paths (their names, sizes and modification times,
+// through links, as treeStamp reads them)
 // and, when they changed, reloads the policies (server.Reload): policies
 // that compile are swapped in for the requests that follow, and policies
 // that do not are refused, logged, and the last good ones keep serving.
@@ -64,30 +66,44 @@ func (w *policyWatch) run(ctx context.Context, srv *server.Server, interval time
 	}
 }
 
-// treeStamp sums up the regular files under paths: each one's path, size
-// and modification time (a path that cannot be read, its error).
+// treeStamp sums up the files under paths as the engine reads them
+// (engine.PolicyPaths: links followed, entries whose name begins with "."
+// below a path not read): each file's path, size and modification time,
+// or a path's error. A Kubernetes ConfigMap update, which points ..data
+// at a new directory, changes the files the links reach.
 func treeStamp(paths []string) string {
 	var lines []string
-	for _, root := range paths {
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				lines = append(lines, p+": "+err.Error())
-				return nil
-			}
-			if !d.Type().IsRegular() {
-				return nil
-			}
-			fi, err := d.Info()
-			if err != nil {
-				lines = append(lines, p+": "+err.Error())
-				return nil
-			}
-			lines = append(lines, fmt.Sprintf("%s %d %d", p, fi.Size(), fi.ModTime().UnixNano()))
-			return nil
-		})
-		if err != nil {
-			lines = append(lines, root+": "+err.Error())
+	seen := map[string]bool{} // directories walked, by real path: links may loop
+	var walk func(p string, root bool)
+	walk = func(p string, root bool) {
+		if !root && strings.HasPrefix(filepath.Base(p), ".") {
+			return
 		}
+		fi, err := os.Stat(p)
+		if err != nil {
+			lines = append(lines, p+": "+err.Error())
+			return
+		}
+		if !fi.IsDir() {
+			lines = append(lines, fmt.Sprintf("%s %d %d", p, fi.Size(), fi.ModTime().UnixNano()))
+			return
+		}
+		real, err := filepath.EvalSymlinks(p)
+		if err != nil || seen[real] {
+			return
+		}
+		seen[real] = true
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			lines = append(lines, p+": "+err.Error())
+			return
+		}
+		for _, e := range entries {
+			walk(filepath.Join(p, e.Name()), false)
+		}
+	}
+	for _, root := range paths {
+		walk(root, true)
 	}
 	sort.Strings(lines)
 	h := sha256.New()
