@@ -298,13 +298,7 @@ func TestServeWatch(t *testing.T) {
 	client := &http.Client{}
 	defer client.CloseIdleConnections()
 	rs := &running{url: p.URL, client: client}
-	decide := func() []string {
-		status, out := rs.post(t, "/v1/decide", body)
-		require.Equal(t, http.StatusOK, status, string(out))
-		var d struct{ Available []string }
-		require.NoError(t, json.Unmarshal(out, &d))
-		return d.Available
-	}
+	decide := func() []string { return availableAfter(t, rs, body) }
 	before := decide()
 	require.NotContains(t, before, "get_time")
 	rev := policyRevision(t, rs)
@@ -353,13 +347,7 @@ func TestServeWatchAKubernetesVolume(t *testing.T) {
 	client := &http.Client{}
 	defer client.CloseIdleConnections()
 	rs := &running{url: p.URL, client: client}
-	available := func() []string {
-		status, out := rs.post(t, "/v1/decide", body)
-		require.Equal(t, http.StatusOK, status, string(out))
-		var d struct{ Available []string }
-		require.NoError(t, json.Unmarshal(out, &d))
-		return d.Available
-	}
+	available := func() []string { return availableAfter(t, rs, body) }
 	require.NotContains(t, available(), "get_time")
 	rev := policyRevision(t, rs)
 	publish("10_05_00", "search_docs")

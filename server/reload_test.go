@@ -21,14 +21,20 @@ func hideRule(tool string) string {
 	return "package policycheck.rules.test\n\nhide contains \"" + tool + "\"\n"
 }
 
+// availableAfter decides body and returns the tools available next.
+func availableAfter(t *testing.T, rs *running, body []byte) []string {
+	t.Helper()
+	status, out := rs.post(t, "/v1/decide", body)
+	require.Equal(t, http.StatusOK, status, string(out))
+	var d engine.Decision
+	require.NoError(t, json.Unmarshal(out, &d))
+	return d.Available
+}
+
 // available decides testHistory and returns the tools available next.
 func available(t *testing.T, rs *running) []string {
 	t.Helper()
-	status, body := rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
-	require.Equal(t, http.StatusOK, status, string(body))
-	var d engine.Decision
-	require.NoError(t, json.Unmarshal(body, &d))
-	return d.Available
+	return availableAfter(t, rs, []byte(`{"history": `+testHistory+`}`))
 }
 
 func policyRevision(t *testing.T, rs *running) string {
