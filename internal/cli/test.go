@@ -122,7 +122,8 @@ Without PATH it tests the project in the current directory: the Rego and data fi
 and each top-level directory holding Rego, each as its own PATH (in this repository, the same as
 "policycheck test policies/ policy_test/ examples/"), so data files keep the paths they have when
 you name those directories. Below any PATH, directories named testdata, or starting with "." or
-"_", are skipped as go skips them (name one as a PATH to test it).
+"_", are skipped as go skips them (name one as a PATH to test it), and so are files starting
+with ".", which eval and serve do not load either.
 
 The shipped policies (policycheck.availability, policycheck.lib, policycheck.lib.gate) are available
 to every test unless --no-defaults is given or PATH holds a module of the same package (testing
@@ -301,6 +302,9 @@ func loadTestModules(paths, ignore []string) (map[string]*ast.Module, storage.St
 		}
 		if info.IsDir() {
 			return depth > 0 && skippedDir(name)
+		}
+		if depth > 0 && strings.HasPrefix(name, ".") {
+			return true // not read by eval, serve and check either (engine.PolicyPaths)
 		}
 		// Not data by the bundle convention: skipped here, refused by
 		// eval, serve and check (engine.StrayData).

@@ -250,6 +250,7 @@ func TestTestWithoutPathInAnOperatorProject(t *testing.T) {
 		"pol/limits_test.rego":     "package limits_test\n\ntest_max if data.limits.max == 3\n",
 		"pol/testdata/broken.rego": "package y\n\nbad := [\n",
 		"pol/.hidden/broken.rego":  "package z\n\nbad := [\n",
+		"pol/.scratch.rego":        "package w\n\nbad := [\n",
 		"root_test.rego":           "package r_test\n\ntest_root if data.limit == 3\n",
 		"data.json":                `{"limit": 3}`,
 		"notes/readme.txt":         "no Rego here",
