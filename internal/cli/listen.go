@@ -33,6 +33,15 @@ func (a listenAddr) String() string {
 	return a.address
 }
 
+// where is the address ln, listening on a, is logged at: the port the
+// system chose for a TCP port 0, a socket as --addr names it.
+func (a listenAddr) where(ln net.Listener) string {
+	if a.network == "unix" {
+		return a.String()
+	}
+	return ln.Addr().String()
+}
+
 // parseListenAddr reads an address flag (--addr, --diagnostic-addr)
 // with --unix-socket-perm.
 func parseListenAddr(flag, addr, perm string) (listenAddr, error) {

@@ -216,10 +216,7 @@ the last good ones keep deciding. The API is described in docs/openapi.yaml (Ope
 			if err != nil {
 				return badInput(err)
 			}
-			at := ln.Addr().String()
-			if la.network == "unix" {
-				at = la.String()
-			}
+			at := la.where(ln)
 			if msg := la.exposed(at, tokenFile != "", pprofOn); msg != "" {
 				logger.Warn(msg, "addr", at)
 			}
@@ -230,11 +227,7 @@ the last good ones keep deciding. The API is described in docs/openapi.yaml (Ope
 					ln.Close()
 					return badInput(err)
 				}
-				dat := dl.Addr().String()
-				if diag.network == "unix" {
-					dat = diag.String()
-				}
-				logger.Info("policycheck diagnostics serving", "addr", dat, "paths", "/health /metrics")
+				logger.Info("policycheck diagnostics serving", "addr", diag.where(dl), "paths", "/health /metrics")
 				diagLn = append(diagLn, dl)
 			}
 			if watch {
