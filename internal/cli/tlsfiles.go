@@ -53,20 +53,35 @@ func loadCertFiles(cert, key string, logger *slog.Logger) (*certFiles, error) {
 	return c, nil
 }
 
-func (c *certFiles) read() ([2]fileStamp, *tls.Certificate, error) {
-	var stamps [2]fileStamp
+// stamps stamps the two files.
+func (c *certFiles) stamps() ([2]fileStamp, error) {
+	var out [2]fileStamp
 	for i, p := range []string{c.cert, c.key} {
 		s, err := stampOf(p)
 		if err != nil {
-			return stamps, nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", c.cert, c.key, err)
+			return out, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", c.cert, c.key, err)
 		}
-		stamps[i] = s
+		out[i] = s
 	}
+	return out, nil
+}
+
+// read stamps the files, then loads the pair they hold.
+func (c *certFiles) read() ([2]fileStamp, *tls.Certificate, error) {
+	stamps, err := c.stamps()
+	if err != nil {
+		return stamps, nil, err
+	}
+	pair, err := c.load()
+	return stamps, pair, err
+}
+
+func (c *certFiles) load() (*tls.Certificate, error) {
 	pair, err := tls.LoadX509KeyPair(c.cert, c.key)
 	if err != nil {
-		return stamps, nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", c.cert, c.key, err)
+		return nil, fmt.Errorf("--tls-cert %s, --tls-key %s: %w", c.cert, c.key, err)
 	}
-	return stamps, &pair, nil
+	return &pair, nil
 }
 
 // get is the tls.Config's GetCertificate: the pair as the files hold it
@@ -74,20 +89,13 @@ func (c *certFiles) read() ([2]fileStamp, *tls.Certificate, error) {
 func (c *certFiles) get(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var now [2]fileStamp
-	for i, p := range []string{c.cert, c.key} {
-		s, err := stampOf(p)
-		if err != nil {
-			// Between a rotation's remove and its write: keep serving.
-			return c.current, nil
-		}
-		now[i] = s
-	}
-	if now[0].same(c.seen[0]) && now[1].same(c.seen[1]) {
+	now, err := c.stamps()
+	if err != nil || (now[0].same(c.seen[0]) && now[1].same(c.seen[1])) {
+		// Unchanged, or between a rotation's remove and its write: keep serving.
 		return c.current, nil
 	}
-	stamps, pair, err := c.read()
-	c.seen = stamps // a bad pair is tried again only once the files change again
+	c.seen = now // a bad pair is tried again only once the files change again
+	pair, err := c.load()
 	if err != nil {
 		c.logger.Error("the TLS key pair on disk does not load; serving the last good one", "err", err)
 		return c.current, nil
