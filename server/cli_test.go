@@ -69,7 +69,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "a socket in a directory that does not exist", args: []string{"--addr", "unix://" + filepath.Join(dir, "missing", "s.sock")}, want: "no such file"},
 		{note: "client CAs without TLS", args: []string{"--tls-ca-cert", empty}, want: "--tls-ca-cert asks clients for certificates over TLS"},
 		{note: "h2c with TLS", args: []string{"--h2c", "--tls-cert", empty, "--tls-key", empty}, want: "--h2c serves HTTP/2 without TLS"},
-		{note: "watch without policies", args: []string{"--watch"}, want: "--watch reloads the --policy paths, and none is given"},
+		{note: "watch without files", args: []string{"--watch"}, want: "--watch reloads the --policy, --registry and --shadow-policy files, and none is given"},
 		{note: "a watch interval without watch", args: []string{"--policy", dir, "--watch-interval", "2s"}, want: "--watch-interval is how often --watch looks"},
 		{note: "no watch interval", args: []string{"--policy", dir, "--watch", "--watch-interval", "0s"}, want: "--watch-interval must be positive"},
 		{note: "an unknown log format", args: []string{"--log-format", "logfmt"}, want: `--log-format must be text or json, not "logfmt"`},
@@ -360,4 +360,45 @@ func TestServeWatchAKubernetesVolume(t *testing.T) {
 	more("get_time")
 	require.Eventually(t, func() bool { return policyRevision(t, rs) != rev }, 10*time.Second, 10*time.Millisecond)
 	require.NotContains(t, available(), "get_time")
+}
+
+// TestServeWatchRegistry: serve --watch takes in a changed --registry
+// file with the policies (here the shipped ones alone); a registry that
+// does not parse is refused (counted in /metrics) while the last good one
+// keeps deciding, and a later good one is taken in.
+func TestServeWatchRegistry(t *testing.T) {
+	bin, example, body := exampleServe(t)
+	raw, err := os.ReadFile(example)
+	require.NoError(t, err)
+	reg := filepath.Join(t.TempDir(), "registry.yaml")
+	require.NoError(t, os.WriteFile(reg, raw, 0o600))
+	p := servetest.Start(t, bin, "--registry", reg, "--watch", "--watch-interval", "20ms")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	rs := &running{url: p.URL, client: client}
+	decide := func() []string { return availableAfter(t, rs, body) }
+	require.NotContains(t, decide(), "new_tool")
+	rev, policyRev := registryRevision(t, rs), policyRevision(t, rs)
+
+	withTool := func(name string) []byte {
+		return append(append([]byte{}, raw...), "  - name: "+name+"\n"...)
+	}
+	require.NoError(t, os.WriteFile(reg, withTool("new_tool"), 0o600))
+	require.Eventually(t, func() bool { return registryRevision(t, rs) != rev }, 10*time.Second, 10*time.Millisecond)
+	require.Contains(t, decide(), "new_tool")
+	require.Equal(t, policyRev, policyRevision(t, rs))
+	rev = registryRevision(t, rs)
+
+	require.NoError(t, os.WriteFile(reg, append(withTool("other_tool"), "  - capability: nowhere\n"...), 0o600))
+	require.Eventually(t, func() bool {
+		return metricValue(t, rs, `policycheck_policy_reloads_total{result="refused"}`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	require.Equal(t, rev, registryRevision(t, rs))
+	got := decide()
+	require.Contains(t, got, "new_tool")
+	require.NotContains(t, got, "other_tool")
+
+	require.NoError(t, os.WriteFile(reg, withTool("other_tool"), 0o600))
+	require.Eventually(t, func() bool { return registryRevision(t, rs) != rev }, 10*time.Second, 10*time.Millisecond)
+	require.Contains(t, decide(), "other_tool")
 }

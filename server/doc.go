@@ -40,8 +40,10 @@
 // whether a web page sent it, and internal/lru is the bounded table behind
 // the engine and run tables.
 //
-// A Server is safe for concurrent use. Its policy state (engine, bundle
-// revisions) is one immutable value swapped atomically when a bundle
-// activates or Reload takes in changed policy files: requests in flight
-// finish on the state they started with.
+// A Server is safe for concurrent use. Its policy state (the configured
+// registry and its engine, the shadow policy, bundle revisions) is one
+// immutable value swapped atomically when a bundle activates or Reload
+// takes in changed policy files or a new registry: requests in flight,
+// and the shadow decisions they queued, finish on the state they started
+// with.
 package server

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -150,4 +151,37 @@ func ExampleServer_Reload() {
 	// get_weather
 	// true <nil>
 	// get_time
+}
+
+// ExampleReplaceRegistry swaps in a new configured registry: requests
+// that carry none decide with it from then on.
+func ExampleReplaceRegistry() {
+	parse := func(yaml string) *facts.Registry {
+		reg, err := loader.ParseRegistry("registry.yaml", []byte(yaml))
+		if err != nil {
+			panic(err)
+		}
+		return reg
+	}
+	srv, err := server.New(server.Registry(parse("tools:\n  - name: get_time\n")))
+	if err != nil {
+		panic(err)
+	}
+	available := func() string {
+		rec := httptest.NewRecorder()
+		srv.Handler().ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/v1/decide", strings.NewReader(`{"history": []}`)))
+		var d struct{ Available []string }
+		if err := json.Unmarshal(rec.Body.Bytes(), &d); err != nil {
+			panic(err)
+		}
+		return strings.Join(d.Available, " ")
+	}
+	fmt.Println(available())
+	swapped, err := srv.Reload(context.Background(), server.ReplaceRegistry(parse("tools:\n  - name: get_time\n  - name: get_weather\n")))
+	fmt.Println(swapped, err)
+	fmt.Println(available())
+	// Output:
+	// get_time
+	// true <nil>
+	// get_time get_weather
 }

@@ -392,7 +392,7 @@ func (s *Server) onBundleStatus(status bundle.Status) {
 		return
 	}
 	old := s.state.Load()
-	st := &policyState{gen: old.gen + 1, extra: extra, served: map[string]string{}, ready: true}
+	st := &policyState{gen: old.gen + 1, extra: extra, reg: old.reg, shadow: old.shadow, served: map[string]string{}, ready: true}
 	for k, v := range old.served {
 		st.served[k] = v
 	}

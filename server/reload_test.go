@@ -3,16 +3,22 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
 
@@ -139,4 +145,154 @@ func TestReloadUnderLoad(t *testing.T) {
 	wg.Wait()
 	require.Empty(t, bad)
 	require.Positive(t, decided)
+}
+
+// registryRevision reads the configured registry's revision from /health.
+func registryRevision(t *testing.T, rs *running) string {
+	t.Helper()
+	_, body := rs.do(t, http.MethodGet, "/health", nil)
+	var h server.Health
+	require.NoError(t, json.Unmarshal(body, &h))
+	return h.RegistryRevision
+}
+
+// parsedRegistry parses a JSON registry.
+func parsedRegistry(t *testing.T, raw string) *facts.Registry {
+	t.Helper()
+	reg, err := loader.ParseRegistry("test", []byte(raw))
+	require.NoError(t, err)
+	return reg
+}
+
+// TestReloadRegistry: Reload with ReplaceRegistry swaps the configured
+// registry in with the policies: stateless requests, a run that began
+// before (at its next step) and a history the prefix cache remembers all
+// decide with the new one; the same registry again swaps nothing; a
+// registry the policies do not compile against (a filter for a
+// capability it drops) is refused, policies and registry together, and
+// the last good pair keeps serving.
+func TestReloadRegistry(t *testing.T) {
+	dir := t.TempDir()
+	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(dir)))
+	ctx := context.Background()
+	withExtra := `{"capabilities":[{"id":"vault","defer_loading":false},{"id":"extra","defer_loading":false}],` +
+		`"tools":[{"name":"get_time"},{"name":"secret_op","capability":"vault"},{"name":"extra_tool","capability":"extra"},{"name":"new_tool"}]}`
+	withNew := `{"capabilities":[{"id":"vault","defer_loading":false}],` +
+		`"tools":[{"name":"get_time"},{"name":"secret_op","capability":"vault"},{"name":"new_tool"}]}`
+
+	first := `{"history": [{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}]}`
+	step := func(offset int, msg string) []string {
+		status, out := rs.post(t, "/v1/runs/r1/decide", []byte(`{"offset": `+strconv.Itoa(offset)+`, "messages": [`+msg+`]}`))
+		require.Equal(t, http.StatusOK, status, string(out))
+		var d engine.Decision
+		require.NoError(t, json.Unmarshal(out, &d))
+		return d.Available
+	}
+	require.NotContains(t, step(0, `{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}`), "new_tool")
+	// A history sent twice is remembered whole by the prefix cache.
+	for range 2 {
+		require.NotContains(t, availableAfter(t, rs, []byte(first)), "new_tool")
+	}
+	rev, regRev := policyRevision(t, rs), registryRevision(t, rs)
+
+	swapped, err := rs.srv.Reload(ctx, server.ReplaceRegistry(parsedRegistry(t, withNew)))
+	require.NoError(t, err)
+	require.True(t, swapped)
+	require.Contains(t, available(t, rs), "new_tool")
+	require.NotEqual(t, regRev, registryRevision(t, rs))
+	require.Equal(t, rev, policyRevision(t, rs), "the policies did not change")
+	require.Contains(t, step(1, `{"kind":"response","parts":[{"part_kind":"text","content":"ok"}]}`), "new_tool", "a run's next step decides with the new registry")
+	grown := strings.TrimSuffix(first, "]}") + `,{"kind":"response","parts":[{"part_kind":"text","content":"ok"}]}]}`
+	require.Contains(t, availableAfter(t, rs, []byte(grown)), "new_tool", "a remembered prefix is not resumed over the old registry")
+
+	swapped, err = rs.srv.Reload(ctx, server.ReplaceRegistry(parsedRegistry(t, withNew)))
+	require.NoError(t, err)
+	require.False(t, swapped, "the same registry, parsed again, is not swapped in again")
+
+	// A filter for a capability only the next registry has: neither
+	// compiles without the other, and together they are swapped in.
+	filter := []byte("package policycheck.capabilities.extra\n\nprepare_tools := {t.name | some t in input.tools; t.name != \"extra_tool\"}\n")
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "extra.rego"), filter, 0o600))
+	_, err = rs.srv.Reload(ctx)
+	require.ErrorContains(t, err, "extra")
+	swapped, err = rs.srv.Reload(ctx, server.ReplaceRegistry(parsedRegistry(t, withExtra)))
+	require.NoError(t, err)
+	require.True(t, swapped)
+	got := available(t, rs)
+	require.Contains(t, got, "new_tool")
+	require.NotContains(t, got, "extra_tool", "the filter the new registry let in decides")
+	rev, regRev = policyRevision(t, rs), registryRevision(t, rs)
+
+	// Dropping the capability the filter names is refused: the pair in
+	// place keeps serving.
+	swapped, err = rs.srv.Reload(ctx, server.ReplaceRegistry(parsedRegistry(t, withNew)))
+	require.ErrorContains(t, err, "extra")
+	require.False(t, swapped)
+	require.Equal(t, rev, policyRevision(t, rs))
+	require.Equal(t, regRev, registryRevision(t, rs))
+	require.Equal(t, got, available(t, rs))
+
+	_, err = rs.srv.Reload(ctx, server.ReplaceRegistry(nil))
+	require.ErrorContains(t, err, "nil")
+	_, err = rs.srv.Reload(ctx, server.ReadRegistry(func() (*facts.Registry, error) {
+		return nil, errors.New("registry.yaml: not a registry")
+	}))
+	require.ErrorContains(t, err, "registry.yaml: not a registry")
+	require.Equal(t, regRev, registryRevision(t, rs))
+	for result, n := range map[string]float64{"swapped": 2, "unchanged": 1, "refused": 4} {
+		require.Equal(t, n, metricValue(t, rs, `policycheck_policy_reloads_total{result="`+result+`"}`), result)
+	}
+}
+
+// TestReloadShadow: Reload compiles the shadow policy again from its
+// files, with the enforced policies: the candidate as now written is
+// the one compared; a candidate that does not compile refuses the whole
+// reload, the enforced policies' change included.
+func TestReloadShadow(t *testing.T) {
+	enforced, candidate := t.TempDir(), t.TempDir()
+	shadowFile := filepath.Join(candidate, "candidate.rego")
+	require.NoError(t, os.WriteFile(shadowFile, []byte(hideRule("nothing_at_all")), 0o600))
+	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(enforced)), server.Shadow(engine.PolicyPaths(candidate)))
+	ctx := context.Background()
+	// testHistory dispatches a call of secret_op: the candidate that
+	// hides it refuses the call.
+	disagreements := func() float64 {
+		_, body := rs.do(t, http.MethodGet, "/metrics", nil)
+		m := regexp.MustCompile(`(?m)^policycheck_shadow_disagreements_total\{kind="call",transition="execute->\w+"\} (\d+)$`).FindSubmatch(body)
+		if m == nil {
+			return 0
+		}
+		n, err := strconv.ParseFloat(string(m[1]), 64)
+		require.NoError(t, err)
+		return n
+	}
+	shadowed := func() float64 { return metricValue(t, rs, "policycheck_shadow_decisions_total") }
+	// The worker counts a decision before its disagreements: the
+	// counts that follow are read once the next decision is counted.
+	decideShadowed := func() {
+		n := shadowed()
+		available(t, rs)
+		require.Eventually(t, func() bool { return shadowed() > n }, 10*time.Second, 5*time.Millisecond)
+	}
+	decideShadowed()
+	require.Zero(t, disagreements(), "the candidate agrees")
+
+	require.NoError(t, os.WriteFile(shadowFile, []byte(hideRule("secret_op")), 0o600))
+	decideShadowed()
+	require.Zero(t, disagreements(), "nothing changes before Reload")
+	swapped, err := rs.srv.Reload(ctx)
+	require.NoError(t, err)
+	require.True(t, swapped, "the shadow policy changed")
+	decideShadowed()
+	require.Eventually(t, func() bool { return disagreements() == 1 }, 10*time.Second, 5*time.Millisecond,
+		"the candidate as rewritten hides secret_op")
+
+	rev := policyRevision(t, rs)
+	require.NoError(t, os.WriteFile(filepath.Join(enforced, "hide.rego"), []byte(hideRule("get_time")), 0o600))
+	require.NoError(t, os.WriteFile(shadowFile, []byte("package policycheck.rules.test\n\nhide contains x if {"), 0o600))
+	swapped, err = rs.srv.Reload(ctx)
+	require.ErrorContains(t, err, "shadow policy")
+	require.False(t, swapped)
+	require.Equal(t, rev, policyRevision(t, rs), "the enforced change waits for a candidate that compiles")
+	require.Contains(t, available(t, rs), "get_time")
 }

@@ -59,7 +59,8 @@ type config struct {
 }
 
 // Registry sets the registry used when a request carries none. Without
-// it, every request must carry its own registry.
+// it, every request must carry its own registry. Reload with
+// ReplaceRegistry replaces it.
 func Registry(reg *facts.Registry) Option { return func(c *config) { c.registry = reg } }
 
 // Engine adds engine options (policies, defaults, cache size) used for
@@ -201,10 +202,15 @@ type Server struct {
 
 // policyState is the immutable policy state requests decide with.
 type policyState struct {
-	gen    uint64
-	extra  []engine.Option   // policies from activated bundles
-	eng    *engine.Engine    // the engine of the configured registry, if any
+	gen   uint64
+	extra []engine.Option // policies from activated bundles
+	// reg is the configured registry (Registry, or Reload's
+	// ReplaceRegistry): requests without their own decide with it. Nil
+	// without one.
+	reg    *facts.Registry
+	eng    *engine.Engine    // the engine of reg, if any
 	rev    string            // policy revision
+	shadow *shadowPolicy     // the shadow policy compiled for reg, when configured
 	served map[string]string // bundle name → revision being served
 	ready  bool
 }
@@ -245,7 +251,7 @@ func New(opts ...Option) (*Server, error) {
 		recycle: cfg.opaConfig == nil && !cfg.shadow && !cfg.noRecycle, poison: cfg.poisonBodies,
 		bodies: &bodyPool{max: poolBytes, idle: poolIdle}}
 	s.metrics = newMetrics(s)
-	st := &policyState{served: map[string]string{}, ready: true}
+	st := &policyState{reg: cfg.registry, served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {
 		// Without the shipped policies, the availability policy may
 		// come with a bundle: the server then starts not ready.
@@ -261,7 +267,7 @@ func New(opts ...Option) (*Server, error) {
 			return nil, fmt.Errorf("context mask %q: %w", p, err)
 		}
 	}
-	if err := s.newShadow(context.Background()); err != nil {
+	if err := s.newShadow(context.Background(), st); err != nil {
 		return nil, fmt.Errorf("shadow policy: %w", err)
 	}
 	if cfg.opaConfig != nil {
@@ -283,24 +289,49 @@ func New(opts ...Option) (*Server, error) {
 const unknownRevision = "unknown"
 
 // Reload reads the policies again (the files and bundles that Engine's
-// engine.PolicyPaths name, with the OPA bundles' policies in place) and,
-// when they compile and differ from those serving, swaps them in for the
-// requests that follow, as a bundle activation does: requests in flight
-// finish on the policies they started with, and engines compiled for
-// requests' registries are compiled again. Policies that do not compile
-// are refused with their error while those in place keep serving. It
-// reports whether it swapped. The registry and a shadow policy are read
-// once, by New. Safe for concurrent use.
-func (s *Server) Reload(ctx context.Context) (swapped bool, err error) {
+// engine.PolicyPaths name, with the OPA bundles' policies in place) and
+// the shadow policy's (Shadow), and with ReplaceRegistry takes a new
+// configured registry. When they compile and differ from those serving,
+// it swaps them in for the requests that follow, together, as a bundle
+// activation does: requests in flight finish on the state they started
+// with, runs decide their next step with the new one, and engines
+// compiled for requests' registries are compiled again. When any of them
+// does not compile (the shadow policy included: a shadow compared with
+// another registry or policies than the enforced ones would report
+// differences that are not the candidate's), Reload refuses them all with
+// the error, and the state in place keeps serving. It reports whether it
+// swapped. Safe for concurrent use.
+func (s *Server) Reload(ctx context.Context, opts ...ReloadOption) (swapped bool, err error) {
+	var rc reloadConfig
+	for _, o := range opts {
+		o(&rc)
+	}
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
 	old := s.state.Load()
-	st := &policyState{gen: old.gen + 1, extra: old.extra, served: maps.Clone(old.served), ready: old.ready}
-	if err := s.compileState(ctx, st); err != nil {
+	st := &policyState{gen: old.gen + 1, extra: old.extra, reg: old.reg, served: maps.Clone(old.served), ready: old.ready}
+	if rc.registry != nil {
+		st.reg, err = rc.registry()
+		if err == nil && st.reg == nil {
+			err = errors.New("the registry is nil")
+		}
+		if err != nil {
+			s.metrics.reloads.WithLabelValues("refused").Inc()
+			return false, fmt.Errorf("registry: %w", err)
+		}
+	}
+	err = s.compileState(ctx, st)
+	if err == nil && s.cfg.shadow {
+		if st.shadow, err = s.compileShadow(ctx, st.reg); err != nil {
+			err = fmt.Errorf("shadow policy: %w", err)
+		}
+	}
+	if err != nil {
 		s.metrics.reloads.WithLabelValues("refused").Inc()
 		return false, err
 	}
-	if st.rev == old.rev && st.rev != unknownRevision {
+	if st.rev == old.rev && st.rev != unknownRevision && registryRevision(st) == registryRevision(old) &&
+		st.shadow.revision() == old.shadow.revision() {
 		s.metrics.reloads.WithLabelValues("unchanged").Inc()
 		return false, nil
 	}
@@ -309,6 +340,41 @@ func (s *Server) Reload(ctx context.Context) (swapped bool, err error) {
 	s.metrics.setRevision(st)
 	s.metrics.reloads.WithLabelValues("swapped").Inc()
 	return true, nil
+}
+
+// A ReloadOption adds to what Reload reads again.
+type ReloadOption func(*reloadConfig)
+
+type reloadConfig struct {
+	registry func() (*facts.Registry, error)
+}
+
+// ReplaceRegistry makes Reload swap in reg as the configured registry
+// (Registry), compiled with the policies and swapped with them: policy
+// filters for capabilities reg adds are then accepted, and those for
+// capabilities it drops refused. Runs that began with the configured
+// registry derive their facts again over reg at their next step. A nil
+// reg refuses the reload.
+func ReplaceRegistry(reg *facts.Registry) ReloadOption {
+	return ReadRegistry(func() (*facts.Registry, error) { return reg, nil })
+}
+
+// ReadRegistry is ReplaceRegistry with the registry that read returns,
+// called once by Reload: an error from it refuses the reload, counted and
+// reported as policies that do not compile are (policycheck serve --watch
+// reads its --registry file so).
+func ReadRegistry(read func() (*facts.Registry, error)) ReloadOption {
+	return func(c *reloadConfig) { c.registry = read }
+}
+
+// registryRevision is the revision of st's configured registry; "" when
+// there is none.
+func registryRevision(st *policyState) string {
+	if st.eng == nil {
+		return ""
+	}
+	_, rev := st.eng.Revision()
+	return rev
 }
 
 // onlyMissingEntrypoint reports whether err is a policy set refused only
@@ -329,8 +395,8 @@ func onlyMissingEntrypoint(err error) bool {
 // compileState builds st's engine for the configured registry or, without
 // one, checks that the policies compile.
 func (s *Server) compileState(ctx context.Context, st *policyState) error {
-	if s.cfg.registry != nil {
-		e, err := s.newEngine(ctx, st, s.cfg.registry)
+	if st.reg != nil {
+		e, err := s.newEngine(ctx, st, st.reg)
 		if err != nil {
 			return err
 		}

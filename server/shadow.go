@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/replay"
 )
 
@@ -21,7 +22,8 @@ import (
 // the enforced decision carries them under custom.shadow. opts are the
 // candidate's engine options, as for Engine (the shipped defaults load
 // unless engine.WithoutDefaults); the server's registry is set by the
-// server, which must have one (Registry).
+// server, which must have one (Registry). Reload compiles the candidate
+// again, from its files as they are then, with the enforced policies.
 func Shadow(opts ...engine.Option) Option {
 	return func(c *config) { c.shadowOpts = append(c.shadowOpts, opts...); c.shadow = true }
 }
@@ -34,11 +36,10 @@ func ShadowQueue(n int) Option { return func(c *config) { c.shadowQueue = n } }
 
 var errShadowNeedsRegistry = errors.New("a shadow policy needs the server's registry (--registry): it decides what the enforced policy decides with that registry")
 
-// shadow is the shadow policy's engine and its worker.
+// shadow is the shadow policy's worker and its counters; the policy
+// itself is in each policyState (shadowPolicy), swapped with the enforced
+// one by Reload.
 type shadow struct {
-	eng  *engine.Engine
-	rev  string // the candidate's policy revision
-	reg  string // the registry revision it decides with
 	jobs chan shadowJob
 	quit chan struct{}
 	wg   sync.WaitGroup
@@ -52,6 +53,33 @@ type shadow struct {
 	duration      prometheus.Histogram
 }
 
+// shadowPolicy is the shadow policy compiled for the configured registry.
+type shadowPolicy struct {
+	eng *engine.Engine
+	rev string // the candidate's policy revision
+	reg string // the registry revision it decides with
+}
+
+// revision is the candidate's policy and registry revisions; "" for none.
+func (p *shadowPolicy) revision() string {
+	if p == nil {
+		return ""
+	}
+	return p.rev + "/" + p.reg
+}
+
+// compileShadow compiles the shadow policy (its options, which read its
+// files again) for reg.
+func (s *Server) compileShadow(ctx context.Context, reg *facts.Registry) (*shadowPolicy, error) {
+	eng, err := engine.New(ctx, append(append([]engine.Option{}, s.cfg.shadowOpts...), engine.Registry(reg))...)
+	if err != nil {
+		return nil, err
+	}
+	p := &shadowPolicy{eng: eng}
+	p.rev, p.reg = eng.Revision()
+	return p, nil
+}
+
 // shadowJob is one enforced decision waiting for its shadow.
 type shadowJob struct {
 	d        *engine.Decision
@@ -63,23 +91,24 @@ type shadowJob struct {
 	st       *policyState
 }
 
-func (s *Server) newShadow(ctx context.Context) error {
+// newShadow compiles the shadow policy into st, New's first state, and
+// starts its worker.
+func (s *Server) newShadow(ctx context.Context, st *policyState) error {
 	if !s.cfg.shadow {
 		return nil
 	}
-	if s.cfg.registry == nil {
+	if st.reg == nil {
 		return errShadowNeedsRegistry
 	}
-	eng, err := engine.New(ctx, append(append([]engine.Option{}, s.cfg.shadowOpts...), engine.Registry(s.cfg.registry))...)
-	if err != nil {
+	var err error
+	if st.shadow, err = s.compileShadow(ctx, st.reg); err != nil {
 		return err
 	}
 	n := s.cfg.shadowQueue
 	if n <= 0 {
 		n = 1024
 	}
-	sh := &shadow{eng: eng, jobs: make(chan shadowJob, n), quit: make(chan struct{})}
-	sh.rev, sh.reg = eng.Revision()
+	sh := &shadow{jobs: make(chan shadowJob, n), quit: make(chan struct{})}
 	sh.decisions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "policycheck_shadow_decisions_total", Help: "Enforced decisions the shadow policy decided again.",
 	})
@@ -109,13 +138,15 @@ func (s *Server) newShadow(ctx context.Context) error {
 
 // shadowed hands an enforced decision to the shadow worker, which logs
 // it; it returns false (the caller logs) when there is no shadow, the
-// decision's registry is not the shadow's, or the queue is full.
+// decision's registry is not the shadow's, or the queue is full. The
+// decision is shadowed by the shadow policy of st, the state it was made
+// with.
 func (s *Server) shadowed(remote, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int) bool {
 	sh := s.shadow
-	if sh == nil {
+	if sh == nil || st.shadow == nil {
 		return false
 	}
-	if d.RegistryRevision != sh.reg {
+	if d.RegistryRevision != st.shadow.reg {
 		sh.skipped.Inc()
 		return false
 	}
@@ -154,11 +185,12 @@ func (s *Server) shadowOne(sh *shadow, j shadowJob) {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
 	defer cancel()
 	var info map[string]any
-	cd, err := sh.eng.Decide(ctx, engine.Request{Facts: j.d.FactsUsed(), Context: j.ctxDoc})
+	sp := j.st.shadow
+	cd, err := sp.eng.Decide(ctx, engine.Request{Facts: j.d.FactsUsed(), Context: j.ctxDoc})
 	sh.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		sh.errors.Inc()
-		info = map[string]any{"policy_revision": sh.rev, "error": err.Error()}
+		info = map[string]any{"policy_revision": sp.rev, "error": err.Error()}
 	} else {
 		sh.decisions.Inc()
 		changes := replay.Compare(j.run, j.messages-1, j.d, cd)
@@ -168,7 +200,7 @@ func (s *Server) shadowOne(sh *shadow, j shadowJob) {
 		if changes == nil {
 			changes = []replay.Change{}
 		}
-		info = map[string]any{"policy_revision": sh.rev, "fingerprint": cd.Fingerprint, "agrees": len(changes) == 0, "changes": changes}
+		info = map[string]any{"policy_revision": sp.rev, "fingerprint": cd.Fingerprint, "agrees": len(changes) == 0, "changes": changes}
 	}
 	s.logEvent(context.Background(), j.remote, j.endpoint, j.run, j.st, j.d, j.ctxDoc, j.messages, info)
 }

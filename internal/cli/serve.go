@@ -69,9 +69,10 @@ removed on shutdown. A socket file left there by a server that is gone is replac
 is not a socket, or a socket another server answers on, stops serve with exit status 2.
 --diagnostic-addr (host:port or unix://) serves GET /health and GET /metrics alone, as opa run
 --diagnostic-addr does, for probes that cannot reach a socket or a port kept for decisions; the
-token, when set, guards /metrics there too. --watch compiles changed --policy files again and
-swaps them in, as opa run --watch does; policies that do not compile are logged and refused while
-the last good ones keep deciding. The API is described in docs/openapi.yaml (OpenAPI 3.1).` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+token, when set, guards /metrics there too. --watch reads the --policy, --registry and
+--shadow-policy files again when any of them changes and swaps them in together, as opa run
+--watch does for policies; when one does not compile or parse, none is swapped, the error is
+logged and the last good ones keep deciding. The API is described in docs/openapi.yaml (OpenAPI 3.1).` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
@@ -151,8 +152,8 @@ the last good ones keep deciding. The API is described in docs/openapi.yaml (Ope
 				return badInput(err)
 			}
 			switch {
-			case watch && len(policies) == 0:
-				return badInput(errors.New("--watch reloads the --policy paths, and none is given"))
+			case watch && len(policies) == 0 && registry == "" && len(shadowPolicies) == 0:
+				return badInput(errors.New("--watch reloads the --policy, --registry and --shadow-policy files, and none is given"))
 			case !watch && cmd.Flags().Changed("watch-interval"):
 				return badInput(errors.New("--watch-interval is how often --watch looks, and --watch is not given"))
 			case watchInterval <= 0:
@@ -199,7 +200,7 @@ the last good ones keep deciding. The API is described in docs/openapi.yaml (Ope
 			}
 			var pw *policyWatch
 			if watch {
-				pw = newPolicyWatch(policies, shadowPolicies)
+				pw = newPolicyWatch(policies, shadowPolicies, registry)
 			}
 			srv, err := server.New(opts...)
 			var ce *server.OPAConfigError
@@ -247,8 +248,8 @@ the last good ones keep deciding. The API is described in docs/openapi.yaml (Ope
 	fl.StringVar(&perm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
 	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
 	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
-	fl.BoolVar(&watch, "watch", false, "reload the --policy paths when their files change, as opa run --watch does (policies that do not compile are logged and the last good ones keep serving)")
-	fl.DurationVar(&watchInterval, "watch-interval", time.Second, "how often --watch looks at the policy files")
+	fl.BoolVar(&watch, "watch", false, "reload the --policy, --registry and --shadow-policy files when they change, together, as opa run --watch does (files that do not compile or parse are logged and the last good ones keep serving)")
+	fl.DurationVar(&watchInterval, "watch-interval", time.Second, "how often --watch looks at the policy, registry and shadow policy files")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")
 	fl.StringVar(&config, "config", "", "OPA configuration file (services, bundles, decision_logs, status)")
 	fl.StringVar(&id, "id", "policycheck", "instance id reported to OPA status and decision-log services")

@@ -11,32 +11,41 @@ import (
 	"strings"
 	"time"
 
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
 
 // policyWatch is serve --watch: every interval it looks at the files
-// under the --policy paths (their names, sizes and modification times,
-// through links, as treeStamp reads them)
-// and, when they changed, reloads the policies (server.Reload): policies
-// that compile are swapped in for the requests that follow, and policies
-// that do not are refused, logged, and the last good ones keep serving.
-// The --shadow-policy files are read at start only: a change to them is
-// logged, not silently passed over.
+// serve read at start (under the --policy and --shadow-policy paths, and
+// the --registry file: their names, sizes and modification times, through
+// links, as treeStamp reads them) and, when any changed, reloads them
+// together (server.Reload, the registry read again): the policies, the
+// registry and the shadow policy that compile together are swapped in for
+// the requests that follow; when any of them does not (a policy that does
+// not compile, a registry that does not parse, a filter for a capability
+// the new registry drops), none is, the error is logged, and the last
+// good ones keep serving.
 //
-// A watch is begun (newPolicyWatch) before the server reads the policies,
+// A watch is begun (newPolicyWatch) before the server reads the files,
 // so that a change made while it does is not missed; run returns when ctx
 // is done.
 type policyWatch struct {
-	paths, shadow    []string
-	last, lastShadow string
+	paths    []string // every path watched
+	registry string   // the --registry file; "" without
+	last     string
 }
 
-func newPolicyWatch(paths, shadow []string) *policyWatch {
-	return &policyWatch{paths: paths, shadow: shadow, last: treeStamp(paths), lastShadow: treeStamp(shadow)}
+func newPolicyWatch(policies, shadow []string, registry string) *policyWatch {
+	paths := append(append([]string{}, policies...), shadow...)
+	if registry != "" {
+		paths = append(paths, registry)
+	}
+	return &policyWatch{paths: paths, registry: registry, last: treeStamp(paths)}
 }
 
 func (w *policyWatch) run(ctx context.Context, srv *server.Server, interval time.Duration, logger *slog.Logger) {
-	paths, shadow, last, lastShadow := w.paths, w.shadow, w.last, w.lastShadow
+	last := w.last
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -45,23 +54,23 @@ func (w *policyWatch) run(ctx context.Context, srv *server.Server, interval time
 			return
 		case <-t.C:
 		}
-		if now := treeStamp(shadow); now != lastShadow {
-			lastShadow = now
-			logger.Warn("--shadow-policy files changed; they are read at start only: restart serve to take them in")
-		}
-		now := treeStamp(paths)
+		now := treeStamp(w.paths)
 		if now == last {
 			continue
 		}
 		last = now
-		swapped, err := srv.Reload(ctx)
+		var opts []server.ReloadOption
+		if w.registry != "" {
+			opts = append(opts, server.ReadRegistry(func() (*facts.Registry, error) { return loader.ReadRegistry(w.registry) }))
+		}
+		swapped, err := srv.Reload(ctx, opts...)
 		switch {
 		case err != nil:
-			logger.Error("policies changed but not reloaded; the last good ones keep serving", "err", err)
+			logger.Error("files changed but not reloaded; the last good policies and registry keep serving", "err", err)
 		case swapped:
-			logger.Info("policies reloaded", "paths", paths)
+			logger.Info("policies and registry reloaded", "paths", w.paths)
 		default:
-			logger.Debug("policy files changed; the policies did not", "paths", paths)
+			logger.Debug("files changed; the policies and the registry did not", "paths", w.paths)
 		}
 	}
 }
