@@ -2,6 +2,7 @@ package docs_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
@@ -53,12 +55,27 @@ func configMapVolume(t *testing.T, dir string, files map[string][]byte) {
 	}
 }
 
+// configMapUpdate updates a volume configMapVolume laid out as the kubelet
+// does: the files in a new ..<timestamp> directory, and ..data pointed at
+// it in one rename.
+func configMapUpdate(t *testing.T, dir string, files map[string][]byte) {
+	t.Helper()
+	real := filepath.Join(dir, "..2026_12_02_10_05_00.000000000")
+	require.NoError(t, os.MkdirAll(real, 0o755))
+	for name, b := range files {
+		require.NoError(t, os.WriteFile(filepath.Join(real, name), b, 0o644))
+	}
+	require.NoError(t, os.Symlink(filepath.Base(real), filepath.Join(dir, "..data_tmp")))
+	require.NoError(t, os.Rename(filepath.Join(dir, "..data_tmp"), filepath.Join(dir, "..data")))
+}
+
 // TestDeployingManifest starts serve with the arguments of
 // docs/deploying.md's pod, its volumes laid out as the kubelet mounts
 // them (the example registry and the example policies as ConfigMaps),
 // and checks what the page says: the readiness probe's path and port
-// answer on the diagnostic address, nothing else is served there, and a
-// decision is made over the socket.
+// answer on the diagnostic address, nothing else is served there, a
+// decision is made over the socket, and an update of the registry's
+// ConfigMap decides the next requests without a restart.
 func TestDeployingManifest(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command")
@@ -132,13 +149,38 @@ func TestDeployingManifest(t *testing.T) {
 
 		client := p.Client()
 		defer client.CloseIdleConnections()
-		resp, err = client.Post(p.URL+"/v1/decide", "application/json", bytes.NewReader(body))
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
+		// An administrator: the example policies hide no tool from one.
+		admin := append(append(append([]byte{}, body[:len(body)-1]...), `, "context": {"group": "admin"}`...), '}')
+		available := func() []string {
+			resp, err := client.Post(p.URL+"/v1/decide", "application/json", bytes.NewReader(admin))
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			require.Equal(t, http.StatusOK, resp.StatusCode)
+			var d struct{ Available []string }
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&d))
+			return d.Available
+		}
+		require.NotContains(t, available(), "new_tool")
 		fi, err := os.Stat(p.Socket)
 		require.NoError(t, err)
 		require.Equal(t, os.FileMode(0o660), fi.Mode().Perm())
+
+		registryRevision := func() string {
+			resp, err := http.Get("http://" + m[1] + "/health")
+			require.NoError(t, err)
+			defer resp.Body.Close()
+			var h struct {
+				RegistryRevision string `json:"registry_revision"`
+			}
+			require.NoError(t, json.NewDecoder(resp.Body).Decode(&h))
+			return h.RegistryRevision
+		}
+		rev := registryRevision()
+		reg, err := os.ReadFile("../examples/registry.yaml")
+		require.NoError(t, err)
+		configMapUpdate(t, mounts["/etc/policycheck/registry"], map[string][]byte{"registry.yaml": append(reg, "  - name: new_tool\n"...)})
+		require.Eventually(t, func() bool { return registryRevision() != rev }, 10*time.Second, 20*time.Millisecond)
+		require.Contains(t, available(), "new_tool")
 	}
 	require.True(t, found, "docs/deploying.md has no policycheck container")
 }
