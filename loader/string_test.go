@@ -44,4 +44,7 @@ func TestStringStopIsByteByByte(t *testing.T) {
 		from := rng.IntN(len(data) + 1)
 		require.Equal(t, stringStopByByte(data, from), loader.StringStop(data, from), "%q from %d", data, from)
 	}
+	// Past the end (a reader that stepped over an escape's last byte): the
+	// offset back, as the byte-by-byte reading gives it.
+	require.Equal(t, 5, loader.StringStop([]byte("abc"), 5))
 }
