@@ -8,21 +8,23 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/replay"
 	"github.com/policycheck/policycheck/loader"
 )
 
 func newReplayCmd() *cobra.Command {
 	var (
-		registry, ctxPath, format string
-		baseline, candidate       []string
-		failOn                    []string
-		noDefaults, noSchema      bool
-		approvalsPath             string
-		workers                   int
+		registry, candRegistry string
+		ctxPath, format        string
+		baseline, candidate    []string
+		failOn                 []string
+		noDefaults, noSchema   bool
+		approvalsPath          string
+		workers                int
 	)
 	cmd := &cobra.Command{
-		Use:   "replay --registry R --baseline P... --candidate P... [--context C] [--approvals A] [--format pretty|json|html] [--fail-on T,...] INPUT...",
+		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--format pretty|json|html] [--fail-on T,...] INPUT...",
 		Short: "Decide recorded runs with a baseline and a candidate policy set, and report what changes",
 		Long: `replay decides every step of every recorded run with two policy sets and reports where they differ.
 
@@ -42,7 +44,11 @@ available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any
 --fail-on 'denied->execute,*->fail_closed'. --approvals passes a person's answers (as eval --approvals
 takes them) to every step of every history run, on both sides: each binds only to the call whose digest
 it carries. A logged decision is decided with the approvals its input document carries (those that
-were bound to its calls), as it keeps its context. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
+were bound to its calls), as it keeps its context. --candidate-registry replays a registry change: the
+candidate decides with that registry (and, without --candidate, the baseline's policies), the baseline
+with --registry; logged decisions keep the facts derived with the registry they were decided with, so
+with it only histories are replayed (a logged decision among the inputs: exit 2). Progress goes to
+stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
@@ -60,6 +66,15 @@ were bound to its calls), as it keeps its context. Progress goes to stderr when 
 			reg, err := loader.ReadRegistry(registry)
 			if err != nil {
 				return badInput(err)
+			}
+			candReg := reg
+			if cmd.Flags().Changed("candidate-registry") {
+				if candReg, err = loader.ReadRegistry(candRegistry); err != nil {
+					return badInput(err)
+				}
+				if !cmd.Flags().Changed("candidate") {
+					candidate = baseline
+				}
 			}
 			lo := replay.LoadOptions{NoSchema: noSchema}
 			if ctxPath != "" {
@@ -90,7 +105,7 @@ were bound to its calls), as it keeps its context. Progress goes to stderr when 
 				return badInput(fmt.Errorf("%s applies to history runs, and every input is a logged decision, which "+
 					"keeps the context and approvals its input document carries: drop %s", flag, flag))
 			}
-			side := func(name string, pols []string) (*engine.Engine, error) {
+			side := func(name string, pols []string, reg *facts.Registry) (*engine.Engine, error) {
 				opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(pols...)}
 				if noDefaults {
 					opts = append(opts, engine.WithoutDefaults())
@@ -101,11 +116,14 @@ were bound to its calls), as it keeps its context. Progress goes to stderr when 
 				}
 				return e, nil
 			}
-			sides := replay.Sides{BaselinePolicies: baseline, CandidatePolicies: candidate}
-			if sides.Baseline, err = side("--baseline", baseline); err != nil {
+			sides := replay.Sides{BaselinePolicies: baseline, CandidatePolicies: candidate, BaselineRegistry: registry, CandidateRegistry: registry}
+			if candReg != reg {
+				sides.CandidateRegistry = candRegistry
+			}
+			if sides.Baseline, err = side("--baseline", baseline, reg); err != nil {
 				return err
 			}
-			if sides.Candidate, err = side("--candidate", candidate); err != nil {
+			if sides.Candidate, err = side("--candidate", candidate, candReg); err != nil {
 				return err
 			}
 			prog := stderrProgress(cmd, "replay", len(runs))
@@ -136,6 +154,7 @@ were bound to its calls), as it keeps its context. Progress goes to stderr when 
 	fl.StringVar(&registry, "registry", "", "tool registry (YAML or JSON) (required)")
 	fl.StringArrayVar(&baseline, "baseline", nil, "baseline policy file, directory or OPA bundle (repeatable)")
 	fl.StringArrayVar(&candidate, "candidate", nil, "candidate policy file, directory or OPA bundle (repeatable)")
+	fl.StringVar(&candRegistry, "candidate-registry", "", "registry the candidate decides with, to replay a registry change (histories only; without --candidate, the candidate keeps the baseline's policies)")
 	fl.StringVar(&ctxPath, "context", "", "JSON object handed to policies as input.context for history runs (logged decisions keep theirs)")
 	fl.StringVar(&format, "format", "pretty", "report format: pretty, json or html")
 	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO (repeatable)")

@@ -343,24 +343,134 @@ func TestReplayDocExample(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, block, ok := strings.Cut(string(raw), "```console\n$ policycheck ")
-	if !ok {
-		t.Fatal("docs/replay.md shows no console example")
-	}
-	block, _, _ = strings.Cut(block, "```\n")
-	cmdline, want, _ := strings.Cut(block, "\n")
 	t.Chdir(root)
-	code, out, errs := runCLI(strings.Fields(cmdline)...)
-	if code != 0 {
-		t.Fatalf("exit %d: %s", code, errs)
-	}
 	// A policy set's revision is a digest of its files, shipped policies
 	// included: it changes with every policy edit, so it is compared as
 	// a digest only.
 	revision := regexp.MustCompile(`\(revision [0-9a-f]+\)`)
-	want = revision.ReplaceAllString(want, "(revision <digest>)")
-	if got := revision.ReplaceAllString(out, "(revision <digest>)"); got != want {
-		t.Errorf("docs/replay.md shows:\n%s\nthe command prints:\n%s", want, got)
+	rest, examples := string(raw), 0
+	for {
+		var block string
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "```console\n$ policycheck "); !ok {
+			break
+		}
+		block, rest, _ = strings.Cut(rest, "```\n")
+		cmdline, want, _ := strings.Cut(block, "\n")
+		examples++
+		code, out, errs := runCLI(strings.Fields(cmdline)...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", cmdline, code, errs)
+		}
+		want = revision.ReplaceAllString(want, "(revision <digest>)")
+		if got := revision.ReplaceAllString(out, "(revision <digest>)"); got != want {
+			t.Errorf("docs/replay.md shows:\n%s\n%s prints:\n%s", want, cmdline, got)
+		}
+	}
+	if examples < 2 {
+		t.Fatalf("docs/replay.md shows %d console examples, want the report's and the registry change's", examples)
+	}
+}
+
+// TestReplayRegistryChange: --candidate-registry replays a registry
+// change on histories (the candidate keeps the baseline's policies
+// unless --candidate says otherwise), names both registries in the
+// report, gates on what the change lets through, and refuses logged
+// decisions, whose facts were derived with the registry they were
+// decided with.
+func TestReplayRegistryChange(t *testing.T) {
+	reg := filepath.Join(examplesDir, "registry.yaml")
+	vaultOn := filepath.Join(examplesDir, "registries", "vault-always-on.yaml")
+	pols := filepath.Join(examplesDir, "policies")
+	admin := filepath.Join(examplesDir, "context", "admin.json")
+	histories := filepath.Join(examplesDir, "histories")
+	base := []string{"replay", "--registry", reg, "--candidate-registry", vaultOn, "--baseline", pols, "--context", admin}
+
+	code, out, errs := runCLI(append(slices.Clone(base), "--format", "json", histories)...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Baseline, Candidate struct {
+			Policies         []string
+			Registry         string
+			RegistryRevision string `json:"registry_revision"`
+		}
+		Transitions map[string]int
+		Changes     []struct{ Kind, Tool, Transition string }
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Baseline.Registry != reg || rep.Candidate.Registry != vaultOn || rep.Baseline.RegistryRevision == rep.Candidate.RegistryRevision {
+		t.Errorf("the sides' registries: %+v, %+v", rep.Baseline, rep.Candidate)
+	}
+	if !slices.Equal(rep.Candidate.Policies, []string{pols}) {
+		t.Errorf("without --candidate the candidate keeps the baseline's policies, not %v", rep.Candidate.Policies)
+	}
+	if rep.Transitions["not_available_yet->execute"] != 1 {
+		t.Errorf("transitions: %v", rep.Transitions)
+	}
+	gained := map[string]bool{}
+	for _, c := range rep.Changes {
+		if c.Kind == "available" && c.Transition == "unavailable->available" {
+			gained[c.Tool] = true
+		}
+	}
+	if len(gained) != 2 || !gained["secret_op"] || !gained["rotate_key"] {
+		t.Errorf("tools the vault's change makes available: %v", gained)
+	}
+
+	code, out, errs = runCLI(append(slices.Clone(base), "--format", "html", histories)...)
+	if code != 0 || !strings.Contains(out, "registry <code>"+reg+"</code>") || !strings.Contains(out, "registry <code>"+vaultOn+"</code>") {
+		t.Errorf("the HTML report names both registries: exit %d, stderr %q", code, errs)
+	}
+	// The same replay with the candidate's policies named, and gated.
+	code, _, errs = runCLI(append(slices.Clone(base), "--candidate", pols, "--fail-on", "not_available_yet->execute", histories)...)
+	if code != 1 || !strings.Contains(errs, "not_available_yet->execute (1)") {
+		t.Errorf("gated: exit %d, stderr %q", code, errs)
+	}
+	// Support users are out of the vault's scope: nothing changes for them.
+	code, out, _ = runCLI("replay", "--registry", reg, "--candidate-registry", vaultOn, "--baseline", pols,
+		"--context", filepath.Join(examplesDir, "context", "support.json"), histories)
+	if code != 0 || !strings.Contains(out, "\n0 changes\n") {
+		t.Errorf("support: exit %d:\n%s", code, out)
+	}
+
+	// A logged decision among the inputs is refused, before any report.
+	dir := t.TempDir()
+	code, input, errs := runCLI("facts", "--registry", reg, "--history", filepath.Join(histories, "vault-rotate.json"), "--format", "input")
+	if code != 0 {
+		t.Fatalf("facts: exit %d: %s", code, errs)
+	}
+	var in map[string]any
+	if err := json.Unmarshal([]byte(input), &in); err != nil {
+		t.Fatal(err)
+	}
+	in["messages"] = 1
+	event, err := json.Marshal(map[string]any{"decision_id": "d1", "path": "policycheck/availability/decision", "input": in})
+	if err != nil {
+		t.Fatal(err)
+	}
+	logged := filepath.Join(dir, "log.jsonl")
+	if err := os.WriteFile(logged, append(event, '\n'), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runCLI("replay", "--registry", reg, "--candidate-registry", vaultOn, "--baseline", pols, logged, histories)
+	if code != 2 || out != "" || !strings.Contains(errs, "a logged decision keeps the facts derived with the registry it was decided with") {
+		t.Errorf("a logged decision: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	// The same registry as the candidate's is no change: logs replay.
+	if code, _, errs := runCLI("replay", "--registry", reg, "--candidate-registry", reg, "--baseline", pols, logged); code != 0 {
+		t.Errorf("the same registry: exit %d, stderr %q", code, errs)
+	}
+	// A candidate registry that does not load is refused with its file.
+	bad := filepath.Join(dir, "bad.yaml")
+	if err := os.WriteFile(bad, []byte("tools:\n  - capability: nowhere\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, errs := runCLI(append(slices.Clone(base[:3]), "--candidate-registry", bad, "--baseline", pols, histories)...); code != 2 || !strings.Contains(errs, "bad.yaml") {
+		t.Errorf("a bad candidate registry: exit %d, stderr %q", code, errs)
 	}
 }
 

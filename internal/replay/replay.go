@@ -1,5 +1,6 @@
 // Package replay decides recorded agent runs with two policy sets, a
-// baseline and a candidate, and reports every decision on which they
+// baseline and a candidate (each with its registry: a registry change is
+// replayed on histories), and reports every decision on which they
 // differ: the engine of `policycheck replay`.
 //
 // A history is replayed as the run that produced it: its messages are
@@ -19,6 +20,7 @@ package replay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"runtime"
 	"slices"
@@ -73,19 +75,38 @@ type Options struct {
 	Decide []engine.DecideOption
 }
 
-// Sides are the two policy sets compared.
+// Sides are the two policy sets compared. Each engine has its registry:
+// when they differ, a registry change is replayed too (histories only:
+// see Replay).
 type Sides struct {
 	Baseline, Candidate *engine.Engine
 	// BaselinePolicies and CandidatePolicies name what each side loaded,
-	// for the report.
+	// and BaselineRegistry and CandidateRegistry the registry files, for
+	// the report.
 	BaselinePolicies, CandidatePolicies []string
+	BaselineRegistry, CandidateRegistry string
 }
+
+// ErrRegistryOnLog is Replay's error for a logged decision when the sides'
+// registries differ: its facts (the capabilities active, for one) were
+// derived with the registry it was decided with, and its history is not
+// in the log to derive them again.
+var ErrRegistryOnLog = errors.New("the sides' registries differ, and a logged decision keeps the facts derived with the registry it was decided with: replay histories to see a registry change")
 
 // Replay decides every step of every run with both sides and returns the
 // report. An error is returned only for input the engine cannot take (a
-// context that is not JSON) or a cancelled ctx; policy errors fail
+// context that is not JSON, a logged decision when the sides' registries
+// differ: ErrRegistryOnLog) or a cancelled ctx; policy errors fail
 // decisions closed and are reported as such.
 func Replay(ctx context.Context, sides Sides, runs []*Run, opts Options) (*Report, error) {
+	_, baseReg := sides.Baseline.Revision()
+	if _, candReg := sides.Candidate.Revision(); candReg != baseReg {
+		for _, r := range runs {
+			if r.History == nil {
+				return nil, fmt.Errorf("run %s: %w", r.ID, ErrRegistryOnLog)
+			}
+		}
+	}
 	workers := opts.Workers
 	if workers <= 0 {
 		workers = runtime.GOMAXPROCS(0)

@@ -37,10 +37,12 @@ type Report struct {
 	Changes []Change `json:"changes"`
 }
 
-// SideInfo names a side's policies and revisions.
+// SideInfo names a side's policies, its registry file and their
+// revisions.
 type SideInfo struct {
 	Policies         []string `json:"policies"`
 	PolicyRevision   string   `json:"policy_revision"`
+	Registry         string   `json:"registry,omitempty"`
 	RegistryRevision string   `json:"registry_revision"`
 }
 
@@ -93,16 +95,16 @@ type Outcome struct {
 func (c *Change) Anchor() string { return stepAnchor(c.Run, c.Message) }
 
 func newReport(s Sides) *Report {
-	info := func(pols []string, e interface{ Revision() (string, string) }) SideInfo {
+	info := func(pols []string, reg string, e interface{ Revision() (string, string) }) SideInfo {
 		p, r := e.Revision()
 		if pols == nil {
 			pols = []string{}
 		}
-		return SideInfo{Policies: pols, PolicyRevision: p, RegistryRevision: r}
+		return SideInfo{Policies: pols, PolicyRevision: p, Registry: reg, RegistryRevision: r}
 	}
 	return &Report{
-		Baseline:    info(s.BaselinePolicies, s.Baseline),
-		Candidate:   info(s.CandidatePolicies, s.Candidate),
+		Baseline:    info(s.BaselinePolicies, s.BaselineRegistry, s.Baseline),
+		Candidate:   info(s.CandidatePolicies, s.CandidateRegistry, s.Candidate),
 		Transitions: map[string]int{},
 		Changes:     []Change{},
 	}
@@ -166,10 +168,16 @@ func (r *Report) WriteJSON(w io.Writer) error {
 func (r *Report) WritePretty(w io.Writer) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "replay: %d runs, %d decisions per side, %d calls judged\n", r.Runs, r.Decisions, r.Calls)
+	// The registries are named when they differ: the sides' policies
+	// alone do not say what changed then.
+	registries := r.Baseline.RegistryRevision != r.Candidate.RegistryRevision
 	side := func(name string, s SideInfo) {
 		pols := "(shipped defaults)"
 		if len(s.Policies) > 0 {
 			pols = strings.Join(s.Policies, " ")
+		}
+		if registries {
+			pols += ", registry " + s.Registry
 		}
 		fmt.Fprintf(&b, "%-10s %s\n", name+":", pols)
 	}
