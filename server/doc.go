@@ -37,8 +37,9 @@
 //     answer's path (a bounded queue), disagreements in /metrics and the log.
 //
 // Beside it, internal/httpreq checks the headers of a request's body and
-// whether a web page sent it, and internal/lru is the bounded table behind
-// the engine and run tables.
+// whether a web page sent it, internal/lru is the bounded table behind the
+// engine and run tables, and internal/jsonout writes answers as
+// policycheck eval prints decisions.
 //
 // A Server is safe for concurrent use. Its policy state (the configured
 // registry and its engine, the shadow policy, bundle revisions) is one

@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/jsonout"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -167,7 +167,7 @@ func (r *statusRecorder) WriteHeader(code int) {
 // HTML escaping, a final newline. Errors are written so too (writeError).
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	var buf bytes.Buffer
-	if err := encodeJSON(&buf, v); err != nil {
+	if err := jsonout.Encode(&buf, v); err != nil {
 		writeError(w, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()})
 		return
 	}
@@ -176,103 +176,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Length", strconv.Itoa(buf.Len()))
 	w.WriteHeader(status)
 	_, _ = w.Write(buf.Bytes())
-}
-
-// encodeJSON writes v as an Encoder with two-space indentation and no
-// HTML escaping does. A value that marshals itself (a decision) is
-// indented straight from its MarshalJSON: the Encoder would first scan
-// that output again to compact it, which for a decision listing a
-// thousand tools cost a run step about a third of its CPU (BENCHMARKS.md).
-func encodeJSON(buf *bytes.Buffer, v any) error {
-	if m, ok := v.(json.Marshaler); ok {
-		raw, err := m.MarshalJSON()
-		if err != nil {
-			return err
-		}
-		buf.Grow(2*len(raw) + 1)
-		out, ok := indent(buf.AvailableBuffer(), raw)
-		if !ok {
-			return fmt.Errorf("an unterminated string in the JSON of a %T", v)
-		}
-		buf.Write(out)
-		return buf.WriteByte('\n')
-	}
-	enc := json.NewEncoder(buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	return enc.Encode(v)
-}
-
-// indent appends src, a JSON value a MarshalJSON wrote, to dst as
-// json.Indent with no prefix and a two-space indent writes it. json.Indent
-// steps its JSON state machine for every byte, strings included: for a
-// decision listing a thousand tools that was half the cost of writing
-// it. The engine's MarshalJSON methods write valid JSON (their tests
-// check), so only strings need care here: they are copied up to their
-// closing quote; ok is false when one has none.
-func indent(dst, src []byte) (_ []byte, ok bool) {
-	// As json.Indent, leading space is dropped and trailing space kept.
-	end := len(bytes.TrimRight(src, " \t\r\n"))
-	dst = slices.Grow(dst, 2*len(src))
-	depth := 0
-	open := false // after '{' or '[': the newline waits for a member
-	for i := 0; i < end; i++ {
-		c := src[i]
-		switch c {
-		case ' ', '\t', '\n', '\r':
-			continue
-		}
-		if open && c != '}' && c != ']' {
-			open = false
-			depth++
-			dst = newline(dst, depth)
-		}
-		switch c {
-		case '"':
-			j := i + 1
-			for {
-				if j = loader.StringStop(src[:end], j); j >= end {
-					return dst, false
-				}
-				if src[j] == '"' {
-					break
-				}
-				if src[j] == '\\' {
-					j++
-				}
-				j++
-			}
-			dst = append(dst, src[i:j+1]...)
-			i = j
-		case '{', '[':
-			open = true
-			dst = append(dst, c)
-		case ',':
-			dst = newline(append(dst, c), depth)
-		case ':':
-			dst = append(dst, c, ' ')
-		case '}', ']':
-			if open {
-				open = false
-			} else {
-				depth--
-				dst = newline(dst, depth)
-			}
-			dst = append(dst, c)
-		default:
-			dst = append(dst, c)
-		}
-	}
-	return append(dst, src[end:]...), true
-}
-
-// newline appends a newline and depth two-space indents.
-func newline(dst []byte, depth int) []byte {
-	dst = append(dst, '\n')
-	for range depth {
-		dst = append(dst, ' ', ' ')
-	}
-	return dst
 }
 
 // request is a validated stateless request.

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/jsonout"
 	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/regoutil"
 )
@@ -460,11 +460,9 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
+// writeJSONTo writes v as the sidecar answers it (internal/jsonout).
 func writeJSONTo(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
+	if err := jsonout.Write(w, v); err != nil {
 		return fmt.Errorf("write output: %w", err)
 	}
 	return nil

@@ -1,4 +1,4 @@
-package server
+package jsonout
 
 import (
 	"bytes"
@@ -8,11 +8,11 @@ import (
 	"github.com/policycheck/policycheck/engine"
 )
 
-// TestEncodeJSONIsTheEncoders: encodeJSON writes what a json.Encoder
+// TestEncodeIsTheEncoders: Encode writes what a json.Encoder
 // with two-space indentation and no HTML escaping writes, byte for byte,
 // whether the value marshals itself (its fast path) or not; policycheck
 // eval's output and the sidecar's are compared on that promise.
-func TestEncodeJSONIsTheEncoders(t *testing.T) {
+func TestEncodeIsTheEncoders(t *testing.T) {
 	tricky := "<b>&\u2028\u2029 é \x01 \"q\""
 	d := &engine.Decision{Available: []string{"a", tricky}, Advertised: []string{}, Errors: []string{tricky},
 		Calls: []engine.CallVerdict{{Tool: tricky, Verdict: engine.Denied, Message: tricky}}}
@@ -32,7 +32,7 @@ func TestEncodeJSONIsTheEncoders(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got bytes.Buffer
-		if err := encodeJSON(&got, v); err != nil {
+		if err := Encode(&got, v); err != nil {
 			t.Fatal(err)
 		}
 		if got.String() != want.String() {

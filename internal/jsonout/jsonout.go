@@ -1,0 +1,125 @@
+// Package jsonout writes the JSON policycheck prints and serves: two-space
+// indentation, no HTML escaping, a final newline, byte for byte what a
+// json.Encoder so configured writes (its tests hold it to that), so that
+// policycheck eval's output and the sidecar's answer are one format. A
+// value that marshals itself (a decision) is indented from its
+// MarshalJSON output in one pass.
+package jsonout
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+
+	"github.com/policycheck/policycheck/loader"
+)
+
+// Write writes v to w as Encode formats it, in one write.
+func Write(w io.Writer, v any) error {
+	var buf bytes.Buffer
+	if err := Encode(&buf, v); err != nil {
+		return err
+	}
+	_, err := w.Write(buf.Bytes())
+	return err
+}
+
+// Encode appends v to buf as a json.Encoder with two-space indentation
+// and no HTML escaping writes it. A value that marshals itself (a
+// decision) is indented straight from its MarshalJSON: the Encoder would
+// first scan that output again to compact it, which for a decision
+// listing a thousand tools cost a run step about a third of its CPU
+// (BENCHMARKS.md).
+func Encode(buf *bytes.Buffer, v any) error {
+	if m, ok := v.(json.Marshaler); ok {
+		raw, err := m.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		buf.Grow(2*len(raw) + 1)
+		out, ok := indent(buf.AvailableBuffer(), raw)
+		if !ok {
+			return fmt.Errorf("an unterminated string in the JSON of a %T", v)
+		}
+		buf.Write(out)
+		return buf.WriteByte('\n')
+	}
+	enc := json.NewEncoder(buf)
+	enc.SetIndent("", "  ")
+	enc.SetEscapeHTML(false)
+	return enc.Encode(v)
+}
+
+// indent appends src, a JSON value a MarshalJSON wrote, to dst as
+// json.Indent with no prefix and a two-space indent writes it. json.Indent
+// steps its JSON state machine for every byte, strings included: for a
+// decision listing a thousand tools that was half the cost of writing
+// it. The engine's MarshalJSON methods write valid JSON (their tests
+// check), so only strings need care here: they are copied up to their
+// closing quote; ok is false when one has none.
+func indent(dst, src []byte) (_ []byte, ok bool) {
+	// As json.Indent, leading space is dropped and trailing space kept.
+	end := len(bytes.TrimRight(src, " \t\r\n"))
+	dst = slices.Grow(dst, 2*len(src))
+	depth := 0
+	open := false // after '{' or '[': the newline waits for a member
+	for i := 0; i < end; i++ {
+		c := src[i]
+		switch c {
+		case ' ', '\t', '\n', '\r':
+			continue
+		}
+		if open && c != '}' && c != ']' {
+			open = false
+			depth++
+			dst = newline(dst, depth)
+		}
+		switch c {
+		case '"':
+			j := i + 1
+			for {
+				if j = loader.StringStop(src[:end], j); j >= end {
+					return dst, false
+				}
+				if src[j] == '"' {
+					break
+				}
+				if src[j] == '\\' {
+					j++
+				}
+				j++
+			}
+			dst = append(dst, src[i:j+1]...)
+			i = j
+		case '{', '[':
+			open = true
+			dst = append(dst, c)
+		case ',':
+			dst = newline(append(dst, c), depth)
+		case ':':
+			dst = append(dst, c, ' ')
+		case '}', ']':
+			if open {
+				open = false
+			} else {
+				depth--
+				dst = newline(dst, depth)
+			}
+			dst = append(dst, c)
+		default:
+			dst = append(dst, c)
+		}
+	}
+	return append(dst, src[end:]...), true
+}
+
+// newline appends a newline and depth two-space indents.
+func newline(dst []byte, depth int) []byte {
+	dst = append(dst, '\n')
+	for range depth {
+		dst = append(dst, ' ', ' ')
+	}
+	return dst
+}
