@@ -296,3 +296,66 @@ func TestReloadShadow(t *testing.T) {
 	require.Equal(t, rev, policyRevision(t, rs), "the enforced change waits for a candidate that compiles")
 	require.Contains(t, available(t, rs), "get_time")
 }
+
+// TestReloadRegistryUnderLoad: decisions made while the registry is
+// swapped over and over, with a shadow policy recompiled at each swap,
+// are each made wholly with one registry, and every one is shadowed by
+// the candidate of its own state (go test -race checks the swap).
+func TestReloadRegistryUnderLoad(t *testing.T) {
+	candidate := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(candidate, "hide.rego"), []byte(hideRule("get_time")), 0o600))
+	regs := map[string]*facts.Registry{
+		"plain":    parsedRegistry(t, testRegistry),
+		"new_tool": parsedRegistry(t, strings.Replace(testRegistry, `{"name":"get_time"}`, `{"name":"get_time"},{"name":"new_tool"}`, 1)),
+	}
+	rs := start(t, server.Registry(regs["plain"]), server.Shadow(engine.PolicyPaths(candidate)))
+	answer := map[string]string{}
+	for _, name := range []string{"new_tool", "plain"} {
+		_, err := rs.srv.Reload(context.Background(), server.ReplaceRegistry(regs[name]))
+		require.NoError(t, err)
+		answer[name] = strings.Join(available(t, rs), ",")
+	}
+	require.NotEqual(t, answer["plain"], answer["new_tool"])
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var bad []string
+	decided := 0
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				status, body := rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
+				var d engine.Decision
+				_ = json.Unmarshal(body, &d)
+				got := strings.Join(d.Available, ",")
+				mu.Lock()
+				decided++
+				if status != http.StatusOK || (got != answer["plain"] && got != answer["new_tool"]) {
+					bad = append(bad, string(body))
+				}
+				mu.Unlock()
+			}
+		})
+	}
+	for i := range 20 {
+		_, err := rs.srv.Reload(context.Background(), server.ReplaceRegistry(regs[[]string{"new_tool", "plain"}[i%2]]))
+		require.NoError(t, err)
+	}
+	close(stop)
+	wg.Wait()
+	require.Empty(t, bad)
+	require.Positive(t, decided)
+	// Every decision was shadowed (or dropped, had the queue been
+	// full), none skipped for a registry the shadow was not compiled
+	// with, none failed.
+	require.Eventually(t, func() bool {
+		return metricValue(t, rs, "policycheck_shadow_decisions_total")+metricValue(t, rs, "policycheck_shadow_dropped_total") >= float64(decided)
+	}, 10*time.Second, 5*time.Millisecond)
+	require.Zero(t, metricValue(t, rs, "policycheck_shadow_skipped_total"))
+	require.Zero(t, metricValue(t, rs, "policycheck_shadow_errors_total"))
+}
