@@ -402,3 +402,32 @@ func TestServeWatchRegistry(t *testing.T) {
 	require.Eventually(t, func() bool { return registryRevision(t, rs) != rev }, 10*time.Second, 10*time.Millisecond)
 	require.Contains(t, decide(), "other_tool")
 }
+
+// TestServeWatchShadowPolicy: serve --watch takes in a changed
+// --shadow-policy file: the candidate as rewritten is the one the
+// decisions that follow are compared with.
+func TestServeWatchShadowPolicy(t *testing.T) {
+	bin, reg, body := exampleServe(t)
+	candidate := filepath.Join(t.TempDir(), "candidate.rego")
+	rule := func(tool string) []byte {
+		return []byte("package policycheck.rules.candidate\n\nhide contains \"" + tool + "\"\n")
+	}
+	require.NoError(t, os.WriteFile(candidate, rule("nothing_at_all"), 0o600))
+	p := servetest.Start(t, bin, "--registry", reg, "--shadow-policy", candidate, "--watch", "--watch-interval", "20ms")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	rs := &running{url: p.URL, client: client}
+	// The refund history's response calls get_order, which executes.
+	lost := `policycheck_shadow_disagreements_total{kind="call",transition="execute->unknown_tool"}`
+	availableAfter(t, rs, body)
+	require.Eventually(t, func() bool { return metricValue(t, rs, "policycheck_shadow_decisions_total") == 1 }, 10*time.Second, 10*time.Millisecond)
+	require.Zero(t, metricValue(t, rs, lost))
+
+	require.NoError(t, os.WriteFile(candidate, rule("get_order"), 0o600))
+	require.Eventually(t, func() bool {
+		return metricValue(t, rs, `policycheck_policy_reloads_total{result="swapped"}`) == 1
+	}, 10*time.Second, 10*time.Millisecond)
+	availableAfter(t, rs, body)
+	require.Eventually(t, func() bool { return metricValue(t, rs, lost) == 1 }, 10*time.Second, 10*time.Millisecond,
+		"the rewritten candidate hides get_order")
+}
