@@ -31,6 +31,7 @@ type metrics struct {
 	runMisses       *prometheus.CounterVec
 	logErrors       prometheus.Counter
 	reloads         *prometheus.CounterVec
+	reloadFailing   prometheus.Gauge
 }
 
 func newMetrics(s *Server) *metrics {
@@ -79,10 +80,14 @@ func newMetrics(s *Server) *metrics {
 	})
 	m.reloads = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "policycheck_policy_reloads_total",
-		Help: "Policy reloads (Server.Reload, serve --watch) by result: swapped, unchanged, or refused (the policies in place keep serving).",
+		Help: "Reloads of the policies, registry and shadow policy (Server.Reload, serve --watch) by result: swapped, unchanged, or refused (the state in place keeps serving).",
 	}, []string{"result"})
+	m.reloadFailing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "policycheck_policy_reload_failing",
+		Help: "1 when the last reload (Server.Reload, serve --watch) was refused: what serves is not what the files now hold.",
+	})
 	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed,
-		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors, m.reloads,
+		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors, m.reloads, m.reloadFailing,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&cacheCollector{s: s})
 	return m
@@ -137,6 +142,17 @@ func (m *metrics) setRevision(st *policyState) {
 	}
 	for name, rev := range st.served {
 		m.revision.WithLabelValues(st.rev, name, rev).Set(1)
+	}
+}
+
+// reload counts a reload by result (swapped, unchanged, refused) and
+// says whether the last one was refused.
+func (m *metrics) reload(result string) {
+	m.reloads.WithLabelValues(result).Inc()
+	if result == "refused" {
+		m.reloadFailing.Set(1)
+	} else {
+		m.reloadFailing.Set(0)
 	}
 }
 

@@ -242,6 +242,11 @@ func TestReloadRegistry(t *testing.T) {
 	for result, n := range map[string]float64{"swapped": 2, "unchanged": 1, "refused": 4} {
 		require.Equal(t, n, metricValue(t, rs, `policycheck_policy_reloads_total{result="`+result+`"}`), result)
 	}
+	require.Equal(t, 1.0, metricValue(t, rs, "policycheck_policy_reload_failing"), "the last reload was refused")
+	swapped, err = rs.srv.Reload(ctx, server.ReplaceRegistry(parsedRegistry(t, withExtra)))
+	require.NoError(t, err)
+	require.False(t, swapped)
+	require.Zero(t, metricValue(t, rs, "policycheck_policy_reload_failing"), "a reload that is not refused clears it")
 }
 
 // TestReloadShadow: Reload compiles the shadow policy again from its

@@ -316,7 +316,7 @@ func (s *Server) Reload(ctx context.Context, opts ...ReloadOption) (swapped bool
 			err = errors.New("the registry is nil")
 		}
 		if err != nil {
-			s.metrics.reloads.WithLabelValues("refused").Inc()
+			s.metrics.reload("refused")
 			return false, fmt.Errorf("registry: %w", err)
 		}
 	}
@@ -327,18 +327,18 @@ func (s *Server) Reload(ctx context.Context, opts ...ReloadOption) (swapped bool
 		}
 	}
 	if err != nil {
-		s.metrics.reloads.WithLabelValues("refused").Inc()
+		s.metrics.reload("refused")
 		return false, err
 	}
 	if st.rev == old.rev && st.rev != unknownRevision && registryRevision(st) == registryRevision(old) &&
 		st.shadow.revision() == old.shadow.revision() {
-		s.metrics.reloads.WithLabelValues("unchanged").Inc()
+		s.metrics.reload("unchanged")
 		return false, nil
 	}
 	s.state.Store(st)
 	s.engines.Clear()
 	s.metrics.setRevision(st)
-	s.metrics.reloads.WithLabelValues("swapped").Inc()
+	s.metrics.reload("swapped")
 	return true, nil
 }
 
