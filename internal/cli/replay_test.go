@@ -396,14 +396,18 @@ func TestReplayRegistryChange(t *testing.T) {
 			Registry         string
 			RegistryRevision string `json:"registry_revision"`
 		}
-		Transitions map[string]int
-		Changes     []struct{ Kind, Tool, Transition string }
+		RegistryChanges []string `json:"registry_changes"`
+		Transitions     map[string]int
+		Changes         []struct{ Kind, Tool, Transition string }
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil {
 		t.Fatal(err)
 	}
 	if rep.Baseline.Registry != reg || rep.Candidate.Registry != vaultOn || rep.Baseline.RegistryRevision == rep.Candidate.RegistryRevision {
 		t.Errorf("the sides' registries: %+v, %+v", rep.Baseline, rep.Candidate)
+	}
+	if !slices.Equal(rep.RegistryChanges, []string{"capability vault: defer_loading true -> false"}) {
+		t.Errorf("registry changes: %q", rep.RegistryChanges)
 	}
 	if !slices.Equal(rep.Candidate.Policies, []string{pols}) {
 		t.Errorf("without --candidate the candidate keeps the baseline's policies, not %v", rep.Candidate.Policies)
@@ -422,7 +426,8 @@ func TestReplayRegistryChange(t *testing.T) {
 	}
 
 	code, out, errs = runCLI(append(slices.Clone(base), "--format", "html", histories)...)
-	if code != 0 || !strings.Contains(out, "registry <code>"+reg+"</code>") || !strings.Contains(out, "registry <code>"+vaultOn+"</code>") {
+	if code != 0 || !strings.Contains(out, "registry <code>"+reg+"</code>") || !strings.Contains(out, "registry <code>"+vaultOn+"</code>") ||
+		!strings.Contains(out, "<th>registry changes</th><td>capability vault: defer_loading true -&gt; false</td>") {
 		t.Errorf("the HTML report names both registries: exit %d, stderr %q", code, errs)
 	}
 	// The same replay with the candidate's policies named, and gated.

@@ -84,6 +84,7 @@ ul{margin:.2em 0}
 <tr><th>calls judged</th><td id="calls">{{.R.Calls}}</td></tr>
 <tr><th>baseline</th><td>{{range .R.Baseline.Policies}}<code>{{.}}</code> {{else}}(shipped defaults){{end}} revision <code>{{short .R.Baseline.PolicyRevision}}</code>{{if ne .R.Baseline.RegistryRevision .R.Candidate.RegistryRevision}}; registry <code>{{.R.Baseline.Registry}}</code> revision <code>{{short .R.Baseline.RegistryRevision}}</code>{{end}}</td></tr>
 <tr><th>candidate</th><td>{{range .R.Candidate.Policies}}<code>{{.}}</code> {{else}}(shipped defaults){{end}} revision <code>{{short .R.Candidate.PolicyRevision}}</code>{{if ne .R.Baseline.RegistryRevision .R.Candidate.RegistryRevision}}; registry <code>{{.R.Candidate.Registry}}</code> revision <code>{{short .R.Candidate.RegistryRevision}}</code>{{end}}</td></tr>
+{{with .R.RegistryChanges}}<tr><th>registry changes</th><td>{{range $i, $c := .}}{{if $i}}<br>{{end}}{{$c}}{{end}}</td></tr>{{end}}
 <tr><th>available</th><td id="available">+{{.R.Available.Gained}} −{{.R.Available.Lost}}</td></tr>
 <tr><th>advertised</th><td id="advertised">+{{.R.Advertised.Gained}} −{{.R.Advertised.Lost}}</td></tr>
 <tr><th>fail-closed decisions</th><td id="fail-closed">baseline {{.R.FailClosed.Baseline}}, candidate {{.R.FailClosed.Candidate}}</td></tr>

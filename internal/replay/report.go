@@ -15,6 +15,9 @@ import (
 type Report struct {
 	Baseline  SideInfo `json:"baseline"`
 	Candidate SideInfo `json:"candidate"`
+	// RegistryChanges says what the candidate's registry changes, when
+	// the sides' registries differ (RegistryChanges).
+	RegistryChanges []string `json:"registry_changes,omitempty"`
 	// Runs is the number of runs replayed; Decisions the number of steps
 	// each side decided; Calls the number of calls each side judged.
 	Runs      int `json:"runs"`
@@ -102,12 +105,16 @@ func newReport(s Sides) *Report {
 		}
 		return SideInfo{Policies: pols, PolicyRevision: p, Registry: reg, RegistryRevision: r}
 	}
-	return &Report{
+	r := &Report{
 		Baseline:    info(s.BaselinePolicies, s.BaselineRegistry, s.Baseline),
 		Candidate:   info(s.CandidatePolicies, s.CandidateRegistry, s.Candidate),
 		Transitions: map[string]int{},
 		Changes:     []Change{},
 	}
+	if r.Baseline.RegistryRevision != r.Candidate.RegistryRevision {
+		r.RegistryChanges = RegistryChanges(s.Baseline.Registry(), s.Candidate.Registry())
+	}
+	return r
 }
 
 func (r *Report) add(t *tally) {
@@ -183,6 +190,13 @@ func (r *Report) WritePretty(w io.Writer) error {
 	}
 	side("baseline", r.Baseline)
 	side("candidate", r.Candidate)
+	for i, c := range r.RegistryChanges {
+		label := ""
+		if i == 0 {
+			label = "registry:"
+		}
+		fmt.Fprintf(&b, "%-10s %s\n", label, c)
+	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERDICT (BASELINE -> CANDIDATE)\tCALLS")
