@@ -444,23 +444,7 @@ func TestReplayRegistryChange(t *testing.T) {
 
 	// A logged decision among the inputs is refused, before any report.
 	dir := t.TempDir()
-	code, input, errs := runCLI("facts", "--registry", reg, "--history", filepath.Join(histories, "vault-rotate.json"), "--format", "input")
-	if code != 0 {
-		t.Fatalf("facts: exit %d: %s", code, errs)
-	}
-	var in map[string]any
-	if err := json.Unmarshal([]byte(input), &in); err != nil {
-		t.Fatal(err)
-	}
-	in["messages"] = 1
-	event, err := json.Marshal(map[string]any{"decision_id": "d1", "path": "policycheck/availability/decision", "input": in})
-	if err != nil {
-		t.Fatal(err)
-	}
-	logged := filepath.Join(dir, "log.jsonl")
-	if err := os.WriteFile(logged, append(event, '\n'), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	logged := loggedDecision(t, dir, reg, filepath.Join(histories, "vault-rotate.json"), 1)
 	code, out, errs = runCLI("replay", "--registry", reg, "--candidate-registry", vaultOn, "--baseline", pols, logged, histories)
 	if code != 2 || out != "" || !strings.Contains(errs, "a logged decision keeps the facts derived with the registry it was decided with") {
 		t.Errorf("a logged decision: exit %d, stdout %q, stderr %q", code, out, errs)
@@ -572,14 +556,11 @@ func TestLogOnlyRuleInEvalExplainReplay(t *testing.T) {
 	}
 }
 
-// TestReplayRefusesFlagsNothingReads: --context and --approvals apply to
-// history runs; given only logged decisions (which keep theirs) they are
-// refused, exit 2, rather than ignored. With a history among the inputs
-// they are read.
-func TestReplayRefusesFlagsNothingReads(t *testing.T) {
-	dir := t.TempDir()
-	reg := filepath.Join(examplesDir, "registry.yaml")
-	history := filepath.Join(examplesDir, "histories", "refund-after-lookup.json")
+// loggedDecision writes dir/log.jsonl, one decision-log event of the
+// history's decision over messages messages (its input document as
+// policycheck facts --format input gives it), and returns its path.
+func loggedDecision(t *testing.T, dir, reg, history string, messages int) string {
+	t.Helper()
 	code, input, errs := runCLI("facts", "--registry", reg, "--history", history, "--format", "input")
 	if code != 0 {
 		t.Fatalf("facts: exit %d: %s", code, errs)
@@ -588,7 +569,7 @@ func TestReplayRefusesFlagsNothingReads(t *testing.T) {
 	if err := json.Unmarshal([]byte(input), &in); err != nil {
 		t.Fatal(err)
 	}
-	in["messages"] = 4
+	in["messages"] = messages
 	event, err := json.Marshal(map[string]any{"decision_id": "d1", "path": "policycheck/availability/decision", "input": in})
 	if err != nil {
 		t.Fatal(err)
@@ -597,6 +578,18 @@ func TestReplayRefusesFlagsNothingReads(t *testing.T) {
 	if err := os.WriteFile(logged, append(event, '\n'), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	return logged
+}
+
+// TestReplayRefusesFlagsNothingReads: --context and --approvals apply to
+// history runs; given only logged decisions (which keep theirs) they are
+// refused, exit 2, rather than ignored. With a history among the inputs
+// they are read.
+func TestReplayRefusesFlagsNothingReads(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(examplesDir, "registry.yaml")
+	history := filepath.Join(examplesDir, "histories", "refund-after-lookup.json")
+	logged := loggedDecision(t, dir, reg, history, 4)
 	approvals := filepath.Join(dir, "approvals.json")
 	if err := os.WriteFile(approvals, []byte(`{"approvals": {}}`), 0o644); err != nil {
 		t.Fatal(err)
