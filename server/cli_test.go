@@ -274,6 +274,14 @@ func exampleServe(t *testing.T) (bin, reg string, body []byte) {
 	return servetest.Build(t), filepath.Join("..", "examples", "registry.yaml"), append(append([]byte(`{"history": `), history...), '}')
 }
 
+// processRunning is p as the in-process tests' helpers take a server,
+// its client's idle connections closed when the test ends.
+func processRunning(t *testing.T, p *servetest.Process) *running {
+	client := &http.Client{}
+	t.Cleanup(client.CloseIdleConnections)
+	return &running{url: p.URL, client: client}
+}
+
 // diagnosticURL is the URL of the diagnostic address p said it serves.
 func diagnosticURL(t *testing.T, p *servetest.Process) string {
 	t.Helper()
@@ -295,9 +303,7 @@ func TestServeWatch(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(file, rule("get_time"), 0o600))
 	p := servetest.Start(t, bin, "--registry", reg, "--policy", dir, "--watch", "--watch-interval", "20ms")
-	client := &http.Client{}
-	defer client.CloseIdleConnections()
-	rs := &running{url: p.URL, client: client}
+	rs := processRunning(t, p)
 	decide := func() []string { return availableAfter(t, rs, body) }
 	before := decide()
 	require.NotContains(t, before, "get_time")
@@ -344,9 +350,7 @@ func TestServeWatchAKubernetesVolume(t *testing.T) {
 	more("nothing_at_all")
 	require.NoError(t, os.Symlink(elsewhere, filepath.Join(dir, "more.rego")))
 	p := servetest.Start(t, bin, "--registry", reg, "--policy", dir, "--watch", "--watch-interval", "20ms")
-	client := &http.Client{}
-	defer client.CloseIdleConnections()
-	rs := &running{url: p.URL, client: client}
+	rs := processRunning(t, p)
 	available := func() []string { return availableAfter(t, rs, body) }
 	require.NotContains(t, available(), "get_time")
 	rev := policyRevision(t, rs)
@@ -373,9 +377,7 @@ func TestServeWatchRegistry(t *testing.T) {
 	reg := filepath.Join(t.TempDir(), "registry.yaml")
 	require.NoError(t, os.WriteFile(reg, raw, 0o600))
 	p := servetest.Start(t, bin, "--registry", reg, "--watch", "--watch-interval", "20ms")
-	client := &http.Client{}
-	defer client.CloseIdleConnections()
-	rs := &running{url: p.URL, client: client}
+	rs := processRunning(t, p)
 	decide := func() []string { return availableAfter(t, rs, body) }
 	require.NotContains(t, decide(), "new_tool")
 	rev, policyRev := registryRevision(t, rs), policyRevision(t, rs)
@@ -414,9 +416,7 @@ func TestServeWatchShadowPolicy(t *testing.T) {
 	}
 	require.NoError(t, os.WriteFile(candidate, rule("nothing_at_all"), 0o600))
 	p := servetest.Start(t, bin, "--registry", reg, "--shadow-policy", candidate, "--watch", "--watch-interval", "20ms")
-	client := &http.Client{}
-	defer client.CloseIdleConnections()
-	rs := &running{url: p.URL, client: client}
+	rs := processRunning(t, p)
 	// The refund history's response calls get_order, which executes.
 	lost := `policycheck_shadow_disagreements_total{kind="call",transition="execute->unknown_tool"}`
 	availableAfter(t, rs, body)

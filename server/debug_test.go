@@ -44,9 +44,7 @@ func TestServePprof(t *testing.T) {
 	reg := filepath.Join("..", "examples", "registry.yaml")
 
 	p := servetest.Start(t, bin, "--registry", reg, "--pprof", "--token-file", tok)
-	client := &http.Client{}
-	defer client.CloseIdleConnections()
-	rs := &running{url: p.URL, client: client}
+	rs := processRunning(t, p)
 	auth := []string{"Authorization", "Bearer s3cret"}
 	code, _ := rs.do(t, http.MethodGet, "/debug/pprof/", nil)
 	require.Equal(t, http.StatusUnauthorized, code)
@@ -59,6 +57,6 @@ func TestServePprof(t *testing.T) {
 	p.Stop()
 
 	off := servetest.Start(t, bin, "--registry", reg)
-	code, _ = (&running{url: off.URL, client: client}).do(t, http.MethodGet, "/debug/pprof/", nil)
+	code, _ = processRunning(t, off).do(t, http.MethodGet, "/debug/pprof/", nil)
 	require.Equal(t, http.StatusNotFound, code)
 }
