@@ -135,7 +135,11 @@ func decodeConfig(file string, data []byte) (any, error) {
 		return nil, &Error{File: file, Kind: KindSyntax, Msg: "invalid YAML: " + strings.TrimPrefix(err.Error(), "yaml: ")}
 	}
 	if node.Kind == 0 {
-		return map[string]any{}, nil
+		// An empty file, or one of comments only: a truncated or wrong
+		// file far more often than a registry meant to hold nothing,
+		// which is written {} (serve --watch would otherwise swap in an
+		// empty registry while an editor rewrites the file).
+		return nil, &Error{File: file, Kind: KindSchema, Msg: "the file holds no registry: an empty registry is written {}"}
 	}
 	budget := yamlMinValues + yamlValuesPerByte*len(data)
 	return yamlValue(file, &node, "", 0, &budget)

@@ -388,3 +388,20 @@ func moduleRoot(t *testing.T) string {
 		dir = parent
 	}
 }
+
+// TestRegistryFileWithoutADocument: an empty file, or one of comments
+// only, is refused with its name rather than read as a registry of
+// nothing (a truncated file, caught by serve --watch mid-write, would
+// otherwise swap in an empty registry); {} is the empty registry.
+func TestRegistryFileWithoutADocument(t *testing.T) {
+	for _, data := range []string{"", "\n  \n", "# tools are coming\n"} {
+		_, err := loader.ParseRegistry("tools.yaml", []byte(data))
+		require.ErrorContains(t, err, "tools.yaml", "%q", data)
+		require.ErrorContains(t, err, "holds no registry", "%q", data)
+	}
+	for _, data := range []string{"{}", "tools: []\n"} {
+		reg, err := loader.ParseRegistry("tools.yaml", []byte(data))
+		require.NoError(t, err, "%q", data)
+		require.Empty(t, reg.Tools())
+	}
+}
