@@ -70,8 +70,8 @@ is not a socket, or a socket another server answers on, stops serve with exit st
 --diagnostic-addr (host:port or unix://) serves GET /health and GET /metrics alone, as opa run
 --diagnostic-addr does, for probes that cannot reach a socket or a port kept for decisions; the
 token, when set, guards /metrics there too. --watch reads the --policy, --registry and
---shadow-policy files again when any of them changes and swaps them in together, as opa run
---watch does for policies; when one does not compile or parse, none is swapped, the error is
+--shadow-policy files again when any of them has changed (and is the same at the next look) and
+swaps them in together, as opa run --watch does for policies; when one does not compile or parse, none is swapped, the error is
 logged and the last good ones keep deciding. The API is described in docs/openapi.yaml (OpenAPI 3.1).` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,

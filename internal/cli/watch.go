@@ -19,13 +19,14 @@ import (
 // policyWatch is serve --watch: every interval it looks at the files
 // serve read at start (under the --policy and --shadow-policy paths, and
 // the --registry file: their names, sizes and modification times, through
-// links, as treeStamp reads them) and, when any changed, reloads them
-// together (server.Reload, the registry read again): the policies, the
-// registry and the shadow policy that compile together are swapped in for
-// the requests that follow; when any of them does not (a policy that does
-// not compile, a registry that does not parse, a filter for a capability
-// the new registry drops), none is, the error is logged, and the last
-// good ones keep serving.
+// links, as treeStamp reads them) and, when any changed and then stayed
+// as they are for one more interval (settle: a file being written is not
+// read half-written), reloads them together (server.Reload, the registry
+// read again): the policies, the registry and the shadow policy that
+// compile together are swapped in for the requests that follow; when any
+// of them does not (a policy that does not compile, a registry that does
+// not parse, a filter for a capability the new registry drops), none is,
+// the error is logged, and the last good ones keep serving.
 //
 // A watch is begun (newPolicyWatch) before the server reads the files,
 // so that a change made while it does is not missed; run returns when ctx
@@ -33,7 +34,7 @@ import (
 type policyWatch struct {
 	paths    []string // every path watched
 	registry string   // the --registry file; "" without
-	last     string
+	settle   settle
 }
 
 func newPolicyWatch(policies, shadow []string, registry string) *policyWatch {
@@ -41,11 +42,34 @@ func newPolicyWatch(policies, shadow []string, registry string) *policyWatch {
 	if registry != "" {
 		paths = append(paths, registry)
 	}
-	return &policyWatch{paths: paths, registry: registry, last: treeStamp(paths)}
+	return &policyWatch{paths: paths, registry: registry, settle: settle{last: treeStamp(paths)}}
+}
+
+// settle says when the watched files are to be read again: once their
+// stamp differs from the last one read and is the same at the next look.
+// An editor or a copy that truncates a file and then writes it leaves it
+// empty or cut short for a moment; read then, a registry cut at a line
+// would be a smaller registry that parses, and would be swapped in.
+type settle struct {
+	last    string // the stamp last read (or refused)
+	pending string // a new stamp seen once; "" for none
+}
+
+// next takes the stamp now and reports whether to read the files.
+func (s *settle) next(now string) bool {
+	switch now {
+	case s.last:
+		s.pending = "" // changed and changed back
+		return false
+	case s.pending:
+		s.last, s.pending = now, ""
+		return true
+	}
+	s.pending = now
+	return false
 }
 
 func (w *policyWatch) run(ctx context.Context, srv *server.Server, interval time.Duration, logger *slog.Logger) {
-	last := w.last
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	for {
@@ -54,11 +78,9 @@ func (w *policyWatch) run(ctx context.Context, srv *server.Server, interval time
 			return
 		case <-t.C:
 		}
-		now := treeStamp(w.paths)
-		if now == last {
+		if !w.settle.next(treeStamp(w.paths)) {
 			continue
 		}
-		last = now
 		var opts []server.ReloadOption
 		if w.registry != "" {
 			opts = append(opts, server.ReadRegistry(func() (*facts.Registry, error) { return loader.ReadRegistry(w.registry) }))
