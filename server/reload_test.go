@@ -45,11 +45,10 @@ func available(t *testing.T, rs *running) []string {
 	return availableAfter(t, rs, []byte(`{"history": `+testHistory+`}`))
 }
 
+// policyRevision reads the policy revision being served from /health.
 func policyRevision(t *testing.T, rs *running) string {
 	t.Helper()
-	_, body := rs.do(t, http.MethodGet, "/health", nil)
-	var h server.Health
-	require.NoError(t, json.Unmarshal(body, &h))
+	_, h := health(t, rs)
 	return h.PolicyRevision
 }
 
@@ -163,9 +162,7 @@ func decideWhile(t *testing.T, rs *running, answers map[string]string, swap func
 // registryRevision reads the configured registry's revision from /health.
 func registryRevision(t *testing.T, rs *running) string {
 	t.Helper()
-	_, body := rs.do(t, http.MethodGet, "/health", nil)
-	var h server.Health
-	require.NoError(t, json.Unmarshal(body, &h))
+	_, h := health(t, rs)
 	return h.RegistryRevision
 }
 
