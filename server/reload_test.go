@@ -248,8 +248,10 @@ func TestReloadRegistry(t *testing.T) {
 		return nil, errors.New("registry.yaml: not a registry")
 	}))
 	require.ErrorContains(t, err, "registry.yaml: not a registry")
+	_, err = rs.srv.Reload(ctx, server.ReadRegistry(nil))
+	require.ErrorContains(t, err, "no function", "a nil reader is refused, not read as no new registry")
 	require.Equal(t, regRev, registryRevision(t, rs))
-	for result, n := range map[string]float64{"swapped": 2, "unchanged": 1, "refused": 4} {
+	for result, n := range map[string]float64{"swapped": 2, "unchanged": 1, "refused": 5} {
 		require.Equal(t, n, metricValue(t, rs, `policycheck_policy_reloads_total{result="`+result+`"}`), result)
 	}
 	require.Equal(t, 1.0, metricValue(t, rs, "policycheck_policy_reload_failing"), "the last reload was refused")

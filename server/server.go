@@ -362,8 +362,12 @@ func ReplaceRegistry(reg *facts.Registry) ReloadOption {
 // ReadRegistry is ReplaceRegistry with the registry that read returns,
 // called once by Reload: an error from it refuses the reload, counted and
 // reported as policies that do not compile are (policycheck serve --watch
-// reads its --registry file so).
+// reads its --registry file so). A nil read refuses the reload.
 func ReadRegistry(read func() (*facts.Registry, error)) ReloadOption {
+	if read == nil {
+		// Not read as "no new registry": the caller asked for one.
+		read = func() (*facts.Registry, error) { return nil, errors.New("ReadRegistry was given no function") }
+	}
 	return func(c *reloadConfig) { c.registry = read }
 }
 
