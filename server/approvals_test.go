@@ -82,6 +82,8 @@ func TestApprovalsBodyIsChecked(t *testing.T) {
 		// history is, it is refused.
 		{"a lone surrogate escape in a call id", `{"t\udc002": {"kind": "tool-denied"}}`, "/approvals"},
 		{"invalid UTF-8 in a message", "{\"t2\": {\"kind\": \"tool-denied\", \"message\": \"n\xffo\"}}", "/approvals/t2/message"},
+		{"two approvals for one tool_call_id", `{"t2": {"kind": "tool-denied", "digest": "sha256:` + strings.Repeat("0", 64) + `"}, "t2": {"kind": "tool-approved", "digest": "sha256:` + strings.Repeat("0", 64) + `"}}`, "/approvals/t2"},
+		{"a digest given twice", `{"t2": {"kind": "tool-approved", "digest": "sha256:` + strings.Repeat("0", 64) + `", "digest": "sha256:` + strings.Repeat("1", 64) + `"}}`, "/approvals/t2/digest"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {

@@ -78,6 +78,10 @@ func TestApprovalsFileIsChecked(t *testing.T) {
 		{"an approver that is not a string", `{"approvals": {"t2": {"kind": "tool-approved", "digest": ` + digest + `, "approvers": ["ana", 7]}}}`, "/approvals/t2/approvers/1"},
 		{"an unknown member of an approval", `{"approvals": {"t2": {"kind": "tool-approved", "digest": ` + digest + `, "tool": "x"}}}`, "/approvals/t2/tool"},
 		{"trailing data", `{"approvals": {}} {}`, "(root)"},
+		{"two approvals for one tool_call_id", `{"approvals": {"t2": {"kind": "tool-denied", "digest": ` + digest + `}, "t2": {"kind": "tool-approved", "digest": ` + digest + `}}}`, "/approvals/t2"},
+		{"two approvals for one tool_call_id, one spelt with an escape", `{"approvals": {"t2": {"kind": "tool-denied", "digest": ` + digest + `}, "t\u0032": {"kind": "tool-approved", "digest": ` + digest + `}}}`, "/approvals/t2"},
+		{"a kind given twice", `{"approvals": {"t2": {"kind": "tool-denied", "digest": ` + digest + `, "kind": "tool-approved"}}}`, "/approvals/t2/kind"},
+		{"two approvals members", `{"approvals": {}, "approvals": {}}`, "/approvals"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {
