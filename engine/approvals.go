@@ -33,10 +33,13 @@ const defaultApprovalMessage = "This call needs a person's approval before it ru
 // ApprovalOutcome records one approval the request carried: who answered
 // what, for which call, and whether it applied. An approval applies when
 // it is bound to a call of the dispatched response (same tool_call_id,
-// and the call's digest, over its id, tool and arguments, is the one the
-// approval carries) and decided the verdict: an approved call executes,
-// a denied one is denied with the approver's message. Why says what
-// happened, in particular why an approval did not apply.
+// no other call of the response with that id, no outcome for the id in
+// the history yet, and the call's digest, over its id, tool and
+// arguments, is the one the approval carries) and decided the verdict: an
+// approved call executes, a denied one is denied with the approver's
+// message. Why says what happened, in particular why an approval did not
+// apply ("not applied: duplicate tool_call_id …", "not applied: already
+// used: …", …).
 type ApprovalOutcome struct {
 	ToolCallID string   `json:"tool_call_id"`
 	Kind       string   `json:"kind"`
