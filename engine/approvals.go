@@ -33,10 +33,13 @@ const defaultApprovalMessage = "This call needs a person's approval before it ru
 // ApprovalOutcome records one approval the request carried: who answered
 // what, for which call, and whether it applied. An approval applies when
 // it is bound to a call of the dispatched response (same tool_call_id,
-// and the call's digest, over its id, tool and arguments, is the one the
-// approval carries) and decided the verdict: an approved call executes,
-// a denied one is denied with the approver's message. Why says what
-// happened, in particular why an approval did not apply.
+// no other call of the response with that id, no outcome for the id in
+// the history yet, and the call's digest, over its id, tool and
+// arguments, is the one the approval carries) and decided the verdict: an
+// approved call executes, a denied one is denied with the approver's
+// message. Why says what happened, in particular why an approval did not
+// apply ("not applied: duplicate tool_call_id …", "not applied: already
+// used: …", …).
 type ApprovalOutcome struct {
 	ToolCallID string   `json:"tool_call_id"`
 	Kind       string   `json:"kind"`
@@ -60,14 +63,28 @@ type binding struct {
 
 // bindApprovals pairs the approvals with the dispatched calls: one entry
 // per call (nil when no approval is keyed by its tool_call_id). An
-// approval binds only when the call's digest, over its tool_call_id, tool
-// and arguments, is the one the approval carries.
+// approval authorises at most one call occurrence, so it binds only when
+// its tool_call_id names exactly one call of the response, no outcome of
+// a call with that id is in the history yet (once the history holds the
+// approved call's tool-return or retry-prompt, the approval is used), and
+// the call's digest, over its tool_call_id, tool and arguments, is the one
+// the approval carries.
 func bindApprovals(f *facts.Facts, approvals facts.Approvals) []*binding {
 	if len(approvals) == 0 || f.Dispatch == nil {
 		return nil
 	}
-	out := make([]*binding, len(f.Dispatch.Calls))
-	for i, c := range f.Dispatch.Calls {
+	calls := f.Dispatch.Calls
+	sharing := map[string][]int{} // the calls of each approved id
+	for i, c := range calls {
+		if c.ToolCallID == nil {
+			continue
+		}
+		if _, ok := approvals[*c.ToolCallID]; ok {
+			sharing[*c.ToolCallID] = append(sharing[*c.ToolCallID], i)
+		}
+	}
+	out := make([]*binding, len(calls))
+	for i, c := range calls {
 		if c.ToolCallID == nil {
 			continue
 		}
@@ -76,15 +93,35 @@ func bindApprovals(f *facts.Facts, approvals facts.Approvals) []*binding {
 			continue
 		}
 		b := &binding{id: *c.ToolCallID, approval: a, digest: CallDigest(c.ToolCallID, c.Tool, c.Args)}
-		if b.digest == a.Digest {
+		switch same := sharing[b.id]; {
+		case len(same) > 1:
+			b.why = fmt.Sprintf("not applied: duplicate tool_call_id %q: calls %s of the dispatched response share it, "+
+				"and an approval authorises at most one call, so it applies to none of them", b.id, joinInts(same))
+		case c.Answered != nil:
+			b.why = fmt.Sprintf("not applied: already used: the history holds the outcome of a call with tool_call_id %q "+
+				"(message %d, part %d), and an approval authorises one call occurrence; call %d (%s) repeats that id",
+				b.id, c.Answered.Message, c.Answered.Part, i, c.Tool)
+		case b.digest == a.Digest:
 			b.bound = true
-		} else {
+		default:
 			b.why = fmt.Sprintf("not applied: call %d (%s, tool_call_id %q) has digest %s, the approval was given for %s: "+
 				"its tool_call_id, tool or arguments are not what the approver was shown", i, c.Tool, b.id, b.digest, a.Digest)
 		}
 		out[i] = b
 	}
 	return out
+}
+
+// joinInts writes call indexes as "0, 1 and 3".
+func joinInts(ns []int) string {
+	s := make([]string, len(ns))
+	for i, n := range ns {
+		s[i] = fmt.Sprint(n)
+	}
+	if len(s) < 2 {
+		return strings.Join(s, "")
+	}
+	return strings.Join(s[:len(s)-1], ", ") + " and " + s[len(s)-1]
 }
 
 // approvalTerm is the bound approval as policies read it at

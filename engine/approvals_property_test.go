@@ -98,7 +98,11 @@ func TestApprovalsNeverBypassTheBinding(t *testing.T) {
 				if call.ToolCallID != nil {
 					a, has = approvals[*call.ToolCallID]
 				}
-				bound := has && a.Digest == engine.CallDigest(call.ToolCallID, call.Tool, call.Args)
+				// An approval authorises one call occurrence: not a call
+				// whose id another call of the response shares, nor one
+				// repeating an id the history already holds an outcome for.
+				unique := call.ToolCallID != nil && sharing(calls, *call.ToolCallID) == 1 && call.Answered == nil
+				bound := has && unique && a.Digest == engine.CallDigest(call.ToolCallID, call.Tool, call.Args)
 				where := fmt.Sprintf("%s call %d (%s): %s -> %s", req.name, i, c.Tool, before, c.Verdict)
 				if before == engine.NotAvailableYet || before == engine.UnknownTool {
 					assert.Equal(t, before, c.Verdict, "an approval never widens availability: %s", where)
@@ -125,6 +129,8 @@ func TestApprovalsNeverBypassTheBinding(t *testing.T) {
 				switch {
 				case before == engine.ApprovalRequired && bound && a.Kind == facts.ToolApproved:
 					seen["executed on a bound approval"]++
+				case before == engine.ApprovalRequired && has && !unique:
+					seen["approval for a repeated id ignored"]++
 				case before == engine.ApprovalRequired && has && !bound:
 					seen["forged approval ignored"]++
 				case (before == engine.NotAvailableYet || before == engine.UnknownTool) && bound && a.Kind == facts.ToolApproved:
@@ -136,7 +142,18 @@ func TestApprovalsNeverBypassTheBinding(t *testing.T) {
 		}
 	}
 	t.Logf("reached: %v", seen)
-	for _, what := range []string{"executed on a bound approval", "forged approval ignored", "bound approval for a refused call", "approval for a denied call"} {
+	for _, what := range []string{"executed on a bound approval", "forged approval ignored", "approval for a repeated id ignored", "bound approval for a refused call", "approval for a denied call"} {
 		assert.Positive(t, seen[what], "the generated requests never reached %q", what)
 	}
+}
+
+// sharing counts the calls with tool_call_id id.
+func sharing(calls []facts.Call, id string) int {
+	n := 0
+	for _, c := range calls {
+		if c.ToolCallID != nil && *c.ToolCallID == id {
+			n++
+		}
+	}
+	return n
 }

@@ -254,8 +254,11 @@ type Request struct {
 	// Approvals are the answers to calls that needed approval, keyed by
 	// tool_call_id (pydantic-ai's DeferredToolResults.approvals with the
 	// digest of each call). An approval binds to a dispatched call only
-	// when the call's digest (CallDigest) is the one it carries;
-	// a bound approval reaches the policies as input.call.approval.
+	// when the call's digest (CallDigest) is the one it carries, and
+	// authorises one call occurrence: it binds to none when calls of the
+	// response share its id, nor once the history holds an outcome for
+	// the id (facts.Call.Answered). A bound approval reaches the policies
+	// as input.call.approval.
 	Approvals facts.Approvals
 }
 
@@ -274,7 +277,7 @@ type decideConfig struct {
 // WithApprovals sets the approvals of a decision whose Request carries
 // none (see Request.Approvals): the way to hand them to Run.Step, and to
 // every step of a replay. Each still binds only to the call whose digest
-// it carries.
+// it carries, and only until the history holds that call's outcome.
 func WithApprovals(a facts.Approvals) DecideOption {
 	return func(c *decideConfig) { c.approvals = a }
 }

@@ -85,6 +85,13 @@ type Call struct {
 	ToolKind   ToolKind
 	// Args is the raw JSON of the call's args (object, string or null).
 	Args []byte
+	// Answered is the first part before the response that holds an
+	// outcome for the call's tool_call_id (a tool-return or retry-prompt
+	// part with that id), nil when there is none or the call has no id:
+	// a call that repeats an answered id repeats an earlier call, and an
+	// approval keyed by the id was for that one (engine: an approval
+	// authorises one call occurrence).
+	Answered *Position
 }
 
 // ConservativeWindow returns the start of the conservative post-compaction
@@ -265,8 +272,34 @@ func Derive(h History, reg *Registry) Facts {
 	d.Evidence.Loaded = nonNil(evLoaded)
 	d.ActiveCapabilities = reg.activeFor(d.Loaded, d.Evidence.Loaded)
 	d.SameResponse, d.Calls = sameResponse(R)
+	answered(hm, d.Calls)
 	f.Dispatch = d
 	return f
+}
+
+// answered sets Answered on the calls whose tool_call_id some
+// tool-return or retry-prompt part of h holds, to the first such part.
+// It walks h only when a call has an id.
+func answered(h History, calls []Call) {
+	ids := map[string][]int{}
+	for i, c := range calls {
+		if c.ToolCallID != nil {
+			ids[*c.ToolCallID] = append(ids[*c.ToolCallID], i)
+		}
+	}
+	if len(ids) == 0 {
+		return
+	}
+	walk(h, Position{}, func(m, p int, part *Part) {
+		if !part.isOutcome() {
+			return
+		}
+		for _, i := range ids[part.ToolCallID] {
+			if calls[i].Answered == nil {
+				calls[i].Answered = &Position{m, p}
+			}
+		}
+	})
 }
 
 // discoveredAndOutgoing returns Discovered(h, w) and Discovered over the

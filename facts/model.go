@@ -181,6 +181,12 @@ type Position struct {
 	Part    int `json:"part"`
 }
 
+// isOutcome reports whether a part is the outcome of a tool call with an
+// id: a tool-return or a retry-prompt carrying a tool_call_id.
+func (p *Part) isOutcome() bool {
+	return (p.Kind == ToolReturn || p.Kind == RetryPrompt) && p.HasToolCallID
+}
+
 // isBoundaryFor reports whether a compaction part is a wire boundary for
 // provider p (spec C4, history-only reading).
 func (p *Part) isBoundaryFor(provider string) bool {

@@ -26,6 +26,9 @@ type Tracker struct {
 	all        *window            // the whole history: anchored window with no boundary
 	byProvider map[string]*window // anchored window per provider with a boundary
 	callIDs    map[string]struct{}
+	// outcomes holds, per tool_call_id, the first tool-return or
+	// retry-prompt part with it (Call.Answered).
+	outcomes map[string]Position
 }
 
 // window accumulates the evidence found from its start on.
@@ -83,6 +86,7 @@ func NewTracker(reg *Registry) *Tracker {
 		all:        newWindow(Position{}, false),
 		byProvider: map[string]*window{},
 		callIDs:    map[string]struct{}{},
+		outcomes:   map[string]Position{},
 	}
 }
 
@@ -116,6 +120,11 @@ func (t *Tracker) fold(m *Message, idx int) {
 			t.cons = newWindow(pos, true)
 			if part.HasProvider && part.HasPayload {
 				t.byProvider[part.Provider] = newWindow(pos, false)
+			}
+		}
+		if part.isOutcome() {
+			if _, seen := t.outcomes[part.ToolCallID]; !seen {
+				t.outcomes[part.ToolCallID] = Position{idx, p}
 			}
 		}
 		orphan := false
@@ -256,6 +265,13 @@ func (t *Tracker) Facts() Facts {
 	}
 	d.ActiveCapabilities = t.reg.activeFor(d.Loaded, d.Evidence.Loaded)
 	d.SameResponse, d.Calls = sameResponse(R)
+	for i := range d.Calls {
+		if id := d.Calls[i].ToolCallID; id != nil {
+			if at, ok := t.outcomes[*id]; ok {
+				d.Calls[i].Answered = &at
+			}
+		}
+	}
 	f.Dispatch = d
 	return f
 }

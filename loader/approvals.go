@@ -55,7 +55,9 @@ func ReadApprovalsFile(file string, data []byte) (facts.Approvals, error) {
 // where digest is the one the decision handed out for the call, and
 // override_args, message and approvers are optional. The reference's bare
 // true and false are refused: they carry no digest, so they cannot be
-// bound to the call the approver saw. null is no approvals.
+// bound to the call the approver saw. null is no approvals. A key that
+// occurs twice in an object (two approvals for one tool_call_id) is
+// refused, not read as the last one.
 func ParseApprovalsMap(file, ptr string, raw []byte) (facts.Approvals, error) {
 	if len(bytes.TrimSpace(raw)) == 0 || string(bytes.TrimSpace(raw)) == "null" {
 		return nil, nil
@@ -152,7 +154,7 @@ func parseApproval(file, at string, raw json.RawMessage) (facts.Approval, error)
 }
 
 // decodeObject decodes one JSON object into its members, refusing
-// anything else (trailing data included).
+// anything else (trailing data included) and a key that occurs twice.
 func decodeObject(file, ptr string, data []byte, notObject string) (map[string]json.RawMessage, error) {
 	// Checked by the history's reader first: encoding/json would read
 	// invalid UTF-8 or a lone surrogate escape as U+FFFD, so that a call
@@ -169,9 +171,37 @@ func decodeObject(file, ptr string, data []byte, notObject string) (map[string]j
 	if _, err := dec.Token(); err != io.EOF {
 		return nil, &Error{File: file, Pointer: ptr, Kind: KindSyntax, Msg: "invalid JSON: unexpected data after the value"}
 	}
-	var m map[string]json.RawMessage
-	if !isJSONObject(v) || json.Unmarshal(v, &m) != nil {
+	if !isJSONObject(v) {
 		return nil, &Error{File: file, Pointer: ptr, Kind: KindSchema, Msg: notObject}
+	}
+	return objectMembers(file, ptr, v)
+}
+
+// objectMembers returns the members of obj, a valid JSON object, refusing
+// a key that occurs twice: encoding/json would keep the last, so that one
+// tool_call_id could hold two approvals and a reader of the document see
+// another than the one that counts.
+func objectMembers(file, ptr string, obj []byte) (map[string]json.RawMessage, error) {
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	m := map[string]json.RawMessage{}
+	if _, err := dec.Token(); err != nil { // '{'
+		return nil, &Error{File: file, Pointer: ptr, Kind: KindSyntax, Msg: "invalid JSON: " + err.Error()}
+	}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return nil, &Error{File: file, Pointer: ptr, Kind: KindSyntax, Msg: "invalid JSON: " + err.Error()}
+		}
+		key, _ := tok.(string)
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, &Error{File: file, Pointer: ptr, Kind: KindSyntax, Msg: "invalid JSON: " + err.Error()}
+		}
+		if _, dup := m[key]; dup {
+			return nil, &Error{File: file, Pointer: ptr + "/" + PointerToken(key), Kind: KindSchema,
+				Msg: fmt.Sprintf("duplicate key %q: each key of an object must be unique (the last one does not win)", key)}
+		}
+		m[key] = v
 	}
 	return m, nil
 }

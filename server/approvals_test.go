@@ -51,14 +51,15 @@ func TestApprovalBindingOverHTTP(t *testing.T) {
 				} else {
 					require.NoError(t, json.Unmarshal(out, &d))
 				}
-				require.Len(t, d.Calls, 1, ep.path)
-				c := d.Calls[0]
-				assert.Equal(t, tc.Verdict, c.Verdict, "%s: %+v", ep.path, c)
+				require.NotEmpty(t, d.Calls, ep.path)
 				require.Len(t, d.Approvals, 1, "%s: the decision records the approval", ep.path)
 				assert.Equal(t, tc.Applied, d.Approvals[0].Applied, "%s: %s", ep.path, d.Approvals[0].Why)
 				assert.Contains(t, d.Approvals[0].Why, tc.Why, ep.path)
-				if tc.Message != "" {
-					assert.Contains(t, c.Message, tc.Message, ep.path)
+				for _, c := range d.Calls {
+					assert.Equal(t, tc.Verdict, c.Verdict, "%s: %+v", ep.path, c)
+					if tc.Message != "" {
+						assert.Contains(t, c.Message, tc.Message, ep.path)
+					}
 				}
 			}
 		})
@@ -81,6 +82,8 @@ func TestApprovalsBodyIsChecked(t *testing.T) {
 		// history is, it is refused.
 		{"a lone surrogate escape in a call id", `{"t\udc002": {"kind": "tool-denied"}}`, "/approvals"},
 		{"invalid UTF-8 in a message", "{\"t2\": {\"kind\": \"tool-denied\", \"message\": \"n\xffo\"}}", "/approvals/t2/message"},
+		{"two approvals for one tool_call_id", `{"t2": {"kind": "tool-denied", "digest": "sha256:` + strings.Repeat("0", 64) + `"}, "t2": {"kind": "tool-approved", "digest": "sha256:` + strings.Repeat("0", 64) + `"}}`, "/approvals/t2"},
+		{"a digest given twice", `{"t2": {"kind": "tool-approved", "digest": "sha256:` + strings.Repeat("0", 64) + `", "digest": "sha256:` + strings.Repeat("1", 64) + `"}}`, "/approvals/t2/digest"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {
@@ -172,8 +175,10 @@ func TestApprovalsBindWhenAResumeFallsBack(t *testing.T) {
 			require.Equal(t, before+1, metricValue(t, rs, fallback), "the request fell back")
 			var d engine.Decision
 			require.NoError(t, json.Unmarshal(out, &d))
-			require.Len(t, d.Calls, 1)
-			assert.Equal(t, tc.Verdict, d.Calls[0].Verdict, "%+v", d.Calls[0])
+			require.NotEmpty(t, d.Calls)
+			for _, c := range d.Calls {
+				assert.Equal(t, tc.Verdict, c.Verdict, "%+v", c)
+			}
 			require.Len(t, d.Approvals, 1, "the decision records the approval")
 			assert.Equal(t, tc.Applied, d.Approvals[0].Applied, d.Approvals[0].Why)
 		})
@@ -187,4 +192,60 @@ func bytesOf(raws []json.RawMessage) [][]byte {
 		out[i] = r
 	}
 	return out
+}
+
+// TestApprovalIsUsedOnceInARun: the approval that made call t2 execute at
+// one step of a run authorises nothing at a later step, once the run's
+// history holds t2's tool return and the model repeats the call (same id,
+// tool and arguments): the call needs an approval again and the decision
+// says the approval was already used.
+func TestApprovalIsUsedOnceInARun(t *testing.T) {
+	rs := approvalServer(t)
+	pay := map[string]any{"from": "ops", "to": "savings", "amount": 5000}
+	t2 := map[string]any{"part_kind": "tool-call", "tool_name": "transfer_funds", "tool_call_id": "t2", "args": pay}
+	approvals := fmt.Sprintf(`{"t2": {"kind": "tool-approved", "digest": %q, "approvers": ["ana"]}}`,
+		approvalcases.Digest("t2", "transfer_funds", pay))
+	var msgs []json.RawMessage
+	require.NoError(t, json.Unmarshal(approvalcases.Later([]map[string]any{t2}, t2), &msgs))
+	require.Len(t, msgs, 4, "prompt, response with t2, t2's return, response repeating t2")
+	step := func(offset int, messages []json.RawMessage) engine.Decision {
+		t.Helper()
+		body := fmt.Sprintf(`{"offset": %d, "messages": [%s], "approvals": %s}`, offset, bytes.Join(bytesOf(messages), []byte(",")), approvals)
+		status, out := rs.post(t, "/v1/runs/used-once/decide", []byte(body))
+		require.Equal(t, http.StatusOK, status, "%s", out)
+		var d engine.Decision
+		require.NoError(t, json.Unmarshal(out, &d))
+		require.Len(t, d.Calls, 1)
+		require.Len(t, d.Approvals, 1)
+		return d
+	}
+	first := step(0, msgs[:2])
+	assert.Equal(t, engine.Execute, first.Calls[0].Verdict, "%+v", first.Calls[0])
+	assert.True(t, first.Approvals[0].Applied, first.Approvals[0].Why)
+
+	again := step(2, msgs[2:])
+	assert.Equal(t, engine.ApprovalRequired, again.Calls[0].Verdict, "%+v", again.Calls[0])
+	assert.False(t, again.Approvals[0].Applied)
+	assert.Contains(t, again.Approvals[0].Why, `not applied: already used`)
+	assert.Contains(t, strings.Join(again.Calls[0].Reasons, "\n"), `already used`)
+
+	// The same over /v1/decide, the history resumed from a remembered
+	// prefix (the one that holds t2's return).
+	prefix := "[" + string(bytes.Join(bytesOf(msgs[:3]), []byte(","))) + "]"
+	for range 2 { // the second sight is remembered
+		status, out := rs.post(t, "/v1/decide", []byte(`{"history": `+prefix+`}`))
+		require.Equal(t, http.StatusOK, status, "%s", out)
+	}
+	hit := `policycheck_prefix_cache_lookups_total{result="hit"}`
+	before := metricValue(t, rs, hit)
+	whole := "[" + string(bytes.Join(bytesOf(msgs), []byte(","))) + "]"
+	status, out := rs.post(t, "/v1/decide", []byte(`{"history": `+whole+`, "approvals": `+approvals+`}`))
+	require.Equal(t, http.StatusOK, status, "%s", out)
+	require.Equal(t, before+1, metricValue(t, rs, hit), "the history resumed from the remembered prefix")
+	var d engine.Decision
+	require.NoError(t, json.Unmarshal(out, &d))
+	require.Len(t, d.Calls, 1)
+	assert.Equal(t, engine.ApprovalRequired, d.Calls[0].Verdict, "%+v", d.Calls[0])
+	require.Len(t, d.Approvals, 1)
+	assert.Contains(t, d.Approvals[0].Why, `not applied: already used`)
 }

@@ -49,15 +49,15 @@ deny contains {"reason": "above the hard limit of 50000", "message": "Transfers 
 }
 `
 
-// Case is one request and what must become of its call t (the last call
-// of the response).
+// Case is one request and what must become of the calls of its last
+// response (all of them get the same verdict).
 type Case struct {
 	Name string
 	// History is the pydantic-ai message history (JSON).
 	History []byte
 	// Approvals is DeferredToolResults.approvals with digests (JSON).
 	Approvals []byte
-	// Verdict is the verdict the call must get.
+	// Verdict is the verdict every call of the last response must get.
 	Verdict string
 	// Applied is whether the approval must apply.
 	Applied bool
@@ -74,14 +74,31 @@ func call(id, tool string, args map[string]any) map[string]any {
 
 // History returns a history whose last response holds calls.
 func History(calls ...map[string]any) []byte {
+	return Later(nil, calls...)
+}
+
+// Later returns a history of a later step: a user prompt, a response
+// holding earlier, a request holding an outcome of each of them (a
+// tool-return, or a retry-prompt for a call whose tool is pay_invoice),
+// and a last response holding calls. Without earlier it is History.
+func Later(earlier []map[string]any, calls ...map[string]any) []byte {
+	h := []any{map[string]any{"kind": "request", "parts": []any{map[string]any{"part_kind": "user-prompt", "content": "pay"}}}}
+	if len(earlier) > 0 {
+		parts, outcomes := make([]any, len(earlier)), make([]any, len(earlier))
+		for i, c := range earlier {
+			parts[i] = c
+			outcomes[i] = map[string]any{"part_kind": "tool-return", "tool_name": c["tool_name"], "tool_call_id": c["tool_call_id"], "content": "done"}
+			if c["tool_name"] == "pay_invoice" {
+				outcomes[i] = map[string]any{"part_kind": "retry-prompt", "tool_name": c["tool_name"], "tool_call_id": c["tool_call_id"], "content": "try again"}
+			}
+		}
+		h = append(h, map[string]any{"kind": "response", "parts": parts}, map[string]any{"kind": "request", "parts": outcomes})
+	}
 	parts := make([]any, len(calls))
 	for i, c := range calls {
 		parts[i] = c
 	}
-	h := []any{
-		map[string]any{"kind": "request", "parts": []any{map[string]any{"part_kind": "user-prompt", "content": "pay"}}},
-		map[string]any{"kind": "response", "parts": parts},
-	}
+	h = append(h, map[string]any{"kind": "response", "parts": parts})
 	b, err := json.Marshal(h)
 	if err != nil {
 		panic(err)
@@ -150,6 +167,27 @@ func Cases() []Case {
 			History:   History(call("t2", "transfer_funds", pay)),
 			Approvals: approvals(map[string]any{"t9": approved(shown, nil)}),
 			Verdict:   "approval_required", Why: fmt.Sprintf("no call of the dispatched response has tool_call_id %q", "t9")},
+		{Name: "two calls sharing the approved tool_call_id",
+			History:   History(call("t2", "transfer_funds", pay), call("t2", "transfer_funds", pay)),
+			Approvals: approvals(map[string]any{"t2": approved(shown, nil)}),
+			Verdict:   "approval_required", Why: `duplicate tool_call_id "t2": calls 0 and 1`},
+		{Name: "two calls sharing the approved tool_call_id, one with other arguments",
+			History:   History(call("t2", "transfer_funds", more), call("t2", "transfer_funds", pay)),
+			Approvals: approvals(map[string]any{"t2": approved(shown, nil)}),
+			Verdict:   "approval_required", Why: `duplicate tool_call_id "t2": calls 0 and 1`},
+		{Name: "a denial for a tool_call_id two calls share",
+			History: History(call("t2", "transfer_funds", pay), call("t2", "transfer_funds", pay)),
+			Approvals: approvals(map[string]any{"t2": map[string]any{"kind": "tool-denied", "digest": shown,
+				"message": "Not this month.", "approvers": []any{"bo"}}}),
+			Verdict: "approval_required", Why: `duplicate tool_call_id "t2": calls 0 and 1`},
+		{Name: "an approval used again on a later step",
+			History:   Later([]map[string]any{call("t2", "transfer_funds", pay)}, call("t2", "transfer_funds", pay)),
+			Approvals: approvals(map[string]any{"t2": approved(shown, nil)}),
+			Verdict:   "approval_required", Why: `already used: the history holds the outcome of a call with tool_call_id "t2" (message 2, part 0)`},
+		{Name: "an approval used again after a retry prompt",
+			History:   Later([]map[string]any{call("t2", "pay_invoice", pay)}, call("t2", "pay_invoice", pay)),
+			Approvals: approvals(map[string]any{"t2": approved(Digest("t2", "pay_invoice", pay), nil)}),
+			Verdict:   "approval_required", Why: `already used: the history holds the outcome of a call with tool_call_id "t2" (message 2, part 0)`},
 		{Name: "an approver's denial",
 			History: History(call("t2", "transfer_funds", pay)),
 			Approvals: approvals(map[string]any{"t2": map[string]any{"kind": "tool-denied", "digest": shown,

@@ -29,20 +29,21 @@ func TestApprovalBindingThroughEval(t *testing.T) {
 			require.Equal(t, 0, res.code, res.stderr)
 			var d engine.Decision
 			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
-			require.Len(t, d.Calls, 1)
-			c := d.Calls[0]
-			assert.Equal(t, tc.Verdict, c.Verdict, "%+v", c)
+			require.NotEmpty(t, d.Calls)
 			require.Len(t, d.Approvals, 1, "the decision records the approval")
 			o := d.Approvals[0]
 			assert.Equal(t, tc.Applied, o.Applied, o.Why)
 			assert.Contains(t, o.Why, tc.Why)
-			if tc.Message != "" {
-				assert.Contains(t, c.Message, tc.Message)
-			}
-			if tc.Verdict == engine.ApprovalRequired {
-				assert.NotEmpty(t, c.Digest, "what to bind the next approval to")
-				assert.NotNil(t, c.Args, "what to show the approver")
-				assert.NotEmpty(t, c.Reasons)
+			for _, c := range d.Calls {
+				assert.Equal(t, tc.Verdict, c.Verdict, "%+v", c)
+				if tc.Message != "" {
+					assert.Contains(t, c.Message, tc.Message)
+				}
+				if tc.Verdict == engine.ApprovalRequired {
+					assert.NotEmpty(t, c.Digest, "what to bind the next approval to")
+					assert.NotNil(t, c.Args, "what to show the approver")
+					assert.NotEmpty(t, c.Reasons)
+				}
 			}
 
 			res = run(t, "", "explain", "--registry", reg, "--history", hist, "--policy", pol, "--approvals", appr)
@@ -77,6 +78,10 @@ func TestApprovalsFileIsChecked(t *testing.T) {
 		{"an approver that is not a string", `{"approvals": {"t2": {"kind": "tool-approved", "digest": ` + digest + `, "approvers": ["ana", 7]}}}`, "/approvals/t2/approvers/1"},
 		{"an unknown member of an approval", `{"approvals": {"t2": {"kind": "tool-approved", "digest": ` + digest + `, "tool": "x"}}}`, "/approvals/t2/tool"},
 		{"trailing data", `{"approvals": {}} {}`, "(root)"},
+		{"two approvals for one tool_call_id", `{"approvals": {"t2": {"kind": "tool-denied", "digest": ` + digest + `}, "t2": {"kind": "tool-approved", "digest": ` + digest + `}}}`, "/approvals/t2"},
+		{"two approvals for one tool_call_id, one spelt with an escape", `{"approvals": {"t2": {"kind": "tool-denied", "digest": ` + digest + `}, "t\u0032": {"kind": "tool-approved", "digest": ` + digest + `}}}`, "/approvals/t2"},
+		{"a kind given twice", `{"approvals": {"t2": {"kind": "tool-denied", "digest": ` + digest + `, "kind": "tool-approved"}}}`, "/approvals/t2/kind"},
+		{"two approvals members", `{"approvals": {}, "approvals": {}}`, "/approvals"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {

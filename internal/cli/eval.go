@@ -20,8 +20,9 @@ func newEvalCmd() *cobra.Command {
 the next request and, when the history ends with a response, the dispatch facts and one verdict per
 tool call (execute, not_available_yet, unknown_tool, denied or approval_required), with the
 model-facing retry message on every refusal. An approval_required call carries its arguments and
-digest for the approver; --approvals passes the answers back (each bound to its call by that digest),
-and the decision's "approvals" says who approved what and whether each approval applied. A policy error, a timeout or an undefined result fails the decision closed: every
+digest for the approver; --approvals passes the answers back (each bound to one call by that digest,
+and used once that call's outcome is in the history), and the decision's "approvals" says who
+approved what and whether each approval applied. A policy error, a timeout or an undefined result fails the decision closed: every
 registry tool unavailable, every call denied, and "errors" says why (exit status 0: a decision was made).
 
 --format json (the default) prints the document of design.md, "Output of policycheck eval", for
