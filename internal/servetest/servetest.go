@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -68,6 +69,22 @@ type Process struct {
 	Said string
 	PID  int
 	cmd  *exec.Cmd
+	// logged is all it has logged so far (see Logged).
+	logged *lockedLog
+}
+
+// lockedLog is a process's log, written as it comes and read by tests.
+type lockedLog struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+// Logged returns all the server has logged on standard error so far,
+// after it said where it listens too.
+func (p *Process) Logged() string {
+	p.logged.mu.Lock()
+	defer p.logged.mu.Unlock()
+	return p.logged.buf.String()
 }
 
 // Client returns an HTTP client whose connections reach p: over TCP, or
@@ -111,7 +128,7 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{PID: cmd.Process.Pid, cmd: cmd}
+	p := &Process{PID: cmd.Process.Pid, cmd: cmd, logged: &lockedLog{}}
 	t.Cleanup(p.Stop)
 	type heard struct{ addr, said string } // where it listens, what it said before
 	addr := make(chan heard, 1)
@@ -123,6 +140,9 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 		var said strings.Builder
 		listening := false
 		for sc.Scan() {
+			p.logged.mu.Lock()
+			p.logged.buf.WriteString(sc.Text() + "\n")
+			p.logged.mu.Unlock()
 			if m := re.FindStringSubmatch(sc.Text()); m != nil && !listening {
 				listening = true
 				addr <- heard{m[1] + m[2], said.String()}
