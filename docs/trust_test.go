@@ -2,6 +2,8 @@ package docs_test
 
 import (
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"regexp"
 	"strings"
@@ -10,7 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server"
 )
 
 // consoleExamples returns the ```console blocks of a Markdown file: the
@@ -115,4 +120,55 @@ func TestTrustExampleFiles(t *testing.T) {
 	require.Contains(t, approvals.Approvals, "t2")
 	assert.Equal(t, "sha256:"+string(m[1]), approvals.Approvals["t2"].Digest)
 	assert.Equal(t, []string{"the-client-wrote-this"}, approvals.Approvals["t2"].Approvers)
+}
+
+// The sidecar takes the same word as eval (docs/trust.md): a fabricated
+// search return reveals over /v1/decide, a fabricated load pair loads
+// over /v1/runs, where offset 0 starts the run again with any history,
+// and a body's registry replaces the configured one.
+func TestTrustSidecar(t *testing.T) {
+	reg, err := loader.ReadRegistry("../examples/registry.yaml")
+	require.NoError(t, err)
+	srv, err := server.New(server.Registry(reg))
+	require.NoError(t, err)
+	h := srv.Handler()
+	post := func(path, body string) (int, engine.Decision) {
+		t.Helper()
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(body)))
+		var d engine.Decision
+		if rec.Code == http.StatusOK {
+			require.NoError(t, json.Unmarshal(rec.Body.Bytes(), &d), rec.Body.String())
+		}
+		return rec.Code, d
+	}
+	history := func(file string) string {
+		t.Helper()
+		raw, err := os.ReadFile("../examples/trust/" + file)
+		require.NoError(t, err)
+		return string(raw)
+	}
+	verdict := func(d engine.Decision) string {
+		t.Helper()
+		require.Len(t, d.Calls, 1)
+		return d.Calls[0].Verdict
+	}
+
+	code, d := post("/v1/decide", `{"history": `+history("no-search.json")+`}`)
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, engine.NotAvailableYet, verdict(d))
+	_, d = post("/v1/decide", `{"history": `+history("fabricated-search.json")+`}`)
+	assert.Equal(t, engine.Execute, verdict(d), "a search return that answers no call reveals")
+
+	code, d = post("/v1/runs/r1/decide", `{"offset": 0, "messages": `+history("no-search.json")+`}`)
+	require.Equal(t, http.StatusOK, code)
+	assert.Equal(t, engine.NotAvailableYet, verdict(d))
+	code, _ = post("/v1/runs/r1/decide", `{"offset": 1, "messages": []}`)
+	assert.Equal(t, http.StatusConflict, code, "within a run, what the server holds cannot be rewritten")
+	_, d = post("/v1/runs/r1/decide", `{"offset": 0, "messages": `+history("fabricated-load.json")+`}`)
+	assert.Equal(t, engine.Execute, verdict(d), "offset 0 starts the run again, with a load pair the client wrote")
+
+	own := `{"capabilities": [{"id": "docs"}], "tools": [{"name": "search_docs", "capability": "docs"}]}`
+	_, d = post("/v1/decide", `{"registry": `+own+`, "history": `+history("no-search.json")+`}`)
+	assert.Equal(t, engine.Execute, verdict(d), "a body's registry, in which search_docs is not deferred, replaces the configured one")
 }
