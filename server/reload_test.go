@@ -21,6 +21,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/servetest"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -350,25 +351,6 @@ func TestReloadRegistryUnderLoad(t *testing.T) {
 	require.Zero(t, metricValue(t, rs, "policycheck_shadow_errors_total"))
 }
 
-// lockedBuffer is a log destination written by the server's goroutines
-// and read by the test.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // TestReloadDrops: policies that drop a package or a rule the serving
 // ones define (a guard file deleted, one of two definitions of a rule
 // removed) are refused by Reload, named in its error, in /health's
@@ -383,7 +365,7 @@ func TestReloadDrops(t *testing.T) {
 	write("guard.rego", "package policycheck.rules.guard\n\nhide contains \"get_time\"\n")
 	write("shared_a.rego", "package policycheck.rules.shared\n\nhide contains \"nothing_a\"\n")
 	write("shared_b.rego", "package policycheck.rules.shared\n\nhide contains \"nothing_b\"\n")
-	var logs lockedBuffer
+	var logs servetest.Log
 	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(dir)),
 		server.Logger(slog.New(slog.NewTextHandler(&logs, nil))))
 	ctx := context.Background()
