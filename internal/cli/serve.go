@@ -73,8 +73,8 @@ token, when set, guards /metrics there too. --watch reads the --policy, --regist
 --shadow-policy files again when any of them has changed (and is the same at the next look) and
 swaps them in together, as opa run --watch does for policies; when one does not compile or parse, none is swapped, the error is
 logged and the last good ones keep deciding. Unlike opa run --watch, policies that drop a package or a rule the serving ones
-define (a guard file deleted, a package renamed) are refused so too, by default (--watch-drops refuse): what the rule guarded
-would go unchecked without a word. With --watch-drops accept they are swapped in with a warning naming what they drop; either
+define (a guard file deleted, a package renamed) are refused so too, by default (--watch-drops refuse): taken in, they would
+let through, without a word, what the rule guarded. With --watch-drops accept they are swapped in with a warning naming what they drop; either
 way the drop is counted in /metrics and shown in /health's last_reload. The API is described in docs/openapi.yaml (OpenAPI 3.1).` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
