@@ -12,6 +12,8 @@
 //   - warnings.go finds what loads but can never take part in a decision
 //     (a module in a package the engine never reads) and reports it
 //     through Engine.Warnings and OnWarning, on every compile.
+//   - inventory.go names what a policy set defines (packages, rules and
+//     their definitions) so that a reload can tell what a change drops.
 //   - input.go puts the registry in the OPA store as data (sets the policy
 //     does set algebra on, built once per registry revision), converts the
 //     request context (recent ones remembered by their JSON encoding) and

@@ -121,6 +121,8 @@ type snapshot struct {
 	contexts *lruCache[contextEntry]
 	deadline time.Duration
 	modules  []string
+	// inventory: see Engine.Inventory.
+	inventory Inventory
 	// warnings: see Engine.Warnings.
 	warnings []PolicyProblem
 }
@@ -177,7 +179,7 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	}
 	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, tools: tools, names: known.terms,
 		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize),
-		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods}
+		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods, inventory: inventoryOf(ps)}
 	if cfg.decisionCache > 0 && c.pure {
 		s.decisions = newLRU[memoEntry](cfg.decisionCache)
 	}

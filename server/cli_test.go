@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/cli"
 	"github.com/policycheck/policycheck/internal/servetest"
 )
@@ -72,6 +73,8 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "watch without files", args: []string{"--watch"}, want: "--watch reloads the --policy, --registry and --shadow-policy files, and none is given"},
 		{note: "a watch interval without watch", args: []string{"--policy", dir, "--watch-interval", "2s"}, want: "--watch-interval is how often --watch looks"},
 		{note: "no watch interval", args: []string{"--policy", dir, "--watch", "--watch-interval", "0s"}, want: "--watch-interval must be positive"},
+		{note: "watch drops without watch", args: []string{"--policy", dir, "--watch-drops", "accept"}, want: "--watch-drops is what --watch does with policies that drop rules, and --watch is not given"},
+		{note: "an unknown watch drops", args: []string{"--policy", dir, "--watch", "--watch-drops", "warn"}, want: `--watch-drops is refuse or accept, not "warn"`},
 		{note: "an unknown log format", args: []string{"--log-format", "logfmt"}, want: `--log-format must be text or json, not "logfmt"`},
 		{note: "an unknown log level", args: []string{"--log-level", "trace"}, want: `--log-level must be debug, info, warn or error, not "trace"`},
 		{note: "-v against --log-level", args: []string{"-v", "--log-level", "error"}, want: "-v logs at debug level, which --log-level error contradicts"},
@@ -430,4 +433,65 @@ func TestServeWatchShadowPolicy(t *testing.T) {
 	availableAfter(t, rs, body)
 	require.Eventually(t, func() bool { return metricValue(t, rs, lost) == 1 }, 10*time.Second, 10*time.Millisecond,
 		"the rewritten candidate hides get_order")
+}
+
+// TestServeWatchDrops: a guard file deleted under serve --watch is not
+// taken in without a word. By default the reload is refused: the guarded
+// call stays denied, the refusal is logged naming the package, counted
+// in /metrics and shown in /health's last_reload. With --watch-drops
+// accept the deletion is taken in, with a warning naming the package, the
+// count and /health saying so.
+func TestServeWatchDrops(t *testing.T) {
+	bin, reg, body := exampleServe(t)
+	guard := []byte(`package policycheck.rules.guard
+
+deny contains {"reason": "refunds are guarded", "message": "No refunds."} if input.call.tool == "issue_refund"
+`)
+	verdict := func(rs *running) string {
+		t.Helper()
+		status, out := rs.post(t, "/v1/decide", body)
+		require.Equal(t, http.StatusOK, status, string(out))
+		var d engine.Decision
+		require.NoError(t, json.Unmarshal(out, &d))
+		for _, c := range d.Calls {
+			if c.Tool == "issue_refund" {
+				return c.Verdict
+			}
+		}
+		t.Fatalf("no issue_refund call in %s", out)
+		return ""
+	}
+	const pkg = "data.policycheck.rules.guard"
+	for _, tc := range []struct {
+		mode, result, verdict, log string
+	}{
+		{mode: "", result: "refused", verdict: engine.Denied, log: `level=ERROR msg="files changed but not reloaded; the last good policies and registry keep serving" err=".*packages ` + pkg},
+		{mode: "accept", result: "swapped", verdict: engine.Execute, log: `level=WARN msg="reloaded policies that drop[^"]*" packages=\[` + pkg + `\] rules=\[` + pkg + `.deny\]`},
+	} {
+		t.Run("watch-drops="+tc.mode, func(t *testing.T) {
+			dir := t.TempDir()
+			file := filepath.Join(dir, "guard.rego")
+			require.NoError(t, os.WriteFile(file, guard, 0o600))
+			args := []string{"--registry", reg, "--policy", dir, "--watch", "--watch-interval", "20ms"}
+			if tc.mode != "" {
+				args = append(args, "--watch-drops", tc.mode)
+			}
+			p := servetest.Start(t, bin, args...)
+			rs := processRunning(t, p)
+			require.Equal(t, engine.Denied, verdict(rs))
+
+			require.NoError(t, os.Remove(file))
+			drops := `policycheck_policy_reload_drops_total{result="` + tc.result + `"}`
+			require.Eventually(t, func() bool { return metricValue(t, rs, drops) == 1 }, 10*time.Second, 10*time.Millisecond)
+			require.Equal(t, tc.verdict, verdict(rs))
+			status, h := health(t, rs)
+			require.Equal(t, http.StatusOK, status)
+			require.Equal(t, "ok", h.Status)
+			require.NotNil(t, h.LastReload)
+			require.Equal(t, tc.result, h.LastReload.Result)
+			require.Equal(t, []string{pkg}, h.LastReload.DroppedPackages)
+			require.Equal(t, []string{pkg + ".deny"}, h.LastReload.DroppedRules)
+			require.Eventually(t, func() bool { return regexp.MustCompile(tc.log).MatchString(p.Logged()) }, 10*time.Second, 10*time.Millisecond, "%s", p.Logged())
+		})
+	}
 }

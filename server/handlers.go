@@ -412,6 +412,10 @@ type Health struct {
 	// bundle, status, discovery) as its manager reports it: OK,
 	// NOT_READY, ERROR or WARN, with the plugin's message.
 	Plugins map[string]PluginHealth `json:"plugins,omitempty"`
+	// LastReload is the outcome of the last Reload (serve --watch), if
+	// any: a refused one, and one that dropped packages or rules, show
+	// here while the server keeps answering.
+	LastReload *ReloadHealth `json:"last_reload,omitempty"`
 }
 
 // PluginHealth is one OPA plugin's state.
@@ -434,7 +438,7 @@ type BundleHealth struct {
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	st := s.state.Load()
-	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.health(st)}
+	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.health(st), LastReload: s.lastReload.Load()}
 	if st.eng != nil {
 		_, h.RegistryRevision = st.eng.Revision()
 	}

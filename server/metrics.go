@@ -32,6 +32,7 @@ type metrics struct {
 	logErrors       prometheus.Counter
 	reloads         *prometheus.CounterVec
 	reloadFailing   prometheus.Gauge
+	reloadDropping  *prometheus.CounterVec
 }
 
 func newMetrics(s *Server) *metrics {
@@ -86,8 +87,13 @@ func newMetrics(s *Server) *metrics {
 		Name: "policycheck_policy_reload_failing",
 		Help: "1 when the last reload (Server.Reload, serve --watch) was refused: what serves is not what the files now hold.",
 	})
+	m.reloadDropping = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_policy_reload_drops_total",
+		Help: "Reloads (Server.Reload, serve --watch) whose policies drop packages or rules the serving ones define, by result: refused (the default) or swapped (serve --watch-drops accept).",
+	}, []string{"result"})
 	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed,
 		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors, m.reloads, m.reloadFailing,
+		m.reloadDropping,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&cacheCollector{s: s})
 	return m
@@ -155,6 +161,10 @@ func (m *metrics) reload(result string) {
 		m.reloadFailing.Set(0)
 	}
 }
+
+// reloadDrops counts a reload whose policies drop packages or rules, by
+// result (swapped or refused).
+func (m *metrics) reloadDrops(result string) { m.reloadDropping.WithLabelValues(result).Inc() }
 
 func (m *metrics) bundleResult(name string, failed bool) {
 	if failed {

@@ -235,6 +235,20 @@ hide contains "search_docs"
 	add(main.DiagnosticHandler(), "/health", http.MethodGet, "/health", nil)
 	add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": []}`), "Origin", "https://example.com", "Content-Type", "text/plain")
 	add(h, "/health", http.MethodGet, "/health", nil, "Sec-Fetch-Site", "cross-site")
+	// /health after a reload refused for what it drops, and after one
+	// taken with the drop allowed.
+	guardDir := t.TempDir()
+	guardFile := filepath.Join(guardDir, "guard.rego")
+	require.NoError(t, os.WriteFile(guardFile, []byte(hideRule("get_time")), 0o600))
+	reloaded, err := server.New(testReg(t), server.Engine(engine.PolicyPaths(guardDir)))
+	require.NoError(t, err)
+	require.NoError(t, os.Remove(guardFile))
+	_, err = reloaded.Reload(context.Background())
+	require.Error(t, err)
+	require.Contains(t, string(add(reloaded.Handler(), "/health", http.MethodGet, "/health", nil).answer), `"dropped_packages"`)
+	_, err = reloaded.Reload(context.Background(), server.AllowDrops())
+	require.NoError(t, err)
+	add(reloaded.Handler(), "/health", http.MethodGet, "/health", nil)
 	// A decision that fails closed (out of time) says why, in errors.
 	slow, err := server.New(testReg(t), server.Timeout(1), server.Engine(engine.Modules(engine.Source{File: "slow.rego", Text: `package policycheck.capabilities.vault
 

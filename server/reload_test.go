@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"maps"
 	"net/http"
 	"os"
@@ -20,6 +21,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/servetest"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -347,4 +349,97 @@ func TestReloadRegistryUnderLoad(t *testing.T) {
 	}, 10*time.Second, 5*time.Millisecond)
 	require.Zero(t, metricValue(t, rs, "policycheck_shadow_skipped_total"))
 	require.Zero(t, metricValue(t, rs, "policycheck_shadow_errors_total"))
+}
+
+// TestReloadDrops: policies that drop a package or a rule the serving
+// ones define (a guard file deleted, one of two definitions of a rule
+// removed) are refused by Reload, named in its error, in /health's
+// last_reload and counted in /metrics, while the guard keeps deciding;
+// with AllowDrops they are swapped in with a warning naming them. A
+// change that drops nothing is taken as before.
+func TestReloadDrops(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, text string) {
+		require.NoError(t, os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600))
+	}
+	write("guard.rego", "package policycheck.rules.guard\n\nhide contains \"get_time\"\n")
+	write("shared_a.rego", "package policycheck.rules.shared\n\nhide contains \"nothing_a\"\n")
+	write("shared_b.rego", "package policycheck.rules.shared\n\nhide contains \"nothing_b\"\n")
+	var logs servetest.Log
+	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(dir)),
+		server.Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+	ctx := context.Background()
+	require.NotContains(t, available(t, rs), "get_time")
+	_, h := health(t, rs)
+	require.Nil(t, h.LastReload, "no reload yet")
+	rev := policyRevision(t, rs)
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "guard.rego")))
+	swapped, err := rs.srv.Reload(ctx)
+	require.False(t, swapped)
+	var dropped *server.DroppedError
+	require.ErrorAs(t, err, &dropped)
+	require.Equal(t, []string{"data.policycheck.rules.guard"}, dropped.Packages)
+	require.Equal(t, []string{"data.policycheck.rules.guard.hide"}, dropped.Rules)
+	require.ErrorContains(t, err, "data.policycheck.rules.guard")
+	require.NotContains(t, available(t, rs), "get_time", "the guard keeps deciding")
+	require.Equal(t, rev, policyRevision(t, rs))
+	status, h := health(t, rs)
+	require.Equal(t, http.StatusOK, status, "the last good policies serve")
+	require.Equal(t, &server.ReloadHealth{Result: "refused", Error: err.Error(),
+		DroppedPackages: dropped.Packages, DroppedRules: dropped.Rules}, h.LastReload)
+	require.Equal(t, 1.0, metricValue(t, rs, `policycheck_policy_reload_drops_total{result="refused"}`))
+	require.Equal(t, 1.0, metricValue(t, rs, `policycheck_policy_reloads_total{result="refused"}`))
+	require.Equal(t, 1.0, metricValue(t, rs, "policycheck_policy_reload_failing"))
+
+	swapped, err = rs.srv.Reload(ctx, server.AllowDrops())
+	require.NoError(t, err)
+	require.True(t, swapped)
+	require.Contains(t, available(t, rs), "get_time", "taken with AllowDrops, the guard is gone")
+	_, h = health(t, rs)
+	require.Equal(t, &server.ReloadHealth{Result: "swapped",
+		DroppedPackages: []string{"data.policycheck.rules.guard"}, DroppedRules: []string{"data.policycheck.rules.guard.hide"}}, h.LastReload)
+	require.Equal(t, 1.0, metricValue(t, rs, `policycheck_policy_reload_drops_total{result="swapped"}`))
+	require.Zero(t, metricValue(t, rs, "policycheck_policy_reload_failing"))
+	require.Regexp(t, `level=WARN msg="reloaded policies that drop[^"]*" packages=\[data.policycheck.rules.guard\] rules=\[data.policycheck.rules.guard.hide\]`, logs.String())
+
+	// One of the package's two definitions of hide removed: the package
+	// stays, the rule is defined fewer times.
+	require.NoError(t, os.Remove(filepath.Join(dir, "shared_b.rego")))
+	_, err = rs.srv.Reload(ctx)
+	require.ErrorAs(t, err, &dropped)
+	require.Empty(t, dropped.Packages)
+	require.Equal(t, []string{"data.policycheck.rules.shared.hide (2 definitions, now 1)"}, dropped.Rules)
+	require.Equal(t, 2.0, metricValue(t, rs, `policycheck_policy_reload_drops_total{result="refused"}`))
+
+	// Written back, and a definition changed: nothing dropped.
+	write("shared_b.rego", "package policycheck.rules.shared\n\nhide contains \"secret_op\"\n")
+	swapped, err = rs.srv.Reload(ctx)
+	require.NoError(t, err)
+	require.True(t, swapped)
+	require.NotContains(t, available(t, rs), "secret_op")
+	_, h = health(t, rs)
+	require.Equal(t, &server.ReloadHealth{Result: "swapped"}, h.LastReload)
+	require.Equal(t, 2.0, metricValue(t, rs, `policycheck_policy_reload_drops_total{result="refused"}`))
+}
+
+// TestReloadDropsWithoutARegistry: a server without a registry, whose
+// policies compile only against requests' registries (a filter for a
+// capability they declare), tells a drop as well.
+func TestReloadDropsWithoutARegistry(t *testing.T) {
+	dir := t.TempDir()
+	filter := "package policycheck.capabilities.vault\n\nprepare_tools := {t.name | some t in input.tools}\n"
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "vault.rego"), []byte(filter), 0o600))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "guard.rego"), []byte(hideRule("get_time")), 0o600))
+	rs := start(t, server.Engine(engine.PolicyPaths(dir)))
+	require.Equal(t, "unknown", policyRevision(t, rs))
+	body := []byte(`{"registry": ` + testRegistry + `, "history": ` + testHistory + `}`)
+	require.NotContains(t, availableAfter(t, rs, body), "get_time")
+
+	require.NoError(t, os.Remove(filepath.Join(dir, "guard.rego")))
+	_, err := rs.srv.Reload(context.Background())
+	var dropped *server.DroppedError
+	require.ErrorAs(t, err, &dropped)
+	require.Equal(t, []string{"data.policycheck.rules.test"}, dropped.Packages)
+	require.NotContains(t, availableAfter(t, rs, body), "get_time")
 }

@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -198,6 +199,9 @@ type Server struct {
 	usesDefaults bool
 	stopOnce     sync.Once
 	shadow       *shadow // the shadow policy, when configured
+	// lastReload is the outcome of the last Reload, for /health; nil
+	// before the first.
+	lastReload atomic.Pointer[ReloadHealth]
 }
 
 // policyState is the immutable policy state requests decide with.
@@ -213,6 +217,8 @@ type policyState struct {
 	shadow *shadowPolicy     // the shadow policy compiled for reg, when configured
 	served map[string]string // bundle name → revision being served
 	ready  bool
+	// inv is what the policies define, to tell what a reload drops.
+	inv engine.Inventory
 }
 
 // New builds a server: it compiles the policies against the configured
@@ -299,8 +305,17 @@ const unknownRevision = "unknown"
 // does not compile (the shadow policy included: a shadow compared with
 // another registry or policies than the enforced ones would report
 // differences that are not the candidate's), Reload refuses them all with
-// the error, and the state in place keeps serving. It reports whether it
-// swapped. Safe for concurrent use.
+// the error, and the state in place keeps serving.
+//
+// Policies that compile but drop a package or a rule the serving ones
+// define (a guard file deleted, a package renamed, one of several
+// definitions of a rule removed: engine.Inventory.Dropped) are refused
+// with a *DroppedError, unless AllowDrops is given: then they are
+// swapped in and the server logs a warning naming what they drop. Either
+// way the drop is counted in /metrics (policycheck_policy_reload_drops_total)
+// and shown in /health's last_reload.
+//
+// It reports whether it swapped. Safe for concurrent use.
 func (s *Server) Reload(ctx context.Context, opts ...ReloadOption) (swapped bool, err error) {
 	var rc reloadConfig
 	for _, o := range opts {
@@ -310,13 +325,28 @@ func (s *Server) Reload(ctx context.Context, opts ...ReloadOption) (swapped bool
 	defer s.reloadMu.Unlock()
 	old := s.state.Load()
 	st := &policyState{gen: old.gen + 1, extra: old.extra, reg: old.reg, served: maps.Clone(old.served), ready: old.ready}
+	var dropped *DroppedError
+	defer func() {
+		h := &ReloadHealth{Result: "swapped"}
+		switch {
+		case err != nil:
+			h.Result, h.Error = "refused", err.Error()
+		case !swapped:
+			h.Result = "unchanged"
+		}
+		if dropped != nil {
+			h.DroppedPackages, h.DroppedRules = slices.Clone(dropped.Packages), slices.Clone(dropped.Rules)
+			s.metrics.reloadDrops(h.Result)
+		}
+		s.metrics.reload(h.Result)
+		s.lastReload.Store(h)
+	}()
 	if rc.registry != nil {
 		st.reg, err = rc.registry()
 		if err == nil && st.reg == nil {
 			err = errors.New("the registry is nil")
 		}
 		if err != nil {
-			s.metrics.reload("refused")
 			return false, fmt.Errorf("registry: %w", err)
 		}
 	}
@@ -327,26 +357,71 @@ func (s *Server) Reload(ctx context.Context, opts ...ReloadOption) (swapped bool
 		}
 	}
 	if err != nil {
-		s.metrics.reload("refused")
 		return false, err
+	}
+	if pkgs, rules := old.inv.Dropped(st.inv); len(pkgs)+len(rules) > 0 {
+		dropped = &DroppedError{Packages: pkgs, Rules: rules}
+		if !rc.allowDrops {
+			return false, dropped
+		}
+		s.cfg.logger.Warn("reloaded policies that drop packages or rules the last ones defined: what they guarded is no longer checked",
+			"packages", pkgs, "rules", rules)
 	}
 	if st.rev == old.rev && st.rev != unknownRevision && registryRevision(st) == registryRevision(old) &&
 		st.shadow.revision() == old.shadow.revision() {
-		s.metrics.reload("unchanged")
 		return false, nil
 	}
 	s.state.Store(st)
 	s.engines.Clear()
 	s.metrics.setRevision(st)
-	s.metrics.reload("swapped")
 	return true, nil
+}
+
+// DroppedError is Reload's refusal of policies that drop packages or
+// rules the serving policies define (engine.Inventory.Dropped), without
+// AllowDrops: the serving policies keep deciding.
+type DroppedError struct {
+	Packages []string // packages no longer defined
+	Rules    []string // rules no longer defined, or defined fewer times
+}
+
+func (e *DroppedError) Error() string {
+	var what []string
+	if len(e.Packages) > 0 {
+		what = append(what, "packages "+strings.Join(e.Packages, ", "))
+	}
+	if len(e.Rules) > 0 {
+		what = append(what, "rules "+strings.Join(e.Rules, ", "))
+	}
+	return "the policies drop what the serving ones define (" + strings.Join(what, "; ") +
+		"): not reloaded, as what they guarded would no longer be checked; restart to take them, or reload with drops allowed (serve --watch-drops accept)"
+}
+
+// AllowDrops makes Reload swap in policies that drop packages or rules
+// the serving ones define, logging a warning that names them, instead of
+// refusing them with a *DroppedError.
+func AllowDrops() ReloadOption { return func(c *reloadConfig) { c.allowDrops = true } }
+
+// ReloadHealth is the outcome of the last Reload, in /health.
+type ReloadHealth struct {
+	// Result is swapped, unchanged or refused (the state in place keeps
+	// serving).
+	Result string `json:"result"`
+	// Error is why a refused reload was refused.
+	Error string `json:"error,omitempty"`
+	// DroppedPackages and DroppedRules are what the reloaded policies
+	// drop of what the serving ones defined (DroppedError), swapped in
+	// (AllowDrops) or refused.
+	DroppedPackages []string `json:"dropped_packages,omitempty"`
+	DroppedRules    []string `json:"dropped_rules,omitempty"`
 }
 
 // A ReloadOption adds to what Reload reads again.
 type ReloadOption func(*reloadConfig)
 
 type reloadConfig struct {
-	registry func() (*facts.Registry, error)
+	registry   func() (*facts.Registry, error)
+	allowDrops bool
 }
 
 // ReplaceRegistry makes Reload swap in reg as the configured registry
@@ -406,6 +481,7 @@ func (s *Server) compileState(ctx context.Context, st *policyState) error {
 		}
 		st.eng = e
 		st.rev, _ = e.Revision()
+		st.inv = e.Inventory()
 		s.noteDefaults(e)
 		return nil
 	}
@@ -427,9 +503,11 @@ func (s *Server) compileState(ctx context.Context, st *policyState) error {
 		if s.state.Load() == nil { // New's first build, as noteDefaults
 			s.usesDefaults = true
 		}
-		return nil
+		st.inv, err = engine.ReadInventory(ctx, s.engineOptions(st, empty)...)
+		return err
 	}
 	st.rev, _ = e.Revision()
+	st.inv = e.Inventory()
 	s.noteDefaults(e)
 	return nil
 }
@@ -448,12 +526,16 @@ func (s *Server) noteDefaults(e *engine.Engine) {
 }
 
 func (s *Server) newEngine(ctx context.Context, st *policyState, reg *facts.Registry) (*engine.Engine, error) {
+	return engine.New(ctx, s.engineOptions(st, reg)...)
+}
+
+// engineOptions are the options of st's engine for reg.
+func (s *Server) engineOptions(st *policyState, reg *facts.Registry) []engine.Option {
 	opts := make([]engine.Option, 0, len(s.cfg.engineOpts)+len(st.extra)+2)
 	opts = append(opts, engine.DefaultDeadline(s.cfg.timeout))
 	opts = append(opts, s.cfg.engineOpts...)
 	opts = append(opts, st.extra...)
-	opts = append(opts, engine.Registry(reg))
-	return engine.New(ctx, opts...)
+	return append(opts, engine.Registry(reg))
 }
 
 // Manager returns OPA's plugin manager (nil without an OPA

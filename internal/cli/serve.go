@@ -26,7 +26,7 @@ import (
 func newServeCmd() *cobra.Command {
 	var (
 		addr, diagAddr, registry, config, tokenFile, tlsCert, tlsKey   string
-		id, perm, logFormat, logLevel, tlsCA                           string
+		id, perm, logFormat, logLevel, tlsCA, watchDrops               string
 		policies, mask, shadowPolicies                                 []string
 		noDefaults, schema, noSchema, verbose, pprofOn, h2c, watch     bool
 		maxBody                                                        int64
@@ -72,7 +72,10 @@ is not a socket, or a socket another server answers on, stops serve with exit st
 token, when set, guards /metrics there too. --watch reads the --policy, --registry and
 --shadow-policy files again when any of them has changed (and is the same at the next look) and
 swaps them in together, as opa run --watch does for policies; when one does not compile or parse, none is swapped, the error is
-logged and the last good ones keep deciding. The API is described in docs/openapi.yaml (OpenAPI 3.1).` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+logged and the last good ones keep deciding. Unlike opa run --watch, policies that drop a package or a rule the serving ones
+define (a guard file deleted, a package renamed) are refused so too, by default (--watch-drops refuse): taken in, they would
+let through, without a word, what the rule guarded. With --watch-drops accept they are swapped in with a warning naming what they drop; either
+way the drop is counted in /metrics and shown in /health's last_reload. The API is described in docs/openapi.yaml (OpenAPI 3.1).` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
@@ -158,6 +161,10 @@ logged and the last good ones keep deciding. The API is described in docs/openap
 				return badInput(errors.New("--watch-interval is how often --watch looks, and --watch is not given"))
 			case watchInterval <= 0:
 				return badInput(fmt.Errorf("--watch-interval must be positive, not %v", watchInterval))
+			case !watch && cmd.Flags().Changed("watch-drops"):
+				return badInput(errors.New("--watch-drops is what --watch does with policies that drop rules, and --watch is not given"))
+			case watchDrops != "refuse" && watchDrops != "accept":
+				return badInput(fmt.Errorf("--watch-drops is refuse or accept, not %q", watchDrops))
 			}
 			if shadowQueue < 1 {
 				return badInput(fmt.Errorf("--shadow-queue must be at least 1, not %d", shadowQueue))
@@ -200,7 +207,7 @@ logged and the last good ones keep deciding. The API is described in docs/openap
 			}
 			var pw *policyWatch
 			if watch {
-				pw = newPolicyWatch(policies, shadowPolicies, registry)
+				pw = newPolicyWatch(policies, shadowPolicies, registry, watchDrops == "accept")
 			}
 			srv, err := server.New(opts...)
 			var ce *server.OPAConfigError
@@ -250,6 +257,7 @@ logged and the last good ones keep deciding. The API is described in docs/openap
 	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
 	fl.BoolVar(&watch, "watch", false, "reload the --policy, --registry and --shadow-policy files when they change, together, as opa run --watch does (files that do not compile or parse are logged and the last good ones keep serving)")
 	fl.DurationVar(&watchInterval, "watch-interval", time.Second, "how often --watch looks at the policy, registry and shadow policy files")
+	fl.StringVar(&watchDrops, "watch-drops", "refuse", "what --watch does with policies that drop a package or rule the serving ones define: refuse (the last good ones keep serving) or accept (swapped in with a warning); counted in /metrics either way")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")
 	fl.StringVar(&config, "config", "", "OPA configuration file (services, bundles, decision_logs, status)")
 	fl.StringVar(&id, "id", "policycheck", "instance id reported to OPA status and decision-log services")

@@ -26,7 +26,10 @@ import (
 // compile together are swapped in for the requests that follow; when any
 // of them does not (a policy that does not compile, a registry that does
 // not parse, a filter for a capability the new registry drops), none is,
-// the error is logged, and the last good ones keep serving.
+// the error is logged, and the last good ones keep serving. Policies
+// that drop a package or a rule the serving ones define are refused so
+// too, unless allowDrops (--watch-drops accept): then they are swapped in
+// and the server logs a warning naming what they drop.
 //
 // A watch is begun (newPolicyWatch) before the server reads the files,
 // so that a change made while it does is not missed; run returns when ctx
@@ -34,15 +37,18 @@ import (
 type policyWatch struct {
 	paths    []string // every path watched
 	registry string   // the --registry file; "" without
-	settle   settle
+	// allowDrops swaps in policies that drop packages or rules
+	// (server.AllowDrops).
+	allowDrops bool
+	settle     settle
 }
 
-func newPolicyWatch(policies, shadow []string, registry string) *policyWatch {
+func newPolicyWatch(policies, shadow []string, registry string, allowDrops bool) *policyWatch {
 	paths := append(append([]string{}, policies...), shadow...)
 	if registry != "" {
 		paths = append(paths, registry)
 	}
-	return &policyWatch{paths: paths, registry: registry, settle: settle{last: treeStamp(paths)}}
+	return &policyWatch{paths: paths, registry: registry, allowDrops: allowDrops, settle: settle{last: treeStamp(paths)}}
 }
 
 // settle says when the watched files are to be read again: once their
@@ -84,6 +90,9 @@ func (w *policyWatch) run(ctx context.Context, srv *server.Server, interval time
 		var opts []server.ReloadOption
 		if w.registry != "" {
 			opts = append(opts, server.ReadRegistry(func() (*facts.Registry, error) { return loader.ReadRegistry(w.registry) }))
+		}
+		if w.allowDrops {
+			opts = append(opts, server.AllowDrops())
 		}
 		swapped, err := srv.Reload(ctx, opts...)
 		switch {

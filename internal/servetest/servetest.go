@@ -20,6 +20,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -68,7 +69,34 @@ type Process struct {
 	Said string
 	PID  int
 	cmd  *exec.Cmd
+	// logged is all it has logged so far (see Logged).
+	logged *Log
 }
+
+// Log is a server's log, written as it comes (by a process's reader, or
+// as the io.Writer of an in-process server's logger) and read by a test
+// meanwhile.
+type Log struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *Log) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+// String returns what was written so far.
+func (l *Log) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+// Logged returns all the server has logged on standard error so far,
+// after it said where it listens too.
+func (p *Process) Logged() string { return p.logged.String() }
 
 // Client returns an HTTP client whose connections reach p: over TCP, or
 // to its socket.
@@ -111,7 +139,7 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{PID: cmd.Process.Pid, cmd: cmd}
+	p := &Process{PID: cmd.Process.Pid, cmd: cmd, logged: &Log{}}
 	t.Cleanup(p.Stop)
 	type heard struct{ addr, said string } // where it listens, what it said before
 	addr := make(chan heard, 1)
@@ -123,6 +151,7 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 		var said strings.Builder
 		listening := false
 		for sc.Scan() {
+			_, _ = p.logged.Write([]byte(sc.Text() + "\n"))
 			if m := re.FindStringSubmatch(sc.Text()); m != nil && !listening {
 				listening = true
 				addr <- heard{m[1] + m[2], said.String()}
