@@ -112,6 +112,17 @@ deny contains {"reason": `+string(lit)+`, "message": `+string(lit)+`} if input.c
 				}
 			}
 
+			// An error names the file it could not read: escaped too
+			// (errors of several lines, OPA's, keep their line feeds and
+			// the tabs that indent their source).
+			keep := strings.NewReplacer("\n", "", "\t", "")
+			missing := filepath.Join(dir, "gone"+keep.Replace(h.s)+".json")
+			code, _, errs = runCLI("eval", "--registry", reg, "--history", missing)
+			requireTerminalSafe(t, "eval's error", errs)
+			if shown := strings.NewReplacer(`\n`, "", `\t`, "").Replace(h.shown); code != 2 || !strings.Contains(errs, "gone"+shown+".json") {
+				t.Errorf("eval with a missing history: exit %d, stderr %q", code, errs)
+			}
+
 			// check: a policy file named with the string, and broken.
 			broken := writeFile(t, t.TempDir(), "p"+h.s+".rego", "package policycheck.rules.x\n\ndeny contains {\n")
 			code, out, _ = runCLI("check", broken)

@@ -76,6 +76,28 @@ func isPrintable(s string) bool {
 	return utf8.ValidString(s) // a byte that is not UTF-8 ranges as U+FFFD
 }
 
+// Lines is s escaped but for its line feeds and tabs, for text of
+// several lines that holds strings from input: an error as OPA reports
+// it, over several lines with its source indented by tabs.
+func Lines(s string) string {
+	if isPrintable(strings.NewReplacer("\n", "", "\t", "").Replace(s)) {
+		return s
+	}
+	var b strings.Builder
+	for i, line := range strings.Split(s, "\n") {
+		if i > 0 {
+			b.WriteByte('\n')
+		}
+		for j, piece := range strings.Split(line, "\t") {
+			if j > 0 {
+				b.WriteByte('\t')
+			}
+			Escape(&b, piece, 0)
+		}
+	}
+	return b.String()
+}
+
 // Fprintf is fmt.Fprintf with every string argument escaped (String): a
 // string, a []byte, an error, a fmt.Stringer or a []string
 // (escaped element by element). The format itself, the program's own

@@ -42,3 +42,14 @@ func TestFprintfEscapesArgumentsNotTheFormat(t *testing.T) {
 		t.Errorf("got %q, want %q", got, want)
 	}
 }
+
+func TestLines(t *testing.T) {
+	in := "1 error occurred: p\x1b[2K.rego:3: rego_parse_error\n\tdeny \u202e{\n\t^"
+	want := "1 error occurred: p\\x1b[2K.rego:3: rego_parse_error\n\tdeny \\u202e{\n\t^"
+	if got := printable.Lines(in); got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+	if s := "ok\n\tsource"; printable.Lines(s) != s {
+		t.Errorf("Lines changed %q", s)
+	}
+}
