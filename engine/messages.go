@@ -1,10 +1,9 @@
 package engine
 
 import (
-	"fmt"
 	"strings"
-	"unicode"
-	"unicode/utf8"
+
+	"github.com/policycheck/policycheck/internal/printable"
 )
 
 // pyRepr renders s as Python's repr() of a str does: the reference quotes
@@ -16,31 +15,7 @@ func pyRepr(s string) string {
 	}
 	var b strings.Builder
 	b.WriteByte(quote)
-	for i := 0; i < len(s); {
-		r, size := utf8.DecodeRuneInString(s[i:])
-		i += size
-		switch {
-		case r == rune(quote) || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		case r == '\n':
-			b.WriteString(`\n`)
-		case r == '\r':
-			b.WriteString(`\r`)
-		case r == '\t':
-			b.WriteString(`\t`)
-		case r < 0x20 || r == 0x7f:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r < 0x80 || unicode.IsPrint(r):
-			b.WriteRune(r)
-		case r <= 0xff:
-			fmt.Fprintf(&b, `\x%02x`, r)
-		case r <= 0xffff:
-			fmt.Fprintf(&b, `\u%04x`, r)
-		default:
-			fmt.Fprintf(&b, `\U%08x`, r)
-		}
-	}
+	printable.Escape(&b, s, rune(quote))
 	b.WriteByte(quote)
 	return b.String()
 }

@@ -121,6 +121,55 @@ func TestBodyEncodingsRefused(t *testing.T) {
 	require.Equal(t, http.StatusOK, status, string(out))
 }
 
+// TestBodyLimitBoundary: --max-body N reads a body of N bytes and refuses
+// one of N+1 with 413, whether it is sent plain (with its length, or
+// chunked with none) or gzip-compressed: the limit bounds what a gzip
+// body decompresses to exactly as it bounds a plain one.
+func TestBodyLimitBoundary(t *testing.T) {
+	const limit = 64 << 10
+	rs := start(t, testReg(t), server.MaxBody(limit))
+	head := `{"history": ` + testHistory
+	body := func(n int) []byte {
+		b := []byte(head + strings.Repeat(" ", n-len(head)-1) + `}`)
+		require.Len(t, b, n)
+		return b
+	}
+	chunked := func(b []byte, header ...string) (int, []byte) {
+		// A reader that is not a *bytes.Reader: no length is declared.
+		req, err := http.NewRequest(http.MethodPost, rs.url+"/v1/decide", io.MultiReader(bytes.NewReader(b)))
+		require.NoError(t, err)
+		for i := 0; i+1 < len(header); i += 2 {
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := rs.client.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		out, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return resp.StatusCode, out
+	}
+	for _, c := range []struct {
+		n    int
+		want int
+	}{{limit, http.StatusOK}, {limit + 1, http.StatusRequestEntityTooLarge}} {
+		b := body(c.n)
+		for note, send := range map[string]func() (int, []byte){
+			"plain":         func() (int, []byte) { return rs.post(t, "/v1/decide", b) },
+			"plain chunked": func() (int, []byte) { return chunked(b) },
+			"gzip":          func() (int, []byte) { return rs.post(t, "/v1/decide", gzipBytes(t, b), "Content-Encoding", "gzip") },
+			"gzip chunked":  func() (int, []byte) { return chunked(gzipBytes(t, b), "Content-Encoding", "gzip") },
+		} {
+			status, out := send()
+			require.Equal(t, c.want, status, "%d bytes, %s: %s", c.n, note, out)
+			if c.want != http.StatusOK {
+				e := decodeError(t, out).Error
+				require.Equal(t, server.CodeLimit, e.Code, "%d bytes, %s", c.n, note)
+				require.Contains(t, e.Message, "over the limit of 65536 bytes", "%d bytes, %s", c.n, note)
+			}
+		}
+	}
+}
+
 // TestSlowGzipBodyIsCutOff: the body deadline holds for a gzip body, and
 // its expiry is the body's timeout (408), not a decompression error.
 func TestSlowGzipBodyIsCutOff(t *testing.T) {

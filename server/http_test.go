@@ -538,6 +538,60 @@ func TestRunConflicts(t *testing.T) {
 	require.Contains(t, string(body), `policycheck_run_lookups_total{result="conflict"} `+strconv.Itoa(4))
 }
 
+// TestRunIDs: a run id is 1 to 256 bytes of printable UTF-8. One with a
+// NUL, another control or format character, or bytes that are not UTF-8
+// is refused with a 400 stating the rule, on both run endpoints, and
+// starts no run; a printable one, in any script, with spaces or an
+// escaped slash, is a run like any other.
+func TestRunIDs(t *testing.T) {
+	rs := start(t, testReg(t))
+	first := []byte(`{"offset": 0, "messages": ` + testHistory + `}`)
+	refused := map[string]string{
+		"NUL":               "%00",
+		"NUL inside":        "run%00x",
+		"not UTF-8":         "%ff",
+		"truncated UTF-8":   "run%c3",
+		"escape":            "%1b%5b2K",
+		"carriage return":   "ok%0d",
+		"newline":           "a%0ab",
+		"tab":               "a%09b",
+		"DEL":               "a%7f",
+		"C1 control":        "a%c2%85",
+		"bidi override":     "a%e2%80%aeb",
+		"zero-width space":  "a%e2%80%8bb",
+		"line separator":    "a%e2%80%a8b",
+		"over 256 bytes":    strings.Repeat("a", 257),
+		"over 256 in UTF-8": strings.Repeat("%c3%a9", 129),
+		"no-break space":    "a%c2%a0b",
+	}
+	for note, id := range refused {
+		for _, req := range []struct {
+			method, path string
+			body         []byte
+		}{{http.MethodPost, "/v1/runs/" + id + "/decide", first}, {http.MethodDelete, "/v1/runs/" + id, nil}} {
+			status, out := rs.do(t, req.method, req.path, req.body)
+			require.Equal(t, http.StatusBadRequest, status, "%s: %s %s: %s", note, req.method, req.path, out)
+			e := decodeError(t, out).Error
+			require.Equal(t, server.CodeSchema, e.Code, note)
+			require.Contains(t, e.Message, "a run id is 1 to 256 bytes of UTF-8 whose characters are all printable", note)
+			require.NotContains(t, e.Message, "\x00", note)
+			require.NotContains(t, e.Message, "\x1b", note)
+		}
+	}
+	_, out := rs.do(t, http.MethodGet, "/metrics", nil)
+	require.True(t, strings.Contains(string(out), "\npolicycheck_runs 0\n"), "a refused id starts no run")
+
+	for _, id := range []string{"r1", "a%20b", "%c3%a9t%c3%a9", "%e6%97%a5%e6%9c%ac", "a%2Fb", "run:1.step?", strings.Repeat("a", 256), strings.Repeat("%c3%a9", 128)} {
+		path := "/v1/runs/" + strings.ReplaceAll(id, "?", "%3F")
+		status, out := rs.post(t, path+"/decide", first)
+		require.Equal(t, http.StatusOK, status, "%s: %s", id, out)
+		status, out = rs.post(t, path+"/decide", []byte(`{"offset": 2, "messages": []}`))
+		require.Equal(t, http.StatusOK, status, "%s: the run is held: %s", id, out)
+		status, out = rs.do(t, http.MethodDelete, path, nil)
+		require.Equal(t, http.StatusNoContent, status, "%s: %s", id, out)
+	}
+}
+
 // TestRunIdleTTL: a run idle for longer than its TTL is gone.
 func TestRunIdleTTL(t *testing.T) {
 	rs := start(t, testReg(t), server.Runs(10, time.Millisecond))

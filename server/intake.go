@@ -272,6 +272,11 @@ func (in *intake) read(w http.ResponseWriter, r *http.Request, pool bool) (body 
 		n, err := src.Read(buf[len(buf):cap(buf)])
 		buf = buf[:len(buf)+n]
 		if err == io.EOF {
+			// A gzip reader may hand over its last bytes with io.EOF:
+			// the byte past the limit can arrive with the end.
+			if int64(len(buf)) > in.maxBody {
+				return fail(tooLarge(in.maxBody))
+			}
 			return buf, pooled, nil
 		}
 		if err != nil {

@@ -225,6 +225,8 @@ hide contains "search_docs"
 	add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": []}`), "Content-Encoding", "br")
 	add(h, "/v1/runs/{id}/decide", http.MethodPost, "/v1/runs/never/decide", []byte(`{"offset": 3, "messages": []}`))
 	add(h, "/v1/runs/{id}/decide", http.MethodPost, "/v1/runs/x/decide", []byte(`{"messages": []}`))
+	add(h, "/v1/runs/{id}/decide", http.MethodPost, "/v1/runs/%00/decide", []byte(`{"offset": 0, "messages": []}`))
+	add(h, "/v1/runs/{id}", http.MethodDelete, "/v1/runs/%ff", nil)
 	add(noRegistry.Handler(), "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": []}`))
 	g := guarded.Handler()
 	add(g, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": []}`))
@@ -369,6 +371,36 @@ func TestOpenAPIRoutesAndMethods(t *testing.T) {
 			listed := spec.operation(p, m) != nil
 			require.Equal(t, !listed, rec.Code == http.StatusMethodNotAllowed, "%s %s -> %d (listed in docs/openapi.yaml: %v)", m, p, rec.Code, listed)
 		}
+	}
+}
+
+// TestOpenAPIRunIDRule: the schema of the RunID parameter accepts
+// exactly the ids the server accepts. (An id of invalid UTF-8 is not a
+// JSON string, so the schema cannot be asked about one; and JSON Schema
+// counts characters, not bytes, so ids over 256 bytes but not 256
+// characters are the description's alone.)
+func TestOpenAPIRunIDRule(t *testing.T) {
+	spec := loadOpenAPI(t)
+	schema, err := spec.compiler.Compile(spec.url + "#/components/parameters/RunID/schema")
+	require.NoError(t, err)
+	srv, err := server.New(testReg(t))
+	require.NoError(t, err)
+	h := srv.Handler()
+	for _, s := range []string{
+		"r1", "a b", "été", "日本語", "a/b", "run:1.step?", "#%&*+=~^`|<>[]{}", "\uFFFD", "😀",
+		strings.Repeat("a", 256), strings.Repeat("é", 128),
+		"", " ", "\x00", "a\x00", "\x1b[2K", "\r", "\n", "\t", "\x7f", "\u0085", "\u00a0", "\u200b", "\u202e", "\u2028", "\ufeff", "\ue000",
+		strings.Repeat("a", 257),
+	} {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodDelete, "/v1/runs/"+neturl.PathEscape(s), nil))
+		if s == "" { // no id at all: no route
+			require.Equal(t, http.StatusNotFound, rec.Code)
+		} else {
+			require.Contains(t, []int{http.StatusNoContent, http.StatusBadRequest}, rec.Code, "%q: %s", s, rec.Body)
+		}
+		accepted := rec.Code == http.StatusNoContent
+		require.Equal(t, accepted, schema.Validate(s) == nil, "%q: the server answers %d, the schema says %v", s, rec.Code, schema.Validate(s))
 	}
 }
 

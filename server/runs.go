@@ -5,8 +5,11 @@ import (
 	"fmt"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
@@ -50,7 +53,30 @@ type runBody struct {
 	Approvals json.RawMessage `json:"approvals"`
 }
 
-const maxRunID = 256
+// A run id is the client's name for a run: 1 to maxRunID bytes of UTF-8
+// whose every character is printable (unicode.IsPrint: a letter, mark,
+// number, punctuation, symbol or the ASCII space). Anything else (NUL,
+// other control characters, invalid UTF-8, format characters such as a
+// bidirectional override, line separators) is refused: an id is echoed in
+// errors, written to decision logs and printed by replay, and no one
+// means a run whose name cannot be shown. runIDRule states the rule in
+// the 400 that refuses an id (README and docs/openapi.yaml say the same).
+const (
+	maxRunID  = 256
+	runIDRule = "a run id is 1 to 256 bytes of UTF-8 whose characters are all printable (letters, marks, numbers, punctuation, symbols and the space; no control or format characters)"
+)
+
+// checkRunID refuses an id that breaks the rule for run ids (400).
+func checkRunID(id string) *Error {
+	if id != "" && len(id) <= maxRunID && utf8.ValidString(id) && !strings.ContainsFunc(id, func(r rune) bool { return !unicode.IsPrint(r) }) {
+		return nil
+	}
+	shown := "the run id " + strconv.Quote(id)
+	if len(id) > maxRunID {
+		shown = "a run id of " + strconv.Itoa(len(id)) + " bytes"
+	}
+	return badRequest(CodeSchema, shown+" is refused: "+runIDRule, "")
+}
 
 func conflict(msg string) *Error {
 	return &Error{Status: http.StatusConflict, Code: CodeRunConflict,
@@ -64,8 +90,8 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		return nil, notReady()
 	}
 	id := r.PathValue("id")
-	if id == "" || len(id) > maxRunID {
-		return nil, badRequest(CodeSchema, fmt.Sprintf("the run id must hold 1 to %d bytes", maxRunID), "")
+	if herr := checkRunID(id); herr != nil {
+		return nil, herr
 	}
 	known := []string{"offset", "messages", "context", "registry", "approvals"}
 	env, herr := scanEnvelope(body, known, "messages")
@@ -170,6 +196,11 @@ func (s *Server) runEngine(r *http.Request, st *policyState, rn *run) (*engine.E
 }
 
 func (s *Server) handleRunDelete(w http.ResponseWriter, r *http.Request) {
-	s.runs.table.Delete(r.PathValue("id"))
+	id := r.PathValue("id")
+	if herr := checkRunID(id); herr != nil {
+		writeError(w, herr)
+		return
+	}
+	s.runs.table.Delete(id)
 	w.WriteHeader(http.StatusNoContent)
 }

@@ -22,6 +22,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/contract"
+	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -165,21 +166,22 @@ func (r *checkResult) write(w io.Writer, format string) error {
 			return err
 		}
 	} else {
+		// File names and messages come from the files checked: escaped.
 		for _, f := range r.Findings {
-			fmt.Fprintln(w, f.String())
+			printable.Fprintf(w, "%s\n", f.String())
 		}
 		for _, f := range r.Notes {
-			fmt.Fprintln(w, "note: "+f.String())
+			printable.Fprintf(w, "note: %s\n", f.String())
 		}
 		if len(r.Findings) == 0 {
 			reg := ""
 			if len(r.Registries) > 0 {
 				reg = ", registry " + strings.Join(r.Registries, ", ")
 			}
-			fmt.Fprintf(w, "ok: %d policy files%s, no findings\n", len(r.Files), reg)
+			printable.Fprintf(w, "ok: %d policy files%s, no findings\n", len(r.Files), reg)
 		}
 		for _, sk := range r.Skipped {
-			fmt.Fprintln(w, "skipped: "+sk)
+			printable.Fprintf(w, "skipped: %s\n", sk)
 		}
 	}
 	if n := len(r.Findings); n > 0 {

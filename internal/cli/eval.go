@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/printable"
 )
 
 func newEvalCmd() *cobra.Command {
@@ -70,14 +71,14 @@ unknown_tool, denied, approval_required) or the decision failed closed.` + exitC
 // every call executes and the decision did not fail closed.
 func refusalError(d *engine.Decision) error {
 	if len(d.Errors) > 0 {
-		return &exitError{code: ExitRefused, err: fmt.Errorf("--fail-on-refusal: the decision failed closed: %s", d.Errors[0])}
+		return &exitError{code: ExitRefused, err: fmt.Errorf("--fail-on-refusal: the decision failed closed: %s", printable.String(d.Errors[0]))}
 	}
 	refused := 0
 	first := ""
 	for _, c := range d.Calls {
 		if c.Verdict != engine.Execute {
 			if refused == 0 {
-				first = fmt.Sprintf("%s (%s)", c.Tool, c.Verdict)
+				first = fmt.Sprintf("%s (%s)", printable.String(c.Tool), c.Verdict)
 			}
 			refused++
 		}
@@ -90,28 +91,29 @@ func refusalError(d *engine.Decision) error {
 
 const noCalls = "none (the history ends with a request)"
 
-// printDecision is eval --format pretty: the decision, without the why.
+// printDecision is eval --format pretty: the decision, without the why;
+// strings from the input are escaped (internal/printable).
 func printDecision(w io.Writer, d *engine.Decision) {
 	for _, e := range d.Errors {
-		fmt.Fprintf(w, "FAILED CLOSED: %s\n", e)
+		printable.Fprintf(w, "FAILED CLOSED: %s\n", e)
 	}
-	fmt.Fprintf(w, "Available (%d): %s\n", len(d.Available), list(d.Available))
-	fmt.Fprintf(w, "Advertised (%d): %s\n", len(d.Advertised), list(d.Advertised))
-	fmt.Fprintf(w, "Active capabilities: %s\n", list(d.Facts.ActiveCapabilities))
+	printable.Fprintf(w, "Available (%d): %s\n", len(d.Available), list(d.Available))
+	printable.Fprintf(w, "Advertised (%d): %s\n", len(d.Advertised), list(d.Advertised))
+	printable.Fprintf(w, "Active capabilities: %s\n", list(d.Facts.ActiveCapabilities))
 	if d.Dispatch == nil {
 		fmt.Fprintln(w, "Calls: "+noCalls)
 	} else {
-		fmt.Fprintf(w, "Calls (%d):\n", len(d.Calls))
+		printable.Fprintf(w, "Calls (%d):\n", len(d.Calls))
 		for _, c := range d.Calls {
 			id := "<no id>"
 			if c.ToolCallID != nil {
 				id = *c.ToolCallID
 			}
-			fmt.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
+			printable.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
 			if c.Message != "" {
-				fmt.Fprintf(w, "      model is told: %s\n", c.Message)
+				printable.Fprintf(w, "      model is told: %s\n", c.Message)
 			}
 		}
 	}
-	fmt.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
+	printable.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/printable"
 )
 
 func newExplainCmd() *cobra.Command {
@@ -60,19 +61,21 @@ func yesNo(b bool, yes, no string) string {
 	return no
 }
 
+// printExplanation is explain --format pretty; strings from the input are
+// escaped (internal/printable).
 func printExplanation(w io.Writer, x *engine.Explanation) {
 	d := x.Decision
-	fmt.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
+	printable.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
 	for _, e := range d.Errors {
-		fmt.Fprintf(w, "FAILED CLOSED: %s\n", e)
+		printable.Fprintf(w, "FAILED CLOSED: %s\n", e)
 	}
-	fmt.Fprintf(w, "Window: %s\n", x.Window)
+	printable.Fprintf(w, "Window: %s\n", x.Window)
 	if x.Dispatch != "" {
-		fmt.Fprintf(w, "Dispatch: %s\n", x.Dispatch)
+		printable.Fprintf(w, "Dispatch: %s\n", x.Dispatch)
 	}
-	fmt.Fprintf(w, "Active capabilities (next request): %s\n", list(d.Facts.ActiveCapabilities))
+	printable.Fprintf(w, "Active capabilities (next request): %s\n", list(d.Facts.ActiveCapabilities))
 	if d.Dispatch != nil {
-		fmt.Fprintf(w, "Active capabilities (dispatch): %s\n", list(d.Dispatch.ActiveCapabilities))
+		printable.Fprintf(w, "Active capabilities (dispatch): %s\n", list(d.Dispatch.ActiveCapabilities))
 	}
 	fmt.Fprintln(w, "\nTools:")
 	for _, t := range x.Tools {
@@ -80,15 +83,15 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 		if t.DispatchAvailable != nil {
 			status += ", " + yesNo(*t.DispatchAvailable, "callable by the last response", "NOT callable by the last response")
 		}
-		fmt.Fprintf(w, "  %s: %s\n", t.Name, status)
+		printable.Fprintf(w, "  %s: %s\n", t.Name, status)
 		for _, why := range t.Why {
-			fmt.Fprintf(w, "      - %s\n", why)
+			printable.Fprintf(w, "      - %s\n", why)
 		}
 		if slices.Contains(d.WouldHide, t.Name) {
-			fmt.Fprintf(w, "      - would hide (log-only rule, not enforced): a log-only policycheck.rules package hides it\n")
+			printable.Fprintf(w, "      - would hide (log-only rule, not enforced): a log-only policycheck.rules package hides it\n")
 		}
 	}
-	fmt.Fprintf(w, "  framework tools available: %s\n", list(framework(d.Available)))
+	printable.Fprintf(w, "  framework tools available: %s\n", list(framework(d.Available)))
 	if len(x.Calls) > 0 {
 		fmt.Fprintln(w, "\nCalls of the last response:")
 	}
@@ -97,22 +100,22 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 		if c.ToolCallID != nil {
 			id = *c.ToolCallID
 		}
-		fmt.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
+		printable.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
 		switch {
 		case c.Verdict == engine.ApprovalRequired:
 			args, _ := json.Marshal(c.Args)
-			fmt.Fprintf(w, "      approver is asked: %s\n      arguments: %s\n      digest: %s\n", c.Message, args, c.Digest)
+			printable.Fprintf(w, "      approver is asked: %s\n      arguments: %s\n      digest: %s\n", c.Message, args, c.Digest)
 		case c.Message != "":
-			fmt.Fprintf(w, "      model is told: %s\n", c.Message)
+			printable.Fprintf(w, "      model is told: %s\n", c.Message)
 		case c.Args != nil:
 			args, _ := json.Marshal(c.Args)
-			fmt.Fprintf(w, "      executes with: %s\n", args)
+			printable.Fprintf(w, "      executes with: %s\n", args)
 		}
 		for _, why := range c.Why {
-			fmt.Fprintf(w, "      - %s\n", why)
+			printable.Fprintf(w, "      - %s\n", why)
 		}
 		for _, why := range c.WouldDeny {
-			fmt.Fprintf(w, "      - would deny (log-only rule, not enforced): %s\n", why)
+			printable.Fprintf(w, "      - would deny (log-only rule, not enforced): %s\n", why)
 		}
 	}
 	if len(d.Approvals) > 0 {
@@ -120,11 +123,11 @@ func printExplanation(w io.Writer, x *engine.Explanation) {
 	}
 	for _, a := range d.Approvals {
 		who := list(a.Approvers)
-		fmt.Fprintf(w, "  %s %s by %s: %s\n", a.ToolCallID, a.Kind, who, a.Why)
+		printable.Fprintf(w, "  %s %s by %s: %s\n", a.ToolCallID, a.Kind, who, a.Why)
 	}
 	fmt.Fprintln(w, "\nPolicies:")
 	for _, p := range x.Policies {
-		fmt.Fprintf(w, "  %s (%s): %s\n", p.File, p.Package, p.Role)
+		printable.Fprintf(w, "  %s (%s): %s\n", p.File, p.Package, p.Role)
 	}
 }
 

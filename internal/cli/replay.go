@@ -22,6 +22,7 @@ func newReplayCmd() *cobra.Command {
 		noDefaults, noSchema   bool
 		approvalsPath          string
 		workers                int
+		maxBytes               int64
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--format pretty|json|html] [--fail-on T,...] INPUT...",
@@ -47,8 +48,10 @@ it carries. A logged decision is decided with the approvals its input document c
 were bound to its calls), as it keeps its context. --candidate-registry replays a registry change: the
 candidate decides with that registry (and, without --candidate, the baseline's policies), the baseline
 with --registry; logged decisions keep the facts derived with the registry they were decided with, so
-with it only histories are replayed (a logged decision among the inputs: exit 2). Progress goes to
-stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
+with it only histories are replayed (a logged decision among the inputs: exit 2). Inputs are read as
+they arrive, gunzipped as they are read: a document or JSON Lines line over --max-bytes (64 MiB by
+default, counted once gunzipped) is refused at its file and line (exit 2) as soon as it passes the
+limit. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
@@ -76,7 +79,11 @@ stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched
 					candidate = baseline
 				}
 			}
-			lo := replay.LoadOptions{NoSchema: noSchema}
+			if maxBytes < 0 {
+				return badInput(fmt.Errorf("--max-bytes must be 0 (no limit) or more, not %d", maxBytes))
+			}
+			lo := replay.LoadOptions{NoSchema: noSchema, Limits: loader.DefaultLimits()}
+			lo.Limits.MaxBytes = maxBytes
 			if ctxPath != "" {
 				if lo.Context, err = readContext(cmd, ctxPath); err != nil {
 					return err
@@ -160,6 +167,7 @@ stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched
 	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO (repeatable)")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")
+	fl.Int64Var(&maxBytes, "max-bytes", loader.DefaultLimits().MaxBytes, "largest document (a history, an array of decision-log events) or JSON Lines line accepted, in bytes, once gunzipped; 0: no limit")
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
 	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step of history runs on both sides (logged decisions keep theirs)")
 	_ = cmd.MarkFlagRequired("registry")

@@ -24,6 +24,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/progress"
 )
 
@@ -101,12 +102,12 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	var ee *exitError
 	if errors.As(err, &ee) {
 		if ee.err.Error() != "" {
-			fmt.Fprintln(stderr, "policycheck:", ee.err)
+			fmt.Fprintln(stderr, "policycheck:", printable.Lines(ee.err.Error()))
 		}
 		return ee.code
 	}
 	// Unknown commands, missing arguments and other usage errors.
-	fmt.Fprintln(stderr, "policycheck:", err)
+	fmt.Fprintln(stderr, "policycheck:", printable.Lines(err.Error()))
 	fmt.Fprintln(stderr, usageHint(root))
 	return ExitBadUsage
 }

@@ -44,7 +44,9 @@ type LoadOptions struct {
 }
 
 // Load reads the runs of the given files and directories (walked in
-// lexical order). A file is, after gunzip when gzip-compressed:
+// lexical order). A file is read as it arrives, gunzipped as it is read
+// when gzip-compressed, no document or line of it over
+// opts.Limits.MaxBytes (see inputLoader.file); it is:
 //
 //   - a pydantic-ai history (a JSON array of messages): one run named by
 //     its path;
@@ -114,46 +116,186 @@ type inputLoader struct {
 	logged map[string]*Run // decision-log runs by name
 }
 
+// file reads one input file as it arrives, gunzipped when it is gzip
+// (gzip's magic bytes, whatever its name): no more than the byte limit
+// (opts.Limits.MaxBytes, --max-bytes) of it is held at once. A JSON
+// Lines line over the limit is refused at PATH:LINE, and a document over
+// several lines at PATH, as soon as the limit is passed: a gzip bomb
+// costs the limit, not what it would decompress to.
+//
+// Its first line that holds anything says what the file is. A whole JSON
+// value is a JSON Lines line; when it is a history array and nothing but
+// blank lines follows, the file is that one history, named by its path
+// (as a history written on one line is). A line that opens an array and
+// does not close it begins a document over several lines, read whole.
 func (l *inputLoader) file(path string) error {
-	data, err := os.ReadFile(path)
+	f, err := os.Open(path)
 	if err != nil {
 		return &loader.Error{File: path, Kind: loader.KindIO, Msg: err.Error()}
 	}
-	if len(data) >= 2 && data[0] == 0x1f && data[1] == 0x8b {
-		zr, err := gzip.NewReader(bytes.NewReader(data))
-		if err == nil {
-			data, err = io.ReadAll(zr)
-		}
-		if err != nil {
-			return &loader.Error{File: path, Kind: loader.KindSyntax, Msg: "gzip: " + err.Error()}
-		}
+	defer f.Close()
+	lr, err := newLineReader(path, f, l.opts.Limits.MaxBytes)
+	if err != nil {
+		return err
 	}
-	trimmed := bytes.TrimSpace(data)
-	if len(trimmed) > 0 && trimmed[0] == '[' && json.Valid(trimmed) {
-		return l.array(path, trimmed)
-	}
-	sc := bufio.NewScanner(bytes.NewReader(data))
-	sc.Buffer(nil, max(len(data)+1, 64*1024))
-	for line := 1; sc.Scan(); line++ {
-		b := bytes.TrimSpace(sc.Bytes())
-		if len(b) == 0 {
-			continue
-		}
-		name := fmt.Sprintf("%s:%d", path, line)
-		var err error
-		switch b[0] {
-		case '[':
-			err = l.history(name, b)
-		case '{':
-			err = l.event(name, "", b)
-		default:
-			err = &loader.Error{File: name, Kind: loader.KindSyntax, Msg: "a line must hold a history (a JSON array) or a decision-log event (a JSON object)"}
+	var first []byte
+	firstNo := 0
+	for first == nil {
+		b, err := lr.next()
+		if err == io.EOF {
+			return nil // nothing but blank lines
 		}
 		if err != nil {
 			return err
 		}
+		if t := bytes.TrimSpace(b); len(t) > 0 {
+			first, firstNo = t, lr.line
+		}
 	}
-	return sc.Err()
+	if !json.Valid(first) {
+		if first[0] != '[' {
+			return l.line(path, firstNo, first) // its error
+		}
+		data, err := lr.rest(first)
+		if err != nil {
+			return err
+		}
+		if trimmed := bytes.TrimSpace(data); json.Valid(trimmed) {
+			return l.array(path, trimmed)
+		}
+		return l.line(path, firstNo, first) // not a document: the line's error
+	}
+	for {
+		b, err := lr.next()
+		if err == io.EOF {
+			if first == nil {
+				return nil
+			}
+			if first[0] == '[' {
+				return l.array(path, first)
+			}
+			return l.line(path, firstNo, first)
+		}
+		if err != nil {
+			return err
+		}
+		b = bytes.TrimSpace(b)
+		if len(b) == 0 {
+			continue
+		}
+		if first != nil {
+			if err := l.line(path, firstNo, first); err != nil {
+				return err
+			}
+			first = nil
+		}
+		if err := l.line(path, lr.line, b); err != nil {
+			return err
+		}
+	}
+}
+
+// line reads one JSON Lines line (trimmed, not empty): a history or a
+// decision-log event.
+func (l *inputLoader) line(path string, n int, b []byte) error {
+	name := fmt.Sprintf("%s:%d", path, n)
+	switch b[0] {
+	case '[':
+		return l.history(name, b)
+	case '{':
+		return l.event(name, "", b)
+	}
+	return &loader.Error{File: name, Kind: loader.KindSyntax, Msg: "a line must hold a history (a JSON array) or a decision-log event (a JSON object)"}
+}
+
+// lineReader reads a file's lines, gunzipped as they are read, none
+// longer than limit bytes (0: no limit).
+type lineReader struct {
+	path  string
+	br    *bufio.Reader
+	gz    bool
+	limit int64
+	line  int // the number of the line next returned last
+}
+
+func newLineReader(path string, f io.Reader, limit int64) (*lineReader, error) {
+	lr := &lineReader{path: path, limit: limit}
+	raw := bufio.NewReaderSize(f, 64<<10)
+	var src io.Reader = raw
+	if magic, _ := raw.Peek(2); len(magic) == 2 && magic[0] == 0x1f && magic[1] == 0x8b {
+		lr.gz = true
+		zr, err := gzip.NewReader(raw)
+		if err != nil {
+			return nil, lr.readError(err)
+		}
+		src = zr
+	}
+	lr.br = bufio.NewReaderSize(src, 64<<10)
+	return lr, nil
+}
+
+// next returns the next line, without its line feed, in a slice of its
+// own (a blank line may come back empty); io.EOF after the last.
+func (lr *lineReader) next() ([]byte, error) {
+	var buf []byte
+	for {
+		frag, err := lr.br.ReadSlice('\n')
+		n := len(buf) + len(frag)
+		if err == nil {
+			n-- // the line feed
+		}
+		if lr.limit > 0 && int64(n) > lr.limit {
+			return nil, &loader.Error{File: fmt.Sprintf("%s:%d", lr.path, lr.line+1), Kind: loader.KindLimit,
+				Msg: fmt.Sprintf("the line is over the limit of %d bytes (--max-bytes)", lr.limit)}
+		}
+		if buf == nil && err == nil && len(bytes.TrimSpace(frag)) == 0 {
+			lr.line++
+			return frag[:0], nil // a blank line: nothing to keep
+		}
+		buf = append(buf, frag...)
+		switch err {
+		case nil:
+			lr.line++
+			return buf[:len(buf)-1], nil
+		case bufio.ErrBufferFull:
+			continue
+		case io.EOF:
+			if len(buf) == 0 {
+				return nil, io.EOF
+			}
+			lr.line++
+			return buf, nil
+		}
+		return nil, lr.readError(err)
+	}
+}
+
+// rest returns first, a line feed and the rest of the file: a document
+// over several lines whose first line is first (and, with the line feed,
+// counts towards the limit).
+func (lr *lineReader) rest(first []byte) ([]byte, error) {
+	budget := lr.limit - int64(len(first)) - 1
+	src := io.Reader(lr.br)
+	if lr.limit > 0 {
+		src = io.LimitReader(lr.br, max(budget, 0)+1)
+	}
+	buf := bytes.NewBuffer(append(append(make([]byte, 0, len(first)+1+64<<10), first...), '\n'))
+	n, err := buf.ReadFrom(src)
+	if err != nil {
+		return nil, lr.readError(err)
+	}
+	if lr.limit > 0 && n > budget {
+		return nil, &loader.Error{File: lr.path, Kind: loader.KindLimit,
+			Msg: fmt.Sprintf("the document is over the limit of %d bytes (--max-bytes)", lr.limit)}
+	}
+	return buf.Bytes(), nil
+}
+
+func (lr *lineReader) readError(err error) error {
+	if lr.gz {
+		return &loader.Error{File: lr.path, Kind: loader.KindSyntax, Msg: "gzip: " + err.Error()}
+	}
+	return &loader.Error{File: lr.path, Kind: loader.KindIO, Msg: err.Error()}
 }
 
 // array reads a JSON array: a decision-log upload when its first element

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+
+	"github.com/policycheck/policycheck/internal/printable"
 )
 
 // Report is what a replay found. Its JSON form is what
@@ -171,10 +173,12 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // WritePretty writes the summary table and then every change, for a
-// person at a terminal.
+// person at a terminal: every string that came from the inputs (run
+// names, tool_call_ids, tools, states, reasons, messages) is escaped
+// (internal/printable), so that none can move the cursor or hide a line.
 func (r *Report) WritePretty(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "replay: %d runs, %d decisions per side, %d calls judged\n", r.Runs, r.Decisions, r.Calls)
+	printable.Fprintf(&b, "replay: %d runs, %d decisions per side, %d calls judged\n", r.Runs, r.Decisions, r.Calls)
 	// The registries are named when they differ: the sides' policies
 	// alone do not say what changed then.
 	registries := r.Baseline.RegistryRevision != r.Candidate.RegistryRevision
@@ -186,7 +190,7 @@ func (r *Report) WritePretty(w io.Writer) error {
 		if registries {
 			pols += ", registry " + s.Registry
 		}
-		fmt.Fprintf(&b, "%-10s %s\n", name+":", pols)
+		printable.Fprintf(&b, "%-10s %s\n", name+":", pols)
 	}
 	side("baseline", r.Baseline)
 	side("candidate", r.Candidate)
@@ -195,24 +199,24 @@ func (r *Report) WritePretty(w io.Writer) error {
 		if i == 0 {
 			label = "registry:"
 		}
-		fmt.Fprintf(&b, "%-10s %s\n", label, c)
+		printable.Fprintf(&b, "%-10s %s\n", label, c)
 	}
 	b.WriteString("\n")
 	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
 	fmt.Fprintln(tw, "VERDICT (BASELINE -> CANDIDATE)\tCALLS")
 	for _, row := range r.TransitionRows() {
 		if row.Changed {
-			fmt.Fprintf(tw, "%s -> %s\t%d\tchanged\n", row.From, row.To, row.Count)
+			printable.Fprintf(tw, "%s -> %s\t%d\tchanged\n", row.From, row.To, row.Count)
 		} else {
-			fmt.Fprintf(tw, "%s -> %s\t%d\n", row.From, row.To, row.Count)
+			printable.Fprintf(tw, "%s -> %s\t%d\n", row.From, row.To, row.Count)
 		}
 	}
-	fmt.Fprintf(tw, "available\t+%d -%d\n", r.Available.Gained, r.Available.Lost)
-	fmt.Fprintf(tw, "advertised\t+%d -%d\n", r.Advertised.Gained, r.Advertised.Lost)
-	fmt.Fprintf(tw, "fail-closed decisions\tbaseline %d, candidate %d\n", r.FailClosed.Baseline, r.FailClosed.Candidate)
+	printable.Fprintf(tw, "available\t+%d -%d\n", r.Available.Gained, r.Available.Lost)
+	printable.Fprintf(tw, "advertised\t+%d -%d\n", r.Advertised.Gained, r.Advertised.Lost)
+	printable.Fprintf(tw, "fail-closed decisions\tbaseline %d, candidate %d\n", r.FailClosed.Baseline, r.FailClosed.Candidate)
 	if r.WouldDeny != (FailClosed{}) || r.WouldHide != (Delta{}) {
-		fmt.Fprintf(tw, "would deny (log-only)\tbaseline %d, candidate %d\n", r.WouldDeny.Baseline, r.WouldDeny.Candidate)
-		fmt.Fprintf(tw, "would hide (log-only)\t+%d -%d\n", r.WouldHide.Gained, r.WouldHide.Lost)
+		printable.Fprintf(tw, "would deny (log-only)\tbaseline %d, candidate %d\n", r.WouldDeny.Baseline, r.WouldDeny.Candidate)
+		printable.Fprintf(tw, "would hide (log-only)\t+%d -%d\n", r.WouldHide.Gained, r.WouldHide.Lost)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -220,17 +224,17 @@ func (r *Report) WritePretty(w io.Writer) error {
 	if len(r.Changes) == 1 {
 		b.WriteString("\n1 change\n")
 	} else {
-		fmt.Fprintf(&b, "\n%d changes\n", len(r.Changes))
+		printable.Fprintf(&b, "\n%d changes\n", len(r.Changes))
 	}
 	for _, c := range r.Changes {
-		fmt.Fprintf(&b, "\n%s  message %d  %s\n", c.Run, c.Message, c.Headline())
+		printable.Fprintf(&b, "\n%s  message %d  %s\n", c.Run, c.Message, c.Headline())
 		outcome := func(name string, o Outcome) {
-			fmt.Fprintf(&b, "  %-10s %s\n", name+":", o.State)
+			printable.Fprintf(&b, "  %-10s %s\n", name+":", o.State)
 			for _, reason := range o.Reasons {
-				fmt.Fprintf(&b, "             reason: %s\n", reason)
+				printable.Fprintf(&b, "             reason: %s\n", reason)
 			}
 			if o.Message != "" {
-				fmt.Fprintf(&b, "             message: %s\n", o.Message)
+				printable.Fprintf(&b, "             message: %s\n", o.Message)
 			}
 		}
 		outcome("baseline", c.Baseline)

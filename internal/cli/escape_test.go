@@ -1,0 +1,138 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"unicode"
+	"unicode/utf8"
+)
+
+// hostile are strings a history, a policy or a file name can carry that
+// a terminal acts on: erase the line, return to its start, hide what
+// follows, start a new (fake) line, reverse the text, ring, a C1 CSI.
+var hostile = []struct{ note, s, shown string }{
+	{"erase line", "\x1b[2K", `\x1b[2K`},
+	{"carriage return", "x\rc0 get_time -> execute", `x\rc0 get_time -> execute`},
+	{"conceal", "\x1b[8m", `\x1b[8m`},
+	{"new line", "x\n  c0 get_time -> execute", `x\n  c0 get_time -> execute`},
+	{"bidi override", "a\u202eb", `a\u202eb`},
+	{"bell", "a\x07", `a\x07`},
+	{"C1 CSI", "a\u009b2K", `a\x9b2K`},
+	{"tab", "a\tb", `a\tb`},
+}
+
+// requireTerminalSafe fails when out holds a character a terminal would
+// act on other than the line feeds that end its lines.
+func requireTerminalSafe(t *testing.T, what, out string) {
+	t.Helper()
+	if !utf8.ValidString(out) {
+		t.Errorf("%s: output is not UTF-8:\n%q", what, out)
+	}
+	for i, r := range out {
+		if r != '\n' && !unicode.IsPrint(r) {
+			t.Errorf("%s: %U reaches the terminal at byte %d:\n%q", what, r, i, out)
+			return
+		}
+	}
+}
+
+// TestPrettyOutputEscapesInput: in every format meant for people (eval
+// --format pretty, explain, replay --format pretty, check), a string that
+// came from input (a tool_call_id, a tool name, a policy's message and
+// reason, a run's name, a policy file's name) is printed escaped, as the
+// model-facing messages quote names: nothing in it can move the cursor,
+// erase or hide the verdict line, or add a line of its own.
+func TestPrettyOutputEscapesInput(t *testing.T) {
+	reg := filepath.Join("testdata", "registry.yaml")
+	for _, h := range hostile {
+		t.Run(h.note, func(t *testing.T) {
+			dir := t.TempDir()
+			lit, err := json.Marshal(h.s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			call := func(name, id string) string {
+				return `{"part_kind":"tool-call","tool_name":` + name + `,"tool_call_id":` + id + `,"args":{}}`
+			}
+			history := writeFile(t, dir, "history.json", hist(req(userPrompt),
+				resp(call(`"get_time"`, string(lit)), call(string(lit), `"c2"`))))
+			rule := writeFile(t, dir, "deny.rego", `package policycheck.rules.hostile
+
+deny contains {"reason": `+string(lit)+`, "message": `+string(lit)+`} if input.call.tool == "get_time"
+`)
+			// get_time is denied with the hostile message; the hostile
+			// name is an unknown tool.
+			for _, args := range [][]string{
+				{"eval", "--format", "pretty"},
+				{"explain"},
+				{"explain", "--format", "text"},
+			} {
+				args = append(args, "--registry", reg, "--history", history, "--policy", rule)
+				code, out, errs := runCLI(args...)
+				what := strings.Join(args[:len(args)-6], " ")
+				if code != 0 {
+					t.Fatalf("%s: exit %d: %s", what, code, errs)
+				}
+				requireTerminalSafe(t, what, out)
+				for _, line := range []string{
+					"  " + h.shown + " get_time -> denied\n",
+					"  c2 " + h.shown + " -> unknown_tool\n",
+					"      model is told: " + h.shown + "\n",
+				} {
+					if !strings.Contains(out, line) {
+						t.Errorf("%s: no line %q in\n%s", what, line, out)
+					}
+				}
+			}
+			code, _, errs := runCLI("eval", "--registry", reg, "--history", history, "--policy", rule, "--fail-on-refusal")
+			requireTerminalSafe(t, "eval --fail-on-refusal's error", errs)
+			if code != 3 {
+				t.Errorf("eval --fail-on-refusal: exit %d: %s", code, errs)
+			}
+
+			// replay: the candidate denies the call the baseline executes;
+			// the run is named by its file, whose name is hostile too.
+			runs := t.TempDir()
+			writeFile(t, runs, "run"+h.s+".json", hist(req(userPrompt), resp(call(`"get_time"`, string(lit)))))
+			code, out, errs := runCLI("replay", "--registry", reg, "--baseline", t.TempDir(), "--candidate", rule, runs)
+			if code != 0 {
+				t.Fatalf("replay: exit %d: %s", code, errs)
+			}
+			requireTerminalSafe(t, "replay", out)
+			for _, line := range []string{
+				"call " + h.shown + " get_time: execute -> denied\n",
+				"deny.rego:3:1): " + h.shown + "\n",
+				"             message: " + h.shown + "\n",
+				"run" + h.shown + ".json  message 1",
+			} {
+				if !strings.Contains(out, line) {
+					t.Errorf("replay: no %q in\n%s", line, out)
+				}
+			}
+
+			// An error names the file it could not read: escaped too
+			// (errors of several lines, OPA's, keep their line feeds and
+			// the tabs that indent their source).
+			keep := strings.NewReplacer("\n", "", "\t", "")
+			missing := filepath.Join(dir, "gone"+keep.Replace(h.s)+".json")
+			code, _, errs = runCLI("eval", "--registry", reg, "--history", missing)
+			requireTerminalSafe(t, "eval's error", errs)
+			if shown := strings.NewReplacer(`\n`, "", `\t`, "").Replace(h.shown); code != 2 || !strings.Contains(errs, "gone"+shown+".json") {
+				t.Errorf("eval with a missing history: exit %d, stderr %q", code, errs)
+			}
+
+			// check: a policy file named with the string, and broken.
+			broken := writeFile(t, t.TempDir(), "p"+h.s+".rego", "package policycheck.rules.x\n\ndeny contains {\n")
+			code, out, _ = runCLI("check", broken)
+			if code != 2 {
+				t.Errorf("check: exit %d:\n%s", code, out)
+			}
+			requireTerminalSafe(t, "check", out)
+			if !strings.Contains(out, "p"+h.shown+".rego:") {
+				t.Errorf("check: the file is not named escaped in\n%s", out)
+			}
+		})
+	}
+}
