@@ -345,7 +345,7 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 		s.metrics.evalError(epDecide)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
-	s.observe(r, epDecide, "", req.st, d, req.context, req.history.count, start)
+	s.observe(r, epDecide, "", req.st, d, req.context, req.history.count, len(body), start)
 	return d, nil
 }
 
@@ -389,14 +389,15 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 		s.metrics.evalError(epExplain)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
-	s.observe(r, epExplain, "", req.st, x.Decision, req.context, req.history.count, start)
+	s.observe(r, epExplain, "", req.st, x.Decision, req.context, req.history.count, len(body), start)
 	return x, nil
 }
 
-// observe records a decision in the metrics and the decision log.
-func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, start time.Time) {
+// observe records a decision in the metrics and the decision log; size is
+// the bytes of the request's body.
+func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, size int, start time.Time) {
 	s.metrics.decision(endpoint, d, time.Since(start))
-	if s.shadowed(r.RemoteAddr, endpoint, run, st, d, ctxDoc, messages) {
+	if s.shadowed(r.RemoteAddr, endpoint, run, st, d, ctxDoc, messages, int64(size)) {
 		return // the shadow worker logs it, with the shadow's result
 	}
 	s.logDecision(r, endpoint, run, st, d, ctxDoc, messages)
