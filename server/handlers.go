@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
+
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/jsonout"
@@ -405,7 +407,11 @@ func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState,
 
 // Health is the body of GET /health.
 type Health struct {
-	Status           string                  `json:"status"` // "ok" or "not_ready"
+	// Status is "not_ready" (503) until the policies are loaded, then
+	// "ok", or "degraded" (still 200: decisions are made) when a bundle's
+	// last download or activation was refused, a bundle server has
+	// stopped answering, or the decision-log sink is degraded.
+	Status           string                  `json:"status"`
 	PolicyRevision   string                  `json:"policy_revision"`
 	RegistryRevision string                  `json:"registry_revision,omitempty"`
 	Bundles          map[string]BundleHealth `json:"bundles,omitempty"`
@@ -413,6 +419,9 @@ type Health struct {
 	// bundle, status, discovery) as its manager reports it: OK,
 	// NOT_READY, ERROR or WARN, with the plugin's message.
 	Plugins map[string]PluginHealth `json:"plugins,omitempty"`
+	// DecisionLogs is the decision-log sink's state, when decision logs
+	// are configured.
+	DecisionLogs *DecisionLogHealth `json:"decision_logs,omitempty"`
 }
 
 // PluginHealth is one OPA plugin's state.
@@ -429,8 +438,14 @@ type BundleHealth struct {
 	// Active is the revision OPA's bundle plugin last activated.
 	Active string `json:"active,omitempty"`
 	// Error is why the last download or activation was refused, if it
-	// was; the serving revision keeps serving.
+	// was, or that the bundle server has stopped answering (Stale); the
+	// serving revision keeps serving.
 	Error string `json:"error,omitempty"`
+	// Stale says that no download of the bundle has succeeded for longer
+	// than its polling allows (three times polling.max_delay_seconds,
+	// plus long_polling_timeout_seconds) since LastSuccess.
+	Stale       bool   `json:"stale,omitempty"`
+	LastSuccess string `json:"last_success,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
@@ -445,6 +460,17 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 			if ps != nil {
 				h.Plugins[name] = PluginHealth{State: string(ps.State), Message: ps.Message}
 			}
+		}
+		if lp := logs.Lookup(s.mgr); lp != nil && lp.Config().Service != "" {
+			h.DecisionLogs = s.logSink.health()
+			if h.DecisionLogs.State != "ok" {
+				h.Status = "degraded"
+			}
+		}
+	}
+	for _, b := range h.Bundles {
+		if b.Error != "" || b.Stale {
+			h.Status = "degraded"
 		}
 	}
 	status := http.StatusOK

@@ -203,6 +203,10 @@ type Server struct {
 	usesDefaults bool
 	stopOnce     sync.Once
 	shadow       *shadow // the shadow policy, when configured
+	logSink      logSink // the decision-log sink's state
+	// watchStop stops the bundle watch (watchBundles) that Start starts.
+	watchStop chan struct{}
+	watchDone sync.WaitGroup
 }
 
 // policyState is the immutable policy state requests decide with.
@@ -499,6 +503,10 @@ func (s *Server) Stop(ctx context.Context) {
 			defer cancel()
 		}
 		s.stopShadow(sctx)
+		if s.watchStop != nil {
+			close(s.watchStop)
+			s.watchDone.Wait()
+		}
 		if s.mgr != nil && s.started.Load() {
 			s.mgr.Stop(ctx)
 		}

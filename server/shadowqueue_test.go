@@ -140,7 +140,9 @@ func TestShadowQueueBoundedByBytes(t *testing.T) {
 	require.Zero(t, metricValue(t, rs, `policycheck_shadow_dropped_total{reason="queue_full"}`))
 
 	// One decision of any size is let into an empty queue.
-	big := start(t, testReg(t), server.Shadow(engine.PolicyPaths(writeSlowCandidate(t))), server.ShadowQueueBytes(1000))
+	candidate := filepath.Join(t.TempDir(), "candidate.rego")
+	require.NoError(t, os.WriteFile(candidate, []byte(shadowCandidate), 0o600))
+	big := start(t, testReg(t), server.Shadow(engine.PolicyPaths(candidate)), server.ShadowQueueBytes(1000))
 	status, out := big.post(t, "/v1/decide", contextBody(0, size))
 	require.Equal(t, http.StatusOK, status, string(out))
 	require.Eventually(t, func() bool { return metricValue(t, big, "policycheck_shadow_decisions_total") == 1 }, 10*time.Second, 10*time.Millisecond)
