@@ -46,7 +46,9 @@ func newServeCmd() *cobra.Command {
                              number of messages already sent (0 starts the run). A 409 means
                              the server no longer holds the run: resend the whole history with
                              offset 0.
-  GET  /health               200 once policies are loaded, 503 before; the revisions served
+  GET  /health               200 once policies are loaded, 503 before; the revisions served;
+                             status "degraded" (still 200) while a bundle fails or its server
+                             stops answering, or the decision-log sink fails or drops events
   GET  /metrics              Prometheus metrics
   GET  /debug/pprof/         Go's runtime profiles, with --pprof only (behind --token-file too)
 
@@ -61,7 +63,8 @@ With --config (a standard OPA configuration file: services, bundles, decision_lo
 policies come from OPA bundles, polled by OPA's bundle plugin; a new revision is swapped in
 atomically, a broken one is refused and the last good revision keeps serving. Decisions go to
 OPA's decision-log plugin. It listens on loopback unless --addr says otherwise, and shuts down
-gracefully on SIGINT or SIGTERM, finishing requests in flight.
+gracefully on SIGINT or SIGTERM within --shutdown-grace: requests in flight finish, then decisions
+queued for --shadow-policy (those left are dropped, counted) and the last decision-log upload.
 
 --addr unix:///path/to.sock listens on a Unix domain socket instead, as opa run --addr does: its
 file gets --unix-socket-perm (755 by default, as OPA's: only its owner may connect) and is
