@@ -17,7 +17,8 @@ import (
 // Shadow evaluates a candidate policy set beside the enforced one on
 // every decision made with the configured registry, and never changes an
 // answer: the candidate is decided on the same facts and context off the
-// request's path (a bounded queue, ShadowQueue, whose drops are counted),
+// request's path (a queue bounded by ShadowQueue and ShadowQueueBytes and
+// cut short by shutdown, whose drops are counted),
 // its disagreements are counted in /metrics by transition
 // (policycheck_shadow_disagreements_total) and the decision-log event of
 // the enforced decision carries them under custom.shadow. opts are the
@@ -42,7 +43,7 @@ func ShadowQueue(n int) Option { return func(c *config) { c.shadowQueue = n } }
 // limit wait. A decision that would take the queue past the bound is not
 // shadowed (policycheck_shadow_dropped_total{reason="queue_bytes"}) and is
 // logged at once; one decision is always let into an empty queue,
-// whatever its size.
+// whatever its size. n <= 0 is the default.
 func ShadowQueueBytes(n int64) Option { return func(c *config) { c.shadowBytes = n } }
 
 // DefaultShadowQueueBytes is ShadowQueueBytes's default: the default body

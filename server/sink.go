@@ -125,7 +125,8 @@ type DecisionLogHealth struct {
 	Message string `json:"message,omitempty"`
 	// Dropped is the number of events dropped since the last upload
 	// that succeeded (all reasons of
-	// policycheck_decision_log_dropped_total).
+	// policycheck_decision_log_dropped_total; a chunk OPA's buffer
+	// dropped itself counts one).
 	Dropped int64 `json:"dropped"`
 }
 
