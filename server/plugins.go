@@ -117,6 +117,9 @@ func (s *Server) checkStale(now time.Time) {
 		was := b.stale[name]
 		b.stale[name] = stale
 		b.mu.Unlock()
+		if !stale && was {
+			s.metrics.bundleStale(name, false) // no longer polled
+		}
 		if stale && !was {
 			s.metrics.bundleStale(name, true)
 			s.cfg.logger.Warn("bundle server not answering: no download has succeeded within the bundle's polling bound; the last good revision keeps serving",
