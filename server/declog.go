@@ -46,6 +46,10 @@ func (s *Server) logEvent(ctx context.Context, remote, endpoint, runID string, s
 	if lp == nil {
 		return
 	}
+	if !s.logSink.room(lp) {
+		s.logSink.turnAway()
+		return
+	}
 	input := map[string]any{}
 	doc, err := d.InputDocument()
 	if err != nil {

@@ -4,7 +4,8 @@
 // Map of the package:
 //
 //   - server.go: Server, its functional options, Serve with graceful
-//     shutdown, TLS and diagnostic listeners (health and metrics only);
+//     shutdown within one grace, TLS and diagnostic listeners (health and
+//     metrics only);
 //   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health,
 //     the routes of the main and the diagnostic handler;
 //   - intake.go: the one way in for a request: the body (read bounded and
@@ -31,10 +32,14 @@
 //   - metrics.go: GET /metrics in the Prometheus text format;
 //   - plugins.go: OPA's management plane (bundle, decision-log, status and
 //     discovery plugins from a standard OPA configuration file), following
-//     the bundles the file or a discovery bundle configures;
+//     the bundles the file or a discovery bundle configures, and watching
+//     for a bundle server that stops answering;
 //   - declog.go: decision logs through OPA's decision-log plugin;
+//   - sink.go: the decision-log sink's state (uploads, drops counted by
+//     event) for /health and /metrics;
 //   - shadow.go: the shadow policy, decided beside the enforced one off the
-//     answer's path (a bounded queue), disagreements in /metrics and the log.
+//     answer's path (a queue bounded by count and bytes, cut short by
+//     shutdown), disagreements in /metrics and the log.
 //
 // Beside it, internal/httpreq checks the headers of a request's body and
 // whether a web page sent it, internal/lru is the bounded table behind the

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/open-policy-agent/opa/v1/plugins/logs"
+
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/jsonout"
@@ -345,7 +347,7 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 		s.metrics.evalError(epDecide)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
-	s.observe(r, epDecide, "", req.st, d, req.context, req.history.count, start)
+	s.observe(r, epDecide, "", req.st, d, req.context, req.history.count, len(body), start)
 	return d, nil
 }
 
@@ -389,14 +391,15 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 		s.metrics.evalError(epExplain)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
-	s.observe(r, epExplain, "", req.st, x.Decision, req.context, req.history.count, start)
+	s.observe(r, epExplain, "", req.st, x.Decision, req.context, req.history.count, len(body), start)
 	return x, nil
 }
 
-// observe records a decision in the metrics and the decision log.
-func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, start time.Time) {
+// observe records a decision in the metrics and the decision log; size is
+// the bytes of the request's body.
+func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, size int, start time.Time) {
 	s.metrics.decision(endpoint, d, time.Since(start))
-	if s.shadowed(r.RemoteAddr, endpoint, run, st, d, ctxDoc, messages) {
+	if s.shadowed(r.RemoteAddr, endpoint, run, st, d, ctxDoc, messages, int64(size)) {
 		return // the shadow worker logs it, with the shadow's result
 	}
 	s.logDecision(r, endpoint, run, st, d, ctxDoc, messages)
@@ -404,7 +407,11 @@ func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState,
 
 // Health is the body of GET /health.
 type Health struct {
-	Status           string                  `json:"status"` // "ok" or "not_ready"
+	// Status is "not_ready" (503) until the policies are loaded, then
+	// "ok", or "degraded" (still 200: decisions are made) when a bundle's
+	// last download or activation was refused, a bundle server has
+	// stopped answering, or the decision-log sink is degraded.
+	Status           string                  `json:"status"`
 	PolicyRevision   string                  `json:"policy_revision"`
 	RegistryRevision string                  `json:"registry_revision,omitempty"`
 	Bundles          map[string]BundleHealth `json:"bundles,omitempty"`
@@ -416,6 +423,9 @@ type Health struct {
 	// any: a refused one, and one that dropped packages or rules, show
 	// here while the server keeps answering.
 	LastReload *ReloadHealth `json:"last_reload,omitempty"`
+	// DecisionLogs is the decision-log sink's state, when decision logs
+	// are configured.
+	DecisionLogs *DecisionLogHealth `json:"decision_logs,omitempty"`
 }
 
 // PluginHealth is one OPA plugin's state.
@@ -432,8 +442,14 @@ type BundleHealth struct {
 	// Active is the revision OPA's bundle plugin last activated.
 	Active string `json:"active,omitempty"`
 	// Error is why the last download or activation was refused, if it
-	// was; the serving revision keeps serving.
+	// was, or that the bundle server has stopped answering (Stale); the
+	// serving revision keeps serving.
 	Error string `json:"error,omitempty"`
+	// Stale says that no download of the bundle has succeeded for longer
+	// than its polling allows (three times polling.max_delay_seconds,
+	// plus long_polling_timeout_seconds) since LastSuccess.
+	Stale       bool   `json:"stale,omitempty"`
+	LastSuccess string `json:"last_success,omitempty"`
 }
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
@@ -448,6 +464,17 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 			if ps != nil {
 				h.Plugins[name] = PluginHealth{State: string(ps.State), Message: ps.Message}
 			}
+		}
+		if lp := logs.Lookup(s.mgr); lp != nil && lp.Config().Service != "" {
+			h.DecisionLogs = s.logSink.health()
+			if h.DecisionLogs.State != "ok" {
+				h.Status = "degraded"
+			}
+		}
+	}
+	for _, b := range h.Bundles {
+		if b.Error != "" || b.Stale {
+			h.Status = "degraded"
 		}
 	}
 	status := http.StatusOK

@@ -28,6 +28,7 @@ type metrics struct {
 	revision        *prometheus.GaugeVec
 	bundleFailures  *prometheus.CounterVec
 	bundleFailing   *prometheus.GaugeVec
+	bundleStaleG    *prometheus.GaugeVec
 	runMisses       *prometheus.CounterVec
 	logErrors       prometheus.Counter
 	reloads         *prometheus.CounterVec
@@ -73,6 +74,10 @@ func newMetrics(s *Server) *metrics {
 	m.bundleFailing = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "policycheck_bundle_failing", Help: "1 when the bundle's last download or activation was refused.",
 	}, []string{"bundle"})
+	m.bundleStaleG = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "policycheck_bundle_stale",
+		Help: "1 when no download of the bundle has succeeded for three times its polling.max_delay_seconds (plus long_polling_timeout_seconds): its server has stopped answering; the last good revision keeps serving.",
+	}, []string{"bundle"})
 	m.runMisses = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "policycheck_run_lookups_total", Help: "Incremental run lookups by result (hit, new, conflict).",
 	}, []string{"result"})
@@ -92,7 +97,7 @@ func newMetrics(s *Server) *metrics {
 		Help: "Reloads (Server.Reload, serve --watch) whose policies drop packages or rules the serving ones define, by result: refused (the default) or swapped (serve --watch-drops accept).",
 	}, []string{"result"})
 	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed,
-		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.runMisses, m.logErrors, m.reloads, m.reloadFailing,
+		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.bundleStaleG, m.runMisses, m.logErrors, m.reloads, m.reloadFailing,
 		m.reloadDropping,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		&cacheCollector{s: s})
@@ -166,6 +171,14 @@ func (m *metrics) reload(result string) {
 // result (swapped or refused).
 func (m *metrics) reloadDrops(result string) { m.reloadDropping.WithLabelValues(result).Inc() }
 
+func (m *metrics) bundleStale(name string, stale bool) {
+	v := 0.0
+	if stale {
+		v = 1
+	}
+	m.bundleStaleG.WithLabelValues(name).Set(v)
+}
+
 func (m *metrics) bundleResult(name string, failed bool) {
 	if failed {
 		m.bundleFailures.WithLabelValues(name).Inc()
@@ -206,8 +219,10 @@ var (
 	descBodyPool = prometheus.NewDesc("policycheck_request_body_pool_bytes",
 		"Bytes of buffers the request-body pool holds for the next requests: at most 64 MiB, each let go after a minute unused.", nil, nil)
 	descLogDropped = prometheus.NewDesc("policycheck_decision_log_dropped_total",
-		"Decision-log events OPA's decision-log plugin dropped, by reason: buffer_bytes (the size buffer is full), buffer_events (the event buffer is full), rate_limit, encoding.",
+		"Decision-log events dropped, each once, by reason: buffer_bytes (no room left in the size buffer, buffer_size_limit_bytes), buffer_events (the event buffer is full), rate_limit (max_decisions_per_second), encoding (an event larger than upload_size_limit_bytes).",
 		[]string{"reason"}, nil)
+	descLogDroppedChunks = prometheus.NewDesc("policycheck_decision_log_dropped_chunks_total",
+		"Chunks of decision-log events (each of one or more events) OPA's size buffer dropped itself, when the chunks of an upload that failed came back to a buffer filled meanwhile.", nil, nil)
 	descLogUploads = prometheus.NewDesc("policycheck_decision_log_uploads_total",
 		"Decision-log chunks uploaded, by result (ok, failed).", []string{"result"}, nil)
 	descSchemaChecks = prometheus.NewDesc("policycheck_history_schema_checks_total",
@@ -216,7 +231,7 @@ var (
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descEngines, descRuns, descEvicted, descReady,
-		descPrefixLookups, descPrefixEntries, descPrefixBytes, descPrefixNoted, descBodiesReused, descBodyPool, descSchemaChecks, descLogDropped, descLogUploads} {
+		descPrefixLookups, descPrefixEntries, descPrefixBytes, descPrefixNoted, descBodiesReused, descBodyPool, descSchemaChecks, descLogDropped, descLogDroppedChunks, descLogUploads} {
 		ch <- d
 	}
 }
@@ -256,16 +271,20 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 			n, _ := m.Counter(name).Value().(uint64)
 			return float64(n)
 		}
-		for reason, name := range map[string]string{
-			"buffer_bytes":  "decision_logs_dropped_buffer_size_limit_bytes_exceeded",
-			"buffer_events": "decision_logs_dropped_buffer_size_limit_exceeded",
-			"rate_limit":    "decision_logs_dropped_rate_limit_exceeded",
-			"encoding":      "decision_logs_encoding_failure",
-		} {
-			ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, count(name), reason)
+		// OPA's size buffer counts a drop of chunks under both of its
+		// buffer counters: they are the chunk count here, and the
+		// event buffer's counter is read only for the event buffer.
+		events := 0.0
+		if !c.s.logSink.sizeBuffer.Load() {
+			events = count(opaLogDropEvents)
 		}
-		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count("decision_logs_chunks_uploaded"), "ok")
-		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count("decision_logs_chunks_upload_failed"), "failed")
+		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, float64(c.s.logSink.turnedAway.Load()), "buffer_bytes")
+		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, events, "buffer_events")
+		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, count(opaLogDropRateLimit), "rate_limit")
+		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, count(opaLogEncoding), "encoding")
+		ch <- prometheus.MustNewConstMetric(descLogDroppedChunks, prometheus.CounterValue, count(opaLogDropBytes))
+		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count(opaLogUploaded), "ok")
+		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count(opaLogUploadFailed), "failed")
 	}
 	ch <- prometheus.MustNewConstMetric(descSchemaChecks, prometheus.CounterValue, float64(c.s.intake.schemaChecks.Load()))
 	ch <- prometheus.MustNewConstMetric(descBodiesReused, prometheus.CounterValue, float64(c.s.intake.reused.Load()))

@@ -45,6 +45,108 @@ type bundleTracker struct {
 	active     map[string]string    // OPA's active revision
 	errs       map[string]string
 	dataDir    string // bundle data of the serving state, for engine.PolicyPaths
+	// lastOK is when a download request of the bundle last succeeded
+	// (a new revision or "not modified"), or when the watch began;
+	// stale holds the bundles whose server has not answered for longer
+	// than staleAfter allows.
+	lastOK map[string]time.Time
+	stale  map[string]bool
+}
+
+// staleAfter is how long a bundle polled by OPA may go without a download
+// request that succeeds before it shows as stale: three times its
+// polling.max_delay_seconds (120 s by default), plus its
+// long_polling_timeout_seconds. A bundle triggered by hand is never
+// stale. A download that fails shows at once (BundleHealth.Error); this
+// catches a bundle server that stops answering without failing (a
+// download that hangs).
+func staleAfter(bp *bundle.Plugin, name string) (time.Duration, bool) {
+	src, ok := bp.Config().Bundles[name]
+	if !ok || src == nil || (src.Trigger != nil && *src.Trigger == plugins.TriggerManual) {
+		return 0, false
+	}
+	maxDelay := int64(120)
+	if src.Polling.MaxDelaySeconds != nil {
+		maxDelay = *src.Polling.MaxDelaySeconds
+	}
+	d := 3 * time.Duration(maxDelay) * time.Second
+	if lp := src.Polling.LongPollingTimeoutSeconds; lp != nil {
+		d += time.Duration(*lp) * time.Second
+	}
+	return d, true
+}
+
+// watchBundles looks every second, until stop is closed, for bundles
+// whose server has stopped answering (staleAfter): each shows in
+// /health (stale, with an error), in /metrics (policycheck_bundle_stale)
+// and in a warning when it becomes stale, and again when its server
+// answers; the last good revision keeps serving meanwhile.
+func (s *Server) watchBundles(stop <-chan struct{}) {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-t.C:
+			s.checkStale(time.Now())
+		}
+	}
+}
+
+// checkStale marks the bundles that have gone without an answer past
+// staleAfter as stale, as of now.
+func (s *Server) checkStale(now time.Time) {
+	b := &s.bundles
+	b.mu.Lock()
+	bp := b.plugin
+	names := append([]string(nil), b.configured...)
+	b.mu.Unlock()
+	if bp == nil {
+		return
+	}
+	for _, name := range names {
+		limit, polled := staleAfter(bp, name)
+		b.mu.Lock()
+		last, ok := b.lastOK[name]
+		if !ok {
+			last = now
+			b.lastOK[name] = now
+		}
+		stale := polled && now.Sub(last) > limit
+		was := b.stale[name]
+		b.stale[name] = stale
+		b.mu.Unlock()
+		if !stale && was {
+			s.metrics.bundleStale(name, false) // no longer polled
+		}
+		if stale && !was {
+			s.metrics.bundleStale(name, true)
+			s.cfg.logger.Warn("bundle server not answering: no download has succeeded within the bundle's polling bound; the last good revision keeps serving",
+				"bundle", name, "last_success", last.UTC().Format(time.RFC3339), "bound", limit.String())
+		}
+	}
+}
+
+// bundleAnswered records a download request of the bundle that succeeded.
+func (s *Server) bundleAnswered(name string, at time.Time) {
+	if at.IsZero() {
+		at = time.Now()
+	}
+	b := &s.bundles
+	b.mu.Lock()
+	if b.lastOK == nil {
+		b.mu.Unlock()
+		return
+	}
+	b.lastOK[name] = at
+	was := b.stale[name]
+	delete(b.stale, name)
+	b.mu.Unlock()
+	s.metrics.bundleStale(name, false)
+	if was {
+		s.cfg.logger.Info("bundle server answering again", "bundle", name)
+	}
 }
 
 func (b *bundleTracker) health(st *policyState) map[string]BundleHealth {
@@ -55,7 +157,14 @@ func (b *bundleTracker) health(st *policyState) map[string]BundleHealth {
 	}
 	out := map[string]BundleHealth{}
 	for _, name := range b.configured {
-		out[name] = BundleHealth{Serving: st.served[name], Active: b.active[name], Error: b.errs[name]}
+		h := BundleHealth{Serving: st.served[name], Active: b.active[name], Error: b.errs[name], Stale: b.stale[name]}
+		if last, ok := b.lastOK[name]; ok && h.Stale {
+			h.LastSuccess = last.UTC().Format(time.RFC3339)
+			if h.Error == "" {
+				h.Error = "the bundle server has not answered since " + h.LastSuccess + "; the serving revision keeps serving"
+			}
+		}
+		out[name] = h
 	}
 	return out
 }
@@ -158,7 +267,8 @@ func (s *Server) newManager() error {
 	if err != nil {
 		return err
 	}
-	s.opaMetrics = opametrics.New()
+	s.logSink.logger = s.cfg.logger
+	s.opaMetrics = &sinkMetrics{Metrics: opametrics.New(), sink: &s.logSink}
 	mgr, err := plugins.New(raw, id, inmem.New(),
 		plugins.Logger(opaLogger{l: s.cfg.logger}),
 		plugins.ConsoleLogger(opaLogger{l: s.cfg.logger}),
@@ -188,6 +298,8 @@ func (s *Server) newManager() error {
 	s.bundles.seen = map[string]time.Time{}
 	s.bundles.active = map[string]string{}
 	s.bundles.errs = map[string]string{}
+	s.bundles.lastOK = map[string]time.Time{}
+	s.bundles.stale = map[string]bool{}
 	if _, ok := boot["discovery"]; ok {
 		// The bundles (and the bundle plugin itself) come with the
 		// discovery bundle: follow each of its activations.
@@ -359,7 +471,16 @@ func seedDefaults(store storage.Store) error {
 }
 
 func (s *Server) startManager(ctx context.Context) error {
-	return s.mgr.Start(context.WithoutCancel(ctx))
+	if err := s.mgr.Start(context.WithoutCancel(ctx)); err != nil {
+		return err
+	}
+	s.watchStop = make(chan struct{})
+	s.watchDone.Add(1)
+	go func() {
+		defer s.watchDone.Done()
+		s.watchBundles(s.watchStop)
+	}()
+	return nil
 }
 
 // onBundleStatus runs after each bundle download and activation attempt.
@@ -378,6 +499,7 @@ func (s *Server) onBundleStatus(status bundle.Status) {
 		s.bundleFailed(name, "bundle refused by OPA: "+strings.TrimPrefix(msg, "; "))
 		return
 	}
+	s.bundleAnswered(name, status.LastSuccessfulRequest)
 	b := &s.bundles
 	b.mu.Lock()
 	last := b.seen[name]

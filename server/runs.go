@@ -174,7 +174,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		s.metrics.evalError(epRun)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
-	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), start)
+	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), len(body), start)
 	return d, nil
 }
 

@@ -53,6 +53,7 @@ type config struct {
 	shadow      bool
 	shadowOpts  []engine.Option
 	shadowQueue int
+	shadowBytes int64
 	debug       http.Handler
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
@@ -170,8 +171,12 @@ func TLS(cfg *tls.Config) Option { return func(c *config) { c.tlsConfig = cfg } 
 // where it would not be used.
 func H2C() Option { return func(c *config) { c.h2c = true } }
 
-// ShutdownGrace bounds how long Serve waits for requests in flight once its
-// context is cancelled (default 30s).
+// ShutdownGrace bounds how long Serve's shutdown takes once its context is
+// cancelled (default 30s): the requests in flight finish within it, then
+// the decisions still waiting for the shadow policy are decided in half
+// of what is left (those left over are dropped and counted) and OPA's
+// plugins stop (flushing decision logs) in the rest. 0 waits for
+// nothing.
 func ShutdownGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
 
 // Server is the HTTP sidecar. It is safe for concurrent use.
@@ -202,6 +207,10 @@ type Server struct {
 	// lastReload is the outcome of the last Reload, for /health; nil
 	// before the first.
 	lastReload atomic.Pointer[ReloadHealth]
+	logSink    logSink // the decision-log sink's state
+	// watchStop stops the bundle watch (watchBundles) that Start starts.
+	watchStop chan struct{}
+	watchDone sync.WaitGroup
 }
 
 // policyState is the immutable policy state requests decide with.
@@ -561,11 +570,25 @@ func (s *Server) Start(ctx context.Context) error {
 	return s.startManager(ctx)
 }
 
-// Stop stops OPA's plugins (flushing decision logs as OPA does). Serve
-// calls it on its way out.
+// Stop stops the shadow policy's worker and OPA's plugins (flushing
+// decision logs as OPA does), by ctx's deadline when it has one: the
+// decisions still waiting for the shadow get half of the time left (the
+// ones left over are dropped, counted in
+// policycheck_shadow_dropped_total{reason="shutdown"}), the plugins the
+// rest. Serve calls it on its way out.
 func (s *Server) Stop(ctx context.Context) {
 	s.stopOnce.Do(func() {
-		s.stopShadow()
+		sctx := ctx
+		if dl, ok := ctx.Deadline(); ok {
+			var cancel context.CancelFunc
+			sctx, cancel = context.WithDeadline(ctx, time.Now().Add(time.Until(dl)/2))
+			defer cancel()
+		}
+		s.stopShadow(sctx)
+		if s.watchStop != nil {
+			close(s.watchStop)
+			s.watchDone.Wait()
+		}
 		if s.mgr != nil && s.started.Load() {
 			s.mgr.Stop(ctx)
 		}
@@ -574,8 +597,9 @@ func (s *Server) Stop(ctx context.Context) {
 }
 
 // Serve starts OPA's plugins and serves on ln until ctx is cancelled, then
-// shuts down gracefully: it stops accepting, lets requests in flight
-// finish (within the shutdown grace), stops the plugins and returns nil.
+// shuts down gracefully, within the shutdown grace (ShutdownGrace): it
+// stops accepting, lets requests in flight finish, stops the shadow
+// policy's worker and the plugins (Stop) and returns nil.
 // Each diagnostic listener serves DiagnosticHandler (health and metrics
 // only, as opa run --diagnostic-addr does) until the requests on ln are
 // finished, so that probes keep their answers while they drain. Every
@@ -637,10 +661,14 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 	srv := newServer(s.handler)
 	done := make(chan error, 1)
 	serveDone := make(chan struct{})
+	// One grace for the whole shutdown, from the moment ctx is done.
+	deadline := make(chan time.Time, 1)
 	go func() {
 		select {
 		case <-ctx.Done():
-			sctx, cancel := context.WithTimeout(context.Background(), s.cfg.grace)
+			until := time.Now().Add(s.cfg.grace)
+			deadline <- until
+			sctx, cancel := context.WithDeadline(context.Background(), until)
 			defer cancel()
 			done <- srv.Shutdown(sctx)
 		case <-serveDone:
@@ -650,18 +678,24 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 	err := srv.Serve(withTLS(ln, s.cfg.tlsConfig))
 	close(serveDone)
 	shutdownErr := <-done
+	until := time.Now().Add(s.cfg.grace)
+	select {
+	case until = <-deadline:
+	default:
+	}
 	if !errors.Is(err, http.ErrServerClosed) {
 		// Serve failed on its own.
 		_ = srv.Close()
-		s.stopAfter(ctx)
+		s.stopAfter(ctx, until)
 		return err
 	}
-	s.stopAfter(ctx)
+	s.stopAfter(ctx, until)
 	return shutdownErr
 }
 
-func (s *Server) stopAfter(ctx context.Context) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.cfg.grace)
+// stopAfter stops the server (Stop) by until.
+func (s *Server) stopAfter(ctx context.Context, until time.Time) {
+	sctx, cancel := context.WithDeadline(context.WithoutCancel(ctx), until)
 	defer cancel()
 	s.Stop(sctx)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -16,7 +17,8 @@ import (
 // Shadow evaluates a candidate policy set beside the enforced one on
 // every decision made with the configured registry, and never changes an
 // answer: the candidate is decided on the same facts and context off the
-// request's path (a bounded queue, ShadowQueue, whose drops are counted),
+// request's path (a queue bounded by ShadowQueue and ShadowQueueBytes and
+// cut short by shutdown, whose drops are counted),
 // its disagreements are counted in /metrics by transition
 // (policycheck_shadow_disagreements_total) and the decision-log event of
 // the enforced decision carries them under custom.shadow. opts are the
@@ -30,9 +32,24 @@ func Shadow(opts ...engine.Option) Option {
 
 // ShadowQueue bounds the decisions waiting for the shadow policy
 // (default 1024): when the queue is full, the decision is not shadowed
-// (policycheck_shadow_dropped_total) and is logged at once, as without a
-// shadow.
+// (policycheck_shadow_dropped_total{reason="queue_full"}) and is logged
+// at once, as without a shadow.
 func ShadowQueue(n int) Option { return func(c *config) { c.shadowQueue = n } }
+
+// ShadowQueueBytes bounds the decisions waiting for the shadow policy by
+// the bytes of their requests' bodies (default 64 MiB,
+// DefaultShadowQueueBytes): a queued decision holds about its request's
+// size, so that ShadowQueue alone would let 1,024 requests of the body
+// limit wait. A decision that would take the queue past the bound is not
+// shadowed (policycheck_shadow_dropped_total{reason="queue_bytes"}) and is
+// logged at once; one decision is always let into an empty queue,
+// whatever its size. n <= 0 is the default.
+func ShadowQueueBytes(n int64) Option { return func(c *config) { c.shadowBytes = n } }
+
+// DefaultShadowQueueBytes is ShadowQueueBytes's default: the default body
+// limit, so that a request of any size the server accepts by default can
+// be shadowed.
+const DefaultShadowQueueBytes = 64 << 20
 
 var errShadowNeedsRegistry = errors.New("a shadow policy needs the server's registry (--registry): it decides what the enforced policy decides with that registry")
 
@@ -44,9 +61,19 @@ type shadow struct {
 	quit chan struct{}
 	wg   sync.WaitGroup
 	once sync.Once
+	// ctx is cancelled when the time shutdown gives the queue is over:
+	// the decision being shadowed is abandoned, and those still queued
+	// are dropped.
+	ctx    context.Context
+	cancel context.CancelFunc
+	// queued is the bytes of the queued decisions' requests, bounded by
+	// maxBytes.
+	queued   atomic.Int64
+	maxBytes int64
+	lost     atomic.Int64 // decisions dropped at shutdown
 
 	decisions     prometheus.Counter
-	dropped       prometheus.Counter
+	dropped       *prometheus.CounterVec
 	skipped       prometheus.Counter
 	errors        prometheus.Counter
 	disagreements *prometheus.CounterVec
@@ -89,6 +116,7 @@ type shadowJob struct {
 	messages int
 	remote   string
 	st       *policyState
+	size     int64 // the request body's bytes
 }
 
 // newShadow compiles the shadow policy into st, New's first state, and
@@ -108,13 +136,21 @@ func (s *Server) newShadow(ctx context.Context, st *policyState) error {
 	if n <= 0 {
 		n = 1024
 	}
-	sh := &shadow{jobs: make(chan shadowJob, n), quit: make(chan struct{})}
+	sh := &shadow{jobs: make(chan shadowJob, n), quit: make(chan struct{}), maxBytes: s.cfg.shadowBytes}
+	if sh.maxBytes <= 0 {
+		sh.maxBytes = DefaultShadowQueueBytes
+	}
+	sh.ctx, sh.cancel = context.WithCancel(context.Background())
 	sh.decisions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "policycheck_shadow_decisions_total", Help: "Enforced decisions the shadow policy decided again.",
 	})
-	sh.dropped = prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "policycheck_shadow_dropped_total", Help: "Decisions not shadowed because the shadow queue was full.",
-	})
+	sh.dropped = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_shadow_dropped_total",
+		Help: "Decisions not shadowed, by reason: queue_full (--shadow-queue decisions wait), queue_bytes (their requests hold --shadow-queue-bytes), shutdown (still queued when the shutdown grace ran out; not logged either).",
+	}, []string{"reason"})
+	for _, r := range []string{dropQueueFull, dropQueueBytes, dropShutdown} {
+		sh.dropped.WithLabelValues(r)
+	}
 	sh.skipped = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "policycheck_shadow_skipped_total", Help: "Decisions not shadowed because the request carried its own registry.",
 	})
@@ -129,19 +165,30 @@ func (s *Server) newShadow(ctx context.Context, st *policyState) error {
 		Name: "policycheck_shadow_duration_seconds", Help: "Time the shadow policy took per decision (off the answer's path).",
 		Buckets: []float64{.0001, .00025, .0005, .001, .0025, .005, .01, .025, .05, .1, .25, .5, 1},
 	})
-	s.metrics.reg.MustRegister(sh.decisions, sh.dropped, sh.skipped, sh.errors, sh.disagreements, sh.duration)
+	queued := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "policycheck_shadow_queue_bytes", Help: "Bytes of request bodies the decisions waiting for the shadow policy hold (bounded by --shadow-queue-bytes).",
+	}, func() float64 { return float64(sh.queued.Load()) })
+	s.metrics.reg.MustRegister(sh.decisions, sh.dropped, sh.skipped, sh.errors, sh.disagreements, sh.duration, queued)
 	s.shadow = sh
 	sh.wg.Add(1)
 	go s.shadowWorker(sh)
 	return nil
 }
 
+// Reasons a decision is not shadowed (policycheck_shadow_dropped_total).
+const (
+	dropQueueFull  = "queue_full"
+	dropQueueBytes = "queue_bytes"
+	dropShutdown   = "shutdown"
+)
+
 // shadowed hands an enforced decision to the shadow worker, which logs
 // it; it returns false (the caller logs) when there is no shadow, the
-// decision's registry is not the shadow's, or the queue is full. The
+// decision's registry is not the shadow's, or the queue is full (by
+// count, or by the bytes of its requests: size is this request's). The
 // decision is shadowed by the shadow policy of st, the state it was made
 // with.
-func (s *Server) shadowed(remote, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int) bool {
+func (s *Server) shadowed(remote, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, size int64) bool {
 	sh := s.shadow
 	if sh == nil || st.shadow == nil {
 		return false
@@ -150,13 +197,38 @@ func (s *Server) shadowed(remote, endpoint, run string, st *policyState, d *engi
 		sh.skipped.Inc()
 		return false
 	}
-	select {
-	case sh.jobs <- shadowJob{d: d, ctxDoc: ctxDoc, endpoint: endpoint, run: run, messages: messages, remote: remote, st: st}:
-		return true
-	default:
-		sh.dropped.Inc()
+	if !sh.reserve(size) {
+		sh.dropped.WithLabelValues(dropQueueBytes).Inc()
 		return false
 	}
+	select {
+	case sh.jobs <- shadowJob{d: d, ctxDoc: ctxDoc, endpoint: endpoint, run: run, messages: messages, remote: remote, st: st, size: size}:
+		return true
+	default:
+		sh.queued.Add(-size)
+		sh.dropped.WithLabelValues(dropQueueFull).Inc()
+		return false
+	}
+}
+
+// reserve counts size bytes into the queue, unless they would take it
+// past its bound; an empty queue takes a decision of any size.
+func (sh *shadow) reserve(size int64) bool {
+	for {
+		q := sh.queued.Load()
+		if q > 0 && q+size > sh.maxBytes {
+			return false
+		}
+		if sh.queued.CompareAndSwap(q, q+size) {
+			return true
+		}
+	}
+}
+
+// dropAtShutdown counts a decision shutdown left no time to shadow.
+func (sh *shadow) dropAtShutdown() {
+	sh.lost.Add(1)
+	sh.dropped.WithLabelValues(dropShutdown).Inc()
 }
 
 func (s *Server) shadowWorker(sh *shadow) {
@@ -166,9 +238,16 @@ func (s *Server) shadowWorker(sh *shadow) {
 		case j := <-sh.jobs:
 			s.shadowOne(sh, j)
 		case <-sh.quit:
+			// Shutdown: the queued decisions, while the time given
+			// them lasts; then those left are dropped.
 			for {
 				select {
 				case j := <-sh.jobs:
+					if sh.ctx.Err() != nil {
+						sh.queued.Add(-j.size)
+						sh.dropAtShutdown()
+						continue
+					}
 					s.shadowOne(sh, j)
 				default:
 					return
@@ -181,12 +260,18 @@ func (s *Server) shadowWorker(sh *shadow) {
 // shadowOne decides one job with the shadow policy, counts the
 // differences and logs the enforced decision with them.
 func (s *Server) shadowOne(sh *shadow, j shadowJob) {
+	defer sh.queued.Add(-j.size)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.timeout)
+	ctx, cancel := context.WithTimeout(sh.ctx, s.cfg.timeout)
 	defer cancel()
 	var info map[string]any
 	sp := j.st.shadow
 	cd, err := sp.eng.Decide(ctx, engine.Request{Facts: j.d.FactsUsed(), Context: j.ctxDoc})
+	if sh.ctx.Err() != nil {
+		// Shutdown's time for the queue ran out while it decided.
+		sh.dropAtShutdown()
+		return
+	}
 	sh.duration.Observe(time.Since(start).Seconds())
 	if err != nil {
 		sh.errors.Inc()
@@ -206,10 +291,24 @@ func (s *Server) shadowOne(sh *shadow, j shadowJob) {
 }
 
 // stopShadow lets the worker finish the queued decisions (their logs go
-// out before the decision-log plugin stops) and stops it.
-func (s *Server) stopShadow() {
-	if sh := s.shadow; sh != nil {
-		sh.once.Do(func() { close(sh.quit) })
-		sh.wg.Wait()
+// out before the decision-log plugin stops) until ctx is done, and stops
+// it: the decisions still queued then are dropped, neither shadowed nor
+// logged, and counted (policycheck_shadow_dropped_total{reason="shutdown"}).
+func (s *Server) stopShadow(ctx context.Context) {
+	sh := s.shadow
+	if sh == nil {
+		return
 	}
+	sh.once.Do(func() { close(sh.quit) })
+	done := make(chan struct{})
+	go func() { sh.wg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+		sh.cancel()
+		<-done
+		s.cfg.logger.Warn("shadow decisions dropped at shutdown: the shutdown grace ran out before the shadow queue was decided",
+			"dropped", sh.lost.Load())
+	}
+	sh.cancel()
 }

@@ -29,7 +29,7 @@ func newServeCmd() *cobra.Command {
 		id, perm, logFormat, logLevel, tlsCA, watchDrops               string
 		policies, mask, shadowPolicies                                 []string
 		noDefaults, schema, noSchema, verbose, pprofOn, h2c, watch     bool
-		maxBody                                                        int64
+		maxBody, shadowBytes                                           int64
 		timeout, bodyTimeout, runTTL, grace, watchInterval             time.Duration
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
 	)
@@ -46,7 +46,9 @@ func newServeCmd() *cobra.Command {
                              number of messages already sent (0 starts the run). A 409 means
                              the server no longer holds the run: resend the whole history with
                              offset 0.
-  GET  /health               200 once policies are loaded, 503 before; the revisions served
+  GET  /health               200 once policies are loaded, 503 before; the revisions served;
+                             status "degraded" (still 200) while a bundle fails or its server
+                             stops answering, or the decision-log sink fails or drops events
   GET  /metrics              Prometheus metrics
   GET  /debug/pprof/         Go's runtime profiles, with --pprof only (behind --token-file too)
 
@@ -61,7 +63,8 @@ With --config (a standard OPA configuration file: services, bundles, decision_lo
 policies come from OPA bundles, polled by OPA's bundle plugin; a new revision is swapped in
 atomically, a broken one is refused and the last good revision keeps serving. Decisions go to
 OPA's decision-log plugin. It listens on loopback unless --addr says otherwise, and shuts down
-gracefully on SIGINT or SIGTERM, finishing requests in flight.
+gracefully on SIGINT or SIGTERM within --shutdown-grace: requests in flight finish, then decisions
+queued for --shadow-policy (those left are dropped, counted) and the last decision-log upload.
 
 --addr unix:///path/to.sock listens on a Unix domain socket instead, as opa run --addr does: its
 file gets --unix-socket-perm (755 by default, as OPA's: only its owner may connect) and is
@@ -133,7 +136,7 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 			for _, f := range []struct {
 				name string
 				v    int64
-			}{{"--runs", int64(runs)}, {"--engine-cache", int64(engines)}, {"--decision-cache", int64(decisions)}, {"--prefix-cache-bytes", int64(prefixBytes)}, {"--max-body", maxBody}, {"--max-context-bytes", int64(maxContext)}} {
+			}{{"--runs", int64(runs)}, {"--engine-cache", int64(engines)}, {"--decision-cache", int64(decisions)}, {"--prefix-cache-bytes", int64(prefixBytes)}, {"--max-body", maxBody}, {"--max-context-bytes", int64(maxContext)}, {"--shadow-queue-bytes", shadowBytes}} {
 				if f.v < 0 {
 					return badInput(fmt.Errorf("%s must not be negative, not %d", f.name, f.v))
 				}
@@ -169,6 +172,14 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 			if shadowQueue < 1 {
 				return badInput(fmt.Errorf("--shadow-queue must be at least 1, not %d", shadowQueue))
 			}
+			if shadowBytes < 1 {
+				return badInput(fmt.Errorf("--shadow-queue-bytes must be at least 1, not %d", shadowBytes))
+			}
+			for _, f := range []string{"shadow-queue", "shadow-queue-bytes"} {
+				if cmd.Flags().Changed(f) && len(shadowPolicies) == 0 {
+					return badInput(fmt.Errorf("--%s bounds the decisions waiting for the shadow policy, and --shadow-policy is not given", f))
+				}
+			}
 			if len(mask) > 0 && config == "" {
 				return badInput(errors.New("--mask-context masks decision logs, which only --config turns on"))
 			}
@@ -203,7 +214,7 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 				if noDefaults {
 					shOpts = append(shOpts, engine.WithoutDefaults())
 				}
-				opts = append(opts, server.Shadow(shOpts...), server.ShadowQueue(shadowQueue))
+				opts = append(opts, server.Shadow(shOpts...), server.ShadowQueue(shadowQueue), server.ShadowQueueBytes(shadowBytes))
 			}
 			var pw *policyWatch
 			if watch {
@@ -277,11 +288,12 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
 	fl.StringArrayVar(&shadowPolicies, "shadow-policy", nil, "candidate policy file, directory or bundle evaluated beside the enforced policy, never changing an answer: disagreements in /metrics and the decision log (repeatable; needs --registry)")
 	fl.IntVar(&shadowQueue, "shadow-queue", 1024, "decisions waiting for the shadow policy before further ones are dropped (counted)")
+	fl.Int64Var(&shadowBytes, "shadow-queue-bytes", server.DefaultShadowQueueBytes, "bytes of request bodies the decisions waiting for the shadow policy may hold before further ones are dropped (counted; one decision of any size is let into an empty queue)")
 	fl.StringArrayVar(&mask, "mask-context", nil, "JSON pointer into the context to remove from decision logs (repeatable)")
 	fl.BoolVar(&schema, "schema", false, "also validate every history against the JSON Schema (the decoder alone, the default, rejects everything the schema rejects)")
 	fl.BoolVar(&noSchema, "no-schema", false, "validate histories with the decoder alone (the default)")
 	_ = fl.MarkDeprecated("no-schema", "the decoder alone is the default; --schema adds the JSON Schema")
-	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown waits for requests in flight (0: not at all)")
+	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown takes at most: requests in flight, then decisions waiting for the shadow policy (those left are dropped, counted) and the decision-log flush (0: no wait)")
 	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging (--log-level debug)")
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
 	fl.StringVar(&logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")

@@ -12,6 +12,8 @@ package servetest
 import (
 	"bufio"
 	"context"
+	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os"
@@ -196,6 +198,32 @@ func (p *Process) Stop() {
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
 		<-done
+	}
+}
+
+// Terminate sends the server SIGTERM and waits at most wait for it to
+// exit (then kills it): it returns how long the server took to exit
+// after the signal and its exit error (nil for exit status 0; an error
+// saying so when it had to be killed). Stop then does nothing.
+func (p *Process) Terminate(wait time.Duration) (time.Duration, error) {
+	if p.cmd == nil {
+		return 0, errors.New("the server was stopped already")
+	}
+	cmd := p.cmd
+	p.cmd = nil
+	start := time.Now()
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return 0, err
+	}
+	done := make(chan error, 1)
+	go func() { done <- cmd.Wait() }()
+	select {
+	case err := <-done:
+		return time.Since(start), err
+	case <-time.After(wait):
+		_ = cmd.Process.Kill()
+		<-done
+		return time.Since(start), fmt.Errorf("still running %v after SIGTERM: killed", wait)
 	}
 }
 
