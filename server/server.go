@@ -22,6 +22,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/lru"
+	"github.com/policycheck/policycheck/internal/mask"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -278,7 +279,7 @@ func New(opts ...Option) (*Server, error) {
 		return nil, errors.New("H2C serves HTTP/2 without TLS: with TLS it would not be used")
 	}
 	for _, p := range cfg.maskContext {
-		if err := checkPointer(p); err != nil {
+		if err := mask.CheckPointer(p); err != nil {
 			return nil, fmt.Errorf("context mask %q: %w", p, err)
 		}
 	}
