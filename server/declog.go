@@ -43,8 +43,8 @@ func (s *Server) logEvent(ctx context.Context, remote, endpoint, runID string, s
 	if lp == nil {
 		return
 	}
-	if !s.logSink.room(lp) {
-		s.logSink.turnAway()
+	if !s.logSink.Room(lp) {
+		s.logSink.TurnAway()
 		return
 	}
 	input := map[string]any{}
