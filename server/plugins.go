@@ -20,10 +20,11 @@ import (
 )
 
 // watchBundles looks every second, until stop is closed, for bundles
-// whose server has stopped answering (staleAfter): each shows in
-// /health (stale, with an error), in /metrics (policycheck_bundle_stale)
-// and in a warning when it becomes stale, and again when its server
-// answers; the last good revision keeps serving meanwhile.
+// whose server has stopped answering (opaplugins.Bundles.CheckStale):
+// each shows in /health (stale, with an error), in /metrics
+// (policycheck_bundle_stale) and in a warning when it becomes stale, and
+// again when its server answers; the last good revision keeps serving
+// meanwhile.
 func (s *Server) watchBundles(stop <-chan struct{}) {
 	t := time.NewTicker(time.Second)
 	defer t.Stop()
