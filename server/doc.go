@@ -32,19 +32,24 @@
 //   - metrics.go: GET /metrics in the Prometheus text format;
 //   - plugins.go: OPA's management plane (bundle, decision-log, status and
 //     discovery plugins from a standard OPA configuration file), following
-//     the bundles the file or a discovery bundle configures, and watching
-//     for a bundle server that stops answering;
-//   - declog.go: decision logs through OPA's decision-log plugin;
-//   - sink.go: the decision-log sink's state (uploads, drops counted by
-//     event) for /health and /metrics;
+//     the bundles the file or a discovery bundle configures (a new
+//     activation compiled into a new policy state), and watching for a
+//     bundle server that stops answering;
+//   - declog.go: decision logs through OPA's decision-log plugin, the
+//     context masked (internal/mask);
 //   - shadow.go: the shadow policy, decided beside the enforced one off the
 //     answer's path (a queue bounded by count and bytes, cut short by
 //     shutdown), disagreements in /metrics and the log.
 //
 // Beside it, internal/httpreq checks the headers of a request's body and
 // whether a web page sent it, internal/lru is the bounded table behind the
-// engine and run tables, and internal/jsonout writes answers as
-// policycheck eval prints decisions.
+// engine and run tables, internal/jsonout writes answers as
+// policycheck eval prints decisions, internal/opaplugins is the glue to
+// OPA's plugins (the configuration checks, the logger adapter, the bundle
+// tracker with its staleness, the store reads, and the decision-log
+// sink's state, uploads and drops counted by event, for /health and
+// /metrics), and internal/mask removes the masked context values (JSON
+// pointers) from a decision log's event.
 //
 // A Server is safe for concurrent use. Its policy state (the configured
 // registry and its engine, the shadow policy, bundle revisions) is one

@@ -17,6 +17,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/opaplugins"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -434,27 +435,18 @@ type PluginHealth struct {
 	Message string `json:"message,omitempty"`
 }
 
-// BundleHealth is one configured bundle's state.
-type BundleHealth struct {
-	// Serving is the revision decisions are made with ("" before the
-	// first activation).
-	Serving string `json:"serving"`
-	// Active is the revision OPA's bundle plugin last activated.
-	Active string `json:"active,omitempty"`
-	// Error is why the last download or activation was refused, if it
-	// was, or that the bundle server has stopped answering (Stale); the
-	// serving revision keeps serving.
-	Error string `json:"error,omitempty"`
-	// Stale says that no download of the bundle has succeeded for longer
-	// than its polling allows (three times polling.max_delay_seconds,
-	// plus long_polling_timeout_seconds) since LastSuccess.
-	Stale       bool   `json:"stale,omitempty"`
-	LastSuccess string `json:"last_success,omitempty"`
-}
+// BundleHealth is one configured bundle's state (its fields are
+// documented in internal/opaplugins).
+type BundleHealth = opaplugins.BundleHealth
+
+// DecisionLogHealth is the state of the decision-log sink (OPA's
+// decision-log plugin and the service it uploads to); its fields are
+// documented in internal/opaplugins.
+type DecisionLogHealth = opaplugins.DecisionLogHealth
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	st := s.state.Load()
-	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.health(st), LastReload: s.lastReload.Load()}
+	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.Health(st.served), LastReload: s.lastReload.Load()}
 	if st.eng != nil {
 		_, h.RegistryRevision = st.eng.Revision()
 	}
@@ -466,7 +458,7 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 			}
 		}
 		if lp := logs.Lookup(s.mgr); lp != nil && lp.Config().Service != "" {
-			h.DecisionLogs = s.logSink.health()
+			h.DecisionLogs = s.logSink.Health()
 			if h.DecisionLogs.State != "ok" {
 				h.Status = "degraded"
 			}

@@ -218,22 +218,16 @@ var (
 		"Request bodies read into a pooled buffer and given back once answered (none with a decision log or a shadow policy).", nil, nil)
 	descBodyPool = prometheus.NewDesc("policycheck_request_body_pool_bytes",
 		"Bytes of buffers the request-body pool holds for the next requests: at most 64 MiB, each let go after a minute unused.", nil, nil)
-	descLogDropped = prometheus.NewDesc("policycheck_decision_log_dropped_total",
-		"Decision-log events dropped, each once, by reason: buffer_bytes (no room left in the size buffer, buffer_size_limit_bytes), buffer_events (the event buffer is full), rate_limit (max_decisions_per_second), encoding (an event larger than upload_size_limit_bytes).",
-		[]string{"reason"}, nil)
-	descLogDroppedChunks = prometheus.NewDesc("policycheck_decision_log_dropped_chunks_total",
-		"Chunks of decision-log events (each of one or more events) OPA's size buffer dropped itself, when the chunks of an upload that failed came back to a buffer filled meanwhile.", nil, nil)
-	descLogUploads = prometheus.NewDesc("policycheck_decision_log_uploads_total",
-		"Decision-log chunks uploaded, by result (ok, failed).", []string{"result"}, nil)
 	descSchemaChecks = prometheus.NewDesc("policycheck_history_schema_checks_total",
 		"Histories (or batches of appended messages) validated against the JSON Schema: 0 unless the server validates with it (--schema).", nil, nil)
 )
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descEngines, descRuns, descEvicted, descReady,
-		descPrefixLookups, descPrefixEntries, descPrefixBytes, descPrefixNoted, descBodiesReused, descBodyPool, descSchemaChecks, descLogDropped, descLogDroppedChunks, descLogUploads} {
+		descPrefixLookups, descPrefixEntries, descPrefixBytes, descPrefixNoted, descBodiesReused, descBodyPool, descSchemaChecks} {
 		ch <- d
 	}
+	c.s.logSink.Describe(ch)
 }
 
 func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
@@ -267,24 +261,7 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	ch <- prometheus.MustNewConstMetric(descReady, prometheus.GaugeValue, ready)
 	if m := c.s.opaMetrics; m != nil {
-		count := func(name string) float64 {
-			n, _ := m.Counter(name).Value().(uint64)
-			return float64(n)
-		}
-		// OPA's size buffer counts a drop of chunks under both of its
-		// buffer counters: they are the chunk count here, and the
-		// event buffer's counter is read only for the event buffer.
-		events := 0.0
-		if !c.s.logSink.sizeBuffer.Load() {
-			events = count(opaLogDropEvents)
-		}
-		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, float64(c.s.logSink.turnedAway.Load()), "buffer_bytes")
-		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, events, "buffer_events")
-		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, count(opaLogDropRateLimit), "rate_limit")
-		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, count(opaLogEncoding), "encoding")
-		ch <- prometheus.MustNewConstMetric(descLogDroppedChunks, prometheus.CounterValue, count(opaLogDropBytes))
-		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count(opaLogUploaded), "ok")
-		ch <- prometheus.MustNewConstMetric(descLogUploads, prometheus.CounterValue, count(opaLogUploadFailed), "failed")
+		c.s.logSink.Collect(ch, m)
 	}
 	ch <- prometheus.MustNewConstMetric(descSchemaChecks, prometheus.CounterValue, float64(c.s.intake.schemaChecks.Load()))
 	ch <- prometheus.MustNewConstMetric(descBodiesReused, prometheus.CounterValue, float64(c.s.intake.reused.Load()))

@@ -22,6 +22,8 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/lru"
+	"github.com/policycheck/policycheck/internal/mask"
+	"github.com/policycheck/policycheck/internal/opaplugins"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -198,7 +200,7 @@ type Server struct {
 	// uploads); nil without an OPA configuration.
 	opaMetrics opametrics.Metrics
 	reloadMu   sync.Mutex // serializes bundle activations
-	bundles    bundleTracker
+	bundles    opaplugins.Bundles
 	started    atomic.Bool
 	// usesDefaults says whether the engines load the shipped policies.
 	usesDefaults bool
@@ -207,7 +209,7 @@ type Server struct {
 	// lastReload is the outcome of the last Reload, for /health; nil
 	// before the first.
 	lastReload atomic.Pointer[ReloadHealth]
-	logSink    logSink // the decision-log sink's state
+	logSink    opaplugins.Sink // the decision-log sink's state
 	// watchStop stops the bundle watch (watchBundles) that Start starts.
 	watchStop chan struct{}
 	watchDone sync.WaitGroup
@@ -278,7 +280,7 @@ func New(opts ...Option) (*Server, error) {
 		return nil, errors.New("H2C serves HTTP/2 without TLS: with TLS it would not be used")
 	}
 	for _, p := range cfg.maskContext {
-		if err := checkPointer(p); err != nil {
+		if err := mask.CheckPointer(p); err != nil {
 			return nil, fmt.Errorf("context mask %q: %w", p, err)
 		}
 	}
@@ -290,7 +292,7 @@ func New(opts ...Option) (*Server, error) {
 			return nil, &OPAConfigError{Err: err}
 		}
 		// Not ready until every configured bundle is served.
-		st.ready = s.bundles.allServed(st)
+		st.ready = s.bundles.AllServed(st.served)
 	}
 	s.state.Store(st)
 	s.metrics.setRevision(st)

@@ -32,7 +32,8 @@ func goLines(t *testing.T, dir string) int {
 // TestServerStaysSmallerThanEngine holds issue 12's design: the sidecar
 // is a thin layer over the engine, so server/ stays smaller than
 // engine/. What is not the sidecar's own logic (request-header checks,
-// the LRU) lives in internal packages of its own.
+// the LRU, the OPA plugin glue, the context masking) lives in internal
+// packages of its own.
 func TestServerStaysSmallerThanEngine(t *testing.T) {
 	server, engine := goLines(t, "."), goLines(t, filepath.Join("..", "engine"))
 	t.Logf("server/ %d lines, engine/ %d", server, engine)

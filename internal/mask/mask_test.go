@@ -1,4 +1,4 @@
-package server
+package mask
 
 import (
 	"encoding/json"
@@ -6,11 +6,11 @@ import (
 	"testing"
 )
 
-// TestMaskContext: each JSON pointer removes its value from the logged
+// TestContext: each JSON pointer removes its value from the logged
 // context, escapes read as RFC 6901 has them, and the empty pointer masks
 // the whole context; a string that is not a pointer is refused
-// (checkPointer) rather than matching nothing.
-func TestMaskContext(t *testing.T) {
+// (CheckPointer) rather than matching nothing.
+func TestContext(t *testing.T) {
 	ctx := json.RawMessage(`{"user": {"email": "a@b", "id": 7}, "a/b": 1, "m~n": 2, "list": [1, 2]}`)
 	for _, tc := range []struct {
 		masks []string
@@ -22,11 +22,11 @@ func TestMaskContext(t *testing.T) {
 		{[]string{"/user", ""}, `{}`},
 	} {
 		for _, m := range tc.masks {
-			if err := checkPointer(m); err != nil {
+			if err := CheckPointer(m); err != nil {
 				t.Fatalf("%q: %v", m, err)
 			}
 		}
-		got, _ := json.Marshal(maskContext(ctx, tc.masks))
+		got, _ := json.Marshal(Context(ctx, tc.masks))
 		var g, w any
 		_ = json.Unmarshal(got, &g)
 		_ = json.Unmarshal([]byte(tc.want), &w)
@@ -35,7 +35,7 @@ func TestMaskContext(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"user", "/a~", "/a~2", "#/user"} {
-		if checkPointer(bad) == nil {
+		if CheckPointer(bad) == nil {
 			t.Errorf("%q is accepted", bad)
 		}
 	}
