@@ -1,0 +1,269 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+)
+
+// explainCheck is appended to a copy of explain's page: it reads, from
+// the rendered DOM, where the windows start, every reveal and load mark
+// with the part it sits in, every call row, and, for each tool, which
+// parts its selection highlights (CSS :target, no script of the page's
+// own); then writes it as JSON into the DOM for --dump-dom.
+const explainCheck = `<script>
+(() => {
+  const pos = el => { const p = el.closest(".part"); return p ? {message: +p.dataset.message, part: +p.dataset.part} : null; };
+  const seen = el => el.getBoundingClientRect().height > 0;
+  const before = (a, b) => a.message < b.message || (a.message === b.message && a.part < b.part);
+  const out = {windows: {}, reveals: [], loadCalls: [], loadReturns: [], calls: [], partVerdicts: [], regionErrors: [], highlighted: {}, hidden: [], scripts: document.scripts.length, scrolled: 0};
+  for (const b of document.querySelectorAll(".boundary")) {
+    const next = b.nextElementSibling;
+    out.windows[b.id] = {at: {message: +next.dataset.message, part: +next.dataset.part}, provider: b.dataset.provider, seen: seen(b)};
+  }
+  const parts = document.querySelectorAll(".part");
+  for (const [name, cls] of [["window-conservative", "in-cons"], ["window-dispatch", "in-disp"]]) {
+    const w = out.windows[name];
+    if (!w) continue;
+    for (const p of parts) {
+      const at = {message: +p.dataset.message, part: +p.dataset.part};
+      if (p.classList.contains(cls) === before(at, w.at)) out.regionErrors.push(name + " " + JSON.stringify(at));
+    }
+  }
+  for (const m of document.querySelectorAll(".mark")) {
+    if (!seen(m)) out.hidden.push(m.textContent);
+    const d = m.dataset;
+    const v = {tool: d.tool, at: pos(m), in_window: d.inWindow === "true", in_dispatch_window: d.inDispatchWindow};
+    if (m.classList.contains("reveal")) out.reveals.push(Object.assign(v, {kind: d.kind}));
+    if (m.classList.contains("load-call")) out.loadCalls.push(Object.assign(v, {capability: d.name}));
+    if (m.classList.contains("load-return")) out.loadReturns.push(Object.assign(v, {capability: d.name, call: {message: +d.callMessage, part: +d.callPart}}));
+  }
+  for (const tr of document.querySelectorAll("tr.call")) {
+    const a = tr.querySelector(".call-id a");
+    const target = document.getElementById(decodeURIComponent(a.getAttribute("href").slice(1)));
+    out.calls.push({id: a.textContent, tool: tr.querySelector(".call-tool").textContent,
+      verdict: tr.querySelector(".call-verdict").textContent, message: tr.querySelector(".call-message").firstChild ? tr.querySelector(".call-message").firstChild.textContent : "",
+      rule: tr.querySelector(".call-rule").textContent,
+      target: target ? {message: +target.dataset.message, part: +target.dataset.part, id: (target.querySelector(".cid") || {textContent: ""}).textContent, seen: seen(target)} : null});
+  }
+  for (const v of document.querySelectorAll(".part-verdict")) out.partVerdicts.push({at: pos(v), verdict: v.textContent});
+  for (const link of document.querySelectorAll("a.tool-link")) {
+    location.hash = link.getAttribute("href");
+    const lit = [];
+    for (const p of parts) if (getComputedStyle(p).outlineStyle === "solid") lit.push({message: +p.dataset.message, part: +p.dataset.part});
+    out.highlighted[link.textContent] = lit;
+  }
+  location.hash = "";
+  window.scrollTo(0, document.documentElement.scrollHeight);
+  out.scrolled = window.scrollY;
+  const pre = document.createElement("pre");
+  pre.id = "page-check";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>`
+
+type domMark struct {
+	Tool             string
+	At               *facts.Position
+	Kind             string
+	Capability       string
+	Call             facts.Position
+	InWindow         bool   `json:"in_window"`
+	InDispatchWindow string `json:"in_dispatch_window"`
+}
+
+type explainDOM struct {
+	Windows map[string]struct {
+		At       facts.Position
+		Provider string
+		Seen     bool
+	}
+	Reveals, LoadCalls, LoadReturns []domMark
+	Calls                           []struct {
+		ID, Tool, Verdict, Message, Rule string
+		Target                           *struct {
+			Message, Part int
+			ID            string
+			Seen          bool
+		}
+	}
+	PartVerdicts []struct {
+		At      facts.Position
+		Verdict string
+	}
+	RegionErrors []string
+	Highlighted  map[string][]facts.Position
+	Hidden       []string
+	Scripts      int
+	Scrolled     float64
+}
+
+func boolStr(b *bool) string {
+	if b == nil {
+		return ""
+	}
+	return fmt.Sprint(*b)
+}
+
+func markKey(m domMark) string {
+	return fmt.Sprintf("%s|%v|%s|%s|%v|%v|%s", m.Tool, m.At, m.Kind, m.Capability, m.Call, m.InWindow, m.InDispatchWindow)
+}
+
+func sortedMarkKeys(ms []domMark) []string {
+	out := make([]string, len(ms))
+	for i, m := range ms {
+		out[i] = markKey(m)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// explainBoth runs explain with args as --format json and --format html.
+func explainBoth(t *testing.T, args ...string) (*engine.Explanation, string) {
+	t.Helper()
+	code, out, errs := runCLI(append(append([]string{"explain"}, args...), "--format", "json")...)
+	if code != 0 {
+		t.Fatalf("explain --format json: exit %d: %s", code, errs)
+	}
+	var x engine.Explanation
+	if err := json.Unmarshal([]byte(out), &x); err != nil {
+		t.Fatal(err)
+	}
+	code, page, errs := runCLI(append(append([]string{"explain"}, args...), "--format", "html")...)
+	if code != 0 {
+		t.Fatalf("explain --format html: exit %d: %s", code, errs)
+	}
+	return &x, page
+}
+
+// TestExplainHTMLInChromium opens explain's page for every shipped
+// history in headless Chromium and checks, from the rendered DOM, that
+// the windows, the reveal and load marks (and the parts they sit in), and
+// every call's verdict and message equal explain --format json; that
+// selecting a tool highlights the parts of its story; and that the page
+// loads nothing and runs no script of its own.
+func TestExplainHTMLInChromium(t *testing.T) {
+	browser := headlessChromium(t)
+	histories, err := filepath.Glob(filepath.Join(examplesDir, "histories", "*.json"))
+	if err != nil || len(histories) == 0 {
+		t.Fatalf("no shipped histories: %v", err)
+	}
+	for _, h := range histories {
+		t.Run(filepath.Base(h), func(t *testing.T) {
+			x, page := explainBoth(t, "--registry", filepath.Join(examplesDir, "registry.yaml"), "--history", h)
+			selfContained(t, page)
+			var got explainDOM
+			checkInChromium(t, browser, page, explainCheck, &got)
+			compareExplainDOM(t, x, &got)
+		})
+	}
+}
+
+// selfContained fails when page holds a script or an external resource,
+// or lacks the Content-Security-Policy that forbids both.
+func selfContained(t *testing.T, page string) {
+	t.Helper()
+	if strings.Contains(strings.ToLower(page), "<script") || regexp.MustCompile(`(?i)(src|href)\s*=\s*"?(https?:)?//`).MatchString(page) {
+		t.Fatal("the page is not self-contained: it holds a script or an external resource")
+	}
+	if !strings.Contains(page, `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; `+cspScriptNone+`;`) {
+		t.Fatal("the page has no Content-Security-Policy forbidding loads and scripts")
+	}
+}
+
+func compareExplainDOM(t *testing.T, x *engine.Explanation, got *explainDOM) {
+	t.Helper()
+	d := x.Decision
+	if w, ok := got.Windows["window-conservative"]; !ok || w.At != d.Window || !w.Seen {
+		t.Errorf("conservative window on the page: %+v (present %v), explain says %+v", w, ok, d.Window)
+	}
+	w, ok := got.Windows["window-dispatch"]
+	switch {
+	case d.Dispatch == nil && ok:
+		t.Errorf("the page draws a dispatch window, explain has no dispatch")
+	case d.Dispatch != nil:
+		prov := ""
+		if d.Dispatch.Provider != nil {
+			prov = *d.Dispatch.Provider
+		}
+		if !ok || w.At != d.Dispatch.Window || w.Provider != prov || !w.Seen {
+			t.Errorf("dispatch window on the page: %+v (present %v), explain says %+v of %q", w, ok, d.Dispatch.Window, prov)
+		}
+	}
+	if len(got.RegionErrors) > 0 {
+		t.Errorf("parts drawn on the wrong side of a window's start: %v", got.RegionErrors)
+	}
+	var reveals, calls, returns []domMark
+	for _, tool := range x.Tools {
+		for _, r := range tool.Reveals {
+			at := r.At
+			reveals = append(reveals, domMark{Tool: tool.Name, At: &at, Kind: r.Kind, InWindow: r.InWindow, InDispatchWindow: boolStr(r.InDispatchWindow)})
+		}
+		for _, l := range tool.Loads {
+			c, r := l.Call, l.Return
+			calls = append(calls, domMark{Tool: tool.Name, At: &c, Capability: l.Capability, InWindow: l.InWindow, InDispatchWindow: boolStr(l.InDispatchWindow)})
+			returns = append(returns, domMark{Tool: tool.Name, At: &r, Capability: l.Capability, Call: l.Call, InWindow: l.InWindow, InDispatchWindow: boolStr(l.InDispatchWindow)})
+		}
+		lit := got.Highlighted[tool.Name]
+		for _, r := range tool.Reveals {
+			if !slices.Contains(lit, r.At) {
+				t.Errorf("selecting %s does not highlight its reveal at %+v (highlights %v)", tool.Name, r.At, lit)
+			}
+		}
+		for _, l := range tool.Loads {
+			if !slices.Contains(lit, l.Call) || !slices.Contains(lit, l.Return) {
+				t.Errorf("selecting %s does not highlight its load at %+v/%+v (highlights %v)", tool.Name, l.Call, l.Return, lit)
+			}
+		}
+	}
+	for _, pair := range []struct {
+		what      string
+		got, want []domMark
+	}{{"reveal", got.Reveals, reveals}, {"load call", got.LoadCalls, calls}, {"load return", got.LoadReturns, returns}} {
+		if g, w := sortedMarkKeys(pair.got), sortedMarkKeys(pair.want); !slices.Equal(g, w) {
+			t.Errorf("%s marks on the page:\n  %v\nexplain --format json:\n  %v", pair.what, g, w)
+		}
+	}
+	if len(got.Hidden) > 0 {
+		t.Errorf("marks that are not shown: %v", got.Hidden)
+	}
+	if len(got.Calls) != len(x.Calls) {
+		t.Fatalf("%d call rows on the page, explain has %d calls", len(got.Calls), len(x.Calls))
+	}
+	if len(got.PartVerdicts) != len(x.Calls) {
+		t.Errorf("%d verdicts in the timeline, explain has %d calls", len(got.PartVerdicts), len(x.Calls))
+	}
+	for i, c := range x.Calls {
+		g := got.Calls[i]
+		id := "(no id)"
+		if c.ToolCallID != nil {
+			id = *c.ToolCallID
+		}
+		if g.ID != id || g.Tool != c.Tool || g.Verdict != c.Verdict || g.Message != c.Message {
+			t.Errorf("call %d on the page: %q %q -> %q told %q; explain: %q %q -> %q told %q", i, g.ID, g.Tool, g.Verdict, g.Message, id, c.Tool, c.Verdict, c.Message)
+		}
+		if c.DecidedBy != nil && !strings.Contains(g.Rule, c.DecidedBy.Location) {
+			t.Errorf("call %d: the page names the rule %q, explain says %+v", i, g.Rule, c.DecidedBy)
+		}
+		if g.Target == nil || !g.Target.Seen || (c.ToolCallID != nil && g.Target.ID != "id "+*c.ToolCallID) {
+			t.Errorf("call %d's link does not lead to its part in the timeline: %+v", i, g.Target)
+		}
+		if i < len(got.PartVerdicts) && g.Target != nil {
+			pv := got.PartVerdicts[i]
+			if pv.Verdict != "→ "+c.Verdict || pv.At != (facts.Position{Message: g.Target.Message, Part: g.Target.Part}) {
+				t.Errorf("call %d's verdict in the timeline: %+v, want %q at its part %+v", i, pv, c.Verdict, g.Target)
+			}
+		}
+	}
+	if got.Scripts != 1 {
+		t.Errorf("%d scripts in the page, want only the check", got.Scripts)
+	}
+}
