@@ -3,6 +3,7 @@ package cli_test
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/explainpage"
 )
 
 // explainCheck is appended to a copy of explain's page: it reads, from
@@ -171,7 +173,7 @@ func TestExplainHTMLInChromium(t *testing.T) {
 // or lacks the Content-Security-Policy that forbids both.
 func selfContained(t *testing.T, page string) {
 	t.Helper()
-	if strings.Contains(strings.ToLower(page), "<script") || regexp.MustCompile(`(?i)(src|href)\s*=\s*"?(https?:)?//`).MatchString(page) {
+	if strings.Contains(strings.ToLower(page), "<script") || regexp.MustCompile(`(?i)<[a-z][^>]*\s(src|href)\s*=\s*["']?(https?:)?//`).MatchString(page) {
 		t.Fatal("the page is not self-contained: it holds a script or an external resource")
 	}
 	if !strings.Contains(page, `<meta http-equiv="Content-Security-Policy" content="default-src 'none'; `+cspScriptNone+`;`) {
@@ -265,5 +267,129 @@ func compareExplainDOM(t *testing.T, x *engine.Explanation, got *explainDOM) {
 	}
 	if got.Scripts != 1 {
 		t.Errorf("%d scripts in the page, want only the check", got.Scripts)
+	}
+}
+
+// hostileCheck reports, from the rendered page, every element and
+// attribute that no template of the page writes (an input string
+// interpreted as markup would add some), and the text the page shows for
+// the tools, ids and contents.
+const hostileCheck = `<script>
+(() => {
+  const allowed = new Set(["HTML","HEAD","META","TITLE","STYLE","BODY","H1","H2","H3","P","A","SECTION","TABLE","TBODY","TR","TH","TD","UL","LI","CODE","SPAN","DETAILS","SUMMARY","PRE","DIV","BR","SCRIPT"]);
+  const attrs = new Set(["class","id","href","style","lang","charset","http-equiv","content","name"]);
+  const out = {elements: [], attributes: [], scripts: document.scripts.length, title: document.title, tools: [], callTools: [], callIDs: [], partTools: [], cids: [], bodies: [], marks: []};
+  for (const el of document.querySelectorAll("*")) {
+    if (!allowed.has(el.tagName)) out.elements.push(el.tagName);
+    for (const a of el.attributes) if (!attrs.has(a.name) && !a.name.startsWith("data-")) out.attributes.push(el.tagName + " " + a.name);
+  }
+  for (const a of document.querySelectorAll("a.tool-link")) out.tools.push(a.textContent);
+  for (const c of document.querySelectorAll(".call-tool")) out.callTools.push(c.textContent);
+  for (const c of document.querySelectorAll(".call-id")) out.callIDs.push(c.textContent);
+  for (const c of document.querySelectorAll(".part-tool")) out.partTools.push(c.textContent);
+  for (const c of document.querySelectorAll(".cid")) out.cids.push(c.textContent);
+  for (const c of document.querySelectorAll(".part pre")) out.bodies.push(c.textContent);
+  for (const m of document.querySelectorAll(".mark")) out.marks.push(m.dataset.tool);
+  const pre = document.createElement("pre");
+  pre.id = "page-check";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>`
+
+// TestExplainHTMLHostileStrings explains a history and registry full of
+// markup, scripts and control characters (in tool names, a capability
+// id, tool_call_ids, a provider name and contents): the page holds none
+// of it as markup, and, in Chromium, shows each string as text, its
+// control and bidirectional characters made visible.
+func TestExplainHTMLHostileStrings(t *testing.T) {
+	const (
+		tool    = "<b>x</b>\x1b[31m\u202egnp.exe"
+		unknown = "<img src=x onerror=alert(1)>\x00\x07"
+		capID   = "cap\"><script>alert(2)</script>"
+		capTool = "<svg/onload=alert(3)>"
+		callID  = "\"><script>alert(4)</script>\u2028"
+		content = "</pre></details><script>alert(5)</script><iframe src=//evil.example></iframe>\x1b[0m\nsecond line\u2066"
+		prov    = "<i>prov</i>"
+	)
+	dir := t.TempDir()
+	reg := fmt.Sprintf("capabilities:\n  - id: %s\n    defer_loading: true\ntools:\n  - name: %s\n    defer_loading: true\n  - name: %s\n    capability: %s\n",
+		mustJSON(capID), mustJSON(tool), mustJSON(capTool), mustJSON(capID))
+	history := []map[string]any{
+		{"kind": "request", "parts": []any{map[string]any{"part_kind": "user-prompt", "content": content}}},
+		{"kind": "response", "provider_name": prov, "model_name": prov, "parts": []any{
+			map[string]any{"part_kind": "text", "content": content},
+			map[string]any{"part_kind": "tool-call", "tool_name": "search_tools", "tool_kind": "tool-search", "tool_call_id": callID + "s", "args": map[string]any{"queries": []string{content}}},
+			map[string]any{"part_kind": "tool-call", "tool_name": "load_capability", "tool_kind": "capability-load", "tool_call_id": callID + "l", "args": map[string]any{"id": capID}},
+		}},
+		{"kind": "request", "parts": []any{
+			map[string]any{"part_kind": "tool-return", "tool_name": "search_tools", "tool_kind": "tool-search", "tool_call_id": callID + "s",
+				"content": map[string]any{"discovered_tools": []any{map[string]any{"name": tool}}}},
+			map[string]any{"part_kind": "tool-return", "tool_name": "load_capability", "tool_kind": "capability-load", "tool_call_id": callID + "l", "content": map[string]any{"instructions": content}},
+		}},
+		{"kind": "response", "provider_name": prov, "parts": []any{
+			map[string]any{"part_kind": "tool-call", "tool_name": tool, "tool_call_id": callID, "args": map[string]any{"q": content}},
+			map[string]any{"part_kind": "tool-call", "tool_name": unknown, "tool_call_id": callID + "u", "args": content},
+			map[string]any{"part_kind": "tool-call", "tool_name": capTool, "tool_call_id": callID + "c", "args": map[string]any{}},
+		}},
+	}
+	regFile, histFile := filepath.Join(dir, "registry.yaml"), filepath.Join(dir, "history.json")
+	if err := os.WriteFile(regFile, []byte(reg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(histFile, []byte(mustJSON(history)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	x, page := explainBoth(t, "--registry", regFile, "--history", histFile)
+	selfContained(t, page)
+	for _, raw := range []string{"<b>", "<i>", "<img", "<svg", "<iframe", "\x1b", "\x00", "\x07", "\u202e", "\u2028", "\u2066"} {
+		if strings.Contains(page, raw) {
+			t.Errorf("the page holds %q as written in the input", raw)
+		}
+	}
+	if len(x.Calls) != 3 || x.Calls[0].Verdict != engine.Execute || x.Calls[1].Verdict != engine.UnknownTool || x.Calls[2].Verdict != engine.Execute {
+		t.Fatalf("the hostile history should execute the revealed and the loaded tool and refuse the unknown one: %+v", x.Calls)
+	}
+
+	browser := headlessChromium(t)
+	var got struct {
+		Elements, Attributes                 []string
+		Scripts                              int
+		Title                                string
+		Tools, CallTools, CallIDs, PartTools []string
+		Cids, Bodies, Marks                  []string
+	}
+	checkInChromium(t, browser, page, hostileCheck, &got)
+	if len(got.Elements) > 0 || len(got.Attributes) > 0 || got.Scripts != 1 {
+		t.Errorf("input interpreted as markup: elements %v, attributes %v, %d scripts", got.Elements, got.Attributes, got.Scripts)
+	}
+	vis := func(s string) string { return explainpage.Visible(s, false) }
+	for _, want := range []string{tool, capTool} {
+		if !slices.Contains(got.Tools, vis(want)) {
+			t.Errorf("the tools table does not show %q as text: %q", vis(want), got.Tools)
+		}
+	}
+	if want := []string{vis(tool), vis(unknown), vis(capTool)}; !slices.Equal(got.CallTools, want) {
+		t.Errorf("call tools shown %q, want %q", got.CallTools, want)
+	}
+	if want := []string{vis(callID), vis(callID + "u"), vis(callID + "c")}; !slices.Equal(got.CallIDs, want) {
+		t.Errorf("call ids shown %q, want %q", got.CallIDs, want)
+	}
+	for _, want := range []string{vis(tool), vis(unknown), vis(capTool)} {
+		if !slices.Contains(got.PartTools, want) {
+			t.Errorf("the timeline does not show the tool %q of a call: %q", want, got.PartTools)
+		}
+	}
+	if !slices.Contains(got.Cids, "id "+vis(callID)) {
+		t.Errorf("the timeline does not show the id %q: %q", vis(callID), got.Cids)
+	}
+	if !slices.Contains(got.Bodies, explainpage.Visible(content, true)) {
+		t.Errorf("the timeline does not show the content %q as text: %q", explainpage.Visible(content, true), got.Bodies)
+	}
+	if !slices.Contains(got.Marks, vis(tool)) || !slices.Contains(got.Marks, vis(capTool)) {
+		t.Errorf("reveal and load marks name %q, want %q and %q", got.Marks, vis(tool), vis(capTool))
+	}
+	if got.Title != fmt.Sprintf("policycheck explain: %d messages, %d calls", len(history), len(x.Calls)) {
+		t.Errorf("title %q", got.Title)
 	}
 }

@@ -430,12 +430,12 @@ func truncate(s string, n int) string {
 // written as a \u escape: C0 and C1 controls and DEL (tab and newline too
 // unless keepLines), the line and paragraph separators, the
 // bidirectional-formatting characters, and invalid UTF-8 (as \ufffd).
-// A backslash is doubled, so that an input's literal "\u001b" and an
-// escaped ESC read differently.
+// The page is for reading: the exact strings are in explain --format
+// json.
 func Visible(s string, keepLines bool) string {
 	clean := true
 	for _, r := range s {
-		if r == '\\' || needsEscape(r, keepLines) {
+		if needsEscape(r, keepLines) {
 			clean = false
 			break
 		}
@@ -448,8 +448,6 @@ func Visible(s string, keepLines bool) string {
 		switch {
 		case r == utf8.RuneError && !validAt(s, i):
 			b.WriteString(`\ufffd`)
-		case r == '\\':
-			b.WriteString(`\\`)
 		case needsEscape(r, keepLines):
 			b.WriteString(`\u`)
 			h := strconv.FormatInt(int64(r), 16)
