@@ -9,10 +9,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/explainpage"
+	"github.com/policycheck/policycheck/internal/gen"
 )
 
 // explainCheck is appended to a copy of explain's page: it reads, from
@@ -392,4 +394,66 @@ func TestExplainHTMLHostileStrings(t *testing.T) {
 	if got.Title != fmt.Sprintf("policycheck explain: %d messages, %d calls", len(history), len(x.Calls)) {
 		t.Errorf("title %q", got.Title)
 	}
+}
+
+// largeCheck reads, from the rendered page of a long history, how many
+// messages and folds it shows, and scrolls to the last message.
+const largeCheck = `<script>
+(() => {
+  const parsed = performance.now();
+  void document.documentElement.scrollHeight; // lays the page out
+  const laidOut = performance.now();
+  const out = {parsedMs: parsed, layoutMs: laidOut - parsed, messages: document.querySelectorAll("section.msg").length, folds: document.querySelectorAll("details.fold").length,
+    openFolds: document.querySelectorAll("details.fold[open]").length, calls: document.querySelectorAll("tr.call").length};
+  const last = document.querySelectorAll("section.msg");
+  last[last.length - 1].scrollIntoView();
+  out.scrolled = window.scrollY;
+  out.height = document.documentElement.scrollHeight;
+  const pre = document.createElement("pre");
+  pre.id = "page-check";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+})();
+</script>`
+
+// TestExplainHTMLLargeHistory explains a generated history of 10,000
+// messages as a page: long runs of uneventful messages are folded, and,
+// in Chromium, the page opens with every message and scrolls to the last.
+// Its size and Chromium's time are logged (BENCHMARKS.md), not asserted.
+func TestExplainHTMLLargeHistory(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: a 10,000-message page")
+	}
+	const n = 10_000
+	o := gen.Default(n)
+	dir := t.TempDir()
+	regFile, histFile := filepath.Join(dir, "registry.json"), filepath.Join(dir, "history.json")
+	hist := gen.History(1, o)
+	if err := os.WriteFile(regFile, gen.Registry(1, o), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(histFile, hist, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	code, page, errs := runCLI("explain", "--registry", regFile, "--history", histFile, "--format", "html")
+	if code != 0 {
+		t.Fatalf("explain --format html: exit %d: %s", code, errs)
+	}
+	selfContained(t, page)
+	folded := regexp.MustCompile(`<td id="folded">(\d+) messages`).FindStringSubmatch(page)
+	if folded == nil || strings.Count(page, `<details class="fold"`) == 0 {
+		t.Fatal("no run of uneventful messages is folded")
+	}
+	browser := headlessChromium(t)
+	var got struct {
+		Messages, Folds, OpenFolds, Calls int
+		Scrolled, Height                  float64
+		ParsedMs, LayoutMs                float64
+	}
+	took := checkInChromium(t, browser, page, largeCheck, &got)
+	if got.Messages != n || got.Folds == 0 || got.OpenFolds != 0 || got.Scrolled <= 0 {
+		t.Errorf("the page of %d messages shows %d messages, %d folds (%d open), scrolled to %v of %v", n, got.Messages, got.Folds, got.OpenFolds, got.Scrolled, got.Height)
+	}
+	t.Logf("%d messages (history %d bytes): page %d bytes, %s messages folded in %d folds; in Chromium, parsed (from navigation start) in %.0f ms, laid out in %.0f ms more; the whole Chromium run took %s",
+		n, len(hist), len(page), folded[1], got.Folds, got.ParsedMs, got.LayoutMs, took.Round(time.Millisecond))
 }

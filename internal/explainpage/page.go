@@ -407,6 +407,9 @@ func content(rp map[string]json.RawMessage) (first, body string, more int) {
 		first = strings.TrimSpace(first[:i]) + " …"
 	}
 	first = truncate(first, maxFirst)
+	if first == strings.TrimSpace(body) || (compact != "" && first == compact) {
+		return first, "", 0 // the first line shows it all
+	}
 	if len(body) > maxBody {
 		cut := truncate(body, maxBody)
 		more = len(body) - len(cut)

@@ -80,10 +80,10 @@ ul{margin:.2em 0;padding-left:1.2em}
 .msg h3{font-size:.95em;margin:.3em 0;font-weight:600}
 .msg.response h3{color:#246}.msg.dispatched{background:#f4f8ff}
 .part{position:relative;padding:.1em 0 .1em 2.2em;scroll-margin-top:3em}
-.gutter{position:absolute;left:0;top:0;bottom:0;width:1.6em}
-.gutter span{position:absolute;top:0;bottom:0;width:.55em}
-.g-cons{left:0}.g-disp{left:.75em}
-.in-cons .g-cons{background:#4a7bd0}.in-disp .g-disp{background:#3a9a5a}
+.part::before,.part::after{content:"";position:absolute;top:0;bottom:0;width:.55em}
+.part::before{left:0}.part::after{left:.75em}
+.part.in-cons::before{background:#4a7bd0}.part.in-disp::after{background:#3a9a5a}
+p.line{margin:0;padding-left:1.1em}
 .kind{display:inline-block;min-width:11em;font-family:ui-monospace,monospace;font-size:.85em;color:#555}
 .k-call .kind{color:#246}.k-return .kind{color:#264}.k-compaction .kind{color:#a00;font-weight:700}.k-delta .kind{color:#850}
 .first{color:#444}.cid{color:#777;font-size:.85em}
@@ -147,6 +147,6 @@ tr.tool:target{background:#fff3d6}
 <h3>#{{.Index}} {{v .Kind}}{{with .Provider}} · provider {{v .}}{{end}}{{with .Model}} · model {{v .}}{{end}}{{if .Dispatch}} · the dispatched response{{end}}</h3>
 {{range .Parts}}{{template "part" .}}{{end}}</section>
 {{end}}{{define "part"}}{{range .Boundaries}}<div class="boundary b-{{.Name}}" id="window-{{.Name}}" data-message="{{.At.Message}}" data-part="{{.At.Part}}" data-provider="{{v .Provider}}">{{if eq .Name "conservative"}}conservative window starts here{{if .Whole}} (the whole history){{end}}{{else}}dispatch window{{with .Provider}} of {{v .}}{{end}} starts here{{if .Whole}} (the whole history){{end}}{{end}}</div>
-{{end}}<div class="part {{kclass .Kind}}{{if .InCons}} in-cons{{end}}{{if .InDisp}} in-disp{{end}}{{range .Tools}} t{{.}}{{end}}" id="m{{.Message}}p{{.Index}}" data-message="{{.Message}}" data-part="{{.Index}}"><span class="gutter"><span class="g-cons"></span><span class="g-disp"></span></span><details><summary><span class="kind">{{v .Kind}}</span>{{with .Name}} <code class="part-tool">{{v .}}</code>{{end}}{{with .CallID}} <span class="cid">id {{v .}}</span>{{end}}{{with .Verdict}} <span class="part-verdict {{vclass .}}">→ {{v .}}</span>{{end}} <span class="first">{{v .First}}</span>{{range .Marks}} <span class="mark {{.Class}}" data-tool="{{v .Tool}}" data-name="{{v .Name}}" data-kind="{{v .Kind}}" data-in-window="{{.InWindow}}" data-in-dispatch-window="{{bptr .InDispatch}}" data-call-message="{{.Call.Message}}" data-call-part="{{.Call.Part}}">{{v .Text}}</span>{{end}}</summary>
-{{if .Body}}<pre>{{vb .Body}}</pre>{{end}}{{if .More}}<p>… {{.More}} more bytes not shown</p>{{end}}</details></div>
-{{end}}`))
+{{end}}<div class="part {{kclass .Kind}}{{if .InCons}} in-cons{{end}}{{if .InDisp}} in-disp{{end}}{{range .Tools}} t{{.}}{{end}}" id="m{{.Message}}p{{.Index}}" data-message="{{.Message}}" data-part="{{.Index}}">{{if .Body}}<details><summary>{{template "line" .}}</summary>
+<pre>{{vb .Body}}</pre>{{if .More}}<p>… {{.More}} more bytes not shown</p>{{end}}</details>{{else}}<p class="line">{{template "line" .}}</p>{{end}}</div>
+{{end}}{{define "line"}}<span class="kind">{{v .Kind}}</span>{{with .Name}} <code class="part-tool">{{v .}}</code>{{end}}{{with .CallID}} <span class="cid">id {{v .}}</span>{{end}}{{with .Verdict}} <span class="part-verdict {{vclass .}}">→ {{v .}}</span>{{end}} <span class="first">{{v .First}}</span>{{range .Marks}} <span class="mark {{.Class}}" data-tool="{{v .Tool}}"{{if ne .Name .Tool}} data-name="{{v .Name}}"{{end}}{{with .Kind}} data-kind="{{v .}}"{{end}} data-in-window="{{.InWindow}}"{{with bptr .InDispatch}} data-in-dispatch-window="{{.}}"{{end}}{{if eq .Class "load-return"}} data-call-message="{{.Call.Message}}" data-call-part="{{.Call.Part}}"{{end}}>{{v .Text}}</span>{{end}}{{end}}`))
