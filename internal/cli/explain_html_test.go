@@ -27,7 +27,7 @@ const explainCheck = `<script>
   const pos = el => { const p = el.closest(".part"); return p ? {message: +p.dataset.message, part: +p.dataset.part} : null; };
   const seen = el => el.getBoundingClientRect().height > 0;
   const before = (a, b) => a.message < b.message || (a.message === b.message && a.part < b.part);
-  const out = {windows: {}, reveals: [], loadCalls: [], loadReturns: [], calls: [], partVerdicts: [], regionErrors: [], highlighted: {}, hidden: [], scripts: document.scripts.length, scrolled: 0};
+  const out = {windows: {}, reveals: [], loadCalls: [], loadReturns: [], calls: [], partVerdicts: [], deltas: [], regionErrors: [], highlighted: {}, hidden: [], scripts: document.scripts.length, scrolled: 0};
   for (const b of document.querySelectorAll(".boundary")) {
     const next = b.nextElementSibling;
     out.windows[b.id] = {at: {message: +next.dataset.message, part: +next.dataset.part}, provider: b.dataset.provider, seen: seen(b)};
@@ -46,6 +46,7 @@ const explainCheck = `<script>
     const d = m.dataset;
     const v = {tool: d.tool, at: pos(m), in_window: d.inWindow === "true", in_dispatch_window: d.inDispatchWindow};
     if (m.classList.contains("reveal")) out.reveals.push(Object.assign(v, {kind: d.kind}));
+    if (m.classList.contains("delta")) out.deltas.push(pos(m));
     if (m.classList.contains("load-call")) out.loadCalls.push(Object.assign(v, {capability: d.name}));
     if (m.classList.contains("load-return")) out.loadReturns.push(Object.assign(v, {capability: d.name, call: {message: +d.callMessage, part: +d.callPart}}));
   }
@@ -103,6 +104,7 @@ type explainDOM struct {
 		At      facts.Position
 		Verdict string
 	}
+	Deltas       []facts.Position
 	RegionErrors []string
 	Highlighted  map[string][]facts.Position
 	Hidden       []string
@@ -167,8 +169,37 @@ func TestExplainHTMLInChromium(t *testing.T) {
 			var got explainDOM
 			checkInChromium(t, browser, page, explainCheck, &got)
 			compareExplainDOM(t, x, &got)
+			if want := deltaParts(t, h); !slices.Equal(got.Deltas, want) {
+				t.Errorf("availability delta marks at %v, the history's deltas are at %v", got.Deltas, want)
+			}
 		})
 	}
+}
+
+// deltaParts returns where the history file's availability deltas are.
+func deltaParts(t *testing.T, file string) []facts.Position {
+	t.Helper()
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var h []struct {
+		Parts []struct {
+			PartKind string `json:"part_kind"`
+		}
+	}
+	if err := json.Unmarshal(b, &h); err != nil {
+		t.Fatal(err)
+	}
+	var out []facts.Position
+	for i, m := range h {
+		for j, p := range m.Parts {
+			if p.PartKind == "tool-availability-delta" {
+				out = append(out, facts.Position{Message: i, Part: j})
+			}
+		}
+	}
+	return out
 }
 
 // selfContained fails when page holds a script or an external resource,

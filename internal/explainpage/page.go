@@ -122,7 +122,8 @@ type part struct {
 	HasDisp        bool
 	Tools          []int // tools whose story this part is in
 	Compaction     bool
-	Verdict        string // for a call of the dispatched response
+	Verdict        string   // for a call of the dispatched response
+	Added          []string // the tools an availability delta adds
 }
 
 type mark struct {
@@ -191,6 +192,9 @@ func build(x *engine.Explanation, msgs []rawMessage) *page {
 				pv.InDisp = !pos.Before(p.Disp.At)
 			}
 			pv.Compaction = pv.Kind == "compaction"
+			if pv.Kind == "tool-availability-delta" {
+				pv.Added = added(rp)
+			}
 			pv.First, pv.Body, pv.More = content(rp)
 			if pos == p.Cons.At {
 				pv.Boundaries = append(pv.Boundaries, p.Cons)
@@ -215,6 +219,24 @@ func build(x *engine.Explanation, msgs []rawMessage) *page {
 	addTool := func(pv *part, i int) {
 		if pv != nil && !slices.Contains(pv.Tools, i) {
 			pv.Tools = append(pv.Tools, i)
+		}
+	}
+	// Every availability delta, with the tools it adds.
+	toolIndex := map[string]int{}
+	for i, t := range x.Tools {
+		toolIndex[t.Name] = i
+	}
+	for _, parts := range all {
+		for _, pv := range parts {
+			if pv.Kind != "tool-availability-delta" {
+				continue
+			}
+			pv.Marks = append(pv.Marks, mark{Class: "delta", InWindow: pv.InCons, Text: "adds " + strings.Join(pv.Added, ", ")})
+			for _, n := range pv.Added {
+				if i, ok := toolIndex[n]; ok {
+					addTool(pv, i)
+				}
+			}
 		}
 	}
 	// The tools' evidence, marked where it sits.
@@ -359,6 +381,21 @@ func framework(names []string) []string {
 		}
 	}
 	return out
+}
+
+// added reads the tools an availability delta adds (tools_added, or its
+// input alias added when tools_added is absent).
+func added(rp map[string]json.RawMessage) []string {
+	var names []string
+	raw, ok := rp["tools_added"]
+	if !ok {
+		raw = rp["added"]
+	}
+	_ = json.Unmarshal(raw, &names)
+	if len(names) == 0 {
+		return []string{"no tool"}
+	}
+	return names
 }
 
 // str reads a JSON string member ("" for absent, null or not a string).
