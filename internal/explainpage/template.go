@@ -69,7 +69,7 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 <title>policycheck explain: {{.Messages}} messages, {{len .Calls}} calls</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:90em}
-table{border-collapse:collapse;margin:.6em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
+table{border-collapse:collapse;margin:.6em 0;width:100%}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
 th{background:#f3f3f3}code,pre{font-family:ui-monospace,monospace;font-size:.9em}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3em 0 .3em 2em;background:#f8f8f8;padding:.4em}
 ul{margin:.2em 0;padding-left:1.2em}
