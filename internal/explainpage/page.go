@@ -78,7 +78,6 @@ type page struct {
 	WouldHide  []string
 	Errors     []string
 	Policies   []engine.PolicyExplained
-	Uneventful int
 }
 
 type window struct {
@@ -100,13 +99,11 @@ type fold struct {
 }
 
 type message struct {
-	Index            int
-	Kind             string
-	Provider, Model  string
-	Parts            []*part
-	Dispatch         bool
-	InCons, InDisp   bool // the message's first part lies in the window
-	HasDispatchFacts bool
+	Index           int
+	Kind            string
+	Provider, Model string
+	Parts           []*part
+	Dispatch        bool // the dispatched response
 }
 
 type part struct {
@@ -176,7 +173,7 @@ func build(x *engine.Explanation, msgs []rawMessage) *page {
 	var all [][]*part
 	views := make([]*message, len(msgs))
 	for i, m := range msgs {
-		mv := &message{Index: i, Kind: m.Kind, HasDispatchFacts: p.Disp != nil}
+		mv := &message{Index: i, Kind: m.Kind}
 		if m.ProviderName != nil {
 			mv.Provider = *m.ProviderName
 		}
@@ -203,9 +200,6 @@ func build(x *engine.Explanation, msgs []rawMessage) *page {
 				pv.Boundaries = append(pv.Boundaries, p.Disp)
 			}
 			mv.Parts = append(mv.Parts, pv)
-		}
-		if len(mv.Parts) > 0 {
-			mv.InCons, mv.InDisp = mv.Parts[0].InCons, mv.Parts[0].InDisp
 		}
 		views[i] = mv
 		all = append(all, mv.Parts)
