@@ -143,6 +143,12 @@ func TestReadmeCommands(t *testing.T) {
 			checkServe(t, bin, c)
 			ran++
 			continue
+		case strings.HasPrefix(c, sidecarPageCommand):
+			continue // run by checkServe, against the sidecar it starts
+		case strings.Contains(c, " --format html > "):
+			checkPageCommand(t, bin, c)
+			ran++
+			continue
 		case strings.HasPrefix(c, "go run ./cmd/policycheck "):
 			// The same program as the installed binary, without a
 			// second build.
@@ -210,6 +216,8 @@ func checkServe(t *testing.T, bin, line string) {
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", got)
+
+	checkSidecarPage(t, base)
 
 	// The README's error example, for the request it names.
 	var example string

@@ -21,6 +21,9 @@ type Explanation struct {
 	Tools    []ToolExplained   `json:"tools"`
 	Calls    []CallExplained   `json:"calls"`
 	Policies []PolicyExplained `json:"policies"`
+	// Compactions are the history's compaction parts, in order: the
+	// boundaries a window can start at.
+	Compactions []facts.Position `json:"compactions"`
 }
 
 // ToolExplained is one tool's status and the reasons for it.
@@ -30,12 +33,53 @@ type ToolExplained struct {
 	Advertised        bool     `json:"advertised"`
 	DispatchAvailable *bool    `json:"dispatch_available,omitempty"`
 	Why               []string `json:"why"`
+	// Reveals are the parts that revealed a search-gated tool, and Loads
+	// the load pairs of a capability-gated tool's owner, in history order
+	// (absent for the other gates): where the evidence of Why sits.
+	Reveals []RevealAt `json:"reveals,omitempty"`
+	Loads   []LoadAt   `json:"loads,omitempty"`
+}
+
+// RevealAt is one part that revealed a tool.
+type RevealAt struct {
+	At facts.Position `json:"at"`
+	// Kind says what revealed it: "search return", "provider-side search
+	// return", "legacy search metadata" or "tool-availability delta".
+	Kind string `json:"kind"`
+	// InWindow: the part lies inside the conservative window.
+	InWindow bool `json:"in_window"`
+	// InDispatchWindow: the part lies inside the window the dispatched
+	// response's provider saw (absent without a dispatch).
+	InDispatchWindow *bool `json:"in_dispatch_window,omitempty"`
+}
+
+// LoadAt is one complete load pair of a capability: its call and the
+// return that answered it.
+type LoadAt struct {
+	Capability       string         `json:"capability"`
+	Call             facts.Position `json:"call"`
+	Return           facts.Position `json:"return"`
+	InWindow         bool           `json:"in_window"`
+	InDispatchWindow *bool          `json:"in_dispatch_window,omitempty"`
 }
 
 // CallExplained is one call's verdict with its reasons.
 type CallExplained struct {
 	CallVerdict
 	Why []string `json:"why"`
+	// DecidedBy is the policy rule whose answer is the verdict, with where
+	// it is defined (absent when the engine itself decided: a failed-closed
+	// decision).
+	DecidedBy *RuleRef `json:"decided_by,omitempty"`
+}
+
+// RuleRef names a Rego rule and where it is defined.
+type RuleRef struct {
+	Package string `json:"package"`
+	Rule    string `json:"rule"`
+	// Location is FILE:ROW:COL of the rule's first definition ("" when
+	// the module does not define it).
+	Location string `json:"location"`
 }
 
 // PolicyExplained names a policy module that took part.
@@ -65,7 +109,17 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 	}
 	f := req.Facts
 	tr := facts.TraceHistory(req.History)
-	x := &Explanation{Decision: d}
+	x := &Explanation{Decision: d, Compactions: tr.Compactions}
+	if x.Compactions == nil {
+		x.Compactions = []facts.Position{}
+	}
+	inDispatch := func(p facts.Position) *bool {
+		if f.Dispatch == nil {
+			return nil
+		}
+		v := !p.Before(f.Dispatch.Window)
+		return &v
+	}
 	x.Window = "the whole history (no compaction part)"
 	if len(tr.Compactions) > 0 || f.Window != (facts.Position{}) {
 		x.Window = fmt.Sprintf("from the compaction part at %s: evidence before it no longer counts for the next request", pos(f.Window))
@@ -98,6 +152,7 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 					where = "before the compaction boundary, so hidden again"
 				}
 				te.Why = append(te.Why, fmt.Sprintf("revealed by a %s at %s (%s)", r.Kind, pos(r.At), where))
+				te.Reveals = append(te.Reveals, RevealAt{At: r.At, Kind: r.Kind, InWindow: inWindow(r.At, f.Window), InDispatchWindow: inDispatch(r.At)})
 			}
 			if len(tr.Reveals[name]) == 0 {
 				te.Why = append(te.Why, "never revealed in this history")
@@ -110,6 +165,8 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 					where = "split by or before the compaction boundary, so it no longer counts"
 				}
 				te.Why = append(te.Why, fmt.Sprintf("loaded by the call at %s answered at %s (%s)", pos(l.Call), pos(l.Return), where))
+				te.Loads = append(te.Loads, LoadAt{Capability: t.Capability, Call: l.Call, Return: l.Return,
+					InWindow: inWindow(l.Call, f.Window), InDispatchWindow: inDispatch(l.Call)})
 			}
 			if len(tr.Loads[t.Capability]) == 0 {
 				te.Why = append(te.Why, fmt.Sprintf("capability %q is never loaded in this history", t.Capability))
@@ -134,6 +191,12 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 			ce.Why = append(ce.Why, fmt.Sprintf("decided by rule %q of policycheck.lib.gate.verdict (%s), through policycheck.availability.decision (%s)", c.Rule, gateFile, entry))
 		case c.Rule != "":
 			ce.Why = append(ce.Why, fmt.Sprintf("decided by rule %q of policycheck.availability.decision (%s)", c.Rule, entry))
+		}
+		if !c.FailClosed && c.Rule != "" {
+			ce.DecidedBy = s.ruleRef("data.policycheck.availability", "decision")
+			if gateFile != "" && c.Rule != "deny" && c.Rule != ruleRequireApproval {
+				ce.DecidedBy = s.ruleRef("data.policycheck.lib.gate", "verdict")
+			}
 		}
 		if c.Verdict == Execute {
 			ce.Why = append(ce.Why, fmt.Sprintf("%q is in the dispatch-available set", c.Tool))
@@ -182,6 +245,24 @@ func quoteList(s []string) string {
 		q[i] = strconv.Quote(v)
 	}
 	return strings.Join(q, ", ")
+}
+
+// ruleRef locates rule name of the module defining package path.
+func (s *snapshot) ruleRef(path, name string) *RuleRef {
+	ref := &RuleRef{Package: strings.TrimPrefix(path, "data."), Rule: name}
+	file := s.fileOf(path)
+	m := s.compiler.Modules[file]
+	if m == nil {
+		return ref
+	}
+	ref.Location = file
+	for _, r := range m.Rules {
+		if r.Head.Name.String() == name && r.Location != nil {
+			ref.Location = fmt.Sprintf("%s:%d:%d", file, r.Location.Row, r.Location.Col)
+			break
+		}
+	}
+	return ref
 }
 
 // fileOf returns the file of the module defining package path, or "".

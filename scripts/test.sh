@@ -18,10 +18,11 @@ if [ ! -d "$shared/conformance/cases" ]; then
 	echo "note: $shared/conformance/cases is absent; conformance tests will be skipped" >&2
 fi
 
-# replay's HTML report is checked in headless Chromium; outside CI the
-# test skips with a message when no browser is installed.
+# replay's HTML report and explain's page are checked in headless
+# Chromium; outside CI those tests skip with a message when no browser is
+# installed.
 if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1; then
-	echo "== installing chromium (the replay HTML report test)"
+	echo "== installing chromium (the replay report and explain page tests)"
 	sudo=""
 	if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
 	$sudo apt-get update -qq

@@ -30,6 +30,7 @@ const (
 	CodeEncoding         = "unsupported_encoding"   // 415: a Content-Encoding other than gzip
 	CodeMediaType        = "unsupported_media_type" // 415: a Content-Type other than JSON (see README)
 	CodeBrowser          = "browser_request"        // 403: a request a web page made (Origin, Sec-Fetch-Site)
+	CodeNotAcceptable    = "not_acceptable"         // 406: an Accept header that accepts no type the endpoint answers in
 )
 
 // Error is the body of every error response:

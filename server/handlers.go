@@ -143,6 +143,10 @@ func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error),
 			}
 			var out any
 			out, herr = h(r.WithContext(ctx), body)
+			if page, ok := out.(htmlPage); ok && herr == nil {
+				page.write(w)
+				return
+			}
 			if herr == nil {
 				writeJSON(w, http.StatusOK, out)
 				return
@@ -383,6 +387,10 @@ func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
 
 func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	start := time.Now()
+	media, herr := explainMedia(r)
+	if herr != nil {
+		return nil, herr
+	}
 	req, herr := s.parse(r.Context(), body, false)
 	if herr != nil {
 		return nil, herr
@@ -393,6 +401,9 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
 	s.observe(r, epExplain, "", req.st, x.Decision, req.context, req.history.count, len(body), start)
+	if media == mediaHTML {
+		return explainPage(x, body)
+	}
 	return x, nil
 }
 

@@ -11,13 +11,14 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/printable"
+	"github.com/policycheck/policycheck/internal/explainpage"
 )
 
 func newExplainCmd() *cobra.Command {
 	var in inputFlags
 	var format string
 	cmd := &cobra.Command{
-		Use:   "explain --registry R --history H [--context C] [--policy ...]... [--format pretty|json]",
+		Use:   "explain --registry R --history H [--context C] [--policy ...]... [--format pretty|json|html]",
 		Short: "Explain, for a person, why each tool is or is not available and why each call got its verdict",
 		Long: `explain makes the same decision as eval and says why: for each registry tool, what gates it and which
 message and part revealed or loaded it (or which compaction part hid that evidence), and for each call
@@ -25,11 +26,15 @@ of the last response, its verdict, the model-facing message and the rule, filter
 decided.
 
 --format pretty (the default) is for people; --format json prints the same explanation as a document
-(with the decision of eval inside). "text", the former name of pretty, is kept as an alias.` + exitCodes(exitLineDecision, exitLineBad),
-		Example: `  policycheck explain --registry examples/registry.yaml --history examples/histories/refund.json`,
-		Args:    noArgs,
+(with the decision of eval inside); --format html writes one self-contained page (no script, nothing
+loaded) to open in a browser: the conversation as a timeline with the windows, reveals and loads marked
+where they happen, each tool's story and each call's verdict. "text", the former name of pretty, is kept
+as an alias.` + exitCodes(exitLineDecision, exitLineBad),
+		Example: `  policycheck explain --registry examples/registry.yaml --history examples/histories/refund.json
+  policycheck explain --registry examples/registry.yaml --history examples/histories/refund.json --format html > explain.html`,
+		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			format, err := normalizeFormat(format, "pretty", "json")
+			format, err := normalizeFormat(format, "pretty", "json", "html")
 			if err != nil {
 				return err
 			}
@@ -41,8 +46,11 @@ decided.
 			if err != nil {
 				return badInput(err)
 			}
-			if format == "json" {
+			switch format {
+			case "json":
 				return writeJSON(cmd, x)
+			case "html":
+				return explainpage.Write(cmd.OutOrStdout(), x, loaded.historyJSON)
 			}
 			printExplanation(cmd.OutOrStdout(), x)
 			return nil
@@ -50,7 +58,7 @@ decided.
 	}
 	in.register(cmd, true)
 	in.registerApprovals(cmd)
-	cmd.Flags().StringVarP(&format, "format", "f", "pretty", "output format: pretty (for people) or json (text: alias of pretty)")
+	cmd.Flags().StringVarP(&format, "format", "f", "pretty", "output format: pretty (for people), json, or html (a page for a browser; text: alias of pretty)")
 	return cmd
 }
 

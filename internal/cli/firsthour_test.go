@@ -159,7 +159,7 @@ func TestFormatVocabulary(t *testing.T) {
 		want string
 	}{
 		{[]string{"eval"}, `--format must be json or pretty, not "yaml"`},
-		{[]string{"explain"}, `--format must be pretty or json, not "yaml"`},
+		{[]string{"explain"}, `--format must be pretty, json or html, not "yaml"`},
 		{[]string{"facts"}, `--format must be json or input, not "yaml"`},
 		{[]string{"check"}, `--format must be pretty or json, not "yaml"`},
 		{[]string{"test"}, `--format must be pretty or json, not "yaml"`},

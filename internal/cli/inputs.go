@@ -56,10 +56,12 @@ func (f *inputFlags) registerApprovals(cmd *cobra.Command) {
 }
 
 type inputs struct {
-	reg       *facts.Registry
-	history   facts.History
-	context   any
-	approvals facts.Approvals
+	reg     *facts.Registry
+	history facts.History
+	// historyJSON is the history as read (explain's page shows its parts).
+	historyJSON []byte
+	context     any
+	approvals   facts.Approvals
 }
 
 // request is the engine request for the loaded inputs.
@@ -130,7 +132,7 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 			return nil, badInput(historyFormatHint(data, err))
 		}
 	}
-	in := &inputs{reg: reg, history: h}
+	in := &inputs{reg: reg, history: h, historyJSON: data}
 	if f.context != "" {
 		if in.context, err = readContext(cmd, f.context); err != nil {
 			return nil, err

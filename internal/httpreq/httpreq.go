@@ -1,7 +1,8 @@
 // Package httpreq checks what an HTTP request says of its body and of its
 // sender before a server reads it: the media type (JSON, or refused), the
 // content coding (gzip, decompressed with its own errors told apart from
-// the connection's, or refused), and whether a web page sent it. It knows
+// the connection's, or refused), whether a web page sent it, and which of
+// the types an endpoint answers in its Accept header prefers. It knows
 // nothing of the documents the body holds; the sidecar (server/) turns
 // its refusals into its error codes.
 package httpreq
