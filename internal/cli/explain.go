@@ -10,8 +10,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/explainpage"
+	"github.com/policycheck/policycheck/internal/printable"
 )
 
 func newExplainCmd() *cobra.Command {
