@@ -84,6 +84,13 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 			item("gate", ast.StringTerm(gate.String())),
 			item("description", ast.StringTerm(t.Description)),
 		)
+		if t.ParametersJSONSchema != nil {
+			// NewRegistry compiled it, so it is JSON; with it in the data, a
+			// change of schema is a new registry revision.
+			if v, err := ast.ValueFromReader(bytes.NewReader(t.ParametersJSONSchema)); err == nil {
+				obj.Value.(ast.Object).Insert(ast.StringTerm("parameters_json_schema"), ast.NewTerm(v))
+			}
+		}
 		tools.Insert(ast.StringTerm(t.Name), obj)
 		// Filters see every registry tool, never the framework tools.
 		list = append(list, ast.ObjectTerm(
