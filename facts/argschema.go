@@ -139,11 +139,17 @@ func (a *ArgsSchema) ValidateArgs(raw []byte) (probs []ArgsProblem, omitted int)
 	p := message.NewPrinter(language.English)
 	out := make([]ArgsProblem, 0, len(leaves))
 	for _, l := range leaves {
-		pr := ArgsProblem{Pointer: clip(pointerOf(l.InstanceLocation)), Reason: clip(l.ErrorKind.LocalizedString(p))}
+		pr := ArgsProblem{Pointer: pointerOf(l.InstanceLocation), Reason: l.ErrorKind.LocalizedString(p)}
 		if !slices.Contains(out, pr) {
 			out = append(out, pr)
 		}
 	}
+	// Clipped once told apart: two long keys may share their start.
+	defer func() {
+		for i := range probs {
+			probs[i].Pointer, probs[i].Reason = clip(probs[i].Pointer), clip(probs[i].Reason)
+		}
+	}()
 	slices.SortFunc(out, func(x, y ArgsProblem) int {
 		if c := strings.Compare(x.Pointer, y.Pointer); c != 0 {
 			return c
