@@ -197,3 +197,37 @@ func TestRunInvalidArgsRetries(t *testing.T) {
 	require.ErrorAs(t, sd.Err(), &ex)
 	assert.Contains(t, ex.Error(), "Tool 'delete_repo' exceeded max retries count of 1")
 }
+
+// TestInvalidArgsValidatesTheArgumentsToExecute: an approver's
+// override_args are what the call would execute with, so they are what
+// is validated; the approval does not apply to a call whose arguments
+// fail.
+func TestInvalidArgsValidatesTheArgumentsToExecute(t *testing.T) {
+	reg := mustRegistry(t, argsRegistry)
+	e := mustEngine(t, reg, engine.Modules(engine.Source{File: "repos.rego", Text: `package policycheck.rules.repos
+
+require_approval contains {"reason": "deleting a repository", "message": sprintf("Delete %s?", [input.call.args.repo])} if {
+	input.call.tool == "delete_repo"
+	not input.call.approval
+}
+`}))
+	h := mustHistory(t, wReq(wUser("go")), wResp("", wCall("delete_repo", "c1", `{"repo": "acme/site"}`)))
+	id := "c1"
+	approve := func(override string) *engine.Decision {
+		a := facts.Approval{Kind: facts.ToolApproved, Approvers: []string{"ana"},
+			Digest: engine.CallDigest(&id, "delete_repo", []byte(`{"repo": "acme/site"}`))}
+		if override != "" {
+			a.OverrideArgs = []byte(override)
+		}
+		d, err := e.Decide(context.Background(), engine.Request{History: h, Approvals: facts.Approvals{"c1": a}})
+		require.NoError(t, err)
+		return d
+	}
+	assert.Equal(t, engine.Execute, approve("").Calls[0].Verdict)
+	d := approve(`{"repo": 5}`)
+	assert.Equal(t, engine.InvalidArgs, d.Calls[0].Verdict)
+	assert.Contains(t, d.Calls[0].Message, "/repo: got number, want string")
+	require.Len(t, d.Approvals, 1)
+	assert.False(t, d.Approvals[0].Applied)
+	assert.Equal(t, engine.Execute, approve(`{"repo": "acme/other"}`).Calls[0].Verdict)
+}
