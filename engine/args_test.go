@@ -231,3 +231,16 @@ require_approval contains {"reason": "deleting a repository", "message": sprintf
 	assert.False(t, d.Approvals[0].Applied)
 	assert.Equal(t, engine.Execute, approve(`{"repo": "acme/other"}`).Calls[0].Verdict)
 }
+
+// TestInvalidArgsFailClosedWins: a decision that fails closed (here a
+// filter that errors) denies every call, an invalid one too, and reports
+// no argument problems for it: the fault is the policy's.
+func TestInvalidArgsFailClosedWins(t *testing.T) {
+	reg := mustRegistry(t, `{"capabilities": [{"id": "ops"}], "tools": [
+	{"name": "delete_repo", "capability": "ops", "parameters_json_schema": {"type": "object", "required": ["repo"]}}]}`)
+	e := mustEngine(t, reg, engine.Modules(engine.Source{File: "ops.rego", Text: "package policycheck.capabilities.ops\n\nprepare_tools contains \"no_such_tool\"\n"}))
+	d := mustDecide(t, e, mustHistory(t, wReq(wUser("go")), wResp("", wCall("delete_repo", "c1", `{}`))), nil)
+	require.NotEmpty(t, d.Errors)
+	assert.Equal(t, engine.Denied, d.Calls[0].Verdict)
+	assert.Empty(t, d.Calls[0].ArgsErrors)
+}

@@ -254,7 +254,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 		c.Message = failClosedMessage(c.Tool)
 		c.Capability = ""
 		c.FailClosed = true
-		c.WouldDeny = nil
+		c.WouldDeny, c.ArgsErrors = nil, nil
 		c.Reasons = append([]string{}, d.Errors...)
 	}
 }
