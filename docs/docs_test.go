@@ -93,6 +93,7 @@ var decisionInput = map[string]field{
 	"dispatch.calls[].approval.call_args":     {"any", "The model's arguments, which the approver was shown."},
 	"dispatch.calls[].approval.override_args": {"object", "The approver's edited arguments, when given (also `args`)."},
 	"dispatch.calls[].approval.message":       {"string", "A denial's message for the model."},
+	"dispatch.calls[].invalid_args":           {"boolean", "Present (true) only when the call's arguments fail its tool's `parameters_json_schema`: its `args` are then null and it carries no `approval`; its verdict is `invalid_args`, and no `deny` or `require_approval` rule is evaluated on it."},
 }
 
 // filterInput documents input for a capability's prepare_tools.
@@ -107,7 +108,7 @@ var filterInput = map[string]field{
 
 // registryData documents data.policycheck.registry.
 var registryData = map[string]field{
-	"tools":                  {"object", "Tool name -> `{name, capability, defer_loading, gate, description}`; `gate` is `none`, `search` or `capability`."},
+	"tools":                  {"object", "Tool name -> `{name, capability, defer_loading, gate, description}`, and `parameters_json_schema` when the registry gives the tool one; `gate` is `none`, `search` or `capability`."},
 	"capabilities":           {"object", "Capability id -> `{id, defer_loading, description}`."},
 	"names":                  {"set of strings", "Every registry tool name."},
 	"always_available":       {"set of strings", "Tools available without any reveal or load."},
@@ -343,10 +344,17 @@ func TestInputDocumentation(t *testing.T) {
 			calls := facts.Derive(h, reg).Dispatch.Calls
 			req.Approvals = facts.Approvals{
 				"t1": {Kind: facts.ToolApproved, Digest: engine.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
-					Approvers: []string{"ana"}, OverrideArgs: []byte(`{"amount": 1}`)},
+					Approvers: []string{"ana"}, OverrideArgs: []byte(`{"from": "ops", "to": "supplier", "amount": 1}`)},
 				"t2": {Kind: facts.ToolDenied, Digest: engine.CallDigest(calls[1].ToolCallID, calls[1].Tool, calls[1].Args), Message: "no"},
 			}
 			walkInput(eng, req)
+			// An override the registry's schema refuses: the call is
+			// marked invalid_args.
+			req.Approvals = facts.Approvals{"t1": {Kind: facts.ToolApproved,
+				Digest:       engine.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
+				OverrideArgs: []byte(`{"amount": "all"}`)}}
+			walkInput(eng, req)
+			req.Approvals = nil
 		}
 		d, err := eng.Decide(ctx, req)
 		require.NoError(t, err)

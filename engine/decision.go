@@ -22,6 +22,11 @@ const (
 	NotAvailableYet = "not_available_yet"
 	UnknownTool     = "unknown_tool"
 	Denied          = "denied"
+	// InvalidArgs: the call's arguments fail its tool's
+	// parameters_json_schema (spec X2 step 3, after the gate): the call
+	// is never executed, no operator rule sees it, and the model gets a
+	// retry saying what was wrong.
+	InvalidArgs = "invalid_args"
 )
 
 // Decision is the outcome of one evaluation, in the shape of design.md
@@ -56,6 +61,9 @@ type Decision struct {
 	input   ast.Value // the decision query's input document, read by InputDocument
 	// binds are the approvals bound to the calls (nil without approvals).
 	binds []*binding
+	// argsProblems, parallel to the calls, are why each call's arguments
+	// fail its tool's schema (nil when every call's validate).
+	argsProblems []*argsInvalid
 }
 
 // removal is what a decision needs to say, on demand, why a tool was
@@ -190,6 +198,10 @@ type CallVerdict struct {
 	// WouldDeny holds, for a call that executes, the reasons of the
 	// log-only operator rules that would deny it: reported, not enforced.
 	WouldDeny []string `json:"would_deny,omitempty"`
+	// ArgsErrors, on invalid_args, are why the arguments fail the tool's
+	// parameters_json_schema: the JSON pointer inside the arguments and
+	// the reason, at most facts.MaxArgsProblems.
+	ArgsErrors []facts.ArgsProblem `json:"args_errors,omitempty"`
 	// Part is the index of the call's part in the response.
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.
@@ -242,7 +254,7 @@ func (d *Decision) failClosed(s *snapshot, why string) {
 		c.Message = failClosedMessage(c.Tool)
 		c.Capability = ""
 		c.FailClosed = true
-		c.WouldDeny = nil
+		c.WouldDeny, c.ArgsErrors = nil, nil
 		c.Reasons = append([]string{}, d.Errors...)
 	}
 }
@@ -431,11 +443,87 @@ func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterRe
 				c.FailClosed = true
 				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
 			}
+		case InvalidArgs:
+			if d.argsProblemsOf(i) == nil {
+				// The engine validated these arguments: a policy cannot
+				// say otherwise.
+				c.Verdict = Denied
+				c.Message = failClosedMessage(c.Tool)
+				c.FailClosed = true
+				c.Reasons = []string{fmt.Sprintf("policy said invalid_args for %q, whose arguments validate; denied", c.Tool)}
+			}
 		default:
-			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied, approval_required", i, c.Verdict)
+			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied, approval_required, invalid_args", i, c.Verdict)
 		}
+		d.checkArgs(i)
 	}
 	return nil
+}
+
+// argsProblemsOf returns why call i's arguments fail its tool's schema,
+// or nil when they validate (or the tool has none).
+func (d *Decision) argsProblemsOf(i int) *argsInvalid {
+	if d.argsProblems == nil {
+		return nil
+	}
+	return d.argsProblems[i]
+}
+
+// checkArgs gives call i, whose arguments fail its tool's schema, the
+// verdict invalid_args, whatever the policy said after the gate: only an
+// unknown_tool or not_available_yet refusal, or a denial made because the
+// decision fails closed, comes before it (spec X2). The shipped gate says
+// so itself; a replacement availability policy that does not know the
+// verdict cannot execute such a call, nor have it approved or denied by
+// a rule.
+func (d *Decision) checkArgs(i int) {
+	probs := d.argsProblemsOf(i)
+	c := &d.Calls[i]
+	if probs == nil || c.Verdict == UnknownTool || c.Verdict == NotAvailableYet || c.FailClosed {
+		return
+	}
+	c.Verdict, c.Rule = InvalidArgs, "args"
+	c.Capability, c.WouldDeny = "", nil
+	c.ArgsErrors = probs.probs
+	c.Message = InvalidArgsMessage(probs.probs, probs.omitted)
+	c.Reasons = []string{fmt.Sprintf("the arguments of %q fail its parameters_json_schema in the registry (%s): no operator rule was evaluated on the call",
+		c.Tool, argsProblemsText(probs.probs))}
+}
+
+// argsInvalid is why one call's arguments fail its tool's schema.
+type argsInvalid struct {
+	probs   []facts.ArgsProblem
+	omitted int
+}
+
+// validateCalls validates the arguments each dispatched call would
+// execute with (an approver's override_args when the approval bound to
+// the call carries them) against its tool's schema; nil when every call
+// validates or no tool has a schema.
+func validateCalls(reg *facts.Registry, f *facts.Facts, binds []*binding) []*argsInvalid {
+	if f.Dispatch == nil || !reg.HasArgsSchemas() {
+		return nil
+	}
+	var out []*argsInvalid
+	for i, c := range f.Dispatch.Calls {
+		sch := reg.ArgsSchema(c.Tool)
+		if sch == nil {
+			continue
+		}
+		args := c.Args
+		if binds != nil && binds[i] != nil && binds[i].bound && binds[i].approval.OverrideArgs != nil {
+			args = binds[i].approval.OverrideArgs
+		}
+		probs, omitted := sch.ValidateArgs(args)
+		if probs == nil {
+			continue
+		}
+		if out == nil {
+			out = make([]*argsInvalid, len(f.Dispatch.Calls))
+		}
+		out[i] = &argsInvalid{probs: probs, omitted: omitted}
+	}
+	return out
 }
 
 // bindingOf returns the approval binding of call i, or nil.

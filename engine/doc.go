@@ -28,7 +28,10 @@
 //     looking up the registry's names), enforces the invariants that keep
 //     advertisement, the gate and the messages in agreement (an executed
 //     call names a tool of the resolved set, whatever the policy says),
-//     fails closed on a rule value the gate flags, assembles the
+//     fails closed on a rule value the gate flags, gives invalid_args to
+//     a call whose arguments fail its tool's parameters_json_schema
+//     (validated before evaluation, validateCalls; such a call reaches the
+//     input with invalid_args and no arguments, and no operator rule), assembles the
 //     model-facing messages of messages.go and the reasons the policy's
 //     verdicts give, and says on demand what removed a tool
 //     (Decision.Removed).

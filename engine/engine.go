@@ -313,6 +313,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
 	d.binds = p.binds
+	d.argsProblems = p.invalid
 	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
 	d.input = input
 	// The fingerprint of the filter keys used for dispatch, or for the
@@ -416,6 +417,9 @@ type prepared struct {
 	input          ast.Value
 	ctxDigest      string
 	binds          []*binding
+	// invalid: why each call's arguments fail its tool's schema (nil
+	// when all validate).
+	invalid []*argsInvalid
 }
 
 func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) {
@@ -434,7 +438,9 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
 	}
 	binds := bindApprovals(f, req.Approvals)
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds), ctxDigest: ctxDigest, binds: binds}, nil
+	invalid := validateCalls(s.reg, f, binds)
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, invalid),
+		ctxDigest: ctxDigest, binds: binds, invalid: invalid}, nil
 }
 
 // Input returns the input document the decision query would receive for

@@ -183,6 +183,8 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 		switch {
 		case c.FailClosed:
 			ce.Why = append(ce.Why, "decided by the engine: the decision failed closed")
+		case c.Verdict == InvalidArgs:
+			ce.Why = append(ce.Why, "decided by the engine, which validates every call's arguments against its tool's parameters_json_schema after the availability gate and before any operator rule")
 		case c.Rule == "deny":
 			ce.Why = append(ce.Why, fmt.Sprintf("decided by the deny rules above, applied by %s (%s)", "policycheck.availability.decision", entry))
 		case c.Rule == ruleRequireApproval:

@@ -38,7 +38,7 @@ var keyTerms = func() map[string]*ast.Term {
 		"active_capabilities", "outgoing", "filters", "next", "dispatch", "dropped",
 		"errors", "capability", "context", "provider", "evidence", "same_response",
 		"revealed", "pending_loads", "calls", "index", "tool", "tool_call_id",
-		"tool_kind", "args", "approval",
+		"tool_kind", "args", "approval", "invalid_args",
 		// result
 		"available", "advertised", "hidden", "would_hide", "dispatch_available",
 		"rule_errors", "verdicts", "verdict", "rule", "reason", "form", "by",
@@ -84,6 +84,13 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 			item("gate", ast.StringTerm(gate.String())),
 			item("description", ast.StringTerm(t.Description)),
 		)
+		if t.ParametersJSONSchema != nil {
+			// NewRegistry compiled it, so it is JSON; with it in the data, a
+			// change of schema is a new registry revision.
+			if v, err := ast.ValueFromReader(bytes.NewReader(t.ParametersJSONSchema)); err == nil {
+				obj.Value.(ast.Object).Insert(ast.StringTerm("parameters_json_schema"), ast.NewTerm(v))
+			}
+		}
 		tools.Insert(ast.StringTerm(t.Name), obj)
 		// Filters see every registry tool, never the framework tools.
 		list = append(list, ast.ObjectTerm(
@@ -332,8 +339,11 @@ func (s *setTerms) of(names []string) *ast.Term {
 // as sets, the filter results and the context. It is built once per
 // decision as an ast.Value: no JSON round trip.
 // A call with a bound approval (binds, parallel to the calls) carries it
-// as approval, and its args are the ones it would execute with.
-func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding) ast.Value {
+// as approval, and its args are the ones it would execute with. A call
+// whose arguments fail its tool's schema (invalid, parallel to the calls)
+// carries invalid_args: true and args null: no rule reads arguments that
+// did not validate.
+func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, invalid []*argsInvalid) ast.Value {
 	sets := &setTerms{known: known}
 	factsObj := ast.ObjectTerm(
 		item("window", posTerm(f.Window)),
@@ -382,7 +392,12 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 				item("tool_kind", toolKindTerm(c.ToolKind)),
 				item("args", args),
 			)
-			if approval != nil {
+			switch {
+			case invalid != nil && invalid[i] != nil:
+				// Neither the arguments nor an approval of them.
+				call.Insert(keyTerm("args"), ast.NullTerm())
+				call.Insert(keyTerm("invalid_args"), ast.BooleanTerm(true))
+			case approval != nil:
 				call.Insert(keyTerm("approval"), approval)
 			}
 			calls[i] = ast.NewTerm(call)

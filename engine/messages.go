@@ -1,8 +1,10 @@
 package engine
 
 import (
+	"fmt"
 	"strings"
 
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/printable"
 )
 
@@ -60,4 +62,37 @@ func deniedMessage(name string) string {
 // evaluated.
 func failClosedMessage(name string) string {
 	return "Tool " + pyRepr(name) + " is not available: the tool policy could not be evaluated, so no tool may run."
+}
+
+// InvalidArgsMessage is the model-facing retry text of an invalid_args
+// verdict, in the manner of pydantic-ai's validation retry: how many
+// problems, each as the JSON pointer inside the arguments and the reason,
+// then "Fix the errors and try again.". It names no tool and quotes no
+// schema, and its length is bounded (facts.ValidateArgs keeps at most
+// facts.MaxArgsProblems problems, each clipped).
+func InvalidArgsMessage(probs []facts.ArgsProblem, omitted int) string {
+	s := "s"
+	if len(probs)+omitted == 1 {
+		s = ""
+	}
+	more := ""
+	if omitted > 0 {
+		more = fmt.Sprintf("; and %d more", omitted)
+	}
+	return fmt.Sprintf("%d validation error%s in the arguments: %s%s\n\nFix the errors and try again.",
+		len(probs)+omitted, s, argsProblemsText(probs), more)
+}
+
+// argsProblemsText lists problems as "POINTER: REASON; …", "(root)" for
+// the arguments themselves.
+func argsProblemsText(probs []facts.ArgsProblem) string {
+	parts := make([]string, len(probs))
+	for i, p := range probs {
+		ptr := p.Pointer
+		if ptr == "" {
+			ptr = "(root)"
+		}
+		parts[i] = ptr + ": " + p.Reason
+	}
+	return strings.Join(parts, "; ")
 }

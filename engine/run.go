@@ -305,6 +305,9 @@ func (r *Run) account(d *Decision) []Retry {
 			}
 		case Denied:
 			rt.Charged = !c.FailClosed
+		case InvalidArgs:
+			// An argument-validation retry (spec X8).
+			rt.Charged = true
 		}
 		if rt.Charged {
 			if rt.Count >= rt.Budget {

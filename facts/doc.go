@@ -5,9 +5,12 @@
 //
 //   - [History], [Message] and [Part] model a pydantic-ai message history
 //     after decoding (package loader turns the wire JSON into this model;
-//     this package never parses JSON and never imports OPA).
+//     this package never parses a history and never imports OPA).
 //   - [Registry] is the shared, read-only tool and capability
 //     configuration. It is immutable once built and safe for concurrent use.
+//     It compiles each tool's parameters_json_schema once ([ArgsSchema]),
+//     which validates a call's arguments as pydantic-ai does before it
+//     runs a tool (the engine's invalid_args verdict).
 //   - [Derive] computes [Facts] for a whole history by transcribing the
 //     reference rules literally: the conservative post-compaction window
 //     (§2.1), the provider-anchored window of the response being dispatched

@@ -1,6 +1,7 @@
 package facts
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -29,6 +30,11 @@ type Tool struct {
 	Description  string `json:"description,omitempty"`
 	// MaxRetries is the tool's retry budget; nil means the default of 1.
 	MaxRetries *int `json:"max_retries,omitempty"`
+	// ParametersJSONSchema is the JSON Schema of the tool's arguments
+	// (pydantic-ai's ToolDefinition.parameters_json_schema), or nil for
+	// none. NewRegistry compiles it; a call whose arguments fail it gets
+	// the verdict invalid_args before any rule sees it.
+	ParametersJSONSchema json.RawMessage `json:"parameters_json_schema,omitempty"`
 }
 
 // Gate says what makes a registry tool callable (conformance README).
@@ -85,6 +91,7 @@ type Registry struct {
 	ownedTools  map[string][]string // every capability -> its sorted tools
 	toolNames   []string            // sorted
 	rank        map[string]int      // tool name -> index in toolNames
+	schemas     []*ArgsSchema       // per tool (registry order); nil for none
 }
 
 // NewRegistry validates and indexes a registry. It copies its arguments.
@@ -140,6 +147,16 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 		if j, dup := r.toolIndex[t.Name]; dup {
 			errs = append(errs, &RegistryError{ptr + "/name", fmt.Sprintf("duplicate tool name %q (first at /tools/%d)", t.Name, j)})
 			continue
+		}
+		if t.ParametersJSONSchema != nil {
+			if r.schemas == nil {
+				r.schemas = make([]*ArgsSchema, len(r.tools))
+			}
+			sch, sptr, err := compileArgsSchema(i, t.ParametersJSONSchema)
+			if err != nil {
+				errs = append(errs, &RegistryError{ptr + "/parameters_json_schema" + sptr, err.Error()})
+			}
+			r.schemas[i] = sch
 		}
 		if t.MaxRetries != nil && *t.MaxRetries < 0 {
 			errs = append(errs, &RegistryError{ptr + "/max_retries", "max_retries must be >= 0"})
@@ -206,6 +223,20 @@ func (r *Registry) Tool(name string) (Tool, bool) {
 	}
 	return r.tools[i], true
 }
+
+// ArgsSchema returns the compiled parameters_json_schema of the named
+// tool, or nil when the tool has none (or is not a registry tool).
+func (r *Registry) ArgsSchema(name string) *ArgsSchema {
+	i, ok := r.toolIndex[name]
+	if !ok || r.schemas == nil {
+		return nil
+	}
+	return r.schemas[i]
+}
+
+// HasArgsSchemas reports whether any registry tool has a
+// parameters_json_schema.
+func (r *Registry) HasArgsSchemas() bool { return r.schemas != nil }
 
 // Capability looks a capability up by id.
 func (r *Registry) Capability(id string) (Capability, bool) {

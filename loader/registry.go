@@ -29,6 +29,8 @@ type registryDoc struct {
 		DeferLoading bool    `json:"defer_loading"`
 		Description  string  `json:"description"`
 		MaxRetries   *int    `json:"max_retries"`
+		// ParametersJSONSchema: facts.NewRegistry compiles it.
+		ParametersJSONSchema json.RawMessage `json:"parameters_json_schema"`
 	} `json:"tools"`
 }
 
@@ -72,7 +74,8 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 	}
 	tools := make([]facts.Tool, len(rd.Tools))
 	for i, t := range rd.Tools {
-		tools[i] = facts.Tool{Name: t.Name, DeferLoading: t.DeferLoading, Description: t.Description, MaxRetries: t.MaxRetries}
+		tools[i] = facts.Tool{Name: t.Name, DeferLoading: t.DeferLoading, Description: t.Description, MaxRetries: t.MaxRetries,
+			ParametersJSONSchema: t.ParametersJSONSchema}
 		if t.Capability != nil {
 			tools[i].Capability = *t.Capability
 		}

@@ -49,6 +49,8 @@ const (
 	// codeAlwaysErrors: a rule that depends on nothing a request sends
 	// and fails whenever it is evaluated.
 	codeAlwaysErrors = "rule_always_errors"
+	// codeArgsNotRequired (checkargs.go): a deny or require_approval rule
+	// reads a call argument the registry's schemas do not require.
 )
 
 type checkFlags struct {
@@ -83,11 +85,20 @@ its location:
   * a rule that reads neither input nor data and fails whenever it is evaluated: complete rules that
     always conflict (p := "a" and p := "b"), a built-in call that always errors (1 / 0);
   * a registry that breaks its schema or the rules a schema cannot express (file and JSON pointer),
-    reserved tool names (load_capability, search_tools) among them;
+    reserved tool names (load_capability, search_tools) and tool parameters_json_schemas that do not
+    compile among them;
+  * a deny or require_approval rule that reads input.call.args.<field> (in its body or its message)
+    for a tool with no parameters_json_schema, or one that does not require <field> (args_not_required):
+    when the model leaves the field out the rule is undefined and does not apply. The tools a rule
+    applies to are those its body compares input.call.tool with (input.call.tool == "x", or in a literal
+    set); a rule with no such comparison is checked against every registry tool. Fix it by requiring the
+    field in the schema or reading it with object.get and a default that denies; mark a deliberate read
+    with a "# policycheck:ignore args" comment on its line or the line above, or in the comments
+    above the rule (before its METADATA);
   * anything else the engine refuses to load (it compiles the set as policycheck eval would).
 
 Without --registry, the checks that need one (filters for unknown capabilities, evaluated filter
-results, what the engine refuses) are skipped, and the output says so.
+results, rules reading call arguments, what the engine refuses) are skipped, and the output says so.
 
 It also notes, without failing, each nondeterministic built-in that a rule outside the filters reaches:
 such a rule is allowed, but its result is not a function of the decision's input, so the engine then
@@ -136,7 +147,7 @@ type checkResult struct {
 
 // skippedWithoutRegistry is what check cannot do without --registry.
 const skippedWithoutRegistry = "capability checks (no --registry): filters for unknown capabilities, " +
-	"evaluated filter results, and what the engine refuses were not checked"
+	"evaluated filter results, rules reading call arguments no tool schema requires, and what the engine refuses were not checked"
 
 func (r *checkResult) add(fs ...policyFinding) {
 	for _, f := range fs {
@@ -316,6 +327,15 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 	}
 	for i, r := range regs {
 		res.Notes = append(res.Notes, unknownHideNotes(c, locs, r, regFiles[i])...)
+	}
+	operator := map[string]bool{}
+	for _, m := range mods {
+		if m.operator && !m.test {
+			operator[m.file] = true
+		}
+	}
+	for i, r := range regs {
+		res.add(argsFindings(c, operator, r, regFiles[i])...)
 	}
 	res.add(nondeterminismFindings(c)...)
 	res.Notes = append(res.Notes, memoNotes(c)...)

@@ -19,11 +19,12 @@ func newEvalCmd() *cobra.Command {
 		Short: "Decide availability, advertisement and every call's verdict (JSON, or --format pretty)",
 		Long: `eval prints the decision document: the fingerprint, the facts, the tools available and advertised for
 the next request and, when the history ends with a response, the dispatch facts and one verdict per
-tool call (execute, not_available_yet, unknown_tool, denied or approval_required), with the
-model-facing retry message on every refusal. An approval_required call carries its arguments and
-digest for the approver; --approvals passes the answers back (each bound to one call by that digest,
-and used once that call's outcome is in the history), and the decision's "approvals" says who
-approved what and whether each approval applied. A policy error, a timeout or an undefined result fails the decision closed: every
+tool call (execute, not_available_yet, unknown_tool, invalid_args, denied or approval_required), with
+the model-facing retry message on every refusal (invalid_args: the arguments fail the tool's
+parameters_json_schema in the registry; "args_errors" says where). An approval_required call carries
+its arguments and digest for the approver; --approvals passes the answers back (each bound to one call
+by that digest, and used once that call's outcome is in the history), and the decision's "approvals"
+says who approved what and whether each approval applied. A policy error, a timeout or an undefined result fails the decision closed: every
 registry tool unavailable, every call denied, and "errors" says why (exit status 0: a decision was made).
 
 --format json (the default) prints the document of design.md, "Output of policycheck eval", for
@@ -31,7 +32,7 @@ scripts; --format pretty prints the same decision as a short summary for a perso
 
 --fail-on-refusal gates a pipeline, as "opa eval --fail-defined" does: the decision is printed as
 usual, and the exit status is 3 when any call of the last response does not execute (not_available_yet,
-unknown_tool, denied, approval_required) or the decision failed closed.` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
+unknown_tool, invalid_args, denied, approval_required) or the decision failed closed.` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
 		Example: `  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json \
     --policy examples/policies --context examples/context/support.json
   policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json --format pretty

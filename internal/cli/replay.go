@@ -39,8 +39,8 @@ sidecar's run id, its step the number of messages it decided on.
 The report counts verdict transitions of every judged call (baseline -> candidate), tools gained and
 lost by available and advertised, and fail-closed decisions on either side, then lists every change
 with its run, message index, tool_call_id, tool and both sides' reasons. --fail-on names transitions
-that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet, unknown_tool, denied,
-approval_required),
+that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet, unknown_tool,
+invalid_args, denied, approval_required),
 available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any state; for example
 --fail-on 'denied->execute,*->fail_closed'. --approvals passes a person's answers (as eval --approvals
 takes them) to every step of every history run, on both sides: each binds only to the call whose digest

@@ -47,8 +47,9 @@ func TestSpecTablesThroughEval(t *testing.T) {
 
 // TestNumberExtensionsReachPoliciesAsStrings: a history whose tool
 // arguments hold Infinity (which the reference's parser accepts) is
-// decided, not rejected, and the shipped transfers example refuses the
-// call: the policy sees the string "Infinity", not a number.
+// decided, not rejected, and the call is refused: the arguments hold the
+// string "Infinity", not a number, so they fail the example registry's
+// schema for transfer_funds (invalid_args) before the transfers rules.
 func TestNumberExtensionsReachPoliciesAsStrings(t *testing.T) {
 	dir := t.TempDir()
 	hist := writeFile(t, dir, "h.json", `[
@@ -70,7 +71,7 @@ func TestNumberExtensionsReachPoliciesAsStrings(t *testing.T) {
 	if err := json.Unmarshal([]byte(res.stdout), &d); err != nil {
 		t.Fatal(err)
 	}
-	if len(d.Calls) != 1 || d.Calls[0].Verdict != "denied" || !strings.Contains(d.Calls[0].Message, "numeric `amount`") {
-		t.Fatalf("want the transfer denied for a non-numeric amount, got %+v", d.Calls)
+	if len(d.Calls) != 1 || d.Calls[0].Verdict != "invalid_args" || !strings.Contains(d.Calls[0].Message, "/amount: got string, want number") {
+		t.Fatalf("want the transfer refused for a non-numeric amount, got %+v", d.Calls)
 	}
 }

@@ -74,6 +74,7 @@ var decisionInput = map[string]string{
 	"dispatch.calls[].approval.message":       fieldLeaf,
 	"dispatch.calls[].approval.call_args":     fieldOpen,
 	"dispatch.calls[].approval.override_args": fieldOpen,
+	"dispatch.calls[].invalid_args":           fieldLeaf,
 }
 
 // filterInput is every path of the input document a capability filter

@@ -9,7 +9,7 @@ import (
 // states are the states each kind of change moves between: the
 // vocabulary of transitions and of --fail-on.
 var states = map[string][]string{
-	KindCall:       {"execute", "not_available_yet", "unknown_tool", "denied", "approval_required"},
+	KindCall:       {"execute", "not_available_yet", "unknown_tool", "invalid_args", "denied", "approval_required"},
 	KindAvailable:  {StateAvailable, StateUnavailable},
 	KindAdvertised: {StateAdvertised, StateUnadvertised},
 	KindFailClosed: {StateOK, StateFailClosed},

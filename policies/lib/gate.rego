@@ -192,8 +192,11 @@ available_now := available(
 #   approval_required when an operator rule asks a person to approve it
 #   first, else execute. A failed filter denies every call. The gate wins
 #   over deny, and deny over require_approval: an approval never widens
-#   availability. The rules see the arguments the call would execute with
-#   (an approver's override_args).
+#   availability. After the gate and before any operator rule, a call
+#   whose arguments fail its tool's parameters_json_schema (the engine
+#   marks it invalid_args) gets invalid_args: no deny, require_approval
+#   or log-only rule is evaluated on it. The rules see the arguments the
+#   call would execute with (an approver's override_args).
 verdict(call) := {
 	"verdict": "denied", "rule": "filter_error",
 	"reason": "a capability filter failed: the decision fails closed",
@@ -210,6 +213,11 @@ verdict(call) := {
 } if {
 	not call.tool in framework
 	not call.tool in available_now
+} else := {
+	"verdict": "invalid_args", "rule": "args",
+	"reason": sprintf("the arguments of %q fail its parameters_json_schema", [call.tool]),
+} if {
+	call.invalid_args == true
 } else := {"verdict": "denied", "rule": "deny", "denials": denials(call)} if {
 	count(denials(call)) > 0
 } else := {"verdict": "denied", "rule": "approval_denied"} if {

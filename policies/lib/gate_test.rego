@@ -376,6 +376,30 @@ test_gate_refusal_wins_over_a_deny_rule if {
 	v.verdict == "not_available_yet"
 }
 
+test_invalid_args_comes_before_every_operator_rule if {
+	rules := {
+		"money": {"deny": {{"reason": "r", "message": "m"}}, "require_approval": {{"reason": "a", "message": "a"}}},
+		"watch": {"deny": {{"reason": "w", "message": "w"}}},
+	}
+	bad := object.union(call("get_time"), {"args": null, "invalid_args": true})
+	v := gate.verdict(bad) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as rules
+		with data.policycheck.log_only as {"watch"}
+	v == {
+		"verdict": "invalid_args", "rule": "args",
+		"reason": "the arguments of \"get_time\" fail its parameters_json_schema",
+	}
+}
+
+test_gate_refusal_wins_over_invalid_args if {
+	bad := object.union(call("secret_op"), {"args": null, "invalid_args": true})
+	v := gate.verdict(bad) with input as base
+		with data.policycheck.registry as registry
+		with data.policycheck.rules as {}
+	v.verdict == "not_available_yet"
+}
+
 test_unavailable_form[note] if {
 	cases := {
 		"capability form while the owner is not loaded": {

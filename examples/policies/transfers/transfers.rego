@@ -9,6 +9,13 @@
 #   its tool_call_id, tool and arguments are what the approver was shown.
 #   The rules see the arguments the call would execute with (an
 #   approver's override_args), so an override is judged again.
+#
+#   The rules rely on transfer_funds's parameters_json_schema in the
+#   registry (examples/registry.yaml): a call whose arguments lack from,
+#   to or a numeric amount gets invalid_args and never reaches them, so
+#   they read input.call.args.amount, .from and .to directly.
+#   `policycheck check --registry` reports such a read against a registry
+#   whose schema does not require the field.
 package policycheck.rules.transfers
 
 # METADATA
@@ -38,11 +45,10 @@ require_approval contains {
 		"transfer_funds of %v exceeds the limit of %v and needs %v approver(s); the bound approval names %v",
 		[amount, limit, needed, count(_approvers)],
 	),
-	"message": sprintf("Approve a transfer of %v from %v to %v?", [amount, _arg("from"), _arg("to")]),
+	"message": sprintf("Approve a transfer of %v from %v to %v?", [amount, input.call.args.from, input.call.args.to]),
 } if {
 	input.call.tool == "transfer_funds"
 	amount := input.call.args.amount
-	is_number(amount)
 	amount > limit
 	needed := _needed(amount)
 	count(_approvers) < needed
@@ -51,9 +57,8 @@ require_approval contains {
 # METADATA
 # title: deny
 # description: |
-#   Denies a transfer above the hard limit whatever the approval says, an
-#   approver's override that changes who pays or who is paid, and a
-#   transfer whose amount is not a number.
+#   Denies a transfer above the hard limit whatever the approval says, and
+#   an approver's override that changes who pays or who is paid.
 # entrypoint: true
 deny contains {
 	"reason": sprintf("transfer_funds of %v exceeds the hard limit of %v", [amount, hard_limit]),
@@ -61,7 +66,6 @@ deny contains {
 } if {
 	input.call.tool == "transfer_funds"
 	amount := input.call.args.amount
-	is_number(amount)
 	amount > hard_limit
 }
 
@@ -74,14 +78,6 @@ deny contains {
 	object.get(input.call.approval.override_args, key, null) != object.get(input.call.approval.call_args, key, null)
 }
 
-deny contains {
-	"reason": "transfer_funds called without a numeric amount",
-	"message": "transfer_funds needs a numeric `amount` argument.",
-} if {
-	input.call.tool == "transfer_funds"
-	not is_number(object.get(input.call, ["args", "amount"], null))
-}
-
 # The named approvers of the approval bound to the call: an approval that
 # names no one counts as none.
 _approvers := {a | some a in input.call.approval.approvers} if {
@@ -91,5 +87,3 @@ _approvers := {a | some a in input.call.approval.approvers} if {
 _needed(amount) := 2 if amount > two_approver_limit
 
 else := 1
-
-_arg(key) := object.get(input.call.args, key, "?")

@@ -3,8 +3,10 @@
 # description: |
 #   Which transfers need one or two approvers, what an approval bound to
 #   the call (input.call.approval) satisfies, that an override is judged
-#   again, and malformed arguments. The verdicts these make through the
-#   shipped gate are pinned through eval (examples/examples_test.go).
+#   again. Malformed arguments never reach these rules (the registry's
+#   parameters_json_schema makes them invalid_args). The verdicts these
+#   make through the shipped gate are pinned through eval
+#   (examples/examples_test.go).
 package policycheck.rules.transfers_test
 
 import data.policycheck.rules.transfers
@@ -91,12 +93,6 @@ test_deny[note] if {
 		},
 		"an override that changes the payee is denied": {
 			"call": overridden(transfer(pay(5000)), ["ana"], {"from": "ops", "to": "mallory", "amount": 5000}),
-			"denied": true,
-		},
-		"a missing amount is denied": {"call": transfer({}), "denied": true},
-		"a string amount is denied": {"call": transfer({"amount": "5000"}), "denied": true},
-		"arguments that are not an object are denied": {
-			"call": {"tool": "transfer_funds", "tool_call_id": "t1", "args": null},
 			"denied": true,
 		},
 		"other tools are never denied": {

@@ -1,0 +1,230 @@
+package facts
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+// ArgsSchema is a tool's parameters_json_schema (the field of pydantic-ai's
+// ToolDefinition), compiled once per registry. It is immutable and safe
+// for concurrent use.
+type ArgsSchema struct {
+	sch      *jsonschema.Schema
+	required []string // the top-level "required" keys, sorted
+	object   bool     // the top level says "type": "object"
+}
+
+// Requires reports whether the schema requires the top-level argument
+// field: its own "required" list names it. A requirement the schema only
+// states through allOf, $ref or a conditional is not seen (and so not
+// relied on).
+func (a *ArgsSchema) Requires(field string) bool {
+	_, ok := slices.BinarySearch(a.required, field)
+	return ok
+}
+
+// argsSchemaURL is the base URL a tool's schema is compiled under; it is
+// never fetched.
+const argsSchemaURL = "https://policycheck.dev/registry/tools/"
+
+// refuseLoader refuses every URL: a tool's schema must be self-contained
+// (a $ref to a file or a web page would read the operator's disk or the
+// network at load).
+type refuseLoader struct{}
+
+func (refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("a parameters_json_schema must be self-contained: it refers to %s, which is not read", url)
+}
+
+// compileArgsSchema compiles one tool's schema (draft 2020-12 unless the
+// schema's $schema says otherwise). ptr is the pointer inside the schema
+// of what is wrong, when known.
+func compileArgsSchema(i int, raw json.RawMessage) (a *ArgsSchema, ptr string, err error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, "", fmt.Errorf("parameters_json_schema is not JSON: %w", err)
+	}
+	obj, isObj := doc.(map[string]any)
+	if !isObj {
+		return nil, "", errors.New("parameters_json_schema must be a JSON Schema object")
+	}
+	url := argsSchemaURL + strconv.Itoa(i) + "/parameters_json_schema.json"
+	comp := jsonschema.NewCompiler()
+	comp.DefaultDraft(jsonschema.Draft2020)
+	comp.UseLoader(refuseLoader{})
+	if err := comp.AddResource(url, doc); err != nil {
+		return nil, "", fmt.Errorf("parameters_json_schema: %w", err)
+	}
+	sch, err := comp.Compile(url)
+	if err != nil {
+		var sve *jsonschema.SchemaValidationError
+		if errors.As(err, &sve) {
+			var ve *jsonschema.ValidationError
+			if errors.As(sve.Err, &ve) {
+				leaf := firstLeaf(ve)
+				return nil, pointerOf(leaf.InstanceLocation), fmt.Errorf("parameters_json_schema is not a valid JSON Schema: %s",
+					leaf.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
+			}
+		}
+		return nil, "", fmt.Errorf("parameters_json_schema does not compile: %s", strings.ReplaceAll(err.Error(), url, "the schema"))
+	}
+	a = &ArgsSchema{sch: sch}
+	a.object = obj["type"] == "object"
+	if req, ok := obj["required"].([]any); ok {
+		for _, r := range req {
+			if s, ok := r.(string); ok {
+				a.required = append(a.required, s)
+			}
+		}
+		slices.Sort(a.required)
+	}
+	return a, "", nil
+}
+
+// ArgsProblem is one reason a call's arguments fail its tool's schema:
+// the JSON pointer of the offending value inside the arguments ("" for
+// the arguments themselves) and what is wrong.
+type ArgsProblem struct {
+	Pointer string `json:"pointer"`
+	Reason  string `json:"reason"`
+}
+
+// MaxArgsProblems bounds the problems ValidateArgs reports (the rest are
+// counted).
+const MaxArgsProblems = 5
+
+// maxReason bounds one problem's reason.
+const maxReason = 160
+
+// ValidateArgs validates a call's raw arguments (the history's JSON: an
+// object, a string holding JSON, or null) against the schema, as
+// pydantic-ai validates a call before it runs the tool: a string is
+// parsed as JSON (an empty one is {}), null or no arguments are {}. It
+// returns nil when they validate, else the problems, at most
+// MaxArgsProblems, in a stable order, and how many more there were.
+func (a *ArgsSchema) ValidateArgs(raw []byte) (probs []ArgsProblem, omitted int) {
+	v, err := argsValue(raw)
+	if err != nil {
+		return []ArgsProblem{{Reason: clip(err.Error())}}, 0
+	}
+	err = a.sch.Validate(v)
+	if err == nil {
+		return nil, 0
+	}
+	var ve *jsonschema.ValidationError
+	if !errors.As(err, &ve) {
+		return []ArgsProblem{{Reason: clip(err.Error())}}, 0
+	}
+	var leaves []*jsonschema.ValidationError
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) == 0 {
+			leaves = append(leaves, e)
+			return
+		}
+		for _, c := range e.Causes {
+			walk(c)
+		}
+	}
+	walk(ve)
+	p := message.NewPrinter(language.English)
+	out := make([]ArgsProblem, 0, len(leaves))
+	for _, l := range leaves {
+		pr := ArgsProblem{Pointer: pointerOf(l.InstanceLocation), Reason: l.ErrorKind.LocalizedString(p)}
+		if !slices.Contains(out, pr) {
+			out = append(out, pr)
+		}
+	}
+	// Clipped once told apart: two long keys may share their start.
+	defer func() {
+		for i := range probs {
+			probs[i].Pointer, probs[i].Reason = clip(probs[i].Pointer), clip(probs[i].Reason)
+		}
+	}()
+	slices.SortFunc(out, func(x, y ArgsProblem) int {
+		if c := strings.Compare(x.Pointer, y.Pointer); c != 0 {
+			return c
+		}
+		return strings.Compare(x.Reason, y.Reason)
+	})
+	if len(out) > MaxArgsProblems {
+		return out[:MaxArgsProblems], len(out) - MaxArgsProblems
+	}
+	return out, 0
+}
+
+// argsValue reads raw arguments as pydantic-ai's validator does.
+func argsValue(raw []byte) (any, error) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return map[string]any{}, nil
+	}
+	v, err := decodeNumbers(raw)
+	if err != nil {
+		return nil, fmt.Errorf("the arguments are not valid JSON: %v", err)
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		return v, nil
+	}
+	if strings.TrimSpace(s) == "" {
+		return map[string]any{}, nil
+	}
+	inner, err := decodeNumbers([]byte(s))
+	if err != nil {
+		return nil, fmt.Errorf("the arguments are not valid JSON: %v", err)
+	}
+	return inner, nil
+}
+
+func decodeNumbers(b []byte) (any, error) {
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	var v any
+	if err := dec.Decode(&v); err != nil {
+		return nil, err
+	}
+	if dec.More() {
+		return nil, errors.New("unexpected data after the arguments")
+	}
+	return v, nil
+}
+
+func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
+	for len(e.Causes) > 0 {
+		e = e.Causes[0]
+	}
+	return e
+}
+
+// pointerOf writes a JSON pointer (RFC 6901) of its tokens.
+func pointerOf(loc []string) string {
+	var b strings.Builder
+	for _, tok := range loc {
+		b.WriteByte('/')
+		b.WriteString(strings.ReplaceAll(strings.ReplaceAll(tok, "~", "~0"), "/", "~1"))
+	}
+	return b.String()
+}
+
+func clip(s string) string {
+	if len(s) <= maxReason {
+		return s
+	}
+	cut := maxReason - 3
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }

@@ -1,0 +1,89 @@
+package facts_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+const transferSchema = `{"type": "object",
+	"properties": {"from": {"type": "string", "minLength": 1}, "to": {"type": "string", "minLength": 1}, "amount": {"type": "number"}},
+	"required": ["from", "to", "amount"], "additionalProperties": false}`
+
+func schemaRegistry(t testing.TB, schema string) (*facts.Registry, error) {
+	t.Helper()
+	return facts.NewRegistry(nil, []facts.Tool{{Name: "get_time"}, {Name: "transfer_funds", ParametersJSONSchema: json.RawMessage(schema)}})
+}
+
+// TestArgsSchemaCompile: a schema that does not compile, is not an
+// object, or refers to another document is refused with the pointer of
+// the tool's schema (and into it, when known).
+func TestArgsSchemaCompile(t *testing.T) {
+	for _, tc := range []struct{ schema, err string }{
+		{`{"type": 5}`, "/tools/1/parameters_json_schema/type: parameters_json_schema is not a valid JSON Schema"},
+		{`true`, "/tools/1/parameters_json_schema: parameters_json_schema must be a JSON Schema object"},
+		{`{"$ref": "file:///etc/passwd"}`, "must be self-contained"},
+		{`{"$ref": "https://example.com/s.json"}`, "must be self-contained"},
+		{`{"type": "string", "pattern": "(?<=a)b"}`, "/tools/1/parameters_json_schema"},
+	} {
+		_, err := schemaRegistry(t, tc.schema)
+		require.Error(t, err, tc.schema)
+		assert.Contains(t, err.Error(), tc.err, tc.schema)
+	}
+	reg, err := schemaRegistry(t, transferSchema)
+	require.NoError(t, err)
+	assert.Nil(t, reg.ArgsSchema("get_time"))
+	assert.Nil(t, reg.ArgsSchema("nope"))
+	sch := reg.ArgsSchema("transfer_funds")
+	require.NotNil(t, sch)
+	assert.True(t, sch.Requires("amount"))
+	assert.False(t, sch.Requires("memo"))
+	assert.True(t, reg.HasArgsSchemas())
+}
+
+// TestValidateArgsBounds: at most MaxArgsProblems problems, the rest
+// counted; reasons and pointers clipped.
+func TestValidateArgsBounds(t *testing.T) {
+	reg, err := schemaRegistry(t, `{"type": "object", "additionalProperties": {"type": "integer"}}`)
+	require.NoError(t, err)
+	var fields []string
+	for i := range 9 {
+		fields = append(fields, `"`+strings.Repeat("k", 300)+string(rune('a'+i))+`": "x"`)
+	}
+	probs, omitted := reg.ArgsSchema("transfer_funds").ValidateArgs([]byte("{" + strings.Join(fields, ",") + "}"))
+	assert.Len(t, probs, facts.MaxArgsProblems)
+	assert.Equal(t, 9-facts.MaxArgsProblems, omitted)
+	for _, p := range probs {
+		assert.LessOrEqual(t, len(p.Pointer), 160)
+		assert.LessOrEqual(t, len(p.Reason), 160)
+	}
+}
+
+// BenchmarkValidateArgs: one call's arguments validated against the
+// example registry's transfer schema (the per-call cost the engine adds
+// for a tool with a schema), as an object and as a JSON string.
+func BenchmarkValidateArgs(b *testing.B) {
+	reg, err := schemaRegistry(b, transferSchema)
+	if err != nil {
+		b.Fatal(err)
+	}
+	sch := reg.ArgsSchema("transfer_funds")
+	for _, c := range []struct{ name, args string }{
+		{"object", `{"from": "ops", "to": "savings", "amount": 5000}`},
+		{"string", `"{\"from\": \"ops\", \"to\": \"savings\", \"amount\": 5000}"`},
+		{"invalid", `{"amount": "5000"}`},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			raw := []byte(c.args)
+			b.ReportAllocs()
+			for b.Loop() {
+				sch.ValidateArgs(raw)
+			}
+		})
+	}
+}
