@@ -363,6 +363,8 @@ func remedy(c engine.CallExplained, tools []engine.ToolExplained) string {
 			return "a decision that does not fail closed (see the errors above)"
 		}
 		return "no deny rule holding for this call (the reasons above name the rule and its file)"
+	case engine.InvalidArgs:
+		return "arguments that validate against the tool's parameters_json_schema (the message above says what failed)"
 	}
 	return "an approver's approval of this call, passed back with its digest"
 }
