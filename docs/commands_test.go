@@ -27,6 +27,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/internal/servetest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -139,6 +140,8 @@ func TestReadmeCommands(t *testing.T) {
 			continue // done above, into a temporary GOBIN
 		case c == "bash scripts/test.sh":
 			continue // the suite this test is part of
+		case strings.HasPrefix(c, "python3 examples/harness/approvals.py "):
+			continue // run against the README's sidecar by go test ./examples
 		case strings.HasPrefix(c, "policycheck serve "):
 			checkServe(t, bin, c)
 			ran++
@@ -210,6 +213,25 @@ func checkServe(t *testing.T, bin, line string) {
 	got, _ := io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", got)
+
+	// The README's Python client (every ```python block but the approval
+	// harness, which go test ./examples runs), as written, against this
+	// sidecar.
+	ranPython := false
+	for _, block := range codeBlocks(t, "../README.md", "python") {
+		if strings.Contains(block, "approval_required verdict") {
+			continue
+		}
+		require.Contains(t, block, `"http://127.0.0.1:8181"`, "a README Python snippet that does not reach the README's sidecar")
+		script := filepath.Join(t.TempDir(), "snippet.py")
+		require.NoError(t, os.WriteFile(script, []byte(strings.ReplaceAll(block, "http://127.0.0.1:8181", base)), 0o600))
+		py := exec.Command(servetest.Python3(t), script)
+		py.Dir = ".."
+		out, err := py.CombinedOutput()
+		require.NoError(t, err, "the README's Python snippet:\n%s", out)
+		ranPython = true
+	}
+	assert.True(t, ranPython, "the README lost its Python client")
 
 	// The README's error example, for the request it names.
 	var example string

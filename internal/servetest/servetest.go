@@ -6,7 +6,8 @@
 // says, a Unix domain socket among them), and stops it when the test
 // ends. It runs the load tests' floor (the floor command beside it: a
 // server that reads each body and answers, and decides nothing) the same
-// way.
+// way. It also finds the python3 that runs the README's Python snippets
+// against such a server.
 package servetest
 
 import (
@@ -90,7 +91,32 @@ func (p *Process) Client() *http.Client {
 // the test ends.
 func Start(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
-	return start(t, "policycheck serve", "policycheck serving", exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...))
+	return StartIn(t, "", bin, args...)
+}
+
+// StartIn is Start with the server's working directory dir (the test's
+// when dir is ""), for a command line written for another directory, such
+// as the README's, which names its files from the repository root.
+func StartIn(t testing.TB, dir, bin string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = dir
+	return start(t, "policycheck serve", "policycheck serving", cmd)
+}
+
+// Python3 returns the python3 interpreter, for the tests that run the
+// README's Python snippets against a server. Without one the test is
+// skipped outside CI and fails under CI=true (.ci/run installs it).
+func Python3(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is required under CI (the README's Python snippets run on it)")
+		}
+		t.Skip("python3 is not installed: the README's Python snippets are not run")
+	}
+	return p
 }
 
 // StartFloor runs the floor command bin (see BuildFloor) on a free
