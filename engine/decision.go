@@ -24,10 +24,18 @@ const (
 	Denied          = "denied"
 )
 
-// Decision is the outcome of one evaluation, in the shape of design.md
-// "Output of policycheck eval". Every name list is sorted and never nil;
-// lists with the same content may share storage, so treat them as
-// read-only.
+// Decision is the outcome of one evaluation, in the shape of the decision
+// document (docs/decision.md, what `policycheck eval` prints). Every name
+// list is sorted and never nil; lists with the same content may share
+// storage, so treat them as read-only.
+//
+// A decision can fail closed without Decide returning an error: when the
+// policy errs, its deadline (WithDeadline) runs out, its result is
+// undefined or malformed, or a filter fails, every registry tool is
+// unavailable, every call is Denied, and Errors says why. The verdicts are
+// then safe to enforce, but they are not the policy's: check FailedClosed
+// (or Errors) after every Decide and Step, and log or alert on it, or a
+// slow or broken policy passes for one that denies everything.
 type Decision struct {
 	Fingerprint string         `json:"fingerprint"`
 	Window      facts.Position `json:"window"`
@@ -204,6 +212,14 @@ type CallVerdict struct {
 	// model's, so retry accounting does not charge it.
 	FailClosed bool `json:"-"`
 }
+
+// FailedClosed reports whether the decision failed closed (Errors is not
+// empty): the policy erred, ran out of time, or returned nothing usable,
+// so every call is denied whatever the policy would have said. The
+// `errors` member of the decision document, `policycheck eval
+// --fail-on-refusal` (exit 3) and the sidecar's fail-closed metric read
+// the same condition.
+func (d *Decision) FailedClosed() bool { return len(d.Errors) > 0 }
 
 // FactsUsed returns the facts the decision was made on.
 func (d *Decision) FactsUsed() *facts.Facts { return d.facts }

@@ -280,13 +280,15 @@ func WithApprovals(a facts.Approvals) DecideOption {
 }
 
 // WithDeadline bounds this decision; when it runs out the decision fails
-// closed.
+// closed (Decision.FailedClosed), with a nil error from Decide.
 func WithDeadline(d time.Duration) DecideOption { return func(c *decideConfig) { c.deadline = d } }
 
 // Decide evaluates one decision. Policy errors, timeouts and undefined
-// results do not return an error: they fail the decision closed and say
-// why in Decision.Errors. An error is returned only for input the engine
-// cannot represent (a context that is not JSON).
+// results do not return an error: they fail the decision closed (every
+// call denied) and say why in Decision.Errors, so a nil error does not
+// mean the policy decided: check Decision.FailedClosed. An error is
+// returned only for input the engine cannot represent (a context that is
+// not JSON).
 func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
 	s := e.snap.Load()
 	dc := decideConfig{deadline: s.deadline}

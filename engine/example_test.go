@@ -301,3 +301,44 @@ func ExampleEngine_Decide_approvals() {
 	// read_secret approval_required - Let the agent read this secret?
 	// read_secret execute - applied: approved by ana; the call executes
 }
+
+// A decision that fails closed is not an error: Decide returns it with a
+// nil error, every call denied, and the cause in Errors, as when a
+// WithDeadline runs out under load. Check FailedClosed after every
+// decision. Here an operator rule errs at run time.
+func ExampleDecision_FailedClosed() {
+	reg, err := loader.ParseRegistry("tools.yaml", []byte(exampleRegistry))
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := engine.New(context.Background(),
+		engine.Registry(reg),
+		engine.Modules(engine.Source{File: "broken.rego", Text: `package policycheck.rules.broken
+
+deny contains msg if msg := sprintf("%d", [to_number(input.call.tool)])
+`}),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := e.Decide(context.Background(), engine.Request{History: h})
+	if err != nil {
+		log.Fatal(err) // only for input the engine cannot represent
+	}
+	if d.FailedClosed() {
+		fmt.Println("failed closed:", d.Errors)
+	}
+	for _, c := range d.Calls {
+		fmt.Printf("%s %s: %s\n", *c.ToolCallID, c.Tool, c.Verdict)
+	}
+	// Output:
+	// failed closed: [policy evaluation failed: broken.rego:3: eval_builtin_error: to_number: strconv.ParseFloat: parsing "read_secret": invalid syntax]
+	// c1 read_secret: denied
+	// c2 delete_secret: denied
+	// c3 search_docs: denied
+	// c4 send_email: denied
+}
