@@ -30,7 +30,8 @@ func newReplayCmd() *cobra.Command {
 
 INPUT is a pydantic-ai history, a directory (walked for *.json, *.jsonl, *.ndjson, *.log, and their
 .gz forms), a JSON Lines file of histories, or the sidecar's decision log (OPA's uploaded JSON arrays,
-gzip or not, or its console lines). A history is replayed as the run that produced it: each prefix that
+gzip or not, or serve's own log with OPA's console decision logger on, --log-format text or json, as
+serve writes it: records that are not decisions are skipped and counted on stderr). A history is replayed as the run that produced it: each prefix that
 ends with a request decides availability and advertisement, each that ends with a response judges its
 calls. A decision-log event is decided again from the input document it carries; its run is the
 sidecar's run id, its step the number of messages it decided on.
@@ -91,9 +92,12 @@ stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched
 					return badInput(err)
 				}
 			}
-			runs, err := replay.Load(args, lo)
+			runs, skipped, err := replay.Load(args, lo)
 			if err != nil {
 				return badInput(err)
+			}
+			if skipped > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "replay: skipped %d record(s) of serve's log that are not decisions\n", skipped)
 			}
 			// --context and --approvals apply to history runs only: with
 			// none among the inputs nothing would read them.

@@ -333,6 +333,29 @@ func TestReplayRefusesBadInput(t *testing.T) {
 	if code != 2 || !strings.Contains(errs, "runs.jsonl:1: /input: input document /facts") {
 		t.Errorf("old event: exit %d, stderr %q", code, errs)
 	}
+
+	// serve's text log: a decision record whose input is Go's map[...]
+	// notation (a serve that did not write it as JSON), and a record cut
+	// in the middle of a quoted value, are refused with their line; the
+	// records that are not decisions are skipped.
+	for _, tc := range []struct{ log, want string }{
+		{"time=2026-01-01T00:00:00Z level=INFO msg=\"policycheck serving\" addr=127.0.0.1:8181\n" +
+			"time=2026-01-01T00:00:01Z level=INFO msg=\"Decision Log\" decision_id=d1 input=\"map[context:map[] messages:1]\" path=policycheck/availability/decision\n",
+			"serve.log:2: (root): invalid decision-log event"},
+		{"time=2026-01-01T00:00:00Z level=INFO msg=\"Decision Log\" decision_id=d1 input=\"{\\\"messages\n",
+			"serve.log:1: (root): a record of serve's text log: the value of input is not a quoted string"},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "serve.log"), []byte(tc.log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errs = runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--candidate", filepath.Join(examplesDir, "policies"), dir)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("text log: exit %d, stderr %q, want %q", code, errs, tc.want)
+		}
+	}
 }
 
 // TestReplayDocExample runs the command docs/replay.md shows, from the

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -312,9 +314,30 @@ func newLogger(w io.Writer, format, level string, verbose, levelSet bool) (*slog
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
+		// Structured values (a decision-log event's input and result,
+		// OPA's maps and lists) are written as quoted JSON rather than Go's
+		// map[k:v] notation, which loses strings' bounds: so a decision
+		// logged to the console can be replayed from the text log too.
+		opts.ReplaceAttr = jsonValues
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+}
+
+// jsonValues is the text logger's ReplaceAttr: a map or slice value
+// becomes its JSON encoding (a string, which the text handler quotes).
+func jsonValues(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindAny {
+		return a
+	}
+	v := a.Value.Any()
+	switch k := reflect.ValueOf(v).Kind(); {
+	case k == reflect.Map, k == reflect.Slice && reflect.TypeOf(v).Elem().Kind() != reflect.Uint8:
+		if b, err := json.Marshal(v); err == nil {
+			return slog.String(a.Key, string(b))
+		}
+	}
+	return a
 }

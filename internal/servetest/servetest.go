@@ -13,6 +13,7 @@ package servetest
 import (
 	"bufio"
 	"context"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -21,6 +22,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -69,6 +71,19 @@ type Process struct {
 	Said string
 	PID  int
 	cmd  *exec.Cmd
+
+	mu       sync.Mutex
+	log      strings.Builder // everything the server wrote on standard error
+	readDone chan struct{}   // closed when standard error is read to its end
+}
+
+// Log returns everything the server has written on standard error, its
+// decision log among it when OPA's console decision logger is on; after
+// Stop, all of it.
+func (p *Process) Log() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
 }
 
 // Client returns an HTTP client whose connections reach p: over TCP, or
@@ -137,18 +152,23 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{PID: cmd.Process.Pid, cmd: cmd}
+	p := &Process{PID: cmd.Process.Pid, cmd: cmd, readDone: make(chan struct{})}
 	t.Cleanup(p.Stop)
 	type heard struct{ addr, said string } // where it listens, what it said before
 	addr := make(chan heard, 1)
 	exited := make(chan string, 1) // what it wrote, when it ends before listening
 	go func() {
+		defer close(p.readDone)
 		// Text logs (msg="..." addr=...) or JSON ones (--log-format json).
 		re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)|"msg":"` + regexp.QuoteMeta(msg) + `","addr":"([^"]+)"`)
 		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 64<<20) // a decision-log record holds a whole input document
 		var said strings.Builder
 		listening := false
 		for sc.Scan() {
+			p.mu.Lock()
+			p.log.WriteString(sc.Text() + "\n")
+			p.mu.Unlock()
 			if m := re.FindStringSubmatch(sc.Text()); m != nil && !listening {
 				listening = true
 				addr <- heard{m[1] + m[2], said.String()}
@@ -157,6 +177,9 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 				said.WriteString(sc.Text() + "\n")
 			}
 		}
+		// A line past the scanner's bound ends the scan: read the rest,
+		// so that the server never blocks writing to a full pipe.
+		_, _ = io.Copy(io.Discard, stderr)
 		if !listening {
 			exited <- said.String()
 		}
@@ -186,14 +209,15 @@ func (p *Process) Stop() {
 	cmd := p.cmd
 	p.cmd = nil
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Standard error is read to its end (the server exited) before Wait
+	// closes it.
 	select {
-	case <-done:
+	case <-p.readDone:
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
-		<-done
+		<-p.readDone
 	}
+	_ = cmd.Wait()
 }
 
 // CPU is the user and system CPU time process pid has used, read from
