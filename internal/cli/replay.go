@@ -57,6 +57,11 @@ stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched
 			if err := checkFormat(format, "pretty", "json", "html"); err != nil {
 				return err
 			}
+			if !cmd.Flags().Changed("candidate") && !cmd.Flags().Changed("candidate-registry") {
+				// Without it the candidate would be the shipped defaults
+				// alone, a comparison no one means to make.
+				return badInput(fmt.Errorf("replay needs --candidate (the changed policies) or --candidate-registry (a changed registry)"))
+			}
 			if workers < 0 {
 				return badInput(fmt.Errorf("--workers must be 0 (one per core) or more, not %d", workers))
 			}
@@ -157,10 +162,10 @@ stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched
 	fl := cmd.Flags()
 	fl.StringVar(&registry, "registry", "", "tool registry (YAML or JSON) (required)")
 	fl.StringArrayVar(&baseline, "baseline", nil, "baseline policy file, directory or OPA bundle (repeatable)")
-	fl.StringArrayVar(&candidate, "candidate", nil, "candidate policy file, directory or OPA bundle (repeatable)")
+	fl.StringArrayVar(&candidate, "candidate", nil, "candidate policy file, directory or OPA bundle (repeatable; required unless --candidate-registry)")
 	fl.StringVar(&candRegistry, "candidate-registry", "", "registry the candidate decides with, to replay a registry change (histories only; without --candidate, the candidate keeps the baseline's policies)")
 	fl.StringVar(&ctxPath, "context", "", "JSON object handed to policies as input.context for history runs (logged decisions keep theirs)")
-	fl.StringVar(&format, "format", "pretty", "report format: pretty, json or html")
+	fl.StringVarP(&format, "format", "f", "pretty", "report format: pretty, json or html")
 	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO (repeatable)")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")

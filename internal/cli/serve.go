@@ -40,14 +40,16 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve decisions over HTTP (the sidecar), with OPA bundles and decision logs",
 		Long: `serve answers decisions over HTTP, the same documents as eval, facts and explain:
 
-  POST /v1/decide            {"registry"?, "history", "context"?}  -> the eval document
-  POST /v1/facts[?format=input]                                     -> the facts document
-  POST /v1/explain                                                  -> the explanation
-  POST /v1/runs/{id}/decide  {"offset", "messages", "context"?, "registry"?}
+  POST /v1/decide            {"registry"?, "history", "context"?, "approvals"?}  -> the eval document
+  POST /v1/facts[?format=input]  {"registry"?, "history", "context"?}  -> the facts document
+  POST /v1/explain           as /v1/decide                            -> the explanation
+  POST /v1/runs/{id}/decide  {"offset", "messages", "context"?, "registry"?, "approvals"?}
                              only the messages appended since the last call; offset is the
                              number of messages already sent (0 starts the run). A 409 means
                              the server no longer holds the run: resend the whole history with
-                             offset 0.
+                             offset 0. The answer adds step and retries (exceeded: end the run).
+  approvals                  a person's answers, as eval --approvals reads them (pydantic-ai's
+                             DeferredToolResults.approvals, each with the call's digest)
   GET  /health               200 once policies are loaded, 503 before; the revisions served
   GET  /metrics              Prometheus metrics
   GET  /debug/pprof/         Go's runtime profiles, with --pprof only (behind --token-file too)
