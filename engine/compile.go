@@ -72,6 +72,7 @@ type policySet struct {
 	modules map[string]*ast.Module // by file name
 	data    map[string]any         // documents merged at the root of data
 	rev     string
+	shipped map[string]bool // the shipped defaults' module names
 }
 
 func parseModule(file, text string) (*ast.Module, error) {
@@ -155,7 +156,7 @@ func strayDataProblem(dir string, stray []PolicyProblem) PolicyProblem {
 // loadPolicies gathers the shipped defaults (unless disabled), in-memory
 // sources and the files, directories and bundles at paths.
 func loadPolicies(defaults bool, fsys []fs.FS, sources []Source, paths []string) (*policySet, error) {
-	ps := &policySet{modules: map[string]*ast.Module{}, data: map[string]any{}}
+	ps := &policySet{modules: map[string]*ast.Module{}, data: map[string]any{}, shipped: map[string]bool{}}
 	add := func(file, text string) error {
 		if _, dup := ps.modules[file]; dup {
 			return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: file, Message: "module loaded twice"}}}
@@ -187,6 +188,9 @@ func loadPolicies(defaults bool, fsys []fs.FS, sources []Source, paths []string)
 			b, err := fs.ReadFile(f, p)
 			if err != nil {
 				return err
+			}
+			if prefix != "" {
+				ps.shipped[prefix+p] = true
 			}
 			return add(prefix+p, string(b))
 		})
@@ -343,6 +347,7 @@ func revision(ps *policySet) string {
 type filter struct {
 	capability string
 	file       string
+	at         string // file:row:col of its (first) prepare_tools rule, for reasons
 	query      rego.PreparedEvalQuery
 }
 
@@ -535,7 +540,8 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		if err != nil {
 			return nil, fmt.Errorf("engine: prepare filter %q: %w", id, err)
 		}
-		out.filters[id] = &filter{capability: id, file: r.Location.File, query: pq}
+		out.filters[id] = &filter{capability: id, file: r.Location.File, query: pq,
+			at: fmt.Sprintf("%s:%d:%d", r.Location.File, r.Location.Row, r.Location.Col)}
 	}
 	return out, nil
 }

@@ -133,11 +133,11 @@ func (d *Decision) Removed(tool string) []string {
 	}
 	var out []string
 	for _, id := range r.next.droppedBy[tool] {
-		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): neither advertised nor callable", filterRoot, id, r.s.filters[id].file))
+		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): neither advertised nor callable", filterRoot, id, r.s.filters[id].at))
 	}
 	for _, id := range r.dispatch.droppedBy[tool] {
 		if !slices.Contains(r.next.droppedBy[tool], id) {
-			out = append(out, fmt.Sprintf("dropped at dispatch by filter %s.%s (%s), active through the serving provider's evidence", filterRoot, id, r.s.filters[id].file))
+			out = append(out, fmt.Sprintf("dropped at dispatch by filter %s.%s (%s), active through the serving provider's evidence", filterRoot, id, r.s.filters[id].at))
 		}
 	}
 	if r.hidden[tool] {
@@ -189,8 +189,10 @@ type CallVerdict struct {
 	// approver is shown, on an execute that an approval applied to the
 	// arguments to execute (the approver's override_args when given).
 	Args any `json:"args,omitempty"`
-	// Digest, on approval_required, binds an approval to this call (see
-	// CallDigest): the harness passes it back with the answer.
+	// Digest, on approval_required and on a call an operator deny rule
+	// denied (a rule may deny a call unless approved), binds an approval
+	// to this call (see CallDigest): the harness passes it back with the
+	// answer.
 	Digest string `json:"digest,omitempty"`
 	// Approval is what became of the approval keyed by this call's
 	// tool_call_id, when the request carried one.
@@ -608,7 +610,7 @@ func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filt
 			for _, id := range dispatch.droppedBy[tool] {
 				file := ""
 				if f := s.filters[id]; f != nil {
-					file = f.file
+					file = f.at
 				}
 				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
 			}

@@ -121,6 +121,9 @@ type snapshot struct {
 	contexts *lruCache[contextEntry]
 	deadline time.Duration
 	modules  []string
+	// shipped names the modules of the shipped defaults (explanations
+	// say so: "policies/lib/gate.rego" reads like a user's own file).
+	shipped map[string]bool
 	// warnings: see Engine.Warnings.
 	warnings []PolicyProblem
 }
@@ -177,7 +180,8 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	}
 	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, tools: tools, names: known.terms,
 		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize),
-		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods}
+		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods,
+		shipped: ps.shipped}
 	if cfg.decisionCache > 0 && c.pure {
 		s.decisions = newLRU[memoEntry](cfg.decisionCache)
 	}

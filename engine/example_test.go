@@ -172,7 +172,7 @@ func ExampleEngine_Explain() {
 	// delete_secret available=false
 	//   - owned by deferred capability "vault": callable once it is loaded (the load is the reveal)
 	//   - loaded by the call at message 1, part 0 answered at message 2, part 0 (inside the window)
-	//   - dropped by filter policycheck.capabilities.vault (vault.rego): neither advertised nor callable
+	//   - dropped by filter policycheck.capabilities.vault (vault.rego:5:1): neither advertised nor callable
 	// get_time available=true
 	//   - always-on: not deferred and no deferred owner
 	// read_secret available=true
@@ -182,17 +182,17 @@ func ExampleEngine_Explain() {
 	//   - search-gated: callable once revealed in the window
 	//   - never revealed in this history
 	// read_secret execute
-	//   - decided by rule "gate" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
+	//   - decided by rule "gate" of policycheck.lib.gate.verdict (shipped policies/lib/gate.rego), through policycheck.availability.decision (shipped policies/availability/availability.rego)
 	//   - "read_secret" is in the dispatch-available set
 	// delete_secret unknown_tool
-	//   - dropped by filter policycheck.capabilities.vault (vault.rego): a filtered tool is unknown
-	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
+	//   - dropped by filter policycheck.capabilities.vault (vault.rego:5:1): a filtered tool is unknown
+	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (shipped policies/lib/gate.rego), through policycheck.availability.decision (shipped policies/availability/availability.rego)
 	// search_docs not_available_yet
 	//   - "search_docs" is search-gated and was not revealed in the window the serving provider sees (from message 0, part 0)
-	//   - decided by rule "gate" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
+	//   - decided by rule "gate" of policycheck.lib.gate.verdict (shipped policies/lib/gate.rego), through policycheck.availability.decision (shipped policies/availability/availability.rego)
 	// send_email unknown_tool
 	//   - "send_email" is neither a registry tool nor a framework tool present in this run
-	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
+	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (shipped policies/lib/gate.rego), through policycheck.availability.decision (shipped policies/availability/availability.rego)
 }
 
 func ExampleDecision_Removed() {
@@ -202,7 +202,7 @@ func ExampleDecision_Removed() {
 		fmt.Printf("%s: %q\n", tool, d.Removed(tool))
 	}
 	// Output:
-	// delete_secret: ["dropped by filter policycheck.capabilities.vault (vault.rego): neither advertised nor callable"]
+	// delete_secret: ["dropped by filter policycheck.capabilities.vault (vault.rego:5:1): neither advertised nor callable"]
 	// read_secret: []
 }
 
