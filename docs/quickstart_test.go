@@ -39,3 +39,22 @@ func TestReadmeQuickStartAccountsForEveryCall(t *testing.T) {
 	}
 	assert.Contains(t, para, words[executed]+" execute")
 }
+
+// The README says what the test suite needs besides Go: what
+// scripts/test.sh and the tests reach for.
+func TestReadmeSaysWhatTheSuiteNeeds(t *testing.T) {
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	script, err := os.ReadFile("../scripts/test.sh")
+	require.NoError(t, err)
+	ci, err := os.ReadFile("../.ci/run")
+	require.NoError(t, err)
+	text := string(readme)
+	// What the scripts install or fetch, each said in the README.
+	require.Contains(t, string(script), "apt-get install -y -qq chromium")
+	require.Contains(t, string(ci), "apt-get install -y python3")
+	require.Contains(t, string(script), "go run honnef.co/go/tools/cmd/staticcheck@")
+	for _, want := range []string{"**python3**", "**chromium**", "network access to the Go module proxy on its first run", "`staticcheck`"} {
+		assert.Contains(t, text, want)
+	}
+}
