@@ -354,7 +354,7 @@ type filter struct {
 const filterRoot = "policycheck.capabilities"
 
 // checkFilters rejects filters that can never be cached safely: one that
-// reaches a nondeterministic built-in (design.md "Policies"), or a filter
+// reaches a nondeterministic built-in (docs/writing-filters.md), or a filter
 // package for a capability the registry lacks.
 func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
 	var out []PolicyProblem

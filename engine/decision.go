@@ -631,7 +631,7 @@ func (s *snapshot) ruleFile(pkg, rule string) string {
 	return ""
 }
 
-// MarshalJSON writes the decision exactly as design.md specifies.
+// MarshalJSON writes the decision exactly as docs/decision.md describes.
 func (d *Decision) MarshalJSON() ([]byte, error) {
 	type plain Decision
 	return json.Marshal((*plain)(d))

@@ -129,8 +129,8 @@ type snapshot struct {
 }
 
 // New compiles the policies against the registry. A policy set that does
-// not parse or compile, or whose filters break the rules of design.md
-// "Policies", is a *PolicyError.
+// not parse or compile, or whose filters or rules break the operator
+// contract (docs/writing-filters.md), is a *PolicyError.
 func New(ctx context.Context, opts ...Option) (*Engine, error) {
 	cfg := config{defaults: true, deadline: 5 * time.Second, decisionCache: 1024}
 	for _, o := range opts {

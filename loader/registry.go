@@ -16,7 +16,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 )
 
-// registryDoc is the registry file format (design.md "Registry").
+// registryDoc is the registry file format (docs/registry.md).
 type registryDoc struct {
 	Capabilities []struct {
 		ID           string `json:"id"`
