@@ -139,6 +139,8 @@ func TestReadmeCommands(t *testing.T) {
 			continue // done above, into a temporary GOBIN
 		case c == "bash scripts/test.sh":
 			continue // the suite this test is part of
+		case strings.HasPrefix(c, "python3 examples/harness/approvals.py "):
+			continue // run against the README's sidecar by go test ./examples
 		case strings.HasPrefix(c, "policycheck serve "):
 			checkServe(t, bin, c)
 			ran++
@@ -218,6 +220,37 @@ func checkServe(t *testing.T, bin, line string) {
 	assert.Equal(t, http.StatusOK, resp.StatusCode, "%s", got)
 
 	checkSidecarPage(t, base)
+
+	// The README's Python client (every ```python block but the approval
+	// harness, which go test ./examples runs), as written, against this
+	// sidecar.
+	ranPython := false
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		// The rest of this check goes on without python3 (outside CI).
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is required under CI (the README's Python client runs on it)")
+		}
+		t.Log("python3 is not installed: the README's Python client is not run")
+	}
+	for _, block := range codeBlocks(t, "../README.md", "python") {
+		if py == "" {
+			ranPython = true
+			break
+		}
+		if strings.Contains(block, "approval_required verdict") {
+			continue
+		}
+		require.Contains(t, block, `"http://127.0.0.1:8181"`, "a README Python snippet that does not reach the README's sidecar")
+		script := filepath.Join(t.TempDir(), "snippet.py")
+		require.NoError(t, os.WriteFile(script, []byte(strings.ReplaceAll(block, "http://127.0.0.1:8181", base)), 0o600))
+		cmd := exec.Command(py, script)
+		cmd.Dir = ".."
+		out, err := cmd.CombinedOutput()
+		require.NoError(t, err, "the README's Python snippet:\n%s", out)
+		ranPython = true
+	}
+	assert.True(t, ranPython, "the README lost its Python client")
 
 	// The README's error example, for the request it names.
 	var example string

@@ -169,7 +169,7 @@ func approvalRequiredText(s *snapshot, vm *policyVerdict) (string, []string) {
 	for _, rm := range vm.requests {
 		pkg, reason, msg := rm.pkg, rm.reason, rm.message
 		where := ""
-		if file := s.fileOf("data.policycheck.rules." + pkg); file != "" {
+		if file := s.ruleFile(pkg, "require_approval"); file != "" {
 			where = " (" + file + ")"
 		}
 		reasons = append(reasons, fmt.Sprintf("approval required by policycheck.rules.%s%s: %s", pkg, where, reason))
@@ -199,12 +199,19 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 		if binds != nil {
 			b = binds[i]
 		}
-		if c.Verdict == ApprovalRequired {
+		switch {
+		case c.Verdict == ApprovalRequired:
 			c.Args = normalizeArgs(calls[i].Args)
 			c.Digest = CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
 			if c.Args == nil {
 				c.Args = map[string]any{}
 			}
+		case c.Verdict == Denied && c.Rule == "deny" && !c.FailClosed:
+			// A rule may deny a call unless it is approved (it reads
+			// input.call.approval): the harness that asks a person then
+			// needs the digest to bind the answer, as for
+			// approval_required.
+			c.Digest = CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
 		}
 		if b == nil {
 			continue

@@ -51,12 +51,14 @@ func (p PolicyProblem) String() string {
 	return loc + ": " + p.Code + ": " + p.Message
 }
 
+// Error writes each problem on a line of its own ("policy: " and the
+// problem), so that a policy set with many problems reads as a list.
 func (e *PolicyError) Error() string {
 	parts := make([]string, len(e.Errors))
 	for i, p := range e.Errors {
-		parts[i] = p.String()
+		parts[i] = "policy: " + p.String()
 	}
-	return "policy: " + strings.Join(parts, "; ")
+	return strings.Join(parts, "\n")
 }
 
 // Source is one policy module (Rego source text) with the file it came from.
@@ -70,6 +72,7 @@ type policySet struct {
 	modules map[string]*ast.Module // by file name
 	data    map[string]any         // documents merged at the root of data
 	rev     string
+	shipped map[string]bool // the shipped defaults' module names
 }
 
 func parseModule(file, text string) (*ast.Module, error) {
@@ -118,10 +121,42 @@ const StrayDataMessage = "not loaded as data: in a policy directory only files n
 	"(the OPA bundle convention, as in a bundle and in policycheck test); move its content to a data.json in the " +
 	"directory whose path it should have, or move the file out"
 
+// StrayDataSummary is the one finding for several StrayData files under
+// the policy directory dir (files as found, under dir): a registry,
+// histories or contexts kept beside the policies, most likely. It names a
+// few of them and says what to do.
+func StrayDataSummary(dir string, files []string) string {
+	names := make([]string, 0, 3)
+	for _, f := range files {
+		if len(names) == 3 {
+			break
+		}
+		if rel, err := filepath.Rel(dir, f); err == nil && !strings.HasPrefix(rel, "..") {
+			f = rel
+		}
+		names = append(names, f)
+	}
+	list := strings.Join(names, ", ")
+	if more := len(files) - len(names); more > 0 {
+		list += fmt.Sprintf(" and %d more", more)
+	}
+	return fmt.Sprintf("%d JSON or YAML files here are not data (%s): in a policy directory only data.json, data.yaml "+
+		"and data.yml are data (the OPA bundle convention). Keep the policies in a directory of their own, apart from "+
+		"the registry, histories and contexts, and name that directory (--policy policies/, check policies/)", len(files), list)
+}
+
+func strayDataProblem(dir string, stray []PolicyProblem) PolicyProblem {
+	files := make([]string, len(stray))
+	for i, s := range stray {
+		files[i] = s.File
+	}
+	return PolicyProblem{Code: "load_error", File: dir, Message: StrayDataSummary(dir, files)}
+}
+
 // loadPolicies gathers the shipped defaults (unless disabled), in-memory
 // sources and the files, directories and bundles at paths.
 func loadPolicies(defaults bool, fsys []fs.FS, sources []Source, paths []string) (*policySet, error) {
-	ps := &policySet{modules: map[string]*ast.Module{}, data: map[string]any{}}
+	ps := &policySet{modules: map[string]*ast.Module{}, data: map[string]any{}, shipped: map[string]bool{}}
 	add := func(file, text string) error {
 		if _, dup := ps.modules[file]; dup {
 			return &PolicyError{Errors: []PolicyProblem{{Code: "load_error", File: file, Message: "module loaded twice"}}}
@@ -153,6 +188,9 @@ func loadPolicies(defaults bool, fsys []fs.FS, sources []Source, paths []string)
 			b, err := fs.ReadFile(f, p)
 			if err != nil {
 				return err
+			}
+			if prefix != "" {
+				ps.shipped[prefix+p] = true
 			}
 			return add(prefix+p, string(b))
 		})
@@ -210,6 +248,9 @@ func loadPath(ps *policySet, p string) error {
 			}
 			return isTestFile(info.Name())
 		})
+	if len(stray) > 1 {
+		return &PolicyError{Errors: []PolicyProblem{strayDataProblem(p, stray)}}
+	}
 	if len(stray) > 0 {
 		return &PolicyError{Errors: stray}
 	}
@@ -306,13 +347,14 @@ func revision(ps *policySet) string {
 type filter struct {
 	capability string
 	file       string
+	at         string // file:row:col of its (first) prepare_tools rule, for reasons
 	query      rego.PreparedEvalQuery
 }
 
 const filterRoot = "policycheck.capabilities"
 
 // checkFilters rejects filters that can never be cached safely: one that
-// reaches a nondeterministic built-in (design.md "Policies"), or a filter
+// reaches a nondeterministic built-in (docs/writing-filters.md), or a filter
 // package for a capability the registry lacks.
 func checkFilters(c *ast.Compiler, reg *facts.Registry) []PolicyProblem {
 	var out []PolicyProblem
@@ -498,7 +540,8 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		if err != nil {
 			return nil, fmt.Errorf("engine: prepare filter %q: %w", id, err)
 		}
-		out.filters[id] = &filter{capability: id, file: r.Location.File, query: pq}
+		out.filters[id] = &filter{capability: id, file: r.Location.File, query: pq,
+			at: fmt.Sprintf("%s:%d:%d", r.Location.File, r.Location.Row, r.Location.Col)}
 	}
 	return out, nil
 }

@@ -29,10 +29,18 @@ const (
 	InvalidArgs = "invalid_args"
 )
 
-// Decision is the outcome of one evaluation, in the shape of design.md
-// "Output of policycheck eval". Every name list is sorted and never nil;
-// lists with the same content may share storage, so treat them as
-// read-only.
+// Decision is the outcome of one evaluation, in the shape of the decision
+// document (docs/decision.md, what `policycheck eval` prints). Every name
+// list is sorted and never nil; lists with the same content may share
+// storage, so treat them as read-only.
+//
+// A decision can fail closed without Decide returning an error: when the
+// policy errs, its deadline (WithDeadline) runs out, its result is
+// undefined or malformed, or a filter fails, every registry tool is
+// unavailable, every call is Denied, and Errors says why. The verdicts are
+// then safe to enforce, but they are not the policy's: check FailedClosed
+// (or Errors) after every Decide and Step, and log or alert on it, or a
+// slow or broken policy passes for one that denies everything.
 type Decision struct {
 	Fingerprint string         `json:"fingerprint"`
 	Window      facts.Position `json:"window"`
@@ -133,11 +141,11 @@ func (d *Decision) Removed(tool string) []string {
 	}
 	var out []string
 	for _, id := range r.next.droppedBy[tool] {
-		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): neither advertised nor callable", filterRoot, id, r.s.filters[id].file))
+		out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): neither advertised nor callable", filterRoot, id, r.s.filters[id].at))
 	}
 	for _, id := range r.dispatch.droppedBy[tool] {
 		if !slices.Contains(r.next.droppedBy[tool], id) {
-			out = append(out, fmt.Sprintf("dropped at dispatch by filter %s.%s (%s), active through the serving provider's evidence", filterRoot, id, r.s.filters[id].file))
+			out = append(out, fmt.Sprintf("dropped at dispatch by filter %s.%s (%s), active through the serving provider's evidence", filterRoot, id, r.s.filters[id].at))
 		}
 	}
 	if r.hidden[tool] {
@@ -189,8 +197,10 @@ type CallVerdict struct {
 	// approver is shown, on an execute that an approval applied to the
 	// arguments to execute (the approver's override_args when given).
 	Args any `json:"args,omitempty"`
-	// Digest, on approval_required, binds an approval to this call (see
-	// CallDigest): the harness passes it back with the answer.
+	// Digest, on approval_required and on a call an operator deny rule
+	// denied (a rule may deny a call unless approved), binds an approval
+	// to this call (see CallDigest): the harness passes it back with the
+	// answer.
 	Digest string `json:"digest,omitempty"`
 	// Approval is what became of the approval keyed by this call's
 	// tool_call_id, when the request carried one.
@@ -216,6 +226,14 @@ type CallVerdict struct {
 	// model's, so retry accounting does not charge it.
 	FailClosed bool `json:"-"`
 }
+
+// FailedClosed reports whether the decision failed closed (Errors is not
+// empty): the policy erred, ran out of time, or returned nothing usable,
+// so every call is denied whatever the policy would have said. The
+// `errors` member of the decision document, `policycheck eval
+// --fail-on-refusal` (exit 3) and the sidecar's fail-closed metric read
+// the same condition.
+func (d *Decision) FailedClosed() bool { return len(d.Errors) > 0 }
 
 // FactsUsed returns the facts the decision was made on.
 func (d *Decision) FactsUsed() *facts.Facts { return d.facts }
@@ -680,7 +698,7 @@ func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filt
 			for _, id := range dispatch.droppedBy[tool] {
 				file := ""
 				if f := s.filters[id]; f != nil {
-					file = f.file
+					file = f.at
 				}
 				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
 			}
@@ -701,7 +719,7 @@ func (s *snapshot) ruleFile(pkg, rule string) string {
 	return ""
 }
 
-// MarshalJSON writes the decision exactly as design.md specifies.
+// MarshalJSON writes the decision exactly as docs/decision.md describes.
 func (d *Decision) MarshalJSON() ([]byte, error) {
 	type plain Decision
 	return json.Marshal((*plain)(d))

@@ -123,13 +123,16 @@ type snapshot struct {
 	modules  []string
 	// inventory: see Engine.Inventory.
 	inventory Inventory
+	// shipped names the modules of the shipped defaults (explanations
+	// say so: "policies/lib/gate.rego" reads like a user's own file).
+	shipped map[string]bool
 	// warnings: see Engine.Warnings.
 	warnings []PolicyProblem
 }
 
 // New compiles the policies against the registry. A policy set that does
-// not parse or compile, or whose filters break the rules of design.md
-// "Policies", is a *PolicyError.
+// not parse or compile, or whose filters or rules break the operator
+// contract (docs/writing-filters.md), is a *PolicyError.
 func New(ctx context.Context, opts ...Option) (*Engine, error) {
 	cfg := config{defaults: true, deadline: 5 * time.Second, decisionCache: 1024}
 	for _, o := range opts {
@@ -179,7 +182,8 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	}
 	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, tools: tools, names: known.terms,
 		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize),
-		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods, inventory: inventoryOf(ps)}
+		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods, inventory: inventoryOf(ps),
+		shipped: ps.shipped}
 	if cfg.decisionCache > 0 && c.pure {
 		s.decisions = newLRU[memoEntry](cfg.decisionCache)
 	}
@@ -285,13 +289,15 @@ func WithApprovals(a facts.Approvals) DecideOption {
 }
 
 // WithDeadline bounds this decision; when it runs out the decision fails
-// closed.
+// closed (Decision.FailedClosed), with a nil error from Decide.
 func WithDeadline(d time.Duration) DecideOption { return func(c *decideConfig) { c.deadline = d } }
 
 // Decide evaluates one decision. Policy errors, timeouts and undefined
-// results do not return an error: they fail the decision closed and say
-// why in Decision.Errors. An error is returned only for input the engine
-// cannot represent (a context that is not JSON).
+// results do not return an error: they fail the decision closed (every
+// call denied) and say why in Decision.Errors, so a nil error does not
+// mean the policy decided: check Decision.FailedClosed. An error is
+// returned only for input the engine cannot represent (a context that is
+// not JSON).
 func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
 	s := e.snap.Load()
 	dc := decideConfig{deadline: s.deadline}

@@ -1103,14 +1103,14 @@ func TestExplainNamesWhatRemovedATool(t *testing.T) {
 	for _, tool := range x.Tools {
 		why[tool.Name] = strings.Join(tool.Why, "\n")
 	}
-	assert.Contains(t, why["secret_op"], "dropped by filter policycheck.capabilities.secrets (filters/secrets.rego)")
+	assert.Contains(t, why["secret_op"], "dropped by filter policycheck.capabilities.secrets (filters/secrets.rego:3:1)")
 	assert.NotContains(t, why["rotate_key"], "dropped by filter")
 	// The rule is named with its package, file and row.
 	const hider = "hidden by an operator rule, policycheck.rules.hide.hide (rules/hide.rego:3:1), for this request"
 	assert.Contains(t, why["get_time"], hider)
 	require.Len(t, x.Calls, 2)
 	assert.Equal(t, engine.UnknownTool, x.Calls[0].Verdict)
-	assert.Contains(t, strings.Join(x.Calls[0].Why, "\n"), "dropped by filter policycheck.capabilities.secrets (filters/secrets.rego)")
+	assert.Contains(t, strings.Join(x.Calls[0].Why, "\n"), "dropped by filter policycheck.capabilities.secrets (filters/secrets.rego:3:1)")
 	assert.Contains(t, strings.Join(x.Calls[1].Why, "\n"), hider)
 	// eval's reasons say the same (the policy's verdict carries them).
 	assert.Contains(t, strings.Join(x.Decision.Calls[1].Reasons, "\n"), hider)
@@ -1133,7 +1133,7 @@ func TestExplainNamesDispatchOnlyFilter(t *testing.T) {
 	for _, tool := range x.Tools {
 		why := strings.Join(tool.Why, "\n")
 		if tool.Name == "secret_op" {
-			assert.Contains(t, why, "dropped at dispatch by filter policycheck.capabilities.secrets (filters/secrets.rego)")
+			assert.Contains(t, why, "dropped at dispatch by filter policycheck.capabilities.secrets (filters/secrets.rego:3:1)")
 		} else {
 			assert.NotContains(t, why, "dropped")
 		}

@@ -172,7 +172,7 @@ func ExampleEngine_Explain() {
 	// delete_secret available=false
 	//   - owned by deferred capability "vault": callable once it is loaded (the load is the reveal)
 	//   - loaded by the call at message 1, part 0 answered at message 2, part 0 (inside the window)
-	//   - dropped by filter policycheck.capabilities.vault (vault.rego): neither advertised nor callable
+	//   - dropped by filter policycheck.capabilities.vault (vault.rego:5:1): neither advertised nor callable
 	// get_time available=true
 	//   - always-on: not deferred and no deferred owner
 	// read_secret available=true
@@ -182,17 +182,17 @@ func ExampleEngine_Explain() {
 	//   - search-gated: callable once revealed in the window
 	//   - never revealed in this history
 	// read_secret execute
-	//   - decided by rule "gate" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
+	//   - decided by rule "gate" of policycheck.lib.gate.verdict (shipped policies/lib/gate.rego), through policycheck.availability.decision (shipped policies/availability/availability.rego)
 	//   - "read_secret" is in the dispatch-available set
 	// delete_secret unknown_tool
-	//   - dropped by filter policycheck.capabilities.vault (vault.rego): a filtered tool is unknown
-	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
+	//   - dropped by filter policycheck.capabilities.vault (vault.rego:5:1): a filtered tool is unknown
+	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (shipped policies/lib/gate.rego), through policycheck.availability.decision (shipped policies/availability/availability.rego)
 	// search_docs not_available_yet
 	//   - "search_docs" is search-gated and was not revealed in the window the serving provider sees (from message 0, part 0)
-	//   - decided by rule "gate" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
+	//   - decided by rule "gate" of policycheck.lib.gate.verdict (shipped policies/lib/gate.rego), through policycheck.availability.decision (shipped policies/availability/availability.rego)
 	// send_email unknown_tool
 	//   - "send_email" is neither a registry tool nor a framework tool present in this run
-	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (policies/lib/gate.rego), through policycheck.availability.decision (policies/availability/availability.rego)
+	//   - decided by rule "unknown_tool" of policycheck.lib.gate.verdict (shipped policies/lib/gate.rego), through policycheck.availability.decision (shipped policies/availability/availability.rego)
 }
 
 func ExampleDecision_Removed() {
@@ -202,7 +202,7 @@ func ExampleDecision_Removed() {
 		fmt.Printf("%s: %q\n", tool, d.Removed(tool))
 	}
 	// Output:
-	// delete_secret: ["dropped by filter policycheck.capabilities.vault (vault.rego): neither advertised nor callable"]
+	// delete_secret: ["dropped by filter policycheck.capabilities.vault (vault.rego:5:1): neither advertised nor callable"]
 	// read_secret: []
 }
 
@@ -300,4 +300,45 @@ func ExampleEngine_Decide_approvals() {
 	// Output:
 	// read_secret approval_required - Let the agent read this secret?
 	// read_secret execute - applied: approved by ana; the call executes
+}
+
+// A decision that fails closed is not an error: Decide returns it with a
+// nil error, every call denied, and the cause in Errors, as when a
+// WithDeadline runs out under load. Check FailedClosed after every
+// decision. Here an operator rule errs at run time.
+func ExampleDecision_FailedClosed() {
+	reg, err := loader.ParseRegistry("tools.yaml", []byte(exampleRegistry))
+	if err != nil {
+		log.Fatal(err)
+	}
+	e, err := engine.New(context.Background(),
+		engine.Registry(reg),
+		engine.Modules(engine.Source{File: "broken.rego", Text: `package policycheck.rules.broken
+
+deny contains msg if msg := sprintf("%d", [to_number(input.call.tool)])
+`}),
+	)
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	d, err := e.Decide(context.Background(), engine.Request{History: h})
+	if err != nil {
+		log.Fatal(err) // only for input the engine cannot represent
+	}
+	if d.FailedClosed() {
+		fmt.Println("failed closed:", d.Errors)
+	}
+	for _, c := range d.Calls {
+		fmt.Printf("%s %s: %s\n", *c.ToolCallID, c.Tool, c.Verdict)
+	}
+	// Output:
+	// failed closed: [policy evaluation failed: broken.rego:3: eval_builtin_error: to_number: strconv.ParseFloat: parsing "read_secret": invalid syntax]
+	// c1 read_secret: denied
+	// c2 delete_secret: denied
+	// c3 search_docs: denied
+	// c4 send_email: denied
 }

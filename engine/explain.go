@@ -175,8 +175,8 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 		te.Why = append(te.Why, d.Removed(name)...)
 		x.Tools = append(x.Tools, te)
 	}
-	entry := s.fileOf("data.policycheck.availability")
-	gateFile := s.fileOf("data.policycheck.lib.gate")
+	entry := s.moduleName(s.fileOf("data.policycheck.availability"))
+	gateFile := s.moduleName(s.fileOf("data.policycheck.lib.gate"))
 	for _, c := range d.Calls {
 		ce := CallExplained{CallVerdict: c}
 		ce.Why = append(ce.Why, c.Reasons...)
@@ -265,6 +265,16 @@ func (s *snapshot) ruleRef(path, name string) *RuleRef {
 		}
 	}
 	return ref
+}
+
+// moduleName is how an explanation names a module file: a module of the
+// shipped defaults as "shipped FILE", which no file of the operator's
+// (their own policies/ directory, say) is called.
+func (s *snapshot) moduleName(file string) string {
+	if s.shipped[file] {
+		return "shipped " + file
+	}
+	return file
 }
 
 // fileOf returns the file of the module defining package path, or "".

@@ -232,7 +232,7 @@ type filterResult struct {
 	errors  []filterError
 	keys    []string // cache keys used, for the fingerprint
 	// fingerprint is the decision's fingerprint when this result is the
-	// one it reports (design.md "Cache"): a digest of the revisions, the
+	// one it reports (docs/decision.md, "fingerprint"): a digest of the revisions, the
 	// context, the active set and keys, computed once per composition.
 	fingerprint string
 	// droppedBy maps a dropped tool to the filters that dropped it.

@@ -4,7 +4,7 @@ import "github.com/policycheck/policycheck/facts"
 
 // FactsReport is the facts part of a decision, as `policycheck facts` and
 // the sidecar's /v1/facts print it: the same keys and values as in eval's
-// output (design.md "Output of policycheck eval").
+// output (docs/decision.md).
 type FactsReport struct {
 	Window   facts.Position       `json:"window"`
 	Facts    FactsView            `json:"facts"`

@@ -170,8 +170,8 @@ func (d *StepDecision) Err() error {
 	return nil
 }
 
-// MarshalJSON writes the decision's JSON (design.md "Output of
-// policycheck eval") followed by "step" and "retries".
+// MarshalJSON writes the decision's JSON (docs/decision.md) followed by
+// "step" and "retries".
 func (d *StepDecision) MarshalJSON() ([]byte, error) {
 	retries := d.Retries
 	if retries == nil {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,34 +17,49 @@ import (
 	"github.com/policycheck/policycheck/internal/servetest"
 )
 
-// python3 returns the interpreter, skipping the test when there is none
-// outside CI (under CI=true its absence fails the test: .ci/run installs
-// it).
-func python3(t *testing.T) string {
+// readmeLine returns the one command line of the README's ```sh blocks
+// that begins with prefix.
+func readmeLine(t *testing.T, prefix string) []string {
 	t.Helper()
-	p, err := exec.LookPath("python3")
-	if err != nil {
-		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 is required under CI (the README's approval harness runs on it)")
+	readme, err := os.ReadFile("../README.md")
+	require.NoError(t, err)
+	var found [][]string
+	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
+		for _, line := range strings.Split(m[1], "\n") {
+			if strings.HasPrefix(line, prefix) {
+				found = append(found, strings.Fields(line))
+			}
 		}
-		t.Skip("python3 is not installed: the README's approval harness is not run")
 	}
-	return p
+	require.Len(t, found, 1, "the README's command line beginning %q", prefix)
+	return found[0]
 }
 
 // TestApprovalHarnessOverTheSidecar runs the README's Python harness
-// (examples/harness/approvals.py, stdlib only) against a real
-// `policycheck serve` on 127.0.0.1 with the transfers example: the
+// (examples/harness/approvals.py, stdlib only) as the README runs it,
+// against a real `policycheck serve` started with the README's own
+// arguments (all of examples/policies, the groups policy among them): the
 // approval_required call becomes pydantic-ai's DeferredToolRequests with
 // its digest, the person's answer comes back as DeferredToolResults and
 // the call executes with the approver's arguments; the same answer on
 // edited arguments does not apply.
 func TestApprovalHarnessOverTheSidecar(t *testing.T) {
-	py := python3(t)
-	url := servetest.Start(t, servetest.Build(t), "--registry", "registry.yaml", "--policy", "policies/transfers").URL
+	py := servetest.Python3(t)
+	serve := readmeLine(t, "policycheck serve ")
+	args := serve[2:]
+	for i := range args {
+		if i > 0 && args[i-1] == "--addr" {
+			args[i] = "127.0.0.1:0" // a free port rather than 8181
+		}
+	}
+	url := servetest.StartIn(t, "..", servetest.Build(t), args...).URL
+	harness := readmeLine(t, "python3 examples/harness/approvals.py ")
+	require.Equal(t, "http://127.0.0.1:8181", harness[2], "the README's harness reaches the README's sidecar")
+	harness[2] = url
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, py, "harness/approvals.py", url, "histories/transfer.json")
+	cmd := exec.CommandContext(ctx, py, harness[1:]...)
+	cmd.Dir = ".."
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()

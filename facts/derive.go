@@ -5,7 +5,7 @@ import (
 	"sort"
 )
 
-// Facts is what policies decide on (design.md "Facts"). Every name list is
+// Facts is what policies decide on (docs/decision.md, "facts" and "dispatch"). Every name list is
 // sorted and never nil.
 type Facts struct {
 	// Window is the start of the conservative post-compaction window of the
@@ -46,7 +46,7 @@ type Dispatch struct {
 	// before the response (spec L5, X7).
 	Loaded []string
 	// Evidence is what the serving provider could still see although the
-	// conservative window dropped it (spec §5), narrowed as design.md says.
+	// conservative window dropped it (spec §5), narrowed to deferred ids (docs/semantics.md).
 	Evidence Evidence
 	// ActiveCapabilities is always-on ∪ (Loaded ∩ deferred) ∪ Evidence.Loaded
 	// (seed 000: the one activity set of dispatch).

@@ -1,7 +1,8 @@
 // Package facts derives, in pure Go, what an agent's model has been shown:
 // the facts that policycheck's Rego policies decide on.
 //
-// It is the map of spec/semantics.md §2–§5 and of design.md "Facts":
+// It is the map of docs/semantics.md (windows, reveals, loads, anchored
+// evidence) and of the facts of docs/decision.md:
 //
 //   - [History], [Message] and [Part] model a pydantic-ai message history
 //     after decoding (package loader turns the wire JSON into this model;

@@ -16,7 +16,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 )
 
-// registryDoc is the registry file format (design.md "Registry").
+// registryDoc is the registry file format (docs/registry.md).
 type registryDoc struct {
 	Capabilities []struct {
 		ID           string `json:"id"`
@@ -56,8 +56,14 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := ValidateRegistrySchema(file, doc); err != nil {
-		return nil, asError(err)
+	schemaErrs, err := registrySchemaErrors(file, doc)
+	if err != nil {
+		return nil, err
+	}
+	if len(schemaErrs) > 0 {
+		// Report every mistake in one run: the schema's, and those of the
+		// rules below on what can be read of the document.
+		return nil, joinErrors(append(schemaErrs, lenientRegistryErrors(file, doc, schemaErrs)...))
 	}
 	// The schema has vetted every type: re-encode and decode into structs.
 	raw, err := json.Marshal(doc)
@@ -87,8 +93,85 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 	return reg, nil
 }
 
+// lenientRegistryErrors runs the registry's own rules (unique ids and
+// names, known owners, reserved names) on a document the schema refused,
+// reading each entry's id, name and capability where they are strings, so
+// that one run reports those mistakes too. Errors at, under or above a
+// pointer the schema already reported are left out.
+func lenientRegistryErrors(file string, doc any, schemaErrs []*Error) []*Error {
+	top, ok := doc.(map[string]any)
+	if !ok {
+		return nil
+	}
+	str := func(m map[string]any, key string) string {
+		v, _ := m[key].(string)
+		return v
+	}
+	capList, _ := top["capabilities"].([]any)
+	toolList, _ := top["tools"].([]any)
+	caps := make([]facts.Capability, len(capList))
+	for i, c := range capList {
+		if m, ok := c.(map[string]any); ok {
+			d, _ := m["defer_loading"].(bool)
+			caps[i] = facts.Capability{ID: str(m, "id"), DeferLoading: d}
+		}
+	}
+	tools := make([]facts.Tool, len(toolList))
+	for i, t := range toolList {
+		if m, ok := t.(map[string]any); ok {
+			tools[i] = facts.Tool{Name: str(m, "name"), Capability: str(m, "capability")}
+		}
+	}
+	_, err := facts.NewRegistry(caps, tools)
+	if err == nil {
+		return nil
+	}
+	var out []*Error
+	for _, e := range flattenRegistryErrors(file, err) {
+		related := false
+		for _, se := range schemaErrs {
+			if e.Pointer == se.Pointer || strings.HasPrefix(e.Pointer, se.Pointer+"/") || strings.HasPrefix(se.Pointer, e.Pointer+"/") {
+				related = true
+				break
+			}
+		}
+		if !related {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// joinErrors returns the one error, or all of them (in document order)
+// joined with errors.Join.
+func joinErrors(errs []*Error) error {
+	sortByPointer(errs)
+	if len(errs) == 1 {
+		return errs[0]
+	}
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
 func registryErrors(file string, err error) error {
-	var out []error
+	out := flattenRegistryErrors(file, err)
+	if len(out) == 1 {
+		return out[0]
+	}
+	errs := make([]error, len(out))
+	for i, e := range out {
+		errs[i] = e
+	}
+	return errors.Join(errs...)
+}
+
+// flattenRegistryErrors turns facts.NewRegistry's errors into *Errors of
+// file.
+func flattenRegistryErrors(file string, err error) []*Error {
+	var out []*Error
 	var walk func(error)
 	walk = func(e error) {
 		if j, ok := e.(interface{ Unwrap() []error }); ok {
@@ -105,10 +188,7 @@ func registryErrors(file string, err error) error {
 		out = append(out, &Error{File: file, Kind: KindSchema, Msg: e.Error()})
 	}
 	walk(err)
-	if len(out) == 1 {
-		return out[0]
-	}
-	return errors.Join(out...)
+	return out
 }
 
 // decodeConfig decodes JSON or YAML into JSON-compatible values

@@ -109,6 +109,65 @@ func ValidateRegistrySchema(file string, doc any) error {
 	return validateWith(registryCompiled, file, doc)
 }
 
+// registrySchemaErrors validates a decoded registry document against the
+// registry schema and returns every violation, one per JSON pointer (the
+// most specific of those at one pointer, as pickLeaf chooses), in
+// document order: a registry holds no alternatives (oneOf, anyOf) whose
+// unmatched branches would read as noise.
+func registrySchemaErrors(file string, doc any) ([]*Error, error) {
+	sch, err := registryCompiled.get()
+	if err != nil {
+		return nil, fmt.Errorf("compile schema: %w", err)
+	}
+	verr, ok := sch.Validate(doc).(*jsonschema.ValidationError)
+	if !ok || verr == nil {
+		return nil, nil
+	}
+	type found struct {
+		leaf *jsonschema.ValidationError
+		msg  string
+	}
+	best := map[string]found{}
+	var walk func(e *jsonschema.ValidationError)
+	walk = func(e *jsonschema.ValidationError) {
+		if len(e.Causes) > 0 {
+			for _, c := range e.Causes {
+				walk(c)
+			}
+			return
+		}
+		ptr, msg := describe(e)
+		if b, seen := best[ptr]; !seen || better(e, b.leaf) {
+			best[ptr] = found{e, msg}
+		}
+	}
+	walk(verr)
+	out := make([]*Error, 0, len(best))
+	for ptr, f := range best {
+		out = append(out, &Error{File: file, Pointer: ptr, Kind: KindSchema, Msg: f.msg})
+	}
+	sortByPointer(out)
+	return out, nil
+}
+
+// sortByPointer orders errors by their pointers in document order
+// (indices numerically), then by message.
+func sortByPointer(errs []*Error) {
+	slices.SortFunc(errs, func(a, b *Error) int {
+		if c := slices.CompareFunc(pointerTokens(a.Pointer), pointerTokens(b.Pointer), compareToken); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Msg, b.Msg)
+	})
+}
+
+func pointerTokens(ptr string) []string {
+	if ptr == "" {
+		return nil
+	}
+	return strings.Split(strings.TrimPrefix(ptr, "/"), "/")
+}
+
 func validateWith(c *compiled, file string, doc any) error {
 	sch, err := c.get()
 	if err != nil {

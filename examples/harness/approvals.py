@@ -1,17 +1,19 @@
 """Ask a person before a call runs: policycheck's approval_required verdict
 mapped onto pydantic-ai's deferred tool calls, over the sidecar.
 
-Standard library only. Usage: python3 approvals.py SIDECAR_URL HISTORY.json
-(the history ends with the model response whose calls are to be judged).
+Standard library only. Usage:
+python3 approvals.py SIDECAR_URL HISTORY.json [CONTEXT.json]
+(the history ends with the model response whose calls are to be judged;
+the context, such as the user's group, goes with every request).
 """
 import json
 import sys
 import urllib.request
 
 
-def decide(url, history, approvals=None):
+def decide(url, history, context, approvals=None):
     """POST /v1/decide; approvals is DeferredToolResults.approvals."""
-    body = {"history": history}
+    body = {"history": history, "context": context}
     if approvals is not None:
         body["approvals"] = approvals
     request = urllib.request.Request(
@@ -74,30 +76,35 @@ def outcome(history, decision):
     return out
 
 
-def main(url, history_file):
+def main(url, history_file, context_file=None):
     with open(history_file) as f:
         history = json.load(f)
-    first = decide(url, history)
+    context = {}
+    if context_file is not None:
+        with open(context_file) as f:
+            context = json.load(f)
+    first = decide(url, history, context)
     requests = deferred_tool_requests(history, first)
     results = ask_a_person(requests)
     # Resume with the same history and the person's answers.
-    second = decide(url, history, results["approvals"])
+    second = decide(url, history, context, results["approvals"])
     # A harness bug that edits the arguments after approval: the digest no
     # longer matches, so the approval does not apply.
     tampered = json.loads(json.dumps(history))
     for part in tampered[-1]["parts"]:
         if part.get("tool_call_id") in results["approvals"]:
             part["args"]["amount"] = 9000
-    third = decide(url, tampered, results["approvals"])
+    third = decide(url, tampered, context, results["approvals"])
     print(json.dumps({
         "requests": requests,
         "results": results,
         "resumed": outcome(history, second),
-        "approvals": second["approvals"],
+        # A decision lists "approvals" only when an approval was sent.
+        "approvals": second.get("approvals", []),
         "tampered": outcome(tampered, third),
-        "tampered_why": [a["why"] for a in third["approvals"]],
+        "tampered_why": [a["why"] for a in third.get("approvals", [])],
     }, indent=1, sort_keys=True))
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(*sys.argv[1:4])

@@ -548,3 +548,71 @@ func TestStrayDataInAPolicyDirectory(t *testing.T) {
 		}
 	}
 }
+
+// TestPolicyDirectoryWithTheProjectsOtherFiles: the layout a new project
+// starts with, policies, a registry, a context and histories in one
+// folder, passed as the policy directory. check and eval each say so in
+// one finding, on one line of reasonable length, naming a few of the
+// files and what to do; not one finding per file on one line.
+func TestPolicyDirectoryWithTheProjectsOtherFiles(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "limits.rego", "package policycheck.rules.limits\n\ndeny contains \"over\" if input.call.args.n > 3\n")
+	reg := writeFile(t, dir, "registry.yaml", goodRegYML)
+	writeFile(t, dir, "context.json", `{"group": "admin"}`)
+	if err := os.MkdirAll(filepath.Join(dir, "histories"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	var h string
+	for _, name := range []string{"a.json", "b.json", "c.json", "d.json"} {
+		h = writeFile(t, filepath.Join(dir, "histories"), name, hist(req(userPrompt), resp(callTime)))
+	}
+	for _, args := range [][]string{
+		{"eval", "--registry", reg, "--history", h, "--policy", dir},
+		{"check", dir, "--registry", reg},
+	} {
+		r := run(t, "", args...)
+		if r.code != cli.ExitBadUsage {
+			t.Fatalf("%s: exit %d, want %d\n%s%s", args[0], r.code, cli.ExitBadUsage, r.stdout, r.stderr)
+		}
+		out := r.stdout + r.stderr
+		var findings []string
+		for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+			if len(line) > 600 {
+				t.Errorf("%s: a line of %d characters:\n%s", args[0], len(line), line)
+			}
+			if strings.Contains(line, "not data") {
+				findings = append(findings, line)
+			}
+		}
+		if len(findings) != 1 {
+			t.Fatalf("%s: want one finding about the files that are not data, got %d:\n%s", args[0], len(findings), out)
+		}
+		for _, want := range []string{"6 JSON or YAML files here are not data", "context.json", "histories/a.json", "and 3 more", "directory of their own"} {
+			if !strings.Contains(findings[0], want) {
+				t.Errorf("%s: the finding lacks %q:\n%s", args[0], want, findings[0])
+			}
+		}
+	}
+}
+
+// TestPolicyProblemsOneALine: eval with a policy set of several problems
+// writes each on a line of its own, not all on one.
+func TestPolicyProblemsOneALine(t *testing.T) {
+	dir := t.TempDir()
+	pol := filepath.Join(dir, "pol")
+	if err := os.MkdirAll(pol, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, pol, "a.rego", "package policycheck.rules.a\n\nhide contains z\n")
+	writeFile(t, pol, "b.rego", "package policycheck.rules.b\n\nhide contains y\n")
+	reg := writeFile(t, dir, "registry.yaml", goodRegYML)
+	h := writeFile(t, dir, "history.json", hist(req(userPrompt), resp(callTime)))
+	r := run(t, "", "eval", "--registry", reg, "--history", h, "--policy", pol)
+	if r.code != cli.ExitBadUsage {
+		t.Fatalf("exit %d\n%s", r.code, r.stderr)
+	}
+	lines := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	if len(lines) < 2 || !strings.HasPrefix(lines[0], "policycheck: policy: ") || !strings.HasPrefix(lines[1], "policy: ") {
+		t.Errorf("want one problem a line:\n%s", r.stderr)
+	}
+}

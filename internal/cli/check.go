@@ -420,6 +420,7 @@ func regoFiles(paths []string, res *checkResult) []string {
 			continue
 		}
 		before := len(out)
+		var stray []string
 		_ = filepath.WalkDir(p, func(file string, d fs.DirEntry, err error) error {
 			if err != nil {
 				res.add(policyFinding{Code: "load_error", File: file, Message: err.Error()})
@@ -435,11 +436,19 @@ func regoFiles(paths []string, res *checkResult) []string {
 			if !d.IsDir() && filepath.Ext(file) == ".rego" && !isTestFile(file) {
 				out = append(out, file)
 			}
-			if !d.IsDir() && engine.StrayData(d.Name()) {
-				res.add(policyFinding{Code: "load_error", File: file, Message: engine.StrayDataMessage})
+			if !d.IsDir() && file != p && engine.StrayData(d.Name()) {
+				stray = append(stray, file)
 			}
 			return nil
 		})
+		switch {
+		case len(stray) == 1:
+			res.add(policyFinding{Code: "load_error", File: stray[0], Message: engine.StrayDataMessage})
+		case len(stray) > 1:
+			// Most likely a registry, histories and contexts beside the
+			// policies: one finding that says what to do.
+			res.add(policyFinding{Code: "load_error", File: p, Message: engine.StrayDataSummary(p, stray)})
+		}
 		if len(out) == before {
 			res.add(policyFinding{Code: codeNoPolicies, File: p, Message: "no policy files (*.rego other than *_test.rego) here: nothing to check"})
 		}

@@ -67,10 +67,10 @@ var seededMistakes = []struct {
 		want: "pol/approve.rego:3:1: rule_shape"},
 	{note: "a registry that breaks its schema",
 		file: "broken.yaml", text: "capabilities:\n  - id: vault\n    defer_loading: \"yes\"\ntools:\n  - name: get_time\n",
-		want: "broken.yaml:/capabilities/0/defer_loading: registry_error"},
+		want: "broken.yaml: /capabilities/0/defer_loading: registry_error"},
 	{note: "a registry tool with a reserved name",
 		file: "reserved.yaml", text: "tools:\n  - name: search_tools\n  - name: get_time\n",
-		want: "reserved.yaml:/tools/0/name: registry_error"},
+		want: "reserved.yaml: /tools/0/name: registry_error"},
 }
 
 func TestCheckFindsEverySeededMistake(t *testing.T) {

@@ -951,6 +951,32 @@ func TestConformanceCommand(t *testing.T) {
 			t.Errorf("stdout does not end with the tally 0 passed, 1 failed:\n%s", res.stdout)
 		}
 	})
+	t.Run("--format json", func(t *testing.T) {
+		t.Parallel()
+		dir := t.TempDir()
+		writeFile(t, dir, name, string(good))
+		writeFile(t, dir, "broken.json", strings.Replace(string(good), `"verdict": "execute"`, `"verdict": "not_available_yet"`, 1))
+		res := run(t, "", "conformance", "-f", "json", dir)
+		if res.code != cli.ExitFailed {
+			t.Errorf("exit %d, want %d", res.code, cli.ExitFailed)
+		}
+		var doc struct {
+			Passed, Failed int
+			Cases          []struct {
+				Case     string
+				Passed   bool
+				Failures []string
+			}
+		}
+		if err := json.Unmarshal([]byte(res.stdout), &doc); err != nil {
+			t.Fatalf("not one JSON document: %v\n%s", err, res.stdout)
+		}
+		if doc.Passed != 1 || doc.Failed != 1 || len(doc.Cases) != 2 || doc.Cases[0].Case != name || !doc.Cases[0].Passed ||
+			doc.Cases[1].Case != "broken.json" || doc.Cases[1].Passed || len(doc.Cases[1].Failures) == 0 ||
+			!strings.Contains(doc.Cases[1].Failures[0], "want g1 guarded_tool not_available_yet") {
+			t.Errorf("conformance -f json:\n%s", res.stdout)
+		}
+	})
 	for _, tc := range []struct {
 		note  string
 		files map[string]string

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"io"
 	"path/filepath"
 
 	"github.com/spf13/cobra"
@@ -11,23 +12,40 @@ import (
 )
 
 func newConformanceCmd() *cobra.Command {
-	var verbose bool
+	var (
+		verbose bool
+		format  string
+	)
 	cmd := &cobra.Command{
-		Use:   "conformance DIR",
+		Use:   "conformance DIR [--format pretty|json] [-v]",
 		Short: "Run a directory of conformance cases and print N passed, M failed",
 		Long: `conformance runs every *.json case of DIR (the format of shared/conformance/README.md: registry,
 optional filters, history, and the expected window, facts, availability, advertisement, dispatch
 facts and verdicts) through the loader, the facts and the policies, and prints each failure and a
-closing tally. It exits 1 when any case fails. On a terminal, stderr shows the progress (cases done,
+closing tally; --format json prints instead one document, {"passed", "failed", "cases": [{"case",
+"passed", "failures"?, "error"?}]}, every case listed. It exits 1 when any case fails. On a terminal, stderr shows the progress (cases done,
 rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every case passed", "1  a case failed", "2  DIR or a case file that cannot be read, bad flags or arguments"),
 		Example: `  policycheck conformance ../shared/conformance/cases`,
 		Args:    exactArgs(1, "one argument, the directory of cases"),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(format, "pretty", "json"); err != nil {
+				return err
+			}
 			cases, err := conformance.Load(args[0])
 			if err != nil {
 				return badInput(err)
 			}
 			out := cmd.OutOrStdout()
+			if format == "json" {
+				out = io.Discard // the lines below; the document is written at the end
+			}
+			type caseResult struct {
+				Case     string   `json:"case"`
+				Passed   bool     `json:"passed"`
+				Failures []string `json:"failures,omitempty"`
+				Error    string   `json:"error,omitempty"`
+			}
+			results := []caseResult{}
 			passed, failed := 0, 0
 			bar := stderrProgress(cmd, "conformance", len(cases))
 			defer bar.Finish()
@@ -42,21 +60,35 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 				case err != nil:
 					failed++
 					fmt.Fprintf(out, "FAIL %s: %v\n", name, err)
+					results = append(results, caseResult{Case: name, Error: err.Error()})
 				case !res.Passed():
 					failed++
 					fmt.Fprintf(out, "FAIL %s\n", name)
+					r := caseResult{Case: name}
 					for _, f := range res.Failures {
 						fmt.Fprintf(out, "    %s\n", f)
+						r.Failures = append(r.Failures, fmt.Sprint(f))
 					}
+					results = append(results, r)
 				default:
 					passed++
 					if verbose {
 						fmt.Fprintf(out, "PASS %s\n", name)
 					}
+					results = append(results, caseResult{Case: name, Passed: true})
 				}
 			}
 			bar.Finish()
 			fmt.Fprintf(out, "%d passed, %d failed\n", passed, failed)
+			if format == "json" {
+				if err := writeJSONTo(cmd.OutOrStdout(), struct {
+					Passed int          `json:"passed"`
+					Failed int          `json:"failed"`
+					Cases  []caseResult `json:"cases"`
+				}{passed, failed, results}); err != nil {
+					return err
+				}
+			}
 			if failed > 0 {
 				return errFailed
 			}
@@ -64,5 +96,6 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 		},
 	}
 	cmd.Flags().BoolVarP(&verbose, "verbose", "v", false, "print passing cases too")
+	cmd.Flags().StringVarP(&format, "format", "f", "pretty", "output format: pretty (a line a failure and the tally) or json (one document, every case)")
 	return cmd
 }

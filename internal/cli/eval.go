@@ -27,7 +27,7 @@ by that digest, and used once that call's outcome is in the history), and the de
 says who approved what and whether each approval applied. A policy error, a timeout or an undefined result fails the decision closed: every
 registry tool unavailable, every call denied, and "errors" says why (exit status 0: a decision was made).
 
---format json (the default) prints the document of design.md, "Output of policycheck eval", for
+--format json (the default) prints the decision document (docs/decision.md), for
 scripts; --format pretty prints the same decision as a short summary for a person (explain says why).
 
 --fail-on-refusal gates a pipeline, as "opa eval --fail-defined" does: the decision is printed as

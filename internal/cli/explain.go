@@ -18,7 +18,7 @@ func newExplainCmd() *cobra.Command {
 	var in inputFlags
 	var format string
 	cmd := &cobra.Command{
-		Use:   "explain --registry R --history H [--context C] [--policy ...]... [--format pretty|json|html]",
+		Use:   "explain --registry R --history H [--context C] [--approvals A] [--policy ...]... [--format pretty|json|html]",
 		Short: "Explain, for a person, why each tool is or is not available and why each call got its verdict",
 		Long: `explain makes the same decision as eval and says why: for each registry tool, what gates it and which
 message and part revealed or loaded it (or which compaction part hid that evidence), and for each call

@@ -31,7 +31,8 @@ func newReplayCmd() *cobra.Command {
 
 INPUT is a pydantic-ai history, a directory (walked for *.json, *.jsonl, *.ndjson, *.log, and their
 .gz forms), a JSON Lines file of histories, or the sidecar's decision log (OPA's uploaded JSON arrays,
-gzip or not, or its console lines). A history is replayed as the run that produced it: each prefix that
+gzip or not, or serve's own log with OPA's console decision logger on, --log-format text or json, as
+serve writes it: records that are not decisions are skipped and counted on stderr). A history is replayed as the run that produced it: each prefix that
 ends with a request decides availability and advertisement, each that ends with a response judges its
 calls. A decision-log event is decided again from the input document it carries; its run is the
 sidecar's run id, its step the number of messages it decided on.
@@ -58,6 +59,11 @@ limit. Progress goes to stderr when it is a terminal.` + exitCodes("0  the repla
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkFormat(format, "pretty", "json", "html"); err != nil {
 				return err
+			}
+			if !cmd.Flags().Changed("candidate") && !cmd.Flags().Changed("candidate-registry") {
+				// Without it the candidate would be the shipped defaults
+				// alone, a comparison no one means to make.
+				return badInput(fmt.Errorf("replay needs --candidate (the changed policies) or --candidate-registry (a changed registry)"))
 			}
 			if workers < 0 {
 				return badInput(fmt.Errorf("--workers must be 0 (one per core) or more, not %d", workers))
@@ -98,9 +104,12 @@ limit. Progress goes to stderr when it is a terminal.` + exitCodes("0  the repla
 					return badInput(err)
 				}
 			}
-			runs, err := replay.Load(args, lo)
+			runs, skipped, err := replay.Load(args, lo)
 			if err != nil {
 				return badInput(err)
+			}
+			if skipped > 0 {
+				fmt.Fprintf(cmd.ErrOrStderr(), "replay: skipped %d record(s) of serve's log that are not decisions\n", skipped)
 			}
 			// --context and --approvals apply to history runs only: with
 			// none among the inputs nothing would read them.
@@ -160,10 +169,10 @@ limit. Progress goes to stderr when it is a terminal.` + exitCodes("0  the repla
 	fl := cmd.Flags()
 	fl.StringVar(&registry, "registry", "", "tool registry (YAML or JSON) (required)")
 	fl.StringArrayVar(&baseline, "baseline", nil, "baseline policy file, directory or OPA bundle (repeatable)")
-	fl.StringArrayVar(&candidate, "candidate", nil, "candidate policy file, directory or OPA bundle (repeatable)")
+	fl.StringArrayVar(&candidate, "candidate", nil, "candidate policy file, directory or OPA bundle (repeatable; required unless --candidate-registry)")
 	fl.StringVar(&candRegistry, "candidate-registry", "", "registry the candidate decides with, to replay a registry change (histories only; without --candidate, the candidate keeps the baseline's policies)")
 	fl.StringVar(&ctxPath, "context", "", "JSON object handed to policies as input.context for history runs (logged decisions keep theirs)")
-	fl.StringVar(&format, "format", "pretty", "report format: pretty, json or html")
+	fl.StringVarP(&format, "format", "f", "pretty", "report format: pretty, json or html")
 	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO (repeatable)")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")

@@ -321,7 +321,7 @@ func TestReplayRefusesBadInput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), []byte(good+"\n"+bad+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errs := runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), dir)
+	code, out, errs := runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--candidate", filepath.Join(examplesDir, "policies"), dir)
 	if code != 2 || out != "" || !strings.Contains(errs, "runs.jsonl:2: /0/parts/0/part_kind") {
 		t.Errorf("exit %d, stdout %q, stderr %q", code, out, errs)
 	}
@@ -329,9 +329,32 @@ func TestReplayRefusesBadInput(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), []byte(event+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, _, errs = runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), dir)
+	code, _, errs = runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--candidate", filepath.Join(examplesDir, "policies"), dir)
 	if code != 2 || !strings.Contains(errs, "runs.jsonl:1: /input: input document /facts") {
 		t.Errorf("old event: exit %d, stderr %q", code, errs)
+	}
+
+	// serve's text log: a decision record whose input is Go's map[...]
+	// notation (a serve that did not write it as JSON), and a record cut
+	// in the middle of a quoted value, are refused with their line; the
+	// records that are not decisions are skipped.
+	for _, tc := range []struct{ log, want string }{
+		{"time=2026-01-01T00:00:00Z level=INFO msg=\"policycheck serving\" addr=127.0.0.1:8181\n" +
+			"time=2026-01-01T00:00:01Z level=INFO msg=\"Decision Log\" decision_id=d1 input=\"map[context:map[] messages:1]\" path=policycheck/availability/decision\n",
+			"serve.log:2: (root): invalid decision-log event"},
+		{"time=2026-01-01T00:00:00Z level=INFO msg=\"Decision Log\" decision_id=d1 input=\"{\\\"messages\n",
+			"serve.log:1: (root): a record of serve's text log: the value of input is not a quoted string"},
+	} {
+		if err := os.WriteFile(filepath.Join(dir, "runs.jsonl"), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "serve.log"), []byte(tc.log), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, _, errs = runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--candidate", filepath.Join(examplesDir, "policies"), dir)
+		if code != 2 || !strings.Contains(errs, tc.want) {
+			t.Errorf("text log: exit %d, stderr %q, want %q", code, errs, tc.want)
+		}
 	}
 }
 
@@ -609,5 +632,38 @@ func TestReplayRefusesFlagsNothingReads(t *testing.T) {
 	}
 	if code, _, errs := runCLI(append(slices.Clone(base), logged)...); code != 0 {
 		t.Errorf("logged decisions alone: exit %d, stderr %q", code, errs)
+	}
+}
+
+// TestReplayNeedsACandidate: without --candidate (or --candidate-registry)
+// the candidate would be the shipped defaults alone; replay refuses
+// rather than compare against them silently. -f is --format, as in the
+// other commands.
+func TestReplayNeedsACandidate(t *testing.T) {
+	reg := filepath.Join(examplesDir, "registry.yaml")
+	pols := filepath.Join(examplesDir, "policies")
+	history := filepath.Join(examplesDir, "histories", "refund.json")
+	code, out, errs := runCLI("replay", "--registry", reg, "--baseline", pols, history)
+	if code != 2 || out != "" || !strings.Contains(errs, "replay needs --candidate") {
+		t.Errorf("without --candidate: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	code, out, errs = runCLI("replay", "--registry", reg, "--baseline", pols, "--candidate", pols, "-f", "json", history)
+	if code != 0 || !json.Valid([]byte(out)) {
+		t.Errorf("-f json: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+}
+
+// TestUsageNamesApprovals: explain's usage line lists --approvals, and
+// serve's help gives approvals in the bodies of the endpoints that read
+// them.
+func TestUsageNamesApprovals(t *testing.T) {
+	code, out, errs := runCLI("explain", "--help")
+	if code != 0 || !strings.Contains(out, "explain --registry R --history H [--context C] [--approvals A]") {
+		t.Errorf("explain --help: exit %d, stderr %q, usage:\n%s", code, errs, out)
+	}
+	code, out, errs = runCLI("serve", "--help")
+	if code != 0 || !strings.Contains(out, `POST /v1/decide            {"registry"?, "history", "context"?, "approvals"?}`) ||
+		!strings.Contains(out, `{"offset", "messages", "context"?, "registry"?, "approvals"?}`) {
+		t.Errorf("serve --help: exit %d, stderr %q, help:\n%s", code, errs, out)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"crypto/tls"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -12,6 +13,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"os/signal"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -38,14 +40,16 @@ func newServeCmd() *cobra.Command {
 		Short: "Serve decisions over HTTP (the sidecar), with OPA bundles and decision logs",
 		Long: `serve answers decisions over HTTP, the same documents as eval, facts and explain:
 
-  POST /v1/decide            {"registry"?, "history", "context"?}  -> the eval document
-  POST /v1/facts[?format=input]                                     -> the facts document
-  POST /v1/explain                                                  -> the explanation
-  POST /v1/runs/{id}/decide  {"offset", "messages", "context"?, "registry"?}
+  POST /v1/decide            {"registry"?, "history", "context"?, "approvals"?}  -> the eval document
+  POST /v1/facts[?format=input]  {"registry"?, "history", "context"?}  -> the facts document
+  POST /v1/explain           as /v1/decide                            -> the explanation
+  POST /v1/runs/{id}/decide  {"offset", "messages", "context"?, "registry"?, "approvals"?}
                              only the messages appended since the last call; offset is the
                              number of messages already sent (0 starts the run). A 409 means
                              the server no longer holds the run: resend the whole history with
-                             offset 0.
+                             offset 0. The answer adds step and retries (exceeded: end the run).
+  approvals                  a person's answers, as eval --approvals reads them (pydantic-ai's
+                             DeferredToolResults.approvals, each with the call's digest)
   GET  /health               200 once policies are loaded, 503 before; the revisions served;
                              status "degraded" (still 200) while a bundle fails or its server
                              stops answering, or the decision-log sink fails or drops events
@@ -332,9 +336,30 @@ func newLogger(w io.Writer, format, level string, verbose, levelSet bool) (*slog
 	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
+		// Structured values (a decision-log event's input and result,
+		// OPA's maps and lists) are written as quoted JSON rather than Go's
+		// map[k:v] notation, which loses strings' bounds: so a decision
+		// logged to the console can be replayed from the text log too.
+		opts.ReplaceAttr = jsonValues
 		return slog.New(slog.NewTextHandler(w, opts)), nil
 	case "json":
 		return slog.New(slog.NewJSONHandler(w, opts)), nil
 	}
 	return nil, fmt.Errorf("--log-format must be text or json, not %q", format)
+}
+
+// jsonValues is the text logger's ReplaceAttr: a map or slice value
+// becomes its JSON encoding (a string, which the text handler quotes).
+func jsonValues(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() != slog.KindAny {
+		return a
+	}
+	v := a.Value.Any()
+	switch k := reflect.ValueOf(v).Kind(); {
+	case k == reflect.Map, k == reflect.Slice && reflect.TypeOf(v).Elem().Kind() != reflect.Uint8:
+		if b, err := json.Marshal(v); err == nil {
+			return slog.String(a.Key, string(b))
+		}
+	}
+	return a
 }

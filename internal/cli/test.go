@@ -354,7 +354,7 @@ func (p policyFinding) String() string {
 	case p.Row > 0:
 		loc = fmt.Sprintf("%s:%d:%d", p.File, p.Row, p.Col)
 	case p.Pointer != "":
-		loc = p.File + ":" + p.Pointer
+		loc = p.File + ": " + p.Pointer // as the loader writes it: file: /pointer
 	}
 	if loc == "" {
 		return p.Code + ": " + p.Message

@@ -72,7 +72,7 @@ func newRand(seed int64, stream uint64) *rand.Rand {
 	return rand.New(rand.NewPCG(uint64(seed), stream))
 }
 
-// Registry returns the registry document (design.md "Registry", as JSON)
+// Registry returns the registry document (docs/registry.md, as JSON)
 // that History and Messages draw their tool names from.
 func Registry(seed int64, o Options) []byte {
 	m := newModel(seed, o)

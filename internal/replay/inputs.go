@@ -10,8 +10,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/policycheck/policycheck/engine"
@@ -53,7 +55,11 @@ type LoadOptions struct {
 //   - a JSON array of decision-log events, as OPA's decision-log plugin
 //     uploads them;
 //   - JSON Lines: each line a history (a run named PATH:LINE) or a
-//     decision-log event (as OPA's console decision logger writes them).
+//     decision-log event;
+//   - serve's own log, as it writes it to standard error (--log-format
+//     text or json): the records in which OPA's console decision logger
+//     wrote an event are read as events, every other record (the startup
+//     record, a plugin's message) is skipped and counted in skipped.
 //
 // Decision-log events are grouped into runs by input.run (the sidecar's
 // run id), across files; an event without one (a stateless /v1/decide)
@@ -62,7 +68,7 @@ type LoadOptions struct {
 // name, a run's logged steps by message index (stable).
 //
 // Errors name the file (PATH:LINE for JSON Lines) and the JSON pointer.
-func Load(paths []string, opts LoadOptions) ([]*Run, error) {
+func Load(paths []string, opts LoadOptions) (runs []*Run, skipped int, err error) {
 	if opts.Limits == (loader.Limits{}) {
 		opts.Limits = loader.DefaultLimits()
 	}
@@ -70,11 +76,11 @@ func Load(paths []string, opts LoadOptions) ([]*Run, error) {
 	for _, p := range paths {
 		st, err := os.Stat(p)
 		if err != nil {
-			return nil, &loader.Error{File: p, Kind: loader.KindIO, Msg: err.Error()}
+			return nil, 0, &loader.Error{File: p, Kind: loader.KindIO, Msg: err.Error()}
 		}
 		if !st.IsDir() {
 			if err := l.file(p); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 			continue
 		}
@@ -89,11 +95,11 @@ func Load(paths []string, opts LoadOptions) ([]*Run, error) {
 			return nil
 		})
 		if err != nil {
-			return nil, &loader.Error{File: p, Kind: loader.KindIO, Msg: err.Error()}
+			return nil, 0, &loader.Error{File: p, Kind: loader.KindIO, Msg: err.Error()}
 		}
 		for _, f := range files {
 			if err := l.file(f); err != nil {
-				return nil, err
+				return nil, 0, err
 			}
 		}
 	}
@@ -104,16 +110,75 @@ func Load(paths []string, opts LoadOptions) ([]*Run, error) {
 	sort.SliceStable(l.runs, func(i, j int) bool { return l.runs[i].ID < l.runs[j].ID })
 	for i := 1; i < len(l.runs); i++ {
 		if l.runs[i].ID == l.runs[i-1].ID {
-			return nil, fmt.Errorf("two runs are named %q: a history and a decision log's run id, or a file given twice", l.runs[i].ID)
+			return nil, 0, fmt.Errorf("two runs are named %q: a history and a decision log's run id, or a file given twice", l.runs[i].ID)
 		}
 	}
-	return l.runs, nil
+	return l.runs, l.skipped, nil
 }
 
 type inputLoader struct {
-	opts   LoadOptions
-	runs   []*Run
-	logged map[string]*Run // decision-log runs by name
+	opts    LoadOptions
+	runs    []*Run
+	logged  map[string]*Run // decision-log runs by name
+	skipped int             // log records that are not decisions
+}
+
+// consoleDecisionMsg is the message of the records in which OPA's console
+// decision logger writes an event, through serve's logger.
+const consoleDecisionMsg = "Decision Log"
+
+// textRecord matches a record of serve's text log (--log-format text,
+// key=value pairs: time=... level=... msg=...).
+var textRecord = regexp.MustCompile(`^time=\S+ level=\S+ msg=`)
+
+// textEvent reads a record of serve's text log: the decision-log event it
+// carries as JSON (its structured values are written as quoted JSON), or
+// nil when the record is not a decision.
+func textEvent(name string, line []byte) ([]byte, error) {
+	fields := map[string]json.RawMessage{}
+	msg := ""
+	rest := string(line)
+	for rest != "" {
+		key, after, ok := strings.Cut(rest, "=")
+		if !ok || key == "" || strings.ContainsAny(key, " \"") {
+			return nil, &loader.Error{File: name, Kind: loader.KindSyntax, Msg: fmt.Sprintf("a record of serve's text log, unreadable at %q", truncate(rest, 40))}
+		}
+		var val string
+		if strings.HasPrefix(after, `"`) {
+			q, err := strconv.QuotedPrefix(after)
+			if err != nil {
+				return nil, &loader.Error{File: name, Kind: loader.KindSyntax, Msg: fmt.Sprintf("a record of serve's text log: the value of %s is not a quoted string", key)}
+			}
+			val, _ = strconv.Unquote(q)
+			after = after[len(q):]
+		} else {
+			val, after, _ = strings.Cut(after, " ")
+			after = " " + after
+		}
+		if after != "" && after[0] != ' ' {
+			return nil, &loader.Error{File: name, Kind: loader.KindSyntax, Msg: fmt.Sprintf("a record of serve's text log: no space after the value of %s", key)}
+		}
+		rest = strings.TrimLeft(after, " ")
+		if key == "msg" {
+			msg = val
+		}
+		if t := strings.TrimSpace(val); t != "" && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
+			fields[key] = json.RawMessage(t)
+		} else {
+			fields[key], _ = json.Marshal(val)
+		}
+	}
+	if msg != consoleDecisionMsg {
+		return nil, nil
+	}
+	return json.Marshal(fields)
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // file reads one input file as it arrives, gunzipped when it is gzip
@@ -152,10 +217,7 @@ func (l *inputLoader) file(path string) error {
 			first, firstNo = t, lr.line
 		}
 	}
-	if !json.Valid(first) {
-		if first[0] != '[' {
-			return l.line(path, firstNo, first) // its error
-		}
+	if first[0] == '[' && !json.Valid(first) {
 		data, err := lr.rest(first)
 		if err != nil {
 			return err
@@ -195,17 +257,38 @@ func (l *inputLoader) file(path string) error {
 	}
 }
 
-// line reads one JSON Lines line (trimmed, not empty): a history or a
-// decision-log event.
+// line reads one JSON Lines line (trimmed, not empty): a history, a
+// decision-log event, or a record of serve's own log (text or JSON), of
+// which those that are not decisions are skipped and counted.
 func (l *inputLoader) line(path string, n int, b []byte) error {
 	name := fmt.Sprintf("%s:%d", path, n)
-	switch b[0] {
-	case '[':
+	switch {
+	case b[0] == '[':
 		return l.history(name, b)
-	case '{':
+	case b[0] == '{':
+		var rec struct {
+			Msg   *string         `json:"msg"`
+			Level json.RawMessage `json:"level"`
+		}
+		if json.Unmarshal(b, &rec) == nil && rec.Msg != nil && rec.Level != nil && *rec.Msg != consoleDecisionMsg {
+			// serve --log-format json: a record that is not a
+			// decision (the startup record, a plugin's message).
+			l.skipped++
+			return nil
+		}
 		return l.event(name, "", b)
+	case textRecord.Match(b):
+		ev, err := textEvent(name, b)
+		if err != nil {
+			return err
+		}
+		if ev == nil {
+			l.skipped++
+			return nil
+		}
+		return l.event(name, "", ev)
 	}
-	return &loader.Error{File: name, Kind: loader.KindSyntax, Msg: "a line must hold a history (a JSON array) or a decision-log event (a JSON object)"}
+	return &loader.Error{File: name, Kind: loader.KindSyntax, Msg: "a line must hold a history (a JSON array), a decision-log event (a JSON object) or a record of serve's log"}
 }
 
 // lineReader reads a file's lines, gunzipped as they are read, none

@@ -6,7 +6,8 @@
 // says, a Unix domain socket among them), and stops it when the test
 // ends. It runs the load tests' floor (the floor command beside it: a
 // server that reads each body and answers, and decides nothing) the same
-// way.
+// way. It also finds the python3 that runs the README's Python snippets
+// against such a server.
 package servetest
 
 import (
@@ -14,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -73,6 +75,8 @@ type Process struct {
 	cmd  *exec.Cmd
 	// logged is all it has logged so far (see Logged).
 	logged *Log
+	// readDone is closed when standard error is read to its end.
+	readDone chan struct{}
 }
 
 // Log is a server's log, written as it comes (by a process's reader, or
@@ -96,8 +100,9 @@ func (l *Log) String() string {
 	return l.buf.String()
 }
 
-// Logged returns all the server has logged on standard error so far,
-// after it said where it listens too.
+// Logged returns all the server has logged on standard error so far
+// (its decision log among it when OPA's console decision logger is on);
+// after Stop or Terminate, all of it.
 func (p *Process) Logged() string { return p.logged.String() }
 
 // Client returns an HTTP client whose connections reach p: over TCP, or
@@ -120,7 +125,32 @@ func (p *Process) Client() *http.Client {
 // the test ends.
 func Start(t testing.TB, bin string, args ...string) *Process {
 	t.Helper()
-	return start(t, "policycheck serve", "policycheck serving", exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...))
+	return StartIn(t, "", bin, args...)
+}
+
+// StartIn is Start with the server's working directory dir (the test's
+// when dir is ""), for a command line written for another directory, such
+// as the README's, which names its files from the repository root.
+func StartIn(t testing.TB, dir, bin string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(bin, append([]string{"serve", "--addr", "127.0.0.1:0"}, args...)...)
+	cmd.Dir = dir
+	return start(t, "policycheck serve", "policycheck serving", cmd)
+}
+
+// Python3 returns the python3 interpreter, for the tests that run the
+// README's Python snippets against a server. Without one the test is
+// skipped outside CI and fails under CI=true (.ci/run installs it).
+func Python3(t testing.TB) string {
+	t.Helper()
+	p, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is required under CI (the README's Python snippets run on it)")
+		}
+		t.Skip("python3 is not installed: the README's Python snippets are not run")
+	}
+	return p
 }
 
 // StartFloor runs the floor command bin (see BuildFloor) on a free
@@ -141,15 +171,17 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &Process{PID: cmd.Process.Pid, cmd: cmd, logged: &Log{}}
+	p := &Process{PID: cmd.Process.Pid, cmd: cmd, logged: &Log{}, readDone: make(chan struct{})}
 	t.Cleanup(p.Stop)
 	type heard struct{ addr, said string } // where it listens, what it said before
 	addr := make(chan heard, 1)
 	exited := make(chan string, 1) // what it wrote, when it ends before listening
 	go func() {
+		defer close(p.readDone)
 		// Text logs (msg="..." addr=...) or JSON ones (--log-format json).
 		re := regexp.MustCompile(`msg="` + regexp.QuoteMeta(msg) + `" addr=(\S+)|"msg":"` + regexp.QuoteMeta(msg) + `","addr":"([^"]+)"`)
 		sc := bufio.NewScanner(stderr)
+		sc.Buffer(nil, 64<<20) // a decision-log record holds a whole input document
 		var said strings.Builder
 		listening := false
 		for sc.Scan() {
@@ -162,6 +194,9 @@ func start(t testing.TB, what, msg string, cmd *exec.Cmd) *Process {
 				said.WriteString(sc.Text() + "\n")
 			}
 		}
+		// A line past the scanner's bound ends the scan: read the rest,
+		// so that the server never blocks writing to a full pipe.
+		_, _ = io.Copy(io.Discard, stderr)
 		if !listening {
 			exited <- said.String()
 		}
@@ -191,14 +226,15 @@ func (p *Process) Stop() {
 	cmd := p.cmd
 	p.cmd = nil
 	_ = cmd.Process.Signal(syscall.SIGTERM)
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Standard error is read to its end (the server exited) before Wait
+	// closes it.
 	select {
-	case <-done:
+	case <-p.readDone:
 	case <-time.After(10 * time.Second):
 		_ = cmd.Process.Kill()
-		<-done
+		<-p.readDone
 	}
+	_ = cmd.Wait()
 }
 
 // Terminate sends the server SIGTERM and waits at most wait for it to
@@ -215,14 +251,16 @@ func (p *Process) Terminate(wait time.Duration) (time.Duration, error) {
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		return 0, err
 	}
-	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Standard error is read to its end (the server exited) before Wait
+	// closes it, as in Stop.
 	select {
-	case err := <-done:
-		return time.Since(start), err
+	case <-p.readDone:
+		took := time.Since(start)
+		return took, cmd.Wait()
 	case <-time.After(wait):
 		_ = cmd.Process.Kill()
-		<-done
+		<-p.readDone
+		_ = cmd.Wait()
 		return time.Since(start), fmt.Errorf("still running %v after SIGTERM: killed", wait)
 	}
 }
