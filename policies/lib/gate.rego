@@ -67,17 +67,16 @@ input_sets := json.patch(input, set_patch(input, input_set_paths))
 # METADATA
 # title: registry_sets
 # description: data.policycheck.registry with every array name list turned into a set.
-registry_sets := json.patch(data.policycheck.registry, array.concat(
+registry_sets := json.patch(data.policycheck.registry, array.flatten([
 	set_patch(data.policycheck.registry, registry_set_paths),
-	array.concat(
-		map_set_patch(data.policycheck.registry, "capability_tools"),
-		map_set_patch(data.policycheck.registry, "owned_tools"),
-	),
-))
+	map_set_patch(data.policycheck.registry, "capability_tools"),
+	map_set_patch(data.policycheck.registry, "owned_tools"),
+]))
 
 framework := {"load_capability", "search_tools"}
 
 # METADATA
+# scope: document
 # title: failed
 # description: |
 #   A capability filter failed: the decision fails closed.
@@ -86,6 +85,7 @@ default failed := false
 failed if count(input.filters.errors) > 0
 
 # METADATA
+# scope: document
 # title: log_only
 # description: |
 #   The operator rule packages (keys under policycheck.rules) marked
@@ -99,9 +99,10 @@ log_only := data.policycheck.log_only
 # METADATA
 # title: hidden
 # description: Tools hidden for this request by enforced operator rules (policycheck.rules.*.hide).
-hidden := {name |
+hidden contains name if {
 	some pkg
-	some name in data.policycheck.rules[pkg].hide
+	hide := data.policycheck.rules[pkg].hide
+	some name in hide
 	not pkg in log_only
 }
 
@@ -111,9 +112,10 @@ hidden := {name |
 #   Tools the log-only operator rules would hide for this request (not
 #   enforced). Performance: the packages come first, so a policy set
 #   without hide rules never evaluates log_only.
-would_hide := {name |
+would_hide contains name if {
 	some pkg
-	some name in data.policycheck.rules[pkg].hide
+	hide := data.policycheck.rules[pkg].hide
+	some name in hide
 	pkg in log_only
 }
 
@@ -266,6 +268,7 @@ gate_reason(tool) := sprintf(
 window := object.get(input, ["dispatch", "window"], {"message": "?", "part": "?"})
 
 # METADATA
+# scope: document
 # title: call_resolved
 # description: |
 #   The called name is in the resolved tool set of the dispatch: a registry
@@ -319,6 +322,7 @@ would_deny(call) := [d |
 ]
 
 # METADATA
+# scope: document
 # title: approval_rules
 # description: |
 #   Some policycheck.rules package may define require_approval: false only

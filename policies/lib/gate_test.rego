@@ -276,7 +276,9 @@ test_verdict_reason[note] if {
 		with data.policycheck.registry as registry
 		with data.policycheck.rules as tc.rules
 	v.reason == tc.reason
-	object.get(v, "by", []) == object.get(tc, "by", [])
+	got_by := object.get(v, "by", [])
+	want_by := object.get(tc, "by", [])
+	got_by == want_by
 }
 
 test_verdict_under_operator_rules[note] if {
