@@ -57,8 +57,8 @@ var equivalentMutants = func() map[string]string {
 			"set the first accepts (a set within the registry names is a set of strings): a cost, not a behaviour",
 		"gate.rego names_set: swap-else with the next branch": "the first branch is a fast path of the " +
 			"second (a set within the registry names is a set of strings): either order gives the same answer",
-		// Issue 11's gate_reason and issue 14's approval_request.
-		"gate.rego gate_reason: swap-else with the next branch": "a tool's gate cannot be both \"capability\" " +
+		// Issue 11's unavailable_reason and issue 14's approval_request.
+		"gate.rego unavailable_reason: swap-else with the next branch": "a tool's gate cannot be both \"capability\" " +
 			"and \"search\": at most one of the two branches holds, so their order does not matter",
 		"gate.rego approval_request: drop-expr is_object(x)": "equivalent under opa test, which evaluates " +
 			"non-strict: a scalar fails `every` (it needs a collection) and an empty array or set passes it but " +

@@ -208,7 +208,7 @@ verdict(call) := {
 	not call_resolved(call)
 } else := {
 	"verdict": "not_available_yet", "rule": "gate",
-	"form": unavailable_form(call.tool), "reason": gate_reason(call.tool),
+	"form": unavailable_form(call.tool), "reason": unavailable_reason(call.tool),
 } if {
 	not call.tool in framework
 	not call.tool in available_now
@@ -243,12 +243,12 @@ removed_by(tool) := array.concat(
 )
 
 # METADATA
-# title: gate_reason
+# title: unavailable_reason
 # description: |
 #   Why the gate refuses a resolved tool at dispatch: its owner is a
 #   deferred capability not loaded, or it is search-gated and unrevealed,
 #   in the window the serving provider sees.
-gate_reason(tool) := sprintf(
+unavailable_reason(tool) := sprintf(
 	concat("", [
 		"%q belongs to deferred capability %q, which is not loaded in the window the serving provider sees ",
 		"(from message %v, part %v); a load in the same response does not count",
