@@ -30,7 +30,7 @@ var equivalentMutants = func() map[string]string {
 			"conditions of branches 1 and 2 cannot both hold, so their order does not matter",
 		"gate.rego available: swap-else with the next branch": "the first branch is the second specialised to nothing " +
 			"removed (a fast path): the second gives the same set then",
-		"gate.rego verdict[else 2]: drop-expr not internal.member_2(call.tool, framework)": "a resolved framework tool is " +
+		"gate.rego verdict[else 2]: drop-expr not internal.member_2(call.tool, _framework)": "a resolved framework tool is " +
 			"always in available_now: both take present_framework of the same removed set",
 		"gate.rego input_with_call: drop-expr is_object(input)": "object.union is undefined exactly when input is not " +
 			"an object, which takes the else branch either way",
@@ -51,7 +51,7 @@ var equivalentMutants = func() map[string]string {
 			"branch's value fails (OPA moves it into the body), so the branch fails as with the check",
 		"gate.rego rule_errors: drop-expr some pkg": "`some pkg` only declares the variable; the ref " +
 			"binds it the same way without the declaration",
-		"gate.rego names_set: drop-expr is_set(s)": "for a value that is not a set, s & registry.names " +
+		"gate.rego names_set: drop-expr is_set(s)": "for a value that is not a set, s & _registry.names " +
 			"fails, which fails the branch as the check does",
 		"gate.rego names_set: negate is_set(s)": "a set then takes the second branch, which accepts every " +
 			"set the first accepts (a set within the registry names is a set of strings): a cost, not a behaviour",
