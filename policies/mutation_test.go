@@ -49,8 +49,6 @@ var equivalentMutants = func() map[string]string {
 			"hold: the order of the two branches does not matter",
 		"gate.rego denial[else 1]: drop-expr is_object(x)": "for any other x, object.get in the " +
 			"branch's value fails (OPA moves it into the body), so the branch fails as with the check",
-		"gate.rego rule_errors: drop-expr some pkg": "`some pkg` only declares the variable; the ref " +
-			"binds it the same way without the declaration",
 		"gate.rego names_set: drop-expr is_set(s)": "for a value that is not a set, s & _registry.names " +
 			"fails, which fails the branch as the check does",
 		"gate.rego names_set: negate is_set(s)": "a set then takes the second branch, which accepts every " +
@@ -67,6 +65,12 @@ var equivalentMutants = func() map[string]string {
 			"TestRequireApprovalValueRefusedAtRunTime kills it there (scripts/rego-mutants.sh)",
 	} {
 		m[id] = why
+	}
+	// `some pkg` only declares the variable of a ref over the rule
+	// packages, which binds it the same way without the declaration.
+	for _, rule := range []string{"rule_errors", "hidden", "would_hide"} {
+		m["gate.rego "+rule+": drop-expr some pkg"] = "`some pkg` only declares the variable; the ref " +
+			"binds it the same way without the declaration"
 	}
 	// registry_keep_own's fast-path checks: negated, sets take the
 	// converting branch, whose as_set of a set is the set; dropped, an
