@@ -283,9 +283,9 @@ hide contains "get_time" if {
 
 # The gate reads a JSON document's arrays as sets at exactly the
 # documented set paths (policycheck.lib.gate.input_sets and .registry_sets).
-hide contains "get_time" if {p | some p in data.policycheck.lib.gate.input_set_paths} != {p | some p in %s}
+hide contains "get_time" if {p | some p in data.policycheck.lib.gate._input_set_paths} != {p | some p in %s}
 
-hide contains "get_time" if {p | some p in data.policycheck.lib.gate.registry_set_paths} != {p | some p in %s}
+hide contains "get_time" if {p | some p in data.policycheck.lib.gate._registry_set_paths} != {p | some p in %s}
 `, setPaths(decisionInput, "set of strings"), setPaths(decisionInput, "array"),
 		keysOf(registryData), setPaths(registryData, "set of strings"),
 		setPaths(decisionInput, "set of strings"), setPaths(registryData, "set of strings"))

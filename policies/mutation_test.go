@@ -30,7 +30,7 @@ var equivalentMutants = func() map[string]string {
 			"conditions of branches 1 and 2 cannot both hold, so their order does not matter",
 		"gate.rego available: swap-else with the next branch": "the first branch is the second specialised to nothing " +
 			"removed (a fast path): the second gives the same set then",
-		"gate.rego verdict[else 2]: drop-expr not internal.member_2(call.tool, framework)": "a resolved framework tool is " +
+		"gate.rego verdict[else 2]: drop-expr not internal.member_2(call.tool, _framework)": "a resolved framework tool is " +
 			"always in available_now: both take present_framework of the same removed set",
 		"gate.rego input_with_call: drop-expr is_object(input)": "object.union is undefined exactly when input is not " +
 			"an object, which takes the else branch either way",
@@ -49,16 +49,14 @@ var equivalentMutants = func() map[string]string {
 			"hold: the order of the two branches does not matter",
 		"gate.rego denial[else 1]: drop-expr is_object(x)": "for any other x, object.get in the " +
 			"branch's value fails (OPA moves it into the body), so the branch fails as with the check",
-		"gate.rego rule_errors: drop-expr some pkg": "`some pkg` only declares the variable; the ref " +
-			"binds it the same way without the declaration",
-		"gate.rego names_set: drop-expr is_set(s)": "for a value that is not a set, s & registry.names " +
+		"gate.rego names_set: drop-expr is_set(s)": "for a value that is not a set, s & _registry.names " +
 			"fails, which fails the branch as the check does",
 		"gate.rego names_set: negate is_set(s)": "a set then takes the second branch, which accepts every " +
 			"set the first accepts (a set within the registry names is a set of strings): a cost, not a behaviour",
 		"gate.rego names_set: swap-else with the next branch": "the first branch is a fast path of the " +
 			"second (a set within the registry names is a set of strings): either order gives the same answer",
-		// Issue 11's gate_reason and issue 14's approval_request.
-		"gate.rego gate_reason: swap-else with the next branch": "a tool's gate cannot be both \"capability\" " +
+		// Issue 11's unavailable_reason and issue 14's approval_request.
+		"gate.rego unavailable_reason: swap-else with the next branch": "a tool's gate cannot be both \"capability\" " +
 			"and \"search\": at most one of the two branches holds, so their order does not matter",
 		"gate.rego approval_request: drop-expr is_object(x)": "equivalent under opa test, which evaluates " +
 			"non-strict: a scalar fails `every` (it needs a collection) and an empty array or set passes it but " +
@@ -67,6 +65,12 @@ var equivalentMutants = func() map[string]string {
 			"TestRequireApprovalValueRefusedAtRunTime kills it there (scripts/rego-mutants.sh)",
 	} {
 		m[id] = why
+	}
+	// `some pkg` only declares the variable of a ref over the rule
+	// packages, which binds it the same way without the declaration.
+	for _, rule := range []string{"rule_errors", "hidden", "would_hide"} {
+		m["gate.rego "+rule+": drop-expr some pkg"] = "`some pkg` only declares the variable; the ref " +
+			"binds it the same way without the declaration"
 	}
 	// registry_keep_own's fast-path checks: negated, sets take the
 	// converting branch, whose as_set of a set is the set; dropped, an

@@ -16,7 +16,10 @@ ceiling := 40
 # entrypoint: true
 deny contains {
 	"reason": sprintf("issue_refund of %v exceeds the ceiling of %v", [amount, ceiling]),
-	"message": sprintf("Refunds above %v need a supervisor: ask the user to escalate this refund of %v.", [ceiling, amount]),
+	"message": sprintf(
+		"Refunds above %v need a supervisor: ask the user to escalate this refund of %v.",
+		[ceiling, amount],
+	),
 } if {
 	input.call.tool == "issue_refund"
 	amount := input.call.args.amount

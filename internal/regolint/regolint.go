@@ -1,7 +1,8 @@
 // Package regolint enforces the handful of Regal rules that matter most to
-// policycheck's Rego, for CI where Regal itself is not available (it is not
-// served by the Go module proxy). Operators who have Regal should run it:
-// `regal lint policies/ examples/policies/` covers these rules and more.
+// policycheck's Rego, for CI, which does not run Regal itself. Regal covers
+// these rules and more: with the repository's .regal/config.yaml it reports
+// nothing on policies/, examples/policies, examples/candidate and
+// policy_test, linted together (docs/testing.md, "Linting").
 //
 // The rules, with the Regal rule each stands for:
 //

@@ -82,6 +82,7 @@ decision_from_sets := {
 }
 
 # METADATA
+# scope: document
 # title: available
 # description: The tools callable on the next request (no anchored evidence).
 default available := set()
@@ -89,6 +90,7 @@ default available := set()
 available := gate.available(input.facts.discovered, input.facts.loaded, input.filters.next) if not gate.failed
 
 # METADATA
+# scope: document
 # title: advertised
 # description: |
 #   The tools whose schemas go to the model on the next request: the same
@@ -122,6 +124,7 @@ kept_discovered := input.facts.discovered & input.outgoing.discovered
 kept_loaded := input.facts.loaded & input.outgoing.loaded
 
 # METADATA
+# scope: document
 # title: dispatch_available
 # description: |
 #   The tools callable by the response being dispatched: the facts widened
@@ -132,6 +135,7 @@ default dispatch_available := set()
 dispatch_available := gate.available_now if not gate.failed
 
 # METADATA
+# scope: document
 # title: verdicts
 # description: One verdict per tool call of the dispatched response, in order.
 default verdicts := []

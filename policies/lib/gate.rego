@@ -16,10 +16,10 @@
 #   would hand. With sets (the engine's case) nothing is converted.
 package policycheck.lib.gate
 
-registry := data.policycheck.registry
+_registry := data.policycheck.registry
 
 # The name lists of the input document (docs/input.md), as paths.
-input_set_paths := [
+_input_set_paths := [
 	["facts", "discovered"],
 	["facts", "loaded"],
 	["facts", "returned"],
@@ -37,7 +37,7 @@ input_set_paths := [
 ]
 
 # The name lists of the registry data, as paths.
-registry_set_paths := [
+_registry_set_paths := [
 	["names"],
 	["always_available"],
 	["search_gated"],
@@ -47,14 +47,14 @@ registry_set_paths := [
 
 # The patch turning every name list of doc at paths that is an array into
 # a set (empty when there is none).
-set_patch(doc, paths) := [{"op": "replace", "path": p, "value": {x | some x in v}} |
+_set_patch(doc, paths) := [{"op": "replace", "path": p, "value": {x | some x in v}} |
 	some p in paths
 	v := object.get(doc, p, null)
 	is_array(v)
 ]
 
 # The same for the name lists one level down, in an object of them.
-map_set_patch(doc, key) := [{"op": "replace", "path": [key, k], "value": {x | some x in v}} |
+_map_set_patch(doc, key) := [{"op": "replace", "path": [key, k], "value": {x | some x in v}} |
 	some k, v in object.get(doc, key, {})
 	is_array(v)
 ]
@@ -62,22 +62,21 @@ map_set_patch(doc, key) := [{"op": "replace", "path": [key, k], "value": {x | so
 # METADATA
 # title: input_sets
 # description: The input document with every array name list turned into a set.
-input_sets := json.patch(input, set_patch(input, input_set_paths))
+input_sets := json.patch(input, _set_patch(input, _input_set_paths))
 
 # METADATA
 # title: registry_sets
 # description: data.policycheck.registry with every array name list turned into a set.
-registry_sets := json.patch(data.policycheck.registry, array.concat(
-	set_patch(data.policycheck.registry, registry_set_paths),
-	array.concat(
-		map_set_patch(data.policycheck.registry, "capability_tools"),
-		map_set_patch(data.policycheck.registry, "owned_tools"),
-	),
-))
+registry_sets := json.patch(data.policycheck.registry, array.flatten([
+	_set_patch(data.policycheck.registry, _registry_set_paths),
+	_map_set_patch(data.policycheck.registry, "capability_tools"),
+	_map_set_patch(data.policycheck.registry, "owned_tools"),
+]))
 
-framework := {"load_capability", "search_tools"}
+_framework := {"load_capability", "search_tools"}
 
 # METADATA
+# scope: document
 # title: failed
 # description: |
 #   A capability filter failed: the decision fails closed.
@@ -86,6 +85,7 @@ default failed := false
 failed if count(input.filters.errors) > 0
 
 # METADATA
+# scope: document
 # title: log_only
 # description: |
 #   The operator rule packages (keys under policycheck.rules) marked
@@ -99,9 +99,10 @@ log_only := data.policycheck.log_only
 # METADATA
 # title: hidden
 # description: Tools hidden for this request by enforced operator rules (policycheck.rules.*.hide).
-hidden := {name |
+hidden contains name if {
 	some pkg
-	some name in data.policycheck.rules[pkg].hide
+	hide := data.policycheck.rules[pkg].hide
+	some name in hide
 	not pkg in log_only
 }
 
@@ -111,9 +112,10 @@ hidden := {name |
 #   Tools the log-only operator rules would hide for this request (not
 #   enforced). Performance: the packages come first, so a policy set
 #   without hide rules never evaluates log_only.
-would_hide := {name |
+would_hide contains name if {
 	some pkg
-	some name in data.policycheck.rules[pkg].hide
+	hide := data.policycheck.rules[pkg].hide
+	some name in hide
 	pkg in log_only
 }
 
@@ -123,13 +125,13 @@ would_hide := {name |
 #   The framework tools present when the filters and the rules removed
 #   `removed`: load_capability while some capability is deferred,
 #   search_tools while some search-gated tool survives.
-present_framework(removed) := framework if {
-	count(registry.deferred_capabilities) > 0
-	count(registry.search_gated) > count(registry.search_gated & removed)
+present_framework(removed) := _framework if {
+	count(_registry.deferred_capabilities) > 0
+	count(_registry.search_gated) > count(_registry.search_gated & removed)
 } else := {"load_capability"} if {
-	count(registry.deferred_capabilities) > 0
+	count(_registry.deferred_capabilities) > 0
 } else := {"search_tools"} if {
-	count(registry.search_gated) > count(registry.search_gated & removed)
+	count(_registry.search_gated) > count(_registry.search_gated & removed)
 } else := set()
 
 # METADATA
@@ -150,11 +152,11 @@ present_framework(removed) := framework if {
 available(discovered, loaded, filters) := union(parts) if {
 	removed := filters.dropped | hidden
 	count(removed) == 0
-	gated := registry.search_gated & discovered
-	parts := {registry.always_available, gated, present_framework(removed)} | loaded_tools(loaded)
+	gated := _registry.search_gated & discovered
+	parts := {_registry.always_available, gated, present_framework(removed)} | loaded_tools(loaded)
 } else := union({
-	registry.always_available - removed,
-	union({registry.search_gated & discovered} | loaded_tools(loaded)) - removed,
+	_registry.always_available - removed,
+	union({_registry.search_gated & discovered} | loaded_tools(loaded)) - removed,
 	present_framework(removed),
 }) if {
 	removed := filters.dropped | hidden
@@ -166,7 +168,7 @@ available(discovered, loaded, filters) := union(parts) if {
 #   The tool sets of the loaded deferred capabilities, one set per
 #   capability (loads of always-on or unregistered capabilities reveal
 #   nothing).
-loaded_tools(loaded) := {registry.capability_tools[id] | some id in loaded}
+loaded_tools(loaded) := {_registry.capability_tools[id] | some id in loaded}
 
 # METADATA
 # title: available_now
@@ -209,9 +211,9 @@ verdict(call) := {
 	not call_resolved(call)
 } else := {
 	"verdict": "not_available_yet", "rule": "gate",
-	"form": unavailable_form(call.tool), "reason": gate_reason(call.tool),
+	"form": unavailable_form(call.tool), "reason": unavailable_reason(call.tool),
 } if {
-	not call.tool in framework
+	not call.tool in _framework
 	not call.tool in available_now
 } else := {
 	"verdict": "invalid_args", "rule": "args",
@@ -235,7 +237,7 @@ verdict(call) := {
 #   Why a called name is outside the resolved tool set, when it is not a
 #   registry tool; a removed registry tool's reasons are removed_by.
 unknown_reason(tool) := sprintf("%q is neither a registry tool nor a framework tool present in this run", [tool]) if {
-	not tool in registry.names
+	not tool in _registry.names
 } else := ""
 
 # METADATA
@@ -249,37 +251,38 @@ removed_by(tool) := array.concat(
 )
 
 # METADATA
-# title: gate_reason
+# title: unavailable_reason
 # description: |
 #   Why the gate refuses a resolved tool at dispatch: its owner is a
 #   deferred capability not loaded, or it is search-gated and unrevealed,
 #   in the window the serving provider sees.
-gate_reason(tool) := sprintf(
+unavailable_reason(tool) := sprintf(
 	concat("", [
 		"%q belongs to deferred capability %q, which is not loaded in the window the serving provider sees ",
 		"(from message %v, part %v); a load in the same response does not count",
 	]),
-	[tool, registry.tools[tool].capability, window.message, window.part],
+	[tool, _registry.tools[tool].capability, _window.message, _window.part],
 ) if {
-	registry.tools[tool].gate == "capability"
+	_registry.tools[tool].gate == "capability"
 } else := sprintf(
 	"%q is search-gated and was not revealed in the window the serving provider sees (from message %v, part %v)",
-	[tool, window.message, window.part],
+	[tool, _window.message, _window.part],
 ) if {
-	registry.tools[tool].gate == "search"
+	_registry.tools[tool].gate == "search"
 } else := sprintf("%q refused by the availability rule", [tool])
 
 # The start of the window the serving provider sees (a unit test's input
 # may hold none).
-window := object.get(input, ["dispatch", "window"], {"message": "?", "part": "?"})
+_window := object.get(input, ["dispatch", "window"], {"message": "?", "part": "?"})
 
 # METADATA
+# scope: document
 # title: call_resolved
 # description: |
 #   The called name is in the resolved tool set of the dispatch: a registry
 #   tool no filter dropped and no rule hid, or a framework tool present.
 call_resolved(call) if {
-	call.tool in registry.names
+	call.tool in _registry.names
 	not call.tool in input.filters.dispatch.dropped
 	not call.tool in hidden
 }
@@ -293,9 +296,9 @@ call_resolved(call) if call.tool in present_framework(input.filters.dispatch.dro
 #   tool's owner is not active (plain active set: always-on plus loaded),
 #   else the search form.
 unavailable_form(tool) := {"form": "capability", "capability": cap} if {
-	cap := registry.tools[tool].capability
+	cap := _registry.tools[tool].capability
 	cap != null
-	not cap in registry.always_on_capabilities
+	not cap in _registry.always_on_capabilities
 	not cap in input.dispatch.loaded
 } else := {"form": "search"}
 
@@ -327,6 +330,7 @@ would_deny(call) := [d |
 ]
 
 # METADATA
+# scope: document
 # title: approval_rules
 # description: |
 #   Some policycheck.rules package may define require_approval: false only
@@ -439,12 +443,12 @@ rule_errors contains {"package": pkg, "rule": "hide", "value": h} if {
 #   only another is walked.
 names_set(s) if {
 	is_set(s)
-	count(s & registry.names) == count(s)
+	count(s & _registry.names) == count(s)
 } else if {
 	is_set(s)
 	every x in s {
 		is_string(x)
-		not x in framework
+		not x in _framework
 	}
 }
 

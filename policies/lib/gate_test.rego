@@ -73,11 +73,11 @@ failing := {"filters": {"errors": [{"capability": "vault", "message": "boom"}]}}
 call(tool) := {"tool": tool, "tool_call_id": "c1", "args": {}}
 
 test_framework_names_the_two_framework_tools if {
-	gate.framework == {"load_capability", "search_tools"}
+	gate._framework == {"load_capability", "search_tools"}
 }
 
 test_registry_is_read_from_data if {
-	gate.registry == registry with data.policycheck.registry as registry
+	gate._registry == registry with data.policycheck.registry as registry
 }
 
 test_not_failed_without_filter_errors if {
@@ -153,7 +153,7 @@ test_revealed_registry_tools[note] if {
 	some note, tc in cases
 	avail := gate.available(tc.discovered, tc.loaded, no_filters) with data.policycheck.registry as registry
 		with data.policycheck.rules as {}
-	avail - gate.framework == tc.want
+	avail - gate._framework == tc.want
 }
 
 test_available[note] if {
@@ -276,7 +276,9 @@ test_verdict_reason[note] if {
 		with data.policycheck.registry as registry
 		with data.policycheck.rules as tc.rules
 	v.reason == tc.reason
-	object.get(v, "by", []) == object.get(tc, "by", [])
+	got_by := object.get(v, "by", [])
+	want_by := object.get(tc, "by", [])
+	got_by == want_by
 }
 
 test_verdict_under_operator_rules[note] if {

@@ -55,8 +55,8 @@ keep_own(tools, id, allowed) := others(tools, id) | (own_tools(tools, id) & allo
 #   same result, at the cost of converting them each call.
 registry_keep_own(id, allowed) := names - (own - allowed) if {
 	names := data.policycheck.registry.names
-	own := object.get(data.policycheck.registry.owned_tools, id, set())
 	is_set(names)
+	own := object.get(data.policycheck.registry.owned_tools, id, set())
 	is_set(own)
 	is_set(allowed)
 } else := as_set(data.policycheck.registry.names) - (as_set(object.get(

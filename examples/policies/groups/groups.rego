@@ -13,9 +13,9 @@
 package policycheck.rules.groups
 
 # METADATA
-# title: groups
+# title: table
 # description: The group table. Edit it, or move it to a data.json.
-groups := {
+table := {
 	"admin": {},
 	"support": {"deny": {"transfer_funds"}, "capabilities": {"docs", "refunds"}},
 	"viewer": {"allow": {"get_time", "get_order", "search_docs"}},
@@ -31,7 +31,7 @@ hide contains name if {
 }
 
 _visible(name) if {
-	group := groups[input.context.group]
+	group := table[input.context.group]
 	_allowed(group, name)
 	not name in object.get(group, "deny", set())
 	_in_scope(group, name)

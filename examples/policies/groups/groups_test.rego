@@ -41,7 +41,7 @@ test_deny_wins_over_allow if {
 	table := {"g": {"allow": {"get_time", "transfer_funds"}, "deny": {"transfer_funds"}}}
 	hidden := groups.hide with input as {"context": {"group": "g"}}
 		with data.policycheck.registry as registry
-		with groups.groups as table
+		with groups.table as table
 	"transfer_funds" in hidden
 	not "get_time" in hidden
 }
@@ -50,7 +50,7 @@ test_scope_never_hides_tools_without_capability if {
 	table := {"g": {"capabilities": set()}}
 	hidden := groups.hide with input as {"context": {"group": "g"}}
 		with data.policycheck.registry as registry
-		with groups.groups as table
+		with groups.table as table
 	hidden == {"search_docs", "issue_refund", "secret_op", "rotate_key"}
 }
 

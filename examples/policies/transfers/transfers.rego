@@ -80,9 +80,11 @@ deny contains {
 
 # The named approvers of the approval bound to the call: an approval that
 # names no one counts as none.
+default _approvers := set()
+
 _approvers := {a | some a in input.call.approval.approvers} if {
 	input.call.approval.kind == "tool-approved"
-} else := set()
+}
 
 _needed(amount) := 2 if amount > two_approver_limit
 
