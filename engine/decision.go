@@ -190,6 +190,10 @@ type CallVerdict struct {
 	// WouldDeny holds, for a call that executes, the reasons of the
 	// log-only operator rules that would deny it: reported, not enforced.
 	WouldDeny []string `json:"would_deny,omitempty"`
+	// Receipt, on an execute when the decision was signed (see package
+	// receipt), is a compact JWS the tool service verifies before it runs
+	// the call; absent otherwise.
+	Receipt string `json:"receipt,omitempty"`
 	// Part is the index of the call's part in the response.
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.

@@ -37,6 +37,9 @@ func (s *Server) routes() {
 	metrics := s.method(http.MethodGet, "metrics", nil, s.metrics.handler().ServeHTTP)
 	mux.Handle("/health", health)
 	mux.Handle("/metrics", metrics)
+	if s.cfg.receipts != nil {
+		mux.Handle("/v1/keys", s.method(http.MethodGet, "keys", nil, s.cfg.receipts.ServeHTTP))
+	}
 	if s.cfg.debug != nil {
 		mux.Handle("/debug/", s.cfg.debug)
 	}
@@ -344,6 +347,9 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	if err != nil {
 		s.metrics.evalError(epDecide)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
+	}
+	if herr := s.stamp(d, ""); herr != nil {
+		return nil, herr
 	}
 	s.observe(r, epDecide, "", req.st, d, req.context, req.history.count, start)
 	return d, nil

@@ -148,6 +148,9 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		s.metrics.evalError(epRun)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
+	if herr := s.stamp(d.Decision, id); herr != nil {
+		return nil, herr
+	}
 	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), start)
 	return d, nil
 }

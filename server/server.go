@@ -23,6 +23,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/lru"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/receipt"
 )
 
 // Option configures a Server at construction.
@@ -54,6 +55,7 @@ type config struct {
 	shadowOpts  []engine.Option
 	shadowQueue int
 	debug       http.Handler
+	receipts    *receipt.Signer
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
 	noRecycle    bool // tests: pool no body

@@ -13,6 +13,7 @@ func newEvalCmd() *cobra.Command {
 	var in inputFlags
 	var format string
 	var failOnRefusal bool
+	var rf receiptFlags
 	cmd := &cobra.Command{
 		Use:   "eval --registry R --history H [--context C] [--approvals A] [--policy DIR|FILE|BUNDLE]... [--format json|pretty] [--fail-on-refusal]",
 		Short: "Decide availability, advertisement and every call's verdict (JSON, or --format pretty)",
@@ -30,7 +31,12 @@ scripts; --format pretty prints the same decision as a short summary for a perso
 
 --fail-on-refusal gates a pipeline, as "opa eval --fail-defined" does: the decision is printed as
 usual, and the exit status is 3 when any call of the last response does not execute (not_available_yet,
-unknown_tool, denied, approval_required) or the decision failed closed.` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
+unknown_tool, denied, approval_required) or the decision failed closed.
+
+--receipt-key signs an execution receipt, "receipt", for every call judged execute: a compact JWS
+(EdDSA) over its tool_call_id, tool, the digest of the arguments that will run, the policy revision
+and the approvals applied, valid for --receipt-ttl. The tool service verifies it before it runs the
+call (policycheck receipt verify, package receipt; docs/trust.md).` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
 		Example: `  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json \
     --policy examples/policies --context examples/context/support.json
   policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json --format pretty
@@ -40,6 +46,10 @@ unknown_tool, denied, approval_required) or the decision failed closed.` + exitC
 			if err := checkFormat(format, "json", "pretty"); err != nil {
 				return err
 			}
+			signer, err := rf.signer(cmd)
+			if err != nil {
+				return err
+			}
 			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
@@ -47,6 +57,11 @@ unknown_tool, denied, approval_required) or the decision failed closed.` + exitC
 			d, err := eng.Decide(cmd.Context(), loaded.request())
 			if err != nil {
 				return badInput(err)
+			}
+			if signer != nil {
+				if err := signer.Stamp(d, ""); err != nil {
+					return err
+				}
 			}
 			if format == "pretty" {
 				printDecision(cmd.OutOrStdout(), d)
@@ -63,6 +78,7 @@ unknown_tool, denied, approval_required) or the decision failed closed.` + exitC
 	in.registerApprovals(cmd)
 	cmd.Flags().StringVarP(&format, "format", "f", "json", "output format: json (the decision document) or pretty (a summary for people)")
 	cmd.Flags().BoolVar(&failOnRefusal, "fail-on-refusal", false, "exit 3 when a call is refused or the decision failed closed")
+	rf.register(cmd)
 	return cmd
 }
 
@@ -110,6 +126,9 @@ func printDecision(w io.Writer, d *engine.Decision) {
 			fmt.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
 			if c.Message != "" {
 				fmt.Fprintf(w, "      model is told: %s\n", c.Message)
+			}
+			if c.Receipt != "" {
+				fmt.Fprintf(w, "      receipt: %s\n", c.Receipt)
 			}
 		}
 	}

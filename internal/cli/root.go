@@ -123,6 +123,7 @@ var commands = []func() *cobra.Command{
 	newCheckCmd,
 	newServeCmd,
 	newReplayCmd,
+	newReceiptCmd,
 	newVersionCmd,
 }
 
