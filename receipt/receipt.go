@@ -222,7 +222,7 @@ func (s *Signer) Keys() jwk.Set {
 	return set
 }
 
-// ServeHTTP serves Keys as a JWKS (application/jwk-set+json), for GET
+// ServeHTTP serves Keys as a JWKS (RFC 7517, as application/json), for GET
 // /v1/keys.
 func (s *Signer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	b, err := json.Marshal(s.Keys())
@@ -230,7 +230,7 @@ func (s *Signer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 		http.Error(w, "the key set does not encode: "+err.Error(), http.StatusInternalServerError)
 		return
 	}
-	w.Header().Set("Content-Type", "application/jwk-set+json")
+	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("Cache-Control", "no-store")
 	_, _ = w.Write(append(b, '\n'))
 }
