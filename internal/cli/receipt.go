@@ -105,14 +105,39 @@ func (w *keyWatch) look(logger *slog.Logger) {
 
 func newReceiptCmd() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "receipt verify --keys JWKS_FILE_OR_URL --call CALL_JSON RECEIPT",
-		Short: "Verify an execution receipt against the call it is to authorise",
+		Use:   "receipt (verify|keys)",
+		Short: "Verify an execution receipt, or print the public keys that verify them",
 		Args:  noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return badInput(errors.New("receipt needs a subcommand: verify"))
+			return badInput(fmt.Errorf("receipt needs a subcommand: verify or keys\n%s", usageHint(cmd)))
 		},
 	}
-	cmd.AddCommand(newReceiptVerifyCmd())
+	cmd.AddCommand(newReceiptVerifyCmd(), newReceiptKeysCmd())
+	return cmd
+}
+
+func newReceiptKeysCmd() *cobra.Command {
+	rf := receiptFlags{ttl: receipt.DefaultTTL}
+	cmd := &cobra.Command{
+		Use:   "keys --receipt-key FILE",
+		Short: "Print the JWKS that verifies the receipts a --receipt-key signs",
+		Long: `keys prints the public key of --receipt-key as a JWKS (kid: its RFC 7638 thumbprint), the document
+serve answers at GET /v1/keys: hand it to the tool services that verify the receipts eval signs.` +
+			exitCodes("0  the key set was printed", exitLineBad),
+		Example: `  policycheck receipt keys --receipt-key receipt-key.pem > receipt-keys.json`,
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if rf.key == "" {
+				return badInput(errors.New("--receipt-key is required"))
+			}
+			s, err := rf.signer(cmd)
+			if err != nil {
+				return err
+			}
+			return writeJSON(cmd, s.Keys())
+		},
+	}
+	cmd.Flags().StringVar(&rf.key, "receipt-key", "", "Ed25519 private key (PEM, PKCS #8) (required)")
 	return cmd
 }
 
@@ -129,13 +154,14 @@ or an http(s) URL such as the sidecar's /v1/keys), not expired, and for exactly 
 
 run_id is the run of a /v1/runs/{id}/decide decision (leave it out for /v1/decide and eval); args are
 the arguments about to run (the approver's override_args where an approval replaced them). RECEIPT is
-the compact JWS, or - to read it from stdin. On success it prints what the receipt vouches for.` +
+the compact JWS, @FILE to read it from a file, or - from stdin. On success it prints what the receipt
+vouches for; on failure why it is rejected.` +
 			exitCodes("0  the receipt is valid for the call", "1  the receipt is not valid for the call (the reason is printed)",
 				"2  bad input: --call or --keys unreadable or malformed, a missing argument"),
 		Example: `  policycheck receipt verify --keys http://127.0.0.1:8181/v1/keys --call call.json "$RECEIPT"`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
-				return badInput(fmt.Errorf("want one RECEIPT argument (the compact JWS, or - for stdin), got %d\n%s", len(args), usageHint(c)))
+				return badInput(fmt.Errorf("want one RECEIPT argument (the compact JWS, @FILE or - for stdin), got %d\n%s", len(args), usageHint(c)))
 			}
 			return nil
 		},
@@ -162,10 +188,18 @@ the compact JWS, or - to read it from stdin. On success it prints what the recei
 				return badInput(fmt.Errorf("--call %s: %w", callPath, err))
 			}
 			text := args[0]
-			if text == "-" {
+			switch {
+			case text == "-":
 				b, err := io.ReadAll(cmd.InOrStdin())
 				if err != nil {
 					return badInput(fmt.Errorf("RECEIPT from stdin: %w", err))
+				}
+				text = string(b)
+			case strings.HasPrefix(text, "@"):
+				// A compact JWS is base64url: it never begins with @.
+				b, err := readFile(cmd, text[1:])
+				if err != nil {
+					return badInput(err)
 				}
 				text = string(b)
 			}
