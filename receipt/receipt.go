@@ -123,7 +123,8 @@ type Signer struct {
 	now func() time.Time
 
 	mu      sync.Mutex
-	key     jwk.Key // current private key, kid set
+	key     jwk.Key            // current private key, kid set
+	raw     ed25519.PrivateKey // the same key, as jws signs with it fastest
 	pub     jwk.Key
 	retired []retiredKey
 }
@@ -146,7 +147,7 @@ func NewSigner(key ed25519.PrivateKey, opts ...Option) (*Signer, error) {
 	if err != nil {
 		return nil, err
 	}
-	s.key, s.pub = k, pub
+	s.key, s.raw, s.pub = k, key, pub
 	return s, nil
 }
 
@@ -198,7 +199,7 @@ func (s *Signer) Rotate(key ed25519.PrivateKey) error {
 		return nil
 	}
 	s.retired = append(s.retired, retiredKey{pub: s.pub, until: s.now().Add(s.ttl)})
-	s.key, s.pub = k, pub
+	s.key, s.raw, s.pub = k, key, pub
 	return nil
 }
 
@@ -245,7 +246,7 @@ func (s *Signer) Sign(c Claims) (string, error) {
 		return "", fmt.Errorf("receipt: %w", err)
 	}
 	s.mu.Lock()
-	key := s.key
+	key, raw := s.key, s.raw
 	s.mu.Unlock()
 	kid, _ := key.KeyID()
 	hdr := jws.NewHeaders()
@@ -255,7 +256,7 @@ func (s *Signer) Sign(c Claims) (string, error) {
 	if err := hdr.Set(jws.TypeKey, Type); err != nil {
 		return "", err
 	}
-	out, err := jws.Sign(payload, jws.WithKey(jwa.EdDSA(), key, jws.WithProtectedHeaders(hdr)))
+	out, err := jws.Sign(payload, jws.WithKey(jwa.EdDSA(), raw, jws.WithProtectedHeaders(hdr)))
 	if err != nil {
 		return "", fmt.Errorf("receipt: signing: %w", err)
 	}
