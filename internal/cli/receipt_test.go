@@ -194,3 +194,13 @@ func strangerKeyFile(t *testing.T, dir string) string {
 	require.NoError(t, err)
 	return writeFile(t, dir, "x25519.pem", string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})))
 }
+
+// TestReceiptVerifyHelp: receipt verify's help lists its exit codes.
+func TestReceiptVerifyHelp(t *testing.T) {
+	res := run(t, "", "receipt", "verify", "--help")
+	require.Equal(t, 0, res.code, res.stderr)
+	for _, line := range []string{"  0  the receipt is valid", "  1  the receipt is not valid", "  2  bad input"} {
+		assert.Contains(t, res.stdout, "\n"+line)
+	}
+	assert.Contains(t, res.stdout, "@FILE")
+}

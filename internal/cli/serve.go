@@ -277,7 +277,7 @@ have expired.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the 
 	fl.StringVar(&perm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
 	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
 	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
-	fl.BoolVar(&watch, "watch", false, "reload the --policy, --registry and --shadow-policy files when they change, together, as opa run --watch does (files that do not compile or parse are logged and the last good ones keep serving)")
+	fl.BoolVar(&watch, "watch", false, "reload the --policy, --registry and --shadow-policy files when they change, together, as opa run --watch does (files that do not compile or parse are logged and the last good ones keep serving); a changed --receipt-key file rotates the key")
 	fl.DurationVar(&watchInterval, "watch-interval", time.Second, "how often --watch looks at the policy, registry and shadow policy files")
 	fl.StringVar(&watchDrops, "watch-drops", "refuse", "what --watch does with policies that drop a package or rule the serving ones define: refuse (the last good ones keep serving) or accept (swapped in with a warning); counted in /metrics either way")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")
