@@ -204,3 +204,48 @@ func TestReceiptVerifyHelp(t *testing.T) {
 	}
 	assert.Contains(t, res.stdout, "@FILE")
 }
+
+// TestReplaySignsTheCandidatesNewExecutes: replay --receipt-key signs,
+// for a call whose verdict changes to execute, the receipt the candidate
+// would hand out, for the run replayed; it verifies for that call in
+// that run only.
+func TestReplaySignsTheCandidatesNewExecutes(t *testing.T) {
+	dir, key1, _, keys := receiptFiles(t)
+	history := "../../examples/histories/refund.json"
+	res := run(t, "", "replay", "--registry", "../../examples/registry.yaml", "--baseline", "../../examples/policies",
+		"--candidate", t.TempDir(), "--context", "../../examples/context/support.json", "--format", "json", "--receipt-key", key1, history)
+	require.Equal(t, 0, res.code, res.stderr)
+	var rep struct {
+		Changes []struct {
+			Run, Kind, Transition string
+			ToolCallID            *string `json:"tool_call_id"`
+			Baseline, Candidate   struct{ Receipt string }
+		}
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &rep))
+	signed := ""
+	for _, c := range rep.Changes {
+		assert.Empty(t, c.Baseline.Receipt)
+		if c.Kind == "call" && strings.HasSuffix(c.Transition, "->execute") {
+			require.NotEmpty(t, c.Candidate.Receipt, "%+v", c)
+			require.Equal(t, "c2", *c.ToolCallID)
+			signed = c.Candidate.Receipt
+		} else {
+			assert.Empty(t, c.Candidate.Receipt, "%+v", c)
+		}
+	}
+	require.NotEmpty(t, signed, "the example's issue_refund call changes to execute")
+	for _, tc := range []struct {
+		run  string
+		code int
+	}{{history, 0}, {"another-run", 1}} {
+		call := writeFile(t, dir, "c2.json", `{"run_id": "`+tc.run+`", "tool_call_id": "c2", "tool": "issue_refund", "args": {"order_id": 7, "amount": 42.5}}`)
+		res := run(t, "", "receipt", "verify", "--keys", keys, "--call", call, signed)
+		assert.Equal(t, tc.code, res.code, "%s: %s%s", tc.run, res.stdout, res.stderr)
+	}
+	// Without the key nothing is signed.
+	res = run(t, "", "replay", "--registry", "../../examples/registry.yaml", "--baseline", "../../examples/policies",
+		"--candidate", t.TempDir(), "--context", "../../examples/context/support.json", "--format", "json", history)
+	require.Equal(t, 0, res.code, res.stderr)
+	assert.NotContains(t, res.stdout, `"receipt"`)
+}

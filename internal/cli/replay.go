@@ -22,6 +22,7 @@ func newReplayCmd() *cobra.Command {
 		noDefaults, noSchema   bool
 		approvalsPath          string
 		workers                int
+		rf                     receiptFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--format pretty|json|html] [--fail-on T,...] INPUT...",
@@ -48,7 +49,11 @@ were bound to its calls), as it keeps its context. --candidate-registry replays 
 candidate decides with that registry (and, without --candidate, the baseline's policies), the baseline
 with --registry; logged decisions keep the facts derived with the registry they were decided with, so
 with it only histories are replayed (a logged decision among the inputs: exit 2). Progress goes to
-stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
+stderr when it is a terminal.
+
+--receipt-key signs, for each call whose verdict changes to execute, the execution receipt the candidate
+would hand out (the change's candidate "receipt" in --format json, with the run's id as run_id), valid
+for --receipt-ttl: what a tool service would accept from the candidate (docs/trust.md).` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
@@ -126,8 +131,17 @@ stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched
 			if sides.Candidate, err = side("--candidate", candidate, candReg); err != nil {
 				return err
 			}
+			signer, err := rf.signer(cmd)
+			if err != nil {
+				return err
+			}
+			ro := replay.Options{Workers: workers}
+			if signer != nil {
+				ro.Sign = signer.Stamp
+			}
 			prog := stderrProgress(cmd, "replay", len(runs))
-			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog})
+			ro.Progress = prog
+			rep, err := replay.Replay(cmd.Context(), sides, runs, ro)
 			prog.Finish()
 			if err != nil {
 				return badInput(err)
@@ -162,6 +176,7 @@ stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
 	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step of history runs on both sides (logged decisions keep theirs)")
+	rf.register(cmd)
 	_ = cmd.MarkFlagRequired("registry")
 	return cmd
 }
