@@ -229,7 +229,7 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	if herr != nil {
 		return nil, herr
 	}
-	return &request{st: st, eng: eng, history: h, context: c, approvals: approvals}, nil
+	return &request{st: st, eng: eng, history: h, context: c, approvals: s.checkApprovals(approvals)}, nil
 }
 
 // parseApprovals reads a request's approvals (null or absent: none).

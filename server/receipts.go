@@ -3,9 +3,25 @@ package server
 import (
 	"net/http"
 
+	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/receipt"
 )
+
+// ApproverKeys makes an approval count only when it carries a signature
+// by one of v's keys (package approvalsig), on /v1/decide, /v1/explain and
+// the runs' decide endpoint; the approver is then the key's identity.
+func ApproverKeys(v *approvalsig.Verifier) Option { return func(c *config) { c.approvers = v } }
+
+// checkApprovals checks the request's approvals' signatures when the
+// server has approver keys.
+func (s *Server) checkApprovals(a facts.Approvals) facts.Approvals {
+	if s.cfg.approvers == nil {
+		return a
+	}
+	return s.cfg.approvers.Check(a)
+}
 
 // Receipts signs, with signer, an execution receipt for every call that
 // /v1/decide and /v1/runs/{id}/decide judge execute, and serves the

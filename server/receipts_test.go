@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/receiptcases"
 	"github.com/policycheck/policycheck/loader"
@@ -259,4 +260,67 @@ func adminContext(t *testing.T) []byte {
 	ctx, err := os.ReadFile(filepath.Join("..", "examples", "context", "admin.json"))
 	require.NoError(t, err)
 	return ctx
+}
+
+// TestSignedApprovalsOverHTTP runs the signed-approval table through a
+// sidecar with approver keys, on /v1/decide, /v1/explain and a run: only
+// the approval the approver's key signed counts, as the key's sub; the
+// others are not applied and the decision says why.
+func TestSignedApprovalsOverHTTP(t *testing.T) {
+	keys, err := receipt.ParseKeys(receiptcases.ApproverJWKS())
+	require.NoError(t, err)
+	v, err := approvalsig.New(keys)
+	require.NoError(t, err)
+	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
+	require.NoError(t, err)
+	rs := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(filepath.Join("..", "examples", "policies"))), server.ApproverKeys(v))
+	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
+	require.NoError(t, err)
+	raw, err := os.ReadFile(filepath.Join("..", "examples", "approvals", "transfer.json"))
+	require.NoError(t, err)
+	var file struct {
+		Approvals map[string]map[string]json.RawMessage
+	}
+	require.NoError(t, json.Unmarshal(raw, &file))
+	for i, tc := range receiptcases.ApprovalCases() {
+		t.Run(tc.Name, func(t *testing.T) {
+			a := map[string]json.RawMessage{}
+			for k, v := range file.Approvals["t2"] {
+				a[k] = v
+			}
+			var p approvalsig.Payload
+			require.NoError(t, json.Unmarshal(a["digest"], &p.Digest))
+			require.NoError(t, json.Unmarshal(a["kind"], &p.Kind))
+			p.OverrideArgs = a["override_args"]
+			if sig := tc.Sign(p); sig != "" {
+				a["signature"], _ = json.Marshal(sig)
+			}
+			approvals, err := json.Marshal(map[string]any{"t2": a})
+			require.NoError(t, err)
+			decide := fmt.Sprintf(`{"history": %s, "approvals": %s, "context": %s}`, transfer, approvals, adminContext(t))
+			for _, ep := range []struct{ path, body string }{
+				{"/v1/decide", decide},
+				{"/v1/explain", decide},
+				{fmt.Sprintf("/v1/runs/signed-%d/decide", i), fmt.Sprintf(`{"offset": 0, "messages": %s, "approvals": %s, "context": %s}`, transfer, approvals, adminContext(t))},
+			} {
+				status, out := rs.post(t, ep.path, []byte(ep.body))
+				require.Equal(t, http.StatusOK, status, "%s: %s", ep.path, out)
+				var d engine.Decision
+				if ep.path == "/v1/explain" {
+					var x struct{ Decision engine.Decision }
+					require.NoError(t, json.Unmarshal(out, &x))
+					d = x.Decision
+				} else {
+					require.NoError(t, json.Unmarshal(out, &d))
+				}
+				require.Len(t, d.Approvals, 1, ep.path)
+				o := d.Approvals[0]
+				assert.Equal(t, tc.Applied, o.Applied, "%s: %s", ep.path, o.Why)
+				assert.Contains(t, o.Why, tc.Want, ep.path)
+				if tc.Applied {
+					assert.Equal(t, []string{receiptcases.Approver}, o.Approvers, ep.path)
+				}
+			}
+		})
+	}
 }

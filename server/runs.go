@@ -103,6 +103,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
+	approvals = s.checkApprovals(approvals)
 	msgs, herr := s.intake.appended(b.Messages, env.elements["messages"], offset)
 	if herr != nil {
 		return nil, herr

@@ -19,6 +19,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/lru"
@@ -56,6 +57,7 @@ type config struct {
 	shadowQueue int
 	debug       http.Handler
 	receipts    *receipt.Signer
+	approvers   *approvalsig.Verifier
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
 	noRecycle    bool // tests: pool no body

@@ -14,6 +14,7 @@ func newEvalCmd() *cobra.Command {
 	var format string
 	var failOnRefusal bool
 	var rf receiptFlags
+	var ak approverKeysFlag
 	cmd := &cobra.Command{
 		Use:   "eval --registry R --history H [--context C] [--approvals A] [--policy DIR|FILE|BUNDLE]... [--format json|pretty] [--fail-on-refusal]",
 		Short: "Decide availability, advertisement and every call's verdict (JSON, or --format pretty)",
@@ -50,11 +51,19 @@ call (policycheck receipt verify, package receipt; docs/trust.md).` + exitCodes(
 			if err != nil {
 				return err
 			}
+			approvers, err := ak.verifier(cmd)
+			if err != nil {
+				return err
+			}
 			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
 			}
-			d, err := eng.Decide(cmd.Context(), loaded.request())
+			req := loaded.request()
+			if approvers != nil {
+				req.Approvals = approvers.Check(req.Approvals)
+			}
+			d, err := eng.Decide(cmd.Context(), req)
 			if err != nil {
 				return badInput(err)
 			}
@@ -79,6 +88,7 @@ call (policycheck receipt verify, package receipt; docs/trust.md).` + exitCodes(
 	cmd.Flags().StringVarP(&format, "format", "f", "json", "output format: json (the decision document) or pretty (a summary for people)")
 	cmd.Flags().BoolVar(&failOnRefusal, "fail-on-refusal", false, "exit 3 when a call is refused or the decision failed closed")
 	rf.register(cmd)
+	ak.register(cmd)
 	return cmd
 }
 

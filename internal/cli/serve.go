@@ -33,6 +33,7 @@ func newServeCmd() *cobra.Command {
 		timeout, bodyTimeout, runTTL, grace, watchInterval             time.Duration
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
 		rf                                                             receiptFlags
+		ak                                                             approverKeysFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
@@ -217,6 +218,13 @@ have expired.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the 
 			if err != nil {
 				return err
 			}
+			approvers, err := ak.verifier(cmd)
+			if err != nil {
+				return err
+			}
+			if approvers != nil {
+				opts = append(opts, server.ApproverKeys(approvers))
+			}
 			var kw *keyWatch
 			if signer != nil {
 				opts = append(opts, server.Receipts(signer))
@@ -308,6 +316,7 @@ have expired.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the 
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
 	fl.StringVar(&logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
 	rf.register(cmd)
+	ak.register(cmd)
 	fl.BoolVar(&pprofOn, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/, as opa run --pprof does")
 	return cmd
 }
