@@ -37,7 +37,11 @@ unknown_tool, denied, approval_required) or the decision failed closed.
 --receipt-key signs an execution receipt, "receipt", for every call judged execute: a compact JWS
 (EdDSA) over its tool_call_id, tool, the digest of the arguments that will run, the policy revision
 and the approvals applied, valid for --receipt-ttl. The tool service verifies it before it runs the
-call (policycheck receipt verify, package receipt; docs/trust.md).` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
+call (policycheck receipt verify, package receipt; docs/trust.md).
+
+--approver-keys (a JWKS) counts an approval only when it carries "signature", a compact JWS by one of
+those keys over its digest, kind and override_args; its approver is then the key's sub (or kid). Any
+other approval is not applied, and the decision's "approvals" says why (docs/trust.md).` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
 		Example: `  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json \
     --policy examples/policies --context examples/context/support.json
   policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json --format pretty

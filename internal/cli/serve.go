@@ -84,7 +84,8 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 /v1/runs/{id}/decide judge execute, valid for --receipt-ttl; the service that runs the tool verifies it
 (policycheck receipt verify, package receipt; docs/trust.md) with the keys of GET /v1/keys. With
 --watch, a changed key file rotates the key: the replaced key stays in /v1/keys until its receipts
-have expired.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it
+(docs/trust.md, "Signed approvals").` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
