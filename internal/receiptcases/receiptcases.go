@@ -7,6 +7,8 @@ package receiptcases
 
 import (
 	"crypto/ed25519"
+	"encoding/base64"
+	"encoding/json"
 	"crypto/x509"
 	"encoding/pem"
 	"strings"
@@ -50,6 +52,7 @@ func Cases() []Case {
 		{Name: "signed by an unknown key", OtherKey: true, Want: "not in the key set"},
 		{Name: "payload rewritten", Tamper: rewritePayload, Want: "signature does not verify"},
 		{Name: "not a JWS", Tamper: func(string) string { return "not-a-receipt" }, Want: "not a compact JWS"},
+		{Name: "unsigned (alg none)", Tamper: algNone, Want: "the signature does not verify"},
 	}
 }
 
@@ -63,6 +66,26 @@ func rewritePayload(r string) string {
 	// eyJ… is the base64url of `{"`: the payload of a smaller claim set.
 	parts[1] = "eyJ0b29sIjoiaXNzdWVfcmVmdW5kIn0"
 	return strings.Join(parts, ".")
+}
+
+// algNone keeps the receipt's kid, typ and payload under the header
+// alg "none", without a signature.
+func algNone(r string) string {
+	parts := strings.Split(r, ".")
+	if len(parts) != 3 {
+		return r
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(parts[0])
+	if err != nil {
+		return r
+	}
+	var h map[string]any
+	if json.Unmarshal(raw, &h) != nil {
+		return r
+	}
+	h["alg"] = "none"
+	b, _ := json.Marshal(h)
+	return base64.RawURLEncoding.EncodeToString(b) + "." + parts[1] + "."
 }
 
 // Key returns the Ed25519 key of seed n, the same for every run.
