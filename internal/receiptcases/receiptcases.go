@@ -7,9 +7,9 @@ package receiptcases
 
 import (
 	"crypto/ed25519"
+	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"crypto/x509"
 	"encoding/pem"
 	"strings"
 	"time"
