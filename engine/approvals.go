@@ -94,6 +94,8 @@ func bindApprovals(f *facts.Facts, approvals facts.Approvals) []*binding {
 		}
 		b := &binding{id: *c.ToolCallID, approval: a, digest: CallDigest(c.ToolCallID, c.Tool, c.Args)}
 		switch same := sharing[b.id]; {
+		case a.Refused != "":
+			b.why = "not applied: " + a.Refused
 		case len(same) > 1:
 			b.why = fmt.Sprintf("not applied: duplicate tool_call_id %q: calls %s of the dispatched response share it, "+
 				"and an approval authorises at most one call, so it applies to none of them", b.id, joinInts(same))

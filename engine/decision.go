@@ -212,6 +212,10 @@ type CallVerdict struct {
 	// parameters_json_schema: the JSON pointer inside the arguments and
 	// the reason, at most facts.MaxArgsProblems.
 	ArgsErrors []facts.ArgsProblem `json:"args_errors,omitempty"`
+	// Receipt, on an execute when the decision was signed (see package
+	// receipt), is a compact JWS the tool service verifies before it runs
+	// the call; absent otherwise.
+	Receipt string `json:"receipt,omitempty"`
 	// Part is the index of the call's part in the response.
 	Part int `json:"-"`
 	// Capability is the owner named by a capability-form refusal.

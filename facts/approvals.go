@@ -31,7 +31,15 @@ type Approval struct {
 	// DefaultDenialMessage.
 	Message string
 	// Approvers identify who answered, as the harness says; may be empty.
+	// Where approvals are signed (package approvalsig), the signing key's
+	// identity replaces them.
 	Approvers []string
+	// Signature is the approver's compact JWS over the approval (package
+	// approvalsig); "" when the approval carried none.
+	Signature string
+	// Refused, set by a signature check (package approvalsig), says why
+	// the approval does not count; "" when it counts.
+	Refused string
 }
 
 // Approvals maps a tool_call_id to the answer for that call.

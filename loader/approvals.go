@@ -124,6 +124,13 @@ func parseApproval(file, at string, raw json.RawMessage) (facts.Approval, error)
 			if a.Message, err = str(k); err != nil {
 				return a, err
 			}
+		case "signature":
+			if a.Signature, err = str(k); err != nil {
+				return a, err
+			}
+			if a.Signature == "" {
+				return a, bad(at+"/signature", "signature must be a compact JWS, not empty")
+			}
 		case "approvers":
 			var list []any
 			if json.Unmarshal(m[k], &list) != nil || list == nil {
@@ -137,7 +144,7 @@ func parseApproval(file, at string, raw json.RawMessage) (facts.Approval, error)
 				a.Approvers = append(a.Approvers, s)
 			}
 		default:
-			return a, bad(at+"/"+PointerToken(k), fmt.Sprintf("unknown member %q (an approval holds kind, digest, override_args, message, approvers)", k))
+			return a, bad(at+"/"+PointerToken(k), fmt.Sprintf("unknown member %q (an approval holds kind, digest, override_args, message, approvers, signature)", k))
 		}
 	}
 	switch {

@@ -40,6 +40,9 @@ func (s *Server) routes() {
 	metrics := s.method(http.MethodGet, "metrics", nil, s.metrics.handler().ServeHTTP)
 	mux.Handle("/health", health)
 	mux.Handle("/metrics", metrics)
+	if s.cfg.receipts != nil {
+		mux.Handle("/v1/keys", s.method(http.MethodGet, "keys", nil, s.cfg.receipts.ServeHTTP))
+	}
 	if s.cfg.debug != nil {
 		mux.Handle("/debug/", s.cfg.debug)
 	}
@@ -233,7 +236,7 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	if herr != nil {
 		return nil, herr
 	}
-	return &request{st: st, eng: eng, history: h, context: c, approvals: approvals}, nil
+	return &request{st: st, eng: eng, history: h, context: c, approvals: s.checkApprovals(approvals)}, nil
 }
 
 // parseApprovals reads a request's approvals (null or absent: none).
@@ -351,6 +354,9 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	if err != nil {
 		s.metrics.evalError(epDecide)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
+	}
+	if herr := s.stamp(d, ""); herr != nil {
+		return nil, herr
 	}
 	s.observe(r, epDecide, "", req.st, d, req.context, req.history.count, len(body), start)
 	return d, nil

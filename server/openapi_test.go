@@ -18,6 +18,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	bundleplugin "github.com/open-policy-agent/opa/v1/plugins/bundle"
 	"github.com/santhosh-tekuri/jsonschema/v6"
@@ -212,6 +213,15 @@ hide contains "search_docs"
 	x := add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": `+string(transfer)+`, "approvals": `+string(approvals.Approvals)+`}`))
 	require.Contains(t, string(x.answer), `"approvals"`, "the corpus holds a decision with approvals")
 	add(h, "/v1/runs/{id}/decide", http.MethodPost, "/v1/runs/appr/decide", []byte(`{"offset": 0, "messages": `+string(transfer)+`, "approvals": `+string(approvals.Approvals)+`}`))
+	// Execution receipts and their keys (--receipt-key).
+	signing, err := server.New(server.Registry(parsed), withPolicies, server.Receipts(testSigner(t, 1, time.Now)))
+	require.NoError(t, err)
+	sh := signing.Handler()
+	x = add(sh, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": `+string(transfer)+`, "approvals": `+string(approvals.Approvals)+`, "context": `+string(ctx)+`}`))
+	require.Contains(t, string(x.answer), `"receipt"`, "the corpus holds a signed decision")
+	add(sh, "/v1/runs/{id}/decide", http.MethodPost, "/v1/runs/signed/decide", []byte(`{"offset": 0, "messages": `+string(transfer)+`, "context": `+string(ctx)+`}`))
+	require.Equal(t, http.StatusOK, add(sh, "/v1/keys", http.MethodGet, "/v1/keys", nil).status)
+	add(sh, "/v1/keys", http.MethodPost, "/v1/keys", nil)
 
 	// Errors of every kind.
 	add(h, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": [`))                                // syntax
@@ -320,7 +330,7 @@ prepare_tools contains t.name if {
 	}
 	// The optional members of a decision the schema describes appear in
 	// the corpus, so that the schema is tried on them.
-	for _, key := range []string{`"would_hide"`, `"would_deny"`, `"approvals"`, `"approval"`, `"digest"`, `"dispatch"`, `"retries"`, `"errors"`} {
+	for _, key := range []string{`"would_hide"`, `"would_deny"`, `"approvals"`, `"approval"`, `"digest"`, `"dispatch"`, `"retries"`, `"errors"`, `"receipt"`} {
 		seen := false
 		for _, x := range corpus {
 			seen = seen || (x.status == http.StatusOK && x.template != "/v1/facts" && bytes.Contains(x.answer, []byte(key)))
@@ -360,7 +370,8 @@ func TestOpenAPIRoutesAndMethods(t *testing.T) {
 	slices.Sort(paths)
 	require.Equal(t, routes, paths)
 
-	srv, err := server.New(testReg(t))
+	// With --receipt-key, so that /v1/keys is served.
+	srv, err := server.New(testReg(t), server.Receipts(testSigner(t, 1, time.Now)))
 	require.NoError(t, err)
 	h := srv.Handler()
 	for _, p := range paths {

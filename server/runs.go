@@ -129,6 +129,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
+	approvals = s.checkApprovals(approvals)
 	msgs, herr := s.intake.appended(b.Messages, env.elements["messages"], offset)
 	if herr != nil {
 		return nil, herr
@@ -173,6 +174,9 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if err != nil {
 		s.metrics.evalError(epRun)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
+	}
+	if herr := s.stamp(d.Decision, id); herr != nil {
+		return nil, herr
 	}
 	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), len(body), start)
 	return d, nil

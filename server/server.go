@@ -19,12 +19,14 @@ import (
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"golang.org/x/sync/singleflight"
 
+	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/lru"
 	"github.com/policycheck/policycheck/internal/mask"
 	"github.com/policycheck/policycheck/internal/opaplugins"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/receipt"
 )
 
 // Option configures a Server at construction.
@@ -57,6 +59,8 @@ type config struct {
 	shadowQueue int
 	shadowBytes int64
 	debug       http.Handler
+	receipts    *receipt.Signer
+	approvers   *approvalsig.Verifier
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
 	noRecycle    bool // tests: pool no body

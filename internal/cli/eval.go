@@ -14,6 +14,8 @@ func newEvalCmd() *cobra.Command {
 	var in inputFlags
 	var format string
 	var failOnRefusal bool
+	var rf receiptFlags
+	var ak approverKeysFlag
 	cmd := &cobra.Command{
 		Use:   "eval --registry R --history H [--context C] [--approvals A] [--policy DIR|FILE|BUNDLE]... [--format json|pretty] [--fail-on-refusal]",
 		Short: "Decide availability, advertisement and every call's verdict (JSON, or --format pretty)",
@@ -32,7 +34,16 @@ scripts; --format pretty prints the same decision as a short summary for a perso
 
 --fail-on-refusal gates a pipeline, as "opa eval --fail-defined" does: the decision is printed as
 usual, and the exit status is 3 when any call of the last response does not execute (not_available_yet,
-unknown_tool, invalid_args, denied, approval_required) or the decision failed closed.` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
+unknown_tool, invalid_args, denied, approval_required) or the decision failed closed.
+
+--receipt-key signs an execution receipt, "receipt", for every call judged execute: a compact JWS
+(EdDSA) over its tool_call_id, tool, the digest of the arguments that will run, the policy revision
+and the approvals applied, valid for --receipt-ttl. The tool service verifies it before it runs the
+call (policycheck receipt verify, package receipt; docs/trust.md).
+
+--approver-keys (a JWKS) counts an approval only when it carries "signature", a compact JWS by one of
+those keys over its digest, kind and override_args; its approver is then the key's sub (or kid). Any
+other approval is not applied, and the decision's "approvals" says why (docs/trust.md).` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
 		Example: `  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json \
     --policy examples/policies --context examples/context/support.json
   policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json --format pretty
@@ -42,13 +53,30 @@ unknown_tool, invalid_args, denied, approval_required) or the decision failed cl
 			if err := checkFormat(format, "json", "pretty"); err != nil {
 				return err
 			}
+			signer, err := rf.signer(cmd)
+			if err != nil {
+				return err
+			}
+			approvers, err := ak.verifier(cmd)
+			if err != nil {
+				return err
+			}
 			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
 			}
-			d, err := eng.Decide(cmd.Context(), loaded.request())
+			req := loaded.request()
+			if approvers != nil {
+				req.Approvals = approvers.Check(req.Approvals)
+			}
+			d, err := eng.Decide(cmd.Context(), req)
 			if err != nil {
 				return badInput(err)
+			}
+			if signer != nil {
+				if err := signer.Stamp(d, ""); err != nil {
+					return err
+				}
 			}
 			if format == "pretty" {
 				printDecision(cmd.OutOrStdout(), d)
@@ -65,6 +93,8 @@ unknown_tool, invalid_args, denied, approval_required) or the decision failed cl
 	in.registerApprovals(cmd)
 	cmd.Flags().StringVarP(&format, "format", "f", "json", "output format: json (the decision document) or pretty (a summary for people)")
 	cmd.Flags().BoolVar(&failOnRefusal, "fail-on-refusal", false, "exit 3 when a call is refused or the decision failed closed")
+	rf.register(cmd)
+	ak.register(cmd)
 	return cmd
 }
 
@@ -113,6 +143,9 @@ func printDecision(w io.Writer, d *engine.Decision) {
 			printable.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
 			if c.Message != "" {
 				printable.Fprintf(w, "      model is told: %s\n", c.Message)
+			}
+			if c.Receipt != "" {
+				printable.Fprintf(w, "      receipt: %s\n", c.Receipt)
 			}
 		}
 	}

@@ -23,6 +23,7 @@ func newReplayCmd() *cobra.Command {
 		approvalsPath          string
 		workers                int
 		maxBytes               int64
+		rf                     receiptFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--format pretty|json|html] [--fail-on T,...] INPUT...",
@@ -52,7 +53,11 @@ with --registry; logged decisions keep the facts derived with the registry they 
 with it only histories are replayed (a logged decision among the inputs: exit 2). Inputs are read as
 they arrive, gunzipped as they are read: a document or JSON Lines line over --max-bytes (64 MiB by
 default, counted once gunzipped) is refused at its file and line (exit 2) as soon as it passes the
-limit. Progress goes to stderr when it is a terminal.` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
+limit. Progress goes to stderr when it is a terminal.
+
+--receipt-key signs, for each call whose verdict changes to execute, the execution receipt the candidate
+would hand out (the change's candidate "receipt" in --format json, with the run's id as run_id), valid
+for --receipt-ttl: what a tool service would accept from the candidate (docs/trust.md).` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
@@ -142,8 +147,17 @@ limit. Progress goes to stderr when it is a terminal.` + exitCodes("0  the repla
 			if sides.Candidate, err = side("--candidate", candidate, candReg); err != nil {
 				return err
 			}
+			signer, err := rf.signer(cmd)
+			if err != nil {
+				return err
+			}
+			ro := replay.Options{Workers: workers}
+			if signer != nil {
+				ro.Sign = signer.Stamp
+			}
 			prog := stderrProgress(cmd, "replay", len(runs))
-			rep, err := replay.Replay(cmd.Context(), sides, runs, replay.Options{Workers: workers, Progress: prog})
+			ro.Progress = prog
+			rep, err := replay.Replay(cmd.Context(), sides, runs, ro)
 			prog.Finish()
 			if err != nil {
 				return badInput(err)
@@ -179,6 +193,7 @@ limit. Progress goes to stderr when it is a terminal.` + exitCodes("0  the repla
 	fl.Int64Var(&maxBytes, "max-bytes", loader.DefaultLimits().MaxBytes, "largest document (a history, an array of decision-log events) or JSON Lines line accepted, in bytes, once gunzipped; 0: no limit")
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
 	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step of history runs on both sides (logged decisions keep theirs)")
+	rf.register(cmd)
 	_ = cmd.MarkFlagRequired("registry")
 	return cmd
 }

@@ -124,6 +124,7 @@ var commands = []func() *cobra.Command{
 	newCheckCmd,
 	newServeCmd,
 	newReplayCmd,
+	newReceiptCmd,
 	newVersionCmd,
 }
 

@@ -34,6 +34,8 @@ func newServeCmd() *cobra.Command {
 		maxBody, shadowBytes                                           int64
 		timeout, bodyTimeout, runTTL, grace, watchInterval             time.Duration
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
+		rf                                                             receiptFlags
+		ak                                                             approverKeysFlag
 	)
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
@@ -54,6 +56,7 @@ func newServeCmd() *cobra.Command {
                              status "degraded" (still 200) while a bundle fails or its server
                              stops answering, or the decision-log sink fails or drops events
   GET  /metrics              Prometheus metrics
+  GET  /v1/keys              with --receipt-key: the public keys of execution receipts (JWKS)
   GET  /debug/pprof/         Go's runtime profiles, with --pprof only (behind --token-file too)
 
 Bodies are JSON: sent with no Content-Type, a JSON one (application/json, */*+json), text/plain or
@@ -82,7 +85,14 @@ swaps them in together, as opa run --watch does for policies; when one does not 
 logged and the last good ones keep deciding. Unlike opa run --watch, policies that drop a package or a rule the serving ones
 define (a guard file deleted, a package renamed) are refused so too, by default (--watch-drops refuse): taken in, they would
 let through, without a word, what the rule guarded. With --watch-drops accept they are swapped in with a warning naming what they drop; either
-way the drop is counted in /metrics and shown in /health's last_reload. The API is described in docs/openapi.yaml (OpenAPI 3.1).` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+way the drop is counted in /metrics and shown in /health's last_reload. The API is described in docs/openapi.yaml (OpenAPI 3.1).
+
+--receipt-key signs an execution receipt ("receipt", a compact JWS) for every call that /v1/decide and
+/v1/runs/{id}/decide judge execute, valid for --receipt-ttl; the service that runs the tool verifies it
+(policycheck receipt verify, package receipt; docs/trust.md) with the keys of GET /v1/keys. With
+--watch, a changed key file rotates the key: the replaced key stays in /v1/keys until its receipts
+have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it
+(docs/trust.md, "Signed approvals").` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
@@ -162,8 +172,8 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 				return badInput(err)
 			}
 			switch {
-			case watch && len(policies) == 0 && registry == "" && len(shadowPolicies) == 0:
-				return badInput(errors.New("--watch reloads the --policy, --registry and --shadow-policy files, and none is given"))
+			case watch && len(policies) == 0 && registry == "" && len(shadowPolicies) == 0 && rf.key == "":
+				return badInput(errors.New("--watch reloads the --policy, --registry, --shadow-policy and --receipt-key files, and none is given"))
 			case !watch && cmd.Flags().Changed("watch-interval"):
 				return badInput(errors.New("--watch-interval is how often --watch looks, and --watch is not given"))
 			case watchInterval <= 0:
@@ -220,6 +230,24 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 				}
 				opts = append(opts, server.Shadow(shOpts...), server.ShadowQueue(shadowQueue), server.ShadowQueueBytes(shadowBytes))
 			}
+			signer, err := rf.signer(cmd)
+			if err != nil {
+				return err
+			}
+			approvers, err := ak.verifier(cmd)
+			if err != nil {
+				return err
+			}
+			if approvers != nil {
+				opts = append(opts, server.ApproverKeys(approvers))
+			}
+			var kw *keyWatch
+			if signer != nil {
+				opts = append(opts, server.Receipts(signer))
+				if watch {
+					kw = newKeyWatch(rf.key, signer)
+				}
+			}
 			var pw *policyWatch
 			if watch {
 				pw = newPolicyWatch(policies, shadowPolicies, registry, watchDrops == "accept")
@@ -256,6 +284,9 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 			if watch {
 				go pw.run(ctx, srv, watchInterval, logger)
 			}
+			if kw != nil {
+				go kw.run(ctx, watchInterval, logger)
+			}
 			logger.Info("policycheck serving", "addr", at, "tls", tlsCert != "")
 			if err := srv.Serve(ctx, ln, diagLn...); err != nil {
 				return err
@@ -270,7 +301,7 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 	fl.StringVar(&perm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
 	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
 	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
-	fl.BoolVar(&watch, "watch", false, "reload the --policy, --registry and --shadow-policy files when they change, together, as opa run --watch does (files that do not compile or parse are logged and the last good ones keep serving)")
+	fl.BoolVar(&watch, "watch", false, "reload the --policy, --registry and --shadow-policy files when they change, together, as opa run --watch does (files that do not compile or parse are logged and the last good ones keep serving); a changed --receipt-key file rotates the key")
 	fl.DurationVar(&watchInterval, "watch-interval", time.Second, "how often --watch looks at the policy, registry and shadow policy files")
 	fl.StringVar(&watchDrops, "watch-drops", "refuse", "what --watch does with policies that drop a package or rule the serving ones define: refuse (the last good ones keep serving) or accept (swapped in with a warning); counted in /metrics either way")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")
@@ -301,6 +332,8 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging (--log-level debug)")
 	fl.StringVar(&logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
 	fl.StringVar(&logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
+	rf.register(cmd)
+	ak.register(cmd)
 	fl.BoolVar(&pprofOn, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/, as opa run --pprof does")
 	return cmd
 }

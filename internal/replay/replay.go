@@ -73,6 +73,11 @@ type Options struct {
 	Progress Progress
 	// Decide are options of every decision of both sides.
 	Decide []engine.DecideOption
+	// Sign, when set, signs the execution receipts of a candidate
+	// decision (receipt.Signer.Stamp) whose calls' verdicts changed to
+	// execute, with the run's id: the changes show the receipt the
+	// candidate would hand out.
+	Sign func(d *engine.Decision, run string) error
 }
 
 // Sides are the two policy sets compared. Each engine has its registry:
@@ -122,7 +127,7 @@ func Replay(ctx context.Context, sides Sides, runs []*Run, opts Options) (*Repor
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				results[i], errs[i] = replayRun(ctx, sides, runs[i], opts.Decide)
+				results[i], errs[i] = replayRun(ctx, sides, runs[i], opts.Decide, opts.Sign)
 				done <- i
 			}
 		}()
@@ -158,8 +163,8 @@ func Replay(ctx context.Context, sides Sides, runs []*Run, opts Options) (*Repor
 }
 
 // replayRun decides one run's steps with both sides.
-func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOption) (*tally, error) {
-	t := &tally{run: r.ID, transitions: map[string]int{}}
+func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOption, sign func(*engine.Decision, string) error) (*tally, error) {
+	t := &tally{run: r.ID, transitions: map[string]int{}, sign: sign}
 	if r.History != nil {
 		rb, rc := sides.Baseline.NewRun(), sides.Candidate.NewRun()
 		if r.Approvals != nil {
@@ -177,7 +182,7 @@ func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOpt
 			}
 			t.compare(i, db.Decision, dc.Decision)
 		}
-		return t, nil
+		return t, t.signErr
 	}
 	for _, st := range r.Steps {
 		req := engine.Request{Facts: st.Facts, Context: st.Context, Approvals: st.Approvals}
@@ -191,7 +196,7 @@ func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOpt
 		}
 		t.compare(st.Message, db, dc)
 	}
-	return t, nil
+	return t, t.signErr
 }
 
 // Compare returns the changes between two decisions of one step (a
@@ -213,6 +218,10 @@ type tally struct {
 	failClosed           FailClosed
 	wouldDeny            FailClosed
 	changes              []Change
+	// sign signs a candidate decision's receipts (Options.Sign); signErr
+	// is its first error.
+	sign    func(*engine.Decision, string) error
+	signErr error
 }
 
 // Outcome states.
@@ -295,10 +304,14 @@ func (t *tally) compare(msg int, b, c *engine.Decision) {
 			if bc.Verdict == cc.Verdict {
 				continue
 			}
+			if t.sign != nil && cc.Verdict == engine.Execute && cc.Receipt == "" && t.signErr == nil {
+				t.signErr = t.sign(c, t.run)
+				cc = c.Calls[i]
+			}
 			t.changes = append(t.changes, Change{Run: t.run, Message: msg, Kind: KindCall, ToolCallID: bc.ToolCallID, Tool: bc.Tool,
 				Part: bc.Part, Transition: tr,
 				Baseline:  Outcome{State: bc.Verdict, Message: bc.Message, Reasons: bc.Reasons},
-				Candidate: Outcome{State: cc.Verdict, Message: cc.Message, Reasons: cc.Reasons}})
+				Candidate: Outcome{State: cc.Verdict, Message: cc.Message, Reasons: cc.Reasons, Receipt: cc.Receipt}})
 		}
 		return
 	}

@@ -93,6 +93,9 @@ type Outcome struct {
 	// reasons, what removed a tool, or the errors of a fail-closed
 	// decision.
 	Reasons []string `json:"reasons,omitempty"`
+	// Receipt, with replay --receipt-key, is the execution receipt the
+	// candidate signs for a call whose verdict changed to execute.
+	Receipt string `json:"receipt,omitempty"`
 }
 
 // Anchor is the change's place in the HTML report ("RUN#MESSAGE" made

@@ -1,0 +1,45 @@
+package approvalsig_test
+
+import (
+	"crypto/ed25519"
+	"encoding/json"
+	"fmt"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+
+	"github.com/policycheck/policycheck/approvalsig"
+	"github.com/policycheck/policycheck/facts"
+)
+
+// The approval service signs what the person approved; the engine's
+// caller checks the approvals before deciding. The signed approval counts,
+// as the key's sub; the same approval with other arguments does not.
+func ExampleVerifier_Check() {
+	priv := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) // the approval service's key
+	key, _ := jwk.Import(priv)
+	_ = key.Set(jwk.KeyIDKey, "ana-key")
+	_ = key.Set(jwk.AlgorithmKey, jwa.EdDSA())
+	pub, _ := key.PublicKey()
+	_ = pub.Set("sub", "ana@example.com")
+	keys := jwk.NewSet()
+	_ = keys.AddKey(pub)
+
+	approved := approvalsig.Payload{
+		Digest:       "sha256:145379999bf1b39b971e7863c21deb1efb5312494ebad5aa8315702331296e9b",
+		Kind:         facts.ToolApproved,
+		OverrideArgs: json.RawMessage(`{"from": "ops", "to": "savings", "amount": 4000}`),
+	}
+	sig, _ := approvalsig.Sign(key, approved)
+
+	v, _ := approvalsig.New(keys)
+	checked := v.Check(facts.Approvals{
+		"t2": {Kind: approved.Kind, Digest: approved.Digest, OverrideArgs: approved.OverrideArgs, Signature: sig, Approvers: []string{"whoever"}},
+		"t3": {Kind: approved.Kind, Digest: approved.Digest, OverrideArgs: json.RawMessage(`{"amount": 9000}`), Signature: sig},
+	})
+	fmt.Println(checked["t2"].Approvers, checked["t2"].Refused == "")
+	fmt.Println(checked["t3"].Refused)
+	// Output:
+	// [ana@example.com] true
+	// signed over other override_args than the approval carries
+}

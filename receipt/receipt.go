@@ -1,0 +1,287 @@
+package receipt
+
+import (
+	"bytes"
+	"crypto"
+	"crypto/ed25519"
+	"crypto/x509"
+	"encoding/json"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/lestrrat-go/jwx/v3/jwa"
+	"github.com/lestrrat-go/jwx/v3/jwk"
+	"github.com/lestrrat-go/jwx/v3/jws"
+
+	"github.com/policycheck/policycheck/engine"
+)
+
+// DefaultTTL is how long a receipt is valid when no TTL is set: long
+// enough for the harness to hand the call to the tool service, short
+// enough that a leaked receipt is soon worthless.
+const DefaultTTL = 5 * time.Minute
+
+// Type is the JWS "typ" header of a receipt.
+const Type = "policycheck-receipt+jws"
+
+// Claims is the payload of a receipt.
+type Claims struct {
+	// RunID is the run the decision was a step of (POST
+	// /v1/runs/{id}/decide); empty for a stateless decision.
+	RunID      string  `json:"run_id,omitempty"`
+	ToolCallID *string `json:"tool_call_id"`
+	Tool       string  `json:"tool"`
+	// Digest is engine.CallDigest over the tool_call_id, the tool and the
+	// arguments that will run.
+	Digest           string `json:"digest"`
+	PolicyRevision   string `json:"policy_revision"`
+	RegistryRevision string `json:"registry_revision,omitempty"`
+	// Approvals are the approvals applied to the call (at most one).
+	Approvals []engine.ApprovalOutcome `json:"approvals,omitempty"`
+	// IssuedAt and Expiry are Unix seconds.
+	IssuedAt int64 `json:"iat"`
+	Expiry   int64 `json:"exp"`
+}
+
+// Call is the call a tool service is about to run, as Verify checks a
+// receipt against it.
+type Call struct {
+	// RunID is the run the call belongs to; empty when the decision was
+	// stateless (POST /v1/decide, eval).
+	RunID      string  `json:"run_id,omitempty"`
+	ToolCallID *string `json:"tool_call_id"`
+	Tool       string  `json:"tool"`
+	// Args are the arguments the service will run the tool with, as JSON
+	// (an object, or a string holding one, as the history spells them).
+	Args json.RawMessage `json:"args"`
+}
+
+// ParseCall reads a Call from JSON, refusing unknown members and a call
+// without a tool.
+func ParseCall(data []byte) (Call, error) {
+	var c Call
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&c); err != nil {
+		return Call{}, fmt.Errorf("call: %w (want an object of run_id, tool_call_id, tool and args)", err)
+	}
+	if dec.More() {
+		return Call{}, errors.New("call: more than one JSON value")
+	}
+	if c.Tool == "" {
+		return Call{}, errors.New("call: /tool is required")
+	}
+	return c, nil
+}
+
+// ReadKeyFile reads an Ed25519 private key in PEM (PKCS #8, "PRIVATE
+// KEY", as `openssl genpkey -algorithm ed25519` writes it).
+func ReadKeyFile(path string) (ed25519.PrivateKey, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("receipt key: %w", err)
+	}
+	block, rest := pem.Decode(data)
+	if block == nil {
+		return nil, fmt.Errorf("receipt key %s: no PEM block", path)
+	}
+	if len(bytes.TrimSpace(rest)) > 0 {
+		return nil, fmt.Errorf("receipt key %s: more than one PEM block", path)
+	}
+	if block.Type != "PRIVATE KEY" {
+		return nil, fmt.Errorf("receipt key %s: a PEM %q block; want an Ed25519 \"PRIVATE KEY\" (PKCS #8)", path, block.Type)
+	}
+	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
+	if err != nil {
+		return nil, fmt.Errorf("receipt key %s: %w", path, err)
+	}
+	ek, ok := k.(ed25519.PrivateKey)
+	if !ok {
+		return nil, fmt.Errorf("receipt key %s: a %T; want an Ed25519 private key", path, k)
+	}
+	return ek, nil
+}
+
+// Option configures a Signer.
+type Option func(*Signer)
+
+// TTL sets how long receipts are valid (DefaultTTL otherwise).
+func TTL(d time.Duration) Option { return func(s *Signer) { s.ttl = d } }
+
+// Clock sets the signer's clock (time.Now otherwise): tests inject one.
+func Clock(now func() time.Time) Option { return func(s *Signer) { s.now = now } }
+
+// Signer signs receipts with its current key and serves the public keys
+// that verify receipts not yet expired. It is safe for concurrent use.
+type Signer struct {
+	ttl time.Duration
+	now func() time.Time
+
+	mu      sync.Mutex
+	key     jwk.Key            // current private key, kid set
+	raw     ed25519.PrivateKey // the same key, as jws signs with it fastest
+	pub     jwk.Key
+	retired []retiredKey
+}
+
+type retiredKey struct {
+	pub   jwk.Key
+	until time.Time // the last receipt it signed expires then
+}
+
+// NewSigner returns a Signer of key.
+func NewSigner(key ed25519.PrivateKey, opts ...Option) (*Signer, error) {
+	s := &Signer{ttl: DefaultTTL, now: time.Now}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.ttl <= 0 {
+		return nil, fmt.Errorf("receipt TTL must be positive, not %s", s.ttl)
+	}
+	k, pub, err := importKey(key)
+	if err != nil {
+		return nil, err
+	}
+	s.key, s.raw, s.pub = k, key, pub
+	return s, nil
+}
+
+// importKey makes the JWK pair of key, kid its RFC 7638 thumbprint.
+func importKey(key ed25519.PrivateKey) (jwk.Key, jwk.Key, error) {
+	if len(key) != ed25519.PrivateKeySize {
+		return nil, nil, errors.New("receipt key: not an Ed25519 private key")
+	}
+	k, err := jwk.Import(key)
+	if err != nil {
+		return nil, nil, fmt.Errorf("receipt key: %w", err)
+	}
+	if err := jwk.AssignKeyID(k, jwk.WithThumbprintHash(crypto.SHA256)); err != nil {
+		return nil, nil, fmt.Errorf("receipt key: %w", err)
+	}
+	pub, err := k.PublicKey()
+	if err != nil {
+		return nil, nil, fmt.Errorf("receipt key: %w", err)
+	}
+	if err := pub.Set(jwk.AlgorithmKey, jwa.EdDSA()); err != nil {
+		return nil, nil, err
+	}
+	if err := pub.Set(jwk.KeyUsageKey, jwk.ForSignature); err != nil {
+		return nil, nil, err
+	}
+	return k, pub, nil
+}
+
+// KeyID is the kid of the current key.
+func (s *Signer) KeyID() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	kid, _ := s.key.KeyID()
+	return kid
+}
+
+// Rotate makes key the signing key. The key it replaces stays in Keys
+// until every receipt it signed has expired (one TTL from now); rotating
+// to the current key changes nothing.
+func (s *Signer) Rotate(key ed25519.PrivateKey) error {
+	k, pub, err := importKey(key)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	newKid, _ := k.KeyID()
+	if kid, _ := s.key.KeyID(); kid == newKid {
+		return nil
+	}
+	s.retired = append(s.retired, retiredKey{pub: s.pub, until: s.now().Add(s.ttl)})
+	s.key, s.raw, s.pub = k, key, pub
+	return nil
+}
+
+// Keys returns the public keys that verify the receipts not yet
+// expired: the current key first, then each replaced key until its last
+// receipt expires.
+func (s *Signer) Keys() jwk.Set {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	set := jwk.NewSet()
+	_ = set.AddKey(s.pub)
+	kept := s.retired[:0]
+	for _, r := range s.retired {
+		if now.Before(r.until) {
+			kept = append(kept, r)
+			_ = set.AddKey(r.pub)
+		}
+	}
+	s.retired = kept
+	return set
+}
+
+// ServeHTTP serves Keys as a JWKS (RFC 7517, as application/json), for GET
+// /v1/keys.
+func (s *Signer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	b, err := json.Marshal(s.Keys())
+	if err != nil {
+		http.Error(w, "the key set does not encode: "+err.Error(), http.StatusInternalServerError)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.Header().Set("Cache-Control", "no-store")
+	_, _ = w.Write(append(b, '\n'))
+}
+
+// Sign signs c, setting its issued-at and expiry from the signer's clock
+// and TTL.
+func (s *Signer) Sign(c Claims) (string, error) {
+	now := s.now()
+	c.IssuedAt, c.Expiry = now.Unix(), now.Add(s.ttl).Unix()
+	payload, err := json.Marshal(c)
+	if err != nil {
+		return "", fmt.Errorf("receipt: %w", err)
+	}
+	s.mu.Lock()
+	key, raw := s.key, s.raw
+	s.mu.Unlock()
+	kid, _ := key.KeyID()
+	hdr := jws.NewHeaders()
+	if err := hdr.Set(jws.KeyIDKey, kid); err != nil {
+		return "", err
+	}
+	if err := hdr.Set(jws.TypeKey, Type); err != nil {
+		return "", err
+	}
+	out, err := jws.Sign(payload, jws.WithKey(jwa.EdDSA(), raw, jws.WithProtectedHeaders(hdr)))
+	if err != nil {
+		return "", fmt.Errorf("receipt: signing: %w", err)
+	}
+	return string(out), nil
+}
+
+// Stamp signs a receipt for every call of d that executes; runID is the
+// run d is a step of ("" for a stateless decision).
+func (s *Signer) Stamp(d *engine.Decision, runID string) error {
+	for i := range d.Calls {
+		c := &d.Calls[i]
+		digest, ok := d.ExecutionDigest(i)
+		if !ok {
+			continue
+		}
+		cl := Claims{RunID: runID, ToolCallID: c.ToolCallID, Tool: c.Tool, Digest: digest,
+			PolicyRevision: d.PolicyRevision, RegistryRevision: d.RegistryRevision}
+		if c.Approval != nil && c.Approval.Applied {
+			cl.Approvals = []engine.ApprovalOutcome{*c.Approval}
+		}
+		r, err := s.Sign(cl)
+		if err != nil {
+			return err
+		}
+		c.Receipt = r
+	}
+	return nil
+}
