@@ -72,16 +72,7 @@ func newKeyWatch(path string, s *receipt.Signer) *keyWatch {
 }
 
 func (w *keyWatch) run(ctx context.Context, interval time.Duration, logger *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-		w.look(logger)
-	}
+	every(ctx, interval, func() { w.look(logger) })
 }
 
 // look is one look at the key file.

@@ -76,16 +76,9 @@ func (s *settle) next(now string) bool {
 }
 
 func (w *policyWatch) run(ctx context.Context, srv *server.Server, interval time.Duration, logger *slog.Logger) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	every(ctx, interval, func() {
 		if !w.settle.next(treeStamp(w.paths)) {
-			continue
+			return
 		}
 		var opts []server.ReloadOption
 		if w.registry != "" {
@@ -103,6 +96,21 @@ func (w *policyWatch) run(ctx context.Context, srv *server.Server, interval time
 		default:
 			logger.Debug("files changed; the policies and the registry did not", "paths", w.paths)
 		}
+	})
+}
+
+// every calls look at each tick of interval until ctx is done: the loop
+// of each --watch watcher (the policies, the receipt key).
+func every(ctx context.Context, interval time.Duration, look func()) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		look()
 	}
 }
 
