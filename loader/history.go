@@ -23,15 +23,22 @@ type Limits struct {
 	MaxPartsPerMessage int
 	// MaxParts is the most parts a whole history may hold.
 	MaxParts int
-	// MaxDepth is the deepest nesting of JSON arrays and objects, the
-	// history's own array counting as one.
+	// MaxDepth is the most JSON arrays and objects a value may lie
+	// inside, the history's own array counting as one: the nesting of the
+	// containers that hold a value, so an empty [] or {} adds no level
+	// (see DefaultMaxDepth).
 	MaxDepth int
 }
 
-// DefaultMaxDepth is the default nesting limit: the reference's JSON
-// parser (pydantic-core's) accepts a document nested 200 arrays and
-// objects deep, counting the outermost, and rejects one deeper, so tool
-// arguments it accepts are accepted here too.
+// DefaultMaxDepth is the default nesting limit, the reference's: its JSON
+// parser (jiter, under pydantic-core) steps down a level only to read the
+// first value of an array or object, and refuses to step down past 200,
+// so a history is accepted when every value in it lies inside at most 200
+// arrays and objects, the history's own array counting as one. An empty
+// [] or {} is never stepped into: it may stand at the 201st level. Below
+// the four levels of the history, a message, its parts and a part, tool
+// arguments and return content may thus nest 196 levels (197 when the
+// deepest is empty). A JSON string is one value whatever it spells.
 const DefaultMaxDepth = 200
 
 // DefaultLimits are the limits used when none are given: generous for

@@ -20,7 +20,8 @@ func TestValid(t *testing.T) {
 
 func TestDepth(t *testing.T) {
 	for doc, want := range map[string]int{
-		`1`: 0, `[]`: 1, `{"a": [[{}]]}`: 4, `["[[[", {"b": "]]"}]`: 2, `"\"[["`: 0, `[["\\"], []]`: 2,
+		`1`: 0, `[]`: 0, `{}`: 0, `[1]`: 1, `[[]]`: 1, `{"a": [[{}]]}`: 3, `{"a": [[{"b": 1}]]}`: 4,
+		`["[[[", {"b": "]]"}]`: 2, `"\"[["`: 0, `[["\\"], []]`: 2, `[[], [[]], 1]`: 2,
 	} {
 		require.Equal(t, want, strictjson.Depth([]byte(doc)), doc)
 	}
