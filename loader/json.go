@@ -453,7 +453,9 @@ func (d *scanner) extension(lit string) *Error {
 // empty [] or {}; one level more puts a value inside maxDepth+1 and is
 // refused. The count starts at the outermost value read (for a history,
 // its own array) and covers everything in it: a JSON string is one value
-// whatever it spells.
+// whatever it spells, and a string parsed as JSON on its own (string
+// tool arguments, see stringArgsID) starts a count of its own, as the
+// reference's parser does when it reads it.
 func (d *scanner) enter() *Error {
 	d.depth++
 	if d.depth > d.maxDepth {

@@ -1,6 +1,7 @@
 package loader_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -155,6 +156,75 @@ func TestDefaultDepthMatchesTheReference(t *testing.T) {
 	_, err = loader.SkipJSON("context.json", []byte(`{"a": `+arrays(200, "[]")+`}`), 0, loader.DefaultMaxDepth)
 	require.True(t, errors.As(err, &le), "[] inside 201: %v", err)
 	assert.Equal(t, "/a"+strings.Repeat("/0", 199), le.Pointer)
+}
+
+// TestStringArgumentsDepth: string tool arguments are one JSON string to
+// the reference's validator, whatever they spell, so their nesting never
+// counts toward the history's. The reference parses them on their own
+// (pydantic_core.from_json, with its fixed limit of 200) to read a typed
+// load call's capability id: the count starts again at the string's
+// outermost value, and a string the parser refuses holds no id.
+func TestStringArgumentsDepth(t *testing.T) {
+	objects := func(n int, inner string) string {
+		return strings.Repeat(`{"a": `, n) + inner + strings.Repeat("}", n)
+	}
+	str := func(v string) string {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		return string(b)
+	}
+	// Far deeper than a history may nest, as a string: accepted.
+	deep := objects(5000, "[]")
+	src := hist(resp(`{"part_kind": "tool-call", "tool_name": "f", "tool_call_id": "c1", "args": `+str(deep)+`}`),
+		req(`{"part_kind": "tool-return", "tool_name": "f", "tool_call_id": "c1", "content": `+str(deep)+`}`))
+	h, err := loader.DecodeHistory("fuzz.json", []byte(src), loader.DefaultLimits())
+	require.NoError(t, err)
+	assert.Equal(t, str(deep), string(h[0].Parts[0].Args))
+	requireArrayAgrees(t, []byte(src), h, err, loader.DefaultLimits())
+
+	load := func(args string) (id string, ok bool) {
+		t.Helper()
+		src := hist(resp(`{"part_kind": "tool-call", "tool_kind": "capability-load", "tool_name": "load_capability", "tool_call_id": "l1", "args": ` + str(args) + `}`))
+		for _, lim := range []loader.Limits{loader.DefaultLimits(), {MaxDepth: 8}} { // the string's limit is the reference's, not the history's
+			h, err := loader.DecodeHistory("h.json", []byte(src), lim)
+			require.NoError(t, err, "any string is valid args")
+			p := h[0].Parts[0]
+			if lim.MaxDepth == loader.DefaultMaxDepth {
+				id, ok = p.LoadID, p.HasLoadID
+			} else {
+				require.Equal(t, []any{id, ok}, []any{p.LoadID, p.HasLoadID}, "under --max-depth 8")
+			}
+		}
+		return id, ok
+	}
+	// {"id": ..., "x": <n objects around {}>}: {} lies inside 1+n.
+	id, ok := load(`{"id": "refunds", "x": ` + objects(199, "{}") + `}`)
+	assert.True(t, ok, "{} inside 200: the reference reads the id")
+	assert.Equal(t, "refunds", id)
+	_, ok = load(`{"id": "refunds", "x": ` + objects(200, "{}") + `}`)
+	assert.False(t, ok, "{} inside 201: the reference's parser refuses the string")
+	_, ok = load(`{"x": ` + objects(200, "{}") + `, "id": "refunds"}`)
+	assert.False(t, ok, "refused before the id is read")
+
+	// The rest of the reference's parser rules hold in the string too.
+	for args, want := range map[string]string{
+		`{"id": "refunds", "limit": NaN}`:      "refunds", // from_json accepts the number extensions
+		`{"id": "refunds", "x": [Infinity]}`:   "refunds",
+		` {"id": "a", "id": "refunds"} `:       "refunds", // the last of a repeated key
+		`{"\u0069d": "refunds"}`:               "refunds",
+		`{"id": "a\ud800"}`:                    "", // a lone surrogate: refused
+		`{"id": "refunds", "x": "a\udc00"}`:    "",
+		`{"id": "refunds", "id": 5}`:           "", // a non-string id is no id
+		`{"id": "refunds"} x`:                  "",
+		`{"id": "refunds",}`:                   "",
+		`["refunds"]`:                          "",
+		``:                                     "",
+		`{"id": "refunds", "n": -Infinity}   `: "refunds",
+	} {
+		id, ok := load(args)
+		assert.Equal(t, want != "", ok, args)
+		assert.Equal(t, want, id, args)
+	}
 }
 
 // TestLegacyVendorAliases: vendor_details and vendor_id are read only when
