@@ -70,8 +70,8 @@ func Depth(data []byte) int {
 		case in:
 		case c == ']' || c == '}':
 			depth--
-		case c == ',' || c == ':' || c == ' ' || c == '\t' || c == '\n' || c == '\r':
-		default: // a value, or a member name, begins (or goes on), inside depth containers
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default: // in a value, a member name or a separator between two: inside depth containers
 			deepest = max(deepest, depth)
 			switch c {
 			case '"':

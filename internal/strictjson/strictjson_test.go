@@ -22,6 +22,7 @@ func TestDepth(t *testing.T) {
 	for doc, want := range map[string]int{
 		`1`: 0, `[]`: 0, `{}`: 0, `[1]`: 1, `[[]]`: 1, `{"a": [[{}]]}`: 3, `{"a": [[{"b": 1}]]}`: 4,
 		`["[[[", {"b": "]]"}]`: 2, `"\"[["`: 0, `[["\\"], []]`: 2, `[[], [[]], 1]`: 2,
+		"[ \t\r\n]": 0, "{\n}": 0, "[[ ], {\t}]": 1, `{"a": 1, "b": {}}`: 1,
 	} {
 		require.Equal(t, want, strictjson.Depth([]byte(doc)), doc)
 	}
