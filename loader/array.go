@@ -139,13 +139,13 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 			p.err = d.fail(KindSchema, "a history must be an array of messages")
 			return
 		}
-		if p.err = d.enter(); p.err != nil {
-			return
-		}
 		d.i++
 		if d.peek() == ']' {
 			d.i++
 			p.handoff, p.end = -1, d.i
+			return
+		}
+		if p.err = d.enter(); p.err != nil {
 			return
 		}
 	} else if !p.find(len(ps), abandon) {

@@ -2,7 +2,6 @@ package loader
 
 import (
 	"bytes"
-	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -23,15 +22,24 @@ type Limits struct {
 	MaxPartsPerMessage int
 	// MaxParts is the most parts a whole history may hold.
 	MaxParts int
-	// MaxDepth is the deepest nesting of JSON arrays and objects, the
-	// history's own array counting as one.
+	// MaxDepth is the most JSON arrays and objects a value may lie
+	// inside, the history's own array counting as one: the nesting of the
+	// containers that hold a value, so an empty [] or {} adds no level
+	// (see DefaultMaxDepth).
 	MaxDepth int
 }
 
-// DefaultMaxDepth is the default nesting limit: the reference's JSON
-// parser (pydantic-core's) accepts a document nested 200 arrays and
-// objects deep, counting the outermost, and rejects one deeper, so tool
-// arguments it accepts are accepted here too.
+// DefaultMaxDepth is the default nesting limit, the reference's: its JSON
+// parser (jiter, under pydantic-core) steps down a level only to read the
+// first value of an array or object, and refuses to step down past 200,
+// so a history is accepted when every value in it lies inside at most 200
+// arrays and objects, the history's own array counting as one. An empty
+// [] or {} is never stepped into: it may stand at the 201st level. Below
+// the four levels of the history, a message, its parts and a part, tool
+// arguments and return content may thus nest 196 levels (197 when the
+// deepest is empty). A JSON string is one value whatever it spells; string
+// tool arguments the reference parses on their own start a count of their
+// own (a typed load call's capability id, facts.Part.LoadID).
 const DefaultMaxDepth = 200
 
 // DefaultLimits are the limits used when none are given: generous for
@@ -827,12 +835,7 @@ func (d *historyDecoder) loadArgs(p *facts.Part, a span) *Error {
 		if err != nil {
 			return err
 		}
-		var args map[string]any
-		if json.Unmarshal([]byte(s), &args) == nil {
-			if id, ok := args["id"].(string); ok {
-				p.LoadID, p.HasLoadID = id, true
-			}
-		}
+		p.LoadID, p.HasLoadID = stringArgsID(s)
 		return nil
 	}
 	// An object: "id" must be present and a string.
@@ -860,6 +863,42 @@ func (d *historyDecoder) loadArgs(p *facts.Part, a span) *Error {
 		return d.fail(KindSchema, "a typed load call's args must have \"id\"")
 	}
 	return nil
+}
+
+// stringArgsID reads the capability id of a typed load call's string args
+// as the reference reads it (pydantic_core.from_json): s is parsed as JSON
+// on its own, by the reference's parser rules (the number extensions
+// accepted, a lone surrogate escape refused) and with a nesting count of
+// its own, from its outermost value, at the reference parser's fixed limit
+// (DefaultMaxDepth, whatever Limits.MaxDepth the history was read with);
+// the id is that of an object holding a string "id" (the last, when the
+// key is repeated). Anything else, a string the reference's parser
+// refuses among them, holds no id.
+func stringArgsID(s string) (string, bool) {
+	p := &scanner{data: []byte(s), maxDepth: DefaultMaxDepth}
+	if p.peek() != '{' {
+		return "", false
+	}
+	id, found := "", false
+	err := p.object(func(key []byte) *Error {
+		if string(key) != "id" {
+			_, err := p.skipValue()
+			return err
+		}
+		if p.peek() != '"' {
+			id, found = "", false
+			_, err := p.skipValue()
+			return err
+		}
+		var err *Error
+		id, err = p.readString()
+		found = true
+		return err
+	})
+	if p.peek(); err != nil || p.i < len(p.data) {
+		return "", false
+	}
+	return id, found
 }
 
 // searchContent reads a typed search return's discovered tool names.

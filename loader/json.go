@@ -442,6 +442,20 @@ func (d *scanner) extension(lit string) *Error {
 	return nil
 }
 
+// enter counts one more level of nesting, for an array or object that
+// holds at least one value, and refuses it past maxDepth.
+//
+// The count is the reference's (jiter, pydantic-core's JSON parser, whose
+// limit is 200): it steps down a level only to read a container's first
+// value, so an empty array or object is never counted, and the rule is
+// that every value lies inside at most maxDepth arrays and objects. A
+// document may thus be maxDepth+1 levels deep when the deepest level is an
+// empty [] or {}; one level more puts a value inside maxDepth+1 and is
+// refused. The count starts at the outermost value read (for a history,
+// its own array) and covers everything in it: a JSON string is one value
+// whatever it spells, and a string parsed as JSON on its own (string
+// tool arguments, see stringArgsID) starts a count of its own, as the
+// reference's parser does when it reads it.
 func (d *scanner) enter() *Error {
 	d.depth++
 	if d.depth > d.maxDepth {
@@ -456,7 +470,9 @@ func (d *scanner) enter() *Error {
 // and a lone UTF-16 surrogate escape, are errors where encoding/json
 // would read either as U+FFFD, so that two different strings could read
 // as one), without the number extensions a history may hold (NaN,
-// Infinity), and nested at most maxDepth deep. An error is an *Error of
+// Infinity), and with every value in it inside at most maxDepth arrays
+// and objects, its own counting as one (see Limits.MaxDepth: an empty []
+// or {} adds no level). An error is an *Error of
 // KindSyntax, or of KindLimit for the nesting, whose Offset counts in
 // data and whose Pointer is where it is inside the value checked.
 func SkipJSON(file string, data []byte, i, maxDepth int) (int, error) {
@@ -524,14 +540,13 @@ func (d *scanner) object(fn func(key []byte) *Error) *Error {
 	if d.peek() != '{' {
 		return d.unexpected()
 	}
-	if err := d.enter(); err != nil {
-		return err
-	}
 	d.i++
 	if d.peek() == '}' {
 		d.i++
-		d.depth--
 		return nil
+	}
+	if err := d.enter(); err != nil {
+		return err
 	}
 	for {
 		if d.peek() != '"' {
@@ -576,14 +591,13 @@ func (d *scanner) array(fn func(i int) *Error) *Error {
 	if d.peek() != '[' {
 		return d.unexpected()
 	}
-	if err := d.enter(); err != nil {
-		return err
-	}
 	d.i++
 	if d.peek() == ']' {
 		d.i++
-		d.depth--
 		return nil
+	}
+	if err := d.enter(); err != nil {
+		return err
 	}
 	for n := 0; ; n++ {
 		d.pushIdx(n)

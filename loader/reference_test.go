@@ -1,6 +1,7 @@
 package loader_test
 
 import (
+	"encoding/json"
 	"errors"
 	"strings"
 	"testing"
@@ -77,28 +78,153 @@ func TestLoneSurrogates(t *testing.T) {
 	assert.Equal(t, []string{"grin_\U0001F600_é"}, h[0].Parts[0].Reveals)
 }
 
-// TestDefaultDepthMatchesTheReference: the reference's parser accepts a
-// document nested 200 arrays and objects deep, counting the outermost,
-// and rejects one deeper; the loader's default limit is the same.
+// TestDefaultDepthMatchesTheReference: the reference's parser (jiter,
+// with a limit of 200) steps down a level only to read a container's
+// first value, so what it limits is that every value lie inside at most
+// 200 arrays and objects, the history's own array counting as one: an
+// empty [] or {} adds no level, and a document may be 201 levels deep when
+// its deepest level is empty. The history array, a message, its parts
+// array and a part make four levels, so a value nested n levels below a
+// part's args or content lies inside 4+n; at n = 196 the reference
+// accepts the history, at 197 it refuses it, whatever the innermost value.
 func TestDefaultDepthMatchesTheReference(t *testing.T) {
 	require.Equal(t, 200, loader.DefaultLimits().MaxDepth)
 	require.Equal(t, loader.DefaultMaxDepth, loader.DefaultLimits().MaxDepth)
-	// history array, message, parts array, part, args: five levels, then
-	// the argument's own nesting.
-	withArgsDepth := func(n int) string {
-		args := strings.Repeat(`{"a": `, n) + "1" + strings.Repeat("}", n)
-		return hist(resp(`{"part_kind": "tool-call", "tool_name": "f", "args": ` + args + `}`))
+	objects := func(n int, inner string) string {
+		return strings.Repeat(`{"a": `, n) + inner + strings.Repeat("}", n)
 	}
-	_, err := loader.DecodeHistory("h.json", []byte(withArgsDepth(196)), loader.DefaultLimits())
-	require.NoError(t, err, "arguments 196 objects deep make a document 200 deep")
-	_, err = loader.DecodeHistory("h.json", []byte(withArgsDepth(197)), loader.DefaultLimits())
+	arrays := func(n int, inner string) string { return strings.Repeat("[", n) + inner + strings.Repeat("]", n) }
+	call := func(args string) string {
+		return hist(resp(`{"part_kind": "tool-call", "tool_name": "f", "tool_call_id": "c1", "args": ` + args + `}`))
+	}
+	ret := func(content string) string {
+		return hist(req(`{"part_kind": "tool-return", "tool_name": "f", "tool_call_id": "c1", "content": ` + content + `}`))
+	}
 	var le *loader.Error
-	require.True(t, errors.As(err, &le), "%v", err)
-	assert.Equal(t, loader.KindLimit, le.Kind)
-	assert.Contains(t, le.Msg, "nesting deeper than the limit of 200")
-	// A zero limit selects the default.
-	_, err = loader.DecodeHistory("h.json", []byte(withArgsDepth(196)), loader.Limits{})
+	for _, c := range []struct {
+		name string
+		doc  func(n int) string // a value inside 4+n arrays and objects
+		ptr  func(n int) string // the pointer of the container at level n below the part
+	}{
+		{"arguments, a number innermost", func(n int) string { return call(objects(n, "1")) },
+			func(n int) string { return "/0/parts/0/args" + strings.Repeat("/a", n-1) }},
+		// The held-out corpus's case: at n = 196 the document is 201 deep.
+		{"arguments, an empty object innermost", func(n int) string { return call(objects(n, "{}")) },
+			func(n int) string { return "/0/parts/0/args" + strings.Repeat("/a", n-1) }},
+		{"arguments, arrays and an empty array innermost", func(n int) string { return call(objects(1, arrays(n-1, "[]"))) },
+			func(n int) string { return "/0/parts/0/args/a" + strings.Repeat("/0", n-2) }},
+		{"return content, a string innermost", func(n int) string { return ret(arrays(n, `"x"`)) },
+			func(n int) string { return "/0/parts/0/content" + strings.Repeat("/0", n-1) }},
+		{"return content, an empty array innermost", func(n int) string { return ret(objects(n, "[]")) },
+			func(n int) string { return "/0/parts/0/content" + strings.Repeat("/a", n-1) }},
+		{"return content, an empty object innermost", func(n int) string { return ret(arrays(n, "{}")) },
+			func(n int) string { return "/0/parts/0/content" + strings.Repeat("/0", n-1) }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			for _, lim := range []loader.Limits{loader.DefaultLimits(), {}} { // a zero limit selects the default
+				src := []byte(c.doc(196))
+				h, err := loader.DecodeHistory("fuzz.json", src, lim)
+				require.NoError(t, err, "a value inside 200 arrays and objects")
+				requireArrayAgrees(t, src, h, err, lim)
+
+				src = []byte(c.doc(197))
+				_, err = loader.DecodeHistory("fuzz.json", src, lim)
+				require.True(t, errors.As(err, &le), "%v", err)
+				assert.Equal(t, loader.KindLimit, le.Kind)
+				assert.Equal(t, "nesting deeper than the limit of 200", le.Msg)
+				assert.Equal(t, c.ptr(197), le.Pointer, "the container that would put a value inside 201")
+				requireArrayAgrees(t, src, nil, err, lim)
+			}
+		})
+	}
+
+	// The same count under a limit of one's own: an empty container
+	// adds no level at any limit.
+	lim := loader.Limits{MaxDepth: 6}
+	_, err := loader.DecodeHistory("h.json", []byte(call(objects(2, "[]"))), lim)
+	require.NoError(t, err, "[] inside 6")
+	_, err = loader.DecodeHistory("h.json", []byte(call(objects(2, "[1]"))), lim)
+	require.Error(t, err, "1 inside 7")
+	_, err = loader.DecodeHistory("h.json", []byte(`[]`), loader.Limits{MaxDepth: 1})
 	require.NoError(t, err)
+	_, err = loader.DecodeHistory("h.json", []byte(hist(req())), loader.Limits{MaxDepth: 1})
+	require.Error(t, err, "a message's parts array lies inside 2")
+
+	// The other JSON (a context, a registry, approvals) is counted alike.
+	_, err = loader.SkipJSON("context.json", []byte(`{"a": `+arrays(199, "[]")+`}`), 0, loader.DefaultMaxDepth)
+	require.NoError(t, err, "[] inside 200")
+	_, err = loader.SkipJSON("context.json", []byte(`{"a": `+arrays(200, "[]")+`}`), 0, loader.DefaultMaxDepth)
+	require.True(t, errors.As(err, &le), "[] inside 201: %v", err)
+	assert.Equal(t, "/a"+strings.Repeat("/0", 199), le.Pointer)
+}
+
+// TestStringArgumentsDepth: string tool arguments are one JSON string to
+// the reference's validator, whatever they spell, so their nesting never
+// counts toward the history's. The reference parses them on their own
+// (pydantic_core.from_json, with its fixed limit of 200) to read a typed
+// load call's capability id: the count starts again at the string's
+// outermost value, and a string the parser refuses holds no id.
+func TestStringArgumentsDepth(t *testing.T) {
+	objects := func(n int, inner string) string {
+		return strings.Repeat(`{"a": `, n) + inner + strings.Repeat("}", n)
+	}
+	str := func(v string) string {
+		b, err := json.Marshal(v)
+		require.NoError(t, err)
+		return string(b)
+	}
+	// Far deeper than a history may nest, as a string: accepted.
+	deep := objects(5000, "[]")
+	src := hist(resp(`{"part_kind": "tool-call", "tool_name": "f", "tool_call_id": "c1", "args": `+str(deep)+`}`),
+		req(`{"part_kind": "tool-return", "tool_name": "f", "tool_call_id": "c1", "content": `+str(deep)+`}`))
+	h, err := loader.DecodeHistory("fuzz.json", []byte(src), loader.DefaultLimits())
+	require.NoError(t, err)
+	assert.Equal(t, str(deep), string(h[0].Parts[0].Args))
+	requireArrayAgrees(t, []byte(src), h, err, loader.DefaultLimits())
+
+	load := func(args string) (id string, ok bool) {
+		t.Helper()
+		src := hist(resp(`{"part_kind": "tool-call", "tool_kind": "capability-load", "tool_name": "load_capability", "tool_call_id": "l1", "args": ` + str(args) + `}`))
+		for _, lim := range []loader.Limits{loader.DefaultLimits(), {MaxDepth: 8}} { // the string's limit is the reference's, not the history's
+			h, err := loader.DecodeHistory("h.json", []byte(src), lim)
+			require.NoError(t, err, "any string is valid args")
+			p := h[0].Parts[0]
+			if lim.MaxDepth == loader.DefaultMaxDepth {
+				id, ok = p.LoadID, p.HasLoadID
+			} else {
+				require.Equal(t, []any{id, ok}, []any{p.LoadID, p.HasLoadID}, "under --max-depth 8")
+			}
+		}
+		return id, ok
+	}
+	// {"id": ..., "x": <n objects around {}>}: {} lies inside 1+n.
+	id, ok := load(`{"id": "refunds", "x": ` + objects(199, "{}") + `}`)
+	assert.True(t, ok, "{} inside 200: the reference reads the id")
+	assert.Equal(t, "refunds", id)
+	_, ok = load(`{"id": "refunds", "x": ` + objects(200, "{}") + `}`)
+	assert.False(t, ok, "{} inside 201: the reference's parser refuses the string")
+	_, ok = load(`{"x": ` + objects(200, "{}") + `, "id": "refunds"}`)
+	assert.False(t, ok, "refused before the id is read")
+
+	// The rest of the reference's parser rules hold in the string too.
+	for args, want := range map[string]string{
+		`{"id": "refunds", "limit": NaN}`:      "refunds", // from_json accepts the number extensions
+		`{"id": "refunds", "x": [Infinity]}`:   "refunds",
+		` {"id": "a", "id": "refunds"} `:       "refunds", // the last of a repeated key
+		`{"\u0069d": "refunds"}`:               "refunds",
+		`{"id": "a\ud800"}`:                    "", // a lone surrogate: refused
+		`{"id": "refunds", "x": "a\udc00"}`:    "",
+		`{"id": "refunds", "id": 5}`:           "", // a non-string id is no id
+		`{"id": "refunds"} x`:                  "",
+		`{"id": "refunds",}`:                   "",
+		`["refunds"]`:                          "",
+		``:                                     "",
+		`{"id": "refunds", "n": -Infinity}   `: "refunds",
+	} {
+		id, ok := load(args)
+		assert.Equal(t, want != "", ok, args)
+		assert.Equal(t, want, id, args)
+	}
 }
 
 // TestLegacyVendorAliases: vendor_details and vendor_id are read only when

@@ -223,7 +223,7 @@ func TestErrors(t *testing.T) {
 		{note: "a lone surrogate escape in a member name", rs: withReg, path: "/v1/decide", body: `{"history": [], "cont\udc00ext": {}}`,
 			status: 400, code: server.CodeSyntax, message: `lone UTF-16 surrogate \udc00`},
 		{note: "a context nested deeper than the history may be", rs: withReg, path: "/v1/decide",
-			body:   `{"history": [], "context": {"a": ` + strings.Repeat("[", loader.DefaultMaxDepth) + strings.Repeat("]", loader.DefaultMaxDepth) + `}}`,
+			body:   `{"history": [], "context": {"a": ` + strings.Repeat("[", loader.DefaultMaxDepth+1) + strings.Repeat("]", loader.DefaultMaxDepth+1) + `}}`,
 			status: 400, code: server.CodeSyntax, pointer: "/context/a" + strings.Repeat("/0", loader.DefaultMaxDepth-1),
 			message: "nesting deeper than the limit of 200"},
 		{note: "history missing", rs: withReg, path: "/v1/decide", body: `{}`, status: 400, code: server.CodeSchema, pointer: "/history"},

@@ -54,8 +54,10 @@ func Valid(data []byte) bool {
 	return true
 }
 
-// Depth is the deepest nesting of arrays and objects in data, a valid
-// JSON document: 0 for a scalar, 1 for [] or {}.
+// Depth is the nesting of data, a valid JSON document, as the reference's
+// parser (jiter) counts it against its limit: the most arrays and objects
+// any one value in data lies inside. 0 for a scalar, [] or {}; 1 for [1]
+// or [[]]: an empty array or object adds nothing until it holds a value.
 func Depth(data []byte) int {
 	depth, deepest := 0, 0
 	in := false // inside a string
@@ -63,14 +65,20 @@ func Depth(data []byte) int {
 		switch c := data[i]; {
 		case in && c == '\\':
 			i++
-		case c == '"':
-			in = !in
+		case in && c == '"':
+			in = false
 		case in:
-		case c == '[' || c == '{':
-			depth++
-			deepest = max(deepest, depth)
 		case c == ']' || c == '}':
 			depth--
+		case c == ' ' || c == '\t' || c == '\n' || c == '\r':
+		default: // in a value, a member name or a separator between two: inside depth containers
+			deepest = max(deepest, depth)
+			switch c {
+			case '"':
+				in = true
+			case '[', '{':
+				depth++
+			}
 		}
 	}
 	return deepest
