@@ -12,11 +12,12 @@ import (
 	"github.com/policycheck/policycheck/server"
 )
 
-// TestDecisionIDHeader: with decision logs on, every decision's response
-// names its log event's decision id in Policycheck-Decision-Id (the
-// client, or a test behind a load balancer, finds the event of each
-// decision by it); a refused request and a server without decision logs
-// name none.
+// TestDecisionIDHeader: every decision's response names the policy
+// revision that made it (Policycheck-Policy-Revision, /health's) and,
+// with decision logs on, its log event's decision id
+// (Policycheck-Decision-Id): a client behind a load balancer knows which
+// revision decided and finds the event of each decision. A refused
+// request names neither; a server without decision logs names no id.
 func TestDecisionIDHeader(t *testing.T) {
 	ctx := context.Background()
 	col := newCollector(t)
@@ -30,6 +31,9 @@ func TestDecisionIDHeader(t *testing.T) {
 		defer resp.Body.Close()
 		return resp.StatusCode, resp.Header
 	}
+	_, h := health(t, rs)
+	rev := h.PolicyRevision
+	require.NotEmpty(t, rev)
 	ids := map[string]bool{}
 	for _, req := range []struct{ path, body string }{
 		{"/v1/decide", `{"history": ` + testHistory + `}`},
@@ -42,11 +46,13 @@ func TestDecisionIDHeader(t *testing.T) {
 		id := h.Get("Policycheck-Decision-Id")
 		require.Regexp(t, `^[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$`, id, req.path)
 		require.False(t, ids[id], "decision id %s named twice", id)
+		require.Equal(t, rev, h.Get("Policycheck-Policy-Revision"), req.path)
 		ids[id] = true
 	}
-	status, h := postH(rs, "/v1/decide", `{"history": 1}`)
+	status, hdr := postH(rs, "/v1/decide", `{"history": 1}`)
 	require.Equal(t, http.StatusBadRequest, status)
-	require.Empty(t, h.Get("Policycheck-Decision-Id"), "a refused request decides nothing")
+	require.Empty(t, hdr.Get("Policycheck-Decision-Id"), "a refused request decides nothing")
+	require.Empty(t, hdr.Get("Policycheck-Policy-Revision"), "a refused request decides nothing")
 
 	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(ctx))
 	col.mu.Lock()
@@ -58,7 +64,8 @@ func TestDecisionIDHeader(t *testing.T) {
 	require.Equal(t, ids, logged, "the events logged are the decisions whose ids the responses named")
 
 	plain := start(t, testReg(t))
-	status, h = postH(plain, "/v1/decide", `{"history": `+testHistory+`}`)
+	status, hdr = postH(plain, "/v1/decide", `{"history": `+testHistory+`}`)
 	require.Equal(t, http.StatusOK, status)
-	require.Empty(t, h.Get("Policycheck-Decision-Id"), "no decision log, no id")
+	require.Empty(t, hdr.Get("Policycheck-Decision-Id"), "no decision log, no id")
+	require.Equal(t, rev, hdr.Get("Policycheck-Policy-Revision"))
 }

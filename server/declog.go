@@ -40,15 +40,20 @@ func (s *Server) decisionLogs() bool {
 	return s.mgr != nil && logs.Lookup(s.mgr) != nil
 }
 
-// decisionIDKey is the request context's key of the *string in which
-// observe leaves the id of the decision it logs, for the response's
-// Policycheck-Decision-Id header (see post).
-type decisionIDKey struct{}
+// decidedKey is the request context's key of the *decided in which
+// observe leaves what names the decision, for the response's headers
+// (see post).
+type decidedKey struct{}
 
-// noteDecisionID leaves id for the response's header.
-func noteDecisionID(r *http.Request, id string) {
-	if p, ok := r.Context().Value(decisionIDKey{}).(*string); ok {
-		*p = id
+// decided names a decision in its response's headers: the policy
+// revision that made it (Policycheck-Policy-Revision) and its decision
+// log event's id (Policycheck-Decision-Id), when it is logged.
+type decided struct{ rev, id string }
+
+// noteDecided leaves d for the response's headers.
+func noteDecided(r *http.Request, d decided) {
+	if p, ok := r.Context().Value(decidedKey{}).(*decided); ok {
+		*p = d
 	}
 }
 

@@ -142,11 +142,14 @@ func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error),
 				}()
 			}
 			var out any
-			var decisionID string
-			ctx = context.WithValue(ctx, decisionIDKey{}, &decisionID)
+			var dd decided
+			ctx = context.WithValue(ctx, decidedKey{}, &dd)
 			out, herr = h(r.WithContext(ctx), body)
-			if decisionID != "" {
-				w.Header().Set("Policycheck-Decision-Id", decisionID)
+			if dd.rev != "" && herr == nil {
+				w.Header().Set("Policycheck-Policy-Revision", dd.rev)
+			}
+			if dd.id != "" {
+				w.Header().Set("Policycheck-Decision-Id", dd.id)
 			}
 			if page, ok := out.(htmlPage); ok && herr == nil {
 				page.write(w)
@@ -421,10 +424,11 @@ func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState,
 		id = newDecisionID()
 	}
 	// The shadow worker logs a shadowed decision, with the shadow's result.
-	if s.shadowed(r.RemoteAddr, id, endpoint, run, st, d, ctxDoc, messages, int64(size)) ||
-		s.logDecision(r, id, endpoint, run, st, d, ctxDoc, messages) {
-		noteDecisionID(r, id)
+	if !s.shadowed(r.RemoteAddr, id, endpoint, run, st, d, ctxDoc, messages, int64(size)) &&
+		!s.logDecision(r, id, endpoint, run, st, d, ctxDoc, messages) {
+		id = ""
 	}
+	noteDecided(r, decided{rev: d.PolicyRevision, id: id})
 }
 
 // Health is the body of GET /health.
