@@ -5,6 +5,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"io"
 	"net"
@@ -14,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -606,4 +608,141 @@ func TestScaling(t *testing.T) {
 	c.logs.mu.Unlock()
 	t.Logf("%d runs, %d run decisions, %d of them through the 409 path (%d runs on the killed replica %s), %d stateless",
 		len(runs), decisions, resends, len(killed), replicaNames[victim], len(statelessAnswers))
+}
+
+var scalingBench = flag.Bool("scaling-bench", false, "TestScalingBench: measure 1 and 3 replicas behind HAProxy, and a replica's loss")
+
+// TestScalingBench measures scaling.md's deployment (with
+// -args -scaling-bench): the throughput of stateless decisions and of
+// incremental runs through HAProxy with one replica and with three, and
+// what the loss of a replica under load costs: the requests that took
+// the 409 path, those that failed, and their latency against the others'.
+// BENCHMARKS.md ("Replicas behind HAProxy") reports its figures.
+func TestScalingBench(t *testing.T) {
+	if !*scalingBench {
+		t.Skip("a measurement: run with -args -scaling-bench")
+	}
+	r1 := map[string]string{}
+	examplePolicies(t, r1, filepath.Join("..", "examples", "policies", "*", "*.rego"))
+	const workers = 8
+	const window = 3 * time.Second
+	for _, n := range []int{1, 3} {
+		c := startCluster(t, n, r1)
+		raw, err := os.ReadFile(filepath.Join("..", "examples", "histories", "after-compaction.json"))
+		require.NoError(t, err)
+		ctxDoc, err := os.ReadFile(filepath.Join("..", "examples", "context", "support.json"))
+		require.NoError(t, err)
+		body := []byte(`{"history": ` + string(raw) + `, "context": ` + string(ctxDoc) + `}`)
+		client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: workers}}
+
+		// Stateless: each worker posts the 8-message history in a loop,
+		// through the proxy (and, with one replica, to it directly).
+		targets := []string{c.proxy}
+		if n == 1 {
+			targets = append(targets, c.replicas[0].URL)
+		}
+		for _, target := range targets {
+			var done, failed atomic.Int64
+			deadline := time.Now().Add(window)
+			var wg sync.WaitGroup
+			for range workers {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for time.Now().Before(deadline) {
+						resp, err := client.Post(target+"/v1/decide", "application/json", bytes.NewReader(body))
+						if err != nil {
+							failed.Add(1)
+							continue
+						}
+						_, _ = io.Copy(io.Discard, resp.Body)
+						resp.Body.Close()
+						if resp.StatusCode != http.StatusOK {
+							failed.Add(1)
+							continue
+						}
+						done.Add(1)
+					}
+				}()
+			}
+			wg.Wait()
+			require.Zero(t, failed.Load())
+			via := "through HAProxy"
+			if target != c.proxy {
+				via = "directly"
+			}
+			t.Logf("replicas=%d stateless /v1/decide (8 messages) %s: %.0f decisions/s", n, via, float64(done.Load())/window.Seconds())
+		}
+
+		// Runs: each worker runs histories step by step.
+		lat := runLoad(t, c, client, workers, window, -1)
+		t.Logf("replicas=%d runs (2 messages a step): %.0f steps/s, step latency %s", n, float64(len(lat.all))/window.Seconds(), lat.summary(lat.all))
+		if n == 3 {
+			lat := runLoad(t, c, client, workers, window, window/3)
+			t.Logf("replicas=3, one killed (SIGKILL) a third into %v and restarted %v later: %d steps, %d failed, %d through the 409 path (latency %s) against %s for the others",
+				window, window/3, len(lat.all)+len(lat.resent), lat.failed, len(lat.resent), lat.summary(lat.resent), lat.summary(lat.all))
+		}
+	}
+}
+
+// loadResult is what runLoad measured.
+type loadResult struct {
+	all    []time.Duration // steps answered directly
+	resent []time.Duration // steps that took the 409 path (both requests)
+	failed int
+}
+
+func (l loadResult) summary(d []time.Duration) string {
+	if len(d) == 0 {
+		return "none"
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return fmt.Sprintf("p50 %v p99 %v max %v", s[len(s)/2].Round(10*time.Microsecond), s[len(s)*99/100].Round(10*time.Microsecond), s[len(s)-1].Round(10*time.Microsecond))
+}
+
+// runLoad has workers run the example histories as runs (new ids, two
+// messages a step) through the proxy for window; with kill >= 0, the
+// first replica is killed kill into it and restarted kill later.
+func runLoad(t *testing.T, c *cluster, client *http.Client, workers int, window, kill time.Duration) loadResult {
+	t.Helper()
+	var mu sync.Mutex
+	var res loadResult
+	var next atomic.Int64
+	deadline := time.Now().Add(window)
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Now().Before(deadline) {
+				r := newRuns(t, 4)[w%4]
+				r.id = fmt.Sprintf("load-%d", next.Add(1))
+				for upto := 2; upto <= len(r.raw) && time.Now().Before(deadline); upto += 2 {
+					if err := r.decide(c, client, upto); err != nil {
+						mu.Lock()
+						res.failed++
+						mu.Unlock()
+						break
+					}
+					a := r.answers[len(r.answers)-1]
+					mu.Lock()
+					if a.resent {
+						res.resent = append(res.resent, a.duration)
+					} else {
+						res.all = append(res.all, a.duration)
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	if kill >= 0 {
+		time.Sleep(kill)
+		c.replicas[0].Kill()
+		time.Sleep(kill)
+		c.start(t, 0)
+	}
+	wg.Wait()
+	return res
 }
