@@ -533,7 +533,7 @@ func TestScaling(t *testing.T) {
 	phase(t, c, runs, 3)
 	phase(t, c, runs, 4)
 	rolled := map[int]time.Duration{}
-	bound := c.maxDelay + 3*time.Second // the polling bound, plus the download and compilation
+	bound := c.maxDelay + 5*time.Second // the polling bound, plus the download and compilation on a loaded machine
 	require.Eventually(t, func() bool {
 		for i := range c.replicas {
 			if _, ok := rolled[i]; !ok && c.health(t, i).Bundles[bundleName].Serving == "r2" {
@@ -709,6 +709,7 @@ func runLoad(t *testing.T, c *cluster, client *http.Client, workers int, window,
 	var mu sync.Mutex
 	var res loadResult
 	var next atomic.Int64
+	templates := newRuns(t, 4)
 	deadline := time.Now().Add(window)
 	var wg sync.WaitGroup
 	for w := range workers {
@@ -716,7 +717,7 @@ func runLoad(t *testing.T, c *cluster, client *http.Client, workers int, window,
 		go func() {
 			defer wg.Done()
 			for time.Now().Before(deadline) {
-				r := newRuns(t, 4)[w%4]
+				r := *templates[w%len(templates)] // its history shared, read only
 				r.id = fmt.Sprintf("load-%d", next.Add(1))
 				for upto := 2; upto <= len(r.raw) && time.Now().Before(deadline); upto += 2 {
 					if err := r.decide(c, client, upto); err != nil {
