@@ -1,6 +1,7 @@
 package docs_test
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"context"
@@ -608,6 +609,96 @@ func TestScaling(t *testing.T) {
 	c.logs.mu.Unlock()
 	t.Logf("%d runs, %d run decisions, %d of them through the 409 path (%d runs on the killed replica %s), %d stateless",
 		len(runs), decisions, resends, len(killed), replicaNames[victim], len(statelessAnswers))
+
+	readmeClientSurvives(t, c, engines)
+}
+
+// readmeClientSurvives runs the README's Python client (its Run class, as
+// written) through HAProxy: one step of a run, the replica holding it
+// killed, the whole history next; the client's 409 path resends it and
+// gets the reference's decision.
+func readmeClientSurvives(t *testing.T, c *cluster, engines map[string]*engine.Engine) {
+	t.Helper()
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("python3 is required under CI (the README's Python client runs on it)")
+		}
+		t.Log("python3 is not installed: the README's Python client is not run through HAProxy")
+		return
+	}
+	var client string
+	for _, b := range codeBlocks(t, "../README.md", "python") {
+		if strings.Contains(b, "class Run:") {
+			client = b
+		}
+	}
+	require.NotEmpty(t, client, "the README lost its Python run client")
+	defs, _, ok := strings.Cut(client, "\nrun = Run(")
+	require.True(t, ok, "the README's client ends with an example run")
+	require.Contains(t, defs, `SIDECAR = "http://127.0.0.1:8181"`)
+	page, err := os.ReadFile("scaling.md")
+	require.NoError(t, err)
+	for _, line := range []string{"if e.code != 409:", "body.update(offset=0, messages=history)"} {
+		require.Contains(t, defs, line)
+		require.Contains(t, string(page), line, "scaling.md quotes the README client's 409 path")
+	}
+	driver := strings.Replace(defs, "http://127.0.0.1:8181", c.proxy, 1) + `
+import sys
+run = Run(sys.argv[1], {"user": "ana", "group": "support"})
+history = json.load(open("examples/histories/refund.json"))
+run.decide(history[:2])
+print("first step", flush=True)
+sys.stdin.readline()  # the test kills the run's replica meanwhile
+print(json.dumps(run.decide(history)), flush=True)
+`
+	script := filepath.Join(t.TempDir(), "client.py")
+	require.NoError(t, os.WriteFile(script, []byte(driver), 0o600))
+
+	// The replica the run's id hashes to.
+	const id = "readme-client"
+	status, out, h, err := c.post(http.DefaultClient, "/v1/runs/"+id+"/decide", map[string]any{"offset": 0, "messages": []any{}})
+	require.NoError(t, err)
+	require.Equal(t, http.StatusOK, status, string(out))
+	holder := slices.Index(replicaNames[:], h.Get("X-Replica"))
+	require.GreaterOrEqual(t, holder, 0, "X-Replica %q", h.Get("X-Replica"))
+
+	cmd := exec.Command(py, script, id)
+	cmd.Dir = ".."
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	lines := bufio.NewScanner(stdout)
+	require.True(t, lines.Scan(), "the client's first step: %s", &stderr)
+	require.Equal(t, "first step", lines.Text())
+	c.replicas[holder].Kill()
+	_, err = io.WriteString(stdin, "go on\n")
+	require.NoError(t, err)
+	require.True(t, lines.Scan(), "the client's second step: %s", &stderr)
+	got := decisionMap(t, lines.Bytes(), true)
+	require.NoError(t, cmd.Wait(), stderr.String())
+
+	raw, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
+	require.NoError(t, err)
+	hist, err := loader.DecodeHistory("refund.json", raw, loader.DefaultLimits())
+	require.NoError(t, err)
+	var want *engine.Decision
+	for _, eng := range engines {
+		d, err := eng.Decide(context.Background(), engine.Request{History: hist, Context: map[string]any{"user": "ana", "group": "support"}})
+		require.NoError(t, err)
+		if d.Fingerprint == got["fingerprint"] {
+			want = d
+		}
+	}
+	require.NotNil(t, want, "the README client's decision after the resend is a reference decision: %v", got)
+	var buf bytes.Buffer
+	require.NoError(t, jsonout.Encode(&buf, want))
+	require.Equal(t, decisionMap(t, buf.Bytes(), true), got)
 }
 
 var scalingBench = flag.Bool("scaling-bench", false, "TestScalingBench: measure 1 and 3 replicas behind HAProxy, and a replica's loss")
