@@ -29,6 +29,16 @@ if [ "${CI:-}" = "true" ] && ! command -v chromium >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq chromium
 fi
 
+# docs/scaling.md's deployment (several sidecars behind HAProxy) runs in
+# docs.TestScaling; outside CI it skips with a message without haproxy.
+if [ "${CI:-}" = "true" ] && ! command -v haproxy >/dev/null 2>&1; then
+	echo "== installing haproxy (the scaling test)"
+	sudo=""
+	if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq haproxy
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then

@@ -28,30 +28,51 @@ const decisionPath = "policycheck/availability/decision"
 // masked as before: the MaskContext pointers are removed, and OPA's mask
 // policy, data.system.log.mask, applies on top to the whole event. Its
 // result is the decision document (fingerprint, facts, verdicts with
-// their reasons, errors).
-func (s *Server) logDecision(r *http.Request, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int) {
-	s.logEvent(r.Context(), r.RemoteAddr, endpoint, runID, st, d, ctxDoc, messages, nil)
+// their reasons, errors). The event's decision id is id; it reports
+// whether the event was handed to the plugin.
+func (s *Server) logDecision(r *http.Request, id, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int) bool {
+	return s.logEvent(r.Context(), r.RemoteAddr, id, endpoint, runID, st, d, ctxDoc, messages, nil)
+}
+
+// decisionLogs reports whether decisions are logged (OPA's decision-log
+// plugin is configured).
+func (s *Server) decisionLogs() bool {
+	return s.mgr != nil && logs.Lookup(s.mgr) != nil
+}
+
+// decidedKey is the request context's key of the *decided in which
+// observe leaves what names the decision, for the response's headers
+// (see post).
+type decidedKey struct{}
+
+// decided names a decision in its response's headers: the policy
+// revision that made it (Policycheck-Policy-Revision) and its decision
+// log event's id (Policycheck-Decision-Id), when it is logged.
+type decided struct{ rev, id string }
+
+// noteDecided leaves d for the response's headers.
+func noteDecided(r *http.Request, d decided) {
+	if p, ok := r.Context().Value(decidedKey{}).(*decided); ok {
+		*p = d
+	}
 }
 
 // logEvent is logDecision for a decision whose request may be over (the
 // shadow worker's): shadow, when set, goes in the event's custom.shadow.
-func (s *Server) logEvent(ctx context.Context, remote, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int, shadow map[string]any) {
-	if s.mgr == nil {
-		return
+func (s *Server) logEvent(ctx context.Context, remote, id, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int, shadow map[string]any) bool {
+	if !s.decisionLogs() {
+		return false
 	}
 	lp := logs.Lookup(s.mgr)
-	if lp == nil {
-		return
-	}
 	if !s.logSink.Room(lp) {
 		s.logSink.TurnAway()
-		return
+		return false
 	}
 	input := map[string]any{}
 	doc, err := d.InputDocument()
 	if err != nil {
 		s.metrics.logErrors.Inc()
-		return
+		return false
 	}
 	if m, ok := doc.(map[string]any); ok {
 		input = m
@@ -69,11 +90,11 @@ func (s *Server) logEvent(ctx context.Context, remote, endpoint, runID string, s
 	}
 	if err != nil {
 		s.metrics.logErrors.Inc()
-		return
+		return false
 	}
 	var in any = input
 	info := &opaserver.Info{
-		DecisionID: newDecisionID(),
+		DecisionID: id,
 		Path:       decisionPath,
 		Timestamp:  time.Now().UTC(),
 		Input:      &in,
@@ -96,7 +117,9 @@ func (s *Server) logEvent(ctx context.Context, remote, endpoint, runID string, s
 	if err := lp.Log(ctx, info); err != nil {
 		s.metrics.logErrors.Inc()
 		s.cfg.logger.Warn("decision log", "error", err)
+		return false
 	}
+	return true
 }
 
 func newDecisionID() string {

@@ -145,7 +145,15 @@ func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error),
 				}()
 			}
 			var out any
+			var dd decided
+			ctx = context.WithValue(ctx, decidedKey{}, &dd)
 			out, herr = h(r.WithContext(ctx), body)
+			if dd.rev != "" && herr == nil {
+				w.Header().Set("Policycheck-Policy-Revision", dd.rev)
+			}
+			if dd.id != "" {
+				w.Header().Set("Policycheck-Decision-Id", dd.id)
+			}
 			if page, ok := out.(htmlPage); ok && herr == nil {
 				page.write(w)
 				return
@@ -417,10 +425,16 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 // the bytes of the request's body.
 func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, size int, start time.Time) {
 	s.metrics.decision(endpoint, d, time.Since(start))
-	if s.shadowed(r.RemoteAddr, endpoint, run, st, d, ctxDoc, messages, int64(size)) {
-		return // the shadow worker logs it, with the shadow's result
+	id := "" // the decision log event's; the response names it
+	if s.decisionLogs() {
+		id = newDecisionID()
 	}
-	s.logDecision(r, endpoint, run, st, d, ctxDoc, messages)
+	// The shadow worker logs a shadowed decision, with the shadow's result.
+	if !s.shadowed(r.RemoteAddr, id, endpoint, run, st, d, ctxDoc, messages, int64(size)) &&
+		!s.logDecision(r, id, endpoint, run, st, d, ctxDoc, messages) {
+		id = ""
+	}
+	noteDecided(r, decided{rev: d.PolicyRevision, id: id})
 }
 
 // Health is the body of GET /health.

@@ -109,6 +109,7 @@ func (s *Server) compileShadow(ctx context.Context, reg *facts.Registry) (*shado
 
 // shadowJob is one enforced decision waiting for its shadow.
 type shadowJob struct {
+	id       string // the decision log event's id
 	d        *engine.Decision
 	ctxDoc   any
 	endpoint string
@@ -188,7 +189,7 @@ const (
 // count, or by the bytes of its requests: size is this request's). The
 // decision is shadowed by the shadow policy of st, the state it was made
 // with.
-func (s *Server) shadowed(remote, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, size int64) bool {
+func (s *Server) shadowed(remote, id, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, size int64) bool {
 	sh := s.shadow
 	if sh == nil || st.shadow == nil {
 		return false
@@ -202,7 +203,7 @@ func (s *Server) shadowed(remote, endpoint, run string, st *policyState, d *engi
 		return false
 	}
 	select {
-	case sh.jobs <- shadowJob{d: d, ctxDoc: ctxDoc, endpoint: endpoint, run: run, messages: messages, remote: remote, st: st, size: size}:
+	case sh.jobs <- shadowJob{id: id, d: d, ctxDoc: ctxDoc, endpoint: endpoint, run: run, messages: messages, remote: remote, st: st, size: size}:
 		return true
 	default:
 		sh.queued.Add(-size)
@@ -287,7 +288,7 @@ func (s *Server) shadowOne(sh *shadow, j shadowJob) {
 		}
 		info = map[string]any{"policy_revision": sp.rev, "fingerprint": cd.Fingerprint, "agrees": len(changes) == 0, "changes": changes}
 	}
-	s.logEvent(context.Background(), j.remote, j.endpoint, j.run, j.st, j.d, j.ctxDoc, j.messages, info)
+	s.logEvent(context.Background(), j.remote, j.id, j.endpoint, j.run, j.st, j.d, j.ctxDoc, j.messages, info)
 }
 
 // stopShadow lets the worker finish the queued decisions (their logs go

@@ -237,6 +237,20 @@ func (p *Process) Stop() {
 	_ = cmd.Wait()
 }
 
+// Kill kills the server with SIGKILL, as a crash or the kernel's
+// out-of-memory killer would, and waits for it: nothing it had not
+// written or sent yet survives. Stop then does nothing.
+func (p *Process) Kill() {
+	if p.cmd == nil {
+		return
+	}
+	cmd := p.cmd
+	p.cmd = nil
+	_ = cmd.Process.Kill()
+	<-p.readDone
+	_ = cmd.Wait()
+}
+
 // Terminate sends the server SIGTERM and waits at most wait for it to
 // exit (then kills it): it returns how long the server took to exit
 // after the signal and its exit error (nil for exit status 0; an error
