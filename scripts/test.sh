@@ -63,8 +63,11 @@ fi
 # cores idle while its last packages' tests wait on servers and processes.
 # Their output is shown when they end.
 without_race='TestMutantsOfTheGateAreKilled|TestStringStopIsByteByByte|TestHistoriesDecodeAndValidate'
+without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoingEvidence'
+without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
+without_race+='|TestDecisionMemoAgreesWithEvaluation'
 mutation_log=$(mktemp)
-go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/gen >"$mutation_log" 2>&1 &
+go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/gen ./engine >"$mutation_log" 2>&1 &
 mutation_pid=$!
 trap 'kill "$mutation_pid" 2>/dev/null || true; rm -f "$mutation_log"' EXIT
 
