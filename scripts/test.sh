@@ -65,9 +65,10 @@ fi
 without_race='TestMutantsOfTheGateAreKilled|TestStringStopIsByteByByte|TestHistoriesDecodeAndValidate'
 without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoingEvidence'
 without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
-without_race+='|TestDecisionMemoAgreesWithEvaluation'
+without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory'
 mutation_log=$(mktemp)
-go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/gen ./engine >"$mutation_log" 2>&1 &
+go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/gen ./engine ./internal/cli \
+	>"$mutation_log" 2>&1 &
 mutation_pid=$!
 trap 'kill "$mutation_pid" 2>/dev/null || true; rm -f "$mutation_log"' EXIT
 

@@ -15,6 +15,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/explainpage"
 	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/racetest"
 )
 
 // explainCheck is appended to a copy of explain's page: it reads, from
@@ -451,11 +452,13 @@ const largeCheck = `<script>
 // messages as a page: long runs of uneventful messages are folded, and,
 // in Chromium, the page opens with every message and scrolls to the last.
 // Its size and Chromium's time are logged (BENCHMARKS.md), not asserted.
+// Under -race it explains 2,000 (one goroutine: scripts/test.sh runs the
+// 10,000 without -race).
 func TestExplainHTMLLargeHistory(t *testing.T) {
 	if testing.Short() {
 		t.Skip("-short: a 10,000-message page")
 	}
-	const n = 10_000
+	n := racetest.Size(10_000, 2_000)
 	o := gen.Default(n)
 	dir := t.TempDir()
 	regFile, histFile := filepath.Join(dir, "registry.json"), filepath.Join(dir, "history.json")
