@@ -158,6 +158,7 @@ func explainBoth(t *testing.T, args ...string) (*engine.Explanation, string) {
 // selecting a tool highlights the parts of its story; and that the page
 // loads nothing and runs no script of its own.
 func TestExplainHTMLInChromium(t *testing.T) {
+	t.Parallel() // in-process and in Chromium; slow, and independent of the other tests
 	browser := headlessChromium(t)
 	histories, err := filepath.Glob(filepath.Join(examplesDir, "histories", "*.json"))
 	if err != nil || len(histories) == 0 {
@@ -455,6 +456,7 @@ const largeCheck = `<script>
 // Under -race it explains 2,000 (one goroutine: scripts/test.sh runs the
 // 10,000 without -race).
 func TestExplainHTMLLargeHistory(t *testing.T) {
+	t.Parallel() // in-process and in Chromium; slow, and independent of the other tests
 	if testing.Short() {
 		t.Skip("-short: a 10,000-message page")
 	}
