@@ -11,6 +11,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/racetest"
 )
 
 // approvalRules asks an approval for every registry tool call (framework
@@ -67,7 +68,7 @@ func forgedApprovals(r *rand.Rand, calls []facts.Call) facts.Approvals {
 // says why.
 func TestApprovalsNeverBypassTheBinding(t *testing.T) {
 	ctx := context.Background()
-	seeds := 24
+	seeds := racetest.Size(24, 6) // one goroutine: in full without -race (scripts/test.sh)
 	if testing.Short() {
 		seeds = 6
 	}

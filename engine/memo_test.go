@@ -14,6 +14,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/racetest"
 )
 
 // TestDecisionMemoAgreesWithEvaluation: an engine that answers from its
@@ -24,7 +25,7 @@ import (
 // facts, each asked twice, in a shuffled order.
 func TestDecisionMemoAgreesWithEvaluation(t *testing.T) {
 	ctx := context.Background()
-	seeds := 20
+	seeds := racetest.Size(20, 6) // one goroutine: in full without -race (scripts/test.sh)
 	if testing.Short() {
 		seeds = 6
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/racetest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -264,7 +265,7 @@ func snapshotRegistry(reg *facts.Registry) registrySnapshot {
 
 func TestOneDefinitionOfAvailable(t *testing.T) {
 	ctx := context.Background()
-	seeds := 40
+	seeds := racetest.Size(40, 10) // one goroutine: in full without -race (scripts/test.sh)
 	if testing.Short() {
 		seeds = 10
 	}
@@ -306,7 +307,7 @@ func TestOneDefinitionOfAvailable(t *testing.T) {
 // returns, search returns without a call).
 func TestAdvertisedIsTheGateOverOutgoingEvidence(t *testing.T) {
 	ctx := context.Background()
-	seeds := 24
+	seeds := racetest.Size(24, 8) // one goroutine: in full without -race (scripts/test.sh)
 	if testing.Short() {
 		seeds = 8
 	}
@@ -456,7 +457,7 @@ decision := {
 // present); every other call is denied, failing closed, with a reason.
 func TestReplacementCannotExecuteOutsideTheResolvedSet(t *testing.T) {
 	ctx := context.Background()
-	seeds := 30
+	seeds := racetest.Size(30, 8) // one goroutine: in full without -race (scripts/test.sh)
 	if testing.Short() {
 		seeds = 8
 	}

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/internal/racetest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -32,7 +33,9 @@ func TestStringStopIsByteByByte(t *testing.T) {
 		[]byte("é"), []byte("€"), []byte("😀"), []byte("plain ascii words"), []byte("x"),
 	}
 	rng := rand.New(rand.NewPCG(1, 2))
-	n := 1_000_000
+	// A tenth under -race (one goroutine: scripts/test.sh runs the million
+	// without -race).
+	n := racetest.Size(1_000_000, 100_000)
 	if testing.Short() {
 		n = 100_000
 	}

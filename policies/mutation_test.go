@@ -10,6 +10,7 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
+	"github.com/policycheck/policycheck/internal/racetest"
 	"github.com/policycheck/policycheck/internal/regomutant"
 )
 
@@ -115,7 +116,7 @@ func TestMutantsOfTheGateAreKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the mutation run takes a while; not in -short")
 	}
-	if raceDetector {
+	if racetest.Enabled {
 		t.Skip("not under -race (slow, and nothing shared to race on): scripts/test.sh runs it without -race")
 	}
 	ctx := context.Background()

@@ -9,7 +9,16 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 version=$(go list -m -f '{{.Version}}' github.com/open-policy-agent/opa)
-opa() { go run "github.com/open-policy-agent/opa@${version}" "$@"; }
+# Built once (go install into a temporary directory) and shared with
+# stock-opa-agrees.sh through $STOCK_OPA: a `go run` per call costs the go
+# command's start and staleness check each time (some forty calls).
+if [ -z "${STOCK_OPA:-}" ]; then
+	opa_dir=$(mktemp -d)
+	trap 'rm -rf "$opa_dir"' EXIT
+	GOBIN="$opa_dir" go install "github.com/open-policy-agent/opa@${version}"
+	export STOCK_OPA="$opa_dir/opa"
+fi
+opa() { "$STOCK_OPA" "$@"; }
 
 rego_dirs=(policies examples/policies policy_test)
 

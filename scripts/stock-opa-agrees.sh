@@ -10,11 +10,17 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-version=$(go list -m -f '{{.Version}}' github.com/open-policy-agent/opa)
-opa() { go run "github.com/open-policy-agent/opa@${version}" "$@"; }
-
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
+# Stock OPA built once: rego-checks.sh passes its build in $STOCK_OPA;
+# run alone, this script builds its own (a `go run` per call would start
+# the go command forty times).
+if [ -z "${STOCK_OPA:-}" ]; then
+	version=$(go list -m -f '{{.Version}}' github.com/open-policy-agent/opa)
+	GOBIN="$tmp/bin" go install "github.com/open-policy-agent/opa@${version}"
+	STOCK_OPA="$tmp/bin/opa"
+fi
+opa() { "$STOCK_OPA" "$@"; }
 go build -o "$tmp/policycheck" ./cmd/policycheck
 pc="$tmp/policycheck"
 

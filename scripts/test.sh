@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: formatting, a tidy go.mod, vet, staticcheck, every
-# Go test under the race detector (conformance corpus included), and the
-# conformance command.
+# Go test under the race detector (conformance corpus included; the
+# single-goroutine mutation check and the corpora sampled under -race run
+# in full without it), and the conformance command.
 # `.ci/run` runs exactly this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -64,13 +65,35 @@ if [ -x scripts/rego-checks.sh ]; then
 	scripts/rego-checks.sh
 fi
 
-echo "== go test -race"
-go test -race -count=1 -timeout 40m ./...
+# Tests of single-goroutine code that the race detector would only slow
+# down, run in full without -race: the mutation check of the shipped gate
+# (it skips itself under -race) and the corpora that run a sample under
+# -race (internal/racetest.Size and Enabled; keep this list in step). They
+# run beside the -race run rather than after it, since that run leaves
+# cores idle while its last packages' tests wait on servers and processes.
+# Their output is shown when they end.
+without_race='TestMutantsOfTheGateAreKilled|TestStringStopIsByteByByte|TestHistoriesDecodeAndValidate'
+without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoingEvidence'
+without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
+without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory'
+mutation_log=$(mktemp)
+go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/gen ./engine ./internal/cli \
+	>"$mutation_log" 2>&1 &
+mutation_pid=$!
+trap 'kill "$mutation_pid" 2>/dev/null || true; rm -f "$mutation_log"' EXIT
 
-# The mutation check of the shipped gate skips itself under -race (it would
-# take several times longer, with nothing shared to race on).
-echo "== mutation check of the shipped gate (go test without -race)"
-go test -count=1 -timeout 20m -run TestMutantsOfTheGateAreKilled ./policies
+echo "== go test -race"
+race_status=0
+go test -race -count=1 -timeout 40m ./... || race_status=$?
+
+echo "== mutation check of the shipped gate and full corpora (go test without -race)"
+mutation_status=0
+wait "$mutation_pid" || mutation_status=$?
+cat "$mutation_log"
+if [ "$race_status" != 0 ] || [ "$mutation_status" != 0 ]; then
+	echo "go test -race exited $race_status, the tests without -race $mutation_status" >&2
+	exit 1
+fi
 
 if [ -d "$shared/conformance/cases" ]; then
 	echo "== policycheck conformance"

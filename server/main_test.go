@@ -12,14 +12,16 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/policycheck/policycheck/internal/servetest"
 	"github.com/policycheck/policycheck/server"
 )
 
 // TestMain fails the package when a test leaks goroutines or file
-// descriptors.
+// descriptors. The tests that run serve in a process of its own share one
+// build of the command (servetest.Main).
 func TestMain(m *testing.M) {
 	before := countFDs()
-	code := m.Run()
+	code := servetest.Main(m)
 	if code == 0 {
 		if err := goleak.Find(goleak.IgnoreCurrent()); err != nil {
 			fmt.Fprintln(os.Stderr, "goroutine leak:", err)

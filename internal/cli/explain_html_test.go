@@ -15,6 +15,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/explainpage"
 	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/racetest"
 )
 
 // explainCheck is appended to a copy of explain's page: it reads, from
@@ -157,6 +158,7 @@ func explainBoth(t *testing.T, args ...string) (*engine.Explanation, string) {
 // selecting a tool highlights the parts of its story; and that the page
 // loads nothing and runs no script of its own.
 func TestExplainHTMLInChromium(t *testing.T) {
+	t.Parallel() // in-process and in Chromium; slow, and independent of the other tests
 	browser := headlessChromium(t)
 	histories, err := filepath.Glob(filepath.Join(examplesDir, "histories", "*.json"))
 	if err != nil || len(histories) == 0 {
@@ -451,11 +453,14 @@ const largeCheck = `<script>
 // messages as a page: long runs of uneventful messages are folded, and,
 // in Chromium, the page opens with every message and scrolls to the last.
 // Its size and Chromium's time are logged (BENCHMARKS.md), not asserted.
+// Under -race it explains 2,000 (one goroutine: scripts/test.sh runs the
+// 10,000 without -race).
 func TestExplainHTMLLargeHistory(t *testing.T) {
+	t.Parallel() // in-process and in Chromium; slow, and independent of the other tests
 	if testing.Short() {
 		t.Skip("-short: a 10,000-message page")
 	}
-	const n = 10_000
+	n := racetest.Size(10_000, 2_000)
 	o := gen.Default(n)
 	dir := t.TempDir()
 	regFile, histFile := filepath.Join(dir, "registry.json"), filepath.Join(dir, "history.json")

@@ -40,6 +40,7 @@ const pageCheck = `<script>
 // Chromium: it renders, its transition table and chart show the report's
 // counts, and every change's link resolves to its place in the run.
 func TestReplayHTMLReportInChromium(t *testing.T) {
+	t.Parallel() // in-process and in Chromium; slow, and independent of the other tests
 	browser := headlessChromium(t)
 	dir, rule, _ := replayCorpus(t)
 	pols := filepath.Join(examplesDir, "policies")

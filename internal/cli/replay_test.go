@@ -151,6 +151,7 @@ func reasons(v any) string {
 // is built independently: policycheck eval on every prefix of every run,
 // with each policy set.
 func TestReplayReportsExactlyWhatTheNewRuleChanges(t *testing.T) {
+	t.Parallel() // hundreds of in-process evals; slow, and independent of the other tests
 	dir, rule, runs := replayCorpus(t)
 	base := []string{filepath.Join(examplesDir, "policies")}
 	cand := append(slices.Clone(base), rule)

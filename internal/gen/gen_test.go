@@ -10,6 +10,7 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/racetest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -42,7 +43,9 @@ func TestHistoriesDecodeAndValidate(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, h, o.Messages)
 
-			if !testing.Short() || seed%10 == 0 { // the schema validator is slow
+			// The schema validator is slow: every tenth seed under -short
+			// and under -race (scripts/test.sh runs all without -race).
+			if (!testing.Short() && !racetest.Enabled) || seed%10 == 0 {
 				doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(data))
 				require.NoError(t, err)
 				require.NoError(t, loader.ValidateHistorySchema(name, doc))

@@ -29,7 +29,9 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
@@ -249,30 +251,56 @@ func (o Outcome) Survived() bool { return o.Stillborn == "" && o.KilledBy == "" 
 // Run runs the Rego tests of modules (tests and policies, keyed by file
 // name) with the data in store once per mutant, the mutant's source in
 // place of its file. It stops a mutant's run at its first failing test.
+// Mutants run side by side, GOMAXPROCS at a time (each compiles the
+// modules on its own, which a mutant's tests running in parallel leave to
+// one core); the outcomes are in the order of mutants.
 func Run(ctx context.Context, modules map[string]*ast.Module, store storage.Store, mutants []Mutant) ([]Outcome, error) {
-	out := make([]Outcome, 0, len(mutants))
 	for _, m := range mutants {
 		if _, ok := modules[m.File]; !ok {
 			return nil, fmt.Errorf("mutant of %s: no module of that name is loaded", m.File)
 		}
-		mod, err := parse(m.File, m.Source)
-		if err != nil {
-			out = append(out, Outcome{Mutant: m, Stillborn: err.Error()})
-			continue
-		}
-		set := make(map[string]*ast.Module, len(modules))
-		for k, v := range modules {
-			set[k] = v
-		}
-		set[m.File] = mod
-		o, err := runOne(ctx, set, store)
-		if err != nil {
-			return nil, err
-		}
-		o.Mutant = m
-		out = append(out, o)
+	}
+	out := make([]Outcome, len(mutants))
+	errs := make([]error, len(mutants))
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(mutants)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range next {
+				out[i], errs[i] = runMutant(ctx, modules, store, mutants[i])
+			}
+		}()
+	}
+	for i := range mutants {
+		next <- i
+	}
+	close(next)
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// runMutant runs the tests with m in place of its file.
+func runMutant(ctx context.Context, modules map[string]*ast.Module, store storage.Store, m Mutant) (Outcome, error) {
+	mod, err := parse(m.File, m.Source)
+	if err != nil {
+		return Outcome{Mutant: m, Stillborn: err.Error()}, nil
+	}
+	set := make(map[string]*ast.Module, len(modules))
+	for k, v := range modules {
+		set[k] = v
+	}
+	set[m.File] = mod
+	o, err := runOne(ctx, set, store)
+	if err != nil {
+		return Outcome{}, fmt.Errorf("mutant %s: %w", m.ID(), err)
+	}
+	o.Mutant = m
+	return o, nil
 }
 
 func runOne(ctx context.Context, modules map[string]*ast.Module, store storage.Store) (Outcome, error) {

@@ -32,27 +32,75 @@ import (
 	"github.com/policycheck/policycheck/internal/conformance"
 )
 
-// Build builds the policycheck command into a directory the test
-// removes, and returns its path.
+// Build builds the policycheck command and returns its path: into a
+// directory the test removes, or, in a package whose TestMain runs its
+// tests through Main, once for all the package's tests.
 func Build(t testing.TB) string {
 	t.Helper()
 	return build(t, "policycheck", "./cmd/policycheck")
 }
 
-// BuildFloor builds the floor command (internal/servetest/floor) into a
-// directory the test removes, and returns its path.
+// BuildFloor builds the floor command (internal/servetest/floor) as
+// Build builds policycheck, and returns its path.
 func BuildFloor(t testing.TB) string {
 	t.Helper()
 	return build(t, "floor", "./internal/servetest/floor")
 }
 
+// Main runs a package's tests (m.Run) with each command Build and
+// BuildFloor build built once and shared by all of them (the source does
+// not change while they run: a link of the command costs seconds, a dozen
+// times over in a package of serve tests), removes the builds, and returns
+// m.Run's code. A package's TestMain calls it in place of m.Run.
+func Main(m *testing.M) int {
+	dir, err := os.MkdirTemp("", "servetest-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "servetest:", err)
+		return 1
+	}
+	shared.mu.Lock()
+	shared.dir, shared.built = dir, map[string]string{}
+	shared.mu.Unlock()
+	code := m.Run()
+	shared.mu.Lock()
+	shared.dir, shared.built = "", nil
+	shared.mu.Unlock()
+	if err := os.RemoveAll(dir); err != nil {
+		fmt.Fprintln(os.Stderr, "servetest:", err)
+	}
+	return code
+}
+
+// shared holds the builds of a test binary whose TestMain runs Main: its
+// directory (empty outside Main) and the commands built there, by name.
+var shared struct {
+	mu    sync.Mutex
+	dir   string
+	built map[string]string
+}
+
 func build(t testing.TB, name, pkg string) string {
+	t.Helper()
+	shared.mu.Lock()
+	defer shared.mu.Unlock()
+	if shared.dir == "" {
+		return buildInto(t, t.TempDir(), name, pkg)
+	}
+	if bin, ok := shared.built[name]; ok {
+		return bin
+	}
+	bin := buildInto(t, shared.dir, name, pkg)
+	shared.built[name] = bin
+	return bin
+}
+
+func buildInto(t testing.TB, dir, name, pkg string) string {
 	t.Helper()
 	goBin, err := exec.LookPath("go")
 	if err != nil {
 		t.Fatalf("building %s needs the go command: %v", name, err)
 	}
-	bin := filepath.Join(t.TempDir(), name)
+	bin := filepath.Join(dir, name)
 	build := exec.Command(goBin, "build", "-o", bin, pkg)
 	build.Dir = conformance.ModuleRoot()
 	if out, err := build.CombinedOutput(); err != nil {

@@ -1,5 +1,0 @@
-//go:build !race
-
-package policies_test
-
-const raceDetector = false
