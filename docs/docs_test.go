@@ -107,8 +107,8 @@ var filterInput = map[string]field{
 
 // registryData documents data.policycheck.registry.
 var registryData = map[string]field{
-	"tools":                  {"object", "Tool name -> `{name, capability, defer_loading, gate, description}`; `gate` is `none`, `search` or `capability`."},
-	"capabilities":           {"object", "Capability id -> `{id, defer_loading, description}`."},
+	"tools":                  {"object", "Tool name -> `{name, capability, defer_loading, gate, description, labels}`; `gate` is `none`, `search` or `capability`; `labels` is the sorted array of the tool's labels and its capability's."},
+	"capabilities":           {"object", "Capability id -> `{id, defer_loading, description, labels}`; `labels` is a sorted array."},
 	"names":                  {"set of strings", "Every registry tool name."},
 	"always_available":       {"set of strings", "Tools available without any reveal or load."},
 	"search_gated":           {"set of strings", "Deferred tools a search reveals (no deferred owner)."},

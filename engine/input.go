@@ -83,6 +83,7 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 			item("defer_loading", ast.BooleanTerm(t.DeferLoading)),
 			item("gate", ast.StringTerm(gate.String())),
 			item("description", ast.StringTerm(t.Description)),
+			item("labels", arrayOf(t.Labels)),
 		)
 		tools.Insert(ast.StringTerm(t.Name), obj)
 		// Filters see every registry tool, never the framework tools.
@@ -100,6 +101,7 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 			item("id", ast.StringTerm(c.ID)),
 			item("defer_loading", ast.BooleanTerm(c.DeferLoading)),
 			item("description", ast.StringTerm(c.Description)),
+			item("labels", arrayOf(c.Labels)),
 		))
 		owned.Insert(ast.StringTerm(c.ID), setOf(reg.OwnedTools(c.ID)))
 		if c.DeferLoading {
