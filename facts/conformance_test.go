@@ -100,6 +100,8 @@ func TestTrackerEqualsDeriveOnEveryPrefix(t *testing.T) {
 			for n := 1; n <= len(h); n++ {
 				tr.Append(h[n-1])
 				require.Equal(t, facts.Derive(h[:n], reg), tr.Facts(), "prefix of %d messages", n)
+				require.Equal(t, facts.DeriveWith(h[:n], reg, allOptions), tr.FactsWith(allOptions), "prefix of %d messages, every option", n)
+				require.Equal(t, bruteToolCalls(h[:n]), tr.FactsWith(allOptions).ToolCalls, "tool calls of the prefix of %d messages", n)
 				// The name lists are the caller's own: writing over them
 				// changes nothing the tracker answers next.
 				spoil(tr.Facts())

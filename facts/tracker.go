@@ -29,6 +29,8 @@ type Tracker struct {
 	// outcomes holds, per tool_call_id, the first tool-return or
 	// retry-prompt part with it (Call.Answered).
 	outcomes map[string]Position
+	// log holds the tool calls of the folded messages (Facts.ToolCalls).
+	log callLog
 }
 
 // window accumulates the evidence found from its start on.
@@ -113,6 +115,7 @@ func (t *Tracker) Append(msgs ...Message) {
 
 // fold applies message m at index idx to every window.
 func (t *Tracker) fold(m *Message, idx int) {
+	t.log.fold(m, idx)
 	for p := range m.Parts {
 		part := &m.Parts[p]
 		if part.Kind == Compaction {
@@ -174,6 +177,22 @@ func (w *window) apply(part *Part) {
 			add(w.loaded, id, &w.sortedLoaded)
 		}
 	}
+}
+
+// FactsWith returns the facts of the history appended so far with the
+// optional facts o asks for. It equals DeriveWith over the same history.
+func (t *Tracker) FactsWith(o Options) Facts {
+	f := t.Facts()
+	if o.ToolCalls {
+		f.ToolCalls = t.log.snapshot()
+		if t.pending != nil {
+			// The response not yet folded: its calls have no outcome.
+			pl := callLog{}
+			pl.fold(t.pending, t.n-1)
+			f.ToolCalls = append(f.ToolCalls, pl.calls...)
+		}
+	}
+	return f
 }
 
 // Facts returns the facts of the history appended so far. It equals
