@@ -219,6 +219,12 @@ func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
 // Registry returns the registry of the current snapshot.
 func (e *Engine) Registry() *facts.Registry { return e.snap.Load().reg }
 
+// FactOptions returns the optional facts the current policies may read
+// (input.facts.tool_calls): a Request whose Facts come from a
+// facts.Tracker should carry them (Tracker.FactsWith), or the decision
+// derives them from Request.History.
+func (e *Engine) FactOptions() facts.Options { return e.snap.Load().opts }
+
 // Revision returns the current policy and registry revisions.
 func (e *Engine) Revision() (policy, registry string) {
 	s := e.snap.Load()
@@ -246,9 +252,13 @@ func (e *Engine) DecisionCacheStats() (hits, misses int64, entries int) {
 
 // Request is one decision's input.
 type Request struct {
-	// History is the message history; ignored when Facts is set.
+	// History is the message history. When Facts is set, it is read only
+	// for the optional facts the policies read (Engine.FactOptions) that
+	// Facts lacks.
 	History facts.History
 	// Facts, when set, are used as they are (for example from a Tracker).
+	// A decision whose policies read an optional fact that Facts lacks
+	// and that History cannot give is an error.
 	Facts *facts.Facts
 	// Context reaches every policy as input.context (any JSON value;
 	// nil means {}).
@@ -421,8 +431,15 @@ type prepared struct {
 func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) {
 	f := req.Facts
 	if f == nil {
-		derived := facts.Derive(req.History, s.reg)
+		derived := facts.DeriveWith(req.History, s.reg, s.opts)
 		f = &derived
+	} else if s.opts.ToolCalls && f.ToolCalls == nil {
+		if req.History == nil {
+			return nil, errors.New("engine: the policies read input.facts.tool_calls: Request.Facts must carry them (facts.Tracker.FactsWith with Engine.FactOptions) or Request.History must be set")
+		}
+		withCalls := *f
+		withCalls.ToolCalls = facts.ToolCalls(req.History)
+		f = &withCalls
 	}
 	ctxTerm, ctxDigest, err := s.contextValue(req.Context)
 	if err != nil {
@@ -434,7 +451,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
 	}
 	binds := bindApprovals(f, req.Approvals)
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds), ctxDigest: ctxDigest, binds: binds}, nil
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, s.opts), ctxDigest: ctxDigest, binds: binds}, nil
 }
 
 // Input returns the input document the decision query would receive for

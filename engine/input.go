@@ -38,7 +38,7 @@ var keyTerms = func() map[string]*ast.Term {
 		"active_capabilities", "outgoing", "filters", "next", "dispatch", "dropped",
 		"errors", "capability", "context", "provider", "evidence", "same_response",
 		"revealed", "pending_loads", "calls", "index", "tool", "tool_call_id",
-		"tool_kind", "args", "approval",
+		"tool_kind", "args", "approval", "tool_calls", "timestamp", "outcome",
 		// result
 		"available", "advertised", "hidden", "would_hide", "dispatch_available",
 		"rule_errors", "verdicts", "verdict", "rule", "reason", "form", "by",
@@ -334,8 +334,10 @@ func (s *setTerms) of(names []string) *ast.Term {
 // as sets, the filter results and the context. It is built once per
 // decision as an ast.Value: no JSON round trip.
 // A call with a bound approval (binds, parallel to the calls) carries it
-// as approval, and its args are the ones it would execute with.
-func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding) ast.Value {
+// as approval, and its args are the ones it would execute with. The
+// optional facts are in it when opts asks for them (the policies may read
+// them): facts.tool_calls.
+func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, opts facts.Options) ast.Value {
 	sets := &setTerms{known: known}
 	factsObj := ast.ObjectTerm(
 		item("window", posTerm(f.Window)),
@@ -344,6 +346,9 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		item("returned", sets.of(f.Returned)),
 		item("active_capabilities", sets.of(f.ActiveCapabilities)),
 	)
+	if opts.ToolCalls {
+		factsObj.Value.(ast.Object).Insert(keyTerm("tool_calls"), toolCallsTerm(f.ToolCalls, known))
+	}
 	allErrs := append(append([]filterError{}, next.errors...), dispatch.errors...)
 	errTerms := make([]*ast.Term, len(allErrs))
 	for i, e := range allErrs {
@@ -406,6 +411,44 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		))
 	}
 	return in
+}
+
+// toolCallsTerm is input.facts.tool_calls: tool name -> its calls, in
+// history order.
+func toolCallsTerm(calls []facts.ToolCallRecord, known *nameTerms) *ast.Term {
+	byTool := map[string][]*ast.Term{}
+	var order []string
+	for _, c := range calls {
+		if _, ok := byTool[c.Tool]; !ok {
+			order = append(order, c.Tool)
+		}
+		byTool[c.Tool] = append(byTool[c.Tool], ast.ObjectTerm(
+			item("tool_call_id", nullableString(c.ToolCallID)),
+			item("message", ast.IntNumberTerm(c.Message)),
+			item("part", ast.IntNumberTerm(c.Part)),
+			item("timestamp", timestampTerm(c.Timestamp)),
+			item("outcome", ast.StringTerm(c.Outcome.String())),
+			item("args", argsTerm(c.Args)),
+		))
+	}
+	obj := ast.NewObject()
+	for _, tool := range order {
+		obj.Insert(known.term(tool), ast.ArrayTerm(byTool[tool]...))
+	}
+	return ast.NewTerm(obj)
+}
+
+// timestampTerm is a message timestamp as the history wrote it: a
+// string, a number, or null.
+func timestampTerm(raw []byte) *ast.Term {
+	if raw == nil {
+		return ast.NullTerm()
+	}
+	v, err := ast.ValueFromReader(bytes.NewReader(raw))
+	if err != nil {
+		return ast.NullTerm()
+	}
+	return ast.NewTerm(v)
 }
 
 func toolKindTerm(k facts.ToolKind) *ast.Term {

@@ -234,7 +234,7 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 			r.tracker = facts.NewTracker(reg)
 			r.tracker.Append(r.history...)
 		}
-		f := r.tracker.Facts()
+		f := r.tracker.FactsWith(r.e.FactOptions())
 		var err error
 		d, err = r.e.Decide(ctx, Request{Facts: &f, Context: ctxDoc}, opts...)
 		if err != nil {
