@@ -221,8 +221,9 @@ func (e *Engine) Registry() *facts.Registry { return e.snap.Load().reg }
 
 // FactOptions returns the optional facts the current policies may read
 // (input.facts.tool_calls): a Request whose Facts come from a
-// facts.Tracker should carry them (Tracker.FactsWith), or the decision
-// derives them from Request.History.
+// facts.Tracker should carry them (a tracker built with
+// facts.NewTrackerWith and these options, read with FactsWith), or the
+// decision derives them from Request.History.
 func (e *Engine) FactOptions() facts.Options { return e.snap.Load().opts }
 
 // Revision returns the current policy and registry revisions.
@@ -435,7 +436,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 		f = &derived
 	} else if s.opts.ToolCalls && f.ToolCalls == nil {
 		if req.History == nil {
-			return nil, errors.New("engine: the policies read input.facts.tool_calls: Request.Facts must carry them (facts.Tracker.FactsWith with Engine.FactOptions) or Request.History must be set")
+			return nil, errors.New("engine: the policies read input.facts.tool_calls: Request.Facts must carry them (a facts.Tracker built with NewTrackerWith and Engine.FactOptions) or Request.History must be set")
 		}
 		withCalls := *f
 		withCalls.ToolCalls = facts.ToolCalls(req.History)

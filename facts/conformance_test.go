@@ -95,7 +95,7 @@ func TestTrackerEqualsDeriveOnEveryPrefix(t *testing.T) {
 			reg := caseRegistry(t, c.Registry)
 			h, err := loader.DecodeHistory(c.File, c.History, loader.DefaultLimits())
 			require.NoError(t, err)
-			tr := facts.NewTracker(reg)
+			tr := facts.NewTrackerWith(reg, allOptions)
 			require.Equal(t, facts.Derive(nil, reg), tr.Facts(), "empty history")
 			for n := 1; n <= len(h); n++ {
 				tr.Append(h[n-1])

@@ -97,7 +97,7 @@ func deriveProperties(t *testing.T, seed int64, messages, tools, caps, compactio
 // compares it with Derive on every prefix.
 func checkTrackerPrefixes(t *testing.T, h facts.History, reg *facts.Registry) {
 	t.Helper()
-	tr := facts.NewTracker(reg)
+	tr := facts.NewTrackerWith(reg, allOptions)
 	require.Equal(t, facts.Derive(nil, reg), tr.Facts(), "empty history")
 	for n := 1; n <= len(h); n++ {
 		tr.Append(h[n-1])
@@ -105,6 +105,9 @@ func checkTrackerPrefixes(t *testing.T, h facts.History, reg *facts.Registry) {
 		require.Equal(t, facts.Derive(h[:n], reg), tr.Facts(), "prefix of %d messages", n)
 		require.Equal(t, facts.DeriveWith(h[:n], reg, allOptions), tr.FactsWith(allOptions), "prefix of %d messages, every option", n)
 	}
+	plain := facts.NewTracker(reg)
+	plain.Append(h...)
+	require.Nil(t, plain.FactsWith(allOptions).ToolCalls, "a tracker keeps only the optional facts it was built for")
 }
 
 // allOptions asks for every optional fact.

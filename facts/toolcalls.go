@@ -67,9 +67,12 @@ func ToolCalls(h History) []ToolCallRecord {
 // callLog accumulates the tool calls of a history as messages arrive.
 type callLog struct {
 	calls []ToolCallRecord
-	// waiting maps a tool_call_id to the calls with it that no outcome
-	// has followed yet.
-	waiting map[string][]int
+	// waiting maps a tool_call_id to the last call with it that no
+	// outcome has followed yet (its index + 1); prev[i] links call i to
+	// the one before it with the same id (index + 1, 0 for none). A list
+	// threaded through the calls costs no allocation per call.
+	waiting map[string]int
+	prev    []int
 }
 
 func (l *callLog) fold(msg *Message, idx int) {
@@ -82,13 +85,16 @@ func (l *callLog) fold(msg *Message, idx int) {
 				id := part.ToolCallID
 				rec.ToolCallID = &id
 				if l.waiting == nil {
-					l.waiting = map[string][]int{}
+					l.waiting = map[string]int{}
 				}
-				l.waiting[id] = append(l.waiting[id], len(l.calls))
+				l.prev = append(l.prev, l.waiting[id])
+				l.waiting[id] = len(l.calls) + 1
+			} else {
+				l.prev = append(l.prev, 0)
 			}
 			l.calls = append(l.calls, rec)
 		case part.isOutcome():
-			waiting, ok := l.waiting[part.ToolCallID]
+			last, ok := l.waiting[part.ToolCallID]
 			if !ok {
 				continue
 			}
@@ -96,8 +102,8 @@ func (l *callLog) fold(msg *Message, idx int) {
 			if part.Kind == RetryPrompt {
 				o = CallRetried
 			}
-			for _, i := range waiting {
-				l.calls[i].Outcome = o
+			for i := last; i > 0; i = l.prev[i-1] {
+				l.calls[i-1].Outcome = o
 			}
 			delete(l.waiting, part.ToolCallID)
 		}

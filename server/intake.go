@@ -462,7 +462,9 @@ func (in *intake) pieceBytes() int {
 // message is invalid, a limit is reached, or another request took the
 // prefix first.
 func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *facts.Registry, opts facts.Options) *history {
-	if hit.reg != reg {
+	if hit.reg != reg || hit.tracker != nil && hit.tracker.Options() != opts {
+		// Another registry, or policies that read optional facts the
+		// prefix's tracker does not keep.
 		return nil
 	}
 	lim := in.limits
@@ -500,7 +502,7 @@ func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *fact
 	}
 	tr := hit.tracker
 	if tr == nil {
-		tr = facts.NewTracker(reg)
+		tr = facts.NewTrackerWith(reg, opts)
 		tr.Append(hit.history...)
 	}
 	tr.Append(msgs...)
