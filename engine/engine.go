@@ -259,7 +259,7 @@ type Request struct {
 	History facts.History
 	// Facts, when set, are used as they are (for example from a Tracker).
 	// A decision whose policies read an optional fact that Facts lacks
-	// and that History cannot give is an error.
+	// and that History cannot give fails closed.
 	Facts *facts.Facts
 	// Context reaches every policy as input.context (any JSON value;
 	// nil means {}).
@@ -347,6 +347,8 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		// still finish: fail closed whether or not the memo holds the
 		// result.
 		d.failClosed(s, fmt.Sprintf("policy evaluation failed: the decision's deadline passed before evaluation: %v", err))
+	} else if p.missing != "" {
+		d.failClosed(s, p.missing)
 	} else {
 		if dc.beforeEval != nil {
 			dc.beforeEval(ctx)
@@ -427,6 +429,9 @@ type prepared struct {
 	input          ast.Value
 	ctxDigest      string
 	binds          []*binding
+	// missing says which optional fact the policies read that the
+	// request could not give: the decision fails closed.
+	missing string
 }
 
 func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) {
@@ -434,13 +439,20 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 	if f == nil {
 		derived := facts.DeriveWith(req.History, s.reg, s.opts)
 		f = &derived
-	} else if s.opts.ToolCalls && f.ToolCalls == nil {
-		if req.History == nil {
-			return nil, errors.New("engine: the policies read input.facts.tool_calls: Request.Facts must carry them (a facts.Tracker built with NewTrackerWith and Engine.FactOptions) or Request.History must be set")
+	}
+	missing := ""
+	if s.opts.ToolCalls && f.ToolCalls == nil {
+		if req.History != nil {
+			withCalls := *f
+			withCalls.ToolCalls = facts.ToolCalls(req.History)
+			f = &withCalls
+		} else {
+			// Nothing says what the calls were: the decision fails
+			// closed rather than let the policies count none.
+			missing = "the policies read input.facts.tool_calls, which the request's facts do not carry " +
+				"(a decision-log event logged without them, or a facts.Tracker built without Engine.FactOptions) " +
+				"and no history gives"
 		}
-		withCalls := *f
-		withCalls.ToolCalls = facts.ToolCalls(req.History)
-		f = &withCalls
 	}
 	ctxTerm, ctxDigest, err := s.contextValue(req.Context)
 	if err != nil {
@@ -452,7 +464,8 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
 	}
 	binds := bindApprovals(f, req.Approvals)
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, s.opts), ctxDigest: ctxDigest, binds: binds}, nil
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, s.opts),
+		ctxDigest: ctxDigest, binds: binds, missing: missing}, nil
 }
 
 // Input returns the input document the decision query would receive for

@@ -336,7 +336,7 @@ func (s *setTerms) of(names []string) *ast.Term {
 // A call with a bound approval (binds, parallel to the calls) carries it
 // as approval, and its args are the ones it would execute with. The
 // optional facts are in it when opts asks for them (the policies may read
-// them): facts.tool_calls.
+// them) and the facts carry them: facts.tool_calls.
 func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, opts facts.Options) ast.Value {
 	sets := &setTerms{known: known}
 	factsObj := ast.ObjectTerm(
@@ -346,7 +346,7 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		item("returned", sets.of(f.Returned)),
 		item("active_capabilities", sets.of(f.ActiveCapabilities)),
 	)
-	if opts.ToolCalls {
+	if opts.ToolCalls && f.ToolCalls != nil {
 		factsObj.Value.(ast.Object).Insert(keyTerm("tool_calls"), toolCallsTerm(f.ToolCalls, known))
 	}
 	allErrs := append(append([]filterError{}, next.errors...), dispatch.errors...)

@@ -104,7 +104,7 @@ func TestToolCallsInTheInputOnlyWhenRead(t *testing.T) {
 
 // TestToolCallsFromFactsOrHistory: facts without the calls (a tracker
 // asked for none) are completed from the history; without a history the
-// decision is an error, not a decision on missing facts.
+// decision fails closed, never decided as if there were no calls.
 func TestToolCallsFromFactsOrHistory(t *testing.T) {
 	ctx := context.Background()
 	reg, h := budgetFixture(t)
@@ -114,8 +114,14 @@ func TestToolCallsFromFactsOrHistory(t *testing.T) {
 	d, err := eng.Decide(ctx, engine.Request{Facts: &f, History: h})
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"b4": "denied", "b5": "denied"}, verdicts(d))
-	_, err = eng.Decide(ctx, engine.Request{Facts: &f})
-	require.ErrorContains(t, err, "input.facts.tool_calls")
+	d, err = eng.Decide(ctx, engine.Request{Facts: &f})
+	require.NoError(t, err)
+	require.NotEmpty(t, d.Errors)
+	assert.Contains(t, d.Errors[0], "input.facts.tool_calls")
+	for _, c := range d.Calls {
+		assert.NotEqual(t, "execute", c.Verdict, "a call of a fail-closed decision")
+	}
+	assert.Empty(t, d.Available)
 }
 
 // TestRunCountsToolCalls: a Run's steps (the incremental tracker) decide
