@@ -49,6 +49,14 @@ var decisionInput = map[string]field{
 	"facts.loaded":                            {"set of strings", "Capability ids loaded in the window (raw: may name unregistered ids)."},
 	"facts.returned":                          {"set of strings", "Tools with a successful `tool-return` in the window: the input of sequence rules."},
 	"facts.active_capabilities":               {"set of strings", "Always-on capabilities plus the loaded deferred ones: the next request's active set."},
+	"facts.tool_calls":                        {"object", "Present only when a loaded policy reads it (the engine builds it on demand). Tool name -> its calls in the whole history (before a compaction too), in history order, the dispatched response's included: `lib.call_count`, `lib.call_count_within` and `lib.arg_sum` read it (see \"Counting calls\")."},
+	"facts.tool_calls.*":                      {"array", "The calls of one tool (the key is the tool name, as the model wrote it; framework tools included, provider-side builtin tools not)."},
+	"facts.tool_calls.*[].tool_call_id":       {"string or null", "The call's id."},
+	"facts.tool_calls.*[].message":            {"number", "Index of the message holding the call."},
+	"facts.tool_calls.*[].part":               {"number", "Part index within that message."},
+	"facts.tool_calls.*[].timestamp":          {"string, number or null", "That message's `timestamp`, as the history wrote it (RFC 3339 string, Unix seconds, or null)."},
+	"facts.tool_calls.*[].outcome":            {"string", "`returned` (the first outcome after the call with its id is a `tool-return`, whatever that return's own outcome), `retried` (a `retry-prompt`: the call did not execute) or `pending` (none yet, or the call has no id; the dispatched response's calls)."},
+	"facts.tool_calls.*[].args":               {"any", "The call's arguments, as `dispatch.calls[].args` reads them."},
 	"outgoing":                                {"object", "The same facts over the history the next request sends, after the reference's cleaning."},
 	"outgoing.discovered":                     {"set of strings", "Tool names revealed (searches and availability deltas) in the outgoing history."},
 	"outgoing.loaded":                         {"set of strings", "Capability ids loaded in the outgoing history."},
@@ -108,8 +116,8 @@ var filterInput = map[string]field{
 
 // registryData documents data.policycheck.registry.
 var registryData = map[string]field{
-	"tools":                  {"object", "Tool name -> `{name, capability, defer_loading, gate, description}`, and `parameters_json_schema` when the registry gives the tool one; `gate` is `none`, `search` or `capability`."},
-	"capabilities":           {"object", "Capability id -> `{id, defer_loading, description}`."},
+	"tools":                  {"object", "Tool name -> `{name, capability, defer_loading, gate, description, labels}`, and `parameters_json_schema` when the registry gives the tool one; `gate` is `none`, `search` or `capability`; `labels` is the sorted array of the tool's labels and its capability's."},
+	"capabilities":           {"object", "Capability id -> `{id, defer_loading, description, labels}`; `labels` is a sorted array."},
 	"names":                  {"set of strings", "Every registry tool name."},
 	"always_available":       {"set of strings", "Tools available without any reveal or load."},
 	"search_gated":           {"set of strings", "Deferred tools a search reveals (no deferred owner)."},
@@ -147,9 +155,15 @@ func compatible(declared, observed string) bool {
 		return observed == "array"
 	case "string or null":
 		return observed == "string" || observed == "null"
+	case "string, number or null":
+		return observed == "string" || observed == "number" || observed == "null"
 	}
 	return declared == observed
 }
+
+// mapPaths are the objects keyed by names (tool names): their values are
+// documented once, at the path with ".*".
+var mapPaths = map[string]bool{"facts.tool_calls": true}
 
 // walk records every path of v with the types seen. The context and call
 // arguments are the operator's and the model's: not descended into.
@@ -166,6 +180,9 @@ func walk(prefix string, v any, seen map[string]map[string]bool, opaque map[stri
 			p := k
 			if prefix != "" {
 				p = prefix + "." + k
+			}
+			if mapPaths[prefix] {
+				p = prefix + ".*"
 			}
 			add(p, jsonType(sub))
 			if !opaque[p] {
@@ -315,7 +332,7 @@ func TestInputDocumentation(t *testing.T) {
 	require.NoError(t, err)
 
 	seen := map[string]map[string]bool{}
-	opaque := map[string]bool{"context": true, "dispatch.calls[].args": true,
+	opaque := map[string]bool{"context": true, "dispatch.calls[].args": true, "facts.tool_calls.*[].args": true,
 		"dispatch.calls[].approval.call_args": true, "dispatch.calls[].approval.override_args": true}
 	for _, name := range []string{"refund", "after-compaction", "vault-rotate", "transfer"} {
 		raw, err := os.ReadFile("../examples/histories/" + name + ".json")

@@ -419,6 +419,9 @@ type compiled struct {
 	// query is the rule the decision evaluates (contract.EntryPoint):
 	// decision, or decision_from_sets when the policy set defines it.
 	query string
+	// opts are the optional facts the policies may read (factOptions):
+	// a decision builds those and no others.
+	opts facts.Options
 }
 
 // decisionQuery is the policy set's entry point; the engine evaluates
@@ -498,7 +501,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		return nil, fmt.Errorf("engine: write data: %w", err)
 	}
 	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c), rules: locs,
-		query: "data." + contract.EntryPoint(c)}
+		query: "data." + contract.EntryPoint(c), opts: factOptions(c)}
 	var err error
 	out.decision, err = rego.New(
 		rego.Query(out.query),

@@ -223,6 +223,13 @@ func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
 // Registry returns the registry of the current snapshot.
 func (e *Engine) Registry() *facts.Registry { return e.snap.Load().reg }
 
+// FactOptions returns the optional facts the current policies may read
+// (input.facts.tool_calls): a Request whose Facts come from a
+// facts.Tracker should carry them (a tracker built with
+// facts.NewTrackerWith and these options, read with FactsWith), or the
+// decision derives them from Request.History.
+func (e *Engine) FactOptions() facts.Options { return e.snap.Load().opts }
+
 // Revision returns the current policy and registry revisions.
 func (e *Engine) Revision() (policy, registry string) {
 	s := e.snap.Load()
@@ -250,9 +257,13 @@ func (e *Engine) DecisionCacheStats() (hits, misses int64, entries int) {
 
 // Request is one decision's input.
 type Request struct {
-	// History is the message history; ignored when Facts is set.
+	// History is the message history. When Facts is set, it is read only
+	// for the optional facts the policies read (Engine.FactOptions) that
+	// Facts lacks.
 	History facts.History
 	// Facts, when set, are used as they are (for example from a Tracker).
+	// A decision whose policies read an optional fact that Facts lacks
+	// and that History cannot give fails closed.
 	Facts *facts.Facts
 	// Context reaches every policy as input.context (any JSON value;
 	// nil means {}).
@@ -343,6 +354,8 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		// still finish: fail closed whether or not the memo holds the
 		// result.
 		d.failClosed(s, fmt.Sprintf("policy evaluation failed: the decision's deadline passed before evaluation: %v", err))
+	} else if p.missing != "" {
+		d.failClosed(s, p.missing)
 	} else {
 		if dc.beforeEval != nil {
 			dc.beforeEval(ctx)
@@ -426,13 +439,30 @@ type prepared struct {
 	// invalid: why each call's arguments fail its tool's schema (nil
 	// when all validate).
 	invalid []*argsInvalid
+	// missing says which optional fact the policies read that the
+	// request could not give: the decision fails closed.
+	missing string
 }
 
 func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) {
 	f := req.Facts
 	if f == nil {
-		derived := facts.Derive(req.History, s.reg)
+		derived := facts.DeriveWith(req.History, s.reg, s.opts)
 		f = &derived
+	}
+	missing := ""
+	if s.opts.ToolCalls && f.ToolCalls == nil {
+		if req.History != nil {
+			withCalls := *f
+			withCalls.ToolCalls = facts.ToolCalls(req.History)
+			f = &withCalls
+		} else {
+			// Nothing says what the calls were: the decision fails
+			// closed rather than let the policies count none.
+			missing = "the policies read input.facts.tool_calls, which the request's facts do not carry " +
+				"(a decision-log event logged without them, or a facts.Tracker built without Engine.FactOptions) " +
+				"and no history gives"
+		}
 	}
 	ctxTerm, ctxDigest, err := s.contextValue(req.Context)
 	if err != nil {
@@ -445,8 +475,8 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 	}
 	binds := bindApprovals(f, req.Approvals)
 	invalid := validateCalls(s.reg, f, binds)
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, invalid),
-		ctxDigest: ctxDigest, binds: binds, invalid: invalid}, nil
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, invalid, s.opts),
+		ctxDigest: ctxDigest, binds: binds, invalid: invalid, missing: missing}, nil
 }
 
 // Input returns the input document the decision query would receive for

@@ -112,6 +112,7 @@ prepare_tools := {"read_secret"} if time.now_ns() > 0
 	fmt.Println(err)
 	// Output:
 	// policies/availability/availability.rego
+	// policies/lib/calls.rego
 	// policies/lib/gate.rego
 	// policies/lib/lib.rego
 	// vault.rego

@@ -100,7 +100,7 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 		return nil, errors.New("engine: Explain needs Request.History: provenance is read from the history, not from facts")
 	}
 	if req.Facts == nil {
-		f := facts.Derive(req.History, s.reg)
+		f := facts.DeriveWith(req.History, s.reg, s.opts)
 		req.Facts = &f
 	}
 	d, err := e.Decide(ctx, req)

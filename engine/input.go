@@ -38,7 +38,7 @@ var keyTerms = func() map[string]*ast.Term {
 		"active_capabilities", "outgoing", "filters", "next", "dispatch", "dropped",
 		"errors", "capability", "context", "provider", "evidence", "same_response",
 		"revealed", "pending_loads", "calls", "index", "tool", "tool_call_id",
-		"tool_kind", "args", "approval", "invalid_args",
+		"tool_kind", "args", "approval", "invalid_args", "tool_calls", "timestamp", "outcome",
 		// result
 		"available", "advertised", "hidden", "would_hide", "dispatch_available",
 		"rule_errors", "verdicts", "verdict", "rule", "reason", "form", "by",
@@ -83,6 +83,7 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 			item("defer_loading", ast.BooleanTerm(t.DeferLoading)),
 			item("gate", ast.StringTerm(gate.String())),
 			item("description", ast.StringTerm(t.Description)),
+			item("labels", arrayOf(t.Labels)),
 		)
 		if t.ParametersJSONSchema != nil {
 			// NewRegistry compiled it, so it is JSON; with it in the data, a
@@ -107,6 +108,7 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 			item("id", ast.StringTerm(c.ID)),
 			item("defer_loading", ast.BooleanTerm(c.DeferLoading)),
 			item("description", ast.StringTerm(c.Description)),
+			item("labels", arrayOf(c.Labels)),
 		))
 		owned.Insert(ast.StringTerm(c.ID), setOf(reg.OwnedTools(c.ID)))
 		if c.DeferLoading {
@@ -342,8 +344,9 @@ func (s *setTerms) of(names []string) *ast.Term {
 // as approval, and its args are the ones it would execute with. A call
 // whose arguments fail its tool's schema (invalid, parallel to the calls)
 // carries invalid_args: true and args null: no rule reads arguments that
-// did not validate.
-func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, invalid []*argsInvalid) ast.Value {
+// did not validate. The optional facts are in it when opts asks for them
+// (the policies may read them) and the facts carry them: facts.tool_calls.
+func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, invalid []*argsInvalid, opts facts.Options) ast.Value {
 	sets := &setTerms{known: known}
 	factsObj := ast.ObjectTerm(
 		item("window", posTerm(f.Window)),
@@ -352,6 +355,9 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		item("returned", sets.of(f.Returned)),
 		item("active_capabilities", sets.of(f.ActiveCapabilities)),
 	)
+	if opts.ToolCalls && f.ToolCalls != nil {
+		factsObj.Value.(ast.Object).Insert(keyTerm("tool_calls"), toolCallsTerm(f.ToolCalls, known))
+	}
 	allErrs := append(append([]filterError{}, next.errors...), dispatch.errors...)
 	errTerms := make([]*ast.Term, len(allErrs))
 	for i, e := range allErrs {
@@ -419,6 +425,44 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		))
 	}
 	return in
+}
+
+// toolCallsTerm is input.facts.tool_calls: tool name -> its calls, in
+// history order.
+func toolCallsTerm(calls []facts.ToolCallRecord, known *nameTerms) *ast.Term {
+	byTool := map[string][]*ast.Term{}
+	var order []string
+	for _, c := range calls {
+		if _, ok := byTool[c.Tool]; !ok {
+			order = append(order, c.Tool)
+		}
+		byTool[c.Tool] = append(byTool[c.Tool], ast.ObjectTerm(
+			item("tool_call_id", nullableString(c.ToolCallID)),
+			item("message", ast.IntNumberTerm(c.Message)),
+			item("part", ast.IntNumberTerm(c.Part)),
+			item("timestamp", timestampTerm(c.Timestamp)),
+			item("outcome", ast.StringTerm(c.Outcome.String())),
+			item("args", argsTerm(c.Args)),
+		))
+	}
+	obj := ast.NewObject()
+	for _, tool := range order {
+		obj.Insert(known.term(tool), ast.ArrayTerm(byTool[tool]...))
+	}
+	return ast.NewTerm(obj)
+}
+
+// timestampTerm is a message timestamp as the history wrote it: a
+// string, a number, or null.
+func timestampTerm(raw []byte) *ast.Term {
+	if raw == nil {
+		return ast.NullTerm()
+	}
+	v, err := ast.ValueFromReader(bytes.NewReader(raw))
+	if err != nil {
+		return ast.NullTerm()
+	}
+	return ast.NewTerm(v)
 }
 
 func toolKindTerm(k facts.ToolKind) *ast.Term {

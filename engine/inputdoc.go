@@ -9,6 +9,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // InputDocument returns the input document the decision query received,
@@ -51,6 +52,9 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 		Loaded:             r.names(fo, "loaded", "/facts"),
 		Returned:           r.names(fo, "returned", "/facts"),
 		ActiveCapabilities: r.names(fo, "active_capabilities", "/facts"),
+	}
+	if tc, ok := fo["tool_calls"]; ok {
+		f.ToolCalls = r.toolCalls(tc, "/facts/tool_calls")
 	}
 	out := r.object(r.field(root, "outgoing", ""), "/outgoing")
 	f.Outgoing = facts.Outgoing{Discovered: r.names(out, "discovered", "/outgoing"), Loaded: r.names(out, "loaded", "/outgoing")}
@@ -120,6 +124,59 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 		return nil, nil, nil, r.err
 	}
 	return f, ctxDoc, approvals, nil
+}
+
+// toolCalls reads facts.tool_calls back into history order.
+func (r *inputReader) toolCalls(v any, ptr string) []facts.ToolCallRecord {
+	m := r.object(v, ptr)
+	out := []facts.ToolCallRecord{}
+	for tool, list := range m {
+		lptr := ptr + "/" + loader.PointerToken(tool)
+		entries, ok := list.([]any)
+		if !ok {
+			r.fail(lptr, "an array")
+			continue
+		}
+		for i, e := range entries {
+			eptr := fmt.Sprintf("%s/%d", lptr, i)
+			eo := r.object(e, eptr)
+			rec := facts.ToolCallRecord{
+				Tool:       tool,
+				ToolCallID: r.nullableString(r.field(eo, "tool_call_id", eptr), eptr+"/tool_call_id"),
+				Message:    r.int(r.field(eo, "message", eptr), eptr+"/message"),
+				Part:       r.int(r.field(eo, "part", eptr), eptr+"/part"),
+			}
+			switch ts := r.field(eo, "timestamp", eptr); ts.(type) {
+			case nil:
+			case string, float64, json.Number:
+				rec.Timestamp = r.json(ts, eptr+"/timestamp")
+			default:
+				r.fail(eptr+"/timestamp", "a string, a number or null")
+			}
+			switch o := r.field(eo, "outcome", eptr); o {
+			case facts.CallPending.String():
+			case facts.CallReturned.String():
+				rec.Outcome = facts.CallReturned
+			case facts.CallRetried.String():
+				rec.Outcome = facts.CallRetried
+			default:
+				if r.err == nil {
+					r.fail(eptr+"/outcome", `"returned", "retried" or "pending"`)
+				}
+			}
+			if eo != nil {
+				rec.Args = r.json(r.field(eo, "args", eptr), eptr+"/args")
+			}
+			out = append(out, rec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if out[i].Message != out[j].Message {
+			return out[i].Message < out[j].Message
+		}
+		return out[i].Part < out[j].Part
+	})
+	return out
 }
 
 // approval reads a call's approval (approvalTerm's object): the approval

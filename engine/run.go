@@ -113,7 +113,7 @@ func (e *Engine) NewRun(opts ...RunOption) *Run {
 		e:             e,
 		cfg:           cfg,
 		reg:           reg,
-		tracker:       facts.NewTracker(reg),
+		tracker:       facts.NewTrackerWith(reg, e.FactOptions()),
 		dispatched:    -1,
 		retries:       map[string]int{},
 		refused:       map[string]struct{}{},
@@ -229,14 +229,18 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 	var d *Decision
 	// A Reload may swap the registry: derive over the one that decides.
 	for attempt := 0; ; attempt++ {
-		if reg := r.e.Registry(); reg != r.reg {
+		// Or the engine's policies read optional facts the tracker does
+		// not keep (after a Rebind or Reload): track them from the start.
+		if reg, fo := r.e.Registry(), r.e.FactOptions(); reg != r.reg || fo != r.tracker.Options() {
 			r.reg = reg
-			r.tracker = facts.NewTracker(reg)
+			r.tracker = facts.NewTrackerWith(reg, fo)
 			r.tracker.Append(r.history...)
 		}
-		f := r.tracker.Facts()
+		f := r.tracker.FactsWith(r.tracker.Options())
 		var err error
-		d, err = r.e.Decide(ctx, Request{Facts: &f, Context: ctxDoc}, opts...)
+		// The history too: a Reload between here and the decision may
+		// bring policies that read optional facts the tracker lacks.
+		d, err = r.e.Decide(ctx, Request{Facts: &f, History: r.history, Context: ctxDoc}, opts...)
 		if err != nil {
 			return nil, err
 		}

@@ -27,6 +27,10 @@ type Facts struct {
 	// Dispatch is present when the last message is a response: the facts
 	// its tool calls are judged against.
 	Dispatch *Dispatch
+	// ToolCalls are the tool calls of the whole history (ToolCalls), the
+	// dispatched response's included (pending); nil unless asked for
+	// (Options.ToolCalls).
+	ToolCalls []ToolCallRecord
 }
 
 // Outgoing holds facts of the cleaned outgoing history (spec ADV1–ADV2).
@@ -211,8 +215,22 @@ func Loaded(h History, start Position) []string {
 
 // Derive computes the facts of h by transcribing the reference rules
 // literally: each window is located first, then parsed. It is the
-// specification the incremental Tracker is tested against.
+// specification the incremental Tracker is tested against. It fills none
+// of the facts Options asks for: see DeriveWith.
 func Derive(h History, reg *Registry) Facts {
+	return DeriveWith(h, reg, Options{})
+}
+
+// DeriveWith is Derive, with the optional facts o asks for.
+func DeriveWith(h History, reg *Registry, o Options) Facts {
+	f := derive(h, reg)
+	if o.ToolCalls {
+		f.ToolCalls = ToolCalls(h)
+	}
+	return f
+}
+
+func derive(h History, reg *Registry) Facts {
 	w := ConservativeWindow(h)
 	disc, outDisc := discoveredAndOutgoing(h, w, reg)
 	f := Facts{

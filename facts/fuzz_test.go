@@ -97,19 +97,65 @@ func deriveProperties(t *testing.T, seed int64, messages, tools, caps, compactio
 // compares it with Derive on every prefix.
 func checkTrackerPrefixes(t *testing.T, h facts.History, reg *facts.Registry) {
 	t.Helper()
-	tr := facts.NewTracker(reg)
+	tr := facts.NewTrackerWith(reg, allOptions)
 	require.Equal(t, facts.Derive(nil, reg), tr.Facts(), "empty history")
 	for n := 1; n <= len(h); n++ {
 		tr.Append(h[n-1])
 		require.Equal(t, n, tr.Len())
 		require.Equal(t, facts.Derive(h[:n], reg), tr.Facts(), "prefix of %d messages", n)
+		require.Equal(t, facts.DeriveWith(h[:n], reg, allOptions), tr.FactsWith(allOptions), "prefix of %d messages, every option", n)
 	}
+	plain := facts.NewTracker(reg)
+	plain.Append(h...)
+	require.Nil(t, plain.FactsWith(allOptions).ToolCalls, "a tracker keeps only the optional facts it was built for")
+}
+
+// allOptions asks for every optional fact.
+var allOptions = facts.Options{ToolCalls: true}
+
+// bruteToolCalls is the definition of facts.ToolCalls, transcribed
+// literally: every tool-call part, and for each the first tool-return or
+// retry-prompt part after it that carries its tool_call_id.
+func bruteToolCalls(h facts.History) []facts.ToolCallRecord {
+	out := []facts.ToolCallRecord{}
+	for m := range h {
+		for p, part := range h[m].Parts {
+			if part.Kind != facts.ToolCall {
+				continue
+			}
+			rec := facts.ToolCallRecord{Tool: part.ToolName, Message: m, Part: p, Timestamp: h[m].Timestamp, Args: part.Args}
+			if part.HasToolCallID {
+				id := part.ToolCallID
+				rec.ToolCallID = &id
+			found:
+				for m2 := m; m2 < len(h); m2++ {
+					for p2, o := range h[m2].Parts {
+						if m2 == m && p2 <= p || !o.HasToolCallID || o.ToolCallID != id {
+							continue
+						}
+						switch o.Kind {
+						case facts.ToolReturn:
+							rec.Outcome = facts.CallReturned
+							break found
+						case facts.RetryPrompt:
+							rec.Outcome = facts.CallRetried
+							break found
+						}
+					}
+				}
+			}
+			out = append(out, rec)
+		}
+	}
+	return out
 }
 
 // checkInvariants checks properties of Derive that hold for every history.
 func checkInvariants(t *testing.T, h facts.History, reg *facts.Registry) {
 	t.Helper()
 	f := facts.Derive(h, reg)
+	require.Nil(t, f.ToolCalls, "tool calls only when asked for")
+	require.Equal(t, bruteToolCalls(h), facts.DeriveWith(h, reg, allOptions).ToolCalls, "tool calls")
 
 	requireWindow(t, h, f.Window, "window")
 	for _, list := range [][]string{f.Discovered, f.Loaded, f.Returned, f.ActiveCapabilities, f.Outgoing.Discovered, f.Outgoing.Loaded} {

@@ -168,7 +168,11 @@ type Message struct {
 	// anchors the dispatch window, spec C6); HasProvider is false for null.
 	Provider    string
 	HasProvider bool
-	Parts       []Part
+	// Timestamp is the raw JSON of the message's timestamp (a string or
+	// a number, as the history wrote it), nil when it is null or absent.
+	// It may alias the decoder's input buffer.
+	Timestamp []byte
+	Parts     []Part
 }
 
 // History is a decoded message history, oldest message first.

@@ -19,6 +19,9 @@ type Capability struct {
 	ID           string `json:"id"`
 	DeferLoading bool   `json:"defer_loading"`
 	Description  string `json:"description,omitempty"`
+	// Labels are the operator's names for what the capability's tools
+	// touch ("secret", "external"): its tools inherit them.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // Tool is a registered tool.
@@ -35,6 +38,10 @@ type Tool struct {
 	// none. NewRegistry compiles it; a call whose arguments fail it gets
 	// the verdict invalid_args before any rule sees it.
 	ParametersJSONSchema json.RawMessage `json:"parameters_json_schema,omitempty"`
+	// Labels are the tool's labels. Registry.Tools and Registry.Tool
+	// return the effective ones: the tool's own and its capability's,
+	// sorted, without duplicates, never nil.
+	Labels []string `json:"labels,omitempty"`
 }
 
 // Gate says what makes a registry tool callable (conformance README).
@@ -109,6 +116,8 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 	}
 	var errs []error
 	for i, c := range r.caps {
+		r.caps[i].Labels = normLabels(c.Labels)
+		errs = append(errs, labelErrors(fmt.Sprintf("/capabilities/%d/labels", i), c.Labels)...)
 		ptr := fmt.Sprintf("/capabilities/%d/id", i)
 		if c.ID == "" {
 			msg := "capability id must be a non-empty string"
@@ -133,6 +142,12 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 	r.gates = make([]Gate, len(r.tools))
 	for i, t := range r.tools {
 		ptr := fmt.Sprintf("/tools/%d", i)
+		errs = append(errs, labelErrors(ptr+"/labels", t.Labels)...)
+		labels := slices.Clone(t.Labels)
+		if j, ok := r.capIndex[t.Capability]; ok && t.Capability != "" {
+			labels = append(labels, r.caps[j].Labels...)
+		}
+		r.tools[i].Labels = normLabels(labels)
 		switch {
 		case t.Name == "":
 			errs = append(errs, &RegistryError{ptr + "/name", "tool name must be a non-empty string"})
@@ -208,10 +223,34 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 	return r, nil
 }
 
-// Capabilities returns the registered capabilities in registry order.
+// labelErrors refuses an empty label: it would match nothing a policy
+// names and hide a typo.
+func labelErrors(ptr string, labels []string) []error {
+	var errs []error
+	for j, l := range labels {
+		if l == "" {
+			errs = append(errs, &RegistryError{fmt.Sprintf("%s/%d", ptr, j), "a label must be a non-empty string"})
+		}
+	}
+	return errs
+}
+
+// normLabels returns labels sorted, without duplicates, never nil.
+func normLabels(labels []string) []string {
+	out := slices.Clone(labels)
+	if out == nil {
+		out = []string{}
+	}
+	sort.Strings(out)
+	return slices.Compact(out)
+}
+
+// Capabilities returns the registered capabilities in registry order,
+// their labels sorted.
 func (r *Registry) Capabilities() []Capability { return r.caps }
 
-// Tools returns the registered tools in registry order, with DeferLoading
+// Tools returns the registered tools in registry order, with their effective
+// labels (their own and their capability's, sorted) and with DeferLoading
 // forced on for tools of deferred capabilities.
 func (r *Registry) Tools() []Tool { return r.tools }
 

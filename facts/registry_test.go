@@ -27,6 +27,8 @@ func TestRegistryRejects(t *testing.T) {
 		"empty capability id":    {caps: []facts.Capability{{ID: ""}}, want: "/capabilities/0/id: capability id must be a non-empty string"},
 		"empty deferred id":      {caps: []facts.Capability{{ID: "", DeferLoading: true}}, want: "/capabilities/0/id: a deferred capability must have an explicit, non-empty id"},
 		"duplicate capability":   {caps: []facts.Capability{{ID: "c"}, {ID: "c"}}, want: `/capabilities/1/id: duplicate capability id "c" (first at /capabilities/0)`},
+		"empty tool label":       {tools: []facts.Tool{{Name: "a", Labels: []string{"x", ""}}}, want: "/tools/0/labels/1: a label must be a non-empty string"},
+		"empty capability label": {caps: []facts.Capability{{ID: "c", Labels: []string{""}}}, want: "/capabilities/0/labels/0: a label must be a non-empty string"},
 		"later errors still say": {tools: []facts.Tool{{Name: ""}, {Name: "search_tools"}}, want: "/tools/1/name: tool name 'search_tools' is reserved"},
 	}
 	for note, tc := range cases {
@@ -47,6 +49,22 @@ func TestRegistryRejects(t *testing.T) {
 	plain, err := facts.NewRegistry([]facts.Capability{{ID: "c"}}, []facts.Tool{{Name: "b", Capability: "c"}})
 	require.NoError(t, err)
 	require.False(t, plain.HasLoadCapability(), "load_capability without a deferred capability")
+}
+
+// TestRegistryLabels: a tool carries its own labels and its capability's,
+// sorted and without duplicates; a tool without labels has an empty list.
+func TestRegistryLabels(t *testing.T) {
+	reg, err := facts.NewRegistry(
+		[]facts.Capability{{ID: "vault", Labels: []string{"secret", "audited"}}, {ID: "plain"}},
+		[]facts.Tool{{Name: "read", Capability: "vault", Labels: []string{"secret", "internal"}}, {Name: "get", Capability: "plain"}, {Name: "mail", Labels: []string{"external"}}})
+	require.NoError(t, err)
+	for name, want := range map[string][]string{"read": {"audited", "internal", "secret"}, "get": {}, "mail": {"external"}} {
+		tool, ok := reg.Tool(name)
+		require.True(t, ok)
+		require.Equal(t, want, tool.Labels, name)
+	}
+	c, _ := reg.Capability("vault")
+	require.Equal(t, []string{"audited", "secret"}, c.Labels)
 }
 
 // TestPositionBefore: Before is a strict order on positions.

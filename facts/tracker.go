@@ -29,6 +29,11 @@ type Tracker struct {
 	// outcomes holds, per tool_call_id, the first tool-return or
 	// retry-prompt part with it (Call.Answered).
 	outcomes map[string]Position
+	// opts are the optional facts the tracker keeps (NewTrackerWith).
+	opts Options
+	// log holds the tool calls of the folded messages (Facts.ToolCalls)
+	// when opts asks for them.
+	log callLog
 }
 
 // window accumulates the evidence found from its start on.
@@ -78,9 +83,16 @@ func newWindow(start Position, conservative bool) *window {
 	return w
 }
 
-// NewTracker returns a tracker for an empty history.
-func NewTracker(reg *Registry) *Tracker {
+// NewTracker returns a tracker for an empty history, keeping none of the
+// optional facts.
+func NewTracker(reg *Registry) *Tracker { return NewTrackerWith(reg, Options{}) }
+
+// NewTrackerWith returns a tracker for an empty history that keeps the
+// optional facts o asks for, at their cost per appended message (the tool
+// calls keep each call's arguments, which alias the decoded messages).
+func NewTrackerWith(reg *Registry, o Options) *Tracker {
 	return &Tracker{
+		opts:       o,
 		reg:        reg,
 		cons:       newWindow(Position{}, true),
 		all:        newWindow(Position{}, false),
@@ -89,6 +101,9 @@ func NewTracker(reg *Registry) *Tracker {
 		outcomes:   map[string]Position{},
 	}
 }
+
+// Options returns the optional facts the tracker keeps.
+func (t *Tracker) Options() Options { return t.opts }
 
 // Len returns the number of messages appended so far.
 func (t *Tracker) Len() int { return t.n }
@@ -113,6 +128,9 @@ func (t *Tracker) Append(msgs ...Message) {
 
 // fold applies message m at index idx to every window.
 func (t *Tracker) fold(m *Message, idx int) {
+	if t.opts.ToolCalls {
+		t.log.fold(m, idx)
+	}
 	for p := range m.Parts {
 		part := &m.Parts[p]
 		if part.Kind == Compaction {
@@ -174,6 +192,24 @@ func (w *window) apply(part *Part) {
 			add(w.loaded, id, &w.sortedLoaded)
 		}
 	}
+}
+
+// FactsWith returns the facts of the history appended so far with the
+// optional facts o asks for that the tracker keeps (Options); one it does
+// not keep stays nil. With o within Options, it equals DeriveWith over
+// the same history.
+func (t *Tracker) FactsWith(o Options) Facts {
+	f := t.Facts()
+	if o.ToolCalls && t.opts.ToolCalls {
+		f.ToolCalls = t.log.snapshot()
+		if t.pending != nil {
+			// The response not yet folded: its calls have no outcome.
+			pl := callLog{}
+			pl.fold(t.pending, t.n-1)
+			f.ToolCalls = append(f.ToolCalls, pl.calls...)
+		}
+	}
+	return f
 }
 
 // Facts returns the facts of the history appended so far. It equals

@@ -359,6 +359,9 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 	if _, err := d.enumAt(spans[mState], "state", states, false); err != nil {
 		return m, err
 	}
+	if sp := spans[mTimestamp]; sp.present() && d.data[sp.s] != 'n' {
+		m.Timestamp = d.data[sp.s:sp.e]
+	}
 	if m.Kind == facts.Response {
 		if spans[mFinishReason].present() && d.data[spans[mFinishReason].s] != 'n' {
 			if _, err := d.enumAt(spans[mFinishReason], "finish_reason", finishReasons, false); err != nil {

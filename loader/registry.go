@@ -19,16 +19,18 @@ import (
 // registryDoc is the registry file format (docs/registry.md).
 type registryDoc struct {
 	Capabilities []struct {
-		ID           string `json:"id"`
-		DeferLoading bool   `json:"defer_loading"`
-		Description  string `json:"description"`
+		ID           string   `json:"id"`
+		DeferLoading bool     `json:"defer_loading"`
+		Description  string   `json:"description"`
+		Labels       []string `json:"labels"`
 	} `json:"capabilities"`
 	Tools []struct {
-		Name         string  `json:"name"`
-		Capability   *string `json:"capability"`
-		DeferLoading bool    `json:"defer_loading"`
-		Description  string  `json:"description"`
-		MaxRetries   *int    `json:"max_retries"`
+		Name         string   `json:"name"`
+		Capability   *string  `json:"capability"`
+		DeferLoading bool     `json:"defer_loading"`
+		Description  string   `json:"description"`
+		MaxRetries   *int     `json:"max_retries"`
+		Labels       []string `json:"labels"`
 		// ParametersJSONSchema: facts.NewRegistry compiles it.
 		ParametersJSONSchema json.RawMessage `json:"parameters_json_schema"`
 	} `json:"tools"`
@@ -76,12 +78,12 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 	}
 	caps := make([]facts.Capability, len(rd.Capabilities))
 	for i, c := range rd.Capabilities {
-		caps[i] = facts.Capability{ID: c.ID, DeferLoading: c.DeferLoading, Description: c.Description}
+		caps[i] = facts.Capability{ID: c.ID, DeferLoading: c.DeferLoading, Description: c.Description, Labels: c.Labels}
 	}
 	tools := make([]facts.Tool, len(rd.Tools))
 	for i, t := range rd.Tools {
 		tools[i] = facts.Tool{Name: t.Name, DeferLoading: t.DeferLoading, Description: t.Description, MaxRetries: t.MaxRetries,
-			ParametersJSONSchema: t.ParametersJSONSchema}
+			ParametersJSONSchema: t.ParametersJSONSchema, Labels: t.Labels}
 		if t.Capability != nil {
 			tools[i].Capability = *t.Capability
 		}

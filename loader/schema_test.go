@@ -296,6 +296,11 @@ func TestRegistrySchema(t *testing.T) {
 		{note: "tool fractional max_retries", doc: `{"tools": [{"name": "a", "max_retries": 1.5}]}`, pointer: "/tools/0/max_retries", msg: "must be an integer"},
 		{note: "tool with unknown key", doc: `{"tools": [{"name": "a", "deferred": true}]}`, pointer: "/tools/0/deferred", msg: `unknown key "deferred"`},
 		{note: "tool description a number", doc: `{"tools": [{"name": "a", "description": 1}]}`, pointer: "/tools/0/description"},
+		{note: "labels", valid: true, doc: `{"capabilities": [{"id": "v", "labels": ["secret"]}], "tools": [{"name": "a", "capability": "v", "labels": ["external", "secret"]}]}`},
+		{note: "tool labels a string", doc: `{"tools": [{"name": "a", "labels": "secret"}]}`, pointer: "/tools/0/labels", msg: "must be an array, not a string"},
+		{note: "tool label a number", doc: `{"tools": [{"name": "a", "labels": ["ok", 7]}]}`, pointer: "/tools/0/labels/1", msg: "must be a string, not a number"},
+		{note: "tool label empty", doc: `{"tools": [{"name": "a", "labels": [""]}]}`, pointer: "/tools/0/labels/0", msg: "must not be empty"},
+		{note: "capability labels an object", doc: `{"capabilities": [{"id": "v", "labels": {"secret": true}}]}`, pointer: "/capabilities/0/labels", msg: "must be an array, not an object"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {

@@ -64,6 +64,17 @@ var equivalentMutants = func() map[string]string {
 			"fails object.get in the value (moved into the body), so the branch fails as with the check; the " +
 			"engine's strict builtin errors do tell an empty array apart, and engine's " +
 			"TestRequireApprovalValueRefusedAtRunTime kills it there (scripts/rego-mutants.sh)",
+		// Issue 33's counting helpers: the guards of _ns keep a built-in
+		// from erring on a timestamp of the wrong form.
+		"calls.rego _ns: drop-expr is_string(ts)": "equivalent under opa test, which evaluates non-strict: " +
+			"regex.match on a number errs, which fails the branch as the check does; under the engine's strict " +
+			"builtin errors it fails the decision, and engine's TestCallCountWithinReadsEveryTimestampForm kills it",
+		`calls.rego _ns: drop-expr regex.match("^[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})$", ts)`: "equivalent under opa test, " +
+			"which evaluates non-strict: time.parse_rfc3339_ns errs on another form, which fails the branch as the " +
+			"check does; engine's TestCallCountWithinReadsEveryTimestampForm kills it under strict builtin errors",
+		"calls.rego _ns: drop-expr is_number(ts)": "equivalent under opa test, which evaluates non-strict: " +
+			"arithmetic on a string errs, which fails the branch as the check does; engine's " +
+			"TestCallCountWithinReadsEveryTimestampForm kills it under strict builtin errors",
 	} {
 		m[id] = why
 	}

@@ -382,7 +382,7 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		return nil, nil, nil, herr
 	}
 	if hit != nil && env.resumedN > 0 {
-		if h := in.resume(hit, env, body, eng.Registry()); h != nil {
+		if h := in.resume(hit, env, body, eng.Registry(), eng.FactOptions()); h != nil {
 			in.prefixes.hits.Add(1)
 			return env, eng, h, nil
 		}
@@ -457,12 +457,14 @@ func (in *intake) pieceBytes() int {
 // resume finishes a history that began with the remembered prefix hit:
 // it decodes (and, with the schema on, validates) only the messages after
 // the prefix, extends the prefix's facts with them and remembers the
-// longer prefix. It returns nil, leaving the cache as it was, when the
+// longer prefix, with the optional facts opts asks for. It returns nil, leaving the cache as it was, when the
 // whole history must be decoded instead: the registry differs, a new
 // message is invalid, a limit is reached, or another request took the
 // prefix first.
-func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *facts.Registry) *history {
-	if hit.reg != reg {
+func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *facts.Registry, opts facts.Options) *history {
+	if hit.reg != reg || hit.tracker != nil && hit.tracker.Options() != opts {
+		// Another registry, or policies that read optional facts the
+		// prefix's tracker does not keep.
 		return nil
 	}
 	lim := in.limits
@@ -500,11 +502,11 @@ func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *fact
 	}
 	tr := hit.tracker
 	if tr == nil {
-		tr = facts.NewTracker(reg)
+		tr = facts.NewTrackerWith(reg, opts)
 		tr.Append(hit.history...)
 	}
 	tr.Append(msgs...)
-	f := tr.Facts()
+	f := tr.FactsWith(opts)
 	// A new entry even for the same bytes: requests that found hit but
 	// lost the race to take it still read its fields.
 	next := newPrefixEntry(hit.first, hit.hist)

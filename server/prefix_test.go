@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -325,4 +326,29 @@ func TestPrefixCacheAdmitsOnSecondSight(t *testing.T) {
 	post(user("x"), msgs[1], user("y"))
 	m = post(user("X"), msgs[1], user("y"), msgs[1])
 	require.Equal(t, float64(2), m["entries"])
+}
+
+// TestPrefixCacheCountsToolCalls: with a policy that reads
+// input.facts.tool_calls, a history resumed from a remembered prefix is
+// decided as the whole history is: the prefix's tracker keeps the calls.
+func TestPrefixCacheCountsToolCalls(t *testing.T) {
+	budget := engine.Source{File: "budget.rego", Text: `package policycheck.rules.budget
+
+import data.policycheck.lib
+
+deny contains "fourth transfer" if {
+	input.call.tool == "transfer_funds"
+	lib.call_count(input.call) > 3
+}
+`}
+	with := start(t, server.Engine(engine.Modules(budget)))
+	without := start(t, server.Engine(engine.Modules(budget)), server.PrefixCache(0))
+	raw, err := os.ReadFile("../examples/histories/budget.json")
+	require.NoError(t, err)
+	registry := json.RawMessage(`{"tools": [{"name": "transfer_funds"}]}`)
+	msgs := splitHistory(t, raw)
+	growing(t, "budget", with, without, registry, msgs)
+	require.Positive(t, prefixMetrics(t, with)["hit"], "the growing history resumes from its prefixes")
+	_, body := with.post(t, "/v1/decide", mustJSON(t, map[string]json.RawMessage{"history": joinMessages(msgs), "registry": registry}))
+	require.Contains(t, string(body), "fourth transfer")
 }

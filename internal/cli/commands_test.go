@@ -1041,6 +1041,55 @@ func TestHistoryFromStdin(t *testing.T) {
 // policies read it, byte for byte the registry/data.json the recorded-run
 // fixtures commit for the same registry, and refuses a registry that
 // breaks its rules with the file and the JSON pointer, exit 2.
+// TestRegistryCommandLabels: labels reach data.policycheck.registry, a
+// tool carrying its capability's as well as its own; a label of the wrong
+// shape is refused with its pointer.
+func TestRegistryCommandLabels(t *testing.T) {
+	reg := writeFile(t, t.TempDir(), "labels.yaml", `capabilities:
+  - id: vault
+    labels: [secret]
+  - id: plain
+tools:
+  - name: read_secret
+    capability: vault
+    labels: [internal, secret]
+  - name: send_email
+    labels: [external]
+  - name: get_time
+    capability: plain
+`)
+	res := run(t, "", "registry", "--registry", reg)
+	if res.code != cli.ExitOK {
+		t.Fatalf("exit %d: %s", res.code, res.stderr)
+	}
+	var doc struct {
+		Tools        map[string]struct{ Labels []string } `json:"tools"`
+		Capabilities map[string]struct{ Labels []string } `json:"capabilities"`
+	}
+	if err := json.Unmarshal([]byte(res.stdout), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for name, want := range map[string][]string{"read_secret": {"internal", "secret"}, "send_email": {"external"}, "get_time": {}} {
+		if got := doc.Tools[name].Labels; !reflect.DeepEqual(got, want) {
+			t.Errorf("tools[%s].labels = %#v, want %#v", name, got, want)
+		}
+	}
+	if got := doc.Capabilities["vault"].Labels; !reflect.DeepEqual(got, []string{"secret"}) {
+		t.Errorf("capabilities[vault].labels = %#v", got)
+	}
+	for text, ptr := range map[string]string{
+		"tools:\n  - name: a\n    labels: secret\n":                 "bad.yaml: /tools/0/labels",
+		"tools:\n  - name: a\n    labels: [ok, 3]\n":                "bad.yaml: /tools/0/labels/1",
+		"capabilities:\n  - id: c\n    labels: [\"\"]\ntools: []\n": "bad.yaml: /capabilities/0/labels/0",
+	} {
+		bad := writeFile(t, t.TempDir(), "bad.yaml", text)
+		res = run(t, "", "registry", "--registry", bad)
+		if res.code != cli.ExitBadUsage || !strings.Contains(res.stderr, ptr) || res.stdout != "" {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want %s", text, res.code, res.stdout, res.stderr, ptr)
+		}
+	}
+}
+
 func TestRegistryCommand(t *testing.T) {
 	res := run(t, "", "registry", "--registry", "../../examples/registry.yaml")
 	if res.code != cli.ExitOK {

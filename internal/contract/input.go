@@ -14,6 +14,7 @@ const (
 	fieldOpen   = "open"   // whatever the operator or the model sent: any field
 	fieldArray  = "array"  // its elements are the paths below it with "[]"
 	fieldLeaf   = "leaf"   // a string, number, null or set: nothing below it
+	fieldMap    = "map"    // an object keyed by names: its values are the paths below it with ".*"
 )
 
 // decisionInput is every path of the input document that the decision
@@ -30,6 +31,14 @@ var decisionInput = map[string]string{
 	"facts.loaded":                            fieldLeaf,
 	"facts.returned":                          fieldLeaf,
 	"facts.active_capabilities":               fieldLeaf,
+	"facts.tool_calls":                        fieldMap,
+	"facts.tool_calls.*":                      fieldArray,
+	"facts.tool_calls.*[].tool_call_id":       fieldLeaf,
+	"facts.tool_calls.*[].message":            fieldLeaf,
+	"facts.tool_calls.*[].part":               fieldLeaf,
+	"facts.tool_calls.*[].timestamp":          fieldLeaf,
+	"facts.tool_calls.*[].outcome":            fieldLeaf,
+	"facts.tool_calls.*[].args":               fieldOpen,
 	"outgoing":                                fieldObject,
 	"outgoing.discovered":                     fieldLeaf,
 	"outgoing.loaded":                         fieldLeaf,
@@ -175,6 +184,9 @@ func inputRefProblem(r ast.Ref, paths map[string]string, who string) string {
 		switch kind {
 		case fieldOpen, fieldLeaf:
 			return ""
+		case fieldMap:
+			path += ".*"
+			continue
 		case fieldArray:
 			if isKey {
 				return fmt.Sprintf("input.%s is an array: input.%s[_] (or some x in input.%s), not input.%s.%s, reads its elements",

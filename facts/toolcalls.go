@@ -1,0 +1,118 @@
+package facts
+
+// Options asks Derive and the Tracker for facts that cost more than the
+// others and that only some policies read. The zero value asks for none.
+type Options struct {
+	// ToolCalls fills Facts.ToolCalls.
+	ToolCalls bool
+}
+
+// CallOutcome is what became of a tool call (ToolCallRecord.Outcome).
+type CallOutcome uint8
+
+// Call outcomes.
+const (
+	// CallPending: no outcome followed the call (yet), or it has no
+	// tool_call_id to pair with one.
+	CallPending CallOutcome = iota
+	// CallReturned: the first outcome after the call with its
+	// tool_call_id is a tool-return (whatever the return's own outcome:
+	// success, failed, denied or interrupted).
+	CallReturned
+	// CallRetried: that first outcome is a retry-prompt: the call was
+	// sent back to the model and did not execute.
+	CallRetried
+)
+
+// String returns the outcome's name in the input document.
+func (o CallOutcome) String() string {
+	switch o {
+	case CallReturned:
+		return "returned"
+	case CallRetried:
+		return "retried"
+	}
+	return "pending"
+}
+
+// ToolCallRecord is one tool-call part of the history (input.facts.tool_calls).
+type ToolCallRecord struct {
+	Tool string
+	// ToolCallID is nil when the part has none.
+	ToolCallID *string
+	// Message and Part locate the call in the whole history.
+	Message, Part int
+	// Timestamp is the raw JSON of the call's message's timestamp, nil
+	// when it has none.
+	Timestamp []byte
+	Outcome   CallOutcome
+	// Args is the raw JSON of the call's args.
+	Args []byte
+}
+
+// ToolCalls returns every tool-call part of h in history order, from the
+// first message on (a compaction does not hide what was done before it),
+// each with its outcome: the kind of the first tool-return or
+// retry-prompt part after the call that carries its tool_call_id.
+// Builtin (provider-side) tool calls are not tool calls of the agent and
+// are not listed. Never nil.
+func ToolCalls(h History) []ToolCallRecord {
+	l := callLog{}
+	for m := range h {
+		l.fold(&h[m], m)
+	}
+	return l.snapshot()
+}
+
+// callLog accumulates the tool calls of a history as messages arrive.
+type callLog struct {
+	calls []ToolCallRecord
+	// waiting maps a tool_call_id to the last call with it that no
+	// outcome has followed yet (its index + 1); prev[i] links call i to
+	// the one before it with the same id (index + 1, 0 for none). A list
+	// threaded through the calls costs no allocation per call.
+	waiting map[string]int
+	prev    []int
+}
+
+func (l *callLog) fold(msg *Message, idx int) {
+	for p := range msg.Parts {
+		part := &msg.Parts[p]
+		switch {
+		case part.Kind == ToolCall:
+			rec := ToolCallRecord{Tool: part.ToolName, Message: idx, Part: p, Timestamp: msg.Timestamp, Args: part.Args}
+			if part.HasToolCallID {
+				id := part.ToolCallID
+				rec.ToolCallID = &id
+				if l.waiting == nil {
+					l.waiting = map[string]int{}
+				}
+				l.prev = append(l.prev, l.waiting[id])
+				l.waiting[id] = len(l.calls) + 1
+			} else {
+				l.prev = append(l.prev, 0)
+			}
+			l.calls = append(l.calls, rec)
+		case part.isOutcome():
+			last, ok := l.waiting[part.ToolCallID]
+			if !ok {
+				continue
+			}
+			o := CallReturned
+			if part.Kind == RetryPrompt {
+				o = CallRetried
+			}
+			for i := last; i > 0; i = l.prev[i-1] {
+				l.calls[i-1].Outcome = o
+			}
+			delete(l.waiting, part.ToolCallID)
+		}
+	}
+}
+
+// snapshot returns a copy of the calls so far, never nil.
+func (l *callLog) snapshot() []ToolCallRecord {
+	out := make([]ToolCallRecord, len(l.calls))
+	copy(out, l.calls)
+	return out
+}
