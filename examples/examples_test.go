@@ -101,7 +101,7 @@ func TestExamplesThroughEval(t *testing.T) {
 			policy: "policies/transfers", history: "transfer", context: "support",
 			verdicts: map[string]string{"t1": "execute", "t2": "approval_required"},
 			messages: map[string]string{"t2": "Approve a transfer of 5000 from ops to savings?"},
-			reasons:  map[string]string{"t2": "policycheck.rules.transfers (policies/transfers/transfers.rego:36:1): transfer_funds of 5000 exceeds the limit of 1000"}},
+			reasons:  map[string]string{"t2": "policycheck.rules.transfers (policies/transfers/transfers.rego:43:1): transfer_funds of 5000 exceeds the limit of 1000"}},
 		{note: "transfers: a flag in the context approves nothing",
 			policy: "policies/transfers", history: "transfer", context: "admin",
 			verdicts: map[string]string{"t1": "execute", "t2": "approval_required"}},

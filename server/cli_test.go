@@ -73,7 +73,7 @@ func TestServeUsageErrors(t *testing.T) {
 		{note: "a socket in a directory that does not exist", args: []string{"--addr", "unix://" + filepath.Join(dir, "missing", "s.sock")}, want: "no such file"},
 		{note: "client CAs without TLS", args: []string{"--tls-ca-cert", empty}, want: "--tls-ca-cert asks clients for certificates over TLS"},
 		{note: "h2c with TLS", args: []string{"--h2c", "--tls-cert", empty, "--tls-key", empty}, want: "--h2c serves HTTP/2 without TLS"},
-		{note: "watch without files", args: []string{"--watch"}, want: "--watch reloads the --policy, --registry and --shadow-policy files, and none is given"},
+		{note: "watch without files", args: []string{"--watch"}, want: "--watch reloads the --policy, --registry, --shadow-policy and --receipt-key files, and none is given"},
 		{note: "a watch interval without watch", args: []string{"--policy", dir, "--watch-interval", "2s"}, want: "--watch-interval is how often --watch looks"},
 		{note: "no watch interval", args: []string{"--policy", dir, "--watch", "--watch-interval", "0s"}, want: "--watch-interval must be positive"},
 		{note: "watch drops without watch", args: []string{"--policy", dir, "--watch-drops", "accept"}, want: "--watch-drops is what --watch does with policies that drop rules, and --watch is not given"},
@@ -469,7 +469,7 @@ deny contains {"reason": "refunds are guarded", "message": "No refunds."} if inp
 		mode, result, verdict, log string
 	}{
 		{mode: "", result: "refused", verdict: engine.Denied, log: `level=ERROR msg="files changed but not reloaded; the last good policies and registry keep serving" err=".*packages ` + pkg},
-		{mode: "accept", result: "swapped", verdict: engine.Execute, log: `level=WARN msg="reloaded policies that drop[^"]*" packages=\[` + pkg + `\] rules=\[` + pkg + `.deny\]`},
+		{mode: "accept", result: "swapped", verdict: engine.Execute, log: `level=WARN msg="reloaded policies that drop[^"]*" packages="\[\\"` + pkg + `\\"\]" rules="\[\\"` + pkg + `.deny\\"\]"`},
 	} {
 		t.Run("watch-drops="+tc.mode, func(t *testing.T) {
 			dir := t.TempDir()
