@@ -81,7 +81,12 @@ func TestLint(t *testing.T) {
 
 // allowed are known violations, each keyed by the offending line's text so
 // that the entry fails the test once the line changes. There are none.
-var allowed = map[string]string{}
+var allowed = map[string]string{
+	// OPA refuses a second package annotation for one package ("package
+	// annotation redeclared"): lib.rego carries policycheck.lib's, and
+	// calls.rego's header comment points to it.
+	"policies/lib/calls.rego:package-metadata:package policycheck.lib": "one package annotation per package",
+}
 
 // The shipped policies, the example policies and the scenario suites
 // follow the rules.

@@ -29,7 +29,9 @@ calls_upto(call) := [c |
 	some c in calls(call.tool)
 	c.outcome != "retried"
 	_upto(c, call)
-] if input.facts.tool_calls
+] if {
+	input.facts.tool_calls
+}
 
 # METADATA
 # title: call_count
@@ -52,7 +54,9 @@ call_count(call) := count(calls_upto(call))
 call_count_within(call, window_ns) := count([c |
 	some c in ups
 	not _older(c, call, window_ns)
-]) if ups := calls_upto(call)
+]) if {
+	ups := calls_upto(call)
+}
 
 # METADATA
 # title: arg_sum
@@ -66,7 +70,9 @@ arg_sum(call, key) := sum([v |
 	some c in ups
 	v := object.get(c.args, key, null)
 	is_number(v)
-]) if ups := calls_upto(call)
+]) if {
+	ups := calls_upto(call)
+}
 
 # The index of the dispatched response: the last message with calls.
 _dispatch_message := max({c.message | some cs in input.facts.tool_calls; some c in cs})

@@ -9,13 +9,31 @@ import data.policycheck.lib
 # the dispatched response at message 5 with two transfers.
 run := {"facts": {"tool_calls": {
 	"transfer_funds": [
-		{"tool_call_id": "a", "message": 1, "part": 0, "timestamp": "2026-01-02T03:00:00Z", "outcome": "returned", "args": {"amount": 4000}},
-		{"tool_call_id": "b", "message": 3, "part": 0, "timestamp": "2026-01-02T03:08:00Z", "outcome": "retried", "args": {"amount": 9000}},
-		{"tool_call_id": "c", "message": 3, "part": 1, "timestamp": "2026-01-02T03:08:00Z", "outcome": "returned", "args": {"amount": "lots"}},
-		{"tool_call_id": "d", "message": 5, "part": 0, "timestamp": "2026-01-02T03:10:00Z", "outcome": "pending", "args": {"amount": 5000}},
-		{"tool_call_id": "e", "message": 5, "part": 2, "timestamp": "2026-01-02T03:10:00Z", "outcome": "pending", "args": {"amount": 500}},
+		{
+			"tool_call_id": "a", "message": 1, "part": 0,
+			"timestamp": "2026-01-02T03:00:00Z", "outcome": "returned", "args": {"amount": 4000},
+		},
+		{
+			"tool_call_id": "b", "message": 3, "part": 0,
+			"timestamp": "2026-01-02T03:08:00Z", "outcome": "retried", "args": {"amount": 9000},
+		},
+		{
+			"tool_call_id": "c", "message": 3, "part": 1,
+			"timestamp": "2026-01-02T03:08:00Z", "outcome": "returned", "args": {"amount": "lots"},
+		},
+		{
+			"tool_call_id": "d", "message": 5, "part": 0,
+			"timestamp": "2026-01-02T03:10:00Z", "outcome": "pending", "args": {"amount": 5000},
+		},
+		{
+			"tool_call_id": "e", "message": 5, "part": 2,
+			"timestamp": "2026-01-02T03:10:00Z", "outcome": "pending", "args": {"amount": 500},
+		},
 	],
-	"search": [{"tool_call_id": "s", "message": 5, "part": 1, "timestamp": "2026-01-02T03:10:00Z", "outcome": "pending", "args": {}}],
+	"search": [{
+		"tool_call_id": "s", "message": 5, "part": 1,
+		"timestamp": "2026-01-02T03:10:00Z", "outcome": "pending", "args": {},
+	}],
 }}}
 
 first := {"tool": "transfer_funds", "part": 0}

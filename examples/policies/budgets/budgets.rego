@@ -41,7 +41,10 @@ deny contains {
 
 deny contains {
 	"reason": sprintf("transfer_funds would bring this run's transfers to %v, above the budget of %v", [total, max_total]),
-	"message": sprintf("The transfers of a run may add up to at most %v; this one would bring them to %v.", [max_total, total]),
+	"message": sprintf(
+		"The transfers of a run may add up to at most %v; this one would bring them to %v.",
+		[max_total, total],
+	),
 } if {
 	input.call.tool == "transfer_funds"
 	total := lib.arg_sum(input.call, "amount")

@@ -21,7 +21,10 @@ record(id, message, part, outcome, amount) := {
 # call at `part` of message 9 among records.
 run(records, part) := {
 	"facts": {"tool_calls": {"transfer_funds": records}},
-	"call": {"tool": "transfer_funds", "part": part, "args": [r.args | some r in records; r.message == 9; r.part == part][0]},
+	"call": {
+		"tool": "transfer_funds", "part": part,
+		"args": [r.args | some r in records; r.message == 9; r.part == part][0],
+	},
 }
 
 earlier := [
@@ -51,7 +54,8 @@ test_the_fourth_transfer_is_denied if {
 }
 
 test_a_transfer_past_the_amount_budget_is_denied if {
-	reasons(run(array.concat(earlier, [record("t4", 9, 0, "pending", 3500)]), 0)) == {"transfer_funds would bring this run's transfers to 10500, above the budget of 10000"}
+	records := array.concat(earlier, [record("t4", 9, 0, "pending", 3500)])
+	reasons(run(records, 0)) == {"transfer_funds would bring this run's transfers to 10500, above the budget of 10000"}
 }
 
 test_the_amount_budget_itself_is_allowed if {
