@@ -70,15 +70,7 @@ func benchArgs(b *testing.B, schemas, args string) {
 	if d.Calls[0].Verdict != want {
 		b.Fatalf("verdict %s, want %s", d.Calls[0].Verdict, want)
 	}
-	b.ReportAllocs()
-	cpu := startCPU()
-	for b.Loop() {
-		cpu.tick()
-		if _, err := e.Decide(ctx, req); err != nil {
-			b.Fatal(err)
-		}
-	}
-	cpu.report(b)
+	decideLoop(b, ctx, e, req)
 }
 
 // BenchmarkDecideArgsValidation: the cost of validating arguments against

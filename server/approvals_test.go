@@ -43,14 +43,7 @@ func TestApprovalBindingOverHTTP(t *testing.T) {
 			} {
 				status, out := rs.post(t, ep.path, []byte(ep.body))
 				require.Equal(t, http.StatusOK, status, "%s: %s", ep.path, out)
-				var d engine.Decision
-				if ep.path == "/v1/explain" {
-					var x struct{ Decision engine.Decision }
-					require.NoError(t, json.Unmarshal(out, &x))
-					d = x.Decision
-				} else {
-					require.NoError(t, json.Unmarshal(out, &d))
-				}
+				d := decisionOf(t, ep.path, out)
 				require.NotEmpty(t, d.Calls, ep.path)
 				require.Len(t, d.Approvals, 1, "%s: the decision records the approval", ep.path)
 				assert.Equal(t, tc.Applied, d.Approvals[0].Applied, "%s: %s", ep.path, d.Approvals[0].Why)

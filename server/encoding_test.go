@@ -136,17 +136,7 @@ func TestBodyLimitBoundary(t *testing.T) {
 	}
 	chunked := func(b []byte, header ...string) (int, []byte) {
 		// A reader that is not a *bytes.Reader: no length is declared.
-		req, err := http.NewRequest(http.MethodPost, rs.url+"/v1/decide", io.MultiReader(bytes.NewReader(b)))
-		require.NoError(t, err)
-		for i := 0; i+1 < len(header); i += 2 {
-			req.Header.Set(header[i], header[i+1])
-		}
-		resp, err := rs.client.Do(req)
-		require.NoError(t, err)
-		defer resp.Body.Close()
-		out, err := io.ReadAll(resp.Body)
-		require.NoError(t, err)
-		return resp.StatusCode, out
+		return rs.send(t, http.MethodPost, "/v1/decide", io.MultiReader(bytes.NewReader(b)), header...)
 	}
 	for _, c := range []struct {
 		n    int

@@ -33,7 +33,14 @@ func (rs *running) post(t testing.TB, path string, body []byte, header ...string
 
 func (rs *running) do(t testing.TB, method, path string, body []byte, header ...string) (int, []byte) {
 	t.Helper()
-	req, err := http.NewRequest(method, rs.url+path, bytes.NewReader(body))
+	return rs.send(t, method, path, bytes.NewReader(body), header...)
+}
+
+// send is do with the body as a reader: one that is not a *bytes.Reader
+// (or strings.Reader) declares no length, so the request is chunked.
+func (rs *running) send(t testing.TB, method, path string, body io.Reader, header ...string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, rs.url+path, body)
 	require.NoError(t, err)
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
@@ -44,6 +51,20 @@ func (rs *running) do(t testing.TB, method, path string, body []byte, header ...
 	out, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
 	return resp.StatusCode, out
+}
+
+// decisionOf reads the decision of an answer from path: /v1/explain
+// wraps it in the explanation.
+func decisionOf(t testing.TB, path string, out []byte) engine.Decision {
+	t.Helper()
+	var d engine.Decision
+	if path == "/v1/explain" {
+		var x struct{ Decision engine.Decision }
+		require.NoError(t, json.Unmarshal(out, &x))
+		return x.Decision
+	}
+	require.NoError(t, json.Unmarshal(out, &d))
+	return d
 }
 
 // evalJSON encodes v exactly as policycheck eval prints it.

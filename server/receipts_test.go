@@ -305,14 +305,7 @@ func TestSignedApprovalsOverHTTP(t *testing.T) {
 			} {
 				status, out := rs.post(t, ep.path, []byte(ep.body))
 				require.Equal(t, http.StatusOK, status, "%s: %s", ep.path, out)
-				var d engine.Decision
-				if ep.path == "/v1/explain" {
-					var x struct{ Decision engine.Decision }
-					require.NoError(t, json.Unmarshal(out, &x))
-					d = x.Decision
-				} else {
-					require.NoError(t, json.Unmarshal(out, &d))
-				}
+				d := decisionOf(t, ep.path, out)
 				require.Len(t, d.Approvals, 1, ep.path)
 				o := d.Approvals[0]
 				assert.Equal(t, tc.Applied, o.Applied, "%s: %s", ep.path, o.Why)
