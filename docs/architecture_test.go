@@ -125,7 +125,8 @@ func reaches(deps []string, rule string) []string {
 // module: every package has a row and every row a package (planned rows
 // excepted), every direct import of the module's packages is one its row
 // allows, nothing reaches what its row forbids, and no package but a
-// test-kit one imports a test-kit package.
+// test-kit one imports a test-kit package, and the test-kit packages are
+// those under internal/testkit.
 func TestArchitectureMap(t *testing.T) {
 	rows := packageMap(t)
 	pkgs := listPackages(t)
@@ -140,6 +141,8 @@ func TestArchitectureMap(t *testing.T) {
 		if row.kind == "test-kit" {
 			testKit[modulePath+"/"+name] = true
 		}
+		inKit := name == "internal/testkit" || strings.HasPrefix(name, "internal/testkit/")
+		assert.Equal(t, inKit, row.kind == "test-kit", "docs/architecture.md: %s is of kind test-kit exactly when it is under internal/testkit", name)
 		for _, m := range row.may {
 			_, ok := rows[m]
 			assert.True(t, ok, "docs/architecture.md: %s may import %s, which has no row", name, m)

@@ -23,7 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 )
 
 var (
@@ -313,7 +313,7 @@ func runLoad(t *testing.T, cfg loadConfig) {
 		results = append(results, loadStockOPA(t, cfg, agents[0].fullBody(cfg.messages), agents[0].registry)...)
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "load: %d-message histories (internal/gen, one seed per client, %d bytes for client 0), GOMAXPROCS=%d\n",
+	fmt.Fprintf(&out, "load: %d-message histories (internal/testkit/gen, one seed per client, %d bytes for client 0), GOMAXPROCS=%d\n",
 		cfg.messages, len(agents[0].fullBody(cfg.messages)), runtimeProcs())
 	for _, r := range results {
 		fmt.Fprintln(&out, r)

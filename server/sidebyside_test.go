@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 var (
@@ -79,7 +79,7 @@ type sideConfig struct {
 // Stock OPA keeps nothing between requests, so it is measured once per
 // cell, on never-seen bodies; both workloads are compared with it.
 //
-// Each cell also drives the floor (internal/servetest/floor), a server
+// Each cell also drives the floor (internal/testkit/servetest/floor), a server
 // that reads each body and answers as many bytes as the sidecar did,
 // deciding nothing: on the never-seen, the growing and the incremental
 // steps' bodies, sent the same way. What it reaches is what the
