@@ -3,7 +3,10 @@
 //
 // Map of the package:
 //
-//   - server.go: Server, its functional options, Serve with graceful
+//   - config.go: Config, the server's one configuration (documented
+//     fields, DefaultConfig's defaults, Validate reporting every field it
+//     refuses), which policycheck serve's flags bind into;
+//   - server.go: Server, New, Reload, Serve with graceful
 //     shutdown within one grace, TLS and diagnostic listeners (health and
 //     metrics only);
 //   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health,
@@ -13,7 +16,7 @@
 //     with gzip, into a pooled buffer that is reused once answered when
 //     nothing kept it), the scan and the decode in one pass (the
 //     loader's decoder is the one runtime validator and reads a large
-//     history on several cores; the JSON Schema only with ValidateSchema)
+//     history on several cores; the JSON Schema only with Config.Schema)
 //     and the resume after a history prefix seen before;
 //   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
 //     bounded, evicting table of engine.Run values (facts kept

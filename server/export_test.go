@@ -1,12 +1,12 @@
 package server
 
-// PoisonBodies is a test option: every pooled request body is overwritten
-// when its request ends, so that anything still reading it reads '#'.
-func PoisonBodies() Option { return func(c *config) { c.poisonBodies = true } }
+// PoisonBodies makes c's server overwrite every pooled request body when
+// its request ends, so that anything still reading it reads '#' (tests).
+func PoisonBodies(c *Config) { c.poisonBodies = true }
 
-// KeepBodies is a test option: no request body is pooled, as with a
-// decision log or a shadow policy.
-func KeepBodies() Option { return func(c *config) { c.noRecycle = true } }
+// KeepBodies makes c's server pool no request body, as with a decision
+// log or a shadow policy (tests).
+func KeepBodies(c *Config) { c.noRecycle = true }
 
 // BodiesReused returns how many pooled bodies s gave back, and how many
 // of them the prefix cache still held (with PoisonBodies).

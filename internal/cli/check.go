@@ -22,6 +22,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/contract"
+	"github.com/policycheck/policycheck/internal/policydir"
 	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/loader"
@@ -436,18 +437,18 @@ func regoFiles(paths []string, res *checkResult) []string {
 			if !d.IsDir() && filepath.Ext(file) == ".rego" && !isTestFile(file) {
 				out = append(out, file)
 			}
-			if !d.IsDir() && file != p && engine.StrayData(d.Name()) {
+			if !d.IsDir() && file != p && policydir.Stray(d.Name()) {
 				stray = append(stray, file)
 			}
 			return nil
 		})
 		switch {
 		case len(stray) == 1:
-			res.add(policyFinding{Code: "load_error", File: stray[0], Message: engine.StrayDataMessage})
+			res.add(policyFinding{Code: "load_error", File: stray[0], Message: policydir.StrayMessage})
 		case len(stray) > 1:
 			// Most likely a registry, histories and contexts beside the
 			// policies: one finding that says what to do.
-			res.add(policyFinding{Code: "load_error", File: p, Message: engine.StrayDataSummary(p, stray)})
+			res.add(policyFinding{Code: "load_error", File: p, Message: policydir.StraySummary(p, stray)})
 		}
 		if len(out) == before {
 			res.add(policyFinding{Code: codeNoPolicies, File: p, Message: "no policy files (*.rego other than *_test.rego) here: nothing to check"})

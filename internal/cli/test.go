@@ -20,8 +20,8 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/policydir"
 	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/regoutil"
 )
@@ -307,8 +307,8 @@ func loadTestModules(paths, ignore []string) (map[string]*ast.Module, storage.St
 			return true // not read by eval, serve and check either (engine.PolicyPaths)
 		}
 		// Not data by the bundle convention: skipped here, refused by
-		// eval, serve and check (engine.StrayData).
-		return engine.StrayData(name)
+		// eval, serve and check (policydir.Stray).
+		return policydir.Stray(name)
 	}
 	modules, store, err := tester.LoadWithParserOptions(paths, filter,
 		ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})

@@ -40,11 +40,11 @@ func Build(t testing.TB) string {
 	return build(t, "policycheck", "./cmd/policycheck")
 }
 
-// BuildFloor builds the floor command (internal/servetest/floor) as
+// BuildFloor builds the floor command (internal/testkit/servetest/floor) as
 // Build builds policycheck, and returns its path.
 func BuildFloor(t testing.TB) string {
 	t.Helper()
-	return build(t, "floor", "./internal/servetest/floor")
+	return build(t, "floor", "./internal/testkit/servetest/floor")
 }
 
 // Main runs a package's tests (m.Run) with each command Build and

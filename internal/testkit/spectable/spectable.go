@@ -48,7 +48,7 @@ func (c Case) Title() string {
 // directory).
 func Dir() string {
 	_, file, _, _ := runtime.Caller(0)
-	return filepath.Join(filepath.Dir(file), "..", "..", "facts", "testdata", "spec")
+	return filepath.Join(filepath.Dir(file), "..", "..", "..", "facts", "testdata", "spec")
 }
 
 // RegistryFile is the registry every table is written against.

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/strictjson"
+	"github.com/policycheck/policycheck/internal/testkit/strictjson"
 )
 
 func TestValid(t *testing.T) {

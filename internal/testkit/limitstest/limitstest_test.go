@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/limitstest"
+	"github.com/policycheck/policycheck/internal/testkit/limitstest"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -3,7 +3,7 @@ package racetest_test
 import (
 	"testing"
 
-	"github.com/policycheck/policycheck/internal/racetest"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 )
 
 func TestSizeFollowsTheRaceDetector(t *testing.T) {

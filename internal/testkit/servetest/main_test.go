@@ -4,7 +4,7 @@ import (
 	"os"
 	"testing"
 
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 // TestMain shares one build of each command among the package's tests.

@@ -41,7 +41,7 @@ func TestEveryRaceSampledTestRunsInFullWithoutRace(t *testing.T) {
 		if d.IsDir() && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata") && path != root {
 			return filepath.SkipDir
 		}
-		if d.IsDir() || !strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == filepath.Join(root, "internal", "racetest") {
+		if d.IsDir() || !strings.HasSuffix(path, "_test.go") || filepath.Dir(path) == filepath.Join(root, "internal", "testkit", "racetest") {
 			return nil
 		}
 		f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 // TestStartServesAndStops: the built command serves /health on the URL
