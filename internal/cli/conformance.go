@@ -9,6 +9,7 @@ import (
 
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
+	"github.com/policycheck/policycheck/internal/render"
 )
 
 func newConformanceCmd() *cobra.Command {
@@ -28,7 +29,8 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 		Example: `  policycheck conformance ../shared/conformance/cases`,
 		Args:    exactArgs(1, "one argument, the directory of cases"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "pretty", "json"); err != nil {
+			f, err := parseFormat(prettyOrJSON, format)
+			if err != nil {
 				return err
 			}
 			cases, err := conformance.Load(args[0])
@@ -36,7 +38,7 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 				return badInput(err)
 			}
 			out := cmd.OutOrStdout()
-			if format == "json" {
+			if f == render.JSON {
 				out = io.Discard // the lines below; the document is written at the end
 			}
 			type caseResult struct {
@@ -80,7 +82,7 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 			}
 			bar.Finish()
 			fmt.Fprintf(out, "%d passed, %d failed\n", passed, failed)
-			if format == "json" {
+			if f == render.JSON {
 				if err := writeJSONTo(cmd.OutOrStdout(), struct {
 					Passed int          `json:"passed"`
 					Failed int          `json:"failed"`

@@ -136,3 +136,49 @@ deny contains {"reason": `+string(lit)+`, "message": `+string(lit)+`} if input.c
 		})
 	}
 }
+
+// TestJSONOutputsDoNotEscapeHTML: every JSON output (eval, explain,
+// facts, replay) writes <, > and & as themselves, as internal/jsonout
+// writes JSON and as the sidecar answers: one string reads the same in
+// every output and in every part of one (explain's decision and its
+// calls), and replay's transitions read "execute->denied". JSON is not
+// HTML; the HTML formats escape for HTML.
+func TestJSONOutputsDoNotEscapeHTML(t *testing.T) {
+	const id = "c<1>&"
+	reg := filepath.Join("testdata", "registry.yaml")
+	dir := t.TempDir()
+	call := `{"part_kind":"tool-call","tool_name":"get_time","tool_call_id":"` + id + `","args":{}}`
+	history := writeFile(t, dir, "history.json", hist(req(userPrompt), resp(call)))
+	rule := writeFile(t, dir, "deny.rego", "package policycheck.rules.html\n\n"+
+		`deny contains {"reason": "a <b> & c", "message": "no <b>"} if input.call.tool == "get_time"`+"\n")
+	runs := t.TempDir()
+	writeFile(t, runs, "run<1>.json", hist(req(userPrompt), resp(call)))
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"eval", "--registry", reg, "--history", history, "--policy", rule},
+			[]string{`"tool_call_id": "` + id + `"`, `"message": "no <b>"`}},
+		{[]string{"explain", "--format", "json", "--registry", reg, "--history", history, "--policy", rule},
+			[]string{`"tool_call_id": "` + id + `"`, `"message": "no <b>"`}},
+		{[]string{"facts", "--registry", reg, "--history", history}, nil},
+		{[]string{"facts", "--format", "input", "--registry", reg, "--history", history},
+			[]string{`"tool_call_id": "` + id + `"`}},
+		{[]string{"replay", "--format", "json", "--registry", reg, "--baseline", t.TempDir(), "--candidate", rule, runs},
+			[]string{`"execute->denied": 1`, `"tool_call_id": "` + id + `"`, `run<1>.json"`, `a <b> & c`}},
+	} {
+		what := strings.Join(tc.args[:3], " ")
+		code, out, errs := runCLI(tc.args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", what, code, errs)
+		}
+		if strings.Contains(out, `\u003c`) || strings.Contains(out, `\u003e`) || strings.Contains(out, `\u0026`) {
+			t.Errorf("%s escapes HTML characters:\n%s", what, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: no %q in\n%s", what, w, out)
+			}
+		}
+	}
+}
