@@ -9,6 +9,7 @@ import (
 
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
+	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/render"
 )
 
@@ -61,21 +62,21 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 				switch {
 				case err != nil:
 					failed++
-					fmt.Fprintf(out, "FAIL %s: %v\n", name, err)
+					printable.Fprintf(out, "FAIL %s: %v\n", name, err)
 					results = append(results, caseResult{Case: name, Error: err.Error()})
 				case !res.Passed():
 					failed++
-					fmt.Fprintf(out, "FAIL %s\n", name)
+					printable.Fprintf(out, "FAIL %s\n", name)
 					r := caseResult{Case: name}
 					for _, f := range res.Failures {
-						fmt.Fprintf(out, "    %s\n", f)
+						printable.Fprintf(out, "    %s\n", f)
 						r.Failures = append(r.Failures, fmt.Sprint(f))
 					}
 					results = append(results, r)
 				default:
 					passed++
 					if verbose {
-						fmt.Fprintf(out, "PASS %s\n", name)
+						printable.Fprintf(out, "PASS %s\n", name)
 					}
 					results = append(results, caseResult{Case: name, Passed: true})
 				}

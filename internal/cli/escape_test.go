@@ -2,11 +2,14 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/policycheck/policycheck/internal/conformance"
 )
 
 // hostile are strings a history, a policy or a file name can carry that
@@ -179,6 +182,46 @@ func TestJSONOutputsDoNotEscapeHTML(t *testing.T) {
 			if !strings.Contains(out, w) {
 				t.Errorf("%s: no %q in\n%s", what, w, out)
 			}
+		}
+	}
+}
+
+// TestConformanceOutputEscapesInput: conformance's pretty lines name each
+// case by its file, which is input too: escaped as every pretty output
+// escapes.
+func TestConformanceOutputEscapesInput(t *testing.T) {
+	shared, err := conformance.SharedDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	matches, err := filepath.Glob(filepath.Join(shared, "conformance", "cases", "*.json"))
+	if err != nil || len(matches) == 0 {
+		t.Fatalf("no conformance cases in %s: %v", shared, err)
+	}
+	raw, err := os.ReadFile(matches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	// An expectation that cannot hold: the case fails, and is named.
+	c["expect"].(map[string]any)["window"] = map[string]any{"message": 99, "part": 0}
+	broken, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hostile {
+		dir := t.TempDir()
+		writeFile(t, dir, "case"+h.s+".json", string(broken))
+		code, out, errs := runCLI("conformance", dir)
+		if code != 1 {
+			t.Fatalf("%s: exit %d: %s\n%s", h.note, code, errs, out)
+		}
+		requireTerminalSafe(t, "conformance ("+h.note+")", out)
+		if !strings.Contains(out, "FAIL case"+h.shown+".json\n") {
+			t.Errorf("%s: the case is not named escaped in\n%s", h.note, out)
 		}
 	}
 }
