@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,6 +14,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/jsonout"
 )
 
 // Verdicts of a call.
@@ -740,16 +740,5 @@ type plainDecision Decision
 // as every JSON output of policycheck writes strings: <, > and & as
 // themselves (internal/jsonout).
 func (d *Decision) MarshalJSON() ([]byte, error) {
-	return marshalJSON((*plainDecision)(d))
-}
-
-// marshalJSON is json.Marshal without HTML escaping.
-func marshalJSON(v any) ([]byte, error) {
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(v); err != nil {
-		return nil, err
-	}
-	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+	return jsonout.Marshal((*plainDecision)(d))
 }

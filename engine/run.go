@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/jsonout"
 )
 
 // RunOption configures a Run.
@@ -184,7 +185,7 @@ func (d *StepDecision) MarshalJSON() ([]byte, error) {
 	if retries == nil {
 		retries = []Retry{}
 	}
-	return marshalJSON(stepJSON{(*plainDecision)(d.Decision), d.Step, retries})
+	return jsonout.Marshal(stepJSON{(*plainDecision)(d.Decision), d.Step, retries})
 }
 
 // ExceededError is a charged failure of a tool whose retry count has

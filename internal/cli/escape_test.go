@@ -225,3 +225,24 @@ func TestConformanceOutputEscapesInput(t *testing.T) {
 		}
 	}
 }
+
+// TestPrettyArgumentsAreJSON: the arguments explain shows an approver
+// (and an execute's) are the call's JSON, written as every JSON output
+// writes it: "<" and "&" as themselves, then escaped for the terminal
+// like any input string.
+func TestPrettyArgumentsAreJSON(t *testing.T) {
+	const ex = "../../examples/"
+	raw, err := os.ReadFile(ex + "histories/transfer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := writeFile(t, t.TempDir(), "transfer.json", strings.ReplaceAll(string(raw), `"savings"`, `"sav<ings>&\u001b"`))
+	code, out, errs := runCLI("explain", "--registry", ex+"registry.yaml", "--history", history, "--policy", ex+"policies/transfers")
+	if code != 0 {
+		t.Fatalf("explain: exit %d: %s", code, errs)
+	}
+	requireTerminalSafe(t, "explain", out)
+	if want := `      arguments: {"amount":5000,"from":"ops","to":"sav<ings>&\u001b"}` + "\n"; !strings.Contains(out, want) {
+		t.Errorf("no %q in\n%s", want, out)
+	}
+}

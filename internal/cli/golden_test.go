@@ -28,6 +28,11 @@ func TestGoldenOutput(t *testing.T) {
 		return append([]string{"--registry", ex + "registry.yaml", "--policy", ex + "policies",
 			"--context", ex + "context/support.json", "--history", ex + "histories/" + history}, more...)
 	}
+	// The README's approvals example: the transfers policy alone.
+	transfer := func(cmd string, more ...string) []string {
+		return append([]string{cmd, "--registry", ex + "registry.yaml", "--history", ex + "histories/transfer.json",
+			"--policy", ex + "policies/transfers"}, more...)
+	}
 	replay := []string{"replay", "--registry", ex + "registry.yaml", "--baseline", ex + "policies",
 		"--candidate", ex + "policies", "--candidate", ex + "candidate", "--context", ex + "context/support.json", ex + "histories"}
 	cases := []struct {
@@ -37,14 +42,17 @@ func TestGoldenOutput(t *testing.T) {
 	}{
 		{"eval-refund.json", append([]string{"eval"}, in("refund.json")...), 0},
 		{"eval-refund.pretty", append([]string{"eval"}, in("refund.json", "--format", "pretty")...), 0},
-		{"eval-transfer-approvals.json", append([]string{"eval"}, in("transfer.json", "--approvals", ex+"approvals/transfer.json")...), 0},
-		{"eval-transfer-approvals.pretty", append([]string{"eval"}, in("transfer.json", "--approvals", ex+"approvals/transfer.json", "--format", "pretty")...), 0},
+		{"eval-transfer.json", transfer("eval"), 0},
+		{"eval-transfer.pretty", transfer("eval", "--format", "pretty"), 0},
+		{"eval-transfer-approvals.json", transfer("eval", "--approvals", ex+"approvals/transfer.json"), 0},
 		{"explain-refund.pretty", append([]string{"explain"}, in("refund.json")...), 0},
 		{"explain-refund.json", append([]string{"explain"}, in("refund.json", "--format", "json")...), 0},
 		{"explain-refund.html", append([]string{"explain"}, in("refund.json", "--format", "html")...), 0},
 		{"explain-after-compaction.pretty", append([]string{"explain"}, in("after-compaction.json")...), 0},
 		{"explain-after-compaction.html", append([]string{"explain"}, in("after-compaction.json", "--format", "html")...), 0},
-		{"explain-transfer-approvals.pretty", append([]string{"explain"}, in("transfer.json", "--approvals", ex+"approvals/transfer.json")...), 0},
+		{"explain-transfer.pretty", transfer("explain"), 0},
+		{"explain-transfer.json", transfer("explain", "--format", "json"), 0},
+		{"explain-transfer-approvals.pretty", transfer("explain", "--approvals", ex+"approvals/transfer.json"), 0},
 		{"facts-refund.json", append([]string{"facts"}, in("refund.json")...), 0},
 		{"facts-after-compaction.json", append([]string{"facts"}, in("after-compaction.json")...), 0},
 		{"facts-refund.input.json", append([]string{"facts"}, in("refund.json", "--format", "input")...), 0},

@@ -1,4 +1,4 @@
-package jsonout
+package jsonout_test
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/jsonout"
 )
 
 // TestEncodeIsTheEncoders: Encode writes what a json.Encoder
@@ -32,7 +33,7 @@ func TestEncodeIsTheEncoders(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got bytes.Buffer
-		if err := Encode(&got, v); err != nil {
+		if err := jsonout.Encode(&got, v); err != nil {
 			t.Fatal(err)
 		}
 		if got.String() != want.String() {

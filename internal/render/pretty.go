@@ -1,7 +1,6 @@
 package render
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/jsonout"
 	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/replay"
 )
@@ -116,12 +116,12 @@ func prettyExplanation(w io.Writer, x *engine.Explanation) {
 		printable.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
 		switch {
 		case c.Verdict == engine.ApprovalRequired:
-			args, _ := json.Marshal(c.Args)
+			args, _ := jsonout.Marshal(c.Args)
 			printable.Fprintf(w, "      approver is asked: %s\n      arguments: %s\n      digest: %s\n", c.Message, args, c.Digest)
 		case c.Message != "":
 			printable.Fprintf(w, "      model is told: %s\n", c.Message)
 		case c.Args != nil:
-			args, _ := json.Marshal(c.Args)
+			args, _ := jsonout.Marshal(c.Args)
 			printable.Fprintf(w, "      executes with: %s\n", args)
 		}
 		for _, why := range c.Why {
