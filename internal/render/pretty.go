@@ -37,12 +37,30 @@ func (prettyRenderer) Render(w io.Writer, d *Doc) error {
 
 const noCalls = "none (the history ends with a request)"
 
-// prettyDecision is eval --format pretty: the decision, without the why;
-// strings from the input are escaped (internal/printable).
-func prettyDecision(w io.Writer, d *engine.Decision) {
+// fingerprintLine names the decision's fingerprint, in eval's and
+// explain's pretty output.
+const fingerprintLine = "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n"
+
+// failedClosed writes why a decision failed closed, if it did.
+func failedClosed(w io.Writer, d *engine.Decision) {
 	for _, e := range d.Errors {
 		printable.Fprintf(w, "FAILED CLOSED: %s\n", e)
 	}
+}
+
+// callLine writes a call's heading: its tool_call_id, tool and verdict.
+func callLine(w io.Writer, c *engine.CallVerdict) {
+	id := "<no id>"
+	if c.ToolCallID != nil {
+		id = *c.ToolCallID
+	}
+	printable.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
+}
+
+// prettyDecision is eval --format pretty: the decision, without the why;
+// strings from the input are escaped (internal/printable).
+func prettyDecision(w io.Writer, d *engine.Decision) {
+	failedClosed(w, d)
 	printable.Fprintf(w, "Available (%d): %s\n", len(d.Available), list(d.Available))
 	printable.Fprintf(w, "Advertised (%d): %s\n", len(d.Advertised), list(d.Advertised))
 	printable.Fprintf(w, "Active capabilities: %s\n", list(d.Facts.ActiveCapabilities))
@@ -51,11 +69,7 @@ func prettyDecision(w io.Writer, d *engine.Decision) {
 	} else {
 		printable.Fprintf(w, "Calls (%d):\n", len(d.Calls))
 		for _, c := range d.Calls {
-			id := "<no id>"
-			if c.ToolCallID != nil {
-				id = *c.ToolCallID
-			}
-			printable.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
+			callLine(w, &c)
 			if c.Message != "" {
 				printable.Fprintf(w, "      model is told: %s\n", c.Message)
 			}
@@ -64,7 +78,7 @@ func prettyDecision(w io.Writer, d *engine.Decision) {
 			}
 		}
 	}
-	printable.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
+	printable.Fprintf(w, fingerprintLine, d.Fingerprint)
 }
 
 func yesNo(b bool, yes, no string) string {
@@ -78,10 +92,8 @@ func yesNo(b bool, yes, no string) string {
 // escaped (internal/printable).
 func prettyExplanation(w io.Writer, x *engine.Explanation) {
 	d := x.Decision
-	printable.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
-	for _, e := range d.Errors {
-		printable.Fprintf(w, "FAILED CLOSED: %s\n", e)
-	}
+	printable.Fprintf(w, fingerprintLine, d.Fingerprint)
+	failedClosed(w, d)
 	printable.Fprintf(w, "Window: %s\n", x.Window)
 	if x.Dispatch != "" {
 		printable.Fprintf(w, "Dispatch: %s\n", x.Dispatch)
@@ -109,11 +121,7 @@ func prettyExplanation(w io.Writer, x *engine.Explanation) {
 		fmt.Fprintln(w, "\nCalls of the last response:")
 	}
 	for _, c := range x.Calls {
-		id := "<no id>"
-		if c.ToolCallID != nil {
-			id = *c.ToolCallID
-		}
-		printable.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
+		callLine(w, &c.CallVerdict)
 		switch {
 		case c.Verdict == engine.ApprovalRequired:
 			args, _ := jsonout.Marshal(c.Args)
