@@ -28,6 +28,8 @@ func TestGoldenOutput(t *testing.T) {
 		return append([]string{"--registry", ex + "registry.yaml", "--policy", ex + "policies",
 			"--context", ex + "context/support.json", "--history", ex + "histories/" + history}, more...)
 	}
+	// A policy that errs: the decision fails closed.
+	failing := filepath.Join("testdata", "policy_failclosed", "docs.rego")
 	// The README's approvals example: the transfers policy alone.
 	transfer := func(cmd string, more ...string) []string {
 		return append([]string{cmd, "--registry", ex + "registry.yaml", "--history", ex + "histories/transfer.json",
@@ -45,6 +47,8 @@ func TestGoldenOutput(t *testing.T) {
 		{"eval-transfer.json", transfer("eval"), 0},
 		{"eval-transfer.pretty", transfer("eval", "--format", "pretty"), 0},
 		{"eval-transfer-approvals.json", transfer("eval", "--approvals", ex+"approvals/transfer.json"), 0},
+		{"eval-failclosed.pretty", append([]string{"eval"}, in("refund.json", "--policy", failing, "--format", "pretty")...), 0},
+		{"explain-failclosed.json", append([]string{"explain"}, in("refund.json", "--policy", failing, "--format", "json")...), 0},
 		{"explain-refund.pretty", append([]string{"explain"}, in("refund.json")...), 0},
 		{"explain-refund.json", append([]string{"explain"}, in("refund.json", "--format", "json")...), 0},
 		{"explain-refund.html", append([]string{"explain"}, in("refund.json", "--format", "html")...), 0},
