@@ -3,6 +3,7 @@ package jsonout_test
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/policycheck/policycheck/engine"
@@ -38,6 +39,11 @@ func TestEncodeIsTheEncoders(t *testing.T) {
 		}
 		if got.String() != want.String() {
 			t.Errorf("%s:\n got %q\nwant %q", name, got.String(), want.String())
+		}
+		// The Encoder keeps what a MarshalJSON escaped: the engine's
+		// write <, > and & as themselves too.
+		if (name == "decision" || name == "step") && !strings.Contains(got.String(), "<b>&") {
+			t.Errorf("%s: <b>& is escaped in %s", name, got.String())
 		}
 	}
 }

@@ -37,10 +37,10 @@ func short(rev string) string {
 	return rev
 }
 
-// htmlReplay is replay --format html: the report as one self-contained HTML page (no
-// external resources, no script): a summary, an inline SVG bar chart of
-// the call transitions, the table of changes, and each run's changed
-// steps, every change linked to its step by an anchor.
+// htmlReplay is replay --format html: the report as one self-contained
+// HTML page (no external resources, no script): a summary, an inline SVG
+// bar chart of the call transitions, the table of changes, and each run's
+// changed steps, every change linked to its step by an anchor.
 func htmlReplay(w io.Writer, r *replay.Report) error {
 	type bar struct {
 		replay.TransitionRow
