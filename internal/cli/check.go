@@ -25,6 +25,7 @@ import (
 	"github.com/policycheck/policycheck/internal/policydir"
 	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/regoutil"
+	"github.com/policycheck/policycheck/internal/render"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -116,7 +117,7 @@ pretty, is kept as an alias.` + exitCodes("0  no findings", "2  at least one fin
 		Example: `  policycheck check policies/ --registry examples/registry.yaml
   policycheck check examples/policies --registry examples/registry.yaml --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := normalizeFormat(f.format, "pretty", "json")
+			format, err := parseFormat(checkFormats, f.format)
 			if err != nil {
 				return err
 			}
@@ -165,7 +166,7 @@ func (r *checkResult) add(fs ...policyFinding) {
 	}
 }
 
-func (r *checkResult) write(w io.Writer, format string) error {
+func (r *checkResult) write(w io.Writer, format render.Format) error {
 	byPlace(r.Findings)
 	byPlace(r.Notes)
 	r.Findings = nonNil(r.Findings)
@@ -173,7 +174,7 @@ func (r *checkResult) write(w io.Writer, format string) error {
 	r.Files = nonNil(r.Files)
 	r.Registries = nonNil(r.Registries)
 	r.Skipped = nonNil(r.Skipped)
-	if format == "json" {
+	if format == render.JSON {
 		if err := writeJSONTo(w, r); err != nil {
 			return err
 		}

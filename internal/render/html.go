@@ -1,24 +1,55 @@
-package replay
+package render
 
 import (
 	"fmt"
 	"html/template"
 	"io"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/explainpage"
+	"github.com/policycheck/policycheck/internal/replay"
 )
 
-// WriteHTML writes the report as one self-contained HTML page (no
-// external resources, no script): a summary, an inline SVG bar chart of
-// the call transitions, the table of changes, and each run's changed
-// steps, every change linked to its step by an anchor.
-func (r *Report) WriteHTML(w io.Writer) error {
+// htmlRenderer writes a document as one self-contained HTML page (no
+// script, nothing loaded): the explanation's page (internal/explainpage,
+// which needs the Doc's History) or the replay report's.
+type htmlRenderer struct{}
+
+func (htmlRenderer) Render(w io.Writer, d *Doc) error {
+	v, err := d.section()
+	if err != nil {
+		return err
+	}
+	switch v := v.(type) {
+	case *engine.Explanation:
+		return explainpage.Write(w, v, d.History)
+	case *replay.Report:
+		return htmlReplay(w, v)
+	}
+	return noForm(HTML, v)
+}
+
+// short is a revision's first 19 characters, for the page.
+func short(rev string) string {
+	if len(rev) > 19 {
+		return rev[:19]
+	}
+	return rev
+}
+
+// htmlReplay is replay --format html: the report as one self-contained
+// HTML page (no external resources, no script): a summary, an inline SVG
+// bar chart of the call transitions, the table of changes, and each run's
+// changed steps, every change linked to its step by an anchor.
+func htmlReplay(w io.Writer, r *replay.Report) error {
 	type bar struct {
-		TransitionRow
+		replay.TransitionRow
 		Y, Width int
 	}
 	type step struct {
 		Anchor  string
 		Message int
-		Changes []Change
+		Changes []replay.Change
 	}
 	type run struct {
 		ID    string
@@ -59,7 +90,7 @@ var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
 	},
 	"short": short,
 	"add":   func(a, b int) int { return a + b },
-	"title": func(c Change) string { return c.Headline() },
+	"title": func(c replay.Change) string { return c.Headline() },
 	"num":   func(n int) string { return fmt.Sprint(n) },
 }).Parse(`<!DOCTYPE html>
 <html lang="en">
