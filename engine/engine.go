@@ -19,6 +19,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/lru"
 	"github.com/policycheck/policycheck/internal/regoutil"
 )
 
@@ -37,7 +38,19 @@ type config struct {
 	deadline      time.Duration
 	// onWarning receives the warnings of each compiled policy set.
 	onWarning []func(PolicyProblem)
+	// cachesOff names the caches turned off (see cacheFilters and the
+	// others): only benchmarks do that, through export_test.go, to
+	// measure what each saves (docs/caches.md).
+	cachesOff map[string]bool
 }
+
+// The engine's caches by their names in docs/caches.md.
+const (
+	cacheFilters  = "engine.filters"
+	cacheComposed = "engine.composed"
+	cacheContexts = "engine.contexts"
+	cacheMemo     = "engine.memo"
+)
 
 // Policies adds the .rego files of fsys (tests excluded) to the policy set.
 func Policies(fsys fs.FS) Option { return func(c *config) { c.fsys = append(c.fsys, fsys) } }
@@ -64,7 +77,8 @@ func WithoutDefaults() Option { return func(c *config) { c.defaults = false } }
 // Registry sets the tool registry (required).
 func Registry(reg *facts.Registry) Option { return func(c *config) { c.registry = reg } }
 
-// CacheSize bounds the filter cache (entries; default 4096).
+// CacheSize bounds the filter cache (entries; default 4096), and the
+// cache of their compositions per active set beside it.
 func CacheSize(n int) Option { return func(c *config) { c.cacheSize = n } }
 
 // DecisionCache bounds the decision memo (entries; default 1024; 0 turns
@@ -110,15 +124,19 @@ type snapshot struct {
 	// with the same terms: a filter's result is read against them.
 	tools nameTerms
 	names []*ast.Term
-	cache *lruCache[*cacheEntry]
-	// decisions is the decision memo (see memo.go); nil when off.
-	decisions *lruCache[memoEntry]
+	// The caches (docs/caches.md); a nil cache is one turned off.
+	// cache holds filter results by their key (see runFilters).
+	cache *lru.Cache[*cacheEntry]
+	// decisions is the decision memo (see memo.go).
+	decisions *lru.Cache[memoEntry]
 	// composed holds the composition of the filter results of one active
-	// set under one context (see runFilters).
-	composed *lruCache[*filterResult]
+	// set under one context (see runFilters); composedHits counts the
+	// filter results its hits stood for.
+	composed     *lru.Cache[*filterResult]
+	composedHits atomic.Int64
 	// contexts holds recent request contexts, converted (see
 	// contextValue).
-	contexts *lruCache[contextEntry]
+	contexts *lru.Cache[contextEntry]
 	deadline time.Duration
 	modules  []string
 	// inventory: see Engine.Inventory.
@@ -181,11 +199,22 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 		}
 	}
 	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, tools: tools, names: known.terms,
-		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize),
-		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods, inventory: inventoryOf(ps),
-		shipped: ps.shipped}
-	if cfg.decisionCache > 0 && c.pure {
-		s.decisions = newLRU[memoEntry](cfg.decisionCache)
+		deadline: cfg.deadline, modules: mods, inventory: inventoryOf(ps), shipped: ps.shipped}
+	filterEntries := cfg.cacheSize
+	if filterEntries <= 0 {
+		filterEntries = 4096
+	}
+	if !cfg.cachesOff[cacheFilters] {
+		s.cache = lru.New[*cacheEntry](filterEntries, 0, nil)
+	}
+	if !cfg.cachesOff[cacheComposed] {
+		s.composed = lru.New[*filterResult](filterEntries, 0, nil)
+	}
+	if !cfg.cachesOff[cacheContexts] {
+		s.contexts = lru.New[contextEntry](contextCacheSize, 0, nil)
+	}
+	if cfg.decisionCache > 0 && c.pure && !cfg.cachesOff[cacheMemo] {
+		s.decisions = lru.New[memoEntry](cfg.decisionCache, 0, nil)
 	}
 	s.warnings = unreadPackageWarnings(c)
 	for _, w := range s.warnings {
@@ -239,20 +268,22 @@ func (e *Engine) Revision() (policy, registry string) {
 // Modules returns the file names of the compiled policy modules.
 func (e *Engine) Modules() []string { return e.snap.Load().modules }
 
-// CacheStats reports filter-cache hits, misses and entries.
+// CacheStats reports filter-cache hits, misses and entries (a hit of the
+// composition of one active set's results counts as a hit of each).
 func (e *Engine) CacheStats() (hits, misses int64, entries int) {
-	c := e.snap.Load().cache
-	return c.hits.Load(), c.misses.Load(), c.len()
+	s := e.snap.Load()
+	hits, misses = s.cache.Lookups()
+	entries, _ = s.cache.Stats()
+	return hits + s.composedHits.Load(), misses, entries
 }
 
 // DecisionCacheStats reports decision-memo hits, misses and entries (all
 // zero when the memo is off; see DecisionCache).
 func (e *Engine) DecisionCacheStats() (hits, misses int64, entries int) {
 	c := e.snap.Load().decisions
-	if c == nil {
-		return 0, 0, 0
-	}
-	return c.hits.Load(), c.misses.Load(), c.len()
+	hits, misses = c.Lookups()
+	entries, _ = c.Stats()
+	return hits, misses, entries
 }
 
 // Request is one decision's input.
@@ -375,14 +406,14 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 // decide fills d with the policy's result for input: from the memo when
 // it holds one, else by evaluating the decision query (and remembering a
 // result that filled d without error).
-func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lruCache[memoEntry], next, dispatch *filterResult) {
+func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lru.Cache[memoEntry], next, dispatch *filterResult) {
 	var key string
 	var res *policyResult
 	hit := false
 	if memo != nil {
 		key = inputKey(input)
 		var e memoEntry
-		if e, hit = memo.get(key); hit {
+		if e, hit = memo.Get(key); hit {
 			// The name lists come out as new slices: a caller that
 			// writes to its decision cannot change another request's.
 			res = e.unpack(&s.known)
@@ -399,7 +430,7 @@ func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, mem
 	}
 	d.removal.input = input
 	if !hit && memo != nil && ctx.Err() == nil {
-		memo.put(key, packEntry(res, &s.known))
+		memo.Put(key, packEntry(res, &s.known))
 	}
 }
 
@@ -536,8 +567,8 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 	// the capability ids follow from the active set). A hit counts as a
 	// hit of each filter result it stands for.
 	compKey := s.rev + s.regRev + ctxDigest + activeKey
-	if fr, ok := s.composed.get(compKey); ok {
-		s.cache.hits.Add(int64(len(fr.keys)))
+	if fr, ok := s.composed.Get(compKey); ok {
+		s.composedHits.Add(int64(len(fr.keys)))
 		return fr
 	}
 	fr := &filterResult{droppedBy: map[string][]string{}}
@@ -549,7 +580,7 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 		}
 		key := cacheKey(s.rev, s.regRev, id, activeKey, ctxDigest)
 		fr.keys = append(fr.keys, key)
-		entry, hit := s.cache.get(key)
+		entry, hit := s.cache.Get(key)
 		if !hit {
 			if activeTerm == nil {
 				activeTerm = arrayOf(active)
@@ -558,7 +589,7 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 			// A timeout or cancellation says nothing about the filter:
 			// never cache it.
 			if ctx.Err() == nil {
-				s.cache.put(key, entry)
+				s.cache.Put(key, entry)
 			}
 		}
 		if entry.err != "" {
@@ -576,7 +607,7 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 	sort.Strings(fr.dropped)
 	if len(fr.errors) == 0 && ctx.Err() == nil {
 		fr.termv = fr.term(&setTerms{known: &s.known})
-		s.composed.put(compKey, fr)
+		s.composed.Put(compKey, fr)
 	}
 	return fr
 }
@@ -598,6 +629,16 @@ func idsKey(ids []string) string {
 		b.WriteString(id)
 	}
 	return b.String()
+}
+
+// cacheEntry is one filter's result under one key.
+type cacheEntry struct {
+	key string
+	// dropped is the sorted registry tools the filter did not keep,
+	// computed once when the entry is made so that a hit costs nothing
+	// per registry tool.
+	dropped []string
+	err     string
 }
 
 // evalFilter runs one capability's prepare_tools. Anything but a set of
