@@ -47,7 +47,6 @@ type config struct {
 // The engine's caches by their names in docs/caches.md.
 const (
 	cacheFilters  = "engine.filters"
-	cacheComposed = "engine.composed"
 	cacheContexts = "engine.contexts"
 	cacheMemo     = "engine.memo"
 )
@@ -77,8 +76,8 @@ func WithoutDefaults() Option { return func(c *config) { c.defaults = false } }
 // Registry sets the tool registry (required).
 func Registry(reg *facts.Registry) Option { return func(c *config) { c.registry = reg } }
 
-// CacheSize bounds the filter cache (entries; default 4096), and the
-// cache of their compositions per active set beside it.
+// CacheSize bounds the filter cache (entries, each the filter results of
+// one active set under one context; default 4096).
 func CacheSize(n int) Option { return func(c *config) { c.cacheSize = n } }
 
 // DecisionCache bounds the decision memo (entries; default 1024; 0 turns
@@ -125,15 +124,14 @@ type snapshot struct {
 	tools nameTerms
 	names []*ast.Term
 	// The caches (docs/caches.md); a nil cache is one turned off.
-	// cache holds filter results by their key (see runFilters).
-	cache *lru.Cache[*cacheEntry]
+	// filterCache holds the composed results of the filters of one
+	// active set under one context (see runFilters); filterHits and
+	// filterMisses count the filter results it answered and the filters
+	// evaluated.
+	filterCache              *lru.Cache[*filterResult]
+	filterHits, filterMisses atomic.Int64
 	// decisions is the decision memo (see memo.go).
 	decisions *lru.Cache[memoEntry]
-	// composed holds the composition of the filter results of one active
-	// set under one context (see runFilters); composedHits counts the
-	// filter results its hits stood for.
-	composed     *lru.Cache[*filterResult]
-	composedHits atomic.Int64
 	// contexts holds recent request contexts, converted (see
 	// contextValue).
 	contexts *lru.Cache[contextEntry]
@@ -205,10 +203,7 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 		filterEntries = 4096
 	}
 	if !cfg.cachesOff[cacheFilters] {
-		s.cache = lru.New[*cacheEntry](filterEntries, 0, nil)
-	}
-	if !cfg.cachesOff[cacheComposed] {
-		s.composed = lru.New[*filterResult](filterEntries, 0, nil)
+		s.filterCache = lru.New[*filterResult](filterEntries, 0, nil)
 	}
 	if !cfg.cachesOff[cacheContexts] {
 		s.contexts = lru.New[contextEntry](contextCacheSize, 0, nil)
@@ -268,13 +263,13 @@ func (e *Engine) Revision() (policy, registry string) {
 // Modules returns the file names of the compiled policy modules.
 func (e *Engine) Modules() []string { return e.snap.Load().modules }
 
-// CacheStats reports filter-cache hits, misses and entries (a hit of the
-// composition of one active set's results counts as a hit of each).
+// CacheStats reports filter-cache hits (filter results answered from
+// it), misses (filters evaluated) and entries (each the filter results
+// of one active set under one context).
 func (e *Engine) CacheStats() (hits, misses int64, entries int) {
 	s := e.snap.Load()
-	hits, misses = s.cache.Lookups()
-	entries, _ = s.cache.Stats()
-	return hits + s.composedHits.Load(), misses, entries
+	entries, _ = s.filterCache.Stats()
+	return s.filterHits.Load(), s.filterMisses.Load(), entries
 }
 
 // DecisionCacheStats reports decision-memo hits, misses and entries (all
@@ -558,17 +553,18 @@ func appendUnique(s []string, v string) []string {
 }
 
 // runFilters applies the filters of the active capabilities, through the
-// fingerprint cache.
+// filter cache.
 func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast.Term, ctxDigest string) *filterResult {
 	activeKey := idsKey(active)
-	// The composition is a pure function of the filter results it
-	// composes, each a pure function of its key; so it is cached under
-	// what every one of those keys holds (revisions, context, active set:
-	// the capability ids follow from the active set). A hit counts as a
-	// hit of each filter result it stands for.
+	// A filter's input holds the registry's tools, the context and the
+	// active set, and nothing else: so the results of the filters of one
+	// active set, and their composition, are a pure function of the
+	// revisions, the context and the active set (the capability ids
+	// follow from the active set), and are cached whole under those. A hit
+	// counts as a hit of each filter result it stands for.
 	compKey := s.rev + s.regRev + ctxDigest + activeKey
-	if fr, ok := s.composed.Get(compKey); ok {
-		s.composedHits.Add(int64(len(fr.keys)))
+	if fr, ok := s.filterCache.Get(compKey); ok {
+		s.filterHits.Add(int64(len(fr.keys)))
 		return fr
 	}
 	fr := &filterResult{droppedBy: map[string][]string{}}
@@ -578,25 +574,17 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 		if flt == nil {
 			continue
 		}
-		key := cacheKey(s.rev, s.regRev, id, activeKey, ctxDigest)
-		fr.keys = append(fr.keys, key)
-		entry, hit := s.cache.Get(key)
-		if !hit {
-			if activeTerm == nil {
-				activeTerm = arrayOf(active)
-			}
-			entry = s.evalFilter(ctx, flt, key, activeTerm, ctxTerm)
-			// A timeout or cancellation says nothing about the filter:
-			// never cache it.
-			if ctx.Err() == nil {
-				s.cache.Put(key, entry)
-			}
+		if activeTerm == nil {
+			activeTerm = arrayOf(active)
 		}
-		if entry.err != "" {
-			fr.errors = append(fr.errors, filterError{Capability: id, File: flt.file, Message: entry.err})
+		fr.keys = append(fr.keys, cacheKey(s.rev, s.regRev, id, activeKey, ctxDigest))
+		s.filterMisses.Add(1)
+		res := s.evalFilter(ctx, flt, activeTerm, ctxTerm)
+		if res.err != "" {
+			fr.errors = append(fr.errors, filterError{Capability: id, File: flt.file, Message: res.err})
 			continue
 		}
-		for _, name := range entry.dropped {
+		for _, name := range res.dropped {
 			fr.droppedBy[name] = append(fr.droppedBy[name], id)
 		}
 	}
@@ -605,14 +593,16 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 	}
 	fr.fingerprint = fingerprint(s.rev, s.regRev, ctxDigest, active, fr.keys)
 	sort.Strings(fr.dropped)
+	// A failed filter is not cached (its decision fails closed; a timeout
+	// or a cancellation says nothing about the filter).
 	if len(fr.errors) == 0 && ctx.Err() == nil {
 		fr.termv = fr.term(&setTerms{known: &s.known})
-		s.composed.Put(compKey, fr)
+		s.filterCache.Put(compKey, fr)
 	}
 	return fr
 }
 
-// cacheKey is a filter's cache key: the revisions and the context digest
+// cacheKey is a filter's key in the decision's fingerprint: the revisions and the context digest
 // (fixed-length hex) and the capability id and active set, length-prefixed
 // so that no two different keys spell the same string.
 func cacheKey(policyRev, regRev, id, activeKey, ctxDigest string) string {
@@ -631,12 +621,9 @@ func idsKey(ids []string) string {
 	return b.String()
 }
 
-// cacheEntry is one filter's result under one key.
-type cacheEntry struct {
-	key string
-	// dropped is the sorted registry tools the filter did not keep,
-	// computed once when the entry is made so that a hit costs nothing
-	// per registry tool.
+// filterEval is one filter's result.
+type filterEval struct {
+	// dropped is the sorted registry tools the filter did not keep.
 	dropped []string
 	err     string
 }
@@ -646,8 +633,8 @@ type cacheEntry struct {
 // set is read off the AST by looking up the registry's names, which are
 // sorted: no conversion to JSON (which sorts a set with OPA's generic term
 // order) and no map of the names kept.
-func (s *snapshot) evalFilter(ctx context.Context, flt *filter, key string, active, ctxTerm *ast.Term) *cacheEntry {
-	entry := &cacheEntry{key: key}
+func (s *snapshot) evalFilter(ctx context.Context, flt *filter, active, ctxTerm *ast.Term) *filterEval {
+	entry := &filterEval{}
 	input := ast.NewObject(
 		item("tools", s.toolsInput),
 		item("context", ctxTerm),

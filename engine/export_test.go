@@ -10,13 +10,12 @@ func WithBeforeEval(f func(context.Context)) DecideOption {
 }
 
 // WithoutCache turns off one of the engine's caches, named as in
-// docs/caches.md ("engine.filters", "engine.composed", "engine.contexts",
-// "engine.memo"), so that a benchmark can measure what it saves on the
+// docs/caches.md ("engine.filters", "engine.contexts", "engine.memo"), so that a benchmark can measure what it saves on the
 // same workload. It is no user option: every cache is on in production.
 func WithoutCache(name string) Option {
 	return func(c *config) {
 		switch name {
-		case cacheFilters, cacheComposed, cacheContexts, cacheMemo:
+		case cacheFilters, cacheContexts, cacheMemo:
 		default:
 			panic("engine: no cache named " + name)
 		}

@@ -64,6 +64,10 @@ type config struct {
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
 	noRecycle    bool // tests: pool no body
+	// Benchmarks turn caches off to measure what each saves
+	// (docs/caches.md, export_test.go): no engine kept for a request's
+	// registry; the prefix cache keeps a history at first sight.
+	noEngineCache, admitFirstSight bool
 }
 
 // Registry sets the registry used when a request carries none. Without
@@ -265,10 +269,12 @@ func New(opts ...Option) (*Server, error) {
 		cfg.now = time.Now
 	}
 	s := &Server{cfg: cfg}
-	s.engines = lru.New[*engine.Engine](cfg.engines, 0, cfg.now)
+	if !cfg.noEngineCache {
+		s.engines = lru.New[*engine.Engine](cfg.engines, 0, cfg.now)
+	}
 	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
 	s.intake = &intake{maxBody: cfg.maxBody, bodyTimeout: cfg.bodyTimeout, limits: cfg.limits,
-		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes),
+		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes, cfg.admitFirstSight),
 		recycle: cfg.opaConfig == nil && !cfg.shadow && !cfg.noRecycle, poison: cfg.poisonBodies,
 		bodies: &bodyPool{max: poolBytes, idle: poolIdle}}
 	s.metrics = newMetrics(s)
