@@ -97,7 +97,7 @@ func DefaultDeadline(d time.Duration) Option { return func(c *config) { c.deadli
 // queries once, and is safe for concurrent use: the compiled snapshot
 // (policies, registry, store) is immutable and swapped atomically by
 // Reload; each decision builds its own input and never writes shared state
-// other than the filter cache.
+// other than the engine's caches (docs/caches.md).
 type Engine struct {
 	snap atomic.Pointer[snapshot]
 	// reload serializes Reload.
@@ -270,6 +270,17 @@ func (e *Engine) CacheStats() (hits, misses int64, entries int) {
 	s := e.snap.Load()
 	entries, _ = s.filterCache.Stats()
 	return s.filterHits.Load(), s.filterMisses.Load(), entries
+}
+
+// ContextCacheStats reports context-cache hits (request contexts found
+// converted), misses (contexts converted and kept) and entries. A
+// context over 4,096 bytes of JSON is converted every time and counted
+// in neither.
+func (e *Engine) ContextCacheStats() (hits, misses int64, entries int) {
+	c := e.snap.Load().contexts
+	hits, misses = c.Lookups()
+	entries, _ = c.Stats()
+	return hits, misses, entries
 }
 
 // DecisionCacheStats reports decision-memo hits, misses and entries (all
