@@ -30,3 +30,31 @@ func TestContextCacheStatsCountRepeats(t *testing.T) {
 	require.Equal(t, int64(2), misses)
 	require.Equal(t, 2, entries)
 }
+
+// TestFilterCacheKeepsOneEntryPerActiveSet: the filter cache keeps the
+// results of one active set's filters as one entry; its hits and misses
+// still count filter results (docs/caches.md, engine.filters).
+func TestFilterCacheKeepsOneEntryPerActiveSet(t *testing.T) {
+	reg := mustRegistry(t, `{
+	"capabilities": [{"id": "a"}, {"id": "b"}],
+	"tools": [{"name": "get_time"}, {"name": "ta", "capability": "a"}, {"name": "tb", "capability": "b"}]
+}`)
+	filter := func(id, drop string) engine.Source {
+		return engine.Source{File: "filters/" + id + ".rego", Text: "package policycheck.capabilities." + id + `
+
+prepare_tools contains t.name if {
+	some t in input.tools
+	t.name != "` + drop + `"
+}
+`}
+	}
+	e := mustEngine(t, reg, engine.Modules(filter("a", "tb"), filter("b", "ta")))
+	h := mustHistory(t, wReq(wUser("what time is it")))
+	for range 2 {
+		mustDecide(t, e, h, map[string]any{"user": "ada"})
+	}
+	hits, misses, entries := e.CacheStats()
+	require.Equal(t, int64(2), hits, "the second decision: both filters' results from the cache")
+	require.Equal(t, int64(2), misses, "the first decision: both filters evaluated")
+	require.Equal(t, 1, entries, "one active set")
+}
