@@ -1,9 +1,8 @@
 // Package lru is the one bounded, least-recently-used map of policycheck,
 // with an optional idle TTL checked lazily and hit and miss counts: the
-// engine's filter cache, composed filter results, context cache and
-// decision memo, and the sidecar's table of engines compiled for
-// requests' registries and its table of incremental runs
-// (docs/caches.md lists them all).
+// engine's filter cache, context cache and decision memo, and the
+// sidecar's table of engines compiled for requests' registries and its
+// table of incremental runs (docs/caches.md lists every cache).
 package lru
 
 import (
