@@ -170,13 +170,13 @@ func (s *snapshot) contextValue(ctxDoc any) (*ast.Term, string, error) {
 	}
 	cacheable := len(raw) <= maxCachedContext
 	if cacheable {
-		if e, ok := s.contexts.get(string(raw)); ok {
+		if e, ok := s.contexts.Get(string(raw)); ok {
 			return e.term, e.digest, nil
 		}
 	}
 	term, digest, err := convertContext(raw)
 	if err == nil && cacheable {
-		s.contexts.put(string(raw), contextEntry{term, digest})
+		s.contexts.Put(string(raw), contextEntry{term, digest})
 	}
 	return term, digest, err
 }

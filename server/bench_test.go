@@ -35,8 +35,8 @@ func serve(b *testing.B, h http.Handler, path string, body []byte) {
 
 // BenchmarkDecideFullHistory decides a 1,000-message history sent whole
 // (in process, no network), with and without the schema check:
-// prefix=off decodes every request whole (the prefix cache is off; the
-// per-message caches still hold every message), prefix=growing sends
+// prefix=off decodes every request whole (the prefix cache is off),
+// prefix=growing sends
 // each time the history so far, one message longer than the last (a
 // stateless client's growing history; the prefix cache resumes after the
 // previous request's messages). Building each body is not timed.

@@ -174,6 +174,10 @@ type Config struct {
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
 	noRecycle    bool // tests: pool no body
+	// Benchmarks turn caches off to measure what each saves
+	// (docs/caches.md, export_test.go): no engine kept for a request's
+	// registry; the prefix cache keeps a history at first sight.
+	noEngineCache, admitFirstSight bool
 }
 
 // DefaultShadowQueueBytes is ShadowQueueBytes's default: the default body

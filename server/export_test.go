@@ -13,3 +13,25 @@ func KeepBodies(c *Config) { c.noRecycle = true }
 func BodiesReused(s *Server) (reused, misreused int64) {
 	return s.intake.reused.Load(), s.intake.misreused.Load()
 }
+
+// WithoutCache turns off one of the server's caches, named as in
+// docs/caches.md ("server.engines", "server.prefix",
+// "server.prefix-admission", "server.bodies"), so that a benchmark can
+// measure what it saves on the same workload. It is no user option
+// (server.prefix has one: PrefixCache(0)).
+func WithoutCache(name string) func(*Config) {
+	return func(c *Config) {
+		switch name {
+		case "server.engines":
+			c.noEngineCache = true
+		case "server.prefix":
+			c.PrefixCacheBytes = 0
+		case "server.prefix-admission":
+			c.admitFirstSight = true
+		case "server.bodies":
+			c.noRecycle = true
+		default:
+			panic("server: no cache named " + name)
+		}
+	}
+}

@@ -407,7 +407,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	require.Equal(t, "ok", h.Status)
 	require.NotEmpty(t, h.PolicyRevision)
 	for i := 0; i < 3; i++ {
-		status, body = rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
+		status, body = rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`, "context": {"user": "ada"}}`))
 		require.Equal(t, 200, status, string(body))
 	}
 	status, body = rs.do(t, http.MethodGet, "/metrics", nil)
@@ -424,6 +424,10 @@ func TestHealthAndMetrics(t *testing.T) {
 		"policycheck_decision_cache_hits 2\n",
 		"policycheck_decision_cache_misses 1\n",
 		"policycheck_decision_cache_entries 1\n",
+		// One context, converted once.
+		"policycheck_context_cache_hits 2\n",
+		"policycheck_context_cache_misses 1\n",
+		"policycheck_context_cache_entries 1\n",
 		"policycheck_ready 1",
 	} {
 		require.Contains(t, m, want)

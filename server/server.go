@@ -100,10 +100,12 @@ func New(cfg Config) (*Server, error) {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	s := &Server{cfg: cfg, now: time.Now}
-	s.engines = lru.New[*engine.Engine](cfg.EngineCache, 0, s.now)
+	if !cfg.noEngineCache {
+		s.engines = lru.New[*engine.Engine](cfg.EngineCache, 0, s.now)
+	}
 	s.runs = newRunTable(cfg.Runs, cfg.RunTTL, s.now)
 	s.intake = &intake{maxBody: cfg.MaxBody, bodyTimeout: cfg.BodyTimeout, limits: cfg.Limits,
-		schema: cfg.Schema, prefixes: newPrefixCache(cfg.PrefixCacheBytes),
+		schema: cfg.Schema, prefixes: newPrefixCache(cfg.PrefixCacheBytes, cfg.admitFirstSight),
 		recycle: cfg.OPAConfig == nil && len(cfg.ShadowPolicies) == 0 && !cfg.noRecycle, poison: cfg.poisonBodies,
 		bodies: &bodyPool{max: poolBytes, idle: poolIdle}}
 	s.metrics = newMetrics(s)
