@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -31,6 +33,11 @@ const Type = "policycheck-receipt+jws"
 
 // Claims is the payload of a receipt.
 type Claims struct {
+	// ID (jti) is the receipt's own identifier, random and unique per
+	// receipt: decision logs record it, and a tool service that runs a
+	// call at most once can keep it. Receipts signed before receipts
+	// carried one have none.
+	ID string `json:"jti,omitempty"`
 	// RunID is the run the decision was a step of (POST
 	// /v1/runs/{id}/decide); empty for a stateless decision.
 	RunID      string  `json:"run_id,omitempty"`
@@ -237,10 +244,17 @@ func (s *Signer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Sign signs c, setting its issued-at and expiry from the signer's clock
-// and TTL.
+// and TTL, and its ID, when c has none, to a new random one.
 func (s *Signer) Sign(c Claims) (string, error) {
 	now := s.now()
 	c.IssuedAt, c.Expiry = now.Unix(), now.Add(s.ttl).Unix()
+	if c.ID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("receipt: id: %w", err)
+		}
+		c.ID = base64.RawURLEncoding.EncodeToString(b[:])
+	}
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("receipt: %w", err)

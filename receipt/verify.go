@@ -120,3 +120,25 @@ func quoteOrNone(s string) string {
 	}
 	return strconv.Quote(s)
 }
+
+// Peek reads a receipt's key id (the kid of its protected header) and its
+// claims without verifying anything: for recording which receipt a
+// decision handed out and which key signed it (the sidecar's decision
+// log), never for trusting one (Verify is that). An error says why the
+// text is not a receipt at all.
+func Peek(receipt string) (kid string, claims *Claims, err error) {
+	msg, err := jws.Parse([]byte(strings.TrimSpace(receipt)), jws.WithCompact())
+	if err != nil {
+		return "", nil, invalid("not a compact JWS: %v", err)
+	}
+	sigs := msg.Signatures()
+	if len(sigs) != 1 {
+		return "", nil, invalid("want one signature, the receipt has %d", len(sigs))
+	}
+	kid, _ = sigs[0].ProtectedHeaders().KeyID()
+	var c Claims
+	if err := json.Unmarshal(msg.Payload(), &c); err != nil {
+		return kid, nil, invalid("the payload is not a receipt: %v", err)
+	}
+	return kid, &c, nil
+}
