@@ -510,3 +510,46 @@ func TestReplayVerifiesTheReceiptsOfServesOwnLog(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied: a
+// sidecar without approver keys applies the unsigned approval of
+// examples/approvals (t2 executes on it) and logs nothing of signatures.
+// Replayed as it is, the log keeps that approval; replayed with
+// --approver-keys, the approval is judged as a sidecar with those keys
+// would have judged it — unsigned, so not applied: t2 is
+// approval_required on both sides, and the refusal is a finding (exit 1).
+func TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied(t *testing.T) {
+	regPath := filepath.Join("..", "examples", "registry.yaml")
+	reg, err := loader.ReadRegistry(regPath)
+	require.NoError(t, err)
+	transfers := filepath.Join("..", "examples", "policies", "transfers")
+	col := newUploadCollector(t)
+	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	rs := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(transfers)), server.OPAConfig(cfg, "unsigned-approval-log-test"))
+	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
+	require.NoError(t, err)
+	approvals := transferApproval(t, func(approvalsig.Payload) string { return "" })
+	status, out := rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"history": %s, "approvals": %s}`, transfer, approvals)))
+	require.Equal(t, http.StatusOK, status, string(out))
+	d := decisionOf(t, "/v1/decide", out)
+	require.Equal(t, engine.Execute, d.Calls[1].Verdict, "t2 executes on the unsigned approval")
+	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(t.Context()))
+
+	args := []string{"--registry", regPath, "--baseline", transfers, "--candidate", transfers}
+	code, rep, stderr := replayExit(t, col.dir, args...)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, map[string]any{"execute->execute": 2.0}, rep["transitions"])
+	assert.NotContains(t, rep, "audit")
+
+	code, rep, stderr = replayExit(t, col.dir, append(args, "--approver-keys", filepath.Join("..", "examples", "trust", "approver-keys.json"))...)
+	require.Equal(t, 1, code, stderr)
+	assert.Equal(t, map[string]any{"execute->execute": 1.0, "approval_required->approval_required": 1.0}, rep["transitions"])
+	audit := asMap(t, rep["audit"])
+	assert.Equal(t, map[string]any{"recorded": 0.0, "recorded_refused": 0.0, "checked": 1.0, "verified": 0.0, "not_checked": 0.0}, audit["approvals"])
+	findings := audit["findings"].([]any)
+	require.Len(t, findings, 1)
+	f := asMap(t, findings[0])
+	assert.Equal(t, "approval", f["kind"])
+	assert.Equal(t, "t2", f["tool_call_id"])
+	assert.Contains(t, f["reason"], "the logged decision was made with it applied, and --approver-keys refuses it: unsigned")
+}

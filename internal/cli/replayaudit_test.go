@@ -1,0 +1,151 @@
+package cli_test
+
+import (
+	"encoding/json"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// TestReplayAuditFlagsRefuseWhatNothingReads: --receipt-keys verifies
+// what decision logs recorded and --approver-keys judges the approvals of
+// logged decisions and of --approvals: with no input they would read,
+// each is refused (exit 2) rather than ignored, as is an empty or
+// unreadable key set.
+func TestReplayAuditFlagsRefuseWhatNothingReads(t *testing.T) {
+	reg := filepath.Join(examplesDir, "registry.yaml")
+	pols := filepath.Join(examplesDir, "policies")
+	history := filepath.Join(examplesDir, "histories", "refund.json")
+	trust := filepath.Join(examplesDir, "trust")
+	base := []string{"replay", "--registry", reg, "--baseline", pols, "--candidate", pols}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--receipt-keys", filepath.Join(trust, "receipt-keys.json"), history}, "--receipt-keys verifies the receipts decision logs recorded, and no input is a decision log"},
+		{[]string{"--approver-keys", filepath.Join(trust, "approver-keys.json"), history}, "--approver-keys judges the approvals of logged decisions and of --approvals, and there are neither"},
+		{[]string{"--receipt-keys", filepath.Join(trust, "no-such-keys.json"), history}, "no-such-keys.json"},
+		{[]string{"--receipt-keys", filepath.Join(trust, "receipt-key.pem"), history}, "--receipt-keys"},
+		{[]string{"--receipt-keys", "", history}, "--receipt-keys names a JWKS file or URL"},
+		{[]string{"--approver-keys", "", history}, "--approver-keys names a file"},
+		{[]string{"--approver-keys", filepath.Join(trust, "receipt-key.pem"), history}, "--approver-keys"},
+	} {
+		code, out, errs := runCLI(append(slices.Clone(base), tc.args...)...)
+		if code != 2 || out != "" || !strings.Contains(errs, tc.want) {
+			t.Errorf("%q: exit %d, stdout %q, stderr %q; want exit 2 saying %q", tc.args, code, out, errs, tc.want)
+		}
+	}
+}
+
+// TestReplayRefusesMalformedRecordedSignatures: what an event records of
+// receipts and approval signatures is read strictly: a receipt key set
+// that is not a JWKS, approval outcomes of another shape, receipts named
+// in custom.receipts of another shape, a result whose calls are not the
+// input document's, and an event with a receipt but no timestamp (as of
+// which its expiry is judged) are refused, exit 2, naming the file and
+// the pointer.
+func TestReplayRefusesMalformedRecordedSignatures(t *testing.T) {
+	dir := t.TempDir()
+	reg := filepath.Join(examplesDir, "registry.yaml")
+	pols := filepath.Join(examplesDir, "policies")
+	history := filepath.Join(examplesDir, "histories", "refund.json")
+	logged := loggedDecision(t, dir, reg, history, 5)
+	raw, err := os.ReadFile(logged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var event map[string]any
+	if err := json.Unmarshal(raw, &event); err != nil {
+		t.Fatal(err)
+	}
+	calls := event["input"].(map[string]any)["dispatch"].(map[string]any)["calls"].([]any)
+	result := func(receipt string) map[string]any {
+		var cs []any
+		for range calls {
+			cs = append(cs, map[string]any{"verdict": "execute", "receipt": receipt})
+		}
+		return map[string]any{"calls": cs}
+	}
+	const ts = "2026-12-01T10:00:00Z"
+	for _, tc := range []struct {
+		name string
+		edit map[string]any
+		want string
+	}{
+		{"receipt keys not a JWKS", map[string]any{"timestamp": ts, "result": result(""), "custom": map[string]any{"receipt_keys": "nope"}}, ": /custom/receipt_keys: want a JWKS"},
+		{"approval outcomes of another shape", map[string]any{"timestamp": ts, "result": result(""), "custom": map[string]any{"approvals": []any{map[string]any{"bogus": 1}}}},
+			": /custom/approvals: want an array of approval signature outcomes"},
+		{"receipts of another shape", map[string]any{"timestamp": ts, "result": result(""), "custom": map[string]any{"receipts": map[string]any{}}}, ": /custom/receipts: want an array"},
+		{"no timestamp", map[string]any{"result": result("x.y.z")}, ": /timestamp: an event that records receipts"},
+		{"a result of other calls", map[string]any{"timestamp": ts, "result": map[string]any{"calls": []any{map[string]any{"receipt": "x.y.z"}}}},
+			": /result/calls: the result judges 1 call(s), the input document's dispatch holds 5"},
+	} {
+		ev := maps.Clone(event)
+		maps.Copy(ev, tc.edit)
+		b, err := json.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, "edited.jsonl")
+		if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := runCLI("replay", "--registry", reg, "--baseline", pols, "--candidate", pols, path)
+		if code != 2 || out != "" || !strings.Contains(errs, "edited.jsonl:1") || !strings.Contains(errs, tc.want) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming %s", tc.name, code, out, errs, tc.want)
+		}
+	}
+}
+
+// TestReplayApproverKeysJudgesTheApprovalsFile: with --approver-keys, the
+// approvals of --approvals are judged as eval --approver-keys judges
+// them: the unsigned approval of examples/approvals no longer lets t2
+// execute, on either side, and the decision says why.
+func TestReplayApproverKeysJudgesTheApprovalsFile(t *testing.T) {
+	reg := filepath.Join(examplesDir, "registry.yaml")
+	transfers := filepath.Join(examplesDir, "policies", "transfers")
+	history := filepath.Join(examplesDir, "histories", "transfer.json")
+	base := []string{"replay", "--format", "json", "--registry", reg, "--baseline", transfers, "--candidate", transfers,
+		"--approvals", filepath.Join(examplesDir, "approvals", "transfer.json"), history}
+	transitions := func(args ...string) map[string]any {
+		t.Helper()
+		code, out, errs := runCLI(append(slices.Clone(base), args...)...)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, errs)
+		}
+		var rep map[string]any
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := rep["audit"]; ok {
+			t.Errorf("a history run records nothing to audit: %v", rep["audit"])
+		}
+		return rep["transitions"].(map[string]any)
+	}
+	if got := transitions(); !maps.Equal(got, map[string]any{"execute->execute": 2.0}) {
+		t.Errorf("without approver keys: %v", got)
+	}
+	got := transitions("--approver-keys", filepath.Join(examplesDir, "trust", "approver-keys.json"))
+	if !maps.Equal(got, map[string]any{"execute->execute": 1.0, "approval_required->approval_required": 1.0}) {
+		t.Errorf("with approver keys, the unsigned approval is not applied: %v", got)
+	}
+}
+
+// TestReplayHelpNamesTheAuditFlags: replay's usage and help give
+// --receipt-keys and --approver-keys, and the exit status a finding
+// gives.
+func TestReplayHelpNamesTheAuditFlags(t *testing.T) {
+	code, out, errs := runCLI("replay", "--help")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	for _, want := range []string{"[--receipt-keys JWKS] [--approver-keys JWKS]", "--receipt-keys string", "--approver-keys string",
+		"a recorded receipt or approval signature did not verify (a finding)"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("replay --help does not say %q:\n%s", want, out)
+		}
+	}
+}
