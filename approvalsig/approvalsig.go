@@ -7,7 +7,9 @@
 // approval that is unsigned, signed by a key not in the set, signed over
 // another digest, kind or arguments, or expired does not count: Check
 // marks it Refused, and the decision records it as not applied, saying
-// why.
+// why. Check also records each outcome as a code (Verified, Unsigned,
+// UnknownKey, …) with the kid, which Outcomes gives as the sidecar's
+// decision log records them.
 package approvalsig
 
 import (

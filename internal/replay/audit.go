@@ -440,14 +440,18 @@ func (a *Audit) writePretty(b *strings.Builder) {
 		keys = "--receipt-keys " + a.ReceiptKeys
 	}
 	b.WriteString("\n")
-	printable.Fprintf(b, "recorded receipts:  %d checked, %d valid (verified with %s)\n", a.Receipts.Checked, a.Receipts.Valid, keys)
 	ap := a.Approvals
-	printable.Fprintf(b, "recorded approvals: %d signature outcome(s) recorded, %d of them refused by the sidecar; %d judged again with --approver-keys, %d verified",
-		ap.Recorded, ap.RecordedRefused, ap.Checked, ap.Verified)
-	if ap.NotChecked > 0 {
-		printable.Fprintf(b, "; %d applied under approver keys and not judged again (give --approver-keys)", ap.NotChecked)
+	if a.Receipts.Checked > 0 || ap == (ApprovalAudit{}) {
+		printable.Fprintf(b, "recorded receipts:  %d checked, %d valid (verified with %s)\n", a.Receipts.Checked, a.Receipts.Valid, keys)
 	}
-	b.WriteString("\n")
+	if ap != (ApprovalAudit{}) {
+		printable.Fprintf(b, "recorded approvals: %d signature outcome(s) recorded, %d of them refused by the sidecar; %d judged again with --approver-keys, %d verified",
+			ap.Recorded, ap.RecordedRefused, ap.Checked, ap.Verified)
+		if ap.NotChecked > 0 {
+			printable.Fprintf(b, "; %d applied under approver keys and not judged again (give --approver-keys)", ap.NotChecked)
+		}
+		b.WriteString("\n")
+	}
 	if len(a.Findings) == 1 {
 		b.WriteString("1 finding\n")
 	} else {

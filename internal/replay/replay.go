@@ -14,8 +14,16 @@
 // replayed in parallel; each side is one Engine whose caches every run
 // shares.
 //
-// inputs.go reads histories, JSON Lines and decision logs; report.go
-// writes the report (pretty, json, html); gate.go is --fail-on.
+// A logged decision that recorded the receipts it handed out and its
+// approvals' signature checks (a sidecar with --receipt-key or
+// --approver-keys) is audited too: each receipt is verified against its
+// call as of the decision's time, and, given approver keys, each approval
+// it was decided with is judged again; what does not verify is a finding
+// (Audit).
+//
+// inputs.go reads histories, JSON Lines and decision logs; audit.go reads
+// and verifies what they recorded of receipts and approval signatures;
+// report.go writes the report (pretty, json, html); gate.go is --fail-on.
 package replay
 
 import (
