@@ -149,3 +149,37 @@ func TestReplayHelpNamesTheAuditFlags(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayDocFindingExample runs the replays docs/replay.md shows
+// failing (```console exit=1 blocks, which TestReplayDocExample leaves
+// alone), from the module root as the doc does: each exits 1 and prints
+// what the doc shows, its report and then its error.
+func TestReplayDocFindingExample(t *testing.T) {
+	root := filepath.Dir(examplesDir)
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "replay.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	rest, examples := string(raw), 0
+	for {
+		var block string
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, "```console exit=1\n$ policycheck "); !ok {
+			break
+		}
+		block, rest, _ = strings.Cut(rest, "```\n")
+		cmdline, want, _ := strings.Cut(block, "\n")
+		examples++
+		code, out, errs := runCLI(strings.Fields(cmdline)...)
+		if code != 1 {
+			t.Errorf("%s: exit %d, want 1: %s", cmdline, code, errs)
+		}
+		if got := out + errs; got != want {
+			t.Errorf("docs/replay.md shows:\n%s\n%s prints:\n%s", want, cmdline, got)
+		}
+	}
+	if examples < 1 {
+		t.Fatal("docs/replay.md lost its example of a receipt moved to another call")
+	}
+}
