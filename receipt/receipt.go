@@ -134,6 +134,10 @@ type Signer struct {
 	raw     ed25519.PrivateKey // the same key, as jws signs with it fastest
 	pub     jwk.Key
 	retired []retiredKey
+	// keysJSON is KeysJSON's last answer, for the key set of kids
+	// keysKids (the current kid, then the retired ones still listed).
+	keysJSON []byte
+	keysKids string
 }
 
 type retiredKey struct {
@@ -228,6 +232,36 @@ func (s *Signer) Keys() jwk.Set {
 	}
 	s.retired = kept
 	return set
+}
+
+// KeysJSON returns Keys as JSON (a JWKS), encoded once for each set of
+// keys listed: what the decision log records with every event that
+// carries receipts. The caller must not modify it.
+func (s *Signer) KeysJSON() ([]byte, error) {
+	s.mu.Lock()
+	now := s.now()
+	kid, _ := s.key.KeyID()
+	kids := kid
+	for _, r := range s.retired {
+		if now.Before(r.until) {
+			k, _ := r.pub.KeyID()
+			kids += " " + k
+		}
+	}
+	if s.keysJSON != nil && s.keysKids == kids {
+		out := s.keysJSON
+		s.mu.Unlock()
+		return out, nil
+	}
+	s.mu.Unlock()
+	out, err := json.Marshal(s.Keys())
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.keysJSON, s.keysKids = out, kids
+	s.mu.Unlock()
+	return out, nil
 }
 
 // ServeHTTP serves Keys as a JWKS (RFC 7517, as application/json), for GET

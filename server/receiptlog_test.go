@@ -553,3 +553,55 @@ func TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied(t *testing.T) 
 	assert.Equal(t, "t2", f["tool_call_id"])
 	assert.Contains(t, f["reason"], "the logged decision was made with it applied, and --approver-keys refuses it: unsigned")
 }
+
+// TestDecisionLogRecordsTheKeysAcrossARotation: after the receipt key is
+// rotated, an event records the JWKS GET /v1/keys serves then — the new
+// key and the replaced one, still listed — and its receipts name the new
+// key; replay verifies the receipts of both events, each with the keys it
+// records.
+func TestDecisionLogRecordsTheKeysAcrossARotation(t *testing.T) {
+	signer, err := receipt.NewSigner(receiptcases.Key(1))
+	require.NoError(t, err)
+	first := signer.KeyID()
+	regPath := filepath.Join("..", "examples", "registry.yaml")
+	reg, err := loader.ReadRegistry(regPath)
+	require.NoError(t, err)
+	policies := filepath.Join("..", "examples", "policies")
+	col := newUploadCollector(t)
+	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	rs := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(policies)), server.Receipts(signer), server.OPAConfig(cfg, "rotation-log-test"))
+	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
+	require.NoError(t, err)
+	body := []byte(fmt.Sprintf(`{"history": %s, "context": {"group": "support"}}`, history))
+	var served []any
+	for range 2 {
+		status, out := rs.post(t, "/v1/decide", body)
+		require.Equal(t, http.StatusOK, status, string(out))
+		raw, _ := getKeys(t, rs)
+		var keys any
+		require.NoError(t, json.Unmarshal(raw, &keys))
+		served = append(served, keys)
+		require.NoError(t, signer.Rotate(receiptcases.Key(2)))
+	}
+	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(t.Context()))
+	events := collectorEvents(t, col)
+	require.Len(t, events, 2)
+	second := signer.KeyID()
+	require.NotEqual(t, first, second)
+	for i, want := range []struct {
+		kid  string
+		kids int
+	}{{first, 1}, {second, 2}} {
+		custom := asMap(t, events[i]["custom"])
+		keys := normalize(t, custom["receipt_keys"])
+		assert.Equal(t, served[i], keys, "event %d records the keys /v1/keys served", i)
+		assert.Len(t, asMap(t, keys)["keys"], want.kids, "event %d", i)
+		for _, r := range custom["receipts"].([]any) {
+			assert.Equal(t, want.kid, asMap(t, r)["kid"], "event %d", i)
+		}
+	}
+	code, rep, stderr := replayExit(t, col.dir, "--registry", regPath, "--baseline", policies, "--candidate", policies)
+	require.Equal(t, 0, code, stderr)
+	audit := asMap(t, rep["audit"])
+	assert.Equal(t, map[string]any{"checked": 4.0, "valid": 4.0}, audit["receipts"])
+}

@@ -3,8 +3,8 @@ package server
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"net/http"
+	"strconv"
 
 	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
@@ -62,52 +62,46 @@ func (s *Server) stamp(d *engine.Decision, run string) *Error {
 // Without a receipt key and approver keys it adds nothing: the event is
 // what it was before either existed.
 func (s *Server) recordSignatures(custom map[string]any, d *engine.Decision) error {
-	var rec struct {
-		Receipts  []loggedReceipt       `json:"receipts,omitempty"`
-		Keys      json.RawMessage       `json:"receipt_keys,omitempty"`
-		Approvals []approvalsig.Outcome `json:"approvals,omitempty"`
-	}
 	if s.cfg.receipts != nil {
+		var receipts []any
 		for i, c := range d.Calls {
 			if c.Receipt == "" {
 				continue
 			}
-			kid, cl, err := receipt.Peek(c.Receipt)
+			jti, kid, err := receipt.IDs(c.Receipt)
 			if err != nil {
 				return fmt.Errorf("call %d's receipt: %w", i, err)
 			}
-			rec.Receipts = append(rec.Receipts, loggedReceipt{Call: i, ID: cl.ID, KeyID: kid})
+			// Plain JSON values, as OPA's mask policy reads the event.
+			receipts = append(receipts, map[string]any{"call": json.Number(strconv.Itoa(i)), "jti": jti, "kid": kid})
 		}
-		if rec.Receipts != nil {
-			keys, err := json.Marshal(s.cfg.receipts.Keys())
+		if receipts != nil {
+			raw, err := s.cfg.receipts.KeysJSON()
 			if err != nil {
 				return fmt.Errorf("receipt keys: %w", err)
 			}
-			rec.Keys = keys
+			var keys any // decoded afresh: a mask may rewrite the event
+			if err := json.Unmarshal(raw, &keys); err != nil {
+				return fmt.Errorf("receipt keys: %w", err)
+			}
+			custom["receipts"], custom["receipt_keys"] = receipts, keys
 		}
 	}
-	if s.cfg.approvers != nil {
-		rec.Approvals = approvalsig.Outcomes(d.ApprovalsGiven())
-	}
-	if rec.Receipts == nil && rec.Approvals == nil {
+	if s.cfg.approvers == nil {
 		return nil
 	}
-	// Plain JSON values, as OPA's mask policy reads the event.
-	raw, err := json.Marshal(rec)
+	outcomes := approvalsig.Outcomes(d.ApprovalsGiven())
+	if outcomes == nil {
+		return nil
+	}
+	raw, err := json.Marshal(outcomes)
 	if err != nil {
 		return err
 	}
-	var m map[string]any
-	if err := json.Unmarshal(raw, &m); err != nil {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
 		return err
 	}
-	maps.Copy(custom, m)
+	custom["approvals"] = v
 	return nil
-}
-
-// loggedReceipt names one receipt in a decision-log event.
-type loggedReceipt struct {
-	Call  int    `json:"call"`
-	ID    string `json:"jti"`
-	KeyID string `json:"kid"`
 }

@@ -80,6 +80,7 @@ func TestReplayRefusesMalformedRecordedSignatures(t *testing.T) {
 			": /custom/approvals: want an array of approval signature outcomes"},
 		{"receipts of another shape", map[string]any{"timestamp": ts, "result": result(""), "custom": map[string]any{"receipts": map[string]any{}}}, ": /custom/receipts: want an array"},
 		{"no timestamp", map[string]any{"result": result("x.y.z")}, ": /timestamp: an event that records receipts"},
+		{"receipts recorded, the result erased", map[string]any{"timestamp": ts, "custom": map[string]any{"receipts": []any{}}}, ": /result: the event records receipts"},
 		{"a result of other calls", map[string]any{"timestamp": ts, "result": map[string]any{"calls": []any{map[string]any{"receipt": "x.y.z"}}}},
 			": /result/calls: the result judges 1 call(s), the input document's dispatch holds 5"},
 	} {

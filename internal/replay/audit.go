@@ -98,17 +98,20 @@ func readRecorded(decisionID string, in map[string]any, ts string, result json.R
 			Receipt string `json:"receipt"`
 		} `json:"calls"`
 	}
-	if len(result) > 0 {
+	var inCalls []any
+	if hasReceipt || hasReceipts {
+		if len(result) == 0 || string(result) == "null" {
+			return nil, bad("/result", "the event records receipts (custom.receipts) and carries no result (erased by a mask rule?): they cannot be verified")
+		}
 		if err := json.Unmarshal(result, &res); err != nil {
 			return nil, bad("/result", "want the decision document: "+err.Error())
 		}
-	}
-	var inCalls []any
-	if d, ok := in["dispatch"].(map[string]any); ok {
-		inCalls, _ = d["calls"].([]any)
-	}
-	if len(res.Calls) != len(inCalls) {
-		return nil, bad("/result/calls", fmt.Sprintf("the result judges %d call(s), the input document's dispatch holds %d", len(res.Calls), len(inCalls)))
+		if d, ok := in["dispatch"].(map[string]any); ok {
+			inCalls, _ = d["calls"].([]any)
+		}
+		if len(res.Calls) != len(inCalls) {
+			return nil, bad("/result/calls", fmt.Sprintf("the result judges %d call(s), the input document's dispatch holds %d", len(res.Calls), len(inCalls)))
+		}
 	}
 	for i, v := range inCalls {
 		c, _ := v.(map[string]any) // FactsFromInput checked the shape
