@@ -184,3 +184,48 @@ func TestReplayDocFindingExample(t *testing.T) {
 		t.Fatal("docs/replay.md lost its example of a receipt moved to another call")
 	}
 }
+
+// TestReplayFindingInEveryFormat: the receipt moved to another call in
+// examples/trust/receipt-log-moved.jsonl is a finding in every format —
+// json's audit, with the receipt's id and key, and html's findings
+// section, escaped as the rest of the page — and fails the replay in each.
+func TestReplayFindingInEveryFormat(t *testing.T) {
+	moved := filepath.Join(examplesDir, "trust", "receipt-log-moved.jsonl")
+	base := []string{"replay", "--registry", filepath.Join(examplesDir, "registry.yaml"),
+		"--baseline", filepath.Join(examplesDir, "policies"), "--candidate", filepath.Join(examplesDir, "policies")}
+	code, out, errs := runCLI(append(slices.Clone(base), "--format", "json", moved)...)
+	if code != 1 {
+		t.Fatalf("json: exit %d: %s", code, errs)
+	}
+	var rep struct {
+		Audit struct {
+			ReceiptKeys string         `json:"receipt_keys"`
+			Receipts    map[string]int `json:"receipts"`
+			Findings    []map[string]any
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatal(err)
+	}
+	if rep.Audit.ReceiptKeys != "recorded" || !maps.Equal(rep.Audit.Receipts, map[string]int{"checked": 2, "valid": 1}) || len(rep.Audit.Findings) != 1 {
+		t.Fatalf("json audit: %+v", rep.Audit)
+	}
+	f := rep.Audit.Findings[0]
+	for k, want := range map[string]any{"run": "refund-1", "message": 5.0, "kind": "receipt", "tool_call_id": "c3", "tool": "search_docs",
+		"jti": "Nnr88uxuxUgBwCQijY1Cjg", "kid": "pvHiZbP8IoxsbthcNA6IgjJCNYyN4ukc70LRZqEMLZk",
+		"reason": `receipt rejected: issued for tool_call_id "c1", the call's is "c3"`, "source": moved + ":1"} {
+		if f[k] != want {
+			t.Errorf("finding %s: %v, want %v", k, f[k], want)
+		}
+	}
+	code, out, errs = runCLI(append(slices.Clone(base), "--format", "html", moved)...)
+	if code != 1 {
+		t.Fatalf("html: exit %d: %s", code, errs)
+	}
+	for _, want := range []string{`<section id="findings">`, `<td id="finding-count" class="changed">1</td>`,
+		`issued for tool_call_id &#34;c1&#34;, the call&#39;s is &#34;c3&#34;`, `<td id="audit-receipts">2 checked, 1 valid (keys: recorded)</td>`} {
+		if !strings.Contains(out, want) {
+			t.Errorf("the html report lacks %q", want)
+		}
+	}
+}
