@@ -229,3 +229,58 @@ func TestReplayFindingInEveryFormat(t *testing.T) {
 		}
 	}
 }
+
+// TestReplayFindsAReceiptHandedOutTwice: the example log's last decision
+// copied into the log as another decision (a new decision_id) carries
+// receipts that verify — same run, call and arguments — but that an
+// earlier decision handed out: each is a finding. The same event logged
+// twice (its decision_id too) is not.
+func TestReplayFindsAReceiptHandedOutTwice(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join(examplesDir, "trust", "receipt-log.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := strings.Split(strings.TrimSpace(string(raw)), "\n")
+	last := lines[len(lines)-1]
+	var ev map[string]any
+	if err := json.Unmarshal([]byte(last), &ev); err != nil {
+		t.Fatal(err)
+	}
+	ev["decision_id"] = "00000000-0000-4000-8000-000000000000"
+	copied, err := json.Marshal(ev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"replay", "--format", "json", "--registry", filepath.Join(examplesDir, "registry.yaml"),
+		"--baseline", filepath.Join(examplesDir, "policies"), "--candidate", filepath.Join(examplesDir, "policies")}
+	for _, tc := range []struct {
+		name, extra string
+		findings    int
+	}{{"copied as another decision", string(copied), 2}, {"logged twice", last, 0}} {
+		path := filepath.Join(t.TempDir(), "log.jsonl")
+		if err := os.WriteFile(path, []byte(strings.Join(append(slices.Clone(lines), tc.extra), "\n")+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, errs := runCLI(append(slices.Clone(base), path)...)
+		var rep struct {
+			Audit struct {
+				Receipts map[string]int
+				Findings []struct{ Reason string }
+			}
+		}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("%s: %v: %s", tc.name, err, errs)
+		}
+		if len(rep.Audit.Findings) != tc.findings || (tc.findings > 0) != (code == 1) || (tc.findings == 0) != (code == 0) {
+			t.Fatalf("%s: exit %d, findings %+v", tc.name, code, rep.Audit.Findings)
+		}
+		for _, f := range rep.Audit.Findings {
+			if !strings.Contains(f.Reason, "a receipt copied into another decision") {
+				t.Errorf("%s: %s", tc.name, f.Reason)
+			}
+		}
+		if want := 6 - tc.findings; rep.Audit.Receipts["checked"] != 6 || rep.Audit.Receipts["valid"] != want {
+			t.Errorf("%s: receipts %v, want 6 checked, %d valid", tc.name, rep.Audit.Receipts, want)
+		}
+	}
+}
