@@ -137,9 +137,14 @@ func TestReplayApproverKeysJudgesTheApprovalsFile(t *testing.T) {
 
 // TestReplayHelpNamesTheAuditFlags: replay's usage and help give
 // --receipt-keys and --approver-keys, and the exit status a finding
-// gives.
+// gives; serve's help says what its decision log records of receipts and
+// approvals.
 func TestReplayHelpNamesTheAuditFlags(t *testing.T) {
-	code, out, errs := runCLI("replay", "--help")
+	code, out, errs := runCLI("serve", "--help")
+	if code != 0 || !strings.Contains(out, "each decision-log event's custom also records the\nreceipts handed out (each one's jti and kid)") {
+		t.Errorf("serve --help: exit %d, %s%s", code, out, errs)
+	}
+	code, out, errs = runCLI("replay", "--help")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
