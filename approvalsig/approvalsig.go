@@ -7,7 +7,9 @@
 // approval that is unsigned, signed by a key not in the set, signed over
 // another digest, kind or arguments, or expired does not count: Check
 // marks it Refused, and the decision records it as not applied, saying
-// why.
+// why. Check also records each outcome as a code (Verified, Unsigned,
+// UnknownKey, …) with the kid, which Outcomes gives as the sidecar's
+// decision log records them.
 package approvalsig
 
 import (
@@ -16,6 +18,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,64 +124,128 @@ func Sign(key jwk.Key, p Payload) (string, error) {
 	return string(out), nil
 }
 
+// Outcomes of a signature check (facts.Approval.Verification,
+// Outcome.Result): Verified, or the code of why the approval does not
+// count.
+const (
+	Verified     = "verified"
+	Unsigned     = "unsigned"      // the approval carries no signature
+	Malformed    = "malformed"     // the signature is not a compact JWS, or its payload not an approval
+	UnknownKey   = "unknown_key"   // signed by a key (kid) not in the set
+	BadSignature = "bad_signature" // the signature does not verify with the key its kid names
+	OtherCall    = "other_call"    // signed over another call's digest
+	OtherKind    = "other_kind"    // signed as the other kind (an approval for a denial, or the reverse)
+	OtherArgs    = "other_args"    // signed over other override_args
+	Expired      = "expired"       // the signature's exp has passed
+)
+
+// refusal is why an approval does not count: its code and its sentence.
+type refusal struct{ code, msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+func refuse(code, format string, a ...any) *refusal {
+	return &refusal{code: code, msg: fmt.Sprintf(format, a...)}
+}
+
 // Check returns approvals with every approval's signature checked: one
-// that counts has the signing key's identity as its approvers; one that
-// does not has Refused saying why.
+// that counts has the signing key's identity as its approvers and
+// Verification Verified; one that does not has Refused saying why and
+// Verification the code of why. KeyID is the kid the signature names.
 func (v *Verifier) Check(approvals facts.Approvals) facts.Approvals {
 	if approvals == nil {
 		return nil
 	}
 	out := make(facts.Approvals, len(approvals))
 	for id, a := range approvals {
-		who, err := v.check(a)
-		if err != nil {
-			a.Refused = err.Error()
+		who, kid, r := v.check(a)
+		a.KeyID = kid
+		if r != nil {
+			a.Refused, a.Verification = r.msg, r.code
 		} else {
-			a.Approvers = []string{who}
+			a.Approvers, a.Verification = []string{who}, Verified
 		}
 		out[id] = a
 	}
 	return out
 }
 
-func (v *Verifier) check(a facts.Approval) (string, error) {
+func (v *Verifier) check(a facts.Approval) (who, kid string, _ *refusal) {
 	if a.Signature == "" {
-		return "", errors.New("unsigned: approvals must carry a signature by an approver key (--approver-keys)")
+		return "", "", refuse(Unsigned, "unsigned: approvals must carry a signature by an approver key (--approver-keys)")
 	}
 	msg, err := jws.Parse([]byte(strings.TrimSpace(a.Signature)), jws.WithCompact())
 	if err != nil || len(msg.Signatures()) != 1 {
-		return "", errors.New("the signature is not a compact JWS")
+		return "", "", refuse(Malformed, "the signature is not a compact JWS")
 	}
-	kid, _ := msg.Signatures()[0].ProtectedHeaders().KeyID()
+	kid, _ = msg.Signatures()[0].ProtectedHeaders().KeyID()
 	key, ok := v.keys.LookupKeyID(kid)
 	if kid == "" || !ok {
-		return "", fmt.Errorf("signed by key %q, which is not an approver key", kid)
+		return "", kid, refuse(UnknownKey, "signed by key %q, which is not an approver key", kid)
 	}
 	raw, err := jws.Verify([]byte(strings.TrimSpace(a.Signature)), jws.WithKeySet(v.keys, jws.WithRequireKid(true)))
 	if err != nil {
-		return "", fmt.Errorf("the signature does not verify with approver key %q", kid)
+		return "", kid, refuse(BadSignature, "the signature does not verify with approver key %q", kid)
 	}
 	var p Payload
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return "", fmt.Errorf("the signed payload is not an approval: %v", err)
+		return "", kid, refuse(Malformed, "the signed payload is not an approval: %v", err)
 	}
 	switch {
 	case p.Digest != a.Digest:
-		return "", fmt.Errorf("signed for the call with digest %s, the approval carries %s", p.Digest, a.Digest)
+		return "", kid, refuse(OtherCall, "signed for the call with digest %s, the approval carries %s", p.Digest, a.Digest)
 	case p.Kind != a.Kind:
-		return "", fmt.Errorf("signed as %s, the approval says %s", p.Kind, a.Kind)
+		return "", kid, refuse(OtherKind, "signed as %s, the approval says %s", p.Kind, a.Kind)
 	case !sameArgs(p.OverrideArgs, a.OverrideArgs):
-		return "", errors.New("signed over other override_args than the approval carries")
+		return "", kid, refuse(OtherArgs, "signed over other override_args than the approval carries")
 	case p.Expiry != 0 && v.now().Unix() >= p.Expiry:
-		return "", fmt.Errorf("the signature expired at %s", time.Unix(p.Expiry, 0).UTC().Format(time.RFC3339))
+		return "", kid, refuse(Expired, "the signature expired at %s", time.Unix(p.Expiry, 0).UTC().Format(time.RFC3339))
 	}
 	var sub string
 	if key.Get("sub", &sub) == nil && sub != "" {
-		return sub, nil
+		return sub, kid, nil
 	}
-	return kid, nil
+	return kid, kid, nil
+}
+
+// Outcome is what a signature check made of one approval, as the
+// sidecar's decision log records it (an event's custom.approvals) and
+// `policycheck replay` reads it back: the approval's call and kind, the
+// Result (Verified or the code of a refusal) with its Reason, the kid the
+// signature names, the approver it verified as, and the signature itself,
+// so that a replay with the approver keys can judge it again.
+type Outcome struct {
+	ToolCallID string `json:"tool_call_id"`
+	Digest     string `json:"digest"`
+	Kind       string `json:"kind"`
+	Result     string `json:"result"`
+	Reason     string `json:"reason,omitempty"`
+	KeyID      string `json:"kid,omitempty"`
+	Approver   string `json:"approver,omitempty"`
+	Signature  string `json:"signature,omitempty"`
+}
+
+// Outcomes returns the outcome of every approval of approvals that a
+// signature check judged (Check), sorted by tool_call_id; nil when no
+// check ran (no approver keys), so that a log without approver keys
+// records nothing of them.
+func Outcomes(approvals facts.Approvals) []Outcome {
+	var out []Outcome
+	for id, a := range approvals {
+		if a.Verification == "" {
+			continue
+		}
+		o := Outcome{ToolCallID: id, Digest: a.Digest, Kind: a.Kind, Result: a.Verification, Reason: a.Refused,
+			KeyID: a.KeyID, Signature: a.Signature}
+		if a.Verification == Verified && len(a.Approvers) == 1 {
+			o.Approver = a.Approvers[0]
+		}
+		out = append(out, o)
+	}
+	slices.SortFunc(out, func(a, b Outcome) int { return strings.Compare(a.ToolCallID, b.ToolCallID) })
+	return out
 }
 
 // sameArgs compares two argument objects as JSON values (members in any

@@ -191,6 +191,7 @@ func approvalRequiredText(s *snapshot, vm *policyVerdict) (string, []string) {
 // the call's arguments and digest, on an execute an approval applied to
 // the arguments to execute.
 func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, binds []*binding) {
+	d.approvals = approvals
 	var calls []facts.Call
 	if f.Dispatch != nil {
 		calls = f.Dispatch.Calls

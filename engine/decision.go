@@ -70,6 +70,8 @@ type Decision struct {
 	input   ast.Value // the decision query's input document, read by InputDocument
 	// binds are the approvals bound to the calls (nil without approvals).
 	binds []*binding
+	// approvals are the approvals the request carried (ApprovalsGiven).
+	approvals facts.Approvals
 	// argsProblems, parallel to the calls, are why each call's arguments
 	// fail its tool's schema (nil when every call's validate).
 	argsProblems []*argsInvalid

@@ -1,5 +1,13 @@
 package engine
 
+import "github.com/policycheck/policycheck/facts"
+
+// ApprovalsGiven returns the approvals the request carried, as the
+// decision was made with them (after a signature check, package
+// approvalsig, where one ran: each with its Verification); nil when it
+// carried none. Treat them as read-only.
+func (d *Decision) ApprovalsGiven() facts.Approvals { return d.approvals }
+
 // ExecutionDigest returns the CallDigest of call i of the decision over
 // its tool_call_id, its tool and the arguments it executes with: the
 // approver's override_args where an applied approval replaced them, the

@@ -40,6 +40,14 @@ type Approval struct {
 	// Refused, set by a signature check (package approvalsig), says why
 	// the approval does not count; "" when it counts.
 	Refused string
+	// Verification, set by a signature check (package approvalsig), is
+	// its outcome: "verified", or a code of why the approval does not
+	// count ("unsigned", "unknown_key", "bad_signature", "expired", …);
+	// "" when no check ran.
+	Verification string
+	// KeyID, set by a signature check, is the kid the signature names;
+	// "" when there is none.
+	KeyID string
 }
 
 // Approvals maps a tool_call_id to the answer for that call.

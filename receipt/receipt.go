@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"crypto"
 	"crypto/ed25519"
+	"crypto/rand"
 	"crypto/x509"
+	"encoding/base64"
 	"encoding/json"
 	"encoding/pem"
 	"errors"
@@ -31,6 +33,11 @@ const Type = "policycheck-receipt+jws"
 
 // Claims is the payload of a receipt.
 type Claims struct {
+	// ID (jti) is the receipt's own identifier, random and unique per
+	// receipt: decision logs record it, and a tool service that runs a
+	// call at most once can keep it. Receipts signed before receipts
+	// carried one have none.
+	ID string `json:"jti,omitempty"`
 	// RunID is the run the decision was a step of (POST
 	// /v1/runs/{id}/decide); empty for a stateless decision.
 	RunID      string  `json:"run_id,omitempty"`
@@ -127,6 +134,10 @@ type Signer struct {
 	raw     ed25519.PrivateKey // the same key, as jws signs with it fastest
 	pub     jwk.Key
 	retired []retiredKey
+	// keysJSON is KeysJSON's last answer, for the key set of kids
+	// keysKids (the current kid, then the retired ones still listed).
+	keysJSON []byte
+	keysKids string
 }
 
 type retiredKey struct {
@@ -223,6 +234,36 @@ func (s *Signer) Keys() jwk.Set {
 	return set
 }
 
+// KeysJSON returns Keys as JSON (a JWKS), encoded once for each set of
+// keys listed: what the decision log records with every event that
+// carries receipts. The caller must not modify it.
+func (s *Signer) KeysJSON() ([]byte, error) {
+	s.mu.Lock()
+	now := s.now()
+	kid, _ := s.key.KeyID()
+	kids := kid
+	for _, r := range s.retired {
+		if now.Before(r.until) {
+			k, _ := r.pub.KeyID()
+			kids += " " + k
+		}
+	}
+	if s.keysJSON != nil && s.keysKids == kids {
+		out := s.keysJSON
+		s.mu.Unlock()
+		return out, nil
+	}
+	s.mu.Unlock()
+	out, err := json.Marshal(s.Keys())
+	if err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.keysJSON, s.keysKids = out, kids
+	s.mu.Unlock()
+	return out, nil
+}
+
 // ServeHTTP serves Keys as a JWKS (RFC 7517, as application/json), for GET
 // /v1/keys.
 func (s *Signer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -237,10 +278,17 @@ func (s *Signer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // Sign signs c, setting its issued-at and expiry from the signer's clock
-// and TTL.
+// and TTL, and its ID, when c has none, to a new random one.
 func (s *Signer) Sign(c Claims) (string, error) {
 	now := s.now()
 	c.IssuedAt, c.Expiry = now.Unix(), now.Add(s.ttl).Unix()
+	if c.ID == "" {
+		var b [16]byte
+		if _, err := rand.Read(b[:]); err != nil {
+			return "", fmt.Errorf("receipt: id: %w", err)
+		}
+		c.ID = base64.RawURLEncoding.EncodeToString(b[:])
+	}
 	payload, err := json.Marshal(c)
 	if err != nil {
 		return "", fmt.Errorf("receipt: %w", err)

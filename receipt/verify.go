@@ -2,6 +2,7 @@ package receipt
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -119,4 +120,56 @@ func quoteOrNone(s string) string {
 		return "(none: a stateless decision)"
 	}
 	return strconv.Quote(s)
+}
+
+// Peek reads a receipt's key id (the kid of its protected header) and its
+// claims without verifying anything: for recording which receipt a
+// decision handed out and which key signed it (the sidecar's decision
+// log), never for trusting one (Verify is that). An error says why the
+// text is not a receipt at all.
+func Peek(receipt string) (kid string, claims *Claims, err error) {
+	msg, err := jws.Parse([]byte(strings.TrimSpace(receipt)), jws.WithCompact())
+	if err != nil {
+		return "", nil, invalid("not a compact JWS: %v", err)
+	}
+	sigs := msg.Signatures()
+	if len(sigs) != 1 {
+		return "", nil, invalid("want one signature, the receipt has %d", len(sigs))
+	}
+	kid, _ = sigs[0].ProtectedHeaders().KeyID()
+	var c Claims
+	if err := json.Unmarshal(msg.Payload(), &c); err != nil {
+		return kid, nil, invalid("the payload is not a receipt: %v", err)
+	}
+	return kid, &c, nil
+}
+
+// IDs returns a receipt's id (the jti claim) and the kid of the key
+// that signed it, read without verifying anything, as cheaply as they can
+// be read: what the sidecar's decision log records of every receipt.
+func IDs(receipt string) (jti, kid string, err error) {
+	head, rest, ok := strings.Cut(strings.TrimSpace(receipt), ".")
+	payload, _, ok2 := strings.Cut(rest, ".")
+	if !ok || !ok2 {
+		return "", "", invalid("not a compact JWS")
+	}
+	var h struct {
+		Kid string `json:"kid"`
+	}
+	var c struct {
+		ID string `json:"jti"`
+	}
+	for _, part := range []struct {
+		b64 string
+		v   any
+	}{{head, &h}, {payload, &c}} {
+		raw, err := base64.RawURLEncoding.DecodeString(part.b64)
+		if err != nil {
+			return "", "", invalid("not a compact JWS: %v", err)
+		}
+		if err := json.Unmarshal(raw, part.v); err != nil {
+			return "", "", invalid("not a receipt: %v", err)
+		}
+	}
+	return c.ID, h.Kid, nil
 }

@@ -29,7 +29,10 @@ const decisionPath = "policycheck/availability/decision"
 // policy, data.system.log.mask, applies on top to the whole event. Its
 // result is the decision document (fingerprint, facts, verdicts with
 // their reasons, errors). The event's decision id is id; it reports
-// whether the event was handed to the plugin.
+// whether the event was handed to the plugin. With a receipt key or
+// approver keys, the event's custom also records the receipts the
+// decision handed out, the keys that verify them, and what the signature
+// check made of each approval (recordSignatures).
 func (s *Server) logDecision(r *http.Request, id, endpoint, runID string, st *policyState, d *engine.Decision, ctxDoc any, messages int) bool {
 	return s.logEvent(r.Context(), r.RemoteAddr, id, endpoint, runID, st, d, ctxDoc, messages, nil)
 }
@@ -113,6 +116,11 @@ func (s *Server) logEvent(ctx context.Context, remote, id, endpoint, runID strin
 	}
 	if shadow != nil {
 		info.Custom["shadow"] = shadow
+	}
+	if err := s.recordSignatures(info.Custom, d); err != nil {
+		s.metrics.logErrors.Inc()
+		s.cfg.Logger.Warn("decision log", "error", err)
+		return false
 	}
 	if err := lp.Log(ctx, info); err != nil {
 		s.metrics.logErrors.Inc()

@@ -1,5 +1,7 @@
 package server
 
+import "github.com/policycheck/policycheck/engine"
+
 // PoisonBodies makes c's server overwrite every pooled request body when
 // its request ends, so that anything still reading it reads '#' (tests).
 func PoisonBodies(c *Config) { c.poisonBodies = true }
@@ -34,4 +36,10 @@ func WithoutCache(name string) func(*Config) {
 			panic("server: no cache named " + name)
 		}
 	}
+}
+
+// RecordSignatures is what s adds to a decision-log event's custom for d
+// (receipts, receipt keys, approval outcomes), for the benchmark.
+func (s *Server) RecordSignatures(custom map[string]any, d *engine.Decision) error {
+	return s.recordSignatures(custom, d)
 }

@@ -1,10 +1,15 @@
 package server
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strconv"
 
+	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/receipt"
 )
 
 // checkApprovals checks the request's approvals' signatures when the
@@ -26,5 +31,66 @@ func (s *Server) stamp(d *engine.Decision, run string) *Error {
 	if err := s.cfg.Receipts.Stamp(d, run); err != nil {
 		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 	}
+	return nil
+}
+
+// recordSignatures adds to a decision-log event's custom what the
+// sidecar signed and checked for the decision, so that `policycheck
+// replay` can verify it again from the log:
+//
+//   - receipts: for every call that carries a receipt, the call's index,
+//     the receipt's id (jti) and the kid of the key that signed it (the
+//     receipt itself is in the event's result);
+//   - receipt_keys: the JWKS GET /v1/keys served when the decision was
+//     made (the current key and the replaced keys still listed), in an
+//     event with receipts only;
+//   - approvals: with approver keys, the outcome of each approval's
+//     signature check (approvalsig.Outcomes: verified, or why not, the
+//     kid, the approver, the signature).
+//
+// Without a receipt key and approver keys it adds nothing: the event is
+// what it was before either existed.
+func (s *Server) recordSignatures(custom map[string]any, d *engine.Decision) error {
+	if s.cfg.Receipts != nil {
+		var receipts []any
+		for i, c := range d.Calls {
+			if c.Receipt == "" {
+				continue
+			}
+			jti, kid, err := receipt.IDs(c.Receipt)
+			if err != nil {
+				return fmt.Errorf("call %d's receipt: %w", i, err)
+			}
+			// Plain JSON values, as OPA's mask policy reads the event.
+			receipts = append(receipts, map[string]any{"call": json.Number(strconv.Itoa(i)), "jti": jti, "kid": kid})
+		}
+		if receipts != nil {
+			raw, err := s.cfg.Receipts.KeysJSON()
+			if err != nil {
+				return fmt.Errorf("receipt keys: %w", err)
+			}
+			var keys any // decoded afresh: a mask may rewrite the event
+			if err := json.Unmarshal(raw, &keys); err != nil {
+				return fmt.Errorf("receipt keys: %w", err)
+			}
+			custom["receipts"], custom["receipt_keys"] = receipts, keys
+		}
+	}
+	if s.cfg.ApproverKeys == nil {
+		return nil
+	}
+	outcomes := approvalsig.Outcomes(d.ApprovalsGiven())
+	if outcomes == nil {
+		return nil
+	}
+	raw, err := json.Marshal(outcomes)
+	if err != nil {
+		return err
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return err
+	}
+	custom["approvals"] = v
 	return nil
 }

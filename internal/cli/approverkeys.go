@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/approvalsig"
@@ -19,6 +20,20 @@ func (f *approverKeysFlag) register(cmd *cobra.Command) {
 // verifier is the approval signature check the flag asks for; nil
 // without --approver-keys.
 func (f *approverKeysFlag) verifier(cmd *cobra.Command) (*approvalsig.Verifier, error) {
+	keys, err := f.keys(cmd)
+	if keys == nil || err != nil {
+		return nil, err
+	}
+	v, err := approvalsig.New(keys)
+	if err != nil {
+		return nil, badInput(fmt.Errorf("--approver-keys %s: %w", f.path, err))
+	}
+	return v, nil
+}
+
+// keys is the approver key set the flag names, checked as approver keys;
+// nil without --approver-keys.
+func (f *approverKeysFlag) keys(cmd *cobra.Command) (jwk.Set, error) {
 	if f.path == "" {
 		if cmd.Flags().Changed("approver-keys") {
 			return nil, badInput(errors.New("--approver-keys names a file; an empty name is not one"))
@@ -29,9 +44,8 @@ func (f *approverKeysFlag) verifier(cmd *cobra.Command) (*approvalsig.Verifier, 
 	if err != nil {
 		return nil, badInput(fmt.Errorf("--approver-keys: %w", err))
 	}
-	v, err := approvalsig.New(keys)
-	if err != nil {
+	if _, err := approvalsig.New(keys); err != nil {
 		return nil, badInput(fmt.Errorf("--approver-keys %s: %w", f.path, err))
 	}
-	return v, nil
+	return keys, nil
 }

@@ -166,7 +166,7 @@ vouches for; on failure why it is rejected.` +
 			if callPath == "-" && args[0] == "-" {
 				return badInput(errors.New("only one of --call and RECEIPT can be read from stdin"))
 			}
-			keys, err := readKeys(cmd, keysFrom)
+			keys, err := readKeys(cmd, "--keys", keysFrom)
 			if err != nil {
 				return badInput(err)
 			}
@@ -220,26 +220,27 @@ vouches for; on failure why it is rejected.` +
 	return cmd
 }
 
-// readKeys reads a JWKS from a file, stdin or an http(s) URL.
-func readKeys(cmd *cobra.Command, from string) (jwk.Set, error) {
+// readKeys reads a JWKS from a file, stdin or an http(s) URL, given as
+// the flag named flag.
+func readKeys(cmd *cobra.Command, flag, from string) (jwk.Set, error) {
 	var data []byte
 	if strings.HasPrefix(from, "http://") || strings.HasPrefix(from, "https://") {
 		ctx, cancel := context.WithTimeout(cmd.Context(), 10*time.Second)
 		defer cancel()
 		req, err := http.NewRequestWithContext(ctx, http.MethodGet, from, nil)
 		if err != nil {
-			return nil, fmt.Errorf("--keys %s: %w", from, err)
+			return nil, fmt.Errorf("%s %s: %w", flag, from, err)
 		}
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
-			return nil, fmt.Errorf("--keys: %w", err)
+			return nil, fmt.Errorf("%s: %w", flag, err)
 		}
 		defer resp.Body.Close()
 		if resp.StatusCode != http.StatusOK {
-			return nil, fmt.Errorf("--keys %s: HTTP status %s", from, resp.Status)
+			return nil, fmt.Errorf("%s %s: HTTP status %s", flag, from, resp.Status)
 		}
 		if data, err = io.ReadAll(io.LimitReader(resp.Body, 1<<20)); err != nil {
-			return nil, fmt.Errorf("--keys %s: %w", from, err)
+			return nil, fmt.Errorf("%s %s: %w", flag, from, err)
 		}
 	} else {
 		var err error
@@ -249,7 +250,7 @@ func readKeys(cmd *cobra.Command, from string) (jwk.Set, error) {
 	}
 	set, err := receipt.ParseKeys(data)
 	if err != nil {
-		return nil, fmt.Errorf("--keys %s: %w", from, err)
+		return nil, fmt.Errorf("%s %s: %w", flag, from, err)
 	}
 	return set, nil
 }

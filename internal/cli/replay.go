@@ -1,10 +1,12 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
@@ -25,9 +27,11 @@ func newReplayCmd() *cobra.Command {
 		workers                int
 		maxBytes               int64
 		rf                     receiptFlags
+		receiptKeysFrom        string
+		ak                     approverKeysFlag
 	)
 	cmd := &cobra.Command{
-		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--format pretty|json|html] [--fail-on T,...] INPUT...",
+		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--receipt-keys JWKS] [--approver-keys JWKS] [--format pretty|json|html] [--fail-on T,...] INPUT...",
 		Short: "Decide recorded runs with a baseline and a candidate policy set, and report what changes",
 		Long: `replay decides every step of every recorded run with two policy sets and reports where they differ.
 
@@ -58,7 +62,19 @@ limit. Progress goes to stderr when it is a terminal.
 
 --receipt-key signs, for each call whose verdict changes to execute, the execution receipt the candidate
 would hand out (the change's candidate "receipt" in --format json, with the run's id as run_id), valid
-for --receipt-ttl: what a tool service would accept from the candidate (docs/trust.md).` + exitCodes("0  the replay ran; no change matched --fail-on", "1  the replay ran and a change matched --fail-on (the gate failed)", exitLineBad),
+for --receipt-ttl: what a tool service would accept from the candidate (docs/trust.md).
+
+A decision logged by a sidecar with --receipt-key or --approver-keys records the receipts it handed out
+(their jti and kid), the keys that verify them, and what its signature check made of each approval.
+replay verifies every recorded receipt against the call it was handed out with (run, tool_call_id,
+tool, the arguments it would execute with) as of the decision's time, with the keys the event records
+or, given --receipt-keys (a JWKS file, or an http(s) URL such as the sidecar's /v1/keys), with those
+instead. --approver-keys judges again, as the sidecar's --approver-keys does, the signature of every
+approval a logged decision was decided with (and those of --approvals): one that does not verify is
+decided as not applied on both sides. A receipt or approval signature that does not verify is a
+finding, listed with its reason after the summary (json: "audit"); any finding fails the replay (exit
+1). See docs/replay.md, "Recorded receipts and approvals".` + exitCodes("0  the replay ran; no change matched --fail-on and every recorded receipt and approval signature verified",
+			"1  the replay ran and a change matched --fail-on (the gate failed), or a recorded receipt or approval signature did not verify (a finding)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
@@ -102,12 +118,32 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
 					return err
 				}
 			}
+			approverKeys, err := ak.keys(cmd)
+			if err != nil {
+				return err
+			}
 			if approvalsPath != "" {
 				raw, err := readFile(cmd, approvalsPath)
 				if err != nil {
 					return badInput(err)
 				}
 				if lo.Approvals, err = loader.ReadApprovalsFile(approvalsPath, raw); err != nil {
+					return badInput(err)
+				}
+				if approverKeys != nil {
+					v, err := ak.verifier(cmd)
+					if err != nil {
+						return err
+					}
+					lo.Approvals = v.Check(lo.Approvals)
+				}
+			}
+			var receiptKeys jwk.Set
+			if cmd.Flags().Changed("receipt-keys") {
+				if receiptKeysFrom == "" {
+					return badInput(errors.New("--receipt-keys names a JWKS file or URL; an empty name is not one"))
+				}
+				if receiptKeys, err = readKeys(cmd, "--receipt-keys", receiptKeysFrom); err != nil {
 					return badInput(err)
 				}
 			}
@@ -127,6 +163,16 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
 				}
 				return badInput(fmt.Errorf("%s applies to history runs, and every input is a logged decision, which "+
 					"keeps the context and approvals its input document carries: drop %s", flag, flag))
+			}
+			// --receipt-keys verifies what decision logs recorded, and
+			// --approver-keys judges their approvals or --approvals': with
+			// nothing for them to read, either is refused.
+			logged := slices.ContainsFunc(runs, func(r *replay.Run) bool { return r.History == nil })
+			if receiptKeys != nil && !logged {
+				return badInput(errors.New("--receipt-keys verifies the receipts decision logs recorded, and no input is a decision log: drop --receipt-keys"))
+			}
+			if approverKeys != nil && !logged && approvalsPath == "" {
+				return badInput(errors.New("--approver-keys judges the approvals of logged decisions and of --approvals, and there are neither: drop --approver-keys"))
 			}
 			side := func(name string, pols []string, reg *facts.Registry) (*engine.Engine, error) {
 				opts := []engine.Option{engine.Registry(reg), engine.PolicyPaths(pols...)}
@@ -153,7 +199,7 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
 			if err != nil {
 				return err
 			}
-			ro := replay.Options{Workers: workers}
+			ro := replay.Options{Workers: workers, ReceiptKeys: receiptKeys, ReceiptKeysFrom: receiptKeysFrom, ApproverKeys: approverKeys}
 			if signer != nil {
 				ro.Sign = signer.Stamp
 			}
@@ -167,8 +213,15 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
 			if err := render.Write(cmd.OutOrStdout(), f, &render.Doc{Replay: rep}); err != nil {
 				return err
 			}
+			var failed []string
 			if m := gate.Matches(rep); len(m) > 0 {
-				return &exitError{code: ExitFailed, err: fmt.Errorf("replay: --fail-on matched: %s", strings.Join(m, ", "))}
+				failed = append(failed, "--fail-on matched: "+strings.Join(m, ", "))
+			}
+			if rep.Audit != nil && len(rep.Audit.Findings) > 0 {
+				failed = append(failed, fmt.Sprintf("%d recorded receipt(s) or approval signature(s) did not verify (the report's findings)", len(rep.Audit.Findings)))
+			}
+			if failed != nil {
+				return &exitError{code: ExitFailed, err: fmt.Errorf("replay: %s", strings.Join(failed, "; "))}
 			}
 			return nil
 		},
@@ -187,6 +240,8 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
 	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step of history runs on both sides (logged decisions keep theirs)")
 	rf.register(cmd)
+	fl.StringVar(&receiptKeysFrom, "receipt-keys", "", "JWKS file or http(s) URL (the sidecar's /v1/keys) that verifies the receipts logged decisions recorded, instead of the keys each event records")
+	fl.StringVar(&ak.path, "approver-keys", "", "JWKS of approver keys: judge again the signatures of the approvals logged decisions were decided with (and of --approvals), as serve --approver-keys does")
 	_ = cmd.MarkFlagRequired("registry")
 	return cmd
 }

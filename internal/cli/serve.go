@@ -119,7 +119,9 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 (policycheck receipt verify, package receipt; docs/trust.md) with the keys of GET /v1/keys. With
 --watch, a changed key file rotates the key: the replaced key stays in /v1/keys until its receipts
 have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it
-(docs/trust.md, "Signed approvals").` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+(docs/trust.md, "Signed approvals"). With either, each decision-log event's custom also records the
+receipts handed out (each one's jti and kid), the keys that verify them and each approval's signature
+outcome, which policycheck replay verifies again (docs/replay.md, "Recorded receipts and approvals").` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,

@@ -119,7 +119,10 @@ ul{margin:.2em 0}
 <tr><th>available</th><td id="available">+{{.R.Available.Gained}} −{{.R.Available.Lost}}</td></tr>
 <tr><th>advertised</th><td id="advertised">+{{.R.Advertised.Gained}} −{{.R.Advertised.Lost}}</td></tr>
 <tr><th>fail-closed decisions</th><td id="fail-closed">baseline {{.R.FailClosed.Baseline}}, candidate {{.R.FailClosed.Candidate}}</td></tr>
-<tr><th>changes</th><td id="change-count">{{len .R.Changes}}</td></tr>
+<tr><th>changes</th><td id="change-count">{{len .R.Changes}}</td></tr>{{with .R.Audit}}
+<tr><th>recorded receipts</th><td id="audit-receipts">{{.Receipts.Checked}} checked, {{.Receipts.Valid}} valid (keys: {{.ReceiptKeys}})</td></tr>
+<tr><th>recorded approvals</th><td id="audit-approvals">{{.Approvals.Recorded}} recorded, {{.Approvals.RecordedRefused}} refused by the sidecar; {{.Approvals.Checked}} judged again, {{.Approvals.Verified}} verified; {{.Approvals.NotChecked}} not judged again</td></tr>
+<tr><th>findings</th><td id="finding-count" class="{{if .Findings}}changed{{end}}">{{len .Findings}}</td></tr>{{end}}
 </table>
 <h2>Verdict transitions (baseline → candidate)</h2>
 <table id="transitions">
@@ -137,7 +140,14 @@ ul{margin:.2em 0}
 {{range .R.Changes}}<tr class="change"><td><a class="change-link" href="#{{.Anchor}}">{{.Run}}</a></td><td>{{.Message}}</td><td>{{.Kind}}</td><td>{{id .ToolCallID}}</td><td>{{.Tool}}</td><td>{{.Transition}}</td></tr>
 {{end}}</table>{{else}}<p>No decision changes.</p>{{end}}
 </section>
-<section id="runs-detail">
+{{with .R.Audit}}{{if .Findings}}<section id="findings">
+<h2>Findings: recorded receipts and approvals that do not verify</h2>
+<table>
+<tr><th>run</th><th>message</th><th>finding</th><th>source</th></tr>
+{{range .Findings}}<tr class="finding"><td>{{.Run}}</td><td>{{.Message}}</td><td>{{.Headline}}</td><td>{{.Source}}</td></tr>
+{{end}}</table>
+</section>
+{{end}}{{end}}<section id="runs-detail">
 <h2>Runs</h2>
 {{range .Runs}}<h3>{{.ID}}</h3>
 {{range .Steps}}<section class="step" id="{{.Anchor}}">

@@ -218,6 +218,7 @@ func prettyReplay(w io.Writer, r *replay.Report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	prettyAudit(&b, r.Audit)
 	if len(r.Changes) == 1 {
 		b.WriteString("\n1 change\n")
 	} else {
@@ -239,4 +240,37 @@ func prettyReplay(w io.Writer, r *replay.Report) error {
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// prettyAudit writes the audit's summary and findings (nothing when a is
+// nil), escaped as the rest of the pretty report.
+func prettyAudit(b *strings.Builder, a *replay.Audit) {
+	if a == nil {
+		return
+	}
+	keys := "the keys each event records"
+	if a.ReceiptKeys != "recorded" {
+		keys = "--receipt-keys " + a.ReceiptKeys
+	}
+	b.WriteString("\n")
+	ap := a.Approvals
+	if a.Receipts.Checked > 0 || ap == (replay.ApprovalAudit{}) {
+		printable.Fprintf(b, "recorded receipts:  %d checked, %d valid (verified with %s)\n", a.Receipts.Checked, a.Receipts.Valid, keys)
+	}
+	if ap != (replay.ApprovalAudit{}) {
+		printable.Fprintf(b, "recorded approvals: %d signature outcome(s) recorded, %d of them refused by the sidecar; %d judged again with --approver-keys, %d verified",
+			ap.Recorded, ap.RecordedRefused, ap.Checked, ap.Verified)
+		if ap.NotChecked > 0 {
+			printable.Fprintf(b, "; %d applied under approver keys and not judged again (give --approver-keys)", ap.NotChecked)
+		}
+		b.WriteString("\n")
+	}
+	if len(a.Findings) == 1 {
+		b.WriteString("1 finding\n")
+	} else {
+		printable.Fprintf(b, "%d findings\n", len(a.Findings))
+	}
+	for _, f := range a.Findings {
+		printable.Fprintf(b, "\n%s  message %d  %s\n  source: %s\n", f.Run, f.Message, f.Headline(), f.Source)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"compress/gzip"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -423,9 +424,12 @@ func (l *inputLoader) event(file, ptr string, data []byte) error {
 	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.UseNumber()
 	var ev struct {
-		DecisionID string          `json:"decision_id"`
-		Path       string          `json:"path"`
-		Input      *map[string]any `json:"input"`
+		DecisionID string                     `json:"decision_id"`
+		Path       string                     `json:"path"`
+		Input      *map[string]any            `json:"input"`
+		Timestamp  string                     `json:"timestamp"`
+		Result     json.RawMessage            `json:"result"`
+		Custom     map[string]json.RawMessage `json:"custom"`
 	}
 	if err := dec.Decode(&ev); err != nil {
 		return &loader.Error{File: file, Pointer: ptr, Kind: loader.KindSyntax, Msg: "invalid decision-log event: " + err.Error()}
@@ -458,7 +462,15 @@ func (l *inputLoader) event(file, ptr string, data []byte) error {
 		r = &Run{ID: name}
 		l.logged[name] = r
 	}
-	r.Steps = append(r.Steps, Step{Message: int(n) - 1, Facts: f, Context: ctxDoc, Approvals: approvals, Source: where(file, ptr)})
+	rec, err := readRecorded(ev.DecisionID, in, ev.Timestamp, ev.Result, ev.Custom)
+	if err != nil {
+		var le *loader.Error
+		if errors.As(err, &le) {
+			le.File, le.Pointer = file, ptr+le.Pointer
+		}
+		return err
+	}
+	r.Steps = append(r.Steps, Step{Message: int(n) - 1, Facts: f, Context: ctxDoc, Approvals: approvals, Source: where(file, ptr), Recorded: rec})
 	return nil
 }
 

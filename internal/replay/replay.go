@@ -14,9 +14,17 @@
 // replayed in parallel; each side is one Engine whose caches every run
 // shares.
 //
-// inputs.go reads histories, JSON Lines and decision logs; report.go
-// holds the report, which internal/render writes (pretty, json, html);
-// gate.go is --fail-on.
+// A logged decision that recorded the receipts it handed out and its
+// approvals' signature checks (a sidecar with --receipt-key or
+// --approver-keys) is audited too: each receipt is verified against its
+// call as of the decision's time, and, given approver keys, each approval
+// it was decided with is judged again; what does not verify is a finding
+// (Audit).
+//
+// inputs.go reads histories, JSON Lines and decision logs; audit.go reads
+// and verifies what they recorded of receipts and approval signatures;
+// report.go holds the report, which internal/render writes (pretty, json,
+// html); gate.go is --fail-on.
 package replay
 
 import (
@@ -26,6 +34,8 @@ import (
 	"runtime"
 	"slices"
 	"sync"
+
+	"github.com/lestrrat-go/jwx/v3/jwk"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
@@ -58,6 +68,10 @@ type Step struct {
 	Approvals facts.Approvals
 	// Source is where the event was read (file and pointer).
 	Source string
+	// Recorded is what the event recorded of the receipts the decision
+	// handed out and of its approvals' signature checks, for the audit
+	// (see Audit); nil when the event recorded neither.
+	Recorded *Recorded
 }
 
 // Progress is told about finished runs, from one goroutine: Add(1) after
@@ -79,6 +93,16 @@ type Options struct {
 	// execute, with the run's id: the changes show the receipt the
 	// candidate would hand out.
 	Sign func(d *engine.Decision, run string) error
+	// ReceiptKeys, when set, verify the receipts the logged decisions
+	// recorded instead of the keys each event records (custom.receipt_keys);
+	// ReceiptKeysFrom names them in the report.
+	ReceiptKeys     jwk.Set
+	ReceiptKeysFrom string
+	// ApproverKeys, when set, judge again the signatures of the approvals
+	// each logged decision was decided with, as the sidecar's
+	// --approver-keys does, as of the event's time: one that does not
+	// verify is decided as not applied, on both sides, and is a finding.
+	ApproverKeys jwk.Set
 }
 
 // Sides are the two policy sets compared. Each engine has its registry:
@@ -128,7 +152,7 @@ func Replay(ctx context.Context, sides Sides, runs []*Run, opts Options) (*Repor
 		go func() {
 			defer wg.Done()
 			for i := range next {
-				results[i], errs[i] = replayRun(ctx, sides, runs[i], opts.Decide, opts.Sign)
+				results[i], errs[i] = replayRun(ctx, sides, runs[i], opts)
 				done <- i
 			}
 		}()
@@ -153,19 +177,27 @@ func Replay(ctx context.Context, sides Sides, runs []*Run, opts Options) (*Repor
 		return nil, err
 	}
 	rep := newReport(sides)
+	audits := make([]*audit, len(results))
 	for i, t := range results {
 		if errs[i] != nil {
 			return nil, fmt.Errorf("run %s: %w", runs[i].ID, errs[i])
 		}
 		rep.add(t)
+		audits[i] = &t.audit
 	}
 	rep.Runs = len(runs)
+	keysFrom := "recorded"
+	if opts.ReceiptKeys != nil {
+		keysFrom = opts.ReceiptKeysFrom
+	}
+	rep.Audit = finishAudit(audits, keysFrom)
 	return rep, nil
 }
 
 // replayRun decides one run's steps with both sides.
-func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOption, sign func(*engine.Decision, string) error) (*tally, error) {
-	t := &tally{run: r.ID, transitions: map[string]int{}, sign: sign}
+func replayRun(ctx context.Context, sides Sides, r *Run, o Options) (*tally, error) {
+	t := &tally{run: r.ID, transitions: map[string]int{}, sign: o.Sign}
+	opts := o.Decide
 	if r.History != nil {
 		rb, rc := sides.Baseline.NewRun(), sides.Candidate.NewRun()
 		if r.Approvals != nil {
@@ -186,7 +218,12 @@ func replayRun(ctx context.Context, sides Sides, r *Run, opts []engine.DecideOpt
 		return t, t.signErr
 	}
 	for _, st := range r.Steps {
-		req := engine.Request{Facts: st.Facts, Context: st.Context, Approvals: st.Approvals}
+		approvals, err := t.audit.judgeApprovals(r.ID, st, o.ApproverKeys)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", st.Source, err)
+		}
+		t.audit.checkReceipts(r.ID, st, o.ReceiptKeys)
+		req := engine.Request{Facts: st.Facts, Context: st.Context, Approvals: approvals}
 		db, err := sides.Baseline.Decide(ctx, req, opts...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.Source, err)
@@ -223,6 +260,8 @@ type tally struct {
 	// is its first error.
 	sign    func(*engine.Decision, string) error
 	signErr error
+	// audit is what the run's logged decisions recorded, verified.
+	audit audit
 }
 
 // Outcome states.

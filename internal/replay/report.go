@@ -35,6 +35,10 @@ type Report struct {
 	WouldHide Delta      `json:"would_hide"`
 	// Changes lists every difference, by run, message and kind.
 	Changes []Change `json:"changes"`
+	// Audit is what replay verified of the receipts and approval
+	// signatures the logged decisions recorded; absent when none recorded
+	// any.
+	Audit *Audit `json:"audit,omitempty"`
 }
 
 // SideInfo names a side's policies, its registry file and their

@@ -50,6 +50,9 @@ type ApprovalCase struct {
 	// Applied: the approval counts; Want is a piece of its why.
 	Applied bool
 	Want    string
+	// Result is the signature check's outcome, as decision logs record
+	// it (approvalsig.Verified or the code of the refusal).
+	Result string
 }
 
 func sign(n byte, kid string, p approvalsig.Payload) string {
@@ -63,29 +66,29 @@ func sign(n byte, kid string, p approvalsig.Payload) string {
 // ApprovalCases is the table of signed approvals.
 func ApprovalCases() []ApprovalCase {
 	return []ApprovalCase{
-		{Name: "signed by the approver", Sign: func(p approvalsig.Payload) string { return sign(3, "ana-key", p) }, Applied: true, Want: "applied: approved by " + Approver},
-		{Name: "unsigned", Sign: func(approvalsig.Payload) string { return "" }, Want: "not applied: unsigned"},
-		{Name: "re-signed by an unknown key", Sign: func(p approvalsig.Payload) string { return sign(4, "mallory", p) }, Want: `signed by key "mallory", which is not an approver key`},
-		{Name: "re-signed by another key under the approver's kid", Sign: func(p approvalsig.Payload) string { return sign(4, "ana-key", p) }, Want: `does not verify with approver key "ana-key"`},
+		{Name: "signed by the approver", Sign: func(p approvalsig.Payload) string { return sign(3, "ana-key", p) }, Applied: true, Want: "applied: approved by " + Approver, Result: approvalsig.Verified},
+		{Name: "unsigned", Sign: func(approvalsig.Payload) string { return "" }, Want: "not applied: unsigned", Result: approvalsig.Unsigned},
+		{Name: "re-signed by an unknown key", Sign: func(p approvalsig.Payload) string { return sign(4, "mallory", p) }, Want: `signed by key "mallory", which is not an approver key`, Result: approvalsig.UnknownKey},
+		{Name: "re-signed by another key under the approver's kid", Sign: func(p approvalsig.Payload) string { return sign(4, "ana-key", p) }, Want: `does not verify with approver key "ana-key"`, Result: approvalsig.BadSignature},
 		{Name: "signed over other arguments", Sign: func(p approvalsig.Payload) string {
 			p.OverrideArgs = json.RawMessage(`{"from": "ops", "to": "mallory", "amount": 4000}`)
 			return sign(3, "ana-key", p)
-		}, Want: "signed over other override_args"},
+		}, Want: "signed over other override_args", Result: approvalsig.OtherArgs},
 		{Name: "signed over the model's arguments", Sign: func(p approvalsig.Payload) string {
 			p.OverrideArgs = nil
 			return sign(3, "ana-key", p)
-		}, Want: "signed over other override_args"},
+		}, Want: "signed over other override_args", Result: approvalsig.OtherArgs},
 		{Name: "signed for another call", Sign: func(p approvalsig.Payload) string {
 			p.Digest = "sha256:" + "00000000000000000000000000000000000000000000000000000000000000ff"
 			return sign(3, "ana-key", p)
-		}, Want: "signed for the call with digest"},
+		}, Want: "signed for the call with digest", Result: approvalsig.OtherCall},
 		{Name: "signed as a denial", Sign: func(p approvalsig.Payload) string {
 			p.Kind = "tool-denied"
 			return sign(3, "ana-key", p)
-		}, Want: "signed as tool-denied"},
+		}, Want: "signed as tool-denied", Result: approvalsig.OtherKind},
 		{Name: "expired", Sign: func(p approvalsig.Payload) string {
 			p.Expiry = 1
 			return sign(3, "ana-key", p)
-		}, Want: "the signature expired"},
+		}, Want: "the signature expired", Result: approvalsig.Expired},
 	}
 }

@@ -1,0 +1,113 @@
+package server_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"testing"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/receipt"
+)
+
+// BenchmarkLogReceipts measures what a receipt key adds to a logged
+// decision, on the shipped refund example (examples/histories/refund.json,
+// examples/policies, the support context: two of its five calls execute),
+// the decision memoised as in serve: decide=only decides; decide+stamp
+// signs the two receipts too (what BenchmarkDecideRefund/key=ed25519
+// measures); decide+stamp+record also records them as the decision-log
+// event does (recordSignatures: each receipt's jti and kid, and the JWKS).
+// The difference of the last two is the log's share; record measures it
+// alone, on one decision signed beforehand. Each reports the
+// process's CPU time per decision (cpu-ns/op) beside the wall clock, which
+// a shared machine makes noisy.
+func BenchmarkLogReceipts(b *testing.B) {
+	ctx := context.Background()
+	reg, err := loader.ReadRegistry("../examples/registry.yaml")
+	if err != nil {
+		b.Fatal(err)
+	}
+	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := os.ReadFile("../examples/histories/refund.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	h, err := loader.DecodeHistory("refund.json", raw, loader.DefaultLimits())
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctxRaw, err := os.ReadFile("../examples/context/support.json")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var ctxDoc any
+	dec := json.NewDecoder(bytes.NewReader(ctxRaw))
+	dec.UseNumber()
+	if err := dec.Decode(&ctxDoc); err != nil {
+		b.Fatal(err)
+	}
+	req := engine.Request{History: h, Context: ctxDoc}
+	signer, err := receipt.NewSigner(receiptcases.Key(1))
+	if err != nil {
+		b.Fatal(err)
+	}
+	s, err := newServer(withRegistry(reg), withReceipts(signer))
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name          string
+		stamp, record bool
+	}{{"decide", false, false}, {"decide+stamp", true, false}, {"decide+stamp+record", true, true}} {
+		b.Run(tc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			cpu := processCPU()
+			for b.Loop() {
+				d, err := eng.Decide(ctx, req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if tc.stamp {
+					if err := signer.Stamp(d, ""); err != nil {
+						b.Fatal(err)
+					}
+				}
+				if tc.record {
+					custom := map[string]any{}
+					if err := s.RecordSignatures(custom, d); err != nil {
+						b.Fatal(err)
+					}
+					if len(custom["receipts"].([]any)) != 2 {
+						b.Fatal("want two receipts recorded")
+					}
+				}
+			}
+			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		})
+	}
+	// record alone, on one signed decision: the log's share measured
+	// without the decision's noise around it.
+	d, err := eng.Decide(ctx, req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := signer.Stamp(d, ""); err != nil {
+		b.Fatal(err)
+	}
+	b.Run("record", func(b *testing.B) {
+		b.ReportAllocs()
+		cpu := processCPU()
+		for b.Loop() {
+			if err := s.RecordSignatures(map[string]any{}, d); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+	})
+}
