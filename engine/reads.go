@@ -16,6 +16,14 @@ type inputPath []string
 
 var toolCallsPath = inputPath{"facts", "tool_calls"}
 
+// flowPaths are the inputs that need flows (input.call is one of
+// input.dispatch.calls, handed to the rules by the shipped gate).
+var flowPaths = []inputPath{
+	{"call", "flows"},
+	{"dispatch", "calls", "*", "flows"},
+	{"facts", "flow_index_truncated"},
+}
+
 // factOptions says which optional facts the compiled policies may read.
 // It errs on the side of reading: a rule the engine can reach that
 // refers to the path, to a document above it as a whole (input.facts
@@ -24,7 +32,14 @@ var toolCallsPath = inputPath{"facts", "tool_calls"}
 // (policycheck.lib.gate hands the input to the rules packages with `with
 // input as`) are known not to read anything by themselves.
 func factOptions(c *ast.Compiler) facts.Options {
-	return facts.Options{ToolCalls: mayRead(c, toolCallsPath)}
+	o := facts.Options{ToolCalls: mayRead(c, toolCallsPath)}
+	for _, p := range flowPaths {
+		if mayRead(c, p) {
+			o.Flows = true
+			break
+		}
+	}
+	return o
 }
 
 // mayRead reports whether some rule reachable from the rules outside the
