@@ -109,7 +109,7 @@ func TestRunFindsFlows(t *testing.T) {
 	}{
 		"defaults": {nil, map[string]string{"x1": "execute", "x2": "approval_required"}},
 		// The secret is 20 bytes: a longer minimum finds no flow.
-		"a minimum longer than the secret": {[]engine.Option{engine.FlowMinLength(21)}, map[string]string{"x1": "execute", "x2": "execute"}},
+		"a minimum longer than the secret":  {[]engine.Option{engine.FlowMinLength(21)}, map[string]string{"x1": "execute", "x2": "execute"}},
 		"the minimum as long as the secret": {[]engine.Option{engine.FlowMinLength(20)}, map[string]string{"x1": "execute", "x2": "approval_required"}},
 		// A truncated index: the policy fails closed on every transfer.
 		"a tiny cap": {[]engine.Option{engine.FlowIndexCap(10)}, map[string]string{"x1": "approval_required", "x2": "approval_required"}},

@@ -140,7 +140,7 @@ func TestExamplesThroughEval(t *testing.T) {
 			policy: "policies/exfiltration", history: "exfiltration",
 			verdicts: map[string]string{"x1": "execute", "x2": "approval_required"},
 			messages: map[string]string{"x2": "Approve sending a value read from secret_op through transfer_funds (argument /to)?"},
-			reasons: map[string]string{"x2": "argument /to of transfer_funds carries a value returned by secret-labelled secret_op (tool_call_id v1, message 4, part 0)"}},
+			reasons:  map[string]string{"x2": "argument /to of transfer_funds carries a value returned by secret-labelled secret_op (tool_call_id v1, message 4, part 0)"}},
 		{note: "exfiltration: the approval bound to x2 lets it through",
 			policy: "policies/exfiltration", history: "exfiltration", approvals: "exfiltration",
 			verdicts: map[string]string{"x1": "execute", "x2": "execute"}},
