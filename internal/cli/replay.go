@@ -24,6 +24,7 @@ func newReplayCmd() *cobra.Command {
 		workers                int
 		maxBytes               int64
 		rf                     receiptFlags
+		flows                  flowFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--format pretty|json|html] [--fail-on T,...] INPUT...",
@@ -131,6 +132,11 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
 				if noDefaults {
 					opts = append(opts, engine.WithoutDefaults())
 				}
+				flowOpts, err := flows.options()
+				if err != nil {
+					return nil, err
+				}
+				opts = append(opts, flowOpts...)
 				e, err := engine.New(cmd.Context(), opts...)
 				if err != nil {
 					return nil, badInput(fmt.Errorf("%s: %w", name, err))
@@ -193,6 +199,7 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
 	fl.Int64Var(&maxBytes, "max-bytes", loader.DefaultLimits().MaxBytes, "largest document (a history, an array of decision-log events) or JSON Lines line accepted, in bytes, once gunzipped; 0: no limit")
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
 	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step of history runs on both sides (logged decisions keep theirs)")
+	flows.register(fl)
 	rf.register(cmd)
 	_ = cmd.MarkFlagRequired("registry")
 	return cmd

@@ -35,6 +35,7 @@ func newServeCmd() *cobra.Command {
 		timeout, bodyTimeout, runTTL, grace, watchInterval             time.Duration
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
 		rf                                                             receiptFlags
+		flows                                                          flowFlags
 		ak                                                             approverKeysFlag
 	)
 	cmd := &cobra.Command{
@@ -108,6 +109,11 @@ have expired. --approver-keys (a JWKS) counts an approval only when an approver 
 			if noDefaults {
 				engOpts = append(engOpts, engine.WithoutDefaults())
 			}
+			flowOpts, err := flows.options()
+			if err != nil {
+				return err
+			}
+			engOpts = append(engOpts, flowOpts...)
 			opts := []server.Option{
 				server.Engine(engOpts...), server.MaxBody(maxBody), server.MaxContext(maxContext), server.Timeout(timeout), server.BodyTimeout(bodyTimeout),
 				server.Runs(runs, runTTL), server.EngineCache(engines), server.PrefixCache(prefixBytes), server.MaskContext(mask...),
@@ -224,7 +230,7 @@ have expired. --approver-keys (a JWKS) counts an approval only when an approver 
 				opts = append(opts, server.TLS(cfg))
 			}
 			if len(shadowPolicies) > 0 {
-				shOpts := []engine.Option{engine.PolicyPaths(shadowPolicies...), engine.DecisionCache(decisions)}
+				shOpts := append([]engine.Option{engine.PolicyPaths(shadowPolicies...), engine.DecisionCache(decisions)}, flowOpts...)
 				if noDefaults {
 					shOpts = append(shOpts, engine.WithoutDefaults())
 				}
@@ -319,6 +325,7 @@ have expired. --approver-keys (a JWKS) counts an approval only when an approver 
 	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")
 	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped (0: never)")
 	fl.IntVar(&engines, "engine-cache", 16, "most engines kept for registries that requests carry")
+	flows.register(fl)
 	fl.IntVar(&decisions, "decision-cache", 1024, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
 	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
 	fl.StringArrayVar(&shadowPolicies, "shadow-policy", nil, "candidate policy file, directory or bundle evaluated beside the enforced policy, never changing an answer: disagreements in /metrics and the decision log (repeatable; needs --registry)")

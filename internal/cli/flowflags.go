@@ -1,0 +1,34 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/spf13/pflag"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+)
+
+// flowFlags are the settings of input.call.flows (docs/flows.md), shared
+// by the commands that decide: eval, explain, facts, serve and replay.
+type flowFlags struct {
+	minLength, indexCap int
+}
+
+func (f *flowFlags) register(fl *pflag.FlagSet) {
+	fl.IntVar(&f.minLength, "flow-min-length", facts.DefaultFlowMinLength,
+		"shortest string of a tool return, in bytes, that a call's argument is matched against for input.call.flows (docs/flows.md)")
+	fl.IntVar(&f.indexCap, "flow-index-cap", facts.DefaultFlowIndexCap,
+		"bytes of return strings indexed per history for input.call.flows; past it input.facts.flow_index_truncated is true")
+}
+
+// options checks the flags and returns them as engine options.
+func (f *flowFlags) options() ([]engine.Option, error) {
+	if f.minLength < 1 {
+		return nil, badInput(fmt.Errorf("--flow-min-length must be at least 1, not %d", f.minLength))
+	}
+	if f.indexCap < 1 {
+		return nil, badInput(fmt.Errorf("--flow-index-cap must be at least 1, not %d", f.indexCap))
+	}
+	return []engine.Option{engine.FlowMinLength(f.minLength), engine.FlowIndexCap(f.indexCap)}, nil
+}
