@@ -81,3 +81,28 @@ func TestReplayExfiltration(t *testing.T) {
 	assert.Equal(t, "x2", rep.Changes[0].ToolCallID)
 	assert.Equal(t, "execute->approval_required", rep.Changes[0].Transition)
 }
+
+// TestExplainShowsFlowSources: explain names, for the refused call, the
+// argument that carries a returned value and the return it came from, in
+// the pretty and the JSON formats; the call that executes has none.
+func TestExplainShowsFlowSources(t *testing.T) {
+	base := []string{"explain", "--registry", exRegistry, "--history", exHistory, "--policy", exPolicy}
+	res := run(t, "", base...)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, `- argument "/to" contains a string returned by "secret_op" (tool_call_id "v1", labels "secret") at message 4, part 0`)
+
+	res = run(t, "", append(base, "--format", "json")...)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	var x struct {
+		Calls []struct {
+			ID    string          `json:"tool_call_id"`
+			Flows json.RawMessage `json:"flows"`
+		} `json:"calls"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &x))
+	require.Len(t, x.Calls, 2)
+	assert.Equal(t, "x1", x.Calls[0].ID)
+	assert.Empty(t, x.Calls[0].Flows, "an executed call lists no flows")
+	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "source":
+		{"tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "at": {"message": 4, "part": 0}}}]`, string(x.Calls[1].Flows))
+}
