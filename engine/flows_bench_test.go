@@ -49,11 +49,14 @@ func BenchmarkFlows(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("never-seen/messages=%d/flows=%s", len(h), onOff(on)), func(b *testing.B) {
 			b.ReportAllocs()
+			cpu := startCPU()
 			for b.Loop() {
+				cpu.tick()
 				if _, err := e.Decide(ctx, engine.Request{History: h}); err != nil {
 					b.Fatal(err)
 				}
 			}
+			cpu.report(b)
 		})
 		b.Run(fmt.Sprintf("step/messages=%d/flows=%s", len(h), onOff(on)), func(b *testing.B) {
 			r := e.NewRun()
@@ -62,7 +65,9 @@ func BenchmarkFlows(b *testing.B) {
 			}
 			b.ReportAllocs()
 			i := 0
+			cpu := startCPU()
 			for b.Loop() {
+				cpu.tick()
 				i++
 				key := fmt.Sprintf("sk-live-%08d", i)
 				ret := facts.Part{Kind: facts.ToolReturn, ToolName: "get_time", ToolCallID: fmt.Sprintf("p%d", i), HasToolCallID: true,
@@ -77,6 +82,7 @@ func BenchmarkFlows(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
+			cpu.report(b)
 		})
 	}
 }
