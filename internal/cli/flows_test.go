@@ -84,7 +84,7 @@ func TestReplayExfiltration(t *testing.T) {
 
 // TestExplainShowsFlowSources: explain names, for the refused call, the
 // argument that carries a returned value and the return it came from, in
-// the pretty and the JSON formats; the call that executes has none.
+// the pretty, JSON and HTML formats; the call that executes has none.
 func TestExplainShowsFlowSources(t *testing.T) {
 	base := []string{"explain", "--registry", exRegistry, "--history", exHistory, "--policy", exPolicy}
 	res := run(t, "", base...)
@@ -105,4 +105,8 @@ func TestExplainShowsFlowSources(t *testing.T) {
 	assert.Empty(t, x.Calls[0].Flows, "an executed call lists no flows")
 	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "source":
 		{"tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "at": {"message": 4, "part": 0}}}]`, string(x.Calls[1].Flows))
+
+	res = run(t, "", append(base, "--format", "html")...)
+	require.Equal(t, cli.ExitOK, res.code, res.stderr)
+	assert.Contains(t, res.stdout, `<li>argument &#34;/to&#34; contains a string returned by &#34;secret_op&#34; (tool_call_id &#34;v1&#34;, labels &#34;secret&#34;) at message 4, part 0</li>`)
 }
