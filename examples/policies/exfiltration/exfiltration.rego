@@ -40,7 +40,10 @@ require_approval contains {
 }
 
 require_approval contains {
-	"reason": sprintf("the flows of this %v call cannot be relied on (missing, or the index of returns was truncated)", [input.call.tool]),
+	"reason": sprintf(
+		"the flows of this %v call cannot be relied on (missing, or the index of returns was truncated)",
+		[input.call.tool],
+	),
 	"message": sprintf("Approve this %v call? What its arguments carry could not be checked.", [input.call.tool]),
 } if {
 	_external

@@ -22,6 +22,11 @@ flow(path, tool, labels) := {
 	"source": {"tool_call_id": "v1", "tool": tool, "labels": labels, "message": 4, "part": 0},
 }
 
+truncated_reason := concat("", [
+	"the flows of this transfer_funds call cannot be relied on ",
+	"(missing, or the index of returns was truncated)",
+])
+
 secret_flow := flow("/to", "secret_op", ["secret"])
 
 call(tool, flows) := {"tool": tool, "tool_call_id": "x2", "args": {"to": "globex ref sk-live"}, "flows": flows}
@@ -33,9 +38,10 @@ reasons(d) := {r.reason | some r in rs} if {
 }
 
 test_a_secret_value_into_an_external_tool_asks_for_approval if {
-	reasons(doc(call("transfer_funds", [secret_flow]))) == {
-		"argument /to of transfer_funds carries a value returned by secret-labelled secret_op (tool_call_id v1, message 4, part 0)",
-	}
+	reasons(doc(call("transfer_funds", [secret_flow]))) == {concat("", [
+		"argument /to of transfer_funds carries a value returned by secret-labelled secret_op ",
+		"(tool_call_id v1, message 4, part 0)",
+	])}
 }
 
 test_each_secret_flow_is_named if {
@@ -61,14 +67,12 @@ test_an_unknown_tool_is_not_external if {
 }
 
 test_without_flows_an_external_call_asks_for_approval if {
-	reasons(doc({"tool": "transfer_funds", "args": {}})) == {
-		"the flows of this transfer_funds call cannot be relied on (missing, or the index of returns was truncated)",
-	}
+	reasons(doc({"tool": "transfer_funds", "args": {}})) == {truncated_reason}
 }
 
 test_a_truncated_index_asks_for_approval if {
 	d := {"facts": {"flow_index_truncated": true}, "call": call("transfer_funds", [])}
-	reasons(d) == {"the flows of this transfer_funds call cannot be relied on (missing, or the index of returns was truncated)"}
+	reasons(d) == {truncated_reason}
 }
 
 test_a_truncated_index_is_approved_too if {
