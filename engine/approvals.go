@@ -283,28 +283,7 @@ func approversOf(a facts.Approval) []string {
 // that holds a JSON object is that object (the reference parses string
 // args before validating them); anything else is passed as it is, and
 // args that are absent or not JSON are nil.
-func normalizeArgs(raw []byte) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil
-	}
-	if s, ok := v.(string); ok {
-		var inner any
-		d2 := json.NewDecoder(bytes.NewReader([]byte(s)))
-		d2.UseNumber()
-		if d2.Decode(&inner) == nil {
-			if _, isObj := inner.(map[string]any); isObj {
-				v = inner
-			}
-		}
-	}
-	return v
-}
+func normalizeArgs(raw []byte) any { return facts.ArgsValue(raw) }
 
 // CallDigest is the digest of a tool call that binds an approval to it:
 // "sha256:" and the lowercase hex SHA-256 of the canonical JSON of

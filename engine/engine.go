@@ -42,6 +42,9 @@ type config struct {
 	// others): only benchmarks do that, through export_test.go, to
 	// measure what each saves (docs/caches.md).
 	cachesOff map[string]bool
+	// flowMinLength and flowIndexCap are the flow options (0: the
+	// defaults of package facts).
+	flowMinLength, flowIndexCap int
 }
 
 // The engine's caches by their names in docs/caches.md.
@@ -92,6 +95,16 @@ func DecisionCache(n int) Option { return func(c *config) { c.decisionCache = ma
 // DefaultDeadline bounds each decision unless Decide is given its own
 // (default 5s). A decision that runs out of time fails closed.
 func DefaultDeadline(d time.Duration) Option { return func(c *config) { c.deadline = d } }
+
+// FlowMinLength sets the shortest string of a tool return, in bytes, that
+// a call's argument is matched against for input.call.flows (default
+// facts.DefaultFlowMinLength, 8). It must be at least 1.
+func FlowMinLength(n int) Option { return func(c *config) { c.flowMinLength = n } }
+
+// FlowIndexCap bounds the bytes of return strings indexed per history
+// for input.call.flows (default facts.DefaultFlowIndexCap); past it
+// input.facts.flow_index_truncated is true. It must be at least 1.
+func FlowIndexCap(n int) Option { return func(c *config) { c.flowIndexCap = n } }
 
 // Engine evaluates decisions. It compiles its policies once, prepares its
 // queries once, and is safe for concurrent use: the compiled snapshot
@@ -167,6 +180,9 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	if cfg.registry == nil {
 		return nil, errors.New("engine: a registry is required")
 	}
+	if cfg.flowMinLength < 0 || cfg.flowIndexCap < 0 {
+		return nil, fmt.Errorf("engine: the flow minimum length (%d) and index cap (%d) must be at least 1", cfg.flowMinLength, cfg.flowIndexCap)
+	}
 	ps, err := loadPolicies(cfg.defaults, cfg.fsys, cfg.sources, cfg.paths)
 	if err != nil {
 		return nil, err
@@ -175,6 +191,9 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	c, err := compile(ctx, ps, cfg.registry, regData)
 	if err != nil {
 		return nil, err
+	}
+	if c.opts.Flows {
+		c.opts.FlowMinLength, c.opts.FlowIndexCap = cfg.flowMinLength, cfg.flowIndexCap
 	}
 	mods := make([]string, 0, len(ps.modules))
 	for n := range ps.modules {
@@ -248,7 +267,7 @@ func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
 func (e *Engine) Registry() *facts.Registry { return e.snap.Load().reg }
 
 // FactOptions returns the optional facts the current policies may read
-// (input.facts.tool_calls): a Request whose Facts come from a
+// (input.facts.tool_calls, input.call.flows) with their settings: a Request whose Facts come from a
 // facts.Tracker should carry them (a tracker built with
 // facts.NewTrackerWith and these options, read with FactsWith), or the
 // decision derives them from Request.History.
@@ -501,6 +520,24 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 				"and no history gives"
 		}
 	}
+	if s.opts.Flows && f.Dispatch != nil && !hasFlows(f.Dispatch) {
+		if req.History != nil {
+			flows, truncated := facts.Flows(req.History, s.reg, s.opts)
+			withFlows, d := *f, *f.Dispatch
+			d.Calls = slices.Clone(d.Calls)
+			for i := range d.Calls {
+				if i < len(flows) {
+					d.Calls[i].Flows = flows[i]
+				}
+			}
+			withFlows.Dispatch, withFlows.FlowIndexTruncated = &d, truncated
+			f = &withFlows
+		} else if missing == "" {
+			missing = "the policies read input.call.flows, which the request's facts do not carry " +
+				"(a decision-log event logged without them, or a facts.Tracker built without Engine.FactOptions) " +
+				"and no history gives"
+		}
+	}
 	ctxTerm, ctxDigest, err := s.contextValue(req.Context)
 	if err != nil {
 		return nil, err
@@ -514,6 +551,16 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 	invalid := validateCalls(s.reg, f, binds)
 	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, invalid, s.opts),
 		ctxDigest: ctxDigest, binds: binds, invalid: invalid, missing: missing}, nil
+}
+
+// hasFlows reports whether every call of d carries its flows.
+func hasFlows(d *facts.Dispatch) bool {
+	for _, c := range d.Calls {
+		if c.Flows == nil {
+			return false
+		}
+	}
+	return true
 }
 
 // Input returns the input document the decision query would receive for

@@ -113,6 +113,7 @@ prepare_tools := {"read_secret"} if time.now_ns() > 0
 	// Output:
 	// policies/availability/availability.rego
 	// policies/lib/calls.rego
+	// policies/lib/flows.rego
 	// policies/lib/gate.rego
 	// policies/lib/lib.rego
 	// vault.rego

@@ -71,6 +71,28 @@ type CallExplained struct {
 	// it is defined (absent when the engine itself decided: a failed-closed
 	// decision).
 	DecidedBy *RuleRef `json:"decided_by,omitempty"`
+	// Flows, on a refused call (any verdict but execute) when the
+	// policies read flows, are the call's argument values that came from
+	// earlier tool returns (input.call.flows), each with its source: where
+	// the value the refusal may be about was returned.
+	Flows []FlowExplained `json:"flows,omitempty"`
+}
+
+// FlowExplained is one flow of a call's argument from a tool return.
+type FlowExplained struct {
+	// Path is the JSON pointer of the value in the call's arguments.
+	Path string `json:"path"`
+	// Match is "exact" or "contains".
+	Match  string           `json:"match"`
+	Source FlowSourceReport `json:"source"`
+}
+
+// FlowSourceReport is the return part a flowing value came from.
+type FlowSourceReport struct {
+	ToolCallID *string        `json:"tool_call_id"`
+	Tool       string         `json:"tool"`
+	Labels     []string       `json:"labels"`
+	At         facts.Position `json:"at"`
 }
 
 // RuleRef names a Rego rule and where it is defined.
@@ -202,6 +224,11 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 		}
 		if c.Verdict == Execute {
 			ce.Why = append(ce.Why, fmt.Sprintf("%q is in the dispatch-available set", c.Tool))
+		} else {
+			ce.Flows = explainFlows(d.FactsUsed(), c.Part)
+			for _, fl := range ce.Flows {
+				ce.Why = append(ce.Why, flowWhy(fl))
+			}
 		}
 		x.Calls = append(x.Calls, ce)
 	}
@@ -223,6 +250,47 @@ func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error)
 	}
 	sort.Slice(x.Policies, func(i, j int) bool { return x.Policies[i].File < x.Policies[j].File })
 	return x, nil
+}
+
+// explainFlows returns the flows of the dispatched call at part, when
+// the facts carry them.
+func explainFlows(f *facts.Facts, part int) []FlowExplained {
+	if f == nil || f.Dispatch == nil {
+		return nil
+	}
+	for _, c := range f.Dispatch.Calls {
+		if c.Part != part {
+			continue
+		}
+		var out []FlowExplained
+		for _, fl := range c.Flows {
+			out = append(out, FlowExplained{Path: fl.Path, Match: fl.Match.String(),
+				Source: FlowSourceReport{ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At}})
+		}
+		return out
+	}
+	return nil
+}
+
+// flowWhy says where a flowing value came from, in words.
+func flowWhy(fl FlowExplained) string {
+	arg := "argument " + strconv.Quote(fl.Path)
+	if fl.Path == "" {
+		arg = "the arguments"
+	}
+	how := "holds a value"
+	if fl.Match == facts.FlowContains.String() {
+		how = "contains a string"
+	}
+	id := "no tool_call_id"
+	if fl.Source.ToolCallID != nil {
+		id = "tool_call_id " + strconv.Quote(*fl.Source.ToolCallID)
+	}
+	labels := "no labels"
+	if len(fl.Source.Labels) > 0 {
+		labels = "labels " + quoteList(fl.Source.Labels)
+	}
+	return fmt.Sprintf("%s %s returned by %q (%s, %s) at %s", arg, how, fl.Source.Tool, id, labels, pos(fl.Source.At))
 }
 
 // anchoredEvidence says what the serving provider still sees beyond the

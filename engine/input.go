@@ -39,6 +39,7 @@ var keyTerms = func() map[string]*ast.Term {
 		"errors", "capability", "context", "provider", "evidence", "same_response",
 		"revealed", "pending_loads", "calls", "index", "tool", "tool_call_id",
 		"tool_kind", "args", "approval", "invalid_args", "tool_calls", "timestamp", "outcome",
+		"flows", "path", "match", "source", "labels", "flow_index_truncated", "exact", "contains",
 		// result
 		"available", "advertised", "hidden", "would_hide", "dispatch_available",
 		"rule_errors", "verdicts", "verdict", "rule", "reason", "form", "by",
@@ -345,7 +346,8 @@ func (s *setTerms) of(names []string) *ast.Term {
 // whose arguments fail its tool's schema (invalid, parallel to the calls)
 // carries invalid_args: true and args null: no rule reads arguments that
 // did not validate. The optional facts are in it when opts asks for them
-// (the policies may read them) and the facts carry them: facts.tool_calls.
+// (the policies may read them) and the facts carry them: facts.tool_calls,
+// facts.flow_index_truncated and each call's flows.
 func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, invalid []*argsInvalid, opts facts.Options) ast.Value {
 	sets := &setTerms{known: known}
 	factsObj := ast.ObjectTerm(
@@ -357,6 +359,9 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 	)
 	if opts.ToolCalls && f.ToolCalls != nil {
 		factsObj.Value.(ast.Object).Insert(keyTerm("tool_calls"), toolCallsTerm(f.ToolCalls, known))
+	}
+	if opts.Flows {
+		factsObj.Value.(ast.Object).Insert(keyTerm("flow_index_truncated"), ast.BooleanTerm(f.FlowIndexTruncated))
 	}
 	allErrs := append(append([]filterError{}, next.errors...), dispatch.errors...)
 	errTerms := make([]*ast.Term, len(allErrs))
@@ -398,6 +403,9 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 				item("tool_kind", toolKindTerm(c.ToolKind)),
 				item("args", args),
 			)
+			if opts.Flows && c.Flows != nil {
+				call.Insert(keyTerm("flows"), flowsTerm(c.Flows, known))
+			}
 			switch {
 			case invalid != nil && invalid[i] != nil:
 				// Neither the arguments nor an approval of them.
@@ -450,6 +458,25 @@ func toolCallsTerm(calls []facts.ToolCallRecord, known *nameTerms) *ast.Term {
 		obj.Insert(known.term(tool), ast.ArrayTerm(byTool[tool]...))
 	}
 	return ast.NewTerm(obj)
+}
+
+// flowsTerm is a call's flows (input.call.flows).
+func flowsTerm(flows []facts.Flow, known *nameTerms) *ast.Term {
+	out := make([]*ast.Term, len(flows))
+	for i, fl := range flows {
+		out[i] = ast.ObjectTerm(
+			item("path", ast.StringTerm(fl.Path)),
+			item("match", keyTerm(fl.Match.String())),
+			item("source", ast.ObjectTerm(
+				item("tool_call_id", nullableString(fl.Source.ToolCallID)),
+				item("tool", known.term(fl.Source.Tool)),
+				item("labels", arrayOf(fl.Source.Labels)),
+				item("message", ast.IntNumberTerm(fl.Source.At.Message)),
+				item("part", ast.IntNumberTerm(fl.Source.At.Part)),
+			)),
+		)
+	}
+	return ast.ArrayTerm(out...)
 }
 
 // timestampTerm is a message timestamp as the history wrote it: a

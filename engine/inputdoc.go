@@ -56,6 +56,13 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 	if tc, ok := fo["tool_calls"]; ok {
 		f.ToolCalls = r.toolCalls(tc, "/facts/tool_calls")
 	}
+	if tr, ok := fo["flow_index_truncated"]; ok {
+		b, isBool := tr.(bool)
+		if !isBool {
+			r.fail("/facts/flow_index_truncated", "a boolean")
+		}
+		f.FlowIndexTruncated = b
+	}
 	out := r.object(r.field(root, "outgoing", ""), "/outgoing")
 	f.Outgoing = facts.Outgoing{Discovered: r.names(out, "discovered", "/outgoing"), Loaded: r.names(out, "loaded", "/outgoing")}
 	var ctxDoc any
@@ -101,6 +108,9 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 			}
 			if co != nil {
 				call.Args = r.json(co["args"], ptr+"/args")
+			}
+			if fv, ok := co["flows"]; ok {
+				call.Flows = r.flows(fv, ptr+"/flows")
 			}
 			if av, ok := co["approval"]; ok {
 				a, args := r.approval(av, ptr+"/approval")
@@ -176,6 +186,42 @@ func (r *inputReader) toolCalls(v any, ptr string) []facts.ToolCallRecord {
 		}
 		return out[i].Part < out[j].Part
 	})
+	return out
+}
+
+// flows reads a call's flows (flowsTerm's array).
+func (r *inputReader) flows(v any, ptr string) []facts.Flow {
+	list, ok := v.([]any)
+	if !ok {
+		r.fail(ptr, "an array")
+		return nil
+	}
+	out := []facts.Flow{}
+	for i, e := range list {
+		eptr := fmt.Sprintf("%s/%d", ptr, i)
+		eo := r.object(e, eptr)
+		fl := facts.Flow{Path: r.string(r.field(eo, "path", eptr), eptr+"/path")}
+		switch m := r.field(eo, "match", eptr); m {
+		case facts.FlowExact.String():
+			fl.Match = facts.FlowExact
+		case facts.FlowContains.String():
+			fl.Match = facts.FlowContains
+		default:
+			if r.err == nil {
+				r.fail(eptr+"/match", `"exact" or "contains"`)
+			}
+		}
+		sptr := eptr + "/source"
+		so := r.object(r.field(eo, "source", eptr), sptr)
+		fl.Source = facts.FlowSource{
+			ToolCallID: r.nullableString(r.field(so, "tool_call_id", sptr), sptr+"/tool_call_id"),
+			Tool:       r.string(r.field(so, "tool", sptr), sptr+"/tool"),
+			Labels:     r.names(so, "labels", sptr),
+			At: facts.Position{Message: r.int(r.field(so, "message", sptr), sptr+"/message"),
+				Part: r.int(r.field(so, "part", sptr), sptr+"/part")},
+		}
+		out = append(out, fl)
+	}
 	return out
 }
 

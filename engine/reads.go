@@ -16,6 +16,14 @@ type inputPath []string
 
 var toolCallsPath = inputPath{"facts", "tool_calls"}
 
+// flowPaths are the inputs that need flows (input.call is one of
+// input.dispatch.calls, handed to the rules by the shipped gate).
+var flowPaths = []inputPath{
+	{"call", "flows"},
+	{"dispatch", "calls", "*", "flows"},
+	{"facts", "flow_index_truncated"},
+}
+
 // factOptions says which optional facts the compiled policies may read.
 // It errs on the side of reading: a rule the engine can reach that
 // refers to the path, to a document above it as a whole (input.facts
@@ -24,7 +32,14 @@ var toolCallsPath = inputPath{"facts", "tool_calls"}
 // (policycheck.lib.gate hands the input to the rules packages with `with
 // input as`) are known not to read anything by themselves.
 func factOptions(c *ast.Compiler) facts.Options {
-	return facts.Options{ToolCalls: mayRead(c, toolCallsPath)}
+	o := facts.Options{ToolCalls: mayRead(c, toolCallsPath)}
+	for _, p := range flowPaths {
+		if mayRead(c, p) {
+			o.Flows = true
+			break
+		}
+	}
+	return o
 }
 
 // mayRead reports whether some rule reachable from the rules outside the
@@ -122,12 +137,12 @@ func ruleMayRead(r *ast.Rule, lib bool, want inputPath) bool {
 				return true // read where the variable is used
 			}
 			if x.IsCall() {
-				return callMayRead(vis, x.Operator(), x.Operands(), resolve, check)
+				return callMayRead(vis, x.Operator(), x.Operands(), resolve, check, want)
 			}
 		case *ast.Term:
 			if call, ok := x.Value.(ast.Call); ok {
 				if op, ok := call[0].Value.(ast.Ref); ok {
-					return callMayRead(vis, op, call[1:], resolve, check)
+					return callMayRead(vis, op, call[1:], resolve, check, want)
 				}
 				return false
 			}
@@ -171,9 +186,28 @@ func inputAlias(e *ast.Expr) (ast.Var, ast.Ref, bool) {
 	return "", nil, false
 }
 
+// libFlowReaders are the functions of the shipped library that read the
+// flows of a call handed to them (TestLibFlowReaders keeps the list
+// whole): handing input.call, or an element of input.dispatch.calls, to
+// any other function of the library (the gate's verdict, lib.call_count)
+// reads no flows.
+var libFlowReaders = map[string]bool{"flows_labelled": true, "flows_complete": true}
+
+var libRef = ast.MustParseRef("data.policycheck.lib")
+
 // callMayRead handles a call: object.get(input, [static path], default)
-// reads input at that path, not the whole input.
-func callMayRead(vis *ast.GenericVisitor, op ast.Ref, args []*ast.Term, resolve func(*ast.Term) (ast.Ref, bool), check func(ast.Ref)) bool {
+// reads input at that path, not the whole input; a call of the shipped
+// library's functions that read no flows does not read the flows of
+// the input documents it is handed (the other paths below them it may).
+func callMayRead(vis *ast.GenericVisitor, op ast.Ref, args []*ast.Term, resolve func(*ast.Term) (ast.Ref, bool), check func(ast.Ref), want inputPath) bool {
+	if len(want) > 0 && want[len(want)-1] == "flows" && op.HasPrefix(libRef) && !libFlowReaders[lastKey(op)] {
+		for _, t := range args {
+			if _, ok := resolve(t); !ok {
+				vis.Walk(t)
+			}
+		}
+		return true
+	}
 	if !op.Equal(objectGet) || len(args) < 2 {
 		return false
 	}
@@ -219,4 +253,12 @@ func refMayRead(r ast.Ref, want inputPath) bool {
 		}
 	}
 	return true
+}
+
+// lastKey is the last key of a static reference, "" when not a string.
+func lastKey(r ast.Ref) string {
+	if s, ok := r[len(r)-1].Value.(ast.String); ok {
+		return string(s)
+	}
+	return ""
 }

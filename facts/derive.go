@@ -31,6 +31,11 @@ type Facts struct {
 	// dispatched response's included (pending); nil unless asked for
 	// (Options.ToolCalls).
 	ToolCalls []ToolCallRecord
+	// FlowIndexTruncated says that the index of return strings the flows
+	// are found in reached its cap (Options.FlowIndexCap) and left out
+	// the returns after that point: a flow from them is not reported.
+	// Always false unless Options.Flows asks for flows.
+	FlowIndexTruncated bool
 }
 
 // Outgoing holds facts of the cleaned outgoing history (spec ADV1–ADV2).
@@ -96,6 +101,9 @@ type Call struct {
 	// approval keyed by the id was for that one (engine: an approval
 	// authorises one call occurrence).
 	Answered *Position
+	// Flows are the argument values that came from earlier tool returns
+	// (flows.go); nil unless asked for (Options.Flows), never nil then.
+	Flows []Flow
 }
 
 // ConservativeWindow returns the start of the conservative post-compaction
@@ -227,7 +235,45 @@ func DeriveWith(h History, reg *Registry, o Options) Facts {
 	if o.ToolCalls {
 		f.ToolCalls = ToolCalls(h)
 	}
+	if o.Flows {
+		f.FlowIndexTruncated = flowsOf(h, reg, o, f.Dispatch)
+	}
 	return f
+}
+
+// flowsOf fills the flows of d's calls (d may be nil) from the returns of
+// h and reports whether the index was truncated.
+func flowsOf(h History, reg *Registry, o Options, d *Dispatch) bool {
+	x := newFlowIndex(o)
+	r := len(h)
+	if d != nil {
+		r--
+	}
+	for m := 0; m < r; m++ {
+		x.fold(&h[m], m, reg)
+	}
+	if d == nil {
+		return x.truncated
+	}
+	return dispatchFlows(x, &h[r], r, d.Calls, reg)
+}
+
+// Flows returns, for the calls of the response h ends with (in order),
+// the argument values that came from earlier returns, and whether the
+// index was truncated: the flows DeriveWith fills for o. Nil calls when
+// h does not end with a response.
+func Flows(h History, reg *Registry, o Options) ([][]Flow, bool) {
+	if len(h) == 0 || h[len(h)-1].Kind != Response {
+		return nil, flowsOf(h, reg, o, nil)
+	}
+	_, calls := sameResponse(&h[len(h)-1])
+	d := &Dispatch{Calls: calls}
+	trunc := flowsOf(h, reg, o, d)
+	out := make([][]Flow, len(calls))
+	for i := range calls {
+		out[i] = calls[i].Flows
+	}
+	return out, trunc
 }
 
 func derive(h History, reg *Registry) Facts {

@@ -22,6 +22,12 @@
 //   - [Tracker] yields the same [Facts] incrementally for a history that
 //     grows by appended messages, at a cost per appended message that does
 //     not depend on the length of the history already seen.
+//   - [Options] asks [DeriveWith] and [NewTrackerWith] for the facts only
+//     some policies read: the tool calls of the whole history
+//     ([ToolCalls]) and the flows of the dispatched calls ([Flow]: which
+//     argument values equal or contain a string, or equal a number, of an
+//     earlier tool return; flows.go), whose index of return strings the
+//     Tracker builds as messages arrive, bounded by a cap.
 //
 // Facts are raw evidence, not verdicts: deciding which tools are available,
 // advertised or callable is the policies' job (package engine).

@@ -111,7 +111,7 @@ func checkTrackerPrefixes(t *testing.T, h facts.History, reg *facts.Registry) {
 }
 
 // allOptions asks for every optional fact.
-var allOptions = facts.Options{ToolCalls: true}
+var allOptions = facts.Options{ToolCalls: true, Flows: true}
 
 // bruteToolCalls is the definition of facts.ToolCalls, transcribed
 // literally: every tool-call part, and for each the first tool-return or

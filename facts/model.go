@@ -159,6 +159,10 @@ type Part struct {
 	// Args is the raw JSON of a tool call's args (object, string or null),
 	// handed to operator rules. It may alias the decoder's input buffer.
 	Args []byte
+	// Content is the raw JSON of a tool-return's or builtin-tool-return's
+	// content (any JSON value), read for flows. It may alias the
+	// decoder's input buffer.
+	Content []byte
 }
 
 // Message is one decoded message.

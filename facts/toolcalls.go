@@ -5,6 +5,15 @@ package facts
 type Options struct {
 	// ToolCalls fills Facts.ToolCalls.
 	ToolCalls bool
+	// Flows fills Call.Flows of the dispatched calls and
+	// Facts.FlowIndexTruncated (flows.go).
+	Flows bool
+	// FlowMinLength is the shortest return string, in bytes, an argument
+	// is matched against; 0 means DefaultFlowMinLength.
+	FlowMinLength int
+	// FlowIndexCap bounds the bytes of return strings indexed per
+	// history; 0 means DefaultFlowIndexCap.
+	FlowIndexCap int
 }
 
 // CallOutcome is what became of a tool call (ToolCallRecord.Outcome).

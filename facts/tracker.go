@@ -34,6 +34,9 @@ type Tracker struct {
 	// log holds the tool calls of the folded messages (Facts.ToolCalls)
 	// when opts asks for them.
 	log callLog
+	// flows indexes the returns of the folded messages when opts asks
+	// for flows (nil otherwise).
+	flows *flowIndex
 }
 
 // window accumulates the evidence found from its start on.
@@ -91,7 +94,12 @@ func NewTracker(reg *Registry) *Tracker { return NewTrackerWith(reg, Options{}) 
 // optional facts o asks for, at their cost per appended message (the tool
 // calls keep each call's arguments, which alias the decoded messages).
 func NewTrackerWith(reg *Registry, o Options) *Tracker {
+	var fx *flowIndex
+	if o.Flows {
+		fx = newFlowIndex(o)
+	}
 	return &Tracker{
+		flows:      fx,
 		opts:       o,
 		reg:        reg,
 		cons:       newWindow(Position{}, true),
@@ -130,6 +138,9 @@ func (t *Tracker) Append(msgs ...Message) {
 func (t *Tracker) fold(m *Message, idx int) {
 	if t.opts.ToolCalls {
 		t.log.fold(m, idx)
+	}
+	if t.flows != nil {
+		t.flows.fold(m, idx, t.reg)
 	}
 	for p := range m.Parts {
 		part := &m.Parts[p]
@@ -207,6 +218,12 @@ func (t *Tracker) FactsWith(o Options) Facts {
 			pl := callLog{}
 			pl.fold(t.pending, t.n-1)
 			f.ToolCalls = append(f.ToolCalls, pl.calls...)
+		}
+	}
+	if o.Flows && t.flows != nil && o.flowMinLength() == t.flows.minLen && o.flowIndexCap() == t.flows.cap {
+		f.FlowIndexTruncated = t.flows.truncated
+		if f.Dispatch != nil {
+			f.FlowIndexTruncated = dispatchFlows(t.flows, t.pending, t.n-1, f.Dispatch.Calls, t.reg)
 		}
 	}
 	return f

@@ -769,6 +769,12 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 			return d.loadArgs(p, sp[pArgs])
 		}
 	case facts.ToolReturn, facts.BuiltinToolReturn:
+		if c := sp[pContent]; c.present() {
+			p.Content = d.data[c.s:c.e]
+			if d.extended {
+				p.Content = standardize(p.Content)
+			}
+		}
 		if o := sp[pOutcome]; o.present() {
 			out, err := d.enumAt(o, "outcome", outcomes, false)
 			if err != nil {

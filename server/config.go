@@ -38,6 +38,15 @@ type Config struct {
 	// DecisionCache bounds each engine's decision memo, in entries
 	// (engine.DecisionCache; default 1024; 0 turns it off).
 	DecisionCache int `flag:"decision-cache"`
+	// FlowMinLength and FlowIndexCap are the data-flow options of the
+	// engine and the shadow engine (engine.FlowMinLength,
+	// engine.FlowIndexCap; docs/flows.md): the shortest returned string
+	// an argument is matched against, in bytes (default
+	// facts.DefaultFlowMinLength), and the bytes of returned strings
+	// indexed per history (default facts.DefaultFlowIndexCap). Both at
+	// least 1.
+	FlowMinLength int `flag:"flow-min-length"`
+	FlowIndexCap  int `flag:"flow-index-cap"`
 	// Engine are further engine options (policies as source text, an
 	// fs.FS, cache sizes, warning callbacks) applied after the fields
 	// above to every engine the server builds; engine.Registry and
@@ -191,6 +200,8 @@ const DefaultShadowQueueBytes = 64 << 20
 func DefaultConfig() Config {
 	return Config{
 		DecisionCache:    1024,
+		FlowMinLength:    facts.DefaultFlowMinLength,
+		FlowIndexCap:     facts.DefaultFlowIndexCap,
 		ShadowQueue:      1024,
 		ShadowQueueBytes: DefaultShadowQueueBytes,
 		ID:               "policycheck",
@@ -244,6 +255,12 @@ func (c Config) Validate() error {
 		case f.v == 0 && !f.zeroMeans:
 			bad(f.field, "must be positive, not %v", f.v)
 		}
+	}
+	if c.FlowMinLength < 1 {
+		bad("FlowMinLength", "must be at least 1, not %d", c.FlowMinLength)
+	}
+	if c.FlowIndexCap < 1 {
+		bad("FlowIndexCap", "must be at least 1, not %d", c.FlowIndexCap)
 	}
 	if c.ShadowQueue < 1 {
 		bad("ShadowQueue", "must be at least 1, not %d", c.ShadowQueue)

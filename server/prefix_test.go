@@ -352,3 +352,27 @@ deny contains "fourth transfer" if {
 	_, body := with.post(t, "/v1/decide", mustJSON(t, map[string]json.RawMessage{"history": joinMessages(msgs), "registry": registry}))
 	require.Contains(t, string(body), "fourth transfer")
 }
+
+// TestPrefixCacheFindsFlows: with a policy that reads input.call.flows, a
+// history resumed from a remembered prefix is decided as the whole
+// history is: the prefix's tracker keeps its index of return strings.
+func TestPrefixCacheFindsFlows(t *testing.T) {
+	exfil := engine.Source{File: "flows.rego", Text: `package policycheck.rules.flows
+
+deny contains sprintf("carries %v from %v", [f.path, f.source.tool]) if {
+	some f in input.call.flows
+	"secret" in f.source.labels
+}
+`}
+	with := start(t, withEngine(engine.Modules(exfil)))
+	without := start(t, withEngine(engine.Modules(exfil)), withPrefixCache(0))
+	raw, err := os.ReadFile("../examples/histories/exfiltration.json")
+	require.NoError(t, err)
+	registry := json.RawMessage(`{"capabilities": [{"id": "vault", "defer_loading": true, "labels": ["secret"]}],
+		"tools": [{"name": "secret_op", "capability": "vault"}, {"name": "rotate_key", "capability": "vault"}, {"name": "transfer_funds"}]}`)
+	msgs := splitHistory(t, raw)
+	growing(t, "exfiltration", with, without, registry, msgs)
+	require.Positive(t, prefixMetrics(t, with)["hit"], "the growing history resumes from its prefixes")
+	_, body := with.post(t, "/v1/decide", mustJSON(t, map[string]json.RawMessage{"history": joinMessages(msgs), "registry": registry}))
+	require.Contains(t, string(body), "carries /to from secret_op")
+}

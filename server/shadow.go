@@ -61,7 +61,8 @@ func (p *shadowPolicy) revision() string {
 // compileShadow compiles the shadow policy (its options, which read its
 // files again) for reg.
 func (s *Server) compileShadow(ctx context.Context, reg *facts.Registry) (*shadowPolicy, error) {
-	opts := []engine.Option{engine.PolicyPaths(s.cfg.ShadowPolicies...), engine.DecisionCache(s.cfg.DecisionCache)}
+	opts := []engine.Option{engine.PolicyPaths(s.cfg.ShadowPolicies...), engine.DecisionCache(s.cfg.DecisionCache),
+		engine.FlowMinLength(s.cfg.FlowMinLength), engine.FlowIndexCap(s.cfg.FlowIndexCap)}
 	if s.cfg.NoDefaults {
 		opts = append(opts, engine.WithoutDefaults())
 	}

@@ -28,6 +28,9 @@ with the given policies), ready to commit as an opa test fixture. "facts", the f
 			if err != nil {
 				return err
 			}
+			if _, err := in.flows.options(); err != nil {
+				return err
+			}
 			loaded, err := in.load(cmd)
 			if err != nil {
 				return err

@@ -27,6 +27,7 @@ type inputFlags struct {
 	limits     loader.Limits
 	noSchema   bool
 	approvals  string
+	flows      flowFlags
 }
 
 func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
@@ -44,6 +45,7 @@ func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
 	if withPolicy {
 		fl.StringArrayVar(&f.policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
 		fl.BoolVar(&f.noDefaults, "no-defaults", false, "do not load the shipped default policies")
+		f.flows.register(fl)
 	}
 	_ = cmd.MarkFlagRequired("registry")
 	_ = cmd.MarkFlagRequired("history")
@@ -215,7 +217,11 @@ func (f *inputFlags) engine(cmd *cobra.Command, reg *facts.Registry) (*engine.En
 	if f.noDefaults {
 		opts = append(opts, engine.WithoutDefaults())
 	}
-	e, err := engine.New(cmd.Context(), opts...)
+	flowOpts, err := f.flows.options()
+	if err != nil {
+		return nil, err
+	}
+	e, err := engine.New(cmd.Context(), append(opts, flowOpts...)...)
 	if err != nil {
 		return nil, badInput(err)
 	}

@@ -29,6 +29,7 @@ func newReplayCmd() *cobra.Command {
 		rf                     receiptFlags
 		receiptKeysFrom        string
 		ak                     approverKeysFlag
+		flows                  flowFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--receipt-keys JWKS] [--approver-keys JWKS] [--format pretty|json|html] [--fail-on T,...] INPUT...",
@@ -179,6 +180,11 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 				if noDefaults {
 					opts = append(opts, engine.WithoutDefaults())
 				}
+				flowOpts, err := flows.options()
+				if err != nil {
+					return nil, err
+				}
+				opts = append(opts, flowOpts...)
 				e, err := engine.New(cmd.Context(), opts...)
 				if err != nil {
 					return nil, badInput(fmt.Errorf("%s: %w", name, err))
@@ -239,6 +245,7 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 	fl.Int64Var(&maxBytes, "max-bytes", loader.DefaultLimits().MaxBytes, "largest document (a history, an array of decision-log events) or JSON Lines line accepted, in bytes, once gunzipped; 0: no limit")
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
 	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step of history runs on both sides (logged decisions keep theirs)")
+	flows.register(fl)
 	rf.register(cmd)
 	fl.StringVar(&receiptKeysFrom, "receipt-keys", "", "JWKS file or http(s) URL (the sidecar's /v1/keys) that verifies the receipts logged decisions recorded, instead of the keys each event records")
 	fl.StringVar(&ak.path, "approver-keys", "", "JWKS of approver keys: judge again the signatures of the approvals logged decisions were decided with (and of --approvals), as serve --approver-keys does")

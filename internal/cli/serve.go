@@ -216,6 +216,8 @@ outcome, which policycheck replay verifies again (docs/replay.md, "Recorded rece
 	fl.DurationVar(&f.RunTTL, "run-ttl", f.RunTTL, "idle time after which a run is dropped (0: never)")
 	fl.IntVar(&f.EngineCache, "engine-cache", f.EngineCache, "most engines kept for registries that requests carry")
 	fl.IntVar(&f.DecisionCache, "decision-cache", f.DecisionCache, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
+	fl.IntVar(&f.FlowMinLength, "flow-min-length", f.FlowMinLength, flowMinLengthUsage)
+	fl.IntVar(&f.FlowIndexCap, "flow-index-cap", f.FlowIndexCap, flowIndexCapUsage)
 	fl.IntVar(&f.PrefixCacheBytes, "prefix-cache-bytes", f.PrefixCacheBytes, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
 	fl.StringArrayVar(&f.ShadowPolicies, "shadow-policy", f.ShadowPolicies, "candidate policy file, directory or bundle evaluated beside the enforced policy, never changing an answer: disagreements in /metrics and the decision log (repeatable; needs --registry)")
 	fl.IntVar(&f.ShadowQueue, "shadow-queue", f.ShadowQueue, "decisions waiting for the shadow policy before further ones are dropped (counted)")

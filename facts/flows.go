@@ -1,0 +1,452 @@
+package facts
+
+import (
+	"bytes"
+	"encoding/json"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+)
+
+// Flows: which argument values of a dispatched call came from an earlier
+// tool return (input.call.flows, docs/flows.md).
+//
+// The returns' strings are the unit: a string leaf of a call's arguments
+// flows from a return when it equals ("exact") or contains ("contains")
+// a string of that return's content of at least the minimum length
+// (Options.FlowMinLength). A return's strings are every JSON string of
+// its content (object keys included) and, recursively, the strings of a
+// string that is itself JSON-encoded (an object or array, up to
+// flowNestDepth levels). A number leaf of the arguments flows from a
+// return holding an equal non-trivial number (flowNumberNonTrivial).
+//
+// Search: the index keeps each distinct return string once, with its
+// sources, under its first FlowMinLength bytes. A leaf of n bytes is
+// matched by looking each of its n-FlowMinLength+1 windows up in that
+// map and comparing the (few) strings found there with the leaf from
+// that offset on: linear in the leaf for the usual case, independent of
+// the number of strings indexed. Many indexed strings sharing one prefix
+// (URLs of one site, say) are each compared: that is the worst case,
+// proportional to the leaf times the strings under one prefix.
+
+// Defaults of the flow options.
+const (
+	// DefaultFlowMinLength is the shortest return string, in bytes, that
+	// an argument is matched against.
+	DefaultFlowMinLength = 8
+	// DefaultFlowIndexCap bounds the bytes of return strings one history
+	// indexes (every occurrence counted, numbers by their shortest
+	// decimal form): past it the index stops growing and
+	// Facts.FlowIndexTruncated says so.
+	DefaultFlowIndexCap = 8 << 20
+	// flowNestDepth is how many levels of JSON encoded inside a string
+	// of a return are read.
+	flowNestDepth = 4
+	// flowSignificantDigits is the number of significant digits a number
+	// needs to be matched (flowNumberNonTrivial).
+	flowSignificantDigits = 5
+)
+
+// FlowMatch says how an argument value matched a return's string.
+type FlowMatch uint8
+
+// Flow matches.
+const (
+	// FlowExact: the argument equals a string (or number) of the return.
+	FlowExact FlowMatch = iota + 1
+	// FlowContains: the argument contains a string of the return.
+	FlowContains
+)
+
+// String returns the match's name in the input document.
+func (m FlowMatch) String() string {
+	if m == FlowContains {
+		return "contains"
+	}
+	return "exact"
+}
+
+// FlowSource is the return part a flowing value came from.
+type FlowSource struct {
+	// ToolCallID is nil when the part has none.
+	ToolCallID *string
+	Tool       string
+	// Labels are the tool's effective registry labels (none for a tool
+	// the registry does not have). Shared: callers must not modify them.
+	Labels []string
+	// At locates the return part in the whole history.
+	At Position
+}
+
+// Flow is one argument value of a call that came from a return.
+type Flow struct {
+	// Path is the JSON pointer of the value in the call's arguments, as
+	// the policies read them (ArgsValue).
+	Path   string
+	Match  FlowMatch
+	Source FlowSource
+}
+
+func (o Options) flowMinLength() int {
+	if o.FlowMinLength > 0 {
+		return o.FlowMinLength
+	}
+	return DefaultFlowMinLength
+}
+
+func (o Options) flowIndexCap() int {
+	if o.FlowIndexCap > 0 {
+		return o.FlowIndexCap
+	}
+	return DefaultFlowIndexCap
+}
+
+// ArgsValue decodes a call's raw arguments as the policies read them:
+// the JSON value (numbers as json.Number), with a string that holds a
+// JSON object read as that object; nil when absent or not JSON.
+func ArgsValue(raw []byte) any {
+	if len(raw) == 0 {
+		return nil
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	if err := dec.Decode(&v); err != nil {
+		return nil
+	}
+	if s, ok := v.(string); ok {
+		var inner any
+		d2 := json.NewDecoder(strings.NewReader(s))
+		d2.UseNumber()
+		if d2.Decode(&inner) == nil {
+			if _, isObj := inner.(map[string]any); isObj {
+				v = inner
+			}
+		}
+	}
+	return v
+}
+
+// flowNumberKey returns the key of a non-trivial number: its shortest
+// decimal form as a float64. A number is non-trivial when that form has
+// at least flowSignificantDigits significant digits: 12345, 4999.99 and
+// 0.031415 are; 2024, 10000, 250.5, 0.5 and 1e21 are not. Small and
+// round numbers (counts, years, limits, amounts like 500) are in every
+// tool's output; a five-digit value is rarely there by chance.
+func flowNumberKey(n json.Number) (string, bool) {
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return "", false
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±xx
+	mant := e[:strings.IndexByte(e, 'e')]
+	digits := 0
+	for i := 0; i < len(mant); i++ {
+		if mant[i] >= '0' && mant[i] <= '9' {
+			digits++
+		}
+	}
+	if digits < flowSignificantDigits {
+		return "", false
+	}
+	return e, true
+}
+
+// flowString is one distinct indexed string and its sources (indexes
+// into flowIndex.sources, in history order, without repeats).
+type flowString struct {
+	s    string
+	srcs []int32
+}
+
+// flowIndex holds the strings and numbers of a history's returns.
+type flowIndex struct {
+	minLen, cap int
+	used        int
+	truncated   bool
+	sources     []FlowSource
+	strs        map[string]*flowString
+	byPrefix    map[string][]*flowString
+	nums        map[string][]int32
+}
+
+func newFlowIndex(o Options) *flowIndex {
+	return &flowIndex{minLen: o.flowMinLength(), cap: o.flowIndexCap(),
+		strs: map[string]*flowString{}, byPrefix: map[string][]*flowString{}, nums: map[string][]int32{}}
+}
+
+// overlay returns an empty index with what is left of x's budget: the
+// returns of the response being dispatched, indexed without changing x.
+func (x *flowIndex) overlay() *flowIndex {
+	o := &flowIndex{minLen: x.minLen, cap: x.cap - x.used, truncated: x.truncated,
+		strs: map[string]*flowString{}, byPrefix: map[string][]*flowString{}, nums: map[string][]int32{}}
+	return o
+}
+
+// isFlowSource reports whether a part's content is indexed.
+func isFlowSource(p *Part) bool { return p.Kind == ToolReturn || p.Kind == BuiltinToolReturn }
+
+// addPart indexes the content of return part p at pos.
+func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
+	if x.truncated || len(p.Content) == 0 {
+		return
+	}
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(p.Content))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return
+	}
+	src := FlowSource{Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
+	if p.HasToolCallID {
+		id := p.ToolCallID
+		src.ToolCallID = &id
+	}
+	x.sources = append(x.sources, src)
+	si := int32(len(x.sources) - 1)
+	walkFlowValue(v, 0, x.minLen, func(s string, isNum bool) bool {
+		if x.used+len(s) > x.cap {
+			x.truncated = true
+			return false
+		}
+		x.used += len(s)
+		if isNum {
+			if l := x.nums[s]; len(l) == 0 || l[len(l)-1] != si {
+				x.nums[s] = append(l, si)
+			}
+			return true
+		}
+		fs := x.strs[s]
+		if fs == nil {
+			fs = &flowString{s: s}
+			x.strs[s] = fs
+			pre := s[:x.minLen]
+			x.byPrefix[pre] = append(x.byPrefix[pre], fs)
+		}
+		if len(fs.srcs) == 0 || fs.srcs[len(fs.srcs)-1] != si {
+			fs.srcs = append(fs.srcs, si)
+		}
+		return true
+	})
+}
+
+func toolLabels(reg *Registry, tool string) []string {
+	if reg != nil {
+		if t, ok := reg.Tool(tool); ok {
+			return t.Labels
+		}
+	}
+	return []string{}
+}
+
+// walkFlowValue calls fn, in a fixed order, for every string of v of at
+// least minLen bytes and for the key of every non-trivial number: depth
+// first, an object's keys sorted, each key before its value, a string
+// before the strings JSON-encoded in it. It stops when fn returns false.
+func walkFlowValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) bool {
+	switch v := v.(type) {
+	case string:
+		if len(v) >= minLen && !fn(v, false) {
+			return false
+		}
+		if depth < flowNestDepth {
+			if inner, ok := nestedJSON(v); ok {
+				return walkFlowValue(inner, depth+1, minLen, fn)
+			}
+		}
+	case json.Number:
+		if k, ok := flowNumberKey(v); ok {
+			return fn(k, true)
+		}
+	case []any:
+		for _, e := range v {
+			if !walkFlowValue(e, depth, minLen, fn) {
+				return false
+			}
+		}
+	case map[string]any:
+		keys := make([]string, 0, len(v))
+		for k := range v {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			if len(k) >= minLen && !fn(k, false) {
+				return false
+			}
+			if !walkFlowValue(v[k], depth, minLen, fn) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// nestedJSON decodes a string that holds a JSON object or array.
+func nestedJSON(s string) (any, bool) {
+	t := strings.TrimSpace(s)
+	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
+		return nil, false
+	}
+	var v any
+	dec := json.NewDecoder(strings.NewReader(t))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+// flowHit is one (leaf, source) pair found.
+type flowHit struct {
+	exact bool
+}
+
+// matchString records in hits the sources of x's strings that leaf
+// equals or contains.
+func (x *flowIndex) matchString(leaf string, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+	if len(leaf) < x.minLen {
+		return
+	}
+	note := func(fs *flowString, exact bool) {
+		for _, si := range fs.srcs {
+			src := x.sources[si]
+			h := hits[src.At]
+			if h == nil {
+				h = &flowHit{}
+				hits[src.At] = h
+				srcOf[src.At] = src
+			}
+			h.exact = h.exact || exact
+		}
+	}
+	if fs, ok := x.strs[leaf]; ok {
+		note(fs, true)
+	}
+	for i := 0; i+x.minLen <= len(leaf); i++ {
+		for _, fs := range x.byPrefix[leaf[i:i+x.minLen]] {
+			if len(fs.s) < len(leaf) && strings.HasPrefix(leaf[i:], fs.s) {
+				note(fs, false)
+			}
+		}
+	}
+}
+
+func (x *flowIndex) matchNumber(key string, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+	for _, si := range x.nums[key] {
+		src := x.sources[si]
+		h := hits[src.At]
+		if h == nil {
+			h = &flowHit{}
+			hits[src.At] = h
+			srcOf[src.At] = src
+		}
+		h.exact = true
+	}
+}
+
+// callFlows returns the flows of a call's raw arguments from the returns
+// the indexes hold: for each leaf in document order (an object's keys
+// sorted, an array's elements in order), one Flow per return part it
+// matched, those in history order. Never nil.
+func callFlows(args []byte, idx ...*flowIndex) []Flow {
+	out := []Flow{}
+	hits := map[Position]*flowHit{}
+	srcOf := map[Position]FlowSource{}
+	var visit func(v any, path string)
+	visit = func(v any, path string) {
+		switch v := v.(type) {
+		case string:
+			for _, x := range idx {
+				x.matchString(v, hits, srcOf)
+			}
+		case json.Number:
+			if k, ok := flowNumberKey(v); ok {
+				for _, x := range idx {
+					x.matchNumber(k, hits, srcOf)
+				}
+			}
+		case []any:
+			for i, e := range v {
+				visit(e, path+"/"+strconv.Itoa(i))
+			}
+			return
+		case map[string]any:
+			keys := make([]string, 0, len(v))
+			for k := range v {
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			for _, k := range keys {
+				visit(v[k], path+"/"+pointerToken(k))
+			}
+			return
+		default:
+			return
+		}
+		if len(hits) == 0 {
+			return
+		}
+		at := make([]Position, 0, len(hits))
+		for p := range hits {
+			at = append(at, p)
+		}
+		slices.SortFunc(at, func(a, b Position) int {
+			if a.Before(b) {
+				return -1
+			}
+			if b.Before(a) {
+				return 1
+			}
+			return 0
+		})
+		for _, p := range at {
+			m := FlowContains
+			if hits[p].exact {
+				m = FlowExact
+			}
+			out = append(out, Flow{Path: path, Match: m, Source: srcOf[p]})
+		}
+		clear(hits)
+		clear(srcOf)
+	}
+	visit(ArgsValue(args), "")
+	return out
+}
+
+// pointerToken escapes a key as a JSON pointer token (RFC 6901).
+func pointerToken(k string) string {
+	if !strings.ContainsAny(k, "~/") {
+		return k
+	}
+	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+}
+
+// dispatchFlows fills the flows of the calls of R (message r) from base,
+// the index of the history before R, and R's own return parts before
+// each call, and reports whether the index dropped anything.
+func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Registry) bool {
+	ov := base.overlay()
+	c := 0
+	for p := range R.Parts {
+		part := &R.Parts[p]
+		if isFlowSource(part) {
+			ov.addPart(part, Position{r, p}, reg)
+		}
+		for c < len(calls) && calls[c].Part == p {
+			calls[c].Flows = callFlows(calls[c].Args, base, ov)
+			c++
+		}
+	}
+	return ov.truncated
+}
+
+// indexFlows indexes the returns of message m at index idx.
+func (x *flowIndex) fold(m *Message, idx int, reg *Registry) {
+	for p := range m.Parts {
+		if isFlowSource(&m.Parts[p]) {
+			x.addPart(&m.Parts[p], Position{idx, p}, reg)
+		}
+	}
+}
