@@ -217,7 +217,7 @@ func TestReplayFindingInEveryFormat(t *testing.T) {
 	}
 	f := rep.Audit.Findings[0]
 	for k, want := range map[string]any{"run": "refund-1", "message": 5.0, "kind": "receipt", "tool_call_id": "c3", "tool": "search_docs",
-		"jti": "Nnr88uxuxUgBwCQijY1Cjg", "kid": "pvHiZbP8IoxsbthcNA6IgjJCNYyN4ukc70LRZqEMLZk",
+		"jti": "Wjl8PsFwEFJyksyEwSq7ew", "kid": "pvHiZbP8IoxsbthcNA6IgjJCNYyN4ukc70LRZqEMLZk",
 		"reason": `receipt rejected: issued for tool_call_id "c1", the call's is "c3"`, "source": moved + ":1"} {
 		if f[k] != want {
 			t.Errorf("finding %s: %v, want %v", k, f[k], want)
