@@ -5,10 +5,11 @@
 // against the JSON Schemas in schema/ that ship with the project
 // (ValidateHistoryBytes, ValidateHistorySchema, ValidateRegistrySchema).
 //
-// Every other JSON input (a context, approvals, a JSON registry, the
-// members of a sidecar request) is checked by the same scanner, through
-// SkipJSON: JSON and UTF-8 as strictly as a history, without the number
-// extensions only a history may hold.
+// The decoder reads bytes with internal/wire's Scanner, the project's one
+// reader of JSON bytes; every other JSON input (a context, approvals, a
+// JSON registry, the members of a sidecar request) is checked by the
+// same scanner (wire.Skip): JSON and UTF-8 as strictly as a history,
+// without the number extensions only a history may hold.
 //
 // The history decoder is a single-pass validating scanner that enforces
 // the same rules as the history schema, so that a service may skip the

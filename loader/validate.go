@@ -5,6 +5,8 @@ import (
 	"errors"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // ValidateHistoryBytes validates a history document against the shipped
@@ -15,7 +17,7 @@ import (
 // The number extensions DecodeHistory accepts (NaN, Infinity, -Infinity)
 // are validated as the strings policies see them as.
 func ValidateHistoryBytes(file string, data []byte) error {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(standardize(data)))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(wire.Standardize(data)))
 	if err != nil {
 		return &Error{File: file, Kind: KindSyntax, Msg: "invalid JSON: " + err.Error()}
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -175,9 +176,9 @@ func readContext(cmd *cobra.Command, path string) (any, error) {
 	// The JSON is checked as the sidecar checks a request's context: by
 	// the history's reader, which refuses what encoding/json would read
 	// as U+FFFD (invalid UTF-8, a lone surrogate escape).
-	end, err := loader.SkipJSON(ctxName, raw, 0, loader.DefaultMaxDepth)
-	if err != nil {
-		return nil, badInput(err)
+	end, serr := wire.Skip(ctxName, raw, 0, loader.DefaultMaxDepth)
+	if serr != nil {
+		return nil, badInput(serr)
 	}
 	if len(bytes.TrimLeft(raw[end:], " \t\r\n")) > 0 {
 		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})
