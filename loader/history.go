@@ -232,6 +232,17 @@ const (
 	mCount
 )
 
+// messageKeyNames are the message keys the decoder reads, by index:
+// messageKey maps each back to its index (TestDecoderKeysAreTheSchemas
+// holds them to each other and to the schema's).
+var messageKeyNames = [mCount]string{
+	mKind: "kind", mParts: "parts", mTimestamp: "timestamp", mInstructions: "instructions",
+	mRunID: "run_id", mConversationID: "conversation_id", mMetadata: "metadata", mState: "state",
+	mUsage: "usage", mModelName: "model_name", mProviderName: "provider_name", mProviderURL: "provider_url",
+	mProviderDetails: "provider_details", mVendorDetails: "vendor_details",
+	mProviderResponseID: "provider_response_id", mVendorID: "vendor_id", mFinishReason: "finish_reason",
+}
+
 type keyRule struct {
 	key   int
 	name  string

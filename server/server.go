@@ -250,7 +250,7 @@ func New(opts ...Option) (*Server, error) {
 		runs:        10_000,
 		runTTL:      30 * time.Minute,
 		grace:       30 * time.Second,
-		limits:      loader.DefaultLimits(),
+		limits:      loader.DefaultReader().Limits,
 	}
 	for _, o := range opts {
 		o(&cfg)
@@ -267,8 +267,8 @@ func New(opts ...Option) (*Server, error) {
 	s := &Server{cfg: cfg}
 	s.engines = lru.New[*engine.Engine](cfg.engines, 0, cfg.now)
 	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
-	s.intake = &intake{maxBody: cfg.maxBody, bodyTimeout: cfg.bodyTimeout, limits: cfg.limits,
-		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes),
+	s.intake = &intake{maxBody: cfg.maxBody, bodyTimeout: cfg.bodyTimeout,
+		reader: loader.Reader{Limits: cfg.limits, Schema: cfg.schema}, prefixes: newPrefixCache(cfg.prefixBytes),
 		recycle: cfg.opaConfig == nil && !cfg.shadow && !cfg.noRecycle, poison: cfg.poisonBodies,
 		bodies: &bodyPool{max: poolBytes, idle: poolIdle}}
 	s.metrics = newMetrics(s)

@@ -35,7 +35,7 @@ func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
 	fl.StringVar(&f.registry, "registry", "", "tool registry (YAML or JSON) (required)")
 	fl.StringVar(&f.history, "history", "", "message history, pydantic-ai JSON; - for stdin (required)")
 	fl.StringVar(&f.context, "context", "", "input.context for the policies: inline JSON ('{\"group\":\"admin\"}'), a JSON file, or - for stdin")
-	def := loader.DefaultLimits()
+	def := loader.DefaultReader().Limits
 	fl.Int64Var(&f.maxBytes, "max-bytes", def.MaxBytes, "largest history accepted, in bytes")
 	fl.IntVar(&f.limits.MaxMessages, "max-messages", def.MaxMessages, "most messages a history may hold")
 	fl.IntVar(&f.limits.MaxPartsPerMessage, "max-parts-per-message", def.MaxPartsPerMessage, "most parts one message may hold")
@@ -124,14 +124,9 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	}
 	lim := f.limits
 	lim.MaxBytes = f.maxBytes
-	h, err := loader.DecodeHistory(name, data, lim)
+	h, err := loader.Reader{Limits: lim, Schema: !f.noSchema}.Read(name, data)
 	if err != nil {
 		return nil, badInput(historyFormatHint(data, err))
-	}
-	if !f.noSchema {
-		if err := loader.ValidateHistoryBytes(name, data); err != nil {
-			return nil, badInput(historyFormatHint(data, err))
-		}
 	}
 	in := &inputs{reg: reg, history: h, historyJSON: data}
 	if f.context != "" {
