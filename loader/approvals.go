@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 var digestPattern = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`)
@@ -166,7 +167,7 @@ func decodeObject(file, ptr string, data []byte, notObject string) (map[string]j
 	// Checked by the history's reader first: encoding/json would read
 	// invalid UTF-8 or a lone surrogate escape as U+FFFD, so that a call
 	// id could read as another's.
-	if _, err := skipJSON(file, data, 0, DefaultMaxDepth); err != nil {
+	if _, err := wire.Skip(file, data, 0, DefaultMaxDepth); err != nil {
 		err.Pointer = ptr + err.Pointer
 		return nil, err
 	}

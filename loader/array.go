@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // Array is a history array decoded where it lies in a larger document
@@ -55,7 +56,7 @@ func DecodeArray(file string, data []byte, lim Limits, workers int) (Array, erro
 			share /= workers
 		}
 		p.msgs, p.elems = make(facts.History, 0, share>>10), make([][]byte, 0, share>>10)
-		p.d = historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim}
+		p.d = historyDecoder{Scanner: wire.Scanner{Data: data, File: file, MaxDepth: lim.depth()}, lim: lim}
 		if k > 0 {
 			// A later piece does not know its messages' places: the
 			// limits that count them are checked on the whole.
@@ -131,21 +132,21 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 	defer close(p.done)
 	d := &p.d
 	if k == 0 {
-		if d.peek() != '[' {
-			if _, err := d.skipValue(); err != nil {
+		if d.Peek() != '[' {
+			if _, err := d.SkipValue(); err != nil {
 				p.err = err
 				return
 			}
-			p.err = d.fail(KindSchema, "a history must be an array of messages")
+			p.err = d.Fail(KindSchema, "a history must be an array of messages")
 			return
 		}
-		d.i++
-		if d.peek() == ']' {
-			d.i++
-			p.handoff, p.end = -1, d.i
+		d.I++
+		if d.Peek() == ']' {
+			d.I++
+			p.handoff, p.end = -1, d.I
 			return
 		}
-		if p.err = d.enter(); p.err != nil {
+		if p.err = d.Enter(); p.err != nil {
 			return
 		}
 	} else if !p.find(len(ps), abandon) {
@@ -153,8 +154,8 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 		return
 	}
 	for i := 0; ; i++ {
-		d.ws()
-		at := d.i
+		d.WS()
+		at := d.I
 		for p.next < len(ps) && at >= ps[p.next].guess {
 			q := ps[p.next]
 			<-q.done
@@ -168,9 +169,9 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 			p.err = &Error{Msg: "abandoned"}
 			return
 		}
-		d.path, d.names = append(d.path[:0], seg{idx: i}), d.names[:0]
+		d.Path, d.Names = append(d.Path[:0], wire.Seg{Idx: i}), d.Names[:0]
 		if d.lim.MaxMessages > 0 && i >= d.lim.MaxMessages {
-			p.err = d.fail(KindLimit, "more than %d messages", d.lim.MaxMessages)
+			p.err = d.Fail(KindLimit, "more than %d messages", d.lim.MaxMessages)
 			return
 		}
 		m, err := d.message()
@@ -179,15 +180,15 @@ func (p *piece) run(ps []*piece, k int, abandon *atomic.Bool) {
 			return
 		}
 		p.msgs = append(p.msgs, m)
-		p.elems = append(p.elems, d.data[at:d.i])
-		d.path = d.path[:0]
-		closed, err := d.afterElement()
+		p.elems = append(p.elems, d.Data[at:d.I])
+		d.Path = d.Path[:0]
+		closed, err := d.AfterElement()
 		if err != nil {
 			p.err = err
 			return
 		}
 		if closed {
-			p.handoff, p.end = -1, d.i
+			p.handoff, p.end = -1, d.I
 			return
 		}
 	}
@@ -205,7 +206,7 @@ const maxTries = 64
 // every one.
 func (p *piece) find(pieces int, abandon *atomic.Bool) bool {
 	d := &p.d
-	data := d.data
+	data := d.Data
 	budget := len(data) / pieces
 	tries := 0
 	for pos := p.guess; pos < len(data) && budget > 0 && tries < maxTries && !abandon.Load(); {
@@ -215,38 +216,21 @@ func (p *piece) find(pieces int, abandon *atomic.Bool) bool {
 		}
 		c := pos + j
 		pos = c + 1
-		if !afterObject(data, c) {
+		if !wire.FollowsObject(data, c) {
 			continue
 		}
 		tries++
-		d.i, d.depth = c, 1
-		d.path, d.names = append(d.path[:0], seg{idx: 0}), d.names[:0]
+		d.I, d.Depth = c, 1
+		d.Path, d.Names = append(d.Path[:0], wire.Seg{Idx: 0}), d.Names[:0]
 		_, err := d.message()
 		if err == nil {
-			if sep := d.peek(); sep == ',' || sep == ']' {
+			if sep := d.Peek(); sep == ',' || sep == ']' {
 				p.start = c
-				d.i, d.depth, d.extended = c, 1, false
+				d.I, d.Depth, d.Extended = c, 1, false
 				return true
 			}
 		}
-		budget -= d.i - c
+		budget -= d.I - c
 	}
 	return false
-}
-
-// afterObject reports whether data[c] follows "}," with only whitespace
-// between: where one message of an array ends and the next begins.
-func afterObject(data []byte, c int) bool {
-	i := c - 1
-	for i >= 0 && IsSpace(data[i]) {
-		i--
-	}
-	if i < 0 || data[i] != ',' {
-		return false
-	}
-	i--
-	for i >= 0 && IsSpace(data[i]) {
-		i--
-	}
-	return i >= 0 && data[i] == '}'
 }

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // TestFindGivesUpAfterMaxTries: a goroutine that guesses inside a string
@@ -16,10 +18,10 @@ func TestFindGivesUpAfterMaxTries(t *testing.T) {
 	junk := strings.Repeat("},{!", 10_000)
 	data := []byte(`[{"kind":"request","parts":[{"part_kind":"user-prompt","content":"` + junk + `"}]}]`)
 	p := &piece{guess: 40}
-	p.d = historyDecoder{scanner: scanner{data: data, maxDepth: DefaultMaxDepth}}
+	p.d = historyDecoder{Scanner: wire.Scanner{Data: data, MaxDepth: DefaultMaxDepth}}
 	var abandon atomic.Bool
 	require.False(t, p.find(2, &abandon))
 	// Each try leaves the scanner just past the '{' it tried.
 	last := strings.Index(string(data), junk) + 4*maxTries + 3
-	require.LessOrEqual(t, p.d.i, last, "tried past the %dth place", maxTries)
+	require.LessOrEqual(t, p.d.I, last, "tried past the %dth place", maxTries)
 }

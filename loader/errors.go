@@ -2,52 +2,30 @@ package loader
 
 import (
 	"errors"
-	"fmt"
 	"io/fs"
+
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // ErrorKind classifies a loader error. The values are stable.
-type ErrorKind string
+type ErrorKind = wire.ErrorKind
 
 // Error kinds.
 const (
 	// KindSyntax: the input is not well-formed JSON, YAML or UTF-8.
-	KindSyntax ErrorKind = "syntax"
+	KindSyntax = wire.KindSyntax
 	// KindSchema: the input is well-formed but breaks a rule of the format.
-	KindSchema ErrorKind = "schema"
+	KindSchema = wire.KindSchema
 	// KindLimit: the input exceeds a configured limit.
-	KindLimit ErrorKind = "limit"
+	KindLimit = wire.KindLimit
 	// KindIO: the input could not be read.
-	KindIO ErrorKind = "io"
+	KindIO = wire.KindIO
 )
 
 // Error is an input that was rejected. It names the file, the JSON pointer
 // of the offending value (RFC 6901; "" for the document root) and the rule
 // it broke. Syntax errors also carry the byte offset, line and column.
-type Error struct {
-	File    string
-	Pointer string
-	Kind    ErrorKind
-	Msg     string
-	Offset  int
-	Line    int
-	Column  int
-}
-
-func (e *Error) Error() string {
-	if e.Kind == KindIO && e.Pointer == "" {
-		// The file could not be read: there is no document to point into.
-		return fmt.Sprintf("%s: %s", e.File, e.Msg)
-	}
-	ptr := e.Pointer
-	if ptr == "" {
-		ptr = "(root)"
-	}
-	if e.Line > 0 {
-		return fmt.Sprintf("%s: %s: %s (line %d, column %d)", e.File, ptr, e.Msg, e.Line, e.Column)
-	}
-	return fmt.Sprintf("%s: %s: %s", e.File, ptr, e.Msg)
-}
+type Error = wire.Error
 
 // IOError is the *Error of a file that could not be read: the file and the
 // reason, without the file name repeated ("no such file or directory",

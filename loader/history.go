@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // Limits bound what a decoder accepts, to protect a service from hostile
@@ -85,13 +86,13 @@ func DecodeHistory(file string, data []byte, lim Limits) (facts.History, error) 
 	if lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes {
 		return nil, overBytes(file, len(data), lim.MaxBytes)
 	}
-	d := &historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim}
+	d := &historyDecoder{Scanner: wire.Scanner{Data: data, File: file, MaxDepth: lim.depth()}, lim: lim}
 	h, err := d.history()
 	if err != nil {
 		return nil, err
 	}
-	if d.peek(); d.i < len(d.data) { // a NUL byte is data, not the end
-		return nil, d.syntax("invalid JSON: unexpected data after the history")
+	if d.Peek(); d.I < len(d.Data) { // a NUL byte is data, not the end
+		return nil, d.Syntax("invalid JSON: unexpected data after the history")
 	}
 	return h, nil
 }
@@ -102,13 +103,13 @@ func DecodeMessages(file string, data []byte, offset int, lim Limits) ([]facts.M
 	if lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes {
 		return nil, overBytes(file, len(data), lim.MaxBytes)
 	}
-	d := &historyDecoder{scanner: scanner{data: data, file: file, maxDepth: lim.depth()}, lim: lim, offset: offset}
+	d := &historyDecoder{Scanner: wire.Scanner{Data: data, File: file, MaxDepth: lim.depth()}, lim: lim, offset: offset}
 	h, err := d.history()
 	if err != nil {
 		return nil, err
 	}
-	if d.peek(); d.i < len(d.data) { // a NUL byte is data, not the end
-		return nil, d.syntax("invalid JSON: unexpected data after the messages")
+	if d.Peek(); d.I < len(d.Data) { // a NUL byte is data, not the end
+		return nil, d.Syntax("invalid JSON: unexpected data after the messages")
 	}
 	return h, nil
 }
@@ -118,7 +119,7 @@ func overBytes(file string, n int, max int64) *Error {
 }
 
 type historyDecoder struct {
-	scanner
+	wire.Scanner
 	lim        Limits
 	offset     int
 	totalParts int
@@ -183,18 +184,18 @@ func (t jtype) String() string {
 }
 
 func (d *historyDecoder) history() (facts.History, error) {
-	if d.peek() != '[' {
-		if _, err := d.skipValue(); err != nil {
+	if d.Peek() != '[' {
+		if _, err := d.SkipValue(); err != nil {
 			return nil, err
 		}
-		return nil, d.fail(KindSchema, "a history must be an array of messages")
+		return nil, d.Fail(KindSchema, "a history must be an array of messages")
 	}
 	h := make(facts.History, 0, 16)
-	err := d.array(func(i int) *Error {
+	err := d.Array(func(i int) *Error {
 		// Pointers count from the messages the history already holds.
-		d.path[len(d.path)-1].idx = d.offset + i
+		d.Path[len(d.Path)-1].Idx = d.offset + i
 		if d.lim.MaxMessages > 0 && d.offset+i >= d.lim.MaxMessages {
-			return d.fail(KindLimit, "more than %d messages", d.lim.MaxMessages)
+			return d.Fail(KindLimit, "more than %d messages", d.lim.MaxMessages)
 		}
 		m, err := d.message()
 		if err != nil {
@@ -230,6 +231,17 @@ const (
 	mFinishReason
 	mCount
 )
+
+// messageKeyNames are the message keys the decoder reads, by index:
+// messageKey maps each back to its index (TestDecoderKeysAreTheSchemas
+// holds them to each other and to the schema's).
+var messageKeyNames = [mCount]string{
+	mKind: "kind", mParts: "parts", mTimestamp: "timestamp", mInstructions: "instructions",
+	mRunID: "run_id", mConversationID: "conversation_id", mMetadata: "metadata", mState: "state",
+	mUsage: "usage", mModelName: "model_name", mProviderName: "provider_name", mProviderURL: "provider_url",
+	mProviderDetails: "provider_details", mVendorDetails: "vendor_details",
+	mProviderResponseID: "provider_response_id", mVendorID: "vendor_id", mFinishReason: "finish_reason",
+}
 
 type keyRule struct {
 	key   int
@@ -269,24 +281,24 @@ var (
 
 func (d *historyDecoder) message() (facts.Message, *Error) {
 	var m facts.Message
-	if d.peek() != '{' {
-		if _, err := d.skipValue(); err != nil {
+	if d.Peek() != '{' {
+		if _, err := d.SkipValue(); err != nil {
 			return m, err
 		}
-		return m, d.fail(KindSchema, "a message must be an object")
+		return m, d.Fail(KindSchema, "a message must be an object")
 	}
-	var spans [mCount]span
+	var spans [mCount]wire.Span
 	parts := d.parts[:0]
 	var partsSeen bool
-	err := d.object(func(key []byte) *Error {
+	err := d.Object(func(key []byte) *Error {
 		k, known := messageKey(key)
 		if !known {
-			_, err := d.skipValue()
+			_, err := d.SkipValue()
 			return err
 		}
 		if k == mParts {
-			if d.peek() != '[' {
-				sp, err := d.skipValue()
+			if d.Peek() != '[' {
+				sp, err := d.SkipValue()
 				if err != nil {
 					return err
 				}
@@ -295,14 +307,14 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 			}
 			partsSeen = true
 			parts = parts[:0]
-			s := d.i
-			err := d.array(func(j int) *Error {
+			s := d.I
+			err := d.Array(func(j int) *Error {
 				if d.lim.MaxPartsPerMessage > 0 && j >= d.lim.MaxPartsPerMessage {
-					return d.fail(KindLimit, "more than %d parts in one message", d.lim.MaxPartsPerMessage)
+					return d.Fail(KindLimit, "more than %d parts in one message", d.lim.MaxPartsPerMessage)
 				}
 				d.totalParts++
 				if d.lim.MaxParts > 0 && d.totalParts > d.lim.MaxParts {
-					return d.fail(KindLimit, "more than %d parts in the history", d.lim.MaxParts)
+					return d.Fail(KindLimit, "more than %d parts in the history", d.lim.MaxParts)
 				}
 				p, err := d.part()
 				if err != nil {
@@ -311,10 +323,10 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 				parts = append(parts, p)
 				return nil
 			})
-			spans[mParts] = span{s, d.i}
+			spans[mParts] = wire.Span{S: s, E: d.I}
 			return err
 		}
-		sp, err := d.skipValue()
+		sp, err := d.SkipValue()
 		spans[k] = sp
 		return err
 	})
@@ -331,21 +343,21 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 	} else {
 		m.Kind = facts.Response
 	}
-	if !spans[mParts].present() {
-		return m, d.fail(KindSchema, "missing required key \"parts\"")
+	if !spans[mParts].Present() {
+		return m, d.Fail(KindSchema, "missing required key \"parts\"")
 	}
-	if !partsSeen || d.data[spans[mParts].s] != '[' {
+	if !partsSeen || d.Data[spans[mParts].S] != '[' {
 		return m, d.typeErr(spans[mParts], "parts", tArray)
 	}
 	// vendor_details and vendor_id are the legacy input aliases of
 	// provider_details and provider_response_id: when the current name is
 	// present the reference reads it and ignores the alias, whatever the
 	// alias holds.
-	if spans[mProviderDetails].present() {
-		spans[mVendorDetails] = span{}
+	if spans[mProviderDetails].Present() {
+		spans[mVendorDetails] = wire.Span{}
 	}
-	if spans[mProviderResponseID].present() {
-		spans[mVendorID] = span{}
+	if spans[mProviderResponseID].Present() {
+		spans[mVendorID] = wire.Span{}
 	}
 	rules, states := requestRules, requestStates
 	if m.Kind == facts.Response {
@@ -359,16 +371,16 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 	if _, err := d.enumAt(spans[mState], "state", states, false); err != nil {
 		return m, err
 	}
-	if sp := spans[mTimestamp]; sp.present() && d.data[sp.s] != 'n' {
-		m.Timestamp = d.data[sp.s:sp.e]
+	if sp := spans[mTimestamp]; sp.Present() && d.Data[sp.S] != 'n' {
+		m.Timestamp = d.Data[sp.S:sp.E]
 	}
 	if m.Kind == facts.Response {
-		if spans[mFinishReason].present() && d.data[spans[mFinishReason].s] != 'n' {
+		if spans[mFinishReason].Present() && d.Data[spans[mFinishReason].S] != 'n' {
 			if _, err := d.enumAt(spans[mFinishReason], "finish_reason", finishReasons, false); err != nil {
 				return m, err
 			}
 		}
-		if sp := spans[mProviderName]; sp.present() && d.data[sp.s] == '"' {
+		if sp := spans[mProviderName]; sp.Present() && d.Data[sp.S] == '"' {
 			m.Provider, err = d.internAt(sp, "provider_name")
 			if err != nil {
 				return m, err
@@ -378,10 +390,10 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 	}
 	for j := range parts {
 		if !parts[j].Kind.AllowedIn(m.Kind) {
-			d.push("parts")
-			d.pushIdx(j)
-			d.push("part_kind")
-			return m, d.fail(KindSchema, "%q is not allowed in a %s", parts[j].Kind.String(), m.Kind)
+			d.Push("parts")
+			d.PushIdx(j)
+			d.Push("part_kind")
+			return m, d.Fail(KindSchema, "%q is not allowed in a %s", parts[j].Kind.String(), m.Kind)
 		}
 	}
 	d.parts = parts
@@ -391,28 +403,28 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 	return m, nil
 }
 
-func (d *historyDecoder) checkType(sp span, name string, allowed jtype) *Error {
-	if !sp.present() {
+func (d *historyDecoder) checkType(sp wire.Span, name string, allowed jtype) *Error {
+	if !sp.Present() {
 		return nil
 	}
-	if typeOf(d.data[sp.s])&allowed == 0 {
+	if typeOf(d.Data[sp.S])&allowed == 0 {
 		return d.typeErr(sp, name, allowed)
 	}
 	return nil
 }
 
-func (d *historyDecoder) typeErr(sp span, name string, allowed jtype) *Error {
-	d.push(name)
-	defer d.pop()
-	return d.fail(KindSchema, "must be %s, not %s", allowed, typeOf(d.data[sp.s]))
+func (d *historyDecoder) typeErr(sp wire.Span, name string, allowed jtype) *Error {
+	d.Push(name)
+	defer d.Pop()
+	return d.Fail(KindSchema, "must be %s, not %s", allowed, typeOf(d.Data[sp.S]))
 }
 
 // stringAt decodes the string at sp (already validated as a string).
-func (d *historyDecoder) stringAt(sp span, name string) (string, *Error) {
+func (d *historyDecoder) stringAt(sp wire.Span, name string) (string, *Error) {
 	var out string
-	err := d.at(sp, name, func() *Error {
+	err := d.At(sp, name, func() *Error {
 		var err *Error
-		out, err = d.readString()
+		out, err = d.ReadString()
 		return err
 	})
 	return out, err
@@ -420,8 +432,8 @@ func (d *historyDecoder) stringAt(sp span, name string) (string, *Error) {
 
 // plainString returns the raw contents of the (validated) string at sp
 // when it holds no escape, the common case, without allocating.
-func (d *historyDecoder) plainString(sp span) ([]byte, bool) {
-	raw := d.data[sp.s+1 : sp.e-1]
+func (d *historyDecoder) plainString(sp wire.Span) ([]byte, bool) {
+	raw := d.Data[sp.S+1 : sp.E-1]
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		return nil, false
 	}
@@ -433,7 +445,7 @@ const maxInterned = 4096
 
 // internAt decodes the string at sp, sharing one copy of each distinct
 // value: tool and provider names repeat across a history.
-func (d *historyDecoder) internAt(sp span, name string) (string, *Error) {
+func (d *historyDecoder) internAt(sp wire.Span, name string) (string, *Error) {
 	raw, ok := d.plainString(sp)
 	if !ok {
 		return d.stringAt(sp, name)
@@ -452,14 +464,14 @@ func (d *historyDecoder) internAt(sp span, name string) (string, *Error) {
 }
 
 // enumAt checks that the value at sp is one of the allowed strings.
-func (d *historyDecoder) enumAt(sp span, name string, allowed []string, required bool) (string, *Error) {
-	if !sp.present() {
+func (d *historyDecoder) enumAt(sp wire.Span, name string, allowed []string, required bool) (string, *Error) {
+	if !sp.Present() {
 		if required {
-			return "", d.fail(KindSchema, "missing required key %q", name)
+			return "", d.Fail(KindSchema, "missing required key %q", name)
 		}
 		return "", nil
 	}
-	if d.data[sp.s] != '"' {
+	if d.Data[sp.S] != '"' {
 		return "", d.typeErr(sp, name, tString)
 	}
 	if raw, ok := d.plainString(sp); ok {
@@ -474,9 +486,9 @@ func (d *historyDecoder) enumAt(sp span, name string, allowed []string, required
 		return "", err
 	}
 	if !slices.Contains(allowed, s) {
-		d.push(name)
-		defer d.pop()
-		return "", d.fail(KindSchema, "%q is not one of %s", s, quoteList(allowed))
+		d.Push(name)
+		defer d.Pop()
+		return "", d.Fail(KindSchema, "%q is not one of %s", s, quoteList(allowed))
 	}
 	return s, nil
 }
@@ -557,15 +569,15 @@ func fixedName(k facts.PartKind, tk facts.ToolKind) string {
 
 func (d *historyDecoder) part() (facts.Part, *Error) {
 	var p facts.Part
-	if d.peek() != '{' {
-		if _, err := d.skipValue(); err != nil {
+	if d.Peek() != '{' {
+		if _, err := d.SkipValue(); err != nil {
 			return p, err
 		}
-		return p, d.fail(KindSchema, "a part must be an object")
+		return p, d.Fail(KindSchema, "a part must be an object")
 	}
-	var sp [pCount]span
-	err := d.object(func(key []byte) *Error {
-		v, err := d.skipValue()
+	var sp [pCount]wire.Span
+	err := d.Object(func(key []byte) *Error {
+		v, err := d.SkipValue()
 		if k, known := partKey(key); known {
 			sp[k] = v
 		}
@@ -574,10 +586,10 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 	if err != nil {
 		return p, err
 	}
-	if !sp[pPartKind].present() {
-		return p, d.fail(KindSchema, "missing required key \"part_kind\"")
+	if !sp[pPartKind].Present() {
+		return p, d.Fail(KindSchema, "missing required key \"part_kind\"")
 	}
-	if d.data[sp[pPartKind].s] != '"' {
+	if d.Data[sp[pPartKind].S] != '"' {
 		return p, d.typeErr(sp[pPartKind], "part_kind", tString)
 	}
 	kindName, err := d.internAt(sp[pPartKind], "part_kind")
@@ -586,15 +598,15 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 	}
 	kind, ok := facts.ParsePartKind(kindName)
 	if !ok {
-		d.push("part_kind")
-		defer d.pop()
-		return p, d.fail(KindSchema, "unknown part_kind %q", kindName)
+		d.Push("part_kind")
+		defer d.Pop()
+		return p, d.Fail(KindSchema, "unknown part_kind %q", kindName)
 	}
 	p.Kind = kind
 	for _, r := range plainRules[kind] {
-		if !sp[r.key].present() {
+		if !sp[r.key].Present() {
 			if r.required {
-				return p, d.fail(KindSchema, "missing required key %q", partKeyNames[r.key])
+				return p, d.Fail(KindSchema, "missing required key %q", partKeyNames[r.key])
 			}
 			continue
 		}
@@ -606,7 +618,7 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 	case facts.ToolCall, facts.BuiltinToolCall, facts.ToolReturn, facts.BuiltinToolReturn:
 		return p, d.toolPart(&p, &sp)
 	case facts.RetryPrompt:
-		if s := sp[pToolName]; s.present() && d.data[s.s] == '"' {
+		if s := sp[pToolName]; s.Present() && d.Data[s.S] == '"' {
 			if p.ToolName, err = d.internAt(s, "tool_name"); err != nil {
 				return p, err
 			}
@@ -614,10 +626,10 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 		return p, d.callID(&p, sp[pToolCallID])
 	case facts.ToolAvailabilityDelta:
 		key, name := sp[pToolsAdded], "tools_added"
-		if !key.present() {
+		if !key.Present() {
 			key, name = sp[pAdded], "added"
 		}
-		if key.present() {
+		if key.Present() {
 			names, err := d.stringList(key, name)
 			if err != nil {
 				return p, err
@@ -631,16 +643,16 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 		if err := d.provider(&p, sp[pProviderName]); err != nil {
 			return p, err
 		}
-		if c := sp[pContent]; c.present() && d.data[c.s] != 'n' {
+		if c := sp[pContent]; c.Present() && d.Data[c.S] != 'n' {
 			p.HasPayload = true
 		}
-		if det := sp[pProviderDetails]; det.present() && d.data[det.s] == '{' {
-			err := d.at(det, "provider_details", func() *Error {
-				return d.object(func(key []byte) *Error {
+		if det := sp[pProviderDetails]; det.Present() && d.Data[det.S] == '{' {
+			err := d.At(det, "provider_details", func() *Error {
+				return d.Object(func(key []byte) *Error {
 					if string(key) == "encrypted_content" {
 						p.HasPayload = true
 					}
-					_, err := d.skipValue()
+					_, err := d.SkipValue()
 					return err
 				})
 			})
@@ -661,8 +673,8 @@ func nonNilNames(s []string) []string {
 	return s
 }
 
-func (d *historyDecoder) provider(p *facts.Part, s span) *Error {
-	if s.present() && d.data[s.s] == '"' {
+func (d *historyDecoder) provider(p *facts.Part, s wire.Span) *Error {
+	if s.Present() && d.Data[s.S] == '"' {
 		var err *Error
 		if p.Provider, err = d.internAt(s, "provider_name"); err != nil {
 			return err
@@ -672,8 +684,8 @@ func (d *historyDecoder) provider(p *facts.Part, s span) *Error {
 	return nil
 }
 
-func (d *historyDecoder) callID(p *facts.Part, s span) *Error {
-	if s.present() && d.data[s.s] == '"' {
+func (d *historyDecoder) callID(p *facts.Part, s wire.Span) *Error {
+	if s.Present() && d.Data[s.S] == '"' {
 		var err *Error
 		if raw, ok := d.plainString(s); ok {
 			p.ToolCallID, p.HasToolCallID = string(raw), true
@@ -688,17 +700,17 @@ func (d *historyDecoder) callID(p *facts.Part, s span) *Error {
 }
 
 // stringList reads an array of strings.
-func (d *historyDecoder) stringList(sp span, name string) ([]string, *Error) {
-	if d.data[sp.s] != '[' {
+func (d *historyDecoder) stringList(sp wire.Span, name string) ([]string, *Error) {
+	if d.Data[sp.S] != '[' {
 		return nil, d.typeErr(sp, name, tArray)
 	}
 	var out []string
-	err := d.at(sp, name, func() *Error {
-		return d.array(func(int) *Error {
-			if d.peek() != '"' {
-				return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+	err := d.At(sp, name, func() *Error {
+		return d.Array(func(int) *Error {
+			if d.Peek() != '"' {
+				return d.Fail(KindSchema, "must be a string, not %s", typeOf(d.Peek()))
 			}
-			s, err := d.readString()
+			s, err := d.ReadString()
 			out = append(out, s)
 			return err
 		})
@@ -706,10 +718,10 @@ func (d *historyDecoder) stringList(sp span, name string) ([]string, *Error) {
 	return out, err
 }
 
-func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
+func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]wire.Span) *Error {
 	kind := p.Kind
 	// tool_kind: a closed enum (spec W15).
-	if s := sp[pToolKind]; s.present() && d.data[s.s] != 'n' {
+	if s := sp[pToolKind]; s.Present() && d.Data[s.S] != 'n' {
 		tk, err := d.enumAt(s, "tool_kind", []string{"tool-search", "capability-load"}, false)
 		if err != nil {
 			return err
@@ -725,12 +737,12 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 		// Untyped (or a combination the reference has no typed class for):
 		// a plain part, whose name is required.
 		p.ToolKind = facts.ToolKindNone
-		if !sp[pToolName].present() {
-			return d.fail(KindSchema, "missing required key \"tool_name\"")
+		if !sp[pToolName].Present() {
+			return d.Fail(KindSchema, "missing required key \"tool_name\"")
 		}
 	}
-	if s := sp[pToolName]; s.present() {
-		if d.data[s.s] != '"' {
+	if s := sp[pToolName]; s.Present() {
+		if d.Data[s.S] != '"' {
 			return d.typeErr(s, "tool_name", tString)
 		}
 		name, err := d.internAt(s, "tool_name")
@@ -738,9 +750,9 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 			return err
 		}
 		if fixed != "" && name != fixed {
-			d.push("tool_name")
-			defer d.pop()
-			return d.fail(KindSchema, "a %s part with tool_kind %q must be named %q, not %q", kind, p.ToolKind, fixed, name)
+			d.Push("tool_name")
+			defer d.Pop()
+			return d.Fail(KindSchema, "a %s part with tool_kind %q must be named %q, not %q", kind, p.ToolKind, fixed, name)
 		}
 		p.ToolName = name
 	} else {
@@ -756,10 +768,10 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 	}
 	switch kind {
 	case facts.ToolCall, facts.BuiltinToolCall:
-		if a := sp[pArgs]; a.present() {
-			p.Args = d.data[a.s:a.e]
-			if d.extended {
-				p.Args = standardize(p.Args)
+		if a := sp[pArgs]; a.Present() {
+			p.Args = d.Data[a.S:a.E]
+			if d.Extended {
+				p.Args = wire.Standardize(p.Args)
 			}
 		}
 		switch p.ToolKind {
@@ -769,13 +781,13 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 			return d.loadArgs(p, sp[pArgs])
 		}
 	case facts.ToolReturn, facts.BuiltinToolReturn:
-		if c := sp[pContent]; c.present() {
-			p.Content = d.data[c.s:c.e]
-			if d.extended {
-				p.Content = standardize(p.Content)
+		if c := sp[pContent]; c.Present() {
+			p.Content = d.Data[c.S:c.E]
+			if d.Extended {
+				p.Content = wire.Standardize(p.Content)
 			}
 		}
-		if o := sp[pOutcome]; o.present() {
+		if o := sp[pOutcome]; o.Present() {
 			out, err := d.enumAt(o, "outcome", outcomes, false)
 			if err != nil {
 				return err
@@ -799,26 +811,26 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 
 // searchArgs checks typed search args: null, any string, or an object with
 // a queries list of strings (spec W16).
-func (d *historyDecoder) searchArgs(a span) *Error {
-	if !a.present() || d.data[a.s] != '{' {
+func (d *historyDecoder) searchArgs(a wire.Span) *Error {
+	if !a.Present() || d.Data[a.S] != '{' {
 		return nil
 	}
 	found := false
-	err := d.at(a, "args", func() *Error {
-		return d.object(func(key []byte) *Error {
+	err := d.At(a, "args", func() *Error {
+		return d.Object(func(key []byte) *Error {
 			if string(key) != "queries" {
-				_, err := d.skipValue()
+				_, err := d.SkipValue()
 				return err
 			}
 			found = true
-			if d.peek() != '[' {
-				return d.fail(KindSchema, "must be an array of strings, not %s", typeOf(d.peek()))
+			if d.Peek() != '[' {
+				return d.Fail(KindSchema, "must be an array of strings, not %s", typeOf(d.Peek()))
 			}
-			return d.array(func(int) *Error {
-				if d.peek() != '"' {
-					return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+			return d.Array(func(int) *Error {
+				if d.Peek() != '"' {
+					return d.Fail(KindSchema, "must be a string, not %s", typeOf(d.Peek()))
 				}
-				_, err := d.skipValue()
+				_, err := d.SkipValue()
 				return err
 			})
 		})
@@ -827,19 +839,19 @@ func (d *historyDecoder) searchArgs(a span) *Error {
 		return err
 	}
 	if !found {
-		d.push("args")
-		defer d.pop()
-		return d.fail(KindSchema, "a typed search call's args must have \"queries\"")
+		d.Push("args")
+		defer d.Pop()
+		return d.Fail(KindSchema, "a typed search call's args must have \"queries\"")
 	}
 	return nil
 }
 
 // loadArgs reads a typed load call's capability id (spec L2, W16).
-func (d *historyDecoder) loadArgs(p *facts.Part, a span) *Error {
-	if !a.present() || d.data[a.s] == 'n' {
+func (d *historyDecoder) loadArgs(p *facts.Part, a wire.Span) *Error {
+	if !a.Present() || d.Data[a.S] == 'n' {
 		return nil
 	}
-	if d.data[a.s] == '"' {
+	if d.Data[a.S] == '"' {
 		s, err := d.stringAt(a, "args")
 		if err != nil {
 			return err
@@ -849,16 +861,16 @@ func (d *historyDecoder) loadArgs(p *facts.Part, a span) *Error {
 	}
 	// An object: "id" must be present and a string.
 	found := false
-	err := d.at(a, "args", func() *Error {
-		return d.object(func(key []byte) *Error {
+	err := d.At(a, "args", func() *Error {
+		return d.Object(func(key []byte) *Error {
 			if string(key) != "id" {
-				_, err := d.skipValue()
+				_, err := d.SkipValue()
 				return err
 			}
-			if d.peek() != '"' {
-				return d.fail(KindSchema, "a capability id must be a string, not %s", typeOf(d.peek()))
+			if d.Peek() != '"' {
+				return d.Fail(KindSchema, "a capability id must be a string, not %s", typeOf(d.Peek()))
 			}
-			id, err := d.readString()
+			id, err := d.ReadString()
 			p.LoadID, p.HasLoadID, found = id, true, true
 			return err
 		})
@@ -867,9 +879,9 @@ func (d *historyDecoder) loadArgs(p *facts.Part, a span) *Error {
 		return err
 	}
 	if !found {
-		d.push("args")
-		defer d.pop()
-		return d.fail(KindSchema, "a typed load call's args must have \"id\"")
+		d.Push("args")
+		defer d.Pop()
+		return d.Fail(KindSchema, "a typed load call's args must have \"id\"")
 	}
 	return nil
 }
@@ -884,62 +896,62 @@ func (d *historyDecoder) loadArgs(p *facts.Part, a span) *Error {
 // key is repeated). Anything else, a string the reference's parser
 // refuses among them, holds no id.
 func stringArgsID(s string) (string, bool) {
-	p := &scanner{data: []byte(s), maxDepth: DefaultMaxDepth}
-	if p.peek() != '{' {
+	p := &wire.Scanner{Data: []byte(s), MaxDepth: DefaultMaxDepth}
+	if p.Peek() != '{' {
 		return "", false
 	}
 	id, found := "", false
-	err := p.object(func(key []byte) *Error {
+	err := p.Object(func(key []byte) *Error {
 		if string(key) != "id" {
-			_, err := p.skipValue()
+			_, err := p.SkipValue()
 			return err
 		}
-		if p.peek() != '"' {
+		if p.Peek() != '"' {
 			id, found = "", false
-			_, err := p.skipValue()
+			_, err := p.SkipValue()
 			return err
 		}
 		var err *Error
-		id, err = p.readString()
+		id, err = p.ReadString()
 		found = true
 		return err
 	})
-	if p.peek(); err != nil || p.i < len(p.data) {
+	if p.Peek(); err != nil || p.I < len(p.Data) {
 		return "", false
 	}
 	return id, found
 }
 
 // searchContent reads a typed search return's discovered tool names.
-func (d *historyDecoder) searchContent(c span) ([]string, *Error) {
-	if d.data[c.s] != '{' {
+func (d *historyDecoder) searchContent(c wire.Span) ([]string, *Error) {
+	if d.Data[c.S] != '{' {
 		return nil, d.typeErr(c, "content", tObject)
 	}
 	names := []string{}
 	found := false
-	err := d.at(c, "content", func() *Error {
-		return d.object(func(key []byte) *Error {
+	err := d.At(c, "content", func() *Error {
+		return d.Object(func(key []byte) *Error {
 			switch string(key) {
 			case "discovered_tools":
 				found = true
 				names = names[:0]
-				if d.peek() != '[' {
-					return d.fail(KindSchema, "must be an array of tool matches, not %s", typeOf(d.peek()))
+				if d.Peek() != '[' {
+					return d.Fail(KindSchema, "must be an array of tool matches, not %s", typeOf(d.Peek()))
 				}
-				return d.array(func(int) *Error {
-					if d.peek() != '{' {
-						return d.fail(KindSchema, "a tool match must be an object, not %s", typeOf(d.peek()))
+				return d.Array(func(int) *Error {
+					if d.Peek() != '{' {
+						return d.Fail(KindSchema, "a tool match must be an object, not %s", typeOf(d.Peek()))
 					}
 					var name *string
-					err := d.object(func(key []byte) *Error {
+					err := d.Object(func(key []byte) *Error {
 						if string(key) != "name" {
-							_, err := d.skipValue()
+							_, err := d.SkipValue()
 							return err
 						}
-						if d.peek() != '"' {
-							return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+						if d.Peek() != '"' {
+							return d.Fail(KindSchema, "must be a string, not %s", typeOf(d.Peek()))
 						}
-						s, err := d.readString()
+						s, err := d.ReadString()
 						name = &s
 						return err
 					})
@@ -947,17 +959,17 @@ func (d *historyDecoder) searchContent(c span) ([]string, *Error) {
 						return err
 					}
 					if name == nil {
-						return d.fail(KindSchema, "a tool match must have \"name\"")
+						return d.Fail(KindSchema, "a tool match must have \"name\"")
 					}
 					names = append(names, *name)
 					return nil
 				})
 			case "message":
-				if d.peek() != '"' {
-					return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+				if d.Peek() != '"' {
+					return d.Fail(KindSchema, "must be a string, not %s", typeOf(d.Peek()))
 				}
 			}
-			_, err := d.skipValue()
+			_, err := d.SkipValue()
 			return err
 		})
 	})
@@ -965,25 +977,25 @@ func (d *historyDecoder) searchContent(c span) ([]string, *Error) {
 		return nil, err
 	}
 	if !found {
-		d.push("content")
-		defer d.pop()
-		return nil, d.fail(KindSchema, "a typed search return's content must have \"discovered_tools\"")
+		d.Push("content")
+		defer d.Pop()
+		return nil, d.Fail(KindSchema, "a typed search return's content must have \"discovered_tools\"")
 	}
 	return names, nil
 }
 
 // loadContent checks a typed load return's content: an object whose
 // optional instructions are a string.
-func (d *historyDecoder) loadContent(c span) *Error {
-	if d.data[c.s] != '{' {
+func (d *historyDecoder) loadContent(c wire.Span) *Error {
+	if d.Data[c.S] != '{' {
 		return d.typeErr(c, "content", tObject)
 	}
-	return d.at(c, "content", func() *Error {
-		return d.object(func(key []byte) *Error {
-			if string(key) == "instructions" && d.peek() != '"' {
-				return d.fail(KindSchema, "must be a string, not %s", typeOf(d.peek()))
+	return d.At(c, "content", func() *Error {
+		return d.Object(func(key []byte) *Error {
+			if string(key) == "instructions" && d.Peek() != '"' {
+				return d.Fail(KindSchema, "must be a string, not %s", typeOf(d.Peek()))
 			}
-			_, err := d.skipValue()
+			_, err := d.SkipValue()
 			return err
 		})
 	})
@@ -991,31 +1003,31 @@ func (d *historyDecoder) loadContent(c span) *Error {
 
 // legacyMetadata reads the legacy reveal form (spec D1 item 3): metadata
 // with a discovered_tools list of strings. Any other shape reveals nothing.
-func (d *historyDecoder) legacyMetadata(m span) []string {
-	if !m.present() || d.data[m.s] != '{' {
+func (d *historyDecoder) legacyMetadata(m wire.Span) []string {
+	if !m.Present() || d.Data[m.S] != '{' {
 		return nil
 	}
 	var names []string
 	ok := false
-	_ = d.at(m, "metadata", func() *Error {
-		return d.object(func(key []byte) *Error {
+	_ = d.At(m, "metadata", func() *Error {
+		return d.Object(func(key []byte) *Error {
 			if string(key) != "discovered_tools" {
-				_, err := d.skipValue()
+				_, err := d.SkipValue()
 				return err
 			}
 			names, ok = nil, false
-			if d.peek() != '[' {
-				_, err := d.skipValue()
+			if d.Peek() != '[' {
+				_, err := d.SkipValue()
 				return err
 			}
 			ok = true
-			return d.array(func(int) *Error {
-				if d.peek() != '"' {
+			return d.Array(func(int) *Error {
+				if d.Peek() != '"' {
 					ok = false
-					_, err := d.skipValue()
+					_, err := d.SkipValue()
 					return err
 				}
-				s, err := d.readString()
+				s, err := d.ReadString()
 				names = append(names, s)
 				return err
 			})

@@ -14,6 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // registryDoc is the registry file format (docs/registry.md).
@@ -201,7 +202,7 @@ func decodeConfig(file string, data []byte) (any, error) {
 		// Checked by the history's reader first: encoding/json would read
 		// invalid UTF-8 or a lone surrogate escape as U+FFFD, as the YAML
 		// reader does not.
-		if _, err := skipJSON(file, data, 0, DefaultMaxDepth); err != nil {
+		if _, err := wire.Skip(file, data, 0, DefaultMaxDepth); err != nil {
 			return nil, err
 		}
 		dec := json.NewDecoder(bytes.NewReader(data))
@@ -333,8 +334,4 @@ func yamlValue(file string, n *yaml.Node, ptr string, depth int, budget *int) (a
 // PointerToken escapes s as one reference token of a JSON pointer (RFC
 // 6901): '~' becomes "~0" and '/' becomes "~1". The errors of this
 // package name object keys so.
-func PointerToken(s string) string {
-	return pointerEscaper.Replace(s)
-}
-
-var pointerEscaper = strings.NewReplacer("~", "~0", "/", "~1")
+func PointerToken(s string) string { return wire.PointerToken(s) }

@@ -5,17 +5,22 @@ import (
 	"errors"
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // ValidateHistoryBytes validates a history document against the shipped
-// JSON Schema. The CLI and the HTTP sidecar run it at their boundary, on
-// top of DecodeHistory, so that an input is only ever accepted when both
-// agree. Errors are *Error values.
+// JSON Schema. A Reader with Schema set runs it on top of DecodeHistory
+// (the CLI and replay by default, the sidecar with --schema); where it
+// runs, it runs after the decoder has accepted the bytes, and so it never
+// rejects anything on its own: the decoder rejects every history the
+// schema rejects (see Reader for why it is a switch all the same). Errors
+// are *Error values.
 //
 // The number extensions DecodeHistory accepts (NaN, Infinity, -Infinity)
 // are validated as the strings policies see them as.
 func ValidateHistoryBytes(file string, data []byte) error {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(standardize(data)))
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(wire.Standardize(data)))
 	if err != nil {
 		return &Error{File: file, Kind: KindSyntax, Msg: "invalid JSON: " + err.Error()}
 	}

@@ -77,7 +77,7 @@ without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoing
 without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
 without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory'
 mutation_log=$(mktemp)
-go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/testkit/gen ./engine ./internal/cli \
+go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/wire ./internal/testkit/gen ./engine ./internal/cli \
 	>"$mutation_log" 2>&1 &
 mutation_pid=$!
 trap 'kill "$mutation_pid" 2>/dev/null || true; rm -f "$mutation_log"' EXIT

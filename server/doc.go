@@ -22,7 +22,7 @@
 //     bounded, evicting table of engine.Run values (facts kept
 //     incrementally, retry accounting as the library keeps it);
 //   - envelope.go: one pass over a request body (members, checked by the
-//     loader's JSON reader, loader.SkipJSON, and the bytes of each
+//     history's JSON reader, internal/wire's Skip, and the bytes of each
 //     message; it can resume after a known prefix of the history, and
 //     hands the rest of the history to the decoder);
 //   - prefix.go: the prefix cache: a stateless client that resends its

@@ -2,19 +2,18 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/policycheck/policycheck/internal/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 
 // A request body holds a history of a megabyte or more; decoding it with
 // encoding/json before the history decoder reads it again would double
 // the cost of every request. scanEnvelope walks the body once, checking
-// that it is well-formed JSON (each member by loader.SkipJSON, the
+// that it is well-formed JSON (each member by wire.Skip, the
 // history by the decoder), and returns the bytes of the members the
 // handler wants, and the bytes of each element of the array members (the
 // messages), which the prefix cache (intake.go) resumes after. With
@@ -74,25 +73,17 @@ func (s *jscan) sepOrClose(close byte) (closed bool, err *Error) {
 	return false, s.fail("expected ',' or '" + string(close) + "'")
 }
 
-func (s *jscan) ws() {
-	for s.i < len(s.b) && loader.IsSpace(s.b[s.i]) {
-		s.i++
-	}
-}
+func (s *jscan) ws() { s.i = wire.SkipSpace(s.b, s.i) }
 
 // skip checks the value at s.i, the member ptr's or inside it, with the
-// loader's JSON reader (loader.SkipJSON), as policycheck eval checks its
+// wire scanner (wire.Skip), as policycheck eval checks its
 // --context: the server reads JSON by the history decoder's one
 // definition of it, under which invalid UTF-8 or a lone surrogate escape
 // is an error rather than a U+FFFD that two different strings would read
 // as, and a member's value nests at most loader.DefaultMaxDepth deep.
 func (s *jscan) skip(ptr string) *Error {
-	end, err := loader.SkipJSON("request", s.b, s.i, loader.DefaultMaxDepth-s.depth)
-	if err != nil {
-		var le *loader.Error
-		if !errors.As(err, &le) {
-			return badRequest(CodeSyntax, err.Error(), ptr)
-		}
+	end, le := wire.Skip("request", s.b, s.i, loader.DefaultMaxDepth-s.depth)
+	if le != nil {
 		s.i = le.Offset
 		return badRequest(CodeSyntax, "invalid JSON at byte "+strconv.Itoa(le.Offset)+": "+strings.TrimPrefix(le.Msg, "invalid JSON: "), ptr+le.Pointer)
 	}
@@ -125,7 +116,7 @@ func (s *jscan) value(elems *[][]byte, ptr string) *Error {
 			s.i = arr + n
 			if len(got) > 0 {
 				s.lastEnd = s.i - 1
-				for loader.IsSpace(s.b[s.lastEnd-1]) {
+				for wire.IsSpace(s.b[s.lastEnd-1]) {
 					s.lastEnd--
 				}
 			}
@@ -170,40 +161,12 @@ func (s *jscan) fastSkip(ptr string) *Error {
 	if s.i >= len(s.b) || (s.b[s.i] != '{' && s.b[s.i] != '[') {
 		return s.skip(ptr)
 	}
-	depth := 0
-	for s.i < len(s.b) {
-		switch s.b[s.i] {
-		case '"':
-			for {
-				j := bytes.IndexByte(s.b[s.i+1:], '"')
-				if j < 0 {
-					return s.fail("unterminated string")
-				}
-				s.i += j + 1
-				bs := 0
-				for k := s.i - 1; k >= 0 && s.b[k] == '\\'; k-- {
-					bs++
-				}
-				if bs%2 == 0 {
-					break
-				}
-			}
-			s.i++
-		case '{', '[':
-			if depth++; depth > maxEnvelopeDepth {
-				return s.fail("nested too deeply")
-			}
-			s.i++
-		case '}', ']':
-			s.i++
-			if depth--; depth == 0 {
-				return nil
-			}
-		default:
-			s.i++
-		}
+	end, fault := wire.Skim(s.b, s.i, maxEnvelopeDepth)
+	s.i = end
+	if fault != "" {
+		return s.fail(fault)
 	}
-	return s.fail("unexpected end of input")
+	return nil
 }
 
 // scanEnvelope checks that body is one well-formed JSON object and
@@ -241,7 +204,7 @@ func scanEnvelopeWith(body []byte, known []string, hooks arrayHooks, arrays ...s
 			}
 			key := string(s.b[ks+1 : s.i-1])
 			if bytes.IndexByte(s.b[ks:s.i], '\\') >= 0 {
-				_ = json.Unmarshal(s.b[ks:s.i], &key)
+				key = wire.Unescape(s.b[ks:s.i])
 			}
 			s.ws()
 			if s.i >= len(s.b) || s.b[s.i] != ':' {
@@ -261,7 +224,7 @@ func scanEnvelopeWith(body []byte, known []string, hooks arrayHooks, arrays ...s
 					elems = &list
 				}
 			}
-			if err := s.value(elems, "/"+loader.PointerToken(key)); err != nil {
+			if err := s.value(elems, "/"+wire.PointerToken(key)); err != nil {
 				return nil, err
 			}
 			if !keep && !slices.Contains(env.unknown, key) {
@@ -308,7 +271,7 @@ func (env *envelope) refuseUnknown(known []string) *Error {
 	}
 	key := env.unknown[0]
 	return badRequest(CodeSchema, strconv.Quote(key)+" is not a member this endpoint reads: it reads "+strings.Join(names, ", "),
-		"/"+loader.PointerToken(key))
+		"/"+wire.PointerToken(key))
 }
 
 // joinArray copies elems into one JSON array, "[e,e,...]", for the

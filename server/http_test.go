@@ -229,7 +229,7 @@ func TestErrors(t *testing.T) {
 			status: 400, code: server.CodeSyntax, message: "expected ',' or '}'"},
 		{note: "no comma between array elements", rs: withReg, path: "/v1/decide", body: `{"history": [{} {}]}`,
 			status: 400, code: server.CodeSyntax, message: "expected ',' or ']'"},
-		// Every member is read as a history is (loader.SkipJSON), as eval
+		// Every member is read as a history is (wire.Skip), as eval
 		// reads --context: encoding/json would read "a\udc00b" and
 		// "a\xffb" alike, as "a\ufffdb".
 		{note: "a lone surrogate escape in the context", rs: withReg, path: "/v1/decide", body: `{"history": [], "context": {"user": "a\udc00b"}}`,

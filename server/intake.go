@@ -53,10 +53,9 @@ import (
 type intake struct {
 	maxBody     int64
 	bodyTimeout time.Duration
-	limits      loader.Limits
-	schema      bool
-	prefixes    *prefixCache // nil when off
-	minPiece    int          // the least bytes of a decode's piece; 0: pieceBytes (tests set it)
+	reader      loader.Reader // the limits and the schema switch (see loader.Reader)
+	prefixes    *prefixCache  // nil when off
+	minPiece    int           // the least bytes of a decode's piece; 0: pieceBytes (tests set it)
 
 	// recycle is set when nothing outlives a request but what the intake
 	// itself keeps: no decision log and no shadow policy (their workers
@@ -348,7 +347,7 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 	// resumed, or did not decode, leaves it nil.
 	var decoded *loader.Array
 	hooks := arrayHooks{decode: func(b []byte) ([][]byte, int) {
-		a, err := loader.DecodeArray("request", b, in.limits, in.workers(len(b)))
+		a, err := loader.DecodeArray("request", b, in.reader.Limits, in.workers(len(b)))
 		if err != nil {
 			decoded = nil
 			return nil, 0
@@ -406,13 +405,13 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		// Not an array, or one the decoder refused: its error, as the
 		// decoder gives it for the member alone.
 		var err error
-		if h, err = loader.DecodeHistory("request", raw, in.limits); err != nil {
+		if h, err = loader.DecodeHistory("request", raw, in.reader.Limits); err != nil {
 			return nil, nil, nil, fromLoader(err, "/history")
 		}
 	}
-	if in.schema {
+	if in.reader.Schema {
 		in.schemaChecks.Add(1)
-		if err := loader.ValidateHistoryBytes("request", raw); err != nil {
+		if err := in.reader.CheckSchema("request", raw); err != nil {
 			return nil, nil, nil, fromLoader(err, "/history")
 		}
 	}
@@ -467,7 +466,7 @@ func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *fact
 		// prefix's tracker does not keep.
 		return nil
 	}
-	lim := in.limits
+	lim := in.reader.Limits
 	elems := env.elements["history"]
 	total := hit.count + len(elems)
 	if (lim.MaxMessages > 0 && total > lim.MaxMessages) ||
@@ -490,9 +489,9 @@ func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *fact
 		if lim.MaxParts > 0 && parts > lim.MaxParts {
 			return nil
 		}
-		if in.schema {
+		if in.reader.Schema {
 			in.schemaChecks.Add(1)
-			if loader.ValidateHistoryBytes("request", batch) != nil {
+			if in.reader.CheckSchema("request", batch) != nil {
 				return nil
 			}
 		}
@@ -535,7 +534,7 @@ func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *fact
 // run that would grow past the message limit, at the first message past
 // it.
 func (in *intake) appended(raw []byte, elems [][]byte, offset int) ([]facts.Message, *Error) {
-	lim := in.limits
+	lim := in.reader.Limits
 	if lim.MaxMessages > 0 && offset+len(elems) > lim.MaxMessages {
 		at := max(lim.MaxMessages-offset, 0)
 		e := &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit,
@@ -545,9 +544,9 @@ func (in *intake) appended(raw []byte, elems [][]byte, offset int) ([]facts.Mess
 	}
 	lim.MaxMessages = 0
 	msgs, err := loader.DecodeMessages("request", raw, 0, lim)
-	if err == nil && in.schema {
+	if err == nil && in.reader.Schema {
 		in.schemaChecks.Add(1)
-		err = loader.ValidateHistoryBytes("request", raw)
+		err = in.reader.CheckSchema("request", raw)
 	}
 	if err != nil {
 		e := fromLoader(err, "")

@@ -57,7 +57,7 @@ func TestDecodedInTheScanIsDecodeHistory(t *testing.T) {
 			limits = limitstest.OneShort(plenty, want, len(h))
 		}
 		for _, lim := range limits {
-			in := &intake{limits: lim, minPiece: 1}
+			in := &intake{reader: loader.Reader{Limits: lim}, minPiece: 1}
 			want, wantErr := loader.DecodeHistory("request", h, lim)
 			_, _, got, herr := in.stateless(body, false, noEngine)
 			if wantErr != nil {

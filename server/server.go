@@ -23,6 +23,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/lru"
 	"github.com/policycheck/policycheck/internal/opaplugins"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // OPAConfigError is New's error for an OPA configuration (Config.OPAConfig)
@@ -104,8 +105,8 @@ func New(cfg Config) (*Server, error) {
 		s.engines = lru.New[*engine.Engine](cfg.EngineCache, 0, s.now)
 	}
 	s.runs = newRunTable(cfg.Runs, cfg.RunTTL, s.now)
-	s.intake = &intake{maxBody: cfg.MaxBody, bodyTimeout: cfg.BodyTimeout, limits: cfg.Limits,
-		schema: cfg.Schema, prefixes: newPrefixCache(cfg.PrefixCacheBytes, cfg.admitFirstSight),
+	s.intake = &intake{maxBody: cfg.MaxBody, bodyTimeout: cfg.BodyTimeout,
+		reader: loader.Reader{Limits: cfg.Limits, Schema: cfg.Schema}, prefixes: newPrefixCache(cfg.PrefixCacheBytes, cfg.admitFirstSight),
 		recycle: cfg.OPAConfig == nil && len(cfg.ShadowPolicies) == 0 && !cfg.noRecycle, poison: cfg.poisonBodies,
 		bodies: &bodyPool{max: poolBytes, idle: poolIdle}}
 	s.metrics = newMetrics(s)

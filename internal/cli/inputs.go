@@ -13,6 +13,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -35,7 +36,7 @@ func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
 	fl.StringVar(&f.registry, "registry", "", "tool registry (YAML or JSON) (required)")
 	fl.StringVar(&f.history, "history", "", "message history, pydantic-ai JSON; - for stdin (required)")
 	fl.StringVar(&f.context, "context", "", "input.context for the policies: inline JSON ('{\"group\":\"admin\"}'), a JSON file, or - for stdin")
-	def := loader.DefaultLimits()
+	def := loader.DefaultReader().Limits
 	fl.Int64Var(&f.maxBytes, "max-bytes", def.MaxBytes, "largest history accepted, in bytes")
 	fl.IntVar(&f.limits.MaxMessages, "max-messages", def.MaxMessages, "most messages a history may hold")
 	fl.IntVar(&f.limits.MaxPartsPerMessage, "max-parts-per-message", def.MaxPartsPerMessage, "most parts one message may hold")
@@ -125,14 +126,9 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	}
 	lim := f.limits
 	lim.MaxBytes = f.maxBytes
-	h, err := loader.DecodeHistory(name, data, lim)
+	h, err := loader.Reader{Limits: lim, Schema: !f.noSchema}.Read(name, data)
 	if err != nil {
 		return nil, badInput(historyFormatHint(data, err))
-	}
-	if !f.noSchema {
-		if err := loader.ValidateHistoryBytes(name, data); err != nil {
-			return nil, badInput(historyFormatHint(data, err))
-		}
 	}
 	in := &inputs{reg: reg, history: h, historyJSON: data}
 	if f.context != "" {
@@ -177,9 +173,9 @@ func readContext(cmd *cobra.Command, path string) (any, error) {
 	// The JSON is checked as the sidecar checks a request's context: by
 	// the history's reader, which refuses what encoding/json would read
 	// as U+FFFD (invalid UTF-8, a lone surrogate escape).
-	end, err := loader.SkipJSON(ctxName, raw, 0, loader.DefaultMaxDepth)
-	if err != nil {
-		return nil, badInput(err)
+	end, serr := wire.Skip(ctxName, raw, 0, loader.DefaultMaxDepth)
+	if serr != nil {
+		return nil, badInput(serr)
 	}
 	if len(bytes.TrimLeft(raw[end:], " \t\r\n")) > 0 {
 		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSyntax, Msg: "invalid JSON: unexpected data after the context object"})

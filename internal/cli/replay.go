@@ -112,8 +112,8 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 			if maxBytes < 0 {
 				return badInput(fmt.Errorf("--max-bytes must be 0 (no limit) or more, not %d", maxBytes))
 			}
-			lo := replay.LoadOptions{NoSchema: noSchema, Limits: loader.DefaultLimits()}
-			lo.Limits.MaxBytes = maxBytes
+			lo := replay.LoadOptions{Reader: loader.DefaultReader()}
+			lo.Reader.Limits.MaxBytes, lo.Reader.Schema = maxBytes, !noSchema
 			if ctxPath != "" {
 				if lo.Context, err = readContext(cmd, ctxPath); err != nil {
 					return err
@@ -242,7 +242,7 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO (repeatable)")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")
-	fl.Int64Var(&maxBytes, "max-bytes", loader.DefaultLimits().MaxBytes, "largest document (a history, an array of decision-log events) or JSON Lines line accepted, in bytes, once gunzipped; 0: no limit")
+	fl.Int64Var(&maxBytes, "max-bytes", loader.DefaultReader().Limits.MaxBytes, "largest document (a history, an array of decision-log events) or JSON Lines line accepted, in bytes, once gunzipped; 0: no limit")
 	fl.IntVar(&workers, "workers", 0, "runs replayed at once (0: one per core)")
 	fl.StringVar(&approvalsPath, "approvals", "", "answers to calls that needed approval (as eval --approvals), for every step of history runs on both sides (logged decisions keep theirs)")
 	flows.register(fl)

@@ -13,7 +13,7 @@ import (
 	"io"
 	"slices"
 
-	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // Write writes v to w as Encode formats it, in one write.
@@ -78,18 +78,9 @@ func indent(dst, src []byte) (_ []byte, ok bool) {
 		}
 		switch c {
 		case '"':
-			j := i + 1
-			for {
-				if j = loader.StringStop(src[:end], j); j >= end {
-					return dst, false
-				}
-				if src[j] == '"' {
-					break
-				}
-				if src[j] == '\\' {
-					j++
-				}
-				j++
+			j, ok := wire.StringEnd(src[:end], i)
+			if !ok {
+				return dst, false
 			}
 			dst = append(dst, src[i:j+1]...)
 			i = j

@@ -33,11 +33,9 @@ var inputExts = []string{".json", ".jsonl", ".ndjson", ".json.gz", ".jsonl.gz", 
 
 // LoadOptions configure Load.
 type LoadOptions struct {
-	// Limits bound each history (loader.DefaultLimits when zero).
-	Limits loader.Limits
-	// NoSchema skips the JSON Schema validation of histories (the decoder
-	// still enforces the same rules).
-	NoSchema bool
+	// Reader reads each history: its limits (loader.DefaultLimits when
+	// zero) and whether the JSON Schema runs too.
+	Reader loader.Reader
 	// Context is input.context of every step of a history run; a logged
 	// decision keeps the context it was logged with.
 	Context any
@@ -49,7 +47,7 @@ type LoadOptions struct {
 // Load reads the runs of the given files and directories (walked in
 // lexical order). A file is read as it arrives, gunzipped as it is read
 // when gzip-compressed, no document or line of it over
-// opts.Limits.MaxBytes (see inputLoader.file); it is:
+// opts.Reader.Limits.MaxBytes (see inputLoader.file); it is:
 //
 //   - a pydantic-ai history (a JSON array of messages): one run named by
 //     its path;
@@ -70,8 +68,8 @@ type LoadOptions struct {
 //
 // Errors name the file (PATH:LINE for JSON Lines) and the JSON pointer.
 func Load(paths []string, opts LoadOptions) (runs []*Run, skipped int, err error) {
-	if opts.Limits == (loader.Limits{}) {
-		opts.Limits = loader.DefaultLimits()
+	if opts.Reader.Limits == (loader.Limits{}) {
+		opts.Reader.Limits = loader.DefaultReader().Limits
 	}
 	l := &inputLoader{opts: opts, logged: map[string]*Run{}}
 	for _, p := range paths {
@@ -184,7 +182,7 @@ func truncate(s string, n int) string {
 
 // file reads one input file as it arrives, gunzipped when it is gzip
 // (gzip's magic bytes, whatever its name): no more than the byte limit
-// (opts.Limits.MaxBytes, --max-bytes) of it is held at once. A JSON
+// (opts.Reader.Limits.MaxBytes, --max-bytes) of it is held at once. A JSON
 // Lines line over the limit is refused at PATH:LINE, and a document over
 // several lines at PATH, as soon as the limit is passed: a gzip bomb
 // costs the limit, not what it would decompress to.
@@ -200,7 +198,7 @@ func (l *inputLoader) file(path string) error {
 		return &loader.Error{File: path, Kind: loader.KindIO, Msg: err.Error()}
 	}
 	defer f.Close()
-	lr, err := newLineReader(path, f, l.opts.Limits.MaxBytes)
+	lr, err := newLineReader(path, f, l.opts.Reader.Limits.MaxBytes)
 	if err != nil {
 		return err
 	}
@@ -406,14 +404,9 @@ func (l *inputLoader) array(path string, data []byte) error {
 }
 
 func (l *inputLoader) history(name string, data []byte) error {
-	h, err := loader.DecodeHistory(name, data, l.opts.Limits)
+	h, err := l.opts.Reader.Read(name, data)
 	if err != nil {
 		return err
-	}
-	if !l.opts.NoSchema {
-		if err := loader.ValidateHistoryBytes(name, data); err != nil {
-			return err
-		}
 	}
 	l.runs = append(l.runs, &Run{ID: name, History: h, Context: l.opts.Context, Approvals: l.opts.Approvals})
 	return nil

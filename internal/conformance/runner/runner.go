@@ -71,7 +71,7 @@ func Run(ctx context.Context, c conformance.Case) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	h, err := loader.DecodeHistory(name+"#/history", c.History, loader.DefaultLimits())
+	h, err := loader.DefaultReader().Read(name+"#/history", c.History)
 	if err != nil {
 		return res, err
 	}

@@ -1,4 +1,4 @@
-package loader_test
+package wire_test
 
 import (
 	"math/rand/v2"
@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/testkit/racetest"
-	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/internal/wire"
 )
 
 // stringStopByByte is StringStop read one byte at a time: the oracle the
@@ -45,9 +45,9 @@ func TestStringStopIsByteByByte(t *testing.T) {
 			data = append(data, alphabet[rng.IntN(len(alphabet))]...)
 		}
 		from := rng.IntN(len(data) + 1)
-		require.Equal(t, stringStopByByte(data, from), loader.StringStop(data, from), "%q from %d", data, from)
+		require.Equal(t, stringStopByByte(data, from), wire.StringStop(data, from), "%q from %d", data, from)
 	}
 	// Past the end (a reader that stepped over an escape's last byte): the
 	// offset back, as the byte-by-byte reading gives it.
-	require.Equal(t, 5, loader.StringStop([]byte("abc"), 5))
+	require.Equal(t, 5, wire.StringStop([]byte("abc"), 5))
 }

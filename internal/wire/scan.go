@@ -1,4 +1,4 @@
-package loader
+package wire
 
 import (
 	"bytes"
@@ -10,170 +10,172 @@ import (
 	"unicode/utf8"
 )
 
-// scanner is a validating JSON reader over a byte slice. It checks the
+// Scanner is a validating JSON reader over a byte slice. It checks the
 // JSON grammar (RFC 8259, UTF-8 only) as the reference's parser reads it:
 // the number extensions NaN, Infinity and -Infinity are values, a lone
 // UTF-16 surrogate escape is an error. It enforces a nesting limit and
 // keeps the JSON pointer of the value it is reading, so that every error
 // names where it happened.
-type scanner struct {
-	data     []byte
-	i        int
-	depth    int
-	maxDepth int
-	// extended is set once a number extension (NaN, Infinity,
+type Scanner struct {
+	Data     []byte
+	I        int
+	Depth    int
+	MaxDepth int
+	// Extended is set once a number extension (NaN, Infinity,
 	// -Infinity) has been read.
-	extended bool
-	// strict refuses the number extensions (see SkipJSON).
-	strict bool
-	file   string
-	path   []seg
-	names  []string // keys of segName segments
+	Extended bool
+	// Strict refuses the number extensions (see Skip).
+	Strict bool
+	File   string
+	Path   []Seg
+	Names  []string // keys of SegName segments
 }
 
-// seg is one step of the JSON pointer: an array index, or a key given by
+// Seg is one step of the JSON pointer: an array index, or a key given by
 // name (key) or read from the input (raw, not copied: pushing it must not
 // allocate, as every object member is pushed).
-type seg struct {
-	// idx >= 0 is an array index; segKey is the raw (unescaped) key
-	// data[s:e]; segName is the key names[s]. A segment holds no pointer,
+type Seg struct {
+	// Idx >= 0 is an array index; SegKey is the raw (unescaped) key
+	// Data[S:E]; SegName is the key Names[S]. A segment holds no pointer,
 	// so pushing one on the hot path costs no GC write barrier.
-	idx, s, e int
+	Idx, S, E int
 }
 
+// The Idx of a Seg that is a key.
 const (
-	segKey  = -1
-	segName = -2
+	SegKey  = -1
+	SegName = -2
 )
 
-// span is the extent of one JSON value inside scanner.data; e == 0 means absent.
-type span struct{ s, e int }
+// Span is the extent of one JSON value inside Scanner.Data; E == 0 means
+// absent.
+type Span struct{ S, E int }
 
-func (sp span) present() bool { return sp.e != 0 }
+func (sp Span) Present() bool { return sp.E != 0 }
 
-func (d *scanner) push(key string) {
-	d.names = append(d.names, key)
-	d.path = append(d.path, seg{idx: segName, s: len(d.names) - 1})
+func (d *Scanner) Push(key string) {
+	d.Names = append(d.Names, key)
+	d.Path = append(d.Path, Seg{Idx: SegName, S: len(d.Names) - 1})
 }
 
-// pushKey pushes the key data[s:e], which holds no escape.
-func (d *scanner) pushKey(s, e int) { d.path = append(d.path, seg{idx: segKey, s: s, e: e}) }
-func (d *scanner) pushIdx(i int)    { d.path = append(d.path, seg{idx: i}) }
-func (d *scanner) pop() {
-	last := d.path[len(d.path)-1]
-	if last.idx == segName && last.s == len(d.names)-1 {
-		d.names = d.names[:last.s]
+// PushKey pushes the key data[s:e], which holds no escape.
+func (d *Scanner) PushKey(s, e int) { d.Path = append(d.Path, Seg{Idx: SegKey, S: s, E: e}) }
+func (d *Scanner) PushIdx(i int)    { d.Path = append(d.Path, Seg{Idx: i}) }
+func (d *Scanner) Pop() {
+	last := d.Path[len(d.Path)-1]
+	if last.Idx == SegName && last.S == len(d.Names)-1 {
+		d.Names = d.Names[:last.S]
 	}
-	d.path = d.path[:len(d.path)-1]
+	d.Path = d.Path[:len(d.Path)-1]
 }
 
-func (d *scanner) pointer() string {
-	if len(d.path) == 0 {
+func (d *Scanner) Pointer() string {
+	if len(d.Path) == 0 {
 		return ""
 	}
 	var b strings.Builder
-	for _, s := range d.path {
+	for _, s := range d.Path {
 		b.WriteByte('/')
-		if s.idx >= 0 {
-			b.WriteString(strconv.Itoa(s.idx))
+		if s.Idx >= 0 {
+			b.WriteString(strconv.Itoa(s.Idx))
 			continue
 		}
 		var key string
-		if s.idx == segKey {
-			key = string(d.data[s.s:s.e])
+		if s.Idx == SegKey {
+			key = string(d.Data[s.S:s.E])
 		} else {
-			key = d.names[s.s]
+			key = d.Names[s.S]
 		}
 		b.WriteString(PointerToken(key))
 	}
 	return b.String()
 }
 
-// fail returns a validation error at the current pointer.
-func (d *scanner) fail(kind ErrorKind, format string, args ...any) *Error {
-	return &Error{File: d.file, Pointer: d.pointer(), Kind: kind, Msg: fmt.Sprintf(format, args...)}
+// Fail returns a validation error at the current pointer.
+func (d *Scanner) Fail(kind ErrorKind, format string, args ...any) *Error {
+	return &Error{File: d.File, Pointer: d.Pointer(), Kind: kind, Msg: fmt.Sprintf(format, args...)}
 }
 
-// syntax returns a syntax error at the current offset.
-func (d *scanner) syntax(format string, args ...any) *Error {
-	e := d.fail(KindSyntax, format, args...)
-	e.Offset = d.i
-	e.Line = 1 + bytes.Count(d.data[:min(d.i, len(d.data))], []byte{'\n'})
-	e.Column = d.i - bytes.LastIndexByte(d.data[:min(d.i, len(d.data))], '\n')
+// Syntax returns a syntax error at the current offset.
+func (d *Scanner) Syntax(format string, args ...any) *Error {
+	e := d.Fail(KindSyntax, format, args...)
+	e.Offset = d.I
+	e.Line = 1 + bytes.Count(d.Data[:min(d.I, len(d.Data))], []byte{'\n'})
+	e.Column = d.I - bytes.LastIndexByte(d.Data[:min(d.I, len(d.Data))], '\n')
 	return e
 }
 
-// ws skips JSON whitespace. It spells the four bytes out rather than
-// calling IsSpace, which costs the inliner more: ws is inlined into peek,
-// and peek, which reads every token, must itself stay within the inlining
+// WS skips JSON whitespace. It spells the four bytes out rather than
+// calling IsSpace, which costs the inliner more: WS is inlined into Peek,
+// and Peek, which reads every token, must itself stay within the inlining
 // budget (out of line, a 10,000-message decode is 3-5% slower).
 // TestHotPathsAreInlined checks.
-func (d *scanner) ws() {
-	i, data := d.i, d.data
+func (d *Scanner) WS() {
+	i, data := d.I, d.Data
 	for i < len(data) {
 		switch data[i] {
 		case ' ', '\t', '\n', '\r':
 			i++
 		default:
-			d.i = i
+			d.I = i
 			return
 		}
 	}
-	d.i = i
+	d.I = i
 }
 
-// peek returns the next non-space byte, or 0 at the end of input. Compact
+// Peek returns the next non-space byte, or 0 at the end of input. Compact
 // JSON, as pydantic-ai writes it, has no space to skip: that byte is
-// returned before ws is called.
-func (d *scanner) peek() byte {
-	if d.i < len(d.data) && d.data[d.i] > ' ' {
-		return d.data[d.i]
+// returned before WS is called.
+func (d *Scanner) Peek() byte {
+	if d.I < len(d.Data) && d.Data[d.I] > ' ' {
+		return d.Data[d.I]
 	}
-	d.ws()
-	if d.i >= len(d.data) {
+	d.WS()
+	if d.I >= len(d.Data) {
 		return 0
 	}
-	return d.data[d.i]
+	return d.Data[d.I]
 }
 
-func (d *scanner) unexpected() *Error { return d.expected("") }
+func (d *Scanner) Unexpected() *Error { return d.Expected("") }
 
-// expected is unexpected naming what the grammar allows there, when
+// Expected is Unexpected naming what the grammar allows there, when
 // want is not empty: "unexpected character 'x' (expected ':')".
-func (d *scanner) expected(want string) *Error {
+func (d *Scanner) Expected(want string) *Error {
 	if want != "" {
 		want = " (expected " + want + ")"
 	}
-	if d.i >= len(d.data) {
-		return d.syntax("invalid JSON: unexpected end of input%s", want)
+	if d.I >= len(d.Data) {
+		return d.Syntax("invalid JSON: unexpected end of input%s", want)
 	}
-	c := d.data[d.i]
+	c := d.Data[d.I]
 	if c < 0x20 || c >= 0x7f {
-		return d.syntax("invalid JSON: unexpected byte 0x%02x%s", c, want)
+		return d.Syntax("invalid JSON: unexpected byte 0x%02x%s", c, want)
 	}
-	return d.syntax("invalid JSON: unexpected character %q%s", c, want)
+	return d.Syntax("invalid JSON: unexpected character %q%s", c, want)
 }
 
-// skipString reads a string starting at '"' and returns the extent of its
+// SkipString reads a string starting at '"' and returns the extent of its
 // raw contents (between the quotes) and whether it holds escapes.
 //
 // String contents are most of a history: the loop keeps the offset in a
-// local (d.i is stored back on return) and passes the bytes that stand
+// local (d.I is stored back on return) and passes the bytes that stand
 // for themselves with StringStop.
-func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
-	data := d.data
-	i := d.i + 1 // opening quote
+func (d *Scanner) SkipString() (s, e int, esc bool, err *Error) {
+	data := d.Data
+	i := d.I + 1 // opening quote
 	s = i
 	for {
 		i = StringStop(data, i)
 		if i >= len(data) {
-			d.i = i
-			return 0, 0, false, d.syntax("invalid JSON: unterminated string")
+			d.I = i
+			return 0, 0, false, d.Syntax("invalid JSON: unterminated string")
 		}
 		c := data[i]
 		switch {
 		case c == '"':
-			d.i = i + 1
+			d.I = i + 1
 			return s, i, esc, nil
 		case c == '\\':
 			esc = true
@@ -181,13 +183,13 @@ func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 				return 0, 0, false, err
 			}
 		case c < 0x20:
-			d.i = i
-			return 0, 0, false, d.syntax("invalid JSON: control character 0x%02x in string", c)
+			d.I = i
+			return 0, 0, false, d.Syntax("invalid JSON: control character 0x%02x in string", c)
 		default: // c >= 0x80
 			r, size := utf8.DecodeRune(data[i:])
 			if r == utf8.RuneError && size <= 1 {
-				d.i = i
-				return 0, 0, false, d.syntax("invalid UTF-8 in string")
+				d.I = i
+				return 0, 0, false, d.Syntax("invalid UTF-8 in string")
 			}
 			i += size
 		}
@@ -196,24 +198,24 @@ func (d *scanner) skipString() (s, e int, esc bool, err *Error) {
 
 // escape checks the escape sequence at data[i] (a '\\') and returns the
 // offset after it, or its error, with the scanner at i.
-func (d *scanner) escape(i int) (int, *Error) {
-	data := d.data
+func (d *Scanner) escape(i int) (int, *Error) {
+	data := d.Data
 	if i+1 >= len(data) {
-		d.i = i
-		return 0, d.syntax("invalid JSON: unterminated string")
+		d.I = i
+		return 0, d.Syntax("invalid JSON: unterminated string")
 	}
 	switch data[i+1] {
 	case '"', '\\', '/', 'b', 'f', 'n', 'r', 't':
 		return i + 2, nil
 	case 'u':
 		if i+6 > len(data) {
-			d.i = i
-			return 0, d.syntax("invalid JSON: bad \\u escape")
+			d.I = i
+			return 0, d.Syntax("invalid JSON: bad \\u escape")
 		}
 		r, ok := hex4(data[i+2 : i+6])
 		if !ok {
-			d.i = i
-			return 0, d.syntax("invalid JSON: bad \\u escape")
+			d.I = i
+			return 0, d.Syntax("invalid JSON: bad \\u escape")
 		}
 		// A surrogate must come as a leading one followed by the \u
 		// escape of a trailing one, as the reference's parser requires: a
@@ -221,28 +223,28 @@ func (d *scanner) escape(i int) (int, *Error) {
 		// collide.
 		switch {
 		case 0xdc00 <= r && r < 0xe000:
-			d.i = i
-			return 0, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
+			d.I = i
+			return 0, d.Syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
 		case 0xd800 <= r && r < 0xdc00:
 			r2, ok := rune(0), false
 			if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
 				r2, ok = hex4(data[i+8 : i+12])
 			}
 			if !ok || r2 < 0xdc00 || r2 >= 0xe000 {
-				d.i = i
-				return 0, d.syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
+				d.I = i
+				return 0, d.Syntax("invalid JSON: lone UTF-16 surrogate \\u%04x", r)
 			}
 			return i + 12, nil
 		}
 		return i + 6, nil
 	}
-	d.i = i
-	return 0, d.syntax("invalid JSON: bad escape \\%c", data[i+1])
+	d.I = i
+	return 0, d.Syntax("invalid JSON: bad escape \\%c", data[i+1])
 }
 
 // IsSpace reports whether c is JSON whitespace (RFC 8259): a space, a
 // tab, a line feed or a carriage return. The readers of JSON outside this
-// package skip exactly what its scanner skips.
+// package skip exactly what the Scanner skips.
 func IsSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // StringStop returns the offset of the first byte of b from i on that a
@@ -265,7 +267,7 @@ func StringStop(b []byte, i int) int {
 	return i
 }
 
-// strStop marks the bytes at which skipString stops to look: '"', '\\',
+// strStop marks the bytes at which SkipString stops to look: '"', '\\',
 // the control characters below 0x20 and the bytes of 0x80 and above.
 var strStop = func() (t [256]bool) {
 	for b := range t {
@@ -275,7 +277,7 @@ var strStop = func() (t [256]bool) {
 }()
 
 // stops8 returns a word whose lowest set bit is the high bit of the first
-// byte of w at which skipString stops (see strStop), or zero when there is
+// byte of w at which SkipString stops (see strStop), or zero when there is
 // none. The tests are the classic "has a byte less than n" word trick: a
 // false alarm can only sit above a true match (it is a borrow out of one),
 // so the lowest set bit is exact.
@@ -312,23 +314,24 @@ func hex4(b []byte) (rune, bool) {
 	return r, true
 }
 
-// readString reads a string value and returns it decoded.
-func (d *scanner) readString() (string, *Error) {
-	if d.peek() != '"' {
-		return "", d.unexpected()
+// ReadString reads a string value and returns it decoded.
+func (d *Scanner) ReadString() (string, *Error) {
+	if d.Peek() != '"' {
+		return "", d.Unexpected()
 	}
-	s, e, esc, err := d.skipString()
+	s, e, esc, err := d.SkipString()
 	if err != nil {
 		return "", err
 	}
 	if !esc {
-		return string(d.data[s:e]), nil
+		return string(d.Data[s:e]), nil
 	}
-	return unescape(d.data[s-1 : e+1]), nil
+	return Unescape(d.Data[s-1 : e+1]), nil
 }
 
-// unescape decodes a quoted JSON string that skipString has validated.
-func unescape(q []byte) string {
+// Unescape decodes a quoted JSON string that SkipString (or Skip) has
+// validated.
+func Unescape(q []byte) string {
 	var b strings.Builder
 	b.Grow(len(q))
 	for i := 1; i < len(q)-1; i++ {
@@ -377,72 +380,72 @@ func decodeSurrogates(r1, r2 rune) rune {
 	return utf8.RuneError
 }
 
-func (d *scanner) skipNumber() *Error {
-	data := d.data
-	if d.i < len(data) && data[d.i] == '-' {
-		d.i++
+func (d *Scanner) SkipNumber() *Error {
+	data := d.Data
+	if d.I < len(data) && data[d.I] == '-' {
+		d.I++
 	}
 	switch {
-	case d.i < len(data) && data[d.i] == '0':
-		d.i++
-	case d.i < len(data) && '1' <= data[d.i] && data[d.i] <= '9':
-		for d.i < len(data) && '0' <= data[d.i] && data[d.i] <= '9' {
-			d.i++
+	case d.I < len(data) && data[d.I] == '0':
+		d.I++
+	case d.I < len(data) && '1' <= data[d.I] && data[d.I] <= '9':
+		for d.I < len(data) && '0' <= data[d.I] && data[d.I] <= '9' {
+			d.I++
 		}
 	default:
-		return d.unexpected()
+		return d.Unexpected()
 	}
-	if d.i < len(data) && data[d.i] == '.' {
-		d.i++
-		if d.i >= len(data) || data[d.i] < '0' || data[d.i] > '9' {
-			return d.unexpected()
+	if d.I < len(data) && data[d.I] == '.' {
+		d.I++
+		if d.I >= len(data) || data[d.I] < '0' || data[d.I] > '9' {
+			return d.Unexpected()
 		}
-		for d.i < len(data) && '0' <= data[d.i] && data[d.i] <= '9' {
-			d.i++
+		for d.I < len(data) && '0' <= data[d.I] && data[d.I] <= '9' {
+			d.I++
 		}
 	}
-	if d.i < len(data) && (data[d.i] == 'e' || data[d.i] == 'E') {
-		d.i++
-		if d.i < len(data) && (data[d.i] == '+' || data[d.i] == '-') {
-			d.i++
+	if d.I < len(data) && (data[d.I] == 'e' || data[d.I] == 'E') {
+		d.I++
+		if d.I < len(data) && (data[d.I] == '+' || data[d.I] == '-') {
+			d.I++
 		}
-		if d.i >= len(data) || data[d.i] < '0' || data[d.i] > '9' {
-			return d.unexpected()
+		if d.I >= len(data) || data[d.I] < '0' || data[d.I] > '9' {
+			return d.Unexpected()
 		}
-		for d.i < len(data) && '0' <= data[d.i] && data[d.i] <= '9' {
-			d.i++
+		for d.I < len(data) && '0' <= data[d.I] && data[d.I] <= '9' {
+			d.I++
 		}
 	}
 	return nil
 }
 
-func (d *scanner) literal(lit string) *Error {
-	if !bytes.HasPrefix(d.data[d.i:], []byte(lit)) {
-		return d.unexpected()
+func (d *Scanner) Literal(lit string) *Error {
+	if !bytes.HasPrefix(d.Data[d.I:], []byte(lit)) {
+		return d.Unexpected()
 	}
-	d.i += len(lit)
+	d.I += len(lit)
 	return nil
 }
 
-// extension reads one of the number extensions the reference's JSON
+// Extension reads one of the number extensions the reference's JSON
 // parser accepts as a value: NaN, Infinity, -Infinity. They are not JSON
 // numbers; the decoder hands them to policies as strings (see
 // Standardize).
-func (d *scanner) extension(lit string) *Error {
-	if d.strict {
-		if !bytes.HasPrefix(d.data[d.i:], []byte(lit)) {
-			return d.unexpected()
+func (d *Scanner) Extension(lit string) *Error {
+	if d.Strict {
+		if !bytes.HasPrefix(d.Data[d.I:], []byte(lit)) {
+			return d.Unexpected()
 		}
-		return d.syntax("invalid JSON: %s is not a JSON value", lit)
+		return d.Syntax("invalid JSON: %s is not a JSON value", lit)
 	}
-	if err := d.literal(lit); err != nil {
+	if err := d.Literal(lit); err != nil {
 		return err
 	}
-	d.extended = true
+	d.Extended = true
 	return nil
 }
 
-// enter counts one more level of nesting, for an array or object that
+// Enter counts one more level of nesting, for an array or object that
 // holds at least one value, and refuses it past maxDepth.
 //
 // The count is the reference's (jiter, pydantic-core's JSON parser, whose
@@ -454,205 +457,197 @@ func (d *scanner) extension(lit string) *Error {
 // refused. The count starts at the outermost value read (for a history,
 // its own array) and covers everything in it: a JSON string is one value
 // whatever it spells, and a string parsed as JSON on its own (string
-// tool arguments, see stringArgsID) starts a count of its own, as the
+// tool arguments, see the loader's stringArgsID) starts a count of its
+// own, as the
 // reference's parser does when it reads it.
-func (d *scanner) enter() *Error {
-	d.depth++
-	if d.depth > d.maxDepth {
-		return d.fail(KindLimit, "nesting deeper than the limit of %d", d.maxDepth)
+func (d *Scanner) Enter() *Error {
+	d.Depth++
+	if d.Depth > d.MaxDepth {
+		return d.Fail(KindLimit, "nesting deeper than the limit of %d", d.MaxDepth)
 	}
 	return nil
 }
 
-// SkipJSON checks the JSON value that begins at data[i], after any
+// Skip checks the JSON value that begins at data[i], after any
 // whitespace, and returns the offset just past it. The value is read as
 // strictly as a history's JSON (RFC 8259 and UTF-8 only: invalid UTF-8,
 // and a lone UTF-16 surrogate escape, are errors where encoding/json
 // would read either as U+FFFD, so that two different strings could read
 // as one), without the number extensions a history may hold (NaN,
 // Infinity), and with every value in it inside at most maxDepth arrays
-// and objects, its own counting as one (see Limits.MaxDepth: an empty []
-// or {} adds no level). An error is an *Error of
+// and objects, its own counting as one (see loader.Limits.MaxDepth:
+// an empty [] or {} adds no level). An error is an *Error of
 // KindSyntax, or of KindLimit for the nesting, whose Offset counts in
 // data and whose Pointer is where it is inside the value checked.
-func SkipJSON(file string, data []byte, i, maxDepth int) (int, error) {
-	end, err := skipJSON(file, data, i, maxDepth)
-	if err != nil {
+func Skip(file string, data []byte, i, maxDepth int) (int, *Error) {
+	d := &Scanner{Data: data, I: i, File: file, MaxDepth: maxDepth, Strict: true}
+	if _, err := d.SkipValue(); err != nil {
+		err.Offset = d.I // a limit's error has none of its own
 		return 0, err
 	}
-	return end, nil
+	return d.I, nil
 }
 
-func skipJSON(file string, data []byte, i, maxDepth int) (int, *Error) {
-	d := &scanner{data: data, i: i, file: file, maxDepth: maxDepth, strict: true}
-	if _, err := d.skipValue(); err != nil {
-		err.Offset = d.i // a limit's error has none of its own
-		return 0, err
-	}
-	return d.i, nil
-}
-
-// skipValue validates and skips one value, returning its extent.
-func (d *scanner) skipValue() (span, *Error) {
-	c := d.peek()
-	s := d.i
+// SkipValue validates and skips one value, returning its extent.
+func (d *Scanner) SkipValue() (Span, *Error) {
+	c := d.Peek()
+	s := d.I
 	var err *Error
 	switch {
 	case c == '"':
-		_, _, _, err = d.skipString()
+		_, _, _, err = d.SkipString()
 	case c == '{':
-		err = d.object(func([]byte) *Error {
-			_, err := d.skipValue()
+		err = d.Object(func([]byte) *Error {
+			_, err := d.SkipValue()
 			return err
 		})
 	case c == '[':
-		err = d.array(func(int) *Error {
-			_, err := d.skipValue()
+		err = d.Array(func(int) *Error {
+			_, err := d.SkipValue()
 			return err
 		})
 	case c == 't':
-		err = d.literal("true")
+		err = d.Literal("true")
 	case c == 'f':
-		err = d.literal("false")
+		err = d.Literal("false")
 	case c == 'n':
-		err = d.literal("null")
+		err = d.Literal("null")
 	case c == 'N':
-		err = d.extension("NaN")
+		err = d.Extension("NaN")
 	case c == 'I':
-		err = d.extension("Infinity")
-	case c == '-' && d.i+1 < len(d.data) && d.data[d.i+1] == 'I':
-		err = d.extension("-Infinity")
+		err = d.Extension("Infinity")
+	case c == '-' && d.I+1 < len(d.Data) && d.Data[d.I+1] == 'I':
+		err = d.Extension("-Infinity")
 	case c == '-' || ('0' <= c && c <= '9'):
-		err = d.skipNumber()
+		err = d.SkipNumber()
 	default:
-		err = d.unexpected()
+		err = d.Unexpected()
 	}
 	if err != nil {
-		return span{}, err
+		return Span{}, err
 	}
-	return span{s, d.i}, nil
+	return Span{s, d.I}, nil
 }
 
-// object reads an object, calling fn for each member with the key (raw
+// Object reads an object, calling fn for each member with the key (raw
 // bytes, valid until the next call) and the scanner positioned at the
 // value; fn must consume the value. The key is on the path during fn.
-func (d *scanner) object(fn func(key []byte) *Error) *Error {
-	if d.peek() != '{' {
-		return d.unexpected()
+func (d *Scanner) Object(fn func(key []byte) *Error) *Error {
+	if d.Peek() != '{' {
+		return d.Unexpected()
 	}
-	d.i++
-	if d.peek() == '}' {
-		d.i++
+	d.I++
+	if d.Peek() == '}' {
+		d.I++
 		return nil
 	}
-	if err := d.enter(); err != nil {
+	if err := d.Enter(); err != nil {
 		return err
 	}
 	for {
-		if d.peek() != '"' {
-			return d.expected("a member name")
+		if d.Peek() != '"' {
+			return d.Expected("a member name")
 		}
-		s, e, esc, err := d.skipString()
+		s, e, esc, err := d.SkipString()
 		if err != nil {
 			return err
 		}
-		key := d.data[s:e]
+		key := d.Data[s:e]
 		if esc {
-			name := unescape(d.data[s-1 : e+1])
+			name := Unescape(d.Data[s-1 : e+1])
 			key = []byte(name)
-			d.push(name)
+			d.Push(name)
 		} else {
-			d.pushKey(s, e)
+			d.PushKey(s, e)
 		}
-		if d.peek() != ':' {
-			return d.expected("':'")
+		if d.Peek() != ':' {
+			return d.Expected("':'")
 		}
-		d.i++
+		d.I++
 		if err := fn(key); err != nil {
 			return err
 		}
-		d.pop()
-		switch d.peek() {
+		d.Pop()
+		switch d.Peek() {
 		case ',':
-			d.i++
+			d.I++
 		case '}':
-			d.i++
-			d.depth--
+			d.I++
+			d.Depth--
 			return nil
 		default:
-			return d.expected("',' or '}'")
+			return d.Expected("',' or '}'")
 		}
 	}
 }
 
-// array reads an array, calling fn for each element index with the scanner
+// Array reads an array, calling fn for each element index with the scanner
 // positioned at the element; fn must consume it.
-func (d *scanner) array(fn func(i int) *Error) *Error {
-	if d.peek() != '[' {
-		return d.unexpected()
+func (d *Scanner) Array(fn func(i int) *Error) *Error {
+	if d.Peek() != '[' {
+		return d.Unexpected()
 	}
-	d.i++
-	if d.peek() == ']' {
-		d.i++
+	d.I++
+	if d.Peek() == ']' {
+		d.I++
 		return nil
 	}
-	if err := d.enter(); err != nil {
+	if err := d.Enter(); err != nil {
 		return err
 	}
 	for n := 0; ; n++ {
-		d.pushIdx(n)
+		d.PushIdx(n)
 		if err := fn(n); err != nil {
 			return err
 		}
-		d.pop()
-		if closed, err := d.afterElement(); closed || err != nil {
+		d.Pop()
+		if closed, err := d.AfterElement(); closed || err != nil {
 			return err
 		}
 	}
 }
 
-// afterElement reads what follows an array's element: a ',' (more
+// AfterElement reads what follows an array's element: a ',' (more
 // follow), or the ']' that closes the array (closed).
-func (d *scanner) afterElement() (closed bool, err *Error) {
-	switch d.peek() {
+func (d *Scanner) AfterElement() (closed bool, err *Error) {
+	switch d.Peek() {
 	case ',':
-		d.i++
+		d.I++
 		return false, nil
 	case ']':
-		d.i++
-		d.depth--
+		d.I++
+		d.Depth--
 		return true, nil
 	}
-	return false, d.expected("',' or ']'")
+	return false, d.Expected("',' or ']'")
 }
 
-// at repositions the scanner on a value it has already validated, runs fn
+// At repositions the scanner on a value it has already validated, runs fn
 // with key pushed on the path, and restores the position.
-func (d *scanner) at(sp span, key string, fn func() *Error) *Error {
-	saved, savedDepth := d.i, d.depth
-	d.i = sp.s
-	d.push(key)
+func (d *Scanner) At(sp Span, key string, fn func() *Error) *Error {
+	saved, savedDepth := d.I, d.Depth
+	d.I = sp.S
+	d.Push(key)
 	err := fn()
 	if err == nil {
-		d.pop()
+		d.Pop()
 	}
-	d.i, d.depth = saved, savedDepth
+	d.I, d.Depth = saved, savedDepth
 	return err
 }
 
-// standardize returns the JSON value b with each number
+// Standardize returns the JSON value b with each number
 // extension (NaN, Infinity, -Infinity) replaced by the JSON string of its
 // name; b itself when it holds none.
-func standardize(b []byte) []byte {
+func Standardize(b []byte) []byte {
 	var out []byte
 	last := 0
 	for i := 0; i < len(b); i++ {
 		switch c := b[i]; {
 		case c == '"':
-			for i++; i < len(b) && b[i] != '"'; i++ {
-				if b[i] == '\\' {
-					i++
-				}
+			var ok bool
+			if i, ok = StringEnd(b, i); !ok {
+				i = len(b)
 			}
 		case c == 'N' || c == 'I' || (c == '-' && i+1 < len(b) && b[i+1] == 'I'):
 			lit := "NaN"
