@@ -31,6 +31,10 @@ type Facts struct {
 	// dispatched response's included (pending); nil unless asked for
 	// (Options.ToolCalls).
 	ToolCalls []ToolCallRecord
+	// Unvouched is the evidence a Voucher did not vouch for, in history
+	// order (DeriveVouched, NewVouchedTracker): it counts for nothing
+	// above. Nil when no Voucher was asked.
+	Unvouched []Unvouched
 }
 
 // Outgoing holds facts of the cleaned outgoing history (spec ADV1–ADV2).

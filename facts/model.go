@@ -159,6 +159,12 @@ type Part struct {
 	// Args is the raw JSON of a tool call's args (object, string or null),
 	// handed to operator rules. It may alias the decoder's input buffer.
 	Args []byte
+	// Receipt is the raw JSON of a tool return's
+	// metadata.policycheck_receipt (where a harness keeps the execution
+	// receipt of the call the return answers), nil when absent. Only
+	// verified evidence reads it (engine). It may alias the decoder's
+	// input buffer.
+	Receipt []byte
 }
 
 // Message is one decoded message.

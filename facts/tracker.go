@@ -34,6 +34,9 @@ type Tracker struct {
 	// log holds the tool calls of the folded messages (Facts.ToolCalls)
 	// when opts asks for them.
 	log callLog
+	// vouch, when set, removes the evidence its Voucher does not vouch
+	// for from each message as it is appended (NewVouchedTracker).
+	vouch *vouching
 }
 
 // window accumulates the evidence found from its start on.
@@ -102,6 +105,18 @@ func NewTrackerWith(reg *Registry, o Options) *Tracker {
 	}
 }
 
+// NewVouchedTracker is NewTrackerWith, for a history whose evidence
+// counts only where v vouches for it: each appended message is read
+// without the evidence v does not vouch for (VouchHistory), and Facts
+// lists that evidence in Unvouched. It equals DeriveVouched over the same
+// history when v answers each claim as it did when the claim's message
+// was appended.
+func NewVouchedTracker(reg *Registry, o Options, v Voucher) *Tracker {
+	t := NewTrackerWith(reg, o)
+	t.vouch = newVouching(v)
+	return t
+}
+
 // Options returns the optional facts the tracker keeps.
 func (t *Tracker) Options() Options { return t.opts }
 
@@ -117,6 +132,9 @@ func (t *Tracker) Append(msgs ...Message) {
 			t.pending = nil
 		}
 		m := &msgs[i]
+		if t.vouch != nil {
+			m = t.vouch.message(m, t.n)
+		}
 		if m.Kind == Response {
 			t.pending = m
 		} else {
@@ -215,6 +233,14 @@ func (t *Tracker) FactsWith(o Options) Facts {
 // Facts returns the facts of the history appended so far. It equals
 // Derive over the same history.
 func (t *Tracker) Facts() Facts {
+	f := t.facts()
+	if t.vouch != nil {
+		f.Unvouched = slices.Clone(nonNilUnvouched(t.vouch.out))
+	}
+	return f
+}
+
+func (t *Tracker) facts() Facts {
 	R := t.pending
 	if R == nil {
 		loaded := sortedOf(t.cons.loaded, &t.cons.sortedLoaded)

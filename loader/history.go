@@ -769,6 +769,9 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]span) *Error {
 			return d.loadArgs(p, sp[pArgs])
 		}
 	case facts.ToolReturn, facts.BuiltinToolReturn:
+		if kind == facts.ToolReturn {
+			p.Receipt = d.receiptMetadata(sp[pMetadata])
+		}
 		if o := sp[pOutcome]; o.present() {
 			out, err := d.enumAt(o, "outcome", outcomes, false)
 			if err != nil {
@@ -1019,6 +1022,30 @@ func (d *historyDecoder) legacyMetadata(m span) []string {
 		return nil
 	}
 	return nonNilNames(names)
+}
+
+// receiptMetadata returns the raw JSON of metadata.policycheck_receipt
+// (facts.Part.Receipt), nil when metadata is not an object or has no
+// such member. The value is read, not checked: verified evidence
+// (engine) says why one that is not a receipt does not count.
+func (d *historyDecoder) receiptMetadata(m span) []byte {
+	if !m.present() || d.data[m.s] != '{' {
+		return nil
+	}
+	var raw []byte
+	_ = d.at(m, "metadata", func() *Error {
+		return d.object(func(key []byte) *Error {
+			sp, err := d.skipValue()
+			if err == nil && string(key) == "policycheck_receipt" {
+				raw = d.data[sp.s:sp.e]
+			}
+			return err
+		})
+	})
+	if raw != nil && d.extended {
+		raw = standardize(raw)
+	}
+	return raw
 }
 
 // messageKey maps a message key to its index; a switch on the key bytes
