@@ -354,11 +354,13 @@ func parseRegistry(raw []byte) (*facts.Registry, *Error) {
 
 func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	start := time.Now()
-	req, herr := s.parse(r.Context(), body, true)
+	// Verified evidence derives each request's facts afresh: a receipt
+	// that verified for a remembered prefix may have expired since.
+	req, herr := s.parse(r.Context(), body, !s.cfg.verified)
 	if herr != nil {
 		return nil, herr
 	}
-	d, err := req.eng.Decide(r.Context(), req.engineRequest())
+	d, err := req.eng.Decide(r.Context(), req.engineRequest(), s.evidence()...)
 	if err != nil {
 		s.metrics.evalError(epDecide)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
@@ -409,7 +411,7 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context, Approvals: req.approvals})
+	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context, Approvals: req.approvals}, s.evidence()...)
 	if err != nil {
 		s.metrics.evalError(epExplain)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")

@@ -41,3 +41,31 @@ func (s *Server) stamp(d *engine.Decision, run string) *Error {
 	}
 	return nil
 }
+
+// VerifiedEvidence counts a reveal (a search return's discovered tools)
+// or a capability load only where the server can vouch for the call that
+// produced it: on /v1/decide and /v1/explain, a return whose
+// metadata.policycheck_receipt holds a receipt the Receipts signer
+// verifies for that call (engine.VerifiedEvidence); on a run's decide
+// endpoint, a call this run judged execute, or a receipt for it in this
+// run (engine.RunVerifiedEvidence). Other evidence is ignored and listed
+// in the decision's unverified_evidence. New refuses it without Receipts.
+func VerifiedEvidence() Option { return func(c *config) { c.verified = true } }
+
+// evidence is the decision option of the server's evidence mode for a
+// stateless request (none by default).
+func (s *Server) evidence() []engine.DecideOption {
+	if !s.cfg.verified {
+		return nil
+	}
+	return []engine.DecideOption{engine.VerifiedEvidence(s.cfg.receipts)}
+}
+
+// runEvidence is the run option of the server's evidence mode for the
+// run id (none by default).
+func (s *Server) runEvidence(id string) []engine.RunOption {
+	if !s.cfg.verified {
+		return nil
+	}
+	return []engine.RunOption{engine.RunVerifiedEvidence(s.cfg.receipts, id)}
+}

@@ -60,6 +60,9 @@ type config struct {
 	shadowBytes int64
 	debug       http.Handler
 	receipts    *receipt.Signer
+	// verified: evidence counts only where the server vouches for it
+	// (VerifiedEvidence).
+	verified bool
 	approvers   *approvalsig.Verifier
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
@@ -282,6 +285,9 @@ func New(opts ...Option) (*Server, error) {
 	}
 	if cfg.h2c && cfg.tlsConfig != nil {
 		return nil, errors.New("H2C serves HTTP/2 without TLS: with TLS it would not be used")
+	}
+	if cfg.verified && cfg.receipts == nil {
+		return nil, errors.New("verified evidence counts a stateless request's reveals and loads only with receipts this server signed: it needs Receipts (--receipt-key)")
 	}
 	for _, p := range cfg.maskContext {
 		if err := mask.CheckPointer(p); err != nil {

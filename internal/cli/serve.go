@@ -36,9 +36,10 @@ func newServeCmd() *cobra.Command {
 		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
 		rf                                                             receiptFlags
 		ak                                                             approverKeysFlag
+		ev                                                             evidenceFlag
 	)
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
+		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml] [--evidence client|verified]",
 		Short: "Serve decisions over HTTP (the sidecar), with OPA bundles and decision logs",
 		Long: `serve answers decisions over HTTP, the same documents as eval, facts and explain:
 
@@ -92,7 +93,10 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 (policycheck receipt verify, package receipt; docs/trust.md) with the keys of GET /v1/keys. With
 --watch, a changed key file rotates the key: the replaced key stays in /v1/keys until its receipts
 have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it
-(docs/trust.md, "Signed approvals").` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+(docs/trust.md, "Signed approvals").
+
+` + evidenceHelp + ` With verified, /v1/decide does not resume from the
+prefix cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
@@ -241,6 +245,13 @@ have expired. --approver-keys (a JWKS) counts an approval only when an approver 
 			if approvers != nil {
 				opts = append(opts, server.ApproverKeys(approvers))
 			}
+			verified, err := ev.verified(signer)
+			if err != nil {
+				return err
+			}
+			if verified {
+				opts = append(opts, server.VerifiedEvidence())
+			}
 			var kw *keyWatch
 			if signer != nil {
 				opts = append(opts, server.Receipts(signer))
@@ -334,6 +345,7 @@ have expired. --approver-keys (a JWKS) counts an approval only when an approver 
 	fl.StringVar(&logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
 	rf.register(cmd)
 	ak.register(cmd)
+	ev.register(cmd)
 	fl.BoolVar(&pprofOn, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/, as opa run --pprof does")
 	return cmd
 }
