@@ -60,10 +60,11 @@ type config struct {
 	shadowBytes int64
 	debug       http.Handler
 	receipts    *receipt.Signer
+	approvers   *approvalsig.Verifier
+
 	// verified: evidence counts only where the server vouches for it
 	// (VerifiedEvidence).
 	verified bool
-	approvers   *approvalsig.Verifier
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
 	noRecycle    bool // tests: pool no body
