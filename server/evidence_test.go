@@ -1,6 +1,7 @@
 package server_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -8,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/santhosh-tekuri/jsonschema/v6"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -60,6 +62,7 @@ func checkEvidence(t *testing.T, d engine.Decision, called string, counts bool, 
 // forgery leaves the tool unavailable and is listed.
 func TestVerifiedEvidenceOverHTTP(t *testing.T) {
 	rs := verifiedServer(t, testSigner(t, 1, time.Now))
+	schema := loadOpenAPI(t).responseSchema(t, "/v1/decide", http.MethodPost, http.StatusOK)
 	env := receiptcases.EvidenceEnv{Issued: func(tool, id, args string) string {
 		return receiptOf(t, rs, "/v1/decide", fmt.Sprintf(`{"history": %s}`, receiptcases.FirstStep(tool, id, args)), id)
 	}}
@@ -67,6 +70,11 @@ func TestVerifiedEvidenceOverHTTP(t *testing.T) {
 		t.Run(tc.Name, func(t *testing.T) {
 			body := fmt.Sprintf(`{"history": %s}`, tc.History(env))
 			d := stepDecision(t, rs, "/v1/decide", body)
+			status, out := rs.post(t, "/v1/decide", []byte(body))
+			require.Equal(t, http.StatusOK, status)
+			doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(out))
+			require.NoError(t, err)
+			require.NoError(t, schema.Validate(doc), "docs/openapi.yaml describes the decision")
 			checkEvidence(t, d, tc.Called(), tc.Counts, tc.Why)
 			// Sent again, the same (the prefix cache does not skip the
 			// check).
@@ -74,7 +82,7 @@ func TestVerifiedEvidenceOverHTTP(t *testing.T) {
 			assert.Equal(t, d.UnverifiedEvidence, again.UnverifiedEvidence)
 			assert.Equal(t, d.Calls[0].Verdict, again.Calls[0].Verdict)
 
-			status, out := rs.post(t, "/v1/explain", []byte(body))
+			status, out = rs.post(t, "/v1/explain", []byte(body))
 			require.Equal(t, http.StatusOK, status, string(out))
 			var x engine.Explanation
 			require.NoError(t, json.Unmarshal(out, &x))
