@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -80,7 +81,15 @@ func TestVerifiedEvidenceThroughTheCLI(t *testing.T) {
 			require.Equal(t, 0, res.code, res.stderr)
 			var x engine.Explanation
 			require.NoError(t, json.Unmarshal([]byte(res.stdout), &x))
-			assert.Equal(t, d.UnverifiedEvidence, x.Decision.UnverifiedEvidence)
+			assert.Equal(t, unverifiedAt(d.UnverifiedEvidence), unverifiedAt(x.Decision.UnverifiedEvidence))
+			res = run(t, "", "explain", "--registry", "../../examples/registry.yaml", "--history", h, "--evidence", "verified", "--receipt-key", key1, "--format", "html")
+			require.Equal(t, 0, res.code, res.stderr)
+			if tc.Counts {
+				assert.NotContains(t, res.stdout, "Unverified evidence")
+			} else {
+				assert.Contains(t, res.stdout, "<h3>Unverified evidence, ignored</h3>")
+				assert.Contains(t, res.stdout, fmt.Sprintf("message %d, part %d: ", d.UnverifiedEvidence[0].Message, d.UnverifiedEvidence[0].Part))
+			}
 			for _, tool := range x.Tools {
 				if !tc.Counts && tool.Name == tc.Called() {
 					assert.Empty(t, tool.Reveals, "unverified evidence is not shown as a reveal")
@@ -112,4 +121,14 @@ func TestEvidenceFlagRefusals(t *testing.T) {
 		assert.Equal(t, 2, res.code, "%s: %s", strings.Join(tc.args, " "), res.stdout)
 		assert.Contains(t, res.stderr, tc.want, strings.Join(tc.args, " "))
 	}
+}
+
+// unverifiedAt is where each piece of unverified evidence sits (its why
+// may name the time, as an expired receipt's does).
+func unverifiedAt(u []engine.UnverifiedEvidence) [][2]int {
+	var out [][2]int
+	for _, e := range u {
+		out = append(out, [2]int{e.Message, e.Part})
+	}
+	return out
 }
