@@ -20,6 +20,12 @@
 //   - [Tracker] yields the same [Facts] incrementally for a history that
 //     grows by appended messages, at a cost per appended message that does
 //     not depend on the length of the history already seen.
+//   - A [Voucher] makes a reveal or a load count only where the caller
+//     vouches for the call that produced it (verified evidence):
+//     [VouchHistory] removes the rest, [DeriveVouched] and
+//     [NewVouchedTracker] derive without it and list it in
+//     [Facts].Unvouched. This package finds each piece of evidence and its
+//     call; what vouches (a receipt, a run's judgement) is the engine's.
 //
 // Facts are raw evidence, not verdicts: deciding which tools are available,
 // advertised or callable is the policies' job (package engine).
