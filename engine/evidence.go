@@ -44,6 +44,10 @@ func VerifiedEvidence(v ReceiptVerifier) DecideOption {
 	return func(c *decideConfig) { c.evidence = &evidenceVoucher{v: v} }
 }
 
+// EvidenceVoucher is the facts.Voucher of VerifiedEvidence, for callers
+// that derive facts themselves (facts.DeriveVouched).
+func EvidenceVoucher(v ReceiptVerifier) facts.Voucher { return &evidenceVoucher{v: v} }
+
 // RunVerifiedEvidence makes a Run count a reveal or a load only where the
 // call that produced it is one this run judged execute (a call of a
 // dispatched response whose latest decision was execute), or where its

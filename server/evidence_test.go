@@ -82,6 +82,13 @@ func TestVerifiedEvidenceOverHTTP(t *testing.T) {
 			assert.Equal(t, unverifiedAt(d.UnverifiedEvidence), unverifiedAt(again.UnverifiedEvidence))
 			assert.Equal(t, d.Calls[0].Verdict, again.Calls[0].Verdict)
 
+			// /v1/facts reports the facts the decision was made on.
+			status, out = rs.post(t, "/v1/facts", []byte(body))
+			require.Equal(t, http.StatusOK, status, string(out))
+			var f engine.FactsReport
+			require.NoError(t, json.Unmarshal(out, &f))
+			assert.Equal(t, d.Facts, f.Facts)
+
 			status, out = rs.post(t, "/v1/explain", []byte(body))
 			require.Equal(t, http.StatusOK, status, string(out))
 			var x engine.Explanation

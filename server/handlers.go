@@ -375,9 +375,14 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 // handleFacts answers the facts as `policycheck facts` prints them, or,
 // with ?format=input, the Rego input document.
 func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
-	req, herr := s.parse(r.Context(), body, true)
+	req, herr := s.parse(r.Context(), body, !s.cfg.verified)
 	if herr != nil {
 		return nil, herr
+	}
+	if s.cfg.verified {
+		// The facts the decision would be made on.
+		f := facts.DeriveVouched(req.history.messages, req.eng.Registry(), req.eng.FactOptions(), engine.EvidenceVoucher(s.cfg.receipts))
+		req.history.facts = &f
 	}
 	if req.approvals != nil {
 		return nil, badRequest(CodeSchema, "approvals are not read by /v1/facts: send them to /v1/decide, /v1/explain or a run", "/approvals")
