@@ -35,8 +35,9 @@ loaded) to open in a browser: the conversation as a timeline with the windows, r
 where they happen, each tool's story and each call's verdict. "text", the former name of pretty, is kept
 as an alias.
 
-` + evidenceHelp + ` explain signs nothing: its --receipt-key is only the key whose
-receipts count, and is refused without --evidence verified.` + exitCodes(exitLineDecision, exitLineBad),
+` + evidenceHelp + `
+explain signs nothing: its --receipt-key is only the key whose receipts count, and is refused without
+--evidence verified.` + exitCodes(exitLineDecision, exitLineBad),
 		Example: `  policycheck explain --registry examples/registry.yaml --history examples/histories/refund.json
   policycheck explain --registry examples/registry.yaml --history examples/histories/refund.json --format html > explain.html`,
 		Args: noArgs,

@@ -95,8 +95,9 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it
 (docs/trust.md, "Signed approvals").
 
-` + evidenceHelp + ` With verified, /v1/decide does not resume from the
-prefix cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+` + evidenceHelp + `
+With verified, --receipt-key is required, and /v1/decide and /v1/facts do not resume from the prefix
+cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
