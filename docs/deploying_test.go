@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 // manifest is the part of docs/deploying.md's pod the test reads.

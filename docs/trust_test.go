@@ -129,7 +129,9 @@ func TestTrustExampleFiles(t *testing.T) {
 func TestTrustSidecar(t *testing.T) {
 	reg, err := loader.ReadRegistry("../examples/registry.yaml")
 	require.NoError(t, err)
-	srv, err := server.New(server.Registry(reg))
+	cfg := server.DefaultConfig()
+	cfg.Registry = reg
+	srv, err := server.New(cfg)
 	require.NoError(t, err)
 	h := srv.Handler()
 	post := func(path, body string) (int, engine.Decision) {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/racetest"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 )
 
 // approvalRules asks an approval for every registry tool call (framework

@@ -29,7 +29,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/policies"
 )
@@ -194,7 +194,7 @@ func TestFloorPolicyMatchesTheShippedAvailableSet(t *testing.T) {
 
 // TestBaselineAgreesWithEngine keeps the benchmark honest: on every shared
 // conformance case without capability filters, and on generated histories
-// (internal/gen, fixed seeds), the naive pure-Rego baseline computes the
+// (internal/testkit/gen, fixed seeds), the naive pure-Rego baseline computes the
 // same window, discovered names, loaded ids and available set as the
 // engine's default policy, and, where the dispatched response carries no
 // anchored evidence (which the baseline leaves out), the same verdicts.

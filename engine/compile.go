@@ -21,6 +21,7 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/contract"
+	"github.com/policycheck/policycheck/internal/policydir"
 	"github.com/policycheck/policycheck/internal/regoutil"
 	"github.com/policycheck/policycheck/policies"
 )
@@ -103,54 +104,12 @@ func astErrors(code string, err error) *PolicyError {
 // never loads.
 func isTestFile(name string) bool { return strings.HasSuffix(name, "_test.rego") }
 
-// StrayData reports whether a file found under a policy directory is
-// JSON or YAML by its extension but not named as the OPA bundle
-// convention names data files (data.json, data.yaml, data.yml). Loading
-// policies (PolicyPaths) refuses such a file, and policycheck check
-// reports it, with StrayDataMessage.
-func StrayData(name string) bool {
-	switch ext := strings.ToLower(path.Ext(name)); ext {
-	case ".json", ".yaml", ".yml":
-		return strings.TrimSuffix(name, path.Ext(name)) != "data"
-	}
-	return false
-}
-
-// StrayDataMessage says why a StrayData file is refused, and what to do.
-const StrayDataMessage = "not loaded as data: in a policy directory only files named data.json, data.yaml or data.yml are data " +
-	"(the OPA bundle convention, as in a bundle and in policycheck test); move its content to a data.json in the " +
-	"directory whose path it should have, or move the file out"
-
-// StrayDataSummary is the one finding for several StrayData files under
-// the policy directory dir (files as found, under dir): a registry,
-// histories or contexts kept beside the policies, most likely. It names a
-// few of them and says what to do.
-func StrayDataSummary(dir string, files []string) string {
-	names := make([]string, 0, 3)
-	for _, f := range files {
-		if len(names) == 3 {
-			break
-		}
-		if rel, err := filepath.Rel(dir, f); err == nil && !strings.HasPrefix(rel, "..") {
-			f = rel
-		}
-		names = append(names, f)
-	}
-	list := strings.Join(names, ", ")
-	if more := len(files) - len(names); more > 0 {
-		list += fmt.Sprintf(" and %d more", more)
-	}
-	return fmt.Sprintf("%d JSON or YAML files here are not data (%s): in a policy directory only data.json, data.yaml "+
-		"and data.yml are data (the OPA bundle convention). Keep the policies in a directory of their own, apart from "+
-		"the registry, histories and contexts, and name that directory (--policy policies/, check policies/)", len(files), list)
-}
-
 func strayDataProblem(dir string, stray []PolicyProblem) PolicyProblem {
 	files := make([]string, len(stray))
 	for i, s := range stray {
 		files[i] = s.File
 	}
-	return PolicyProblem{Code: "load_error", File: dir, Message: StrayDataSummary(dir, files)}
+	return PolicyProblem{Code: "load_error", File: dir, Message: policydir.StraySummary(dir, files)}
 }
 
 // loadPolicies gathers the shipped defaults (unless disabled), in-memory
@@ -242,8 +201,8 @@ func loadPath(ps *policySet, p string) error {
 			if info.IsDir() {
 				return false
 			}
-			if depth > 0 && StrayData(info.Name()) {
-				stray = append(stray, PolicyProblem{Code: "load_error", File: abspath, Message: StrayDataMessage})
+			if depth > 0 && policydir.Stray(info.Name()) {
+				stray = append(stray, PolicyProblem{Code: "load_error", File: abspath, Message: policydir.StrayMessage})
 				return true
 			}
 			return isTestFile(info.Name())

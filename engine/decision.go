@@ -14,6 +14,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/jsonout"
 )
 
 // Verdicts of a call.
@@ -177,11 +178,18 @@ type FactsView struct {
 	ActiveCapabilities []string `json:"active_capabilities"`
 }
 
-// DispatchView is the dispatch block of the decision: the dispatch facts
-// and what they make available.
+// DispatchView is the dispatch block of a decision and of a FactsReport:
+// the dispatch facts and, in a decision, what they make available.
 type DispatchView struct {
-	DispatchFactsReport
-	Available []string `json:"available"`
+	Provider           *string        `json:"provider"`
+	Window             facts.Position `json:"window"`
+	Loaded             []string       `json:"loaded"`
+	Evidence           EvidenceView   `json:"evidence"`
+	ActiveCapabilities []string       `json:"active_capabilities"`
+	// Available is what the dispatch facts make available: in a decision
+	// never nil (an empty list is written), in a FactsReport nil and not
+	// written.
+	Available []string `json:"available,omitzero"`
 }
 
 // EvidenceView is the anchored evidence.
@@ -261,7 +269,9 @@ func newDecision(f *facts.Facts) *Decision {
 		UnverifiedEvidence: unverified(f.Unvouched),
 	}
 	if fd := f.Dispatch; fd != nil {
-		d.Dispatch = &DispatchView{DispatchFactsReport: *r.Dispatch, Available: []string{}}
+		dv := *r.Dispatch
+		dv.Available = []string{}
+		d.Dispatch = &dv
 		for _, c := range fd.Calls {
 			d.Calls = append(d.Calls, CallVerdict{ToolCallID: c.ToolCallID, Tool: c.Tool, Part: c.Part})
 		}
@@ -731,8 +741,12 @@ func (s *snapshot) ruleFile(pkg, rule string) string {
 	return ""
 }
 
-// MarshalJSON writes the decision exactly as docs/decision.md describes.
+// plainDecision is a Decision without its MarshalJSON, for encoding/json.
+type plainDecision Decision
+
+// MarshalJSON writes the decision exactly as docs/decision.md describes,
+// as every JSON output of policycheck writes strings: <, > and & as
+// themselves (internal/jsonout).
 func (d *Decision) MarshalJSON() ([]byte, error) {
-	type plain Decision
-	return json.Marshal((*plain)(d))
+	return jsonout.Marshal((*plainDecision)(d))
 }

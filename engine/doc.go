@@ -19,11 +19,11 @@
 //     request context (recent ones remembered by their JSON encoding) and
 //     builds each decision's small input directly as an ast.Value.
 //   - engine.go is the Engine: an immutable snapshot swapped atomically by
-//     Reload, Decide (filters through the fingerprint cache of cache.go,
-//     their composition per active set cached beside it, then one
-//     evaluation of data.policycheck.availability.decision unless the
-//     decision memo of memo.go holds the result for this exact input),
-//     and the fail-closed paths.
+//     Reload, Decide (the filters of an active set through the filter
+//     cache, which keeps their composed results per active set and
+//     context, then one evaluation of data.policycheck.availability.decision
+//     unless the decision memo of memo.go holds the result for this exact
+//     input), and the fail-closed paths.
 //   - decision.go reads the policy's structured result (sets read by
 //     looking up the registry's names), enforces the invariants that keep
 //     advertisement, the gate and the messages in agreement (an executed
@@ -44,7 +44,10 @@
 //     the stateless Decide leaves out.
 //
 // An Engine is safe for concurrent use. Nothing a decision does changes
-// the registry or the compiled policies (seed 004); the filter caches, the
-// context cache and the decision memo are the only shared state a
-// decision writes, and their entries are pure functions of their keys.
+// the registry or the compiled policies (seed 004); the engine's three
+// caches (the filter cache, the context cache and the decision memo, all
+// on internal/lru) are the only shared state a decision writes, and
+// their entries are pure functions of their keys. docs/caches.md lists
+// every cache of policycheck with its key, bound, metric and benchmark
+// (internal/caches holds the table to the code).
 package engine

@@ -19,6 +19,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/lru"
 	"github.com/policycheck/policycheck/internal/regoutil"
 )
 
@@ -37,7 +38,18 @@ type config struct {
 	deadline      time.Duration
 	// onWarning receives the warnings of each compiled policy set.
 	onWarning []func(PolicyProblem)
+	// cachesOff names the caches turned off (see cacheFilters and the
+	// others): only benchmarks do that, through export_test.go, to
+	// measure what each saves (docs/caches.md).
+	cachesOff map[string]bool
 }
+
+// The engine's caches by their names in docs/caches.md.
+const (
+	cacheFilters  = "engine.filters"
+	cacheContexts = "engine.contexts"
+	cacheMemo     = "engine.memo"
+)
 
 // Policies adds the .rego files of fsys (tests excluded) to the policy set.
 func Policies(fsys fs.FS) Option { return func(c *config) { c.fsys = append(c.fsys, fsys) } }
@@ -64,7 +76,8 @@ func WithoutDefaults() Option { return func(c *config) { c.defaults = false } }
 // Registry sets the tool registry (required).
 func Registry(reg *facts.Registry) Option { return func(c *config) { c.registry = reg } }
 
-// CacheSize bounds the filter cache (entries; default 4096).
+// CacheSize bounds the filter cache (entries, each the filter results of
+// one active set under one context; default 4096).
 func CacheSize(n int) Option { return func(c *config) { c.cacheSize = n } }
 
 // DecisionCache bounds the decision memo (entries; default 1024; 0 turns
@@ -84,7 +97,7 @@ func DefaultDeadline(d time.Duration) Option { return func(c *config) { c.deadli
 // queries once, and is safe for concurrent use: the compiled snapshot
 // (policies, registry, store) is immutable and swapped atomically by
 // Reload; each decision builds its own input and never writes shared state
-// other than the filter cache.
+// other than the engine's caches (docs/caches.md).
 type Engine struct {
 	snap atomic.Pointer[snapshot]
 	// reload serializes Reload.
@@ -110,15 +123,18 @@ type snapshot struct {
 	// with the same terms: a filter's result is read against them.
 	tools nameTerms
 	names []*ast.Term
-	cache *lruCache[*cacheEntry]
-	// decisions is the decision memo (see memo.go); nil when off.
-	decisions *lruCache[memoEntry]
-	// composed holds the composition of the filter results of one active
-	// set under one context (see runFilters).
-	composed *lruCache[*filterResult]
+	// The caches (docs/caches.md); a nil cache is one turned off.
+	// filterCache holds the composed results of the filters of one
+	// active set under one context (see runFilters); filterHits and
+	// filterMisses count the filter results it answered and the filters
+	// evaluated.
+	filterCache              *lru.Cache[*filterResult]
+	filterHits, filterMisses atomic.Int64
+	// decisions is the decision memo (see memo.go).
+	decisions *lru.Cache[memoEntry]
 	// contexts holds recent request contexts, converted (see
 	// contextValue).
-	contexts *lruCache[contextEntry]
+	contexts *lru.Cache[contextEntry]
 	deadline time.Duration
 	modules  []string
 	// inventory: see Engine.Inventory.
@@ -181,11 +197,19 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 		}
 	}
 	s := &snapshot{compiled: c, reg: cfg.registry, regRev: regRev, toolsInput: toolsInput, known: known, tools: tools, names: known.terms,
-		cache: newLRU[*cacheEntry](cfg.cacheSize), composed: newLRU[*filterResult](cfg.cacheSize),
-		contexts: newLRU[contextEntry](contextCacheSize), deadline: cfg.deadline, modules: mods, inventory: inventoryOf(ps),
-		shipped: ps.shipped}
-	if cfg.decisionCache > 0 && c.pure {
-		s.decisions = newLRU[memoEntry](cfg.decisionCache)
+		deadline: cfg.deadline, modules: mods, inventory: inventoryOf(ps), shipped: ps.shipped}
+	filterEntries := cfg.cacheSize
+	if filterEntries <= 0 {
+		filterEntries = 4096
+	}
+	if !cfg.cachesOff[cacheFilters] {
+		s.filterCache = lru.New[*filterResult](filterEntries, 0, nil)
+	}
+	if !cfg.cachesOff[cacheContexts] {
+		s.contexts = lru.New[contextEntry](contextCacheSize, 0, nil)
+	}
+	if cfg.decisionCache > 0 && c.pure && !cfg.cachesOff[cacheMemo] {
+		s.decisions = lru.New[memoEntry](cfg.decisionCache, 0, nil)
 	}
 	s.warnings = unreadPackageWarnings(c)
 	for _, w := range s.warnings {
@@ -239,20 +263,33 @@ func (e *Engine) Revision() (policy, registry string) {
 // Modules returns the file names of the compiled policy modules.
 func (e *Engine) Modules() []string { return e.snap.Load().modules }
 
-// CacheStats reports filter-cache hits, misses and entries.
+// CacheStats reports filter-cache hits (filter results answered from
+// it), misses (filters evaluated) and entries (each the filter results
+// of one active set under one context).
 func (e *Engine) CacheStats() (hits, misses int64, entries int) {
-	c := e.snap.Load().cache
-	return c.hits.Load(), c.misses.Load(), c.len()
+	s := e.snap.Load()
+	entries, _ = s.filterCache.Stats()
+	return s.filterHits.Load(), s.filterMisses.Load(), entries
+}
+
+// ContextCacheStats reports context-cache hits (request contexts found
+// converted), misses (contexts converted and kept) and entries. A
+// context over 4,096 bytes of JSON is converted every time and counted
+// in neither.
+func (e *Engine) ContextCacheStats() (hits, misses int64, entries int) {
+	c := e.snap.Load().contexts
+	hits, misses = c.Lookups()
+	entries, _ = c.Stats()
+	return hits, misses, entries
 }
 
 // DecisionCacheStats reports decision-memo hits, misses and entries (all
 // zero when the memo is off; see DecisionCache).
 func (e *Engine) DecisionCacheStats() (hits, misses int64, entries int) {
 	c := e.snap.Load().decisions
-	if c == nil {
-		return 0, 0, 0
-	}
-	return c.hits.Load(), c.misses.Load(), c.len()
+	hits, misses = c.Lookups()
+	entries, _ = c.Stats()
+	return hits, misses, entries
 }
 
 // Request is one decision's input.
@@ -382,14 +419,14 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 // decide fills d with the policy's result for input: from the memo when
 // it holds one, else by evaluating the decision query (and remembering a
 // result that filled d without error).
-func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lruCache[memoEntry], next, dispatch *filterResult) {
+func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lru.Cache[memoEntry], next, dispatch *filterResult) {
 	var key string
 	var res *policyResult
 	hit := false
 	if memo != nil {
 		key = inputKey(input)
 		var e memoEntry
-		if e, hit = memo.get(key); hit {
+		if e, hit = memo.Get(key); hit {
 			// The name lists come out as new slices: a caller that
 			// writes to its decision cannot change another request's.
 			res = e.unpack(&s.known)
@@ -406,7 +443,7 @@ func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, mem
 	}
 	d.removal.input = input
 	if !hit && memo != nil && ctx.Err() == nil {
-		memo.put(key, packEntry(res, &s.known))
+		memo.Put(key, packEntry(res, &s.known))
 	}
 }
 
@@ -534,17 +571,18 @@ func appendUnique(s []string, v string) []string {
 }
 
 // runFilters applies the filters of the active capabilities, through the
-// fingerprint cache.
+// filter cache.
 func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast.Term, ctxDigest string) *filterResult {
 	activeKey := idsKey(active)
-	// The composition is a pure function of the filter results it
-	// composes, each a pure function of its key; so it is cached under
-	// what every one of those keys holds (revisions, context, active set:
-	// the capability ids follow from the active set). A hit counts as a
-	// hit of each filter result it stands for.
+	// A filter's input holds the registry's tools, the context and the
+	// active set, and nothing else: so the results of the filters of one
+	// active set, and their composition, are a pure function of the
+	// revisions, the context and the active set (the capability ids
+	// follow from the active set), and are cached whole under those. A hit
+	// counts as a hit of each filter result it stands for.
 	compKey := s.rev + s.regRev + ctxDigest + activeKey
-	if fr, ok := s.composed.get(compKey); ok {
-		s.cache.hits.Add(int64(len(fr.keys)))
+	if fr, ok := s.filterCache.Get(compKey); ok {
+		s.filterHits.Add(int64(len(fr.keys)))
 		return fr
 	}
 	fr := &filterResult{droppedBy: map[string][]string{}}
@@ -554,25 +592,17 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 		if flt == nil {
 			continue
 		}
-		key := cacheKey(s.rev, s.regRev, id, activeKey, ctxDigest)
-		fr.keys = append(fr.keys, key)
-		entry, hit := s.cache.get(key)
-		if !hit {
-			if activeTerm == nil {
-				activeTerm = arrayOf(active)
-			}
-			entry = s.evalFilter(ctx, flt, key, activeTerm, ctxTerm)
-			// A timeout or cancellation says nothing about the filter:
-			// never cache it.
-			if ctx.Err() == nil {
-				s.cache.put(key, entry)
-			}
+		if activeTerm == nil {
+			activeTerm = arrayOf(active)
 		}
-		if entry.err != "" {
-			fr.errors = append(fr.errors, filterError{Capability: id, File: flt.file, Message: entry.err})
+		fr.keys = append(fr.keys, cacheKey(s.rev, s.regRev, id, activeKey, ctxDigest))
+		s.filterMisses.Add(1)
+		res := s.evalFilter(ctx, flt, activeTerm, ctxTerm)
+		if res.err != "" {
+			fr.errors = append(fr.errors, filterError{Capability: id, File: flt.file, Message: res.err})
 			continue
 		}
-		for _, name := range entry.dropped {
+		for _, name := range res.dropped {
 			fr.droppedBy[name] = append(fr.droppedBy[name], id)
 		}
 	}
@@ -581,14 +611,16 @@ func (s *snapshot) runFilters(ctx context.Context, active []string, ctxTerm *ast
 	}
 	fr.fingerprint = fingerprint(s.rev, s.regRev, ctxDigest, active, fr.keys)
 	sort.Strings(fr.dropped)
+	// A failed filter is not cached (its decision fails closed; a timeout
+	// or a cancellation says nothing about the filter).
 	if len(fr.errors) == 0 && ctx.Err() == nil {
 		fr.termv = fr.term(&setTerms{known: &s.known})
-		s.composed.put(compKey, fr)
+		s.filterCache.Put(compKey, fr)
 	}
 	return fr
 }
 
-// cacheKey is a filter's cache key: the revisions and the context digest
+// cacheKey is a filter's key in the decision's fingerprint: the revisions and the context digest
 // (fixed-length hex) and the capability id and active set, length-prefixed
 // so that no two different keys spell the same string.
 func cacheKey(policyRev, regRev, id, activeKey, ctxDigest string) string {
@@ -607,13 +639,20 @@ func idsKey(ids []string) string {
 	return b.String()
 }
 
+// filterEval is one filter's result.
+type filterEval struct {
+	// dropped is the sorted registry tools the filter did not keep.
+	dropped []string
+	err     string
+}
+
 // evalFilter runs one capability's prepare_tools. Anything but a set of
 // registry tool names is an error, which fails the decision closed. The
 // set is read off the AST by looking up the registry's names, which are
 // sorted: no conversion to JSON (which sorts a set with OPA's generic term
 // order) and no map of the names kept.
-func (s *snapshot) evalFilter(ctx context.Context, flt *filter, key string, active, ctxTerm *ast.Term) *cacheEntry {
-	entry := &cacheEntry{key: key}
+func (s *snapshot) evalFilter(ctx context.Context, flt *filter, active, ctxTerm *ast.Term) *filterEval {
+	entry := &filterEval{}
 	input := ast.NewObject(
 		item("tools", s.toolsInput),
 		item("context", ctxTerm),

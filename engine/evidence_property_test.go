@@ -12,7 +12,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/racetest"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 )
 
 // okReceipts verifies the receipt "ok" and no other: a stand-in for a

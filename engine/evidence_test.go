@@ -8,7 +8,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/receiptcases"
+	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -8,3 +8,22 @@ import "context"
 func WithBeforeEval(f func(context.Context)) DecideOption {
 	return func(c *decideConfig) { c.beforeEval = f }
 }
+
+// WithoutCache turns off one of the engine's caches, named as in
+// docs/caches.md ("engine.filters", "engine.contexts", "engine.memo"), so that a benchmark can measure what it saves on the
+// same workload. It is no user option: every cache is on in production.
+func WithoutCache(name string) Option {
+	return func(c *config) {
+		switch name {
+		case cacheFilters, cacheContexts, cacheMemo:
+		default:
+			panic("engine: no cache named " + name)
+		}
+		m := make(map[string]bool, len(c.cachesOff)+1)
+		for k, v := range c.cachesOff {
+			m[k] = v
+		}
+		m[name] = true
+		c.cachesOff = m
+	}
+}

@@ -27,7 +27,7 @@ func arrayOf(names []string) *ast.Term { return ast.ArrayTerm(strTerms(names)...
 
 // keyTerms holds a term for each object key a decision writes into its
 // input document or reads from the policy's result, built once, so that a
-// decision allocates no term per key (BENCHMARKS.md, "JSON input
+// decision allocates no term per key (docs/benchmarks-history/2026-12-03.md, "JSON input
 // accepted"). Terms are never modified once built: sharing them between
 // decisions and goroutines is safe.
 var keyTerms = func() map[string]*ast.Term {
@@ -170,13 +170,13 @@ func (s *snapshot) contextValue(ctxDoc any) (*ast.Term, string, error) {
 	}
 	cacheable := len(raw) <= maxCachedContext
 	if cacheable {
-		if e, ok := s.contexts.get(string(raw)); ok {
+		if e, ok := s.contexts.Get(string(raw)); ok {
 			return e.term, e.digest, nil
 		}
 	}
 	term, digest, err := convertContext(raw)
 	if err == nil && cacheable {
-		s.contexts.put(string(raw), contextEntry{term, digest})
+		s.contexts.Put(string(raw), contextEntry{term, digest})
 	}
 	return term, digest, err
 }

@@ -14,7 +14,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/racetest"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 )
 
 // TestDecisionMemoAgreesWithEvaluation: an engine that answers from its

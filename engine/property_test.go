@@ -15,12 +15,12 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/internal/racetest"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 	"github.com/policycheck/policycheck/loader"
 )
 
-// Property tests: over generated registries and histories (internal/gen),
+// Property tests: over generated registries and histories (internal/testkit/gen),
 // with generated capability filters and operator rules, the decision keeps
 // one definition of "available" — the gate, the verdicts, advertisement and
 // the unknown-tool listing never disagree — and it is a pure function of

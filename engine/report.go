@@ -6,19 +6,11 @@ import "github.com/policycheck/policycheck/facts"
 // the sidecar's /v1/facts print it: the same keys and values as in eval's
 // output (docs/decision.md).
 type FactsReport struct {
-	Window   facts.Position       `json:"window"`
-	Facts    FactsView            `json:"facts"`
-	Dispatch *DispatchFactsReport `json:"dispatch,omitempty"`
-}
-
-// DispatchFactsReport is the dispatch block of a FactsReport: eval's
-// dispatch block without the decision's availability.
-type DispatchFactsReport struct {
-	Provider           *string        `json:"provider"`
-	Window             facts.Position `json:"window"`
-	Loaded             []string       `json:"loaded"`
-	Evidence           EvidenceView   `json:"evidence"`
-	ActiveCapabilities []string       `json:"active_capabilities"`
+	Window facts.Position `json:"window"`
+	Facts  FactsView      `json:"facts"`
+	// Dispatch is the dispatch block without its Available (nil: the
+	// facts decide nothing).
+	Dispatch *DispatchView `json:"dispatch,omitempty"`
 }
 
 // ReportFacts builds the FactsReport of f. The slices are shared with f.
@@ -31,7 +23,7 @@ func ReportFacts(f *facts.Facts) FactsReport {
 		},
 	}
 	if d := f.Dispatch; d != nil {
-		out.Dispatch = &DispatchFactsReport{
+		out.Dispatch = &DispatchView{
 			Provider: d.Provider, Window: d.Window, Loaded: d.Loaded,
 			Evidence:           EvidenceView{Discovered: d.Evidence.Discovered, Loaded: d.Evidence.Loaded},
 			ActiveCapabilities: d.ActiveCapabilities,

@@ -2,12 +2,12 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/jsonout"
 )
 
 // RunOption configures a Run.
@@ -188,6 +188,14 @@ func (d *StepDecision) Err() error {
 	return nil
 }
 
+// stepJSON is the JSON form of a StepDecision: the decision's members
+// (none when it is nil), then "step" and "retries".
+type stepJSON struct {
+	*plainDecision
+	Step    int     `json:"step"`
+	Retries []Retry `json:"retries"`
+}
+
 // MarshalJSON writes the decision's JSON (docs/decision.md) followed by
 // "step" and "retries".
 func (d *StepDecision) MarshalJSON() ([]byte, error) {
@@ -195,25 +203,7 @@ func (d *StepDecision) MarshalJSON() ([]byte, error) {
 	if retries == nil {
 		retries = []Retry{}
 	}
-	extra, err := json.Marshal(struct {
-		Step    int     `json:"step"`
-		Retries []Retry `json:"retries"`
-	}{d.Step, retries})
-	if err != nil {
-		return nil, err
-	}
-	if d.Decision == nil {
-		return extra, nil
-	}
-	// The decision's own MarshalJSON, called directly: through
-	// json.Marshal its output would be scanned once more for nothing.
-	raw, err := d.Decision.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	// Both are non-empty objects: splice the fields of extra into raw.
-	out := append(raw[:len(raw)-1:len(raw)-1], ',')
-	return append(out, extra[1:]...), nil
+	return jsonout.Marshal(stepJSON{(*plainDecision)(d.Decision), d.Step, retries})
 }
 
 // ExceededError is a charged failure of a tool whose retry count has

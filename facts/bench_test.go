@@ -7,7 +7,7 @@ import (
 	"testing"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -11,7 +11,9 @@
 //     configuration. It is immutable once built and safe for concurrent use.
 //     It compiles each tool's parameters_json_schema once ([ArgsSchema]),
 //     which validates a call's arguments as pydantic-ai does before it
-//     runs a tool (the engine's invalid_args verdict).
+//     runs a tool (the engine's invalid_args verdict). Those compiled
+//     schemas are the package's one remembered work (docs/caches.md);
+//     a [Tracker] is the state of one growing history, not a cache.
 //   - [Derive] computes [Facts] for a whole history by transcribing the
 //     reference rules literally: the conservative post-compaction window
 //     (§2.1), the provider-anchored window of the response being dispatched

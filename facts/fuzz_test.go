@@ -12,7 +12,7 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -7,7 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/spectable"
+	"github.com/policycheck/policycheck/internal/testkit/spectable"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -9,7 +9,7 @@ import (
 
 	"github.com/santhosh-tekuri/jsonschema/v6"
 
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 )
 

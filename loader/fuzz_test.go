@@ -15,8 +15,8 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/internal/strictjson"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/strictjson"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -380,7 +380,7 @@ func hasNumberExtension(data []byte) bool {
 }
 
 // FuzzSkipJSON holds SkipJSON to an oracle written apart from it
-// (internal/strictjson): it accepts a document exactly when encoding/json
+// (internal/testkit/strictjson): it accepts a document exactly when encoding/json
 // does, the text is strict (UTF-8, surrogate escapes in pairs) and it
 // nests no deeper than the limit, and then it ends where the value does.
 // A refusal is an *Error with an offset in the document.

@@ -6,8 +6,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/internal/limitstest"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/limitstest"
 	"github.com/policycheck/policycheck/loader"
 )
 

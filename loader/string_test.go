@@ -6,7 +6,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/racetest"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 	"github.com/policycheck/policycheck/loader"
 )
 

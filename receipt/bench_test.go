@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/receiptcases"
+	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/receipt"
 )

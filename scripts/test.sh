@@ -68,7 +68,7 @@ fi
 # Tests of single-goroutine code that the race detector would only slow
 # down, run in full without -race: the mutation check of the shipped gate
 # (it skips itself under -race) and the corpora that run a sample under
-# -race (internal/racetest.Size and Enabled; keep this list in step). They
+# -race (internal/testkit/racetest.Size and Enabled; keep this list in step). They
 # run beside the -race run rather than after it, since that run leaves
 # cores idle while its last packages' tests wait on servers and processes.
 # Their output is shown when they end.
@@ -77,7 +77,7 @@ without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoing
 without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
 without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory'
 mutation_log=$(mktemp)
-go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/gen ./engine ./internal/cli \
+go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/testkit/gen ./engine ./internal/cli \
 	>"$mutation_log" 2>&1 &
 mutation_pid=$!
 trap 'kill "$mutation_pid" 2>/dev/null || true; rm -f "$mutation_log"' EXIT

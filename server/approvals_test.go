@@ -13,7 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/approvalcases"
+	"github.com/policycheck/policycheck/internal/testkit/approvalcases"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -22,7 +22,7 @@ func approvalServer(t *testing.T) *running {
 	t.Helper()
 	reg, err := loader.ParseRegistry("registry.yaml", []byte(approvalcases.Registry))
 	require.NoError(t, err)
-	return start(t, server.Registry(reg), server.Engine(engine.Modules(
+	return start(t, withRegistry(reg), withEngine(engine.Modules(
 		engine.Source{File: approvalcases.PolicyFile, Text: approvalcases.Policy})))
 }
 
@@ -107,7 +107,7 @@ func TestApprovalsInDecisionLogs(t *testing.T) {
 	reg, err := loader.ParseRegistry("registry.yaml", []byte(approvalcases.Registry))
 	require.NoError(t, err)
 	cfg := []byte("services:\n  logs:\n    url: " + col.URL + "\ndecision_logs:\n  service: logs\n  reporting:\n    trigger: manual\n")
-	rs := start(t, server.Registry(reg), server.OPAConfig(cfg, "test"), server.Engine(engine.Modules(
+	rs := start(t, withRegistry(reg), withOPAConfig(cfg, "test"), withEngine(engine.Modules(
 		engine.Source{File: approvalcases.PolicyFile, Text: approvalcases.Policy})))
 	applied, ignored := approvalcases.Cases()[0], approvalcases.Cases()[3]
 	for _, tc := range []approvalcases.Case{applied, ignored} {

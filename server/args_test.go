@@ -11,7 +11,6 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/server"
 )
 
 // argsRegistry gives delete_repo a schema requiring repo.
@@ -45,7 +44,7 @@ func argsHistory(id, args string) string {
 func TestInvalidArgsOverHTTP(t *testing.T) {
 	reg, err := loader.ParseRegistry("registry.yaml", []byte(argsRegistry))
 	require.NoError(t, err)
-	rs := start(t, server.Registry(reg), server.Engine(engine.Modules(engine.Source{File: "repos.rego", Text: argsPolicy})))
+	rs := start(t, withRegistry(reg), withEngine(engine.Modules(engine.Source{File: "repos.rego", Text: argsPolicy})))
 
 	decide := func(args string) engine.CallVerdict {
 		status, out := rs.post(t, "/v1/decide", []byte(`{"history": `+argsHistory("c1", args)+`}`))

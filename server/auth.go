@@ -13,10 +13,10 @@ import (
 // every request but GET /health (probes carry no credentials). The
 // comparison takes constant time.
 func (s *Server) authenticate(next http.Handler) http.Handler {
-	if s.cfg.token == "" {
+	if s.cfg.Token == "" {
 		return next
 	}
-	want := sha256.Sum256([]byte(s.cfg.token))
+	want := sha256.Sum256([]byte(s.cfg.Token))
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.URL.Path == "/health" {
 			next.ServeHTTP(w, r)

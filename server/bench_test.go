@@ -9,18 +9,18 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
 
 // benchServer returns a server on the registry of a generated
 // 1,000-message history, and the history's messages.
-func benchServer(b *testing.B, opts ...server.Option) (*server.Server, [][]byte) {
+func benchServer(b *testing.B, opts ...option) (*server.Server, [][]byte) {
 	o := gen.Default(1000 + 4096)
 	reg, err := loader.ParseRegistry("gen", gen.Registry(7, o))
 	require.NoError(b, err)
-	srv, err := server.New(append([]server.Option{server.Registry(reg)}, opts...)...)
+	srv, err := newServer(append([]option{withRegistry(reg)}, opts...)...)
 	require.NoError(b, err)
 	return srv, gen.Messages(7, o)
 }
@@ -35,21 +35,21 @@ func serve(b *testing.B, h http.Handler, path string, body []byte) {
 
 // BenchmarkDecideFullHistory decides a 1,000-message history sent whole
 // (in process, no network), with and without the schema check:
-// prefix=off decodes every request whole (the prefix cache is off; the
-// per-message caches still hold every message), prefix=growing sends
+// prefix=off decodes every request whole (the prefix cache is off),
+// prefix=growing sends
 // each time the history so far, one message longer than the last (a
 // stateless client's growing history; the prefix cache resumes after the
 // previous request's messages). Building each body is not timed.
 func BenchmarkDecideFullHistory(b *testing.B) {
 	for _, check := range []struct {
 		name string
-		opts []server.Option
-	}{{"schema", []server.Option{server.ValidateSchema()}}, {"decoder_only", nil}} {
+		opts []option
+	}{{"schema", []option{withSchema()}}, {"decoder_only", nil}} {
 		for _, prefix := range []string{"off", "growing"} {
 			b.Run(check.name+"/prefix="+prefix, func(b *testing.B) {
 				opts := check.opts
 				if prefix == "off" {
-					opts = append(opts, server.PrefixCache(0))
+					opts = append(opts, withPrefixCache(0))
 				}
 				srv, msgs := benchServer(b, opts...)
 				joined, ends := joinPrefixes(msgs)

@@ -210,7 +210,7 @@ func TestBundles(t *testing.T) {
 	bs := newBundleServer(t)
 	col := newCollector(t)
 	bs.publish(t, "r1", map[string]string{"/vault.rego": filterKeeping("secret_op")})
-	rs := start(t, testReg(t), server.OPAConfig(opaConfig(bs.URL, col.URL), "test"), server.MaskContext("/secret"))
+	rs := start(t, testReg(t), withOPAConfig(opaConfig(bs.URL, col.URL), "test"), withMaskContext("/secret"))
 	bp := bundleplugin.Lookup(rs.srv.Manager())
 	require.NotNil(t, bp)
 
@@ -374,7 +374,7 @@ func TestBundleUsesShippedLibrary(t *testing.T) {
 	col := newCollector(t)
 	bs.publishRoots(t, "lib-1", []string{"policycheck/capabilities"}, map[string]string{"/vault.rego": "package policycheck.capabilities.vault\n\n" +
 		"import data.policycheck.lib\n\nprepare_tools := lib.names(input.tools) - {\"secret_op\"}\n"})
-	rs := start(t, testReg(t), server.OPAConfig(opaConfig(bs.URL, col.URL), "test"))
+	rs := start(t, testReg(t), withOPAConfig(opaConfig(bs.URL, col.URL), "test"))
 	require.NoError(t, bundleplugin.Lookup(rs.srv.Manager()).Trigger(context.Background()))
 	status, h := health(t, rs)
 	require.Equal(t, http.StatusOK, status, h)
@@ -403,7 +403,7 @@ func TestDiscoveredBundles(t *testing.T) {
 	}
 	discover("d1", map[string]any{"pc": manual("/bundles/pc.tar.gz")})
 	cfg := discoveryConfig(bs.URL, "")
-	rs := start(t, testReg(t), server.OPAConfig(cfg, "test"))
+	rs := start(t, testReg(t), withOPAConfig(cfg, "test"))
 	mgr := rs.srv.Manager()
 	require.Nil(t, bundleplugin.Lookup(mgr), "no bundle plugin before discovery")
 	status, _ := health(t, rs)
@@ -484,7 +484,7 @@ func TestDiscoveredPersistedBundle(t *testing.T) {
 		"pc": map[string]any{"service": "bundles", "resource": "/bundles/pc.tar.gz", "trigger": "manual", "persist": true},
 	}}))
 	cfg := discoveryConfig(bs.URL, t.TempDir())
-	first := start(t, testReg(t), server.OPAConfig(cfg, "test"))
+	first := start(t, testReg(t), withOPAConfig(cfg, "test"))
 	require.NoError(t, discovery.Lookup(first.srv.Manager()).Trigger(ctx))
 	require.NoError(t, bundleplugin.Lookup(first.srv.Manager()).Trigger(ctx))
 	status, h := health(t, first)
@@ -494,7 +494,7 @@ func TestDiscoveredPersistedBundle(t *testing.T) {
 	// The bundle server now has nothing at the bundle's path: only the
 	// copy on disk can serve.
 	bs.current.Store(nil)
-	second := start(t, testReg(t), server.OPAConfig(cfg, "test"))
+	second := start(t, testReg(t), withOPAConfig(cfg, "test"))
 	require.NoError(t, discovery.Lookup(second.srv.Manager()).Trigger(ctx))
 	requireServingR1(t, second)
 }

@@ -17,7 +17,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/cli"
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 // TestServeUsageErrors: policycheck serve refuses bad flags and inputs

@@ -21,7 +21,7 @@ import (
 // engine, and the compilations counter says 1. A failure is shared too,
 // and not kept: the next request tries again.
 func TestRegistryCompiledOnce(t *testing.T) {
-	s, err := New()
+	s, err := New(DefaultConfig())
 	if err != nil {
 		t.Fatal(err)
 	}

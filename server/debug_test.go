@@ -10,8 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/servetest"
-	"github.com/policycheck/policycheck/server"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 // TestDebugHandlerIsServedBehindTheToken: a Debug handler answers the
@@ -19,7 +18,7 @@ import (
 // option, /debug/ is not found.
 func TestDebugHandlerIsServedBehindTheToken(t *testing.T) {
 	dbg := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = io.WriteString(w, "debug "+r.URL.Path) })
-	rs := start(t, testReg(t), server.Token("s3cret"), server.Debug(dbg))
+	rs := start(t, testReg(t), withToken("s3cret"), withDebug(dbg))
 	code, _ := rs.do(t, http.MethodGet, "/debug/pprof/", nil)
 	require.Equal(t, http.StatusUnauthorized, code)
 	code, body := rs.do(t, http.MethodGet, "/debug/pprof/heap", nil, "Authorization", "Bearer s3cret")

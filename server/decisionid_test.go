@@ -8,8 +8,6 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/plugins/logs"
 	"github.com/stretchr/testify/require"
-
-	"github.com/policycheck/policycheck/server"
 )
 
 // TestDecisionIDHeader: every decision's response names the policy
@@ -22,7 +20,7 @@ func TestDecisionIDHeader(t *testing.T) {
 	ctx := context.Background()
 	col := newCollector(t)
 	cfg := []byte("services:\n  logs:\n    url: " + col.URL + "\ndecision_logs:\n  service: logs\n  reporting:\n    trigger: manual\n")
-	rs := start(t, testReg(t), server.OPAConfig(cfg, "test"))
+	rs := start(t, testReg(t), withOPAConfig(cfg, "test"))
 
 	postH := func(rs *running, path, body string) (int, http.Header) {
 		t.Helper()

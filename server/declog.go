@@ -79,7 +79,7 @@ func (s *Server) logEvent(ctx context.Context, remote, id, endpoint, runID strin
 	}
 	input["endpoint"] = endpoint
 	input["messages"] = json.Number(strconv.Itoa(messages))
-	input["context"] = mask.Context(ctxDoc, s.cfg.maskContext)
+	input["context"] = mask.Context(ctxDoc, s.cfg.MaskContext)
 	if runID != "" {
 		input["run"] = runID
 	}
@@ -116,7 +116,7 @@ func (s *Server) logEvent(ctx context.Context, remote, id, endpoint, runID strin
 	}
 	if err := lp.Log(ctx, info); err != nil {
 		s.metrics.logErrors.Inc()
-		s.cfg.logger.Warn("decision log", "error", err)
+		s.cfg.Logger.Warn("decision log", "error", err)
 		return false
 	}
 	return true

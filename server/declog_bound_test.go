@@ -39,7 +39,7 @@ func TestDecisionLogBufferBounded(t *testing.T) {
 	}
 	body := []byte(`{"history": ` + testHistory + `}`)
 
-	rs := start(t, testReg(t), server.OPAConfig(config(""), "bound"))
+	rs := start(t, testReg(t), withOPAConfig(config(""), "bound"))
 	lp := logs.Lookup(rs.srv.Manager())
 	require.NotNil(t, lp)
 	limit := lp.Config().Reporting.BufferSizeLimitBytes
@@ -60,7 +60,7 @@ func TestDecisionLogBufferBounded(t *testing.T) {
 
 	// A bound the configuration sets is kept; events over it are
 	// dropped and counted.
-	tiny := start(t, testReg(t), server.OPAConfig(config("    buffer_size_limit_bytes: 300\n"), "tiny"))
+	tiny := start(t, testReg(t), withOPAConfig(config("    buffer_size_limit_bytes: 300\n"), "tiny"))
 	require.Equal(t, int64(300), *logs.Lookup(tiny.srv.Manager()).Config().Reporting.BufferSizeLimitBytes)
 	for range 3 {
 		status, out := tiny.post(t, "/v1/decide", body)

@@ -3,7 +3,10 @@
 //
 // Map of the package:
 //
-//   - server.go: Server, its functional options, Serve with graceful
+//   - config.go: Config, the server's one configuration (documented
+//     fields, DefaultConfig's defaults, Validate reporting every field it
+//     refuses), which policycheck serve's flags bind into;
+//   - server.go: Server, New, Reload, Serve with graceful
 //     shutdown within one grace, TLS and diagnostic listeners (health and
 //     metrics only);
 //   - handlers.go: POST /v1/decide, /v1/facts, /v1/explain and GET /health,
@@ -13,7 +16,7 @@
 //     with gzip, into a pooled buffer that is reused once answered when
 //     nothing kept it), the scan and the decode in one pass (the
 //     loader's decoder is the one runtime validator and reads a large
-//     history on several cores; the JSON Schema only with ValidateSchema)
+//     history on several cores; the JSON Schema only with Config.Schema)
 //     and the resume after a history prefix seen before;
 //   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
 //     bounded, evicting table of engine.Run values (facts kept
@@ -22,11 +25,13 @@
 //     loader's JSON reader, loader.SkipJSON, and the bytes of each
 //     message; it can resume after a known prefix of the history, and
 //     hands the rest of the history to the decoder);
-//   - prefix.go: the prefix cache, the server's one "seen before"
-//     mechanism: a stateless client that resends its growing history is
-//     resumed after the bytes of a history decided before, with the facts
-//     kept for it, and pays for its new messages (a history is kept from
-//     its second sight; its first leaves a fingerprint);
+//   - prefix.go: the prefix cache: a stateless client that resends its
+//     growing history is resumed after the bytes of a history decided
+//     before, with the facts kept for it, and pays for its new messages
+//     (a history is kept from its second sight; its first leaves a
+//     fingerprint);
+//   - bodypool.go: the free list of request-body buffers, by size class,
+//     that every core shares;
 //   - errors.go: the JSON error document and its status codes;
 //   - auth.go: optional bearer-token authentication;
 //   - metrics.go: GET /metrics in the Prometheus text format;
@@ -42,14 +47,20 @@
 //     shutdown), disagreements in /metrics and the log.
 //
 // Beside it, internal/httpreq checks the headers of a request's body and
-// whether a web page sent it, internal/lru is the bounded table behind the
-// engine and run tables, internal/jsonout writes answers as
+// whether a web page sent it, internal/lru is the one LRU (behind the
+// table of engines compiled for requests' registries, the run table and
+// the engine's caches), internal/jsonout writes answers as
 // policycheck eval prints decisions, internal/opaplugins is the glue to
 // OPA's plugins (the configuration checks, the logger adapter, the bundle
 // tracker with its staleness, the store reads, and the decision-log
 // sink's state, uploads and drops counted by event, for /health and
 // /metrics), and internal/mask removes the masked context values (JSON
 // pointers) from a decision log's event.
+//
+// The server's caches (the engines for requests' registries, the prefix
+// cache and its fingerprints of histories seen once, the body pool) and
+// its run table are listed, with the engine's, in docs/caches.md, each
+// with its key, bound, metric and the benchmark that shows what it saves.
 //
 // A Server is safe for concurrent use. Its policy state (the configured
 // registry and its engine, the shadow policy, bundle revisions) is one

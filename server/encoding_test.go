@@ -62,7 +62,7 @@ func TestGzipBodies(t *testing.T) {
 // body decompresses to (a small body that inflates past it gets 413), as
 // well as what arrives.
 func TestBodyEncodingsRefused(t *testing.T) {
-	rs := start(t, testReg(t), server.MaxBody(64<<10))
+	rs := start(t, testReg(t), withMaxBody(64<<10))
 	plainBody := []byte(`{"history": ` + testHistory + `}`)
 	for _, enc := range []string{"br", "deflate", "zstd", "gzip, gzip", "gzip, br"} {
 		status, out := rs.post(t, "/v1/decide", plainBody, "Content-Encoding", enc)
@@ -127,7 +127,7 @@ func TestBodyEncodingsRefused(t *testing.T) {
 // body decompresses to exactly as it bounds a plain one.
 func TestBodyLimitBoundary(t *testing.T) {
 	const limit = 64 << 10
-	rs := start(t, testReg(t), server.MaxBody(limit))
+	rs := start(t, testReg(t), withMaxBody(limit))
 	head := `{"history": ` + testHistory
 	body := func(n int) []byte {
 		b := []byte(head + strings.Repeat(" ", n-len(head)-1) + `}`)
@@ -163,7 +163,7 @@ func TestBodyLimitBoundary(t *testing.T) {
 // TestSlowGzipBodyIsCutOff: the body deadline holds for a gzip body, and
 // its expiry is the body's timeout (408), not a decompression error.
 func TestSlowGzipBodyIsCutOff(t *testing.T) {
-	rs := start(t, testReg(t), server.BodyTimeout(300*time.Millisecond))
+	rs := start(t, testReg(t), withBodyTimeout(300*time.Millisecond))
 	conn, err := net.Dial("tcp", rs.addr)
 	require.NoError(t, err)
 	defer conn.Close()

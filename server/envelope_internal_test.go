@@ -5,12 +5,12 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/policycheck/policycheck/internal/strictjson"
+	"github.com/policycheck/policycheck/internal/testkit/strictjson"
 )
 
 // FuzzScanEnvelope: the envelope scanner accepts exactly the bodies that
 // encoding/json accepts as one JSON object and that are strict JSON (see
-// internal/strictjson), and returns the same members.
+// internal/testkit/strictjson), and returns the same members.
 func FuzzScanEnvelope(f *testing.F) {
 	for _, seed := range []string{
 		`{}`, `{"history": []}`, `{"history": [{"kind": "request"}], "context": {"a": [1, 2.5e3, -0, true, null]}}`,

@@ -14,7 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/receiptcases"
+	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/receipt"
 	"github.com/policycheck/policycheck/server"
@@ -26,7 +26,7 @@ func verifiedServer(t *testing.T, s *receipt.Signer) *running {
 	t.Helper()
 	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
 	require.NoError(t, err)
-	return start(t, server.Registry(reg), server.Receipts(s), server.VerifiedEvidence())
+	return start(t, withRegistry(reg), withReceipts(s), withVerifiedEvidence())
 }
 
 // stepDecision posts body to path and returns the decision (a run's
@@ -161,11 +161,16 @@ func TestVerifiedEvidenceAcrossRotation(t *testing.T) {
 }
 
 // TestVerifiedEvidenceNeedsReceipts: the server refuses verified evidence
-// without a receipt signer, rather than accept or refuse every reveal.
+// without a receipt signer, rather than accept or refuse every reveal:
+// Validate names the field, and New refuses what Validate refuses.
 func TestVerifiedEvidenceNeedsReceipts(t *testing.T) {
-	_, err := server.New(server.VerifiedEvidence())
+	var fe *server.FieldError
+	require.ErrorAs(t, testConfig(withVerifiedEvidence()).Validate(), &fe)
+	assert.Equal(t, "VerifiedEvidence", fe.Field)
+	_, err := newServer(withVerifiedEvidence())
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "it needs Receipts")
+	require.NoError(t, testConfig(withVerifiedEvidence(), withReceipts(testSigner(t, 1, time.Now))).Validate())
 }
 
 // unverifiedAt is where each piece of unverified evidence sits (its why

@@ -3,6 +3,7 @@ package server_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
@@ -10,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
@@ -31,7 +31,9 @@ tools:
 	if err != nil {
 		panic(err)
 	}
-	srv, err := server.New(server.Registry(reg))
+	cfg := server.DefaultConfig()
+	cfg.Registry = reg
+	srv, err := server.New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -57,14 +59,37 @@ tools:
 	// secret_op not_available_yet
 }
 
-// Debug mounts a handler of your own under /debug/, behind the bearer
-// token like every endpoint but /health (policycheck serve --pprof mounts
-// net/http/pprof's handlers there).
-func ExampleDebug() {
-	dbg := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// A Config starts from DefaultConfig, whose values are the defaults of
+// policycheck serve's flags; Validate reports every field New would
+// refuse, each a *server.FieldError.
+func ExampleConfig() {
+	cfg := server.DefaultConfig()
+	fmt.Println(cfg.MaxBody, cfg.Timeout, cfg.Runs, cfg.PrefixCacheBytes)
+	cfg.Timeout = 0
+	cfg.Runs = -1
+	cfg.MaskContext = []string{"user/email"}
+	fmt.Println(cfg.Validate())
+	_, err := server.New(cfg)
+	var fe *server.FieldError
+	fmt.Println(errors.As(err, &fe), fe.Field)
+	// Output:
+	// 67108864 5s 10000 268435456
+	// Runs must not be negative, not -1
+	// Timeout must be positive, not 0s
+	// MaskContext "user/email": a JSON pointer is empty (the whole context) or begins with '/'
+	// true Runs
+}
+
+// Config.Debug mounts a handler of your own under /debug/, behind the
+// bearer token (Config.Token) like every endpoint but /health
+// (policycheck serve --pprof mounts net/http/pprof's handlers there).
+func ExampleConfig_debug() {
+	cfg := server.DefaultConfig()
+	cfg.Token = "s3cret"
+	cfg.Debug = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintln(w, "debug", r.URL.Path)
 	})
-	srv, err := server.New(server.Token("s3cret"), server.Debug(dbg))
+	srv, err := server.New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -90,7 +115,7 @@ func ExampleDebug() {
 // address for probes and scrapers that must not reach the decision API
 // (Serve serves it on its diagnostic listeners).
 func ExampleServer_DiagnosticHandler() {
-	srv, err := server.New()
+	srv, err := server.New(server.DefaultConfig())
 	if err != nil {
 		panic(err)
 	}
@@ -129,7 +154,10 @@ func ExampleServer_Reload() {
 		panic(err)
 	}
 	hide("get_time")
-	srv, err := server.New(server.Registry(reg), server.Engine(engine.PolicyPaths(dir)))
+	cfg := server.DefaultConfig()
+	cfg.Registry = reg
+	cfg.Policies = []string{dir}
+	srv, err := server.New(cfg)
 	if err != nil {
 		panic(err)
 	}
@@ -163,7 +191,9 @@ func ExampleReplaceRegistry() {
 		}
 		return reg
 	}
-	srv, err := server.New(server.Registry(parse("tools:\n  - name: get_time\n")))
+	cfg := server.DefaultConfig()
+	cfg.Registry = parse("tools:\n  - name: get_time\n")
+	srv, err := server.New(cfg)
 	if err != nil {
 		panic(err)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/explainpage"
 	"github.com/policycheck/policycheck/internal/httpreq"
+	"github.com/policycheck/policycheck/internal/render"
 )
 
 // Media types /v1/explain answers in: the explanation, or, for a client
@@ -41,7 +42,7 @@ func explainPage(x *engine.Explanation, body []byte) (htmlPage, *Error) {
 		return nil, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "explain page: " + err.Error()}
 	}
 	var buf bytes.Buffer
-	if err := explainpage.Write(&buf, x, env.History); err != nil {
+	if err := render.Write(&buf, render.HTML, &render.Doc{Explanation: x, History: env.History}); err != nil {
 		return nil, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 	}
 	return htmlPage(buf.Bytes()), nil

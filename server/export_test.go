@@ -1,15 +1,37 @@
 package server
 
-// PoisonBodies is a test option: every pooled request body is overwritten
-// when its request ends, so that anything still reading it reads '#'.
-func PoisonBodies() Option { return func(c *config) { c.poisonBodies = true } }
+// PoisonBodies makes c's server overwrite every pooled request body when
+// its request ends, so that anything still reading it reads '#' (tests).
+func PoisonBodies(c *Config) { c.poisonBodies = true }
 
-// KeepBodies is a test option: no request body is pooled, as with a
-// decision log or a shadow policy.
-func KeepBodies() Option { return func(c *config) { c.noRecycle = true } }
+// KeepBodies makes c's server pool no request body, as with a decision
+// log or a shadow policy (tests).
+func KeepBodies(c *Config) { c.noRecycle = true }
 
 // BodiesReused returns how many pooled bodies s gave back, and how many
 // of them the prefix cache still held (with PoisonBodies).
 func BodiesReused(s *Server) (reused, misreused int64) {
 	return s.intake.reused.Load(), s.intake.misreused.Load()
+}
+
+// WithoutCache turns off one of the server's caches, named as in
+// docs/caches.md ("server.engines", "server.prefix",
+// "server.prefix-admission", "server.bodies"), so that a benchmark can
+// measure what it saves on the same workload. It is no user option
+// (server.prefix has one: PrefixCache(0)).
+func WithoutCache(name string) func(*Config) {
+	return func(c *Config) {
+		switch name {
+		case "server.engines":
+			c.noEngineCache = true
+		case "server.prefix":
+			c.PrefixCacheBytes = 0
+		case "server.prefix-admission":
+			c.admitFirstSight = true
+		case "server.bodies":
+			c.noRecycle = true
+		default:
+			panic("server: no cache named " + name)
+		}
+	}
 }

@@ -39,7 +39,7 @@ func h2cPost(t *testing.T, client *http.Client, url, contentType string, body []
 // served; without H2C such a client gets no answer; New refuses H2C with
 // TLS.
 func TestH2C(t *testing.T) {
-	rs := start(t, testReg(t), server.H2C())
+	rs := start(t, testReg(t), withH2C())
 	body := []byte(`{"history": ` + testHistory + `}`)
 	status, want := rs.post(t, "/v1/decide", body)
 	require.Equal(t, http.StatusOK, status, string(want))
@@ -66,14 +66,14 @@ func TestH2C(t *testing.T) {
 	_, err := client.Post(plain.url+"/v1/decide", "application/json", bytes.NewReader(body))
 	require.Error(t, err, "without H2C, HTTP/2 without TLS is not spoken")
 
-	_, err = server.New(server.H2C(), server.TLS(&tls.Config{MinVersion: tls.VersionTLS12}), testReg(t))
+	_, err = newServer(withH2C(), withTLS(&tls.Config{MinVersion: tls.VersionTLS12}), testReg(t))
 	require.ErrorContains(t, err, "H2C serves HTTP/2 without TLS")
 }
 
 // TestH2CSlowBodyIsCutOff: over HTTP/2 too, a body still arriving after
 // the body deadline gets 408 rather than holding the server.
 func TestH2CSlowBodyIsCutOff(t *testing.T) {
-	rs := start(t, testReg(t), server.H2C(), server.BodyTimeout(300*time.Millisecond))
+	rs := start(t, testReg(t), withH2C(), withBodyTimeout(300*time.Millisecond))
 	pr, pw := io.Pipe()
 	go func() { // one byte every 50 ms: the whole body would take seconds
 		body := `{"history": ` + testHistory + `}`

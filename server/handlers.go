@@ -40,11 +40,11 @@ func (s *Server) routes() {
 	metrics := s.method(http.MethodGet, "metrics", nil, s.metrics.handler().ServeHTTP)
 	mux.Handle("/health", health)
 	mux.Handle("/metrics", metrics)
-	if s.cfg.receipts != nil {
-		mux.Handle("/v1/keys", s.method(http.MethodGet, "keys", nil, s.cfg.receipts.ServeHTTP))
+	if s.cfg.Receipts != nil {
+		mux.Handle("/v1/keys", s.method(http.MethodGet, "keys", nil, s.cfg.Receipts.ServeHTTP))
 	}
-	if s.cfg.debug != nil {
-		mux.Handle("/debug/", s.cfg.debug)
+	if s.cfg.Debug != nil {
+		mux.Handle("/debug/", s.cfg.Debug)
 	}
 	mux.Handle("/", notFound(""))
 	s.handler = s.refuseBrowsers(s.authenticate(mux))
@@ -133,7 +133,7 @@ func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error),
 		if herr == nil {
 			s.intake.hold(len(body))
 			defer s.intake.release(len(body))
-			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.timeout)
+			ctx, cancel := context.WithTimeout(r.Context(), s.cfg.Timeout)
 			defer cancel()
 			if pooled {
 				use := &bodyUse{}
@@ -268,9 +268,9 @@ func (s *Server) parseContext(raw []byte) (any, *Error) {
 	if isNull(raw) {
 		return nil, nil
 	}
-	if s.cfg.maxContext > 0 && len(raw) > s.cfg.maxContext {
+	if s.cfg.MaxContext > 0 && len(raw) > s.cfg.MaxContext {
 		return nil, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit, Pointer: "/context",
-			Message: "the context is " + strconv.Itoa(len(raw)) + " bytes, over the limit of " + strconv.Itoa(s.cfg.maxContext)}
+			Message: "the context is " + strconv.Itoa(len(raw)) + " bytes, over the limit of " + strconv.Itoa(s.cfg.MaxContext)}
 	}
 	if raw[0] != '{' {
 		return nil, badRequest(CodeSchema, "the context must be a JSON object", "/context")
@@ -356,7 +356,7 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	start := time.Now()
 	// Verified evidence derives each request's facts afresh: a receipt
 	// that verified for a remembered prefix may have expired since.
-	req, herr := s.parse(r.Context(), body, !s.cfg.verified)
+	req, herr := s.parse(r.Context(), body, !s.cfg.VerifiedEvidence)
 	if herr != nil {
 		return nil, herr
 	}
@@ -375,13 +375,13 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 // handleFacts answers the facts as `policycheck facts` prints them, or,
 // with ?format=input, the Rego input document.
 func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
-	req, herr := s.parse(r.Context(), body, !s.cfg.verified)
+	req, herr := s.parse(r.Context(), body, !s.cfg.VerifiedEvidence)
 	if herr != nil {
 		return nil, herr
 	}
-	if s.cfg.verified {
+	if s.cfg.VerifiedEvidence {
 		// The facts the decision would be made on.
-		f := facts.DeriveVouched(req.history.messages, req.eng.Registry(), req.eng.FactOptions(), engine.EvidenceVoucher(s.cfg.receipts))
+		f := facts.DeriveVouched(req.history.messages, req.eng.Registry(), req.eng.FactOptions(), engine.EvidenceVoucher(s.cfg.Receipts))
 		req.history.facts = &f
 	}
 	if req.approvals != nil {

@@ -108,7 +108,7 @@ func TestConformanceOverHTTP(t *testing.T) {
 		key := filterKey(mods)
 		rs := servers[key]
 		if rs == nil {
-			rs = start(t, server.Engine(engine.Modules(mods...)))
+			rs = start(t, withEngine(engine.Modules(mods...)))
 			servers[key] = rs
 		}
 		reg, err := loader.ParseRegistry(name, c.Registry)
@@ -179,11 +179,11 @@ const (
 		`{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"secret_op","args":{},"tool_call_id":"c1"}]}]`
 )
 
-func testReg(t testing.TB) server.Option {
+func testReg(t testing.TB) option {
 	t.Helper()
 	reg, err := loader.ParseRegistry("test", []byte(testRegistry))
 	require.NoError(t, err)
-	return server.Registry(reg)
+	return withRegistry(reg)
 }
 
 type errorDoc struct {
@@ -207,8 +207,8 @@ func decodeError(t testing.TB, body []byte) errorDoc {
 // TestErrors: malformed, invalid and oversize bodies, wrong methods and
 // unknown paths get a 4xx and a JSON error naming the pointer.
 func TestErrors(t *testing.T) {
-	withReg := start(t, testReg(t), server.MaxBody(4096))
-	noReg := start(t, server.MaxBody(4096))
+	withReg := start(t, testReg(t), withMaxBody(4096))
+	noReg := start(t, withMaxBody(4096))
 	big := `{"history": [` + strings.Repeat(`{"kind":"request","parts":[]},`, 200) + `{"kind":"request","parts":[]}]}`
 	tests := []struct {
 		note    string
@@ -286,7 +286,7 @@ func TestErrors(t *testing.T) {
 		{note: "unknown path", rs: withReg, path: "/v1/nope", body: `{}`, status: 404, code: server.CodeNotFound},
 		{note: "registry required", rs: noReg, path: "/v1/decide", body: `{"history": []}`, status: 400, code: server.CodeRegistryRequired, pointer: "/registry"},
 		{note: "bad registry", rs: noReg, path: "/v1/decide", body: `{"registry": {"tools": [{"name": ""}]}, "history": []}`, status: 400, code: server.CodeBadRegistry, pointer: "/registry/tools/0/name"},
-		{note: "filter for a capability the registry lacks", rs: start(t, server.Engine(engine.Modules(engine.Source{File: "f.rego", Text: "package policycheck.capabilities.nope\n\nprepare_tools := set()\n"}))),
+		{note: "filter for a capability the registry lacks", rs: start(t, withEngine(engine.Modules(engine.Source{File: "f.rego", Text: "package policycheck.capabilities.nope\n\nprepare_tools := set()\n"}))),
 			path: "/v1/decide", body: `{"registry": {"tools": [{"name": "a"}]}, "history": []}`, status: 400, code: server.CodePolicy},
 		{note: "run without offset", rs: withReg, path: "/v1/runs/r/decide", body: `{"messages": []}`, status: 400, code: server.CodeSchema, pointer: "/offset"},
 		{note: "run message invalid", rs: withReg, path: "/v1/runs/r/decide", body: `{"offset": 0, "messages": [{"kind": "request", "parts": [{"part_kind": "x"}]}]}`, status: 400, code: server.CodeSchema, pointer: "/messages/0/parts/0/part_kind"},
@@ -314,7 +314,7 @@ func TestErrors(t *testing.T) {
 // reused by the next, but errors, pointers and limits are those of the
 // whole history.
 func TestCachedMessages(t *testing.T) {
-	rs := start(t, testReg(t), server.Limits(loader.Limits{MaxParts: 3}))
+	rs := start(t, testReg(t), withLimits(loader.Limits{MaxParts: 3}))
 	msgs := splitHistory(t, []byte(testHistory))
 	decideMsgs := func(m ...json.RawMessage) (int, []byte) {
 		return rs.post(t, "/v1/decide", mustJSON(t, map[string]any{"history": m}))
@@ -355,7 +355,7 @@ func TestRunErrorPointers(t *testing.T) {
 
 // TestAuth: with a token, every endpoint but /health wants it.
 func TestAuth(t *testing.T) {
-	rs := start(t, testReg(t), server.Token("s3cret"))
+	rs := start(t, testReg(t), withToken("s3cret"))
 	body := []byte(`{"history": ` + testHistory + `}`)
 	tests := []struct {
 		note   string
@@ -407,7 +407,7 @@ func TestHealthAndMetrics(t *testing.T) {
 	require.Equal(t, "ok", h.Status)
 	require.NotEmpty(t, h.PolicyRevision)
 	for i := 0; i < 3; i++ {
-		status, body = rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
+		status, body = rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`, "context": {"user": "ada"}}`))
 		require.Equal(t, 200, status, string(body))
 	}
 	status, body = rs.do(t, http.MethodGet, "/metrics", nil)
@@ -424,6 +424,10 @@ func TestHealthAndMetrics(t *testing.T) {
 		"policycheck_decision_cache_hits 2\n",
 		"policycheck_decision_cache_misses 1\n",
 		"policycheck_decision_cache_entries 1\n",
+		// One context, converted once.
+		"policycheck_context_cache_hits 2\n",
+		"policycheck_context_cache_misses 1\n",
+		"policycheck_context_cache_entries 1\n",
 		"policycheck_ready 1",
 	} {
 		require.Contains(t, m, want)
@@ -433,7 +437,7 @@ func TestHealthAndMetrics(t *testing.T) {
 // TestDecisionCacheOff: with the engine's decision memo off (serve
 // --decision-cache 0) every request evaluates the policy.
 func TestDecisionCacheOff(t *testing.T) {
-	rs := start(t, testReg(t), server.Engine(engine.DecisionCache(0)))
+	rs := start(t, testReg(t), withEngine(engine.DecisionCache(0)))
 	for range 2 {
 		status, body := rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
 		require.Equal(t, 200, status, string(body))
@@ -455,7 +459,7 @@ prepare_tools contains t.name if {
 	i < 0
 }
 `}
-	rs := start(t, testReg(t), server.Engine(engine.Modules(slow)), server.Timeout(1))
+	rs := start(t, testReg(t), withEngine(engine.Modules(slow)), withTimeout(1))
 	status, body := rs.post(t, "/v1/decide", []byte(`{"history": `+testHistory+`}`))
 	require.Equal(t, 200, status, string(body))
 	var d engine.Decision
@@ -494,7 +498,7 @@ func TestRunsEqualFullHistory(t *testing.T) {
 	sort.SliceStable(cases, func(i, j int) bool { return len(cases[i].History) > len(cases[j].History) })
 	for _, c := range cases[:6] {
 		name := filepath.Base(c.File)
-		rs := start(t, server.Engine(engine.Modules(runner.FilterModules(c)...)))
+		rs := start(t, withEngine(engine.Modules(runner.FilterModules(c)...)))
 		msgs := splitHistory(t, c.History)
 		ctxDoc := json.RawMessage(`{"user": "u1"}`)
 		for k := 1; k <= len(msgs); k++ {
@@ -525,7 +529,7 @@ func TestRunsEqualFullHistory(t *testing.T) {
 // does not hold, is a 409 that asks for the whole history; offset 0
 // restarts the run.
 func TestRunConflicts(t *testing.T) {
-	rs := start(t, testReg(t), server.Runs(2, 0))
+	rs := start(t, testReg(t), withRuns(2, 0))
 	msgs := splitHistory(t, []byte(testHistory))
 	first := mustJSON(t, map[string]any{"offset": 0, "messages": msgs[:1]})
 	next := mustJSON(t, map[string]any{"offset": 1, "messages": msgs[1:]})
@@ -615,7 +619,7 @@ func TestRunIDs(t *testing.T) {
 
 // TestRunIdleTTL: a run idle for longer than its TTL is gone.
 func TestRunIdleTTL(t *testing.T) {
-	rs := start(t, testReg(t), server.Runs(10, time.Millisecond))
+	rs := start(t, testReg(t), withRuns(10, time.Millisecond))
 	msgs := splitHistory(t, []byte(testHistory))
 	status, body := rs.post(t, "/v1/runs/idle/decide", mustJSON(t, map[string]any{"offset": 0, "messages": msgs[:1]}))
 	require.Equal(t, 200, status, string(body))

@@ -35,7 +35,7 @@ import (
 //     several cores when it is large (see workers) and says where it ends.
 //     A history the decoder refuses is scanned, then decoded again alone,
 //     so that its error is DecodeHistory's. The schema runs as well only
-//     with ValidateSchema;
+//     with Config.Schema;
 //   - the resume from a known prefix: the prefix cache (prefix.go) is the
 //     server's one mechanism for skipping bytes it has seen. A stateless
 //     client resending its growing history has only its new messages

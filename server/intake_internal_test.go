@@ -9,8 +9,8 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/internal/limitstest"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/limitstest"
 	"github.com/policycheck/policycheck/loader"
 )
 

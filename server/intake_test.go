@@ -15,7 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -28,7 +28,7 @@ func TestRunRetryAccounting(t *testing.T) {
 	reg, err := loader.ParseRegistry("test", []byte(`{"capabilities":[{"id":"vault","defer_loading":true}],`+
 		`"tools":[{"name":"get_time"},{"name":"secret_op","capability":"vault"}]}`))
 	require.NoError(t, err)
-	rs := start(t, server.Registry(reg))
+	rs := start(t, withRegistry(reg))
 	call := func(id string) string {
 		return `{"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"secret_op","args":{},"tool_call_id":"` + id + `"}]}`
 	}
@@ -71,13 +71,13 @@ func TestRunRetryAccounting(t *testing.T) {
 func TestSchemaIsOptIn(t *testing.T) {
 	body := []byte(`{"history": ` + testHistory + `}`)
 	for _, c := range []struct {
-		opts   []server.Option
+		opts   []option
 		checks string
 	}{
 		{nil, "0"},
-		{[]server.Option{server.ValidateSchema()}, "2"},
+		{[]option{withSchema()}, "2"},
 	} {
-		rs := start(t, append([]server.Option{testReg(t), server.PrefixCache(0)}, c.opts...)...)
+		rs := start(t, append([]option{testReg(t), withPrefixCache(0)}, c.opts...)...)
 		for range 2 {
 			status, out := rs.post(t, "/v1/decide", body)
 			require.Equal(t, 200, status, string(out))
@@ -108,7 +108,7 @@ func requireBodyTimeout(t *testing.T, conn net.Conn) {
 // TestSlowBodyIsCutOff: a client that sends its body a byte at a time is
 // answered 408 once the body deadline passes, and its connection closed.
 func TestSlowBodyIsCutOff(t *testing.T) {
-	rs := start(t, testReg(t), server.BodyTimeout(300*time.Millisecond))
+	rs := start(t, testReg(t), withBodyTimeout(300*time.Millisecond))
 	conn, err := net.Dial("tcp", rs.addr)
 	require.NoError(t, err)
 	defer conn.Close()
@@ -135,7 +135,7 @@ func TestSlowBodyIsCutOff(t *testing.T) {
 // TestDeclaredLengthIsNotAllocated: a body that declares 60 MB and sends
 // a few bytes costs the server its bytes, not the declaration.
 func TestDeclaredLengthIsNotAllocated(t *testing.T) {
-	rs := start(t, testReg(t), server.BodyTimeout(500*time.Millisecond))
+	rs := start(t, testReg(t), withBodyTimeout(500*time.Millisecond))
 	const clients = 8
 	var before, after runtime.MemStats
 	runtime.GC()
@@ -168,7 +168,7 @@ func TestTimeoutCoversDecode(t *testing.T) {
 	o.Tools = 10
 	hist := gen.History(1, o)
 	regDoc := gen.Registry(1, o)
-	rs := start(t, server.Timeout(2*time.Millisecond), server.PrefixCache(0))
+	rs := start(t, withTimeout(2*time.Millisecond), withPrefixCache(0))
 	body := []byte(`{"registry": ` + string(regDoc) + `, "history": ` + string(hist) + `}`)
 	status, out := rs.post(t, "/v1/decide", body)
 	require.Equal(t, 200, status, string(out[:min(len(out), 300)]))
@@ -185,7 +185,7 @@ func TestTimeoutCoversDecode(t *testing.T) {
 func TestRunLimitPointsIntoRequest(t *testing.T) {
 	lim := loader.DefaultLimits()
 	lim.MaxMessages = 4
-	rs := start(t, testReg(t), server.Limits(lim))
+	rs := start(t, testReg(t), withLimits(lim))
 	msgs := splitHistory(t, []byte(testHistory))
 	status, body := rs.post(t, "/v1/runs/l/decide", mustJSON(t, map[string]any{"offset": 0, "messages": msgs}))
 	require.Equal(t, 200, status, string(body))
@@ -203,7 +203,7 @@ func TestRunLimitPointsIntoRequest(t *testing.T) {
 func TestContextLimit(t *testing.T) {
 	big := `{"notes": "` + strings.Repeat("x", 2000) + `"}`
 	body := []byte(`{"history": ` + testHistory + `, "context": ` + big + `}`)
-	rs := start(t, testReg(t), server.MaxContext(1000))
+	rs := start(t, testReg(t), withMaxContext(1000))
 	status, out := rs.post(t, "/v1/decide", body)
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(out))
 	e := decodeError(t, out)
@@ -212,7 +212,7 @@ func TestContextLimit(t *testing.T) {
 	status, out = rs.post(t, "/v1/runs/c/decide", []byte(`{"offset": 0, "messages": [], "context": `+big+`}`))
 	require.Equal(t, http.StatusRequestEntityTooLarge, status, string(out))
 
-	roomy := start(t, testReg(t), server.MaxContext(4000))
+	roomy := start(t, testReg(t), withMaxContext(4000))
 	status, out = roomy.post(t, "/v1/decide", body)
 	require.Equal(t, 200, status, string(out))
 }

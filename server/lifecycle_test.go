@@ -70,7 +70,7 @@ func TestTLS(t *testing.T) {
 	certs, client := ts.TLS.Certificates, ts.Client()
 	ts.Close()
 	defer client.CloseIdleConnections()
-	rs := start(t, testReg(t), server.TLS(&tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12}))
+	rs := start(t, testReg(t), withTLS(&tls.Config{Certificates: certs, MinVersion: tls.VersionTLS12}))
 	url := strings.Replace(rs.url, "http://", "https://", 1)
 	resp, err := client.Post(url+"/v1/decide", "application/json", strings.NewReader(`{"history": `+testHistory+`}`))
 	require.NoError(t, err)
@@ -91,7 +91,7 @@ func TestTLS(t *testing.T) {
 // else; it answers while the main listener drains a request at shutdown,
 // and is closed once Serve returns.
 func TestDiagnosticListener(t *testing.T) {
-	srv, err := server.New(testReg(t), server.Token("s3cret"))
+	srv, err := newServer(testReg(t), withToken("s3cret"))
 	require.NoError(t, err)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)

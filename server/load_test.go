@@ -23,8 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/server"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 )
 
 var (
@@ -217,7 +216,7 @@ func runLoad(t *testing.T, cfg loadConfig) {
 		}
 		agents[k] = newAgent(int64(1000+k), cfg.messages+need)
 	}
-	engines := server.EngineCache(2*maxClients + 8)
+	engines := withEngineCache(2*maxClients + 8)
 
 	// Full history: each request is the agent's history so far, one
 	// message longer than its previous request. The server has seen the
@@ -229,12 +228,12 @@ func runLoad(t *testing.T, cfg loadConfig) {
 	var results []result
 	for _, variant := range []struct {
 		name string
-		opts []server.Option
+		opts []option
 	}{
-		{"full history (decoder+schema)", []server.Option{server.ValidateSchema()}},
+		{"full history (decoder+schema)", []option{withSchema()}},
 		{"full history (decoder only)", nil},
 	} {
-		rs := start(t, append([]server.Option{engines}, variant.opts...)...)
+		rs := start(t, append([]option{engines}, variant.opts...)...)
 		rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
 		for level, c := range cfg.clients {
 			for k := 0; k < c; k++ { // each agent's history so far, untimed
@@ -256,12 +255,12 @@ func runLoad(t *testing.T, cfg loadConfig) {
 	// Cold: every request a history the server has never seen.
 	for vi, variant := range []struct {
 		name string
-		opts []server.Option
+		opts []option
 	}{
-		{"full, never seen (decoder+schema)", []server.Option{server.ValidateSchema()}},
+		{"full, never seen (decoder+schema)", []option{withSchema()}},
 		{"full, never seen (decoder only)", nil},
 	} {
-		rs := start(t, append([]server.Option{engines}, variant.opts...)...)
+		rs := start(t, append([]option{engines}, variant.opts...)...)
 		rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
 		// One registry, so that only decoding and checking are measured.
 		reg := agents[0].registry
@@ -285,7 +284,7 @@ func runLoad(t *testing.T, cfg loadConfig) {
 
 	// Incremental: each agent's run is primed with its first messages
 	// (untimed), then each timed request appends one message.
-	rs := start(t, engines, server.Runs(4*maxClients, 0))
+	rs := start(t, engines, withRuns(4*maxClients, 0))
 	rs.client.Transport.(*http.Transport).MaxIdleConnsPerHost = maxClients
 	for _, c := range cfg.clients {
 		per := cfg.inc/c + 1
@@ -314,7 +313,7 @@ func runLoad(t *testing.T, cfg loadConfig) {
 		results = append(results, loadStockOPA(t, cfg, agents[0].fullBody(cfg.messages), agents[0].registry)...)
 	}
 	var out strings.Builder
-	fmt.Fprintf(&out, "load: %d-message histories (internal/gen, one seed per client, %d bytes for client 0), GOMAXPROCS=%d\n",
+	fmt.Fprintf(&out, "load: %d-message histories (internal/testkit/gen, one seed per client, %d bytes for client 0), GOMAXPROCS=%d\n",
 		cfg.messages, len(agents[0].fullBody(cfg.messages)), runtimeProcs())
 	for _, r := range results {
 		fmt.Fprintln(&out, r)

@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 	"github.com/policycheck/policycheck/server"
 )
 
@@ -70,9 +70,9 @@ func (rs *running) stop() {
 
 // start serves a new server on 127.0.0.1:0 until the test ends, then
 // shuts it down gracefully and checks that Serve returned nil.
-func start(t testing.TB, opts ...server.Option) *running {
+func start(t testing.TB, opts ...option) *running {
 	t.Helper()
-	srv, err := server.New(opts...)
+	srv, err := newServer(opts...)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,8 +15,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 var (

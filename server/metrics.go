@@ -202,6 +202,9 @@ var (
 	descMemoHits    = prometheus.NewDesc("policycheck_decision_cache_hits", "Decisions the engines serving now answered from their decision memo.", nil, nil)
 	descMemoMisses  = prometheus.NewDesc("policycheck_decision_cache_misses", "Decisions the engines serving now evaluated the policy for (memo on).", nil, nil)
 	descMemoEntries = prometheus.NewDesc("policycheck_decision_cache_entries", "Decision-memo entries of the engines serving now.", nil, nil)
+	descCtxHits     = prometheus.NewDesc("policycheck_context_cache_hits", "Request contexts the engines serving now found converted in their context cache.", nil, nil)
+	descCtxMisses   = prometheus.NewDesc("policycheck_context_cache_misses", "Request contexts (up to 4 KiB of JSON) the engines serving now converted and kept.", nil, nil)
+	descCtxEntries  = prometheus.NewDesc("policycheck_context_cache_entries", "Context-cache entries of the engines serving now.", nil, nil)
 	descEngines     = prometheus.NewDesc("policycheck_registry_engines", "Engines kept for registries that requests carry.", nil, nil)
 	descRuns        = prometheus.NewDesc("policycheck_runs", "Runs in the incremental run table.", nil, nil)
 	descEvicted     = prometheus.NewDesc("policycheck_run_evictions_total", "Runs evicted from the run table (size bound or idle TTL).", nil, nil)
@@ -223,7 +226,7 @@ var (
 )
 
 func (c *cacheCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descEngines, descRuns, descEvicted, descReady,
+	for _, d := range []*prometheus.Desc{descHits, descMisses, descEntries, descMemoHits, descMemoMisses, descMemoEntries, descCtxHits, descCtxMisses, descCtxEntries, descEngines, descRuns, descEvicted, descReady,
 		descPrefixLookups, descPrefixEntries, descPrefixBytes, descPrefixNoted, descBodiesReused, descBodyPool, descSchemaChecks} {
 		ch <- d
 	}
@@ -236,13 +239,15 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	if st.eng != nil {
 		engines = append(engines, st.eng)
 	}
-	var hits, misses, memoHits, memoMisses int64
-	var entries, memoEntries int
+	var hits, misses, memoHits, memoMisses, ctxHits, ctxMisses int64
+	var entries, memoEntries, ctxEntries int
 	for _, e := range engines {
 		h, m, n := e.CacheStats()
 		hits, misses, entries = hits+h, misses+m, entries+n
 		h, m, n = e.DecisionCacheStats()
 		memoHits, memoMisses, memoEntries = memoHits+h, memoMisses+m, memoEntries+n
+		h, m, n = e.ContextCacheStats()
+		ctxHits, ctxMisses, ctxEntries = ctxHits+h, ctxMisses+m, ctxEntries+n
 	}
 	ch <- prometheus.MustNewConstMetric(descHits, prometheus.GaugeValue, float64(hits))
 	ch <- prometheus.MustNewConstMetric(descMisses, prometheus.GaugeValue, float64(misses))
@@ -250,6 +255,9 @@ func (c *cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	ch <- prometheus.MustNewConstMetric(descMemoHits, prometheus.GaugeValue, float64(memoHits))
 	ch <- prometheus.MustNewConstMetric(descMemoMisses, prometheus.GaugeValue, float64(memoMisses))
 	ch <- prometheus.MustNewConstMetric(descMemoEntries, prometheus.GaugeValue, float64(memoEntries))
+	ch <- prometheus.MustNewConstMetric(descCtxHits, prometheus.GaugeValue, float64(ctxHits))
+	ch <- prometheus.MustNewConstMetric(descCtxMisses, prometheus.GaugeValue, float64(ctxMisses))
+	ch <- prometheus.MustNewConstMetric(descCtxEntries, prometheus.GaugeValue, float64(ctxEntries))
 	n, _ := c.s.engines.Stats()
 	ch <- prometheus.MustNewConstMetric(descEngines, prometheus.GaugeValue, float64(n))
 	runs, evicted := c.s.runs.table.Stats()

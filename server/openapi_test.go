@@ -148,16 +148,16 @@ func TestOpenAPIDescribesTheAnswers(t *testing.T) {
 	require.NoError(t, err)
 	parsed, err := loader.ParseRegistry(reg, regBytes)
 	require.NoError(t, err)
-	withPolicies := server.Engine(engine.PolicyPaths(filepath.Join("..", "examples", "policies")))
-	main, err := server.New(server.Registry(parsed), withPolicies)
+	withPolicies := withEngine(engine.PolicyPaths(filepath.Join("..", "examples", "policies")))
+	main, err := newServer(withRegistry(parsed), withPolicies)
 	require.NoError(t, err)
-	noRegistry, err := server.New(withPolicies)
+	noRegistry, err := newServer(withPolicies)
 	require.NoError(t, err)
-	guarded, err := server.New(server.Registry(parsed), server.Token("s3cret"), server.MaxBody(4<<10))
+	guarded, err := newServer(withRegistry(parsed), withToken("s3cret"), withMaxBody(4<<10))
 	require.NoError(t, err)
 	// A log-only package: its hide and deny are reported (would_hide,
 	// would_deny), not enforced.
-	observed, err := server.New(server.Registry(parsed), server.Engine(engine.PolicyPaths(filepath.Join("..", "examples", "policies")),
+	observed, err := newServer(withRegistry(parsed), withEngine(engine.PolicyPaths(filepath.Join("..", "examples", "policies")),
 		engine.Modules(engine.Source{File: "observe.rego", Text: `# METADATA
 # title: Observed
 # custom:
@@ -214,7 +214,7 @@ hide contains "search_docs"
 	require.Contains(t, string(x.answer), `"approvals"`, "the corpus holds a decision with approvals")
 	add(h, "/v1/runs/{id}/decide", http.MethodPost, "/v1/runs/appr/decide", []byte(`{"offset": 0, "messages": `+string(transfer)+`, "approvals": `+string(approvals.Approvals)+`}`))
 	// Execution receipts and their keys (--receipt-key).
-	signing, err := server.New(server.Registry(parsed), withPolicies, server.Receipts(testSigner(t, 1, time.Now)))
+	signing, err := newServer(withRegistry(parsed), withPolicies, withReceipts(testSigner(t, 1, time.Now)))
 	require.NoError(t, err)
 	sh := signing.Handler()
 	x = add(sh, "/v1/decide", http.MethodPost, "/v1/decide", []byte(`{"history": `+string(transfer)+`, "approvals": `+string(approvals.Approvals)+`, "context": `+string(ctx)+`}`))
@@ -252,7 +252,7 @@ hide contains "search_docs"
 	guardDir := t.TempDir()
 	guardFile := filepath.Join(guardDir, "guard.rego")
 	require.NoError(t, os.WriteFile(guardFile, []byte(hideRule("get_time")), 0o600))
-	reloaded, err := server.New(testReg(t), server.Engine(engine.PolicyPaths(guardDir)))
+	reloaded, err := newServer(testReg(t), withEngine(engine.PolicyPaths(guardDir)))
 	require.NoError(t, err)
 	require.NoError(t, os.Remove(guardFile))
 	_, err = reloaded.Reload(context.Background())
@@ -262,7 +262,7 @@ hide contains "search_docs"
 	require.NoError(t, err)
 	add(reloaded.Handler(), "/health", http.MethodGet, "/health", nil)
 	// A decision that fails closed (out of time) says why, in errors.
-	slow, err := server.New(testReg(t), server.Timeout(1), server.Engine(engine.Modules(engine.Source{File: "slow.rego", Text: `package policycheck.capabilities.vault
+	slow, err := newServer(testReg(t), withTimeout(1), withEngine(engine.Modules(engine.Source{File: "slow.rego", Text: `package policycheck.capabilities.vault
 
 prepare_tools contains t.name if {
 	some t in input.tools
@@ -279,7 +279,7 @@ prepare_tools contains t.name if {
 	// /health) until the first revision is activated, then ready.
 	bs := newBundleServer(t)
 	bs.publish(t, "r1", map[string]string{"/vault.rego": filterKeeping("secret_op")})
-	bundled := start(t, testReg(t), server.OPAConfig(opaConfig(bs.URL, newCollector(t).URL), "test"))
+	bundled := start(t, testReg(t), withOPAConfig(opaConfig(bs.URL, newCollector(t).URL), "test"))
 	bh := bundled.srv.Handler()
 	x = add(bh, "/health", http.MethodGet, "/health", nil)
 	require.Equal(t, http.StatusServiceUnavailable, x.status, string(x.answer))
@@ -371,7 +371,7 @@ func TestOpenAPIRoutesAndMethods(t *testing.T) {
 	require.Equal(t, routes, paths)
 
 	// With --receipt-key, so that /v1/keys is served.
-	srv, err := server.New(testReg(t), server.Receipts(testSigner(t, 1, time.Now)))
+	srv, err := newServer(testReg(t), withReceipts(testSigner(t, 1, time.Now)))
 	require.NoError(t, err)
 	h := srv.Handler()
 	for _, p := range paths {
@@ -394,7 +394,7 @@ func TestOpenAPIRunIDRule(t *testing.T) {
 	spec := loadOpenAPI(t)
 	schema, err := spec.compiler.Compile(spec.url + "#/components/parameters/RunID/schema")
 	require.NoError(t, err)
-	srv, err := server.New(testReg(t))
+	srv, err := newServer(testReg(t))
 	require.NoError(t, err)
 	h := srv.Handler()
 	for _, s := range []string{

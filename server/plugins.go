@@ -44,7 +44,7 @@ func (s *Server) checkStale(now time.Time) {
 	s.bundles.CheckStale(now, func(c opaplugins.StaleChange) {
 		s.metrics.bundleStale(c.Name, c.Stale) // false: no longer polled
 		if c.Stale {
-			s.cfg.logger.Warn("bundle server not answering: no download has succeeded within the bundle's polling bound; the last good revision keeps serving",
+			s.cfg.Logger.Warn("bundle server not answering: no download has succeeded within the bundle's polling bound; the last good revision keeps serving",
 				"bundle", c.Name, "last_success", c.Last.UTC().Format(time.RFC3339), "bound", c.Bound.String())
 		}
 	})
@@ -58,7 +58,7 @@ func (s *Server) bundleAnswered(name string, at time.Time) {
 	}
 	s.metrics.bundleStale(name, false)
 	if was {
-		s.cfg.logger.Info("bundle server answering again", "bundle", name)
+		s.cfg.Logger.Info("bundle server answering again", "bundle", name)
 	}
 }
 
@@ -66,22 +66,22 @@ func (s *Server) bundleAnswered(name string, at time.Time) {
 // the plugins it names (bundle, decision_logs, status, discovery), as OPA
 // itself does, through the discovery plugin.
 func (s *Server) newManager() error {
-	id := s.cfg.opaID
+	id := s.cfg.ID
 	if id == "" {
 		id = "policycheck"
 	}
-	if err := opaplugins.CheckConfig(s.cfg.opaConfig, id); err != nil {
+	if err := opaplugins.CheckConfig(s.cfg.OPAConfig, id); err != nil {
 		return err
 	}
-	raw, err := opaplugins.BoundDecisionLogs(s.cfg.opaConfig)
+	raw, err := opaplugins.BoundDecisionLogs(s.cfg.OPAConfig)
 	if err != nil {
 		return err
 	}
-	s.logSink.Logger = s.cfg.logger
+	s.logSink.Logger = s.cfg.Logger
 	s.opaMetrics = s.logSink.Metrics(opametrics.New())
 	mgr, err := plugins.New(raw, id, inmem.New(),
-		plugins.Logger(opaplugins.NewLogger(s.cfg.logger)),
-		plugins.ConsoleLogger(opaplugins.NewLogger(s.cfg.logger)),
+		plugins.Logger(opaplugins.NewLogger(s.cfg.Logger)),
+		plugins.ConsoleLogger(opaplugins.NewLogger(s.cfg.Logger)),
 		plugins.WithParserOptions(ast.ParserOptions{ProcessAnnotation: true, RegoVersion: ast.RegoV1}),
 	)
 	if err != nil {
@@ -157,7 +157,7 @@ func (s *Server) onDiscovery(status bundle.Status) {
 			msg += "; " + e.Error()
 		}
 		s.metrics.bundleResult(discovery.Name, true)
-		s.cfg.logger.Warn("discovery bundle not taken in", "error", strings.TrimPrefix(msg, "; "))
+		s.cfg.Logger.Warn("discovery bundle not taken in", "error", strings.TrimPrefix(msg, "; "))
 		return
 	}
 	if status.LastSuccessfulActivation.IsZero() {
@@ -241,13 +241,13 @@ func (s *Server) onBundleStatus(status bundle.Status) {
 	if oldDir := s.bundles.Activated(name, status.LastSuccessfulActivation, status.ActiveRevision, dir); oldDir != "" {
 		os.RemoveAll(oldDir)
 	}
-	s.cfg.logger.Info("bundle activated", "bundle", name, "revision", status.ActiveRevision, "policy_revision", st.rev)
+	s.cfg.Logger.Info("bundle activated", "bundle", name, "revision", status.ActiveRevision, "policy_revision", st.rev)
 }
 
 func (s *Server) bundleFailed(name, msg string) {
 	s.bundles.Failed(name, msg)
 	s.metrics.bundleResult(name, true)
-	s.cfg.logger.Warn("bundle not taken in", "bundle", name, "error", msg)
+	s.cfg.Logger.Warn("bundle not taken in", "bundle", name, "error", msg)
 }
 
 // cleanup removes the bundle data directory.

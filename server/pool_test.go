@@ -13,9 +13,8 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -31,8 +30,8 @@ func TestPooledBodiesAreNotKept(t *testing.T) {
 	o := gen.Default(150)
 	o.CompactionRate = 0.05
 	reg := json.RawMessage(gen.Registry(5, o))
-	pooled := start(t, server.PoisonBodies())
-	kept := start(t, server.KeepBodies())
+	pooled := start(t, server.PoisonBodies)
+	kept := start(t, server.KeepBodies)
 
 	type req struct{ path, body string }
 	var streams [][]req
@@ -140,12 +139,12 @@ func TestNoBodyPooledWithLogsOrShadow(t *testing.T) {
 	policies := filepath.Join(conformance.ModuleRoot(), "examples", "policies")
 	col := newCollector(t)
 	logCfg := []byte("services:\n  c:\n    url: " + col.URL + "\ndecision_logs:\n  service: c\n  reporting:\n    trigger: manual\n")
-	for name, opts := range map[string][]server.Option{
-		"decision log": {server.OPAConfig(logCfg, "pool")},
-		"shadow":       {server.Shadow(engine.PolicyPaths(policies))},
+	for name, opts := range map[string][]option{
+		"decision log": {withOPAConfig(logCfg, "pool")},
+		"shadow":       {withShadow(policies)},
 		"neither":      nil,
 	} {
-		rs := start(t, append(opts, server.Registry(reg))...)
+		rs := start(t, append(opts, withRegistry(reg))...)
 		for range 3 {
 			status, out := rs.post(t, "/v1/decide", body)
 			require.Equal(t, http.StatusOK, status, "%s: %s", name, out)

@@ -9,7 +9,7 @@ import (
 // are bounded by seenMax, the oldest forgotten first; a forgotten history
 // is noted again rather than admitted.
 func TestAdmitForgetsTheOldestNotes(t *testing.T) {
-	c := newPrefixCache(1 << 20)
+	c := newPrefixCache(1<<20, false)
 	hist := func(i int) [][]byte { return [][]byte{[]byte(`{"n":` + strconv.Itoa(i) + `}`), []byte(`{}`)} }
 	for i := range seenMax + 10 {
 		if c.admit(hist(i)) {

@@ -17,7 +17,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
-	"github.com/policycheck/policycheck/internal/gen"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -74,7 +74,7 @@ func TestPrefixCacheEqualsWholeDecoding(t *testing.T) {
 		key := filterKey(mods)
 		p, ok := servers[key]
 		if !ok {
-			p = pair{start(t, server.Engine(engine.Modules(mods...))), start(t, server.Engine(engine.Modules(mods...)), server.PrefixCache(0))}
+			p = pair{start(t, withEngine(engine.Modules(mods...))), start(t, withEngine(engine.Modules(mods...)), withPrefixCache(0))}
 			servers[key] = p
 		}
 		growing(t, filepath.Base(c.File), p.with, p.without, c.Registry, splitHistory(t, c.History))
@@ -104,7 +104,7 @@ func TestPrefixCacheEqualsWholeDecoding(t *testing.T) {
 // under another registry, is decided whole, correctly.
 func TestPrefixCacheNeedsTheSameBytes(t *testing.T) {
 	with := start(t, testReg(t))
-	without := start(t, testReg(t), server.PrefixCache(0))
+	without := start(t, testReg(t), withPrefixCache(0))
 	msgs := splitHistory(t, []byte(testHistory))
 	user := func(text string) json.RawMessage {
 		return json.RawMessage(`{"kind":"request","parts":[{"part_kind":"user-prompt","content":` + strconv.Quote(text) + `}]}`)
@@ -154,8 +154,8 @@ func TestPrefixCacheNeedsTheSameBytes(t *testing.T) {
 func TestPrefixCacheErrorsAndLimits(t *testing.T) {
 	lim := loader.DefaultLimits()
 	lim.MaxMessages, lim.MaxParts = 5, 5
-	with := start(t, testReg(t), server.Limits(lim))
-	without := start(t, testReg(t), server.Limits(lim), server.PrefixCache(0))
+	with := start(t, testReg(t), withLimits(lim))
+	without := start(t, testReg(t), withLimits(lim), withPrefixCache(0))
 	msgs := splitHistory(t, []byte(testHistory))
 	bad := json.RawMessage(`{"kind": "request", "parts": [{"part_kind": "nope"}]}`)
 	for _, h := range [][]json.RawMessage{
@@ -174,8 +174,8 @@ func TestPrefixCacheErrorsAndLimits(t *testing.T) {
 	msgsLen := len(joinMessages(msgs))
 	blim := loader.DefaultLimits()
 	blim.MaxBytes = int64(msgsLen + 10)
-	withB := start(t, testReg(t), server.Limits(blim))
-	withoutB := start(t, testReg(t), server.Limits(blim), server.PrefixCache(0))
+	withB := start(t, testReg(t), withLimits(blim))
+	withoutB := start(t, testReg(t), withLimits(blim), withPrefixCache(0))
 	for _, h := range [][]json.RawMessage{msgs, append(append([]json.RawMessage{}, msgs...), msgs[0])} {
 		body := mustJSON(t, map[string]json.RawMessage{"history": joinMessages(h)})
 		ws, want := withoutB.post(t, "/v1/decide", body)
@@ -190,7 +190,7 @@ func TestPrefixCacheErrorsAndLimits(t *testing.T) {
 	// a message: the scan, which reads on after the prefix without
 	// counting its messages, must not name a wrong index.
 	plain := start(t, testReg(t))
-	plainWithout := start(t, testReg(t), server.PrefixCache(0))
+	plainWithout := start(t, testReg(t), withPrefixCache(0))
 	whole := mustJSON(t, map[string]json.RawMessage{"history": joinMessages(msgs)})
 	for range 2 { // noted, then kept
 		status, out := plain.post(t, "/v1/decide", whole)
@@ -217,8 +217,8 @@ func TestPrefixCacheConcurrentClients(t *testing.T) {
 	o.CompactionRate = 0.05
 	reg, err := loader.ParseRegistry("gen", gen.Registry(3, o))
 	require.NoError(t, err)
-	with := start(t, server.Registry(reg))
-	without := start(t, server.Registry(reg), server.PrefixCache(0))
+	with := start(t, withRegistry(reg))
+	without := start(t, withRegistry(reg), withPrefixCache(0))
 	raw := gen.Messages(3, o)
 	msgs := make([]json.RawMessage, len(raw))
 	for i, m := range raw {
@@ -265,7 +265,7 @@ func TestPrefixCacheConcurrentClients(t *testing.T) {
 // evicting the least recently used histories.
 func TestPrefixCacheIsBounded(t *testing.T) {
 	const bound = 64 << 10
-	rs := start(t, testReg(t), server.PrefixCache(bound))
+	rs := start(t, testReg(t), withPrefixCache(bound))
 	msgs := splitHistory(t, []byte(testHistory))
 	for i := range 400 {
 		user := json.RawMessage(`{"kind":"request","parts":[{"part_kind":"user-prompt","content":"conversation ` + strconv.Itoa(i) + `"}]}`)
@@ -341,8 +341,8 @@ deny contains "fourth transfer" if {
 	lib.call_count(input.call) > 3
 }
 `}
-	with := start(t, server.Engine(engine.Modules(budget)))
-	without := start(t, server.Engine(engine.Modules(budget)), server.PrefixCache(0))
+	with := start(t, withEngine(engine.Modules(budget)))
+	without := start(t, withEngine(engine.Modules(budget)), withPrefixCache(0))
 	raw, err := os.ReadFile("../examples/histories/budget.json")
 	require.NoError(t, err)
 	registry := json.RawMessage(`{"tools": [{"name": "transfer_funds"}]}`)

@@ -15,10 +15,9 @@ import (
 
 	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/receiptcases"
+	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/receipt"
-	"github.com/policycheck/policycheck/server"
 )
 
 // testSigner is a receipt signer of the table's key seed n on clock now.
@@ -35,8 +34,8 @@ func signingServer(t *testing.T, s *receipt.Signer) *running {
 	t.Helper()
 	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
 	require.NoError(t, err)
-	return start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(filepath.Join("..", "examples", "policies"))),
-		server.Receipts(s))
+	return start(t, withRegistry(reg), withEngine(engine.PolicyPaths(filepath.Join("..", "examples", "policies"))),
+		withReceipts(s))
 }
 
 // getKeys fetches and parses GET /v1/keys.
@@ -243,7 +242,7 @@ func TestReceiptKeysAfterRotation(t *testing.T) {
 func TestNoReceiptsWithoutAKey(t *testing.T) {
 	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
 	require.NoError(t, err)
-	rs := start(t, server.Registry(reg))
+	rs := start(t, withRegistry(reg))
 	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
 	require.NoError(t, err)
 	status, out := rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"history": %s}`, history)))
@@ -273,7 +272,7 @@ func TestSignedApprovalsOverHTTP(t *testing.T) {
 	require.NoError(t, err)
 	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
 	require.NoError(t, err)
-	rs := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(filepath.Join("..", "examples", "policies"))), server.ApproverKeys(v))
+	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(filepath.Join("..", "examples", "policies"))), withApproverKeys(v))
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
 	raw, err := os.ReadFile(filepath.Join("..", "examples", "approvals", "transfer.json"))

@@ -21,7 +21,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server"
 )
@@ -62,7 +62,7 @@ func TestReload(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "hide.rego")
 	require.NoError(t, os.WriteFile(file, []byte(hideRule("get_time")), 0o600))
-	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(dir)))
+	rs := start(t, testReg(t), withEngine(engine.PolicyPaths(dir)))
 	ctx := context.Background()
 	before := available(t, rs)
 	require.NotContains(t, before, "get_time")
@@ -103,7 +103,7 @@ func TestReload(t *testing.T) {
 func TestReloadUnderLoad(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "hide.rego")
-	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(dir)))
+	rs := start(t, testReg(t), withEngine(engine.PolicyPaths(dir)))
 	answer := map[string]string{} // tool hidden -> the available tools
 	load := func(tool string) {
 		require.NoError(t, os.WriteFile(file, []byte(hideRule(tool)), 0o600))
@@ -185,7 +185,7 @@ func parsedRegistry(t *testing.T, raw string) *facts.Registry {
 // the last good pair keeps serving.
 func TestReloadRegistry(t *testing.T) {
 	dir := t.TempDir()
-	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(dir)))
+	rs := start(t, testReg(t), withEngine(engine.PolicyPaths(dir)))
 	ctx := context.Background()
 	withExtra := `{"capabilities":[{"id":"vault","defer_loading":false},{"id":"extra","defer_loading":false}],` +
 		`"tools":[{"name":"get_time"},{"name":"secret_op","capability":"vault"},{"name":"extra_tool","capability":"extra"},{"name":"new_tool"}]}`
@@ -271,7 +271,7 @@ func TestReloadShadow(t *testing.T) {
 	enforced, candidate := t.TempDir(), t.TempDir()
 	shadowFile := filepath.Join(candidate, "candidate.rego")
 	require.NoError(t, os.WriteFile(shadowFile, []byte(hideRule("nothing_at_all")), 0o600))
-	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(enforced)), server.Shadow(engine.PolicyPaths(candidate)))
+	rs := start(t, testReg(t), withEngine(engine.PolicyPaths(enforced)), withShadow(candidate))
 	ctx := context.Background()
 	// testHistory dispatches a call of secret_op: the candidate that
 	// hides it refuses the call.
@@ -327,7 +327,7 @@ func TestReloadRegistryUnderLoad(t *testing.T) {
 		"plain":    parsedRegistry(t, testRegistry),
 		"new_tool": parsedRegistry(t, strings.Replace(testRegistry, `{"name":"get_time"}`, `{"name":"get_time"},{"name":"new_tool"}`, 1)),
 	}
-	rs := start(t, server.Registry(regs["plain"]), server.Shadow(engine.PolicyPaths(candidate)))
+	rs := start(t, withRegistry(regs["plain"]), withShadow(candidate))
 	answer := map[string]string{}
 	for _, name := range []string{"new_tool", "plain"} {
 		_, err := rs.srv.Reload(context.Background(), server.ReplaceRegistry(regs[name]))
@@ -366,8 +366,8 @@ func TestReloadDrops(t *testing.T) {
 	write("shared_a.rego", "package policycheck.rules.shared\n\nhide contains \"nothing_a\"\n")
 	write("shared_b.rego", "package policycheck.rules.shared\n\nhide contains \"nothing_b\"\n")
 	var logs servetest.Log
-	rs := start(t, testReg(t), server.Engine(engine.PolicyPaths(dir)),
-		server.Logger(slog.New(slog.NewTextHandler(&logs, nil))))
+	rs := start(t, testReg(t), withEngine(engine.PolicyPaths(dir)),
+		withLogger(slog.New(slog.NewTextHandler(&logs, nil))))
 	ctx := context.Background()
 	require.NotContains(t, available(t, rs), "get_time")
 	_, h := health(t, rs)
@@ -431,7 +431,7 @@ func TestReloadDropsWithoutARegistry(t *testing.T) {
 	filter := "package policycheck.capabilities.vault\n\nprepare_tools := {t.name | some t in input.tools}\n"
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "vault.rego"), []byte(filter), 0o600))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "guard.rego"), []byte(hideRule("get_time")), 0o600))
-	rs := start(t, server.Engine(engine.PolicyPaths(dir)))
+	rs := start(t, withEngine(engine.PolicyPaths(dir)))
 	require.Equal(t, "unknown", policyRevision(t, rs))
 	body := []byte(`{"registry": ` + testRegistry + `, "history": ` + testHistory + `}`)
 	require.NotContains(t, availableAfter(t, rs, body), "get_time")

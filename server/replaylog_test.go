@@ -23,7 +23,6 @@ import (
 	"github.com/policycheck/policycheck/internal/cli"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/server"
 )
 
 // uploadCollector is a decision-log service on 127.0.0.1 that writes every
@@ -85,8 +84,8 @@ func TestReplayOfDecisionLogsEqualsReplayOfHistories(t *testing.T) {
 	policies := filepath.Join(examples, "policies")
 	col := newUploadCollector(t)
 	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
-	rs := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(policies)), server.OPAConfig(cfg, "replay-test"),
-		server.MaskContext("/ticket"))
+	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withOPAConfig(cfg, "replay-test"),
+		withMaskContext("/ticket"))
 
 	// The context the agent sends; the ticket is masked out of the logs
 	// (no policy reads it).
@@ -189,7 +188,7 @@ func TestReplayOfDecisionLogsKeepsBoundApprovals(t *testing.T) {
 	require.NoError(t, json.Unmarshal(raw, &file))
 	col := newUploadCollector(t)
 	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
-	rs := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(transfers)), server.OPAConfig(cfg, "replay-approvals-test"))
+	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(transfers)), withOPAConfig(cfg, "replay-approvals-test"))
 
 	histDir := t.TempDir()
 	hist, err := os.ReadFile(filepath.Join(examples, "histories", "transfer.json"))

@@ -17,7 +17,7 @@ import (
 
 	"github.com/policycheck/policycheck/internal/cli"
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 // TestReplayOfServesOwnLog: a real `policycheck serve` process with OPA's

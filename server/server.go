@@ -19,69 +19,13 @@ import (
 	"github.com/open-policy-agent/opa/v1/plugins"
 	"golang.org/x/sync/singleflight"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/lru"
-	"github.com/policycheck/policycheck/internal/mask"
 	"github.com/policycheck/policycheck/internal/opaplugins"
-	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/receipt"
 )
 
-// Option configures a Server at construction.
-type Option func(*config)
-
-type config struct {
-	registry    *facts.Registry
-	engineOpts  []engine.Option
-	opaConfig   []byte
-	opaID       string
-	token       string
-	maxBody     int64
-	timeout     time.Duration
-	bodyTimeout time.Duration
-	maxContext  int
-	limits      loader.Limits
-	schema      bool
-	engines     int
-	prefixBytes int
-	runs        int
-	runTTL      time.Duration
-	maskContext []string
-	logger      *slog.Logger
-	tlsConfig   *tls.Config
-	h2c         bool
-	grace       time.Duration
-	now         func() time.Time
-	shadow      bool
-	shadowOpts  []engine.Option
-	shadowQueue int
-	shadowBytes int64
-	debug       http.Handler
-	receipts    *receipt.Signer
-	approvers   *approvalsig.Verifier
-
-	// verified: evidence counts only where the server vouches for it
-	// (VerifiedEvidence).
-	verified bool
-
-	poisonBodies bool // tests: overwrite a pooled body when it is reused
-	noRecycle    bool // tests: pool no body
-}
-
-// Registry sets the registry used when a request carries none. Without
-// it, every request must carry its own registry. Reload with
-// ReplaceRegistry replaces it.
-func Registry(reg *facts.Registry) Option { return func(c *config) { c.registry = reg } }
-
-// Engine adds engine options (policies, defaults, cache size) used for
-// every engine the server builds; engine.Registry is set by the server.
-func Engine(opts ...engine.Option) Option {
-	return func(c *config) { c.engineOpts = append(c.engineOpts, opts...) }
-}
-
-// OPAConfigError is New's error for an OPA configuration (OPAConfig)
+// OPAConfigError is New's error for an OPA configuration (Config.OPAConfig)
 // that does not load: malformed, an option OPA does not know, or one
 // policycheck does not act on.
 type OPAConfigError struct{ Err error }
@@ -89,109 +33,10 @@ type OPAConfigError struct{ Err error }
 func (e *OPAConfigError) Error() string { return "opa config: " + e.Err.Error() }
 func (e *OPAConfigError) Unwrap() error { return e.Err }
 
-// OPAConfig starts OPA's plugin manager with this standard OPA
-// configuration file (YAML or JSON: services, bundles, decision_logs,
-// status, discovery). id names this instance in status and decision logs.
-func OPAConfig(raw []byte, id string) Option {
-	return func(c *config) { c.opaConfig, c.opaID = raw, id }
-}
-
-// Token requires "Authorization: Bearer <token>" on every request but
-// GET /health. An empty token disables authentication.
-func Token(token string) Option { return func(c *config) { c.token = token } }
-
-// MaxBody bounds request bodies, in bytes (default 64 MiB); a larger body
-// is answered 413.
-func MaxBody(n int64) Option { return func(c *config) { c.maxBody = n } }
-
-// Timeout bounds each request once its body has been read (default 5s):
-// the scan, the decode and the decision all count against it, and a
-// decision that runs out of time fails closed.
-func Timeout(d time.Duration) Option { return func(c *config) { c.timeout = d } }
-
-// MaxContext bounds a request's context, in bytes of JSON (default 1 MiB;
-// 0: only MaxBody bounds it); a larger one is answered 413. A context is
-// converted into a Rego value and digested on every decision, at many
-// times its size in memory: four concurrent 60 MB contexts took a server
-// past 3 GB.
-func MaxContext(n int) Option { return func(c *config) { c.maxContext = n } }
-
-// BodyTimeout bounds how long a request's body may take to arrive
-// (default 30s: a 64 MiB body at 2.2 MB/s); a client still sending past
-// it is answered 408 and its connection closed. 0 turns the deadline off.
-func BodyTimeout(d time.Duration) Option { return func(c *config) { c.bodyTimeout = d } }
-
-// Limits bounds what the history decoder accepts (default
-// loader.DefaultLimits, with MaxBytes raised to MaxBody).
-func Limits(l loader.Limits) Option { return func(c *config) { c.limits = l } }
-
-// ValidateSchema also validates every history against the shipped JSON
-// Schema (loader.ValidateHistoryBytes), on top of the decoder. The decoder
-// alone is the default: it enforces the same rules and rejects every
-// history the schema rejects (the loader's agreement tests and fuzzer show
-// it), at a tenth of the cost; the schema stays the published contract.
-func ValidateSchema() Option { return func(c *config) { c.schema = true } }
-
-// WithoutSchema undoes ValidateSchema: histories are validated by the
-// decoder alone, which is the default.
-func WithoutSchema() Option { return func(c *config) { c.schema = false } }
-
-// PrefixCache bounds the prefix cache (see prefixCache: a stateless
-// client resending its growing history pays for its new messages only) to
-// about n bytes of remembered history (default 256 MiB: a hundred
-// conversations of 1,000 messages); 0 turns it off.
-func PrefixCache(n int) Option { return func(c *config) { c.prefixBytes = n } }
-
-// EngineCache bounds the number of compiled engines kept for registries
-// that requests carry (LRU keyed by the registry's digest; default 16).
-func EngineCache(n int) Option { return func(c *config) { c.engines = n } }
-
-// Runs bounds the table of incremental runs: at most size runs (default
-// 10,000), each dropped after ttl without a request (default 30 minutes).
-func Runs(size int, ttl time.Duration) Option {
-	return func(c *config) { c.runs, c.runTTL = size, ttl }
-}
-
-// MaskContext removes the values at these JSON pointers (relative to the
-// request's context, e.g. "/user/email"; "" is the whole context) from
-// decision logs, on top of OPA's decision_logs mask policy. New refuses a
-// string that is not a JSON pointer.
-func MaskContext(pointers ...string) Option {
-	return func(c *config) { c.maskContext = append(c.maskContext, pointers...) }
-}
-
-// Logger sets the server's logger (default: discard).
-func Logger(l *slog.Logger) Option { return func(c *config) { c.logger = l } }
-
-// Debug serves h under /debug/, behind the bearer token when one is
-// configured: policycheck serve --pprof passes net/http/pprof's handlers
-// (as opa run --pprof serves them), to see where a live server's time
-// and memory go. h sees the whole path (/debug/pprof/...). The server
-// does not import net/http/pprof itself: that package registers its
-// handlers on http.DefaultServeMux, which a program embedding the server
-// may serve.
-func Debug(h http.Handler) Option { return func(c *config) { c.debug = h } }
-
-// TLS serves HTTPS with this configuration.
-func TLS(cfg *tls.Config) Option { return func(c *config) { c.tlsConfig = cfg } }
-
-// H2C also serves HTTP/2 without TLS ("prior knowledge", RFC 9113
-// section 3.3), as opa run --h2c does, beside HTTP/1.1: for clients that
-// multiplex many requests over one connection. New refuses it with TLS,
-// where it would not be used.
-func H2C() Option { return func(c *config) { c.h2c = true } }
-
-// ShutdownGrace bounds how long Serve's shutdown takes once its context is
-// cancelled (default 30s): the requests in flight finish within it, then
-// the decisions still waiting for the shadow policy are decided in half
-// of what is left (those left over are dropped and counted) and OPA's
-// plugins stop (flushing decision logs) in the rest. 0 waits for
-// nothing.
-func ShutdownGrace(d time.Duration) Option { return func(c *config) { c.grace = d } }
-
 // Server is the HTTP sidecar. It is safe for concurrent use.
 type Server struct {
-	cfg     config
+	cfg     Config
+	now     func() time.Time
 	state   atomic.Pointer[policyState]
 	engines *lru.Cache[*engine.Engine]
 	// compiling makes concurrent requests with one new registry share a
@@ -227,7 +72,7 @@ type Server struct {
 type policyState struct {
 	gen   uint64
 	extra []engine.Option // policies from activated bundles
-	// reg is the configured registry (Registry, or Reload's
+	// reg is the configured registry (Config.Registry, or Reload's
 	// ReplaceRegistry): requests without their own decide with it. Nil
 	// without one.
 	reg    *facts.Registry
@@ -240,65 +85,42 @@ type policyState struct {
 	inv engine.Inventory
 }
 
-// New builds a server: it compiles the policies against the configured
-// registry (if any) and, with an OPA configuration, creates the plugin
-// manager (started by Start or Serve).
-func New(opts ...Option) (*Server, error) {
-	cfg := config{
-		maxBody:     64 << 20,
-		timeout:     5 * time.Second,
-		bodyTimeout: 30 * time.Second,
-		maxContext:  1 << 20,
-		engines:     16,
-		prefixBytes: 256 << 20,
-		runs:        10_000,
-		runTTL:      30 * time.Minute,
-		grace:       30 * time.Second,
-		limits:      loader.DefaultLimits(),
+// New builds a server from cfg (start from DefaultConfig): it refuses a
+// configuration Validate refuses, compiles the policies against the
+// configured registry (if any) and, with an OPA configuration, creates the
+// plugin manager (started by Start or Serve).
+func New(cfg Config) (*Server, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
-	for _, o := range opts {
-		o(&cfg)
+	if cfg.Limits.MaxBytes == 0 || cfg.Limits.MaxBytes > cfg.MaxBody {
+		cfg.Limits.MaxBytes = cfg.MaxBody
 	}
-	if cfg.limits.MaxBytes == 0 || cfg.limits.MaxBytes > cfg.maxBody {
-		cfg.limits.MaxBytes = cfg.maxBody
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.logger == nil {
-		cfg.logger = slog.New(slog.DiscardHandler)
+	s := &Server{cfg: cfg, now: time.Now}
+	if !cfg.noEngineCache {
+		s.engines = lru.New[*engine.Engine](cfg.EngineCache, 0, s.now)
 	}
-	if cfg.now == nil {
-		cfg.now = time.Now
-	}
-	s := &Server{cfg: cfg}
-	s.engines = lru.New[*engine.Engine](cfg.engines, 0, cfg.now)
-	s.runs = newRunTable(cfg.runs, cfg.runTTL, cfg.now)
-	s.intake = &intake{maxBody: cfg.maxBody, bodyTimeout: cfg.bodyTimeout, limits: cfg.limits,
-		schema: cfg.schema, prefixes: newPrefixCache(cfg.prefixBytes),
-		recycle: cfg.opaConfig == nil && !cfg.shadow && !cfg.noRecycle, poison: cfg.poisonBodies,
+	s.runs = newRunTable(cfg.Runs, cfg.RunTTL, s.now)
+	s.intake = &intake{maxBody: cfg.MaxBody, bodyTimeout: cfg.BodyTimeout, limits: cfg.Limits,
+		schema: cfg.Schema, prefixes: newPrefixCache(cfg.PrefixCacheBytes, cfg.admitFirstSight),
+		recycle: cfg.OPAConfig == nil && len(cfg.ShadowPolicies) == 0 && !cfg.noRecycle, poison: cfg.poisonBodies,
 		bodies: &bodyPool{max: poolBytes, idle: poolIdle}}
 	s.metrics = newMetrics(s)
-	st := &policyState{reg: cfg.registry, served: map[string]string{}, ready: true}
+	st := &policyState{reg: cfg.Registry, served: map[string]string{}, ready: true}
 	if err := s.compileState(context.Background(), st); err != nil {
 		// Without the shipped policies, the availability policy may
 		// come with a bundle: the server then starts not ready.
-		if cfg.opaConfig == nil || !onlyMissingEntrypoint(err) {
+		if cfg.OPAConfig == nil || !onlyMissingEntrypoint(err) {
 			return nil, err
-		}
-	}
-	if cfg.h2c && cfg.tlsConfig != nil {
-		return nil, errors.New("H2C serves HTTP/2 without TLS: with TLS it would not be used")
-	}
-	if cfg.verified && cfg.receipts == nil {
-		return nil, errors.New("verified evidence counts a stateless request's reveals and loads only with receipts this server signed: it needs Receipts (--receipt-key)")
-	}
-	for _, p := range cfg.maskContext {
-		if err := mask.CheckPointer(p); err != nil {
-			return nil, fmt.Errorf("context mask %q: %w", p, err)
 		}
 	}
 	if err := s.newShadow(context.Background(), st); err != nil {
 		return nil, fmt.Errorf("shadow policy: %w", err)
 	}
-	if cfg.opaConfig != nil {
+	if cfg.OPAConfig != nil {
 		if err := s.newManager(); err != nil {
 			return nil, &OPAConfigError{Err: err}
 		}
@@ -316,10 +138,10 @@ func New(opts ...Option) (*Server, error) {
 // declare: they compile against each request's registry.
 const unknownRevision = "unknown"
 
-// Reload reads the policies again (the files and bundles that Engine's
-// engine.PolicyPaths name, with the OPA bundles' policies in place) and
-// the shadow policy's (Shadow), and with ReplaceRegistry takes a new
-// configured registry. When they compile and differ from those serving,
+// Reload reads the policies again (the files and bundles that
+// Config.Policies and Config.Engine name, with the OPA bundles' policies
+// in place) and the shadow policy's (Config.ShadowPolicies), and with
+// ReplaceRegistry takes a new configured registry. When they compile and differ from those serving,
 // it swaps them in for the requests that follow, together, as a bundle
 // activation does: requests in flight finish on the state they started
 // with, runs decide their next step with the new one, and engines
@@ -373,7 +195,7 @@ func (s *Server) Reload(ctx context.Context, opts ...ReloadOption) (swapped bool
 		}
 	}
 	err = s.compileState(ctx, st)
-	if err == nil && s.cfg.shadow {
+	if err == nil && len(s.cfg.ShadowPolicies) > 0 {
 		if st.shadow, err = s.compileShadow(ctx, st.reg); err != nil {
 			err = fmt.Errorf("shadow policy: %w", err)
 		}
@@ -386,7 +208,7 @@ func (s *Server) Reload(ctx context.Context, opts ...ReloadOption) (swapped bool
 		if !rc.allowDrops {
 			return false, dropped
 		}
-		s.cfg.logger.Warn("reloaded policies that drop packages or rules the last ones defined: what they guarded is no longer checked",
+		s.cfg.Logger.Warn("reloaded policies that drop packages or rules the last ones defined: what they guarded is no longer checked",
 			"packages", pkgs, "rules", rules)
 	}
 	if st.rev == old.rev && st.rev != unknownRevision && registryRevision(st) == registryRevision(old) &&
@@ -447,7 +269,7 @@ type reloadConfig struct {
 }
 
 // ReplaceRegistry makes Reload swap in reg as the configured registry
-// (Registry), compiled with the policies and swapped with them: policy
+// (Config.Registry), compiled with the policies and swapped with them: policy
 // filters for capabilities reg adds are then accepted, and those for
 // capabilities it drops refused. Runs that began with the configured
 // registry derive their facts again over reg at their next step. A nil
@@ -553,9 +375,15 @@ func (s *Server) newEngine(ctx context.Context, st *policyState, reg *facts.Regi
 
 // engineOptions are the options of st's engine for reg.
 func (s *Server) engineOptions(st *policyState, reg *facts.Registry) []engine.Option {
-	opts := make([]engine.Option, 0, len(s.cfg.engineOpts)+len(st.extra)+2)
-	opts = append(opts, engine.DefaultDeadline(s.cfg.timeout))
-	opts = append(opts, s.cfg.engineOpts...)
+	opts := make([]engine.Option, 0, len(s.cfg.Engine)+len(st.extra)+5)
+	opts = append(opts, engine.DefaultDeadline(s.cfg.Timeout), engine.DecisionCache(s.cfg.DecisionCache))
+	if len(s.cfg.Policies) > 0 {
+		opts = append(opts, engine.PolicyPaths(s.cfg.Policies...))
+	}
+	if s.cfg.NoDefaults {
+		opts = append(opts, engine.WithoutDefaults())
+	}
+	opts = append(opts, s.cfg.Engine...)
 	opts = append(opts, st.extra...)
 	return append(opts, engine.Registry(reg))
 }
@@ -610,7 +438,7 @@ func (s *Server) Stop(ctx context.Context) {
 }
 
 // Serve starts OPA's plugins and serves on ln until ctx is cancelled, then
-// shuts down gracefully, within the shutdown grace (ShutdownGrace): it
+// shuts down gracefully, within the shutdown grace (Config.ShutdownGrace): it
 // stops accepting, lets requests in flight finish, stops the shadow
 // policy's worker and the plugins (Stop) and returns nil.
 // Each diagnostic listener serves DiagnosticHandler (health and metrics
@@ -632,10 +460,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 			Handler:           h,
 			ReadHeaderTimeout: 10 * time.Second,
 			IdleTimeout:       2 * time.Minute,
-			ErrorLog:          slog.NewLogLogger(s.cfg.logger.Handler(), slog.LevelWarn),
+			ErrorLog:          slog.NewLogLogger(s.cfg.Logger.Handler(), slog.LevelWarn),
 			BaseContext:       func(net.Listener) context.Context { return context.WithoutCancel(ctx) },
 		}
-		if s.cfg.h2c {
+		if s.cfg.H2C {
 			srv.Protocols = new(http.Protocols)
 			srv.Protocols.SetHTTP1(true)
 			srv.Protocols.SetUnencryptedHTTP2(true)
@@ -650,7 +478,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 	}
 	// Probes cannot present a client certificate: a diagnostic address
 	// asks for none (the token still guards /metrics).
-	diagTLS := s.cfg.tlsConfig
+	diagTLS := s.cfg.TLS
 	if diagTLS != nil && diagTLS.ClientAuth != tls.NoClientCert {
 		diagTLS = diagTLS.Clone()
 		diagTLS.ClientAuth, diagTLS.ClientCAs = tls.NoClientCert, nil
@@ -661,7 +489,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 		diags[i] = newServer(s.diagnostic)
 		diagDone.Go(func() {
 			if err := diags[i].Serve(withTLS(d, diagTLS)); !errors.Is(err, http.ErrServerClosed) {
-				s.cfg.logger.Error("diagnostic address failed", "addr", d.Addr().String(), "err", err)
+				s.cfg.Logger.Error("diagnostic address failed", "addr", d.Addr().String(), "err", err)
 			}
 		})
 	}
@@ -679,7 +507,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 	go func() {
 		select {
 		case <-ctx.Done():
-			until := time.Now().Add(s.cfg.grace)
+			until := time.Now().Add(s.cfg.ShutdownGrace)
 			deadline <- until
 			sctx, cancel := context.WithDeadline(context.Background(), until)
 			defer cancel()
@@ -688,10 +516,10 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener, diagnostic ...net.L
 			done <- nil
 		}
 	}()
-	err := srv.Serve(withTLS(ln, s.cfg.tlsConfig))
+	err := srv.Serve(withTLS(ln, s.cfg.TLS))
 	close(serveDone)
 	shutdownErr := <-done
-	until := time.Now().Add(s.cfg.grace)
+	until := time.Now().Add(s.cfg.ShutdownGrace)
 	select {
 	case until = <-deadline:
 	default:

@@ -14,43 +14,6 @@ import (
 	"github.com/policycheck/policycheck/internal/replay"
 )
 
-// Shadow evaluates a candidate policy set beside the enforced one on
-// every decision made with the configured registry, and never changes an
-// answer: the candidate is decided on the same facts and context off the
-// request's path (a queue bounded by ShadowQueue and ShadowQueueBytes and
-// cut short by shutdown, whose drops are counted),
-// its disagreements are counted in /metrics by transition
-// (policycheck_shadow_disagreements_total) and the decision-log event of
-// the enforced decision carries them under custom.shadow. opts are the
-// candidate's engine options, as for Engine (the shipped defaults load
-// unless engine.WithoutDefaults); the server's registry is set by the
-// server, which must have one (Registry). Reload compiles the candidate
-// again, from its files as they are then, with the enforced policies.
-func Shadow(opts ...engine.Option) Option {
-	return func(c *config) { c.shadowOpts = append(c.shadowOpts, opts...); c.shadow = true }
-}
-
-// ShadowQueue bounds the decisions waiting for the shadow policy
-// (default 1024): when the queue is full, the decision is not shadowed
-// (policycheck_shadow_dropped_total{reason="queue_full"}) and is logged
-// at once, as without a shadow.
-func ShadowQueue(n int) Option { return func(c *config) { c.shadowQueue = n } }
-
-// ShadowQueueBytes bounds the decisions waiting for the shadow policy by
-// the bytes of their requests' bodies (default 64 MiB,
-// DefaultShadowQueueBytes): a queued decision holds about its request's
-// size, so that ShadowQueue alone would let 1,024 requests of the body
-// limit wait. A decision that would take the queue past the bound is not
-// shadowed (policycheck_shadow_dropped_total{reason="queue_bytes"}) and is
-// logged at once; one decision is always let into an empty queue,
-// whatever its size. n <= 0 is the default.
-func ShadowQueueBytes(n int64) Option { return func(c *config) { c.shadowBytes = n } }
-
-// DefaultShadowQueueBytes is ShadowQueueBytes's default: the default body
-// limit, so that a request of any size the server accepts by default can
-// be shadowed.
-const DefaultShadowQueueBytes = 64 << 20
-
 var errShadowNeedsRegistry = errors.New("a shadow policy needs the server's registry (--registry): it decides what the enforced policy decides with that registry")
 
 // shadow is the shadow policy's worker and its counters; the policy
@@ -98,7 +61,11 @@ func (p *shadowPolicy) revision() string {
 // compileShadow compiles the shadow policy (its options, which read its
 // files again) for reg.
 func (s *Server) compileShadow(ctx context.Context, reg *facts.Registry) (*shadowPolicy, error) {
-	eng, err := engine.New(ctx, append(append([]engine.Option{}, s.cfg.shadowOpts...), engine.Registry(reg))...)
+	opts := []engine.Option{engine.PolicyPaths(s.cfg.ShadowPolicies...), engine.DecisionCache(s.cfg.DecisionCache)}
+	if s.cfg.NoDefaults {
+		opts = append(opts, engine.WithoutDefaults())
+	}
+	eng, err := engine.New(ctx, append(opts, engine.Registry(reg))...)
 	if err != nil {
 		return nil, err
 	}
@@ -123,7 +90,7 @@ type shadowJob struct {
 // newShadow compiles the shadow policy into st, New's first state, and
 // starts its worker.
 func (s *Server) newShadow(ctx context.Context, st *policyState) error {
-	if !s.cfg.shadow {
+	if len(s.cfg.ShadowPolicies) == 0 {
 		return nil
 	}
 	if st.reg == nil {
@@ -133,14 +100,7 @@ func (s *Server) newShadow(ctx context.Context, st *policyState) error {
 	if st.shadow, err = s.compileShadow(ctx, st.reg); err != nil {
 		return err
 	}
-	n := s.cfg.shadowQueue
-	if n <= 0 {
-		n = 1024
-	}
-	sh := &shadow{jobs: make(chan shadowJob, n), quit: make(chan struct{}), maxBytes: s.cfg.shadowBytes}
-	if sh.maxBytes <= 0 {
-		sh.maxBytes = DefaultShadowQueueBytes
-	}
+	sh := &shadow{jobs: make(chan shadowJob, s.cfg.ShadowQueue), quit: make(chan struct{}), maxBytes: s.cfg.ShadowQueueBytes}
 	sh.ctx, sh.cancel = context.WithCancel(context.Background())
 	sh.decisions = prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "policycheck_shadow_decisions_total", Help: "Enforced decisions the shadow policy decided again.",
@@ -263,7 +223,7 @@ func (s *Server) shadowWorker(sh *shadow) {
 func (s *Server) shadowOne(sh *shadow, j shadowJob) {
 	defer sh.queued.Add(-j.size)
 	start := time.Now()
-	ctx, cancel := context.WithTimeout(sh.ctx, s.cfg.timeout)
+	ctx, cancel := context.WithTimeout(sh.ctx, s.cfg.Timeout)
 	defer cancel()
 	var info map[string]any
 	sp := j.st.shadow
@@ -308,7 +268,7 @@ func (s *Server) stopShadow(ctx context.Context) {
 	case <-ctx.Done():
 		sh.cancel()
 		<-done
-		s.cfg.logger.Warn("shadow decisions dropped at shutdown: the shutdown grace ran out before the shadow queue was decided",
+		s.cfg.Logger.Warn("shadow decisions dropped at shutdown: the shutdown grace ran out before the shadow queue was decided",
 			"dropped", sh.lost.Load())
 	}
 	sh.cancel()

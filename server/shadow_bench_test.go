@@ -12,7 +12,6 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/server"
 )
 
 // BenchmarkShadowLatency measures what a shadow policy adds to the
@@ -33,8 +32,8 @@ func BenchmarkShadowLatency(b *testing.B) {
 	if err := os.WriteFile(rule, []byte(shadowCandidate), 0o644); err != nil {
 		b.Fatal(err)
 	}
-	plain := start(b, server.Registry(reg), server.Engine(engine.PolicyPaths(policies)))
-	shadowed := start(b, server.Registry(reg), server.Engine(engine.PolicyPaths(policies)), server.Shadow(engine.PolicyPaths(policies, rule)))
+	plain := start(b, withRegistry(reg), withEngine(engine.PolicyPaths(policies)))
+	shadowed := start(b, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withShadow(policies, rule))
 	var bodies [][]byte
 	files, _ := filepath.Glob(filepath.Join(examples, "histories", "*.json"))
 	for _, f := range files {

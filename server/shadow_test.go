@@ -21,7 +21,6 @@ import (
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/replay"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/server"
 )
 
 // shadowCandidate is the shadow policy's change: one deny rule and one
@@ -68,9 +67,9 @@ func TestShadowPolicyNeverChangesTheAnswer(t *testing.T) {
 		return []byte("services:\n  c:\n    url: " + url + "\ndecision_logs:\n  service: c\n  reporting:\n    trigger: manual\n")
 	}
 	plainCol, shadowCol := newCollector(t), newCollector(t)
-	plain := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(policies)), server.OPAConfig(logCfg(plainCol.URL), "plain"))
-	shadowed := start(t, server.Registry(reg), server.Engine(engine.PolicyPaths(policies)), server.OPAConfig(logCfg(shadowCol.URL), "shadowed"),
-		server.Shadow(engine.PolicyPaths(policies, rule)))
+	plain := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withOPAConfig(logCfg(plainCol.URL), "plain"))
+	shadowed := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withOPAConfig(logCfg(shadowCol.URL), "shadowed"),
+		withShadow(policies, rule))
 
 	// The expected disagreements, from the two policy sets decided
 	// directly.

@@ -14,8 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/servetest"
-	"github.com/policycheck/policycheck/server"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 // slowCandidate is a shadow policy that takes a while over every
@@ -87,7 +86,7 @@ func TestServeShutdownWithinGraceWithShadowQueue(t *testing.T) {
 // dropped and counted in /metrics (reason shutdown), so that every
 // decision is either shadowed or counted as dropped.
 func TestShutdownDropsQueuedShadowDecisions(t *testing.T) {
-	rs := start(t, testReg(t), server.Shadow(engine.PolicyPaths(writeSlowCandidate(t))), server.ShutdownGrace(200*time.Millisecond))
+	rs := start(t, testReg(t), withShadow(writeSlowCandidate(t)), withShutdownGrace(200*time.Millisecond))
 	const sent = 30
 	for i := range sent {
 		status, out := rs.post(t, "/v1/decide", contextBody(i, 0))
@@ -122,7 +121,7 @@ func TestShutdownDropsQueuedShadowDecisions(t *testing.T) {
 // /metrics (reason queue_bytes), and its answer is the same.
 func TestShadowQueueBoundedByBytes(t *testing.T) {
 	const size, bound = 100 << 10, 350 << 10
-	rs := start(t, testReg(t), server.Shadow(engine.PolicyPaths(writeSlowCandidate(t))), server.ShadowQueueBytes(bound), server.ShutdownGrace(0))
+	rs := start(t, testReg(t), withShadow(writeSlowCandidate(t)), withShadowQueueBytes(bound), withShutdownGrace(0))
 	const sent = 20
 	var want []string
 	for i := range sent {
@@ -142,7 +141,7 @@ func TestShadowQueueBoundedByBytes(t *testing.T) {
 	// One decision of any size is let into an empty queue.
 	candidate := filepath.Join(t.TempDir(), "candidate.rego")
 	require.NoError(t, os.WriteFile(candidate, []byte(shadowCandidate), 0o600))
-	big := start(t, testReg(t), server.Shadow(engine.PolicyPaths(candidate)), server.ShadowQueueBytes(1000))
+	big := start(t, testReg(t), withShadow(candidate), withShadowQueueBytes(1000))
 	status, out := big.post(t, "/v1/decide", contextBody(0, size))
 	require.Equal(t, http.StatusOK, status, string(out))
 	require.Eventually(t, func() bool { return metricValue(t, big, "policycheck_shadow_decisions_total") == 1 }, 10*time.Second, 10*time.Millisecond)

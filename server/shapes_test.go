@@ -17,7 +17,6 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/cli"
-	"github.com/policycheck/policycheck/server"
 )
 
 // wrongShape is a rule meant to stop the history's call to secret_op,
@@ -121,11 +120,11 @@ func TestWrongRuleShapes(t *testing.T) {
 	col := newCollector(t)
 	good := map[string]string{"/base.rego": "package policycheck.rules.base\n\ndeny contains \"baseline\" if " + stop + "\n"}
 	bsDefault.publish(t, "good", good)
-	withDefaults := start(t, testReg(t), server.OPAConfig(opaConfig(bsDefault.URL, col.URL), "test"))
+	withDefaults := start(t, testReg(t), withOPAConfig(opaConfig(bsDefault.URL, col.URL), "test"))
 	bsNoDefaults.publish(t, "good", map[string]string{"/availability.rego": "package policycheck.availability\n\n" +
 		`decision := {"available": set(), "advertised": set(), "dispatch_available": set(), "verdicts": ` + okVerdict + "}\n"})
-	noDefaults := start(t, testReg(t), server.Engine(engine.WithoutDefaults()),
-		server.OPAConfig(opaConfig(bsNoDefaults.URL, col.URL), "test"))
+	noDefaults := start(t, testReg(t), withEngine(engine.WithoutDefaults()),
+		withOPAConfig(opaConfig(bsNoDefaults.URL, col.URL), "test"))
 	ctx := context.Background()
 	for _, rs := range []*running{withDefaults, noDefaults} {
 		require.NoError(t, bundle.Lookup(rs.srv.Manager()).Trigger(ctx))

@@ -22,8 +22,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/internal/servetest"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
 var (
@@ -79,7 +79,7 @@ type sideConfig struct {
 // Stock OPA keeps nothing between requests, so it is measured once per
 // cell, on never-seen bodies; both workloads are compared with it.
 //
-// Each cell also drives the floor (internal/servetest/floor), a server
+// Each cell also drives the floor (internal/testkit/servetest/floor), a server
 // that reads each body and answers as many bytes as the sidecar did,
 // deciding nothing: on the never-seen, the growing and the incremental
 // steps' bodies, sent the same way. What it reaches is what the
@@ -243,7 +243,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				// history is sent three times untimed (two messages
 				// shorter, one shorter, whole). Sent once, the first timed
 				// requests paid them at full length: at 10,000 messages,
-				// 100-160 ms for the third (BENCHMARKS.md, tenth session).
+				// 100-160 ms for the third (docs/benchmarks-history/2026-12-03.md, tenth session).
 				growReply := 0 // the length of a growing history's decision
 				for k := 0; k < c; k++ {
 					for _, n := range []int{msgs - 2, msgs - 1, msgs} {
@@ -255,7 +255,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				// the first requests of c clients at once paid for the
 				// buffers the body pool then lacked (at 10,000 messages and
 				// four clients, the first timed request took 157 ms and the
-				// 60 timed ones averaged 104 page faults: BENCHMARKS.md,
+				// 60 timed ones averaged 104 page faults: docs/benchmarks-history/2026-12-03.md,
 				// eleventh session).
 				require.Zero(t, drive("sidecar, growing warm-up", c, growWarm*c, func(k, i int) bool {
 					return sendParts(client, sc.URL+"/v1/decide", agents[k].fullParts(msgs+1+i)...)

@@ -14,8 +14,6 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/plugins/logs"
 	"github.com/stretchr/testify/require"
-
-	"github.com/policycheck/policycheck/server"
 )
 
 // logBuffer is what a server logs, safe for its goroutines.
@@ -57,7 +55,7 @@ func TestDecisionLogDropsCountedByEvent(t *testing.T) {
 	defer sink.Close()
 	config := "services:\n  logs:\n    url: " + sink.URL + "\ndecision_logs:\n  service: logs\n  reporting:\n    trigger: manual\n" +
 		"    buffer_size_limit_bytes: 8000\n    upload_size_limit_bytes: 2000\n"
-	rs := start(t, testReg(t), server.OPAConfig([]byte(config), "sink"))
+	rs := start(t, testReg(t), withOPAConfig([]byte(config), "sink"))
 	lp := logs.Lookup(rs.srv.Manager())
 
 	_, h := health(t, rs)
@@ -129,7 +127,7 @@ func TestBundleServerThatStopsAnswering(t *testing.T) {
 	config := "services:\n  bundles:\n    url: " + front.URL + "\nbundles:\n  pc:\n    service: bundles\n    resource: /bundles/pc.tar.gz\n" +
 		"    polling:\n      min_delay_seconds: 1\n      max_delay_seconds: 1\n"
 	var logged logBuffer
-	rs := start(t, testReg(t), server.OPAConfig([]byte(config), "stale"), server.Logger(slog.New(slog.NewTextHandler(&logged, nil))))
+	rs := start(t, testReg(t), withOPAConfig([]byte(config), "stale"), withLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	require.Eventually(t, func() bool { s, _ := health(t, rs); return s == http.StatusOK }, 10*time.Second, 20*time.Millisecond)
 	_, h := health(t, rs)
 	require.Equal(t, "ok", h.Status)

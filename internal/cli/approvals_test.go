@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/approvalcases"
+	"github.com/policycheck/policycheck/internal/testkit/approvalcases"
 )
 
 // TestApprovalBindingThroughEval runs the approval table through

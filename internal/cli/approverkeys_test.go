@@ -10,7 +10,7 @@ import (
 
 	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/receiptcases"
+	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 )
 
 // exampleApproval is examples/approvals/transfer.json's approval of t2,

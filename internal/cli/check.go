@@ -22,8 +22,10 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/contract"
+	"github.com/policycheck/policycheck/internal/policydir"
 	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/regoutil"
+	"github.com/policycheck/policycheck/internal/render"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -115,7 +117,7 @@ pretty, is kept as an alias.` + exitCodes("0  no findings", "2  at least one fin
 		Example: `  policycheck check policies/ --registry examples/registry.yaml
   policycheck check examples/policies --registry examples/registry.yaml --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := normalizeFormat(f.format, "pretty", "json")
+			format, err := parseFormat(checkFormats, f.format)
 			if err != nil {
 				return err
 			}
@@ -164,7 +166,7 @@ func (r *checkResult) add(fs ...policyFinding) {
 	}
 }
 
-func (r *checkResult) write(w io.Writer, format string) error {
+func (r *checkResult) write(w io.Writer, format render.Format) error {
 	byPlace(r.Findings)
 	byPlace(r.Notes)
 	r.Findings = nonNil(r.Findings)
@@ -172,7 +174,7 @@ func (r *checkResult) write(w io.Writer, format string) error {
 	r.Files = nonNil(r.Files)
 	r.Registries = nonNil(r.Registries)
 	r.Skipped = nonNil(r.Skipped)
-	if format == "json" {
+	if format == render.JSON {
 		if err := writeJSONTo(w, r); err != nil {
 			return err
 		}
@@ -436,18 +438,18 @@ func regoFiles(paths []string, res *checkResult) []string {
 			if !d.IsDir() && filepath.Ext(file) == ".rego" && !isTestFile(file) {
 				out = append(out, file)
 			}
-			if !d.IsDir() && file != p && engine.StrayData(d.Name()) {
+			if !d.IsDir() && file != p && policydir.Stray(d.Name()) {
 				stray = append(stray, file)
 			}
 			return nil
 		})
 		switch {
 		case len(stray) == 1:
-			res.add(policyFinding{Code: "load_error", File: stray[0], Message: engine.StrayDataMessage})
+			res.add(policyFinding{Code: "load_error", File: stray[0], Message: policydir.StrayMessage})
 		case len(stray) > 1:
 			// Most likely a registry, histories and contexts beside the
 			// policies: one finding that says what to do.
-			res.add(policyFinding{Code: "load_error", File: p, Message: engine.StrayDataSummary(p, stray)})
+			res.add(policyFinding{Code: "load_error", File: p, Message: policydir.StraySummary(p, stray)})
 		}
 		if len(out) == before {
 			res.add(policyFinding{Code: codeNoPolicies, File: p, Message: "no policy files (*.rego other than *_test.rego) here: nothing to check"})

@@ -9,6 +9,8 @@ import (
 
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
+	"github.com/policycheck/policycheck/internal/printable"
+	"github.com/policycheck/policycheck/internal/render"
 )
 
 func newConformanceCmd() *cobra.Command {
@@ -28,7 +30,8 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 		Example: `  policycheck conformance ../shared/conformance/cases`,
 		Args:    exactArgs(1, "one argument, the directory of cases"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "pretty", "json"); err != nil {
+			f, err := parseFormat(prettyOrJSON, format)
+			if err != nil {
 				return err
 			}
 			cases, err := conformance.Load(args[0])
@@ -36,7 +39,7 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 				return badInput(err)
 			}
 			out := cmd.OutOrStdout()
-			if format == "json" {
+			if f == render.JSON {
 				out = io.Discard // the lines below; the document is written at the end
 			}
 			type caseResult struct {
@@ -59,28 +62,28 @@ rate, time left); piped or redirected, nothing is added.` + exitCodes("0  every 
 				switch {
 				case err != nil:
 					failed++
-					fmt.Fprintf(out, "FAIL %s: %v\n", name, err)
+					printable.Fprintf(out, "FAIL %s: %v\n", name, err)
 					results = append(results, caseResult{Case: name, Error: err.Error()})
 				case !res.Passed():
 					failed++
-					fmt.Fprintf(out, "FAIL %s\n", name)
+					printable.Fprintf(out, "FAIL %s\n", name)
 					r := caseResult{Case: name}
 					for _, f := range res.Failures {
-						fmt.Fprintf(out, "    %s\n", f)
+						printable.Fprintf(out, "    %s\n", f)
 						r.Failures = append(r.Failures, fmt.Sprint(f))
 					}
 					results = append(results, r)
 				default:
 					passed++
 					if verbose {
-						fmt.Fprintf(out, "PASS %s\n", name)
+						printable.Fprintf(out, "PASS %s\n", name)
 					}
 					results = append(results, caseResult{Case: name, Passed: true})
 				}
 			}
 			bar.Finish()
 			fmt.Fprintf(out, "%d passed, %d failed\n", passed, failed)
-			if format == "json" {
+			if f == render.JSON {
 				if err := writeJSONTo(cmd.OutOrStdout(), struct {
 					Passed int          `json:"passed"`
 					Failed int          `json:"failed"`

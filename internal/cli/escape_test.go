@@ -2,11 +2,14 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/policycheck/policycheck/internal/conformance"
 )
 
 // hostile are strings a history, a policy or a file name can carry that
@@ -134,5 +137,112 @@ deny contains {"reason": `+string(lit)+`, "message": `+string(lit)+`} if input.c
 				t.Errorf("check: the file is not named escaped in\n%s", out)
 			}
 		})
+	}
+}
+
+// TestJSONOutputsDoNotEscapeHTML: every JSON output (eval, explain,
+// facts, replay) writes <, > and & as themselves, as internal/jsonout
+// writes JSON and as the sidecar answers: one string reads the same in
+// every output and in every part of one (explain's decision and its
+// calls), and replay's transitions read "execute->denied". JSON is not
+// HTML; the HTML formats escape for HTML.
+func TestJSONOutputsDoNotEscapeHTML(t *testing.T) {
+	const id = "c<1>&"
+	reg := filepath.Join("testdata", "registry.yaml")
+	dir := t.TempDir()
+	call := `{"part_kind":"tool-call","tool_name":"get_time","tool_call_id":"` + id + `","args":{}}`
+	history := writeFile(t, dir, "history.json", hist(req(userPrompt), resp(call)))
+	rule := writeFile(t, dir, "deny.rego", "package policycheck.rules.html\n\n"+
+		`deny contains {"reason": "a <b> & c", "message": "no <b>"} if input.call.tool == "get_time"`+"\n")
+	runs := t.TempDir()
+	writeFile(t, runs, "run<1>.json", hist(req(userPrompt), resp(call)))
+	for _, tc := range []struct {
+		args []string
+		want []string
+	}{
+		{[]string{"eval", "--registry", reg, "--history", history, "--policy", rule},
+			[]string{`"tool_call_id": "` + id + `"`, `"message": "no <b>"`}},
+		{[]string{"explain", "--format", "json", "--registry", reg, "--history", history, "--policy", rule},
+			[]string{`"tool_call_id": "` + id + `"`, `"message": "no <b>"`}},
+		{[]string{"facts", "--registry", reg, "--history", history}, nil},
+		{[]string{"facts", "--format", "input", "--registry", reg, "--history", history},
+			[]string{`"tool_call_id": "` + id + `"`}},
+		{[]string{"replay", "--format", "json", "--registry", reg, "--baseline", t.TempDir(), "--candidate", rule, runs},
+			[]string{`"execute->denied": 1`, `"tool_call_id": "` + id + `"`, `run<1>.json"`, `a <b> & c`}},
+	} {
+		what := strings.Join(tc.args[:3], " ")
+		code, out, errs := runCLI(tc.args...)
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", what, code, errs)
+		}
+		if strings.Contains(out, `\u003c`) || strings.Contains(out, `\u003e`) || strings.Contains(out, `\u0026`) {
+			t.Errorf("%s escapes HTML characters:\n%s", what, out)
+		}
+		for _, w := range tc.want {
+			if !strings.Contains(out, w) {
+				t.Errorf("%s: no %q in\n%s", what, w, out)
+			}
+		}
+	}
+}
+
+// TestConformanceOutputEscapesInput: conformance's pretty lines name each
+// case by its file, which is input too: escaped as every pretty output
+// escapes.
+func TestConformanceOutputEscapesInput(t *testing.T) {
+	shared, err := conformance.SharedDir()
+	if err != nil {
+		t.Skip(err)
+	}
+	matches, err := filepath.Glob(filepath.Join(shared, "conformance", "cases", "*.json"))
+	if err != nil || len(matches) == 0 {
+		t.Fatalf("no conformance cases in %s: %v", shared, err)
+	}
+	raw, err := os.ReadFile(matches[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c map[string]any
+	if err := json.Unmarshal(raw, &c); err != nil {
+		t.Fatal(err)
+	}
+	// An expectation that cannot hold: the case fails, and is named.
+	c["expect"].(map[string]any)["window"] = map[string]any{"message": 99, "part": 0}
+	broken, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range hostile {
+		dir := t.TempDir()
+		writeFile(t, dir, "case"+h.s+".json", string(broken))
+		code, out, errs := runCLI("conformance", dir)
+		if code != 1 {
+			t.Fatalf("%s: exit %d: %s\n%s", h.note, code, errs, out)
+		}
+		requireTerminalSafe(t, "conformance ("+h.note+")", out)
+		if !strings.Contains(out, "FAIL case"+h.shown+".json\n") {
+			t.Errorf("%s: the case is not named escaped in\n%s", h.note, out)
+		}
+	}
+}
+
+// TestPrettyArgumentsAreJSON: the arguments explain shows an approver
+// (and an execute's) are the call's JSON, written as every JSON output
+// writes it: "<" and "&" as themselves, then escaped for the terminal
+// like any input string.
+func TestPrettyArgumentsAreJSON(t *testing.T) {
+	const ex = "../../examples/"
+	raw, err := os.ReadFile(ex + "histories/transfer.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	history := writeFile(t, t.TempDir(), "transfer.json", strings.ReplaceAll(string(raw), `"savings"`, `"sav<ings>&\u001b"`))
+	code, out, errs := runCLI("explain", "--registry", ex+"registry.yaml", "--history", history, "--policy", ex+"policies/transfers")
+	if code != 0 {
+		t.Fatalf("explain: exit %d: %s", code, errs)
+	}
+	requireTerminalSafe(t, "explain", out)
+	if want := `      arguments: {"amount":5000,"from":"ops","to":"sav<ings>&\u001b"}` + "\n"; !strings.Contains(out, want) {
+		t.Errorf("no %q in\n%s", want, out)
 	}
 }

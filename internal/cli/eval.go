@@ -2,12 +2,12 @@ package cli
 
 import (
 	"fmt"
-	"io"
 
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/printable"
+	"github.com/policycheck/policycheck/internal/render"
 )
 
 func newEvalCmd() *cobra.Command {
@@ -53,7 +53,8 @@ other approval is not applied, and the decision's "approvals" says why (docs/tru
   policycheck eval --registry examples/registry.yaml --history run.json --fail-on-refusal > decision.json`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format, "json", "pretty"); err != nil {
+			f, err := parseFormat(evalFormats, format)
+			if err != nil {
 				return err
 			}
 			signer, err := rf.signer(cmd)
@@ -89,9 +90,7 @@ other approval is not applied, and the decision's "approvals" says why (docs/tru
 					return err
 				}
 			}
-			if format == "pretty" {
-				printDecision(cmd.OutOrStdout(), d)
-			} else if err := writeJSON(cmd, d); err != nil {
+			if err := render.Write(cmd.OutOrStdout(), f, &render.Doc{Decision: d}); err != nil {
 				return err
 			}
 			if failOnRefusal {
@@ -130,49 +129,4 @@ func refusalError(d *engine.Decision) error {
 		return &exitError{code: ExitRefused, err: fmt.Errorf("--fail-on-refusal: %d of %d calls refused, first %s", refused, len(d.Calls), first)}
 	}
 	return nil
-}
-
-const noCalls = "none (the history ends with a request)"
-
-// printDecision is eval --format pretty: the decision, without the why;
-// strings from the input are escaped (internal/printable).
-func printDecision(w io.Writer, d *engine.Decision) {
-	for _, e := range d.Errors {
-		printable.Fprintf(w, "FAILED CLOSED: %s\n", e)
-	}
-	printable.Fprintf(w, "Available (%d): %s\n", len(d.Available), list(d.Available))
-	printable.Fprintf(w, "Advertised (%d): %s\n", len(d.Advertised), list(d.Advertised))
-	printable.Fprintf(w, "Active capabilities: %s\n", list(d.Facts.ActiveCapabilities))
-	if d.Dispatch == nil {
-		fmt.Fprintln(w, "Calls: "+noCalls)
-	} else {
-		printable.Fprintf(w, "Calls (%d):\n", len(d.Calls))
-		for _, c := range d.Calls {
-			id := "<no id>"
-			if c.ToolCallID != nil {
-				id = *c.ToolCallID
-			}
-			printable.Fprintf(w, "  %s %s -> %s\n", id, c.Tool, c.Verdict)
-			if c.Message != "" {
-				printable.Fprintf(w, "      model is told: %s\n", c.Message)
-			}
-			if c.Receipt != "" {
-				printable.Fprintf(w, "      receipt: %s\n", c.Receipt)
-			}
-		}
-	}
-	printUnverified(w, d)
-	printable.Fprintf(w, "Filter-cache fingerprint (active capabilities, context, policy and registry revisions; not the history): %s\n", d.Fingerprint)
-}
-
-// printUnverified lists the evidence that did not count (--evidence
-// verified), if any.
-func printUnverified(w io.Writer, d *engine.Decision) {
-	if len(d.UnverifiedEvidence) == 0 {
-		return
-	}
-	printable.Fprintf(w, "Unverified evidence, ignored (%d):\n", len(d.UnverifiedEvidence))
-	for _, u := range d.UnverifiedEvidence {
-		printable.Fprintf(w, "  message %d, part %d: %s\n", u.Message, u.Part, u.Why)
-	}
 }

@@ -21,20 +21,59 @@ in the run); other evidence is ignored, as if the history never held it, and lis
 "unverified_evidence" (docs/trust.md, "Verified evidence").`
 
 func (f *evidenceFlag) register(cmd *cobra.Command) {
-	cmd.Flags().StringVar(&f.mode, "evidence", "client", "which reveals and loads count: client (all, on the client's word) or verified (only those of calls a --receipt-key receipt or, on /v1/runs, the run vouches for) (see docs/trust.md)")
+	cmd.Flags().StringVar(&f.mode, "evidence", "client", evidenceUsage)
 }
 
 // verified reports whether the flag asks for verified evidence, which
 // needs signer (the --receipt-key whose receipts vouch).
 func (f *evidenceFlag) verified(signer *receipt.Signer) (bool, error) {
-	switch f.mode {
+	verified, err := parseEvidence(f.mode)
+	if err != nil {
+		return false, badInput(fmt.Errorf("--evidence %w", err))
+	}
+	if verified && signer == nil {
+		return false, badInput(errNoEvidenceKey)
+	}
+	return verified, nil
+}
+
+// errNoEvidenceKey refuses --evidence verified without --receipt-key.
+var errNoEvidenceKey = errors.New("--evidence verified counts a reveal or a load only with a receipt of the server's key: --receipt-key is required")
+
+// parseEvidence is an --evidence mode: whether it asks for verified
+// evidence.
+func parseEvidence(mode string) (bool, error) {
+	switch mode {
 	case "client":
 		return false, nil
 	case "verified":
-		if signer == nil {
-			return false, badInput(errors.New("--evidence verified counts a reveal or a load only with a receipt of the server's key: --receipt-key is required"))
-		}
 		return true, nil
 	}
-	return false, badInput(fmt.Errorf("--evidence is client or verified, not %q", f.mode))
+	return false, fmt.Errorf("is client or verified, not %q", mode)
 }
+
+// evidenceValue is serve's --evidence, bound into server.Config's
+// VerifiedEvidence: verified sets it, client clears it, any other mode
+// is refused when the flag is parsed.
+type evidenceValue struct{ verified *bool }
+
+// evidenceUsage is --evidence's line in serve's flags.
+const evidenceUsage = "which reveals and loads count: client (all, on the client's word) or verified (only those of calls a --receipt-key receipt or, on /v1/runs, the run vouches for) (see docs/trust.md)"
+
+func (v evidenceValue) String() string {
+	if v.verified != nil && *v.verified {
+		return "verified"
+	}
+	return "client"
+}
+
+func (v evidenceValue) Set(mode string) error {
+	verified, err := parseEvidence(mode)
+	if err != nil {
+		return err
+	}
+	*v.verified = verified
+	return nil
+}
+
+func (v evidenceValue) Type() string { return "string" }

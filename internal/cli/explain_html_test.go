@@ -14,8 +14,8 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/explainpage"
-	"github.com/policycheck/policycheck/internal/gen"
-	"github.com/policycheck/policycheck/internal/racetest"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 )
 
 // explainCheck is appended to a copy of explain's page: it reads, from

@@ -5,6 +5,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/render"
 )
 
 func newFactsCmd() *cobra.Command {
@@ -23,21 +24,21 @@ with the given policies), ready to commit as an opa test fixture. "facts", the f
   policycheck facts --registry examples/registry.yaml --history examples/histories/refund.json --format input`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if format == "facts" {
-				format = "json"
-			}
-			if err := checkFormat(format, "json", "input"); err != nil {
+			f, err := parseFormat(factsFormats, format)
+			if err != nil {
 				return err
 			}
 			loaded, err := in.load(cmd)
 			if err != nil {
 				return err
 			}
-			switch format {
-			case "json":
-				f := facts.Derive(loaded.history, loaded.reg)
-				return writeJSON(cmd, engine.ReportFacts(&f))
-			case "input":
+			out := cmd.OutOrStdout()
+			switch f {
+			case render.JSON:
+				derived := facts.Derive(loaded.history, loaded.reg)
+				report := engine.ReportFacts(&derived)
+				return render.Write(out, f, &render.Doc{Facts: &report})
+			case render.Input:
 				eng, err := in.engine(cmd, loaded.reg)
 				if err != nil {
 					return err
@@ -46,7 +47,7 @@ with the given policies), ready to commit as an opa test fixture. "facts", the f
 				if err != nil {
 					return badInput(err)
 				}
-				return writeJSON(cmd, doc)
+				return render.Write(out, f, &render.Doc{Input: doc})
 			}
 			return nil
 		},

@@ -1,45 +1,33 @@
 package cli
 
-import (
-	"fmt"
-	"strings"
-)
+import "github.com/policycheck/policycheck/internal/render"
 
 // Output formats follow opa's vocabulary: pretty for people, json for
 // machines, and a command's own formats where it needs them (facts'
-// input). Older names are kept as documented aliases.
+// input). Older names are kept as documented aliases. What each command's
+// --format accepts is listed here; the names are checked in one place,
+// render.Formats.Parse, and eval, explain, facts and replay print through
+// internal/render.
+var (
+	evalFormats    = render.Formats{Accept: []render.Format{render.JSON, render.Pretty}}
+	explainFormats = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.HTML}, Aliases: textAlias}
+	factsFormats   = render.Formats{Accept: []render.Format{render.JSON, render.Input},
+		Aliases: map[string]render.Format{"facts": render.JSON}} // facts' json before the shared vocabulary
+	replayFormats = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.HTML}}
+	checkFormats  = render.Formats{Accept: []render.Format{render.Pretty, render.JSON}, Aliases: textAlias}
+	// prettyOrJSON: test, version and conformance.
+	prettyOrJSON = render.Formats{Accept: []render.Format{render.Pretty, render.JSON}}
+)
 
-// formatAliases maps a kept older name to the format it now means.
-var formatAliases = map[string]string{
-	"text": "pretty", // explain and check before the shared vocabulary
-}
+// textAlias: explain's and check's pretty before the shared vocabulary.
+var textAlias = map[string]render.Format{"text": render.Pretty}
 
-// normalizeFormat resolves an alias and checks the result is one of allowed.
-func normalizeFormat(format string, allowed ...string) (string, error) {
-	if to, ok := formatAliases[format]; ok {
-		format = to
+// parseFormat checks a --format value against what the command accepts:
+// a wrong one is bad usage (exit 2).
+func parseFormat(fs render.Formats, name string) (render.Format, error) {
+	f, err := fs.Parse(name)
+	if err != nil {
+		return "", badInput(err)
 	}
-	for _, a := range allowed {
-		if format == a {
-			return format, nil
-		}
-	}
-	return "", badInput(fmt.Errorf("--format must be %s, not %q", orList(allowed), format))
-}
-
-// checkFormat is normalizeFormat for commands without aliases.
-func checkFormat(format string, allowed ...string) error {
-	for _, a := range allowed {
-		if format == a {
-			return nil
-		}
-	}
-	return badInput(fmt.Errorf("--format must be %s, not %q", orList(allowed), format))
-}
-
-func orList(s []string) string {
-	if len(s) <= 1 {
-		return strings.Join(s, "")
-	}
-	return strings.Join(s[:len(s)-1], ", ") + " or " + s[len(s)-1]
+	return f, nil
 }

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/policycheck/policycheck/internal/receiptcases"
+	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/receipt"
 )
 

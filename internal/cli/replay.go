@@ -9,6 +9,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/render"
 	"github.com/policycheck/policycheck/internal/replay"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -62,7 +63,8 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
     --candidate new-policies --context examples/context/support.json examples/histories`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(format, "pretty", "json", "html"); err != nil {
+			f, err := parseFormat(replayFormats, format)
+			if err != nil {
 				return err
 			}
 			if !cmd.Flags().Changed("candidate") && !cmd.Flags().Changed("candidate-registry") {
@@ -162,16 +164,7 @@ for --receipt-ttl: what a tool service would accept from the candidate (docs/tru
 			if err != nil {
 				return badInput(err)
 			}
-			out := cmd.OutOrStdout()
-			switch format {
-			case "json":
-				err = rep.WriteJSON(out)
-			case "html":
-				err = rep.WriteHTML(out)
-			default:
-				err = rep.WritePretty(out)
-			}
-			if err != nil {
+			if err := render.Write(cmd.OutOrStdout(), f, &render.Doc{Replay: rep}); err != nil {
 				return err
 			}
 			if m := gate.Matches(rep); len(m) > 0 {

@@ -25,19 +25,45 @@ import (
 	"github.com/policycheck/policycheck/server"
 )
 
+// serveFlags is what serve's flags bind into, each field named by its
+// flag tag: the server's Config (server.Config's own flag tags), and what
+// serve itself does with its flags (where it listens, the files it reads
+// into the Config, logging, watching). TestServeFlagsBind checks, by
+// reflection, that every flag sets the field that names it and that every
+// Config field has a flag or says why not.
+type serveFlags struct {
+	server.Config
+
+	Addr           string        `flag:"addr"`
+	DiagnosticAddr string        `flag:"diagnostic-addr"`
+	UnixSocketPerm string        `flag:"unix-socket-perm"`
+	RegistryFile   string        `flag:"registry"`       // read into Config.Registry
+	OPAConfigFile  string        `flag:"config"`         // read into Config.OPAConfig
+	TokenFile      string        `flag:"token-file"`     // read into Config.Token
+	TLSCert        string        `flag:"tls-cert"`       // with TLSKey and TLSCA, Config.TLS
+	TLSKey         string        `flag:"tls-key"`        //
+	TLSCA          string        `flag:"tls-ca-cert"`    //
+	Pprof          bool          `flag:"pprof"`          // Config.Debug: net/http/pprof
+	NoSchema       bool          `flag:"no-schema"`      // deprecated: the default
+	Verbose        bool          `flag:"verbose"`        // with LogFormat and LogLevel, Config.Logger
+	LogFormat      string        `flag:"log-format"`     //
+	LogLevel       string        `flag:"log-level"`      //
+	Watch          bool          `flag:"watch"`          // policyWatch and keyWatch
+	WatchInterval  time.Duration `flag:"watch-interval"` //
+	WatchDrops     string        `flag:"watch-drops"`    //
+
+	Receipt   receiptFlags     `flag:"receipt-key,receipt-ttl"` // Config.Receipts
+	Approvers approverKeysFlag `flag:"approver-keys"`           // Config.ApproverKeys
+}
+
 func newServeCmd() *cobra.Command {
-	var (
-		addr, diagAddr, registry, config, tokenFile, tlsCert, tlsKey   string
-		id, perm, logFormat, logLevel, tlsCA, watchDrops               string
-		policies, mask, shadowPolicies                                 []string
-		noDefaults, schema, noSchema, verbose, pprofOn, h2c, watch     bool
-		maxBody, shadowBytes                                           int64
-		timeout, bodyTimeout, runTTL, grace, watchInterval             time.Duration
-		runs, engines, prefixBytes, decisions, maxContext, shadowQueue int
-		rf                                                             receiptFlags
-		ak                                                             approverKeysFlag
-		ev                                                             evidenceFlag
-	)
+	f := &serveFlags{Config: server.DefaultConfig()}
+	return f.command()
+}
+
+// command is serve, its flags bound into f (whose values are their
+// defaults).
+func (f *serveFlags) command() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml] [--evidence client|verified]",
 		Short: "Serve decisions over HTTP (the sidecar), with OPA bundles and decision logs",
@@ -102,175 +128,35 @@ cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by 
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			logger, err := newLogger(cmd.ErrOrStderr(), logFormat, logLevel, verbose, cmd.Flags().Changed("log-level"))
+			logger, err := newLogger(cmd.ErrOrStderr(), f.LogFormat, f.LogLevel, f.Verbose, cmd.Flags().Changed("log-level"))
 			if err != nil {
 				return badInput(err)
 			}
-			engOpts := []engine.Option{engine.PolicyPaths(policies...), engine.DecisionCache(decisions),
-				engine.OnWarning(func(p engine.PolicyProblem) {
-					logger.Warn("policy never evaluated", "code", p.Code, "file", p.File, "row", p.Row, "message", p.Message)
-				})}
-			if noDefaults {
-				engOpts = append(engOpts, engine.WithoutDefaults())
+			if err := f.check(cmd); err != nil {
+				return badInput(err)
 			}
-			opts := []server.Option{
-				server.Engine(engOpts...), server.MaxBody(maxBody), server.MaxContext(maxContext), server.Timeout(timeout), server.BodyTimeout(bodyTimeout),
-				server.Runs(runs, runTTL), server.EngineCache(engines), server.PrefixCache(prefixBytes), server.MaskContext(mask...),
-				server.Logger(logger), server.ShutdownGrace(grace),
-			}
-			if registry != "" {
-				reg, err := loader.ReadRegistry(registry)
-				if err != nil {
-					return badInput(err)
-				}
-				opts = append(opts, server.Registry(reg))
-			}
-			if schema && noSchema {
-				return badInput(errors.New("--schema and --no-schema contradict each other"))
-			}
-			if schema {
-				opts = append(opts, server.ValidateSchema())
-			}
-			if config != "" {
-				raw, err := os.ReadFile(config)
-				if err != nil {
-					return badInput(err)
-				}
-				opts = append(opts, server.OPAConfig(raw, id))
-			}
-			if pprofOn {
-				opts = append(opts, server.Debug(pprofHandler()))
-			}
-			if tokenFile != "" {
-				raw, err := os.ReadFile(tokenFile)
-				if err != nil {
-					return badInput(err)
-				}
-				token := strings.TrimSpace(string(raw))
-				if token == "" {
-					return badInput(fmt.Errorf("--token-file %s is empty", tokenFile))
-				}
-				opts = append(opts, server.Token(token))
-			}
-			for _, f := range []struct {
-				name string
-				v    int64
-			}{{"--runs", int64(runs)}, {"--engine-cache", int64(engines)}, {"--decision-cache", int64(decisions)}, {"--prefix-cache-bytes", int64(prefixBytes)}, {"--max-body", maxBody}, {"--max-context-bytes", int64(maxContext)}, {"--shadow-queue-bytes", shadowBytes}} {
-				if f.v < 0 {
-					return badInput(fmt.Errorf("%s must not be negative, not %d", f.name, f.v))
-				}
-			}
-			for _, f := range []struct {
-				name      string
-				v         time.Duration
-				zeroMeans bool // 0 has a meaning of its own
-			}{{"--timeout", timeout, false}, {"--body-timeout", bodyTimeout, true}, {"--run-ttl", runTTL, true}, {"--shutdown-grace", grace, true}} {
-				if f.v < 0 {
-					return badInput(fmt.Errorf("%s must not be negative, not %v", f.name, f.v))
-				}
-				if f.v == 0 && !f.zeroMeans {
-					return badInput(fmt.Errorf("%s must be positive, not %v", f.name, f.v))
-				}
-			}
-			la, diag, err := parseListenAddrs(addr, diagAddr, perm, cmd.Flags().Changed("unix-socket-perm"))
+			la, diag, err := parseListenAddrs(f.Addr, f.DiagnosticAddr, f.UnixSocketPerm, cmd.Flags().Changed("unix-socket-perm"))
 			if err != nil {
 				return badInput(err)
 			}
-			switch {
-			case watch && len(policies) == 0 && registry == "" && len(shadowPolicies) == 0 && rf.key == "":
-				return badInput(errors.New("--watch reloads the --policy, --registry, --shadow-policy and --receipt-key files, and none is given"))
-			case !watch && cmd.Flags().Changed("watch-interval"):
-				return badInput(errors.New("--watch-interval is how often --watch looks, and --watch is not given"))
-			case watchInterval <= 0:
-				return badInput(fmt.Errorf("--watch-interval must be positive, not %v", watchInterval))
-			case !watch && cmd.Flags().Changed("watch-drops"):
-				return badInput(errors.New("--watch-drops is what --watch does with policies that drop rules, and --watch is not given"))
-			case watchDrops != "refuse" && watchDrops != "accept":
-				return badInput(fmt.Errorf("--watch-drops is refuse or accept, not %q", watchDrops))
-			}
-			if shadowQueue < 1 {
-				return badInput(fmt.Errorf("--shadow-queue must be at least 1, not %d", shadowQueue))
-			}
-			if shadowBytes < 1 {
-				return badInput(fmt.Errorf("--shadow-queue-bytes must be at least 1, not %d", shadowBytes))
-			}
-			for _, f := range []string{"shadow-queue", "shadow-queue-bytes"} {
-				if cmd.Flags().Changed(f) && len(shadowPolicies) == 0 {
-					return badInput(fmt.Errorf("--%s bounds the decisions waiting for the shadow policy, and --shadow-policy is not given", f))
-				}
-			}
-			if len(mask) > 0 && config == "" {
-				return badInput(errors.New("--mask-context masks decision logs, which only --config turns on"))
-			}
-			if (tlsCert == "") != (tlsKey == "") {
-				return badInput(errors.New("--tls-cert and --tls-key go together"))
-			}
-			if h2c {
-				if tlsCert != "" {
-					return badInput(errors.New("--h2c serves HTTP/2 without TLS: with --tls-cert it would not be used"))
-				}
-				opts = append(opts, server.H2C())
-			}
-			if tlsCA != "" && tlsCert == "" {
-				return badInput(errors.New("--tls-ca-cert asks clients for certificates over TLS, which --tls-cert and --tls-key turn on"))
-			}
-			if tlsCert != "" {
-				files, err := loadCertFiles(tlsCert, tlsKey, logger)
-				if err != nil {
-					return badInput(err)
-				}
-				cfg := &tls.Config{GetCertificate: files.get, MinVersion: tls.VersionTLS12}
-				if tlsCA != "" {
-					if cfg.ClientCAs, err = clientCAs(tlsCA); err != nil {
-						return badInput(err)
-					}
-					cfg.ClientAuth = tls.RequireAndVerifyClientCert
-				}
-				opts = append(opts, server.TLS(cfg))
-			}
-			if len(shadowPolicies) > 0 {
-				shOpts := []engine.Option{engine.PolicyPaths(shadowPolicies...), engine.DecisionCache(decisions)}
-				if noDefaults {
-					shOpts = append(shOpts, engine.WithoutDefaults())
-				}
-				opts = append(opts, server.Shadow(shOpts...), server.ShadowQueue(shadowQueue), server.ShadowQueueBytes(shadowBytes))
-			}
-			signer, err := rf.signer(cmd)
-			if err != nil {
+			if err := f.read(cmd, logger); err != nil {
 				return err
-			}
-			approvers, err := ak.verifier(cmd)
-			if err != nil {
-				return err
-			}
-			if approvers != nil {
-				opts = append(opts, server.ApproverKeys(approvers))
-			}
-			verified, err := ev.verified(signer)
-			if err != nil {
-				return err
-			}
-			if verified {
-				opts = append(opts, server.VerifiedEvidence())
 			}
 			var kw *keyWatch
-			if signer != nil {
-				opts = append(opts, server.Receipts(signer))
-				if watch {
-					kw = newKeyWatch(rf.key, signer)
-				}
+			if f.Receipts != nil && f.Watch {
+				kw = newKeyWatch(f.Receipt.key, f.Receipts)
 			}
 			var pw *policyWatch
-			if watch {
-				pw = newPolicyWatch(policies, shadowPolicies, registry, watchDrops == "accept")
+			if f.Watch {
+				pw = newPolicyWatch(f.Policies, f.ShadowPolicies, f.RegistryFile, f.WatchDrops == "accept")
 			}
-			srv, err := server.New(opts...)
+			srv, err := server.New(f.Config)
 			var ce *server.OPAConfigError
 			if errors.As(err, &ce) {
-				return badInput(fmt.Errorf("--config %s: %w", config, ce.Err))
+				return badInput(fmt.Errorf("--config %s: %w", f.OPAConfigFile, ce.Err))
 			}
 			if err != nil {
-				return badInput(err)
+				return badInput(flagErrors(err))
 			}
 			ctx, stop := signal.NotifyContext(context.WithoutCancel(cmd.Context()), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -280,7 +166,7 @@ cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by 
 				return badInput(err)
 			}
 			at := la.where(ln)
-			if msg := la.exposed(at, tokenFile != "", pprofOn); msg != "" {
+			if msg := la.exposed(at, f.TokenFile != "", f.Pprof); msg != "" {
 				logger.Warn(msg, "addr", at)
 			}
 			var diagLn []net.Listener
@@ -293,13 +179,13 @@ cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by 
 				logger.Info("policycheck diagnostics serving", "addr", diag.where(dl), "paths", "/health /metrics")
 				diagLn = append(diagLn, dl)
 			}
-			if watch {
-				go pw.run(ctx, srv, watchInterval, logger)
+			if pw != nil {
+				go pw.run(ctx, srv, f.WatchInterval, logger)
 			}
 			if kw != nil {
-				go kw.run(ctx, watchInterval, logger)
+				go kw.run(ctx, f.WatchInterval, logger)
 			}
-			logger.Info("policycheck serving", "addr", at, "tls", tlsCert != "")
+			logger.Info("policycheck serving", "addr", at, "tls", f.TLSCert != "")
 			if err := srv.Serve(ctx, ln, diagLn...); err != nil {
 				return err
 			}
@@ -308,47 +194,174 @@ cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by 
 		},
 	}
 	fl := cmd.Flags()
-	fl.StringVar(&addr, "addr", "127.0.0.1:8181", "address to listen on: host:port (loopback by default) or unix:///path/to.sock")
-	fl.StringVar(&diagAddr, "diagnostic-addr", "", "address serving only GET /health and GET /metrics, for probes and scrapers (host:port or unix:///path)")
-	fl.StringVar(&perm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
-	fl.StringVar(&registry, "registry", "", "tool registry used when a request carries none")
-	fl.StringArrayVar(&policies, "policy", nil, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
-	fl.BoolVar(&watch, "watch", false, "reload the --policy, --registry and --shadow-policy files when they change, together, as opa run --watch does (files that do not compile or parse are logged and the last good ones keep serving); a changed --receipt-key file rotates the key")
-	fl.DurationVar(&watchInterval, "watch-interval", time.Second, "how often --watch looks at the policy, registry and shadow policy files")
-	fl.StringVar(&watchDrops, "watch-drops", "refuse", "what --watch does with policies that drop a package or rule the serving ones define: refuse (the last good ones keep serving) or accept (swapped in with a warning); counted in /metrics either way")
-	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies")
-	fl.StringVar(&config, "config", "", "OPA configuration file (services, bundles, decision_logs, status)")
-	fl.StringVar(&id, "id", "policycheck", "instance id reported to OPA status and decision-log services")
-	fl.StringVar(&tokenFile, "token-file", "", "file holding the bearer token every request must carry (GET /health excepted)")
-	fl.StringVar(&tlsCert, "tls-cert", "", "TLS certificate (PEM); serves HTTPS with --tls-key")
-	fl.StringVar(&tlsKey, "tls-key", "", "TLS private key (PEM); the pair is read again when either file changes")
-	fl.StringVar(&tlsCA, "tls-ca-cert", "", "CA certificates (PEM) whose client certificates are required (mutual TLS; not on --diagnostic-addr)")
-	fl.BoolVar(&h2c, "h2c", false, "also serve HTTP/2 without TLS to clients that speak it with prior knowledge, as opa run --h2c does")
-	fl.Int64Var(&maxBody, "max-body", 64<<20, "largest request body accepted, in bytes (413 beyond)")
-	fl.IntVar(&maxContext, "max-context-bytes", 1<<20, "largest request context accepted, in bytes of JSON (413 beyond; 0: only --max-body)")
-	fl.DurationVar(&timeout, "timeout", 5*time.Second, "per-request timeout from the end of the body (scan, decode and decision); a decision that runs out fails closed")
-	fl.DurationVar(&bodyTimeout, "body-timeout", 30*time.Second, "how long a request body may take to arrive (408 and the connection closed beyond; 0: no limit)")
-	fl.IntVar(&runs, "runs", 10_000, "most incremental runs kept (least recently used evicted)")
-	fl.DurationVar(&runTTL, "run-ttl", 30*time.Minute, "idle time after which a run is dropped (0: never)")
-	fl.IntVar(&engines, "engine-cache", 16, "most engines kept for registries that requests carry")
-	fl.IntVar(&decisions, "decision-cache", 1024, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
-	fl.IntVar(&prefixBytes, "prefix-cache-bytes", 256<<20, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
-	fl.StringArrayVar(&shadowPolicies, "shadow-policy", nil, "candidate policy file, directory or bundle evaluated beside the enforced policy, never changing an answer: disagreements in /metrics and the decision log (repeatable; needs --registry)")
-	fl.IntVar(&shadowQueue, "shadow-queue", 1024, "decisions waiting for the shadow policy before further ones are dropped (counted)")
-	fl.Int64Var(&shadowBytes, "shadow-queue-bytes", server.DefaultShadowQueueBytes, "bytes of request bodies the decisions waiting for the shadow policy may hold before further ones are dropped (counted; one decision of any size is let into an empty queue)")
-	fl.StringArrayVar(&mask, "mask-context", nil, "JSON pointer into the context to remove from decision logs (repeatable)")
-	fl.BoolVar(&schema, "schema", false, "also validate every history against the JSON Schema (the decoder alone, the default, rejects everything the schema rejects)")
-	fl.BoolVar(&noSchema, "no-schema", false, "validate histories with the decoder alone (the default)")
+	fl.StringVar(&f.Addr, "addr", "127.0.0.1:8181", "address to listen on: host:port (loopback by default) or unix:///path/to.sock")
+	fl.StringVar(&f.DiagnosticAddr, "diagnostic-addr", "", "address serving only GET /health and GET /metrics, for probes and scrapers (host:port or unix:///path)")
+	fl.StringVar(&f.UnixSocketPerm, "unix-socket-perm", "755", "permissions of the socket file of a unix:// --addr (octal)")
+	fl.StringVar(&f.RegistryFile, "registry", "", "tool registry used when a request carries none")
+	fl.StringArrayVar(&f.Policies, "policy", f.Policies, "policy file, directory (data: data.json, data.yaml only; entries named .* not read) or OPA bundle (repeatable)")
+	fl.BoolVar(&f.Watch, "watch", false, "reload the --policy, --registry and --shadow-policy files when they change, together, as opa run --watch does (files that do not compile or parse are logged and the last good ones keep serving); a changed --receipt-key file rotates the key")
+	fl.DurationVar(&f.WatchInterval, "watch-interval", time.Second, "how often --watch looks at the policy, registry and shadow policy files")
+	fl.StringVar(&f.WatchDrops, "watch-drops", "refuse", "what --watch does with policies that drop a package or rule the serving ones define: refuse (the last good ones keep serving) or accept (swapped in with a warning); counted in /metrics either way")
+	fl.BoolVar(&f.NoDefaults, "no-defaults", f.NoDefaults, "do not load the shipped default policies")
+	fl.StringVar(&f.OPAConfigFile, "config", "", "OPA configuration file (services, bundles, decision_logs, status)")
+	fl.StringVar(&f.ID, "id", f.ID, "instance id reported to OPA status and decision-log services")
+	fl.StringVar(&f.TokenFile, "token-file", "", "file holding the bearer token every request must carry (GET /health excepted)")
+	fl.StringVar(&f.TLSCert, "tls-cert", "", "TLS certificate (PEM); serves HTTPS with --tls-key")
+	fl.StringVar(&f.TLSKey, "tls-key", "", "TLS private key (PEM); the pair is read again when either file changes")
+	fl.StringVar(&f.TLSCA, "tls-ca-cert", "", "CA certificates (PEM) whose client certificates are required (mutual TLS; not on --diagnostic-addr)")
+	fl.BoolVar(&f.H2C, "h2c", f.H2C, "also serve HTTP/2 without TLS to clients that speak it with prior knowledge, as opa run --h2c does")
+	fl.Int64Var(&f.MaxBody, "max-body", f.MaxBody, "largest request body accepted, in bytes (413 beyond)")
+	fl.IntVar(&f.MaxContext, "max-context-bytes", f.MaxContext, "largest request context accepted, in bytes of JSON (413 beyond; 0: only --max-body)")
+	fl.DurationVar(&f.Timeout, "timeout", f.Timeout, "per-request timeout from the end of the body (scan, decode and decision); a decision that runs out fails closed")
+	fl.DurationVar(&f.BodyTimeout, "body-timeout", f.BodyTimeout, "how long a request body may take to arrive (408 and the connection closed beyond; 0: no limit)")
+	fl.IntVar(&f.Runs, "runs", f.Runs, "most incremental runs kept (least recently used evicted)")
+	fl.DurationVar(&f.RunTTL, "run-ttl", f.RunTTL, "idle time after which a run is dropped (0: never)")
+	fl.IntVar(&f.EngineCache, "engine-cache", f.EngineCache, "most engines kept for registries that requests carry")
+	fl.IntVar(&f.DecisionCache, "decision-cache", f.DecisionCache, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
+	fl.IntVar(&f.PrefixCacheBytes, "prefix-cache-bytes", f.PrefixCacheBytes, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
+	fl.StringArrayVar(&f.ShadowPolicies, "shadow-policy", f.ShadowPolicies, "candidate policy file, directory or bundle evaluated beside the enforced policy, never changing an answer: disagreements in /metrics and the decision log (repeatable; needs --registry)")
+	fl.IntVar(&f.ShadowQueue, "shadow-queue", f.ShadowQueue, "decisions waiting for the shadow policy before further ones are dropped (counted)")
+	fl.Int64Var(&f.ShadowQueueBytes, "shadow-queue-bytes", f.ShadowQueueBytes, "bytes of request bodies the decisions waiting for the shadow policy may hold before further ones are dropped (counted; one decision of any size is let into an empty queue)")
+	fl.StringArrayVar(&f.MaskContext, "mask-context", f.MaskContext, "JSON pointer into the context to remove from decision logs (repeatable)")
+	fl.BoolVar(&f.Schema, "schema", f.Schema, "also validate every history against the JSON Schema (the decoder alone, the default, rejects everything the schema rejects)")
+	fl.BoolVar(&f.NoSchema, "no-schema", false, "validate histories with the decoder alone (the default)")
 	_ = fl.MarkDeprecated("no-schema", "the decoder alone is the default; --schema adds the JSON Schema")
-	fl.DurationVar(&grace, "shutdown-grace", 30*time.Second, "how long shutdown takes at most: requests in flight, then decisions waiting for the shadow policy (those left are dropped, counted) and the decision-log flush (0: no wait)")
-	fl.BoolVarP(&verbose, "verbose", "v", false, "debug logging (--log-level debug)")
-	fl.StringVar(&logFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
-	fl.StringVar(&logLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
-	rf.register(cmd)
-	ak.register(cmd)
-	ev.register(cmd)
-	fl.BoolVar(&pprofOn, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/, as opa run --pprof does")
+	fl.DurationVar(&f.ShutdownGrace, "shutdown-grace", f.ShutdownGrace, "how long shutdown takes at most: requests in flight, then decisions waiting for the shadow policy (those left are dropped, counted) and the decision-log flush (0: no wait)")
+	fl.BoolVarP(&f.Verbose, "verbose", "v", false, "debug logging (--log-level debug)")
+	fl.StringVar(&f.LogFormat, "log-format", "text", "log format: text (key=value) or json (one object a line)")
+	fl.StringVar(&f.LogLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
+	f.Receipt.register(cmd)
+	f.Approvers.register(cmd)
+	fl.Var(evidenceValue{&f.VerifiedEvidence}, "evidence", evidenceUsage)
+	fl.BoolVar(&f.Pprof, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/, as opa run --pprof does")
 	return cmd
+}
+
+// check reports every flag serve refuses, before it reads a file: the
+// Config's own (server.Config.Validate, each named by its flag) and the
+// flags that contradict or need one another.
+func (f *serveFlags) check(cmd *cobra.Command) error {
+	changed := cmd.Flags().Changed
+	var errs []error
+	cfg := f.Config
+	// read reads Config.Receipts from --receipt-key after check: here
+	// the flag stands for it.
+	cfg.VerifiedEvidence = false
+	if err := cfg.Validate(); err != nil {
+		errs = append(errs, flagErrors(err))
+	}
+	if f.VerifiedEvidence && f.Receipt.key == "" {
+		errs = append(errs, errNoEvidenceKey)
+	}
+	if f.Schema && f.NoSchema {
+		errs = append(errs, errors.New("--schema and --no-schema contradict each other"))
+	}
+	switch {
+	case f.Watch && len(f.Policies) == 0 && f.RegistryFile == "" && len(f.ShadowPolicies) == 0 && f.Receipt.key == "":
+		errs = append(errs, errors.New("--watch reloads the --policy, --registry, --shadow-policy and --receipt-key files, and none is given"))
+	case !f.Watch && changed("watch-interval"):
+		errs = append(errs, errors.New("--watch-interval is how often --watch looks, and --watch is not given"))
+	case f.WatchInterval <= 0:
+		errs = append(errs, fmt.Errorf("--watch-interval must be positive, not %v", f.WatchInterval))
+	case !f.Watch && changed("watch-drops"):
+		errs = append(errs, errors.New("--watch-drops is what --watch does with policies that drop rules, and --watch is not given"))
+	case f.WatchDrops != "refuse" && f.WatchDrops != "accept":
+		errs = append(errs, fmt.Errorf("--watch-drops is refuse or accept, not %q", f.WatchDrops))
+	}
+	for _, name := range []string{"shadow-queue", "shadow-queue-bytes"} {
+		if changed(name) && len(f.ShadowPolicies) == 0 {
+			errs = append(errs, fmt.Errorf("--%s bounds the decisions waiting for the shadow policy, and --shadow-policy is not given", name))
+		}
+	}
+	if len(f.MaskContext) > 0 && f.OPAConfigFile == "" {
+		errs = append(errs, errors.New("--mask-context masks decision logs, which only --config turns on"))
+	}
+	if (f.TLSCert == "") != (f.TLSKey == "") {
+		errs = append(errs, errors.New("--tls-cert and --tls-key go together"))
+	}
+	if f.H2C && f.TLSCert != "" {
+		errs = append(errs, errors.New("--h2c serves HTTP/2 without TLS: with --tls-cert it would not be used"))
+	}
+	if f.TLSCA != "" && f.TLSCert == "" {
+		errs = append(errs, errors.New("--tls-ca-cert asks clients for certificates over TLS, which --tls-cert and --tls-key turn on"))
+	}
+	return errors.Join(errs...)
+}
+
+// read reads the files the flags name into the Config (the registry, the
+// OPA configuration, the token, the TLS files, the receipt and approver
+// keys), with the logger and the pprof handler.
+func (f *serveFlags) read(cmd *cobra.Command, logger *slog.Logger) error {
+	f.Logger = logger
+	f.Engine = append(f.Engine, engine.OnWarning(func(p engine.PolicyProblem) {
+		logger.Warn("policy never evaluated", "code", p.Code, "file", p.File, "row", p.Row, "message", p.Message)
+	}))
+	if f.Pprof {
+		f.Debug = pprofHandler()
+	}
+	var err error
+	if f.RegistryFile != "" {
+		if f.Registry, err = loader.ReadRegistry(f.RegistryFile); err != nil {
+			return badInput(err)
+		}
+	}
+	if f.OPAConfigFile != "" {
+		if f.OPAConfig, err = os.ReadFile(f.OPAConfigFile); err != nil {
+			return badInput(err)
+		}
+	}
+	if f.TokenFile != "" {
+		raw, err := os.ReadFile(f.TokenFile)
+		if err != nil {
+			return badInput(err)
+		}
+		if f.Token = strings.TrimSpace(string(raw)); f.Token == "" {
+			return badInput(fmt.Errorf("--token-file %s is empty", f.TokenFile))
+		}
+	}
+	if f.TLSCert != "" {
+		files, err := loadCertFiles(f.TLSCert, f.TLSKey, logger)
+		if err != nil {
+			return badInput(err)
+		}
+		f.TLS = &tls.Config{GetCertificate: files.get, MinVersion: tls.VersionTLS12}
+		if f.TLSCA != "" {
+			if f.TLS.ClientCAs, err = clientCAs(f.TLSCA); err != nil {
+				return badInput(err)
+			}
+			f.TLS.ClientAuth = tls.RequireAndVerifyClientCert
+		}
+	}
+	if f.Receipts, err = f.Receipt.signer(cmd); err != nil {
+		return err
+	}
+	f.ApproverKeys, err = f.Approvers.verifier(cmd)
+	return err
+}
+
+// flagErrors names each field server.Config.Validate refuses by the serve
+// flag that binds into it (its flag tag).
+func flagErrors(err error) error {
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return flagError(err)
+	}
+	var errs []error
+	for _, e := range joined.Unwrap() {
+		errs = append(errs, flagError(e))
+	}
+	return errors.Join(errs...)
+}
+
+func flagError(err error) error {
+	var fe *server.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	if sf, ok := reflect.TypeFor[server.Config]().FieldByName(fe.Field); ok && sf.Tag.Get("flag") != "" {
+		return fmt.Errorf("--%s %s", sf.Tag.Get("flag"), fe.Problem)
+	}
+	return err
 }
 
 // pprofHandler serves net/http/pprof's handlers under /debug/pprof/ on a

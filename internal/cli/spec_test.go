@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/policycheck/policycheck/internal/spectable"
+	"github.com/policycheck/policycheck/internal/testkit/spectable"
 )
 
 // TestSpecTablesThroughEval runs every case of the rule-by-rule fact

@@ -20,10 +20,10 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/policydir"
 	"github.com/policycheck/policycheck/internal/progress"
 	"github.com/policycheck/policycheck/internal/regoutil"
+	"github.com/policycheck/policycheck/internal/render"
 )
 
 type testFlags struct {
@@ -149,7 +149,7 @@ Exit codes:
   policycheck test policies/ --coverage --threshold 95
   policycheck test examples/ --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(f.format, "pretty", "json"); err != nil {
+			if _, err := parseFormat(prettyOrJSON, f.format); err != nil {
 				return err
 			}
 			if len(args) == 0 {
@@ -181,9 +181,6 @@ Exit codes:
 }
 
 func runRegoTests(ctx context.Context, stdout, stderr io.Writer, paths []string, f testFlags) error {
-	if f.format != "pretty" && f.format != "json" {
-		return badInput(fmt.Errorf("--format must be pretty or json, not %q", f.format))
-	}
 	if f.threshold < 0 || f.threshold > 100 {
 		return badInput(fmt.Errorf("--threshold must be between 0 and 100, not %v", f.threshold))
 	}
@@ -307,8 +304,8 @@ func loadTestModules(paths, ignore []string) (map[string]*ast.Module, storage.St
 			return true // not read by eval, serve and check either (engine.PolicyPaths)
 		}
 		// Not data by the bundle convention: skipped here, refused by
-		// eval, serve and check (engine.StrayData).
-		return engine.StrayData(name)
+		// eval, serve and check (policydir.Stray).
+		return policydir.Stray(name)
 	}
 	modules, store, err := tester.LoadWithParserOptions(paths, filter,
 		ast.ParserOptions{RegoVersion: ast.RegoV1, ProcessAnnotation: true})
@@ -419,7 +416,7 @@ func writeTestResults(w io.Writer, f testFlags, results []*tester.Result, report
 		close(c)
 		return c
 	}
-	if f.format == "json" {
+	if f.format == string(render.JSON) {
 		if report == nil {
 			return tester.JSONReporter{Output: w}.Report(ch())
 		}
@@ -462,10 +459,7 @@ func nonNil[T any](s []T) []T {
 
 // writeJSONTo writes v as the sidecar answers it (internal/jsonout).
 func writeJSONTo(w io.Writer, v any) error {
-	if err := jsonout.Write(w, v); err != nil {
-		return fmt.Errorf("write output: %w", err)
-	}
-	return nil
+	return render.WriteJSON(w, v)
 }
 
 // policyCoverage restricts a coverage report to the given modules (the

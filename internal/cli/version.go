@@ -7,6 +7,8 @@ import (
 
 	opaversion "github.com/open-policy-agent/opa/v1/version"
 	"github.com/spf13/cobra"
+
+	"github.com/policycheck/policycheck/internal/render"
 )
 
 const opaModule = "github.com/open-policy-agent/opa"
@@ -67,11 +69,12 @@ from a tagged module), the VCS revision when the build recorded one, the version
 and the Go version and platform, all from the binary's build information.` + exitCodes("0  always", "2  bad flags or arguments"),
 		Args: noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(format, "pretty", "json"); err != nil {
+			f, err := parseFormat(prettyOrJSON, format)
+			if err != nil {
 				return err
 			}
 			v := readVersion()
-			if format == "json" {
+			if f == render.JSON {
 				return writeJSON(cmd, v)
 			}
 			w := cmd.OutOrStdout()
@@ -79,7 +82,7 @@ and the Go version and platform, all from the binary's build information.` + exi
 			if v.Revision != "" {
 				rev = " (" + v.Revision + ")"
 			}
-			_, err := fmt.Fprintf(w, "policycheck %s%s\nOPA %s\nGo %s %s\n", v.Version, rev, v.OPA, v.Go, v.Platform)
+			_, err = fmt.Fprintf(w, "policycheck %s%s\nOPA %s\nGo %s %s\n", v.Version, rev, v.OPA, v.Go, v.Platform)
 			return err
 		},
 	}

@@ -1,11 +1,13 @@
-package jsonout
+package jsonout_test
 
 import (
 	"bytes"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/jsonout"
 )
 
 // TestEncodeIsTheEncoders: Encode writes what a json.Encoder
@@ -32,11 +34,16 @@ func TestEncodeIsTheEncoders(t *testing.T) {
 			t.Fatal(err)
 		}
 		var got bytes.Buffer
-		if err := Encode(&got, v); err != nil {
+		if err := jsonout.Encode(&got, v); err != nil {
 			t.Fatal(err)
 		}
 		if got.String() != want.String() {
 			t.Errorf("%s:\n got %q\nwant %q", name, got.String(), want.String())
+		}
+		// The Encoder keeps what a MarshalJSON escaped: the engine's
+		// write <, > and & as themselves too.
+		if (name == "decision" || name == "step") && !strings.Contains(got.String(), "<b>&") {
+			t.Errorf("%s: <b>& is escaped in %s", name, got.String())
 		}
 	}
 }

@@ -123,3 +123,16 @@ func newline(dst []byte, depth int) []byte {
 	}
 	return dst
 }
+
+// Marshal returns v as compact JSON written as Encode writes strings: <,
+// > and & as themselves. The engine's MarshalJSON methods and the
+// arguments pretty output quotes are written with it.
+func Marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}

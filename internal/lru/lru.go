@@ -1,17 +1,22 @@
-// Package lru is a bounded, least-recently-used map with an optional idle
-// TTL, checked lazily: the sidecar's table of engines compiled for
-// requests' registries and its table of incremental runs.
+// Package lru is the one bounded, least-recently-used map of policycheck,
+// with an optional idle TTL checked lazily and hit and miss counts: the
+// engine's filter cache, context cache and decision memo, and the
+// sidecar's table of engines compiled for requests' registries and its
+// table of incremental runs (docs/caches.md lists every cache).
 package lru
 
 import (
 	"container/list"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Cache is a bounded, least-recently-used map with an optional idle TTL,
 // checked lazily (on access and on insertion): it runs no goroutine. It
-// is safe for concurrent use.
+// is safe for concurrent use. A nil *Cache is a cache that keeps nothing:
+// every Get misses and Put drops its value (the way a cache is turned
+// off).
 type Cache[V any] struct {
 	mu    sync.Mutex
 	max   int
@@ -20,18 +25,19 @@ type Cache[V any] struct {
 	ll    *list.List
 	items map[string]*list.Element
 
-	evictions int64
+	evictions    int64
+	hits, misses atomic.Int64
 }
 
 type lruEntry[V any] struct {
 	key  string
 	val  V
-	used time.Time
+	used time.Time // last use; kept only with a TTL
 }
 
 // New returns a cache of at most max entries (at least one), each
 // dropped once unused for ttl (0: never); now is the clock (nil:
-// time.Now).
+// time.Now), read only with a TTL.
 func New[V any](max int, ttl time.Duration, now func() time.Time) *Cache[V] {
 	if max <= 0 {
 		max = 1
@@ -46,33 +52,51 @@ func (c *Cache[V]) expired(e *lruEntry[V], now time.Time) bool {
 	return c.ttl > 0 && now.Sub(e.used) > c.ttl
 }
 
+// clock is the time of a use: the zero time without a TTL, which does
+// not need it.
+func (c *Cache[V]) clock() time.Time {
+	if c.ttl <= 0 {
+		return time.Time{}
+	}
+	return c.now()
+}
+
 // Get returns the value under key and marks it used.
 func (c *Cache[V]) Get(key string) (V, bool) {
+	var zero V
+	if c == nil {
+		return zero, false
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var zero V
 	el, ok := c.items[key]
 	if !ok {
+		c.misses.Add(1)
 		return zero, false
 	}
 	e := el.Value.(*lruEntry[V])
-	now := c.now()
+	now := c.clock()
 	if c.expired(e, now) {
 		c.remove(el)
 		c.evictions++
+		c.misses.Add(1)
 		return zero, false
 	}
 	e.used = now
 	c.ll.MoveToFront(el)
+	c.hits.Add(1)
 	return e.val, true
 }
 
 // Put stores val under key, evicting the least recently used entries (and
 // expired ones) beyond the bound.
 func (c *Cache[V]) Put(key string, val V) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	now := c.now()
+	now := c.clock()
 	if el, ok := c.items[key]; ok {
 		e := el.Value.(*lruEntry[V])
 		e.val, e.used = val, now
@@ -93,6 +117,9 @@ func (c *Cache[V]) Put(key string, val V) {
 
 // Delete drops the entry under key, if any.
 func (c *Cache[V]) Delete(key string) {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if el, ok := c.items[key]; ok {
@@ -107,6 +134,9 @@ func (c *Cache[V]) remove(el *list.Element) {
 
 // Clear drops every entry.
 func (c *Cache[V]) Clear() {
+	if c == nil {
+		return
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.ll.Init()
@@ -115,6 +145,9 @@ func (c *Cache[V]) Clear() {
 
 // Values returns the live values, most recently used first.
 func (c *Cache[V]) Values() []V {
+	if c == nil {
+		return nil
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	out := make([]V, 0, c.ll.Len())
@@ -127,7 +160,19 @@ func (c *Cache[V]) Values() []V {
 // Stats returns the number of entries and how many were evicted (for the
 // bound or the TTL) since New.
 func (c *Cache[V]) Stats() (n int, evictions int64) {
+	if c == nil {
+		return 0, 0
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.ll.Len(), c.evictions
+}
+
+// Lookups returns how many Gets found their key (hits) and how many did
+// not (misses, an expired entry among them) since New.
+func (c *Cache[V]) Lookups() (hits, misses int64) {
+	if c == nil {
+		return 0, 0
+	}
+	return c.hits.Load(), c.misses.Load()
 }

@@ -94,3 +94,34 @@ func TestConcurrentUse(t *testing.T) {
 	n, _ := c.Stats()
 	require.LessOrEqual(t, n, 8)
 }
+
+// TestLookupsCountHitsAndMisses: every Get is a hit or a miss, an
+// expired entry a miss.
+func TestLookupsCountHitsAndMisses(t *testing.T) {
+	now := time.Unix(0, 0)
+	c := lru.New[int](2, time.Minute, func() time.Time { return now })
+	c.Put("a", 1)
+	c.Get("a")
+	c.Get("b")
+	now = now.Add(2 * time.Minute)
+	c.Get("a")
+	hits, misses := c.Lookups()
+	require.Equal(t, int64(1), hits)
+	require.Equal(t, int64(2), misses)
+}
+
+// TestNilCacheKeepsNothing: a nil cache is a cache turned off.
+func TestNilCacheKeepsNothing(t *testing.T) {
+	var c *lru.Cache[int]
+	c.Put("a", 1)
+	_, ok := c.Get("a")
+	require.False(t, ok)
+	c.Delete("a")
+	c.Clear()
+	require.Empty(t, c.Values())
+	n, ev := c.Stats()
+	require.Zero(t, n)
+	require.Zero(t, ev)
+	h, m := c.Lookups()
+	require.Zero(t, h+m)
+}

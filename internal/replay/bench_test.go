@@ -6,8 +6,8 @@ import (
 	"testing"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/gen"
 	"github.com/policycheck/policycheck/internal/replay"
+	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -21,7 +21,7 @@ deny contains {"reason": "r", "message": "m"} if {
 }
 `
 
-// BenchmarkReplay replays generated 1,000-message runs (internal/gen,
+// BenchmarkReplay replays generated 1,000-message runs (internal/testkit/gen,
 // seed 1, gen.Default) with the shipped policies as baseline and the
 // shipped policies plus one deny rule as candidate. Each run has a
 // context of its own, so neither side's filter cache nor decision memo

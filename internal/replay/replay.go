@@ -15,7 +15,8 @@
 // shares.
 //
 // inputs.go reads histories, JSON Lines and decision logs; report.go
-// writes the report (pretty, json, html); gate.go is --fail-on.
+// holds the report, which internal/render writes (pretty, json, html);
+// gate.go is --fail-on.
 package replay
 
 import (

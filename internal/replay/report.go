@@ -1,15 +1,10 @@
 package replay
 
 import (
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"slices"
 	"strings"
-	"text/tabwriter"
-
-	"github.com/policycheck/policycheck/internal/printable"
 )
 
 // Report is what a replay found. Its JSON form is what
@@ -168,85 +163,6 @@ func (r *Report) TransitionRows() []TransitionRow {
 	return rows
 }
 
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
-
-// WritePretty writes the summary table and then every change, for a
-// person at a terminal: every string that came from the inputs (run
-// names, tool_call_ids, tools, states, reasons, messages) is escaped
-// (internal/printable), so that none can move the cursor or hide a line.
-func (r *Report) WritePretty(w io.Writer) error {
-	var b strings.Builder
-	printable.Fprintf(&b, "replay: %d runs, %d decisions per side, %d calls judged\n", r.Runs, r.Decisions, r.Calls)
-	// The registries are named when they differ: the sides' policies
-	// alone do not say what changed then.
-	registries := r.Baseline.RegistryRevision != r.Candidate.RegistryRevision
-	side := func(name string, s SideInfo) {
-		pols := "(shipped defaults)"
-		if len(s.Policies) > 0 {
-			pols = strings.Join(s.Policies, " ")
-		}
-		if registries {
-			pols += ", registry " + s.Registry
-		}
-		printable.Fprintf(&b, "%-10s %s\n", name+":", pols)
-	}
-	side("baseline", r.Baseline)
-	side("candidate", r.Candidate)
-	for i, c := range r.RegistryChanges {
-		label := ""
-		if i == 0 {
-			label = "registry:"
-		}
-		printable.Fprintf(&b, "%-10s %s\n", label, c)
-	}
-	b.WriteString("\n")
-	tw := tabwriter.NewWriter(&b, 0, 8, 2, ' ', 0)
-	fmt.Fprintln(tw, "VERDICT (BASELINE -> CANDIDATE)\tCALLS")
-	for _, row := range r.TransitionRows() {
-		if row.Changed {
-			printable.Fprintf(tw, "%s -> %s\t%d\tchanged\n", row.From, row.To, row.Count)
-		} else {
-			printable.Fprintf(tw, "%s -> %s\t%d\n", row.From, row.To, row.Count)
-		}
-	}
-	printable.Fprintf(tw, "available\t+%d -%d\n", r.Available.Gained, r.Available.Lost)
-	printable.Fprintf(tw, "advertised\t+%d -%d\n", r.Advertised.Gained, r.Advertised.Lost)
-	printable.Fprintf(tw, "fail-closed decisions\tbaseline %d, candidate %d\n", r.FailClosed.Baseline, r.FailClosed.Candidate)
-	if r.WouldDeny != (FailClosed{}) || r.WouldHide != (Delta{}) {
-		printable.Fprintf(tw, "would deny (log-only)\tbaseline %d, candidate %d\n", r.WouldDeny.Baseline, r.WouldDeny.Candidate)
-		printable.Fprintf(tw, "would hide (log-only)\t+%d -%d\n", r.WouldHide.Gained, r.WouldHide.Lost)
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	if len(r.Changes) == 1 {
-		b.WriteString("\n1 change\n")
-	} else {
-		printable.Fprintf(&b, "\n%d changes\n", len(r.Changes))
-	}
-	for _, c := range r.Changes {
-		printable.Fprintf(&b, "\n%s  message %d  %s\n", c.Run, c.Message, c.Headline())
-		outcome := func(name string, o Outcome) {
-			printable.Fprintf(&b, "  %-10s %s\n", name+":", o.State)
-			for _, reason := range o.Reasons {
-				printable.Fprintf(&b, "             reason: %s\n", reason)
-			}
-			if o.Message != "" {
-				printable.Fprintf(&b, "             message: %s\n", o.Message)
-			}
-		}
-		outcome("baseline", c.Baseline)
-		outcome("candidate", c.Candidate)
-	}
-	_, err := io.WriteString(w, b.String())
-	return err
-}
-
 // Headline is the change in one line: what changed and how.
 func (c *Change) Headline() string {
 	switch c.Kind {
@@ -266,13 +182,6 @@ func (c *Change) Headline() string {
 		return fmt.Sprintf("decision: %s -> %s", c.Baseline.State, c.Candidate.State)
 	}
 	return fmt.Sprintf("%s %s: %s -> %s", c.Kind, c.Tool, c.Baseline.State, c.Candidate.State)
-}
-
-func short(rev string) string {
-	if len(rev) > 19 {
-		return rev[:19]
-	}
-	return rev
 }
 
 // stepAnchor is the HTML id of a run's step.

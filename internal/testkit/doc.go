@@ -1,0 +1,17 @@
+// Package testkit holds, in its subpackages, the helpers that only tests
+// import (docs/architecture.md's TestArchitectureMap checks that no other
+// package does):
+//
+//   - approvalcases: the approval bindings that must never let a call
+//     through, run by the engine's, the CLI's and the sidecar's tests;
+//   - receiptcases: the execution-receipt forgeries every verifier must
+//     reject;
+//   - limitstest: decode limits crossed by one;
+//   - spectable: the spec's rule-by-rule fact tables (facts/testdata/spec);
+//   - strictjson: an independent oracle for the JSON scanner;
+//   - gen: generated histories and registries for fuzzing, property tests
+//     and benchmarks;
+//   - racetest: whether a test runs under the race detector;
+//   - servetest: policycheck serve in a process of its own, and its floor
+//     server (servetest/floor) for the load tests.
+package testkit
