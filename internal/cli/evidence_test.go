@@ -115,6 +115,7 @@ func TestEvidenceFlagRefusals(t *testing.T) {
 		{append([]string{"explain", "--evidence", "verified"}, base...), "--receipt-key is required"},
 		{append([]string{"serve", "--evidence", "verified", "--addr", "127.0.0.1:0"}, base[:2]...), "--receipt-key is required"},
 		{append([]string{"eval", "--evidence", "trusted", "--receipt-key", key1}, base...), `--evidence is client or verified, not "trusted"`},
+		{append([]string{"serve", "--evidence", "trusted", "--receipt-key", key1, "--addr", "127.0.0.1:0"}, base[:2]...), `"--evidence" flag: is client or verified, not "trusted"`},
 		{append([]string{"explain", "--receipt-key", key1}, base...), "explain signs nothing"},
 	} {
 		res := run(t, "", tc.args...)
