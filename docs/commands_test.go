@@ -139,7 +139,7 @@ func TestReadmeCommands(t *testing.T) {
 			continue // done above, into a temporary GOBIN
 		case c == "bash scripts/test.sh":
 			continue // the suite this test is part of
-		case strings.HasPrefix(c, "python3 examples/harness/approvals.py "):
+		case strings.HasPrefix(c, "python3 examples/harness/approvals.py "), strings.HasPrefix(c, "python3 examples/harness/verified.py "):
 			continue // run against the README's sidecar by go test ./examples
 		case strings.HasPrefix(c, "policycheck serve "):
 			checkServe(t, bin, c)
@@ -238,8 +238,8 @@ func checkServe(t *testing.T, bin, line string) {
 			ranPython = true
 			break
 		}
-		if strings.Contains(block, "approval_required verdict") {
-			continue
+		if strings.Contains(block, "approval_required verdict") || strings.Contains(block, "started with --evidence verified") {
+			continue // the harnesses go test ./examples runs
 		}
 		require.Contains(t, block, `"http://127.0.0.1:8181"`, "a README Python snippet that does not reach the README's sidecar")
 		script := filepath.Join(t.TempDir(), "snippet.py")

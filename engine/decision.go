@@ -53,6 +53,12 @@ type Decision struct {
 	// Approvals records each approval the request carried: who answered
 	// what and whether it applied (absent when the request carried none).
 	Approvals []ApprovalOutcome `json:"approvals,omitempty"`
+	// UnverifiedEvidence, with verified evidence (VerifiedEvidence,
+	// RunVerifiedEvidence), lists the reveals and loads of the history
+	// that did not count because nothing vouched for the call that
+	// produced them, in history order; absent when every piece counted
+	// and without verified evidence.
+	UnverifiedEvidence []UnverifiedEvidence `json:"unverified_evidence,omitempty"`
 	// WouldHide names the tools available on the next request or at
 	// dispatch that a log-only operator rule (METADATA
 	// custom.policycheck.enforcement: log_only) would hide: reported, not
@@ -261,6 +267,8 @@ func newDecision(f *facts.Facts) *Decision {
 		Advertised: []string{},
 		Calls:      []CallVerdict{},
 		facts:      f,
+
+		UnverifiedEvidence: unverified(f.Unvouched),
 	}
 	if fd := f.Dispatch; fd != nil {
 		dv := *r.Dispatch

@@ -345,6 +345,9 @@ type decideConfig struct {
 	// evaluation runs instead of racing a timer (export_test.go).
 	beforeEval func(context.Context)
 	approvals  facts.Approvals
+	// evidence, when set, vouches for the evidence of a history the
+	// decision derives its facts from (VerifiedEvidence).
+	evidence *evidenceVoucher
 }
 
 // WithApprovals sets the approvals of a decision whose Request carries
@@ -373,6 +376,10 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	}
 	if req.Approvals == nil {
 		req.Approvals = dc.approvals
+	}
+	if dc.evidence != nil && req.Facts == nil {
+		f := facts.DeriveVouched(req.History, s.reg, s.opts, dc.evidence)
+		req.Facts = &f
 	}
 	if dc.deadline > 0 {
 		var cancel context.CancelFunc

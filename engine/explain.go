@@ -116,21 +116,37 @@ func pos(p facts.Position) string { return fmt.Sprintf("message %d, part %d", p.
 // Explain decides req and explains the decision. It reads provenance from
 // req.History, which it therefore requires (Facts alone do not say where
 // the evidence sits).
-func (e *Engine) Explain(ctx context.Context, req Request) (*Explanation, error) {
+//
+// opts are Decide's; with VerifiedEvidence the evidence not vouched for
+// is left out of the provenance as it is of the facts.
+func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption) (*Explanation, error) {
 	s := e.snap.Load()
 	if req.History == nil && req.Facts != nil {
 		return nil, errors.New("engine: Explain needs Request.History: provenance is read from the history, not from facts")
 	}
+	var dc decideConfig
+	for _, o := range opts {
+		o(&dc)
+	}
+	traced := req.History
 	if req.Facts == nil {
-		f := facts.DeriveWith(req.History, s.reg, s.opts)
+		var f facts.Facts
+		if dc.evidence != nil {
+			var unv []facts.Unvouched
+			traced, unv = facts.VouchHistory(req.History, dc.evidence)
+			f = facts.DeriveWith(traced, s.reg, s.opts)
+			f.Unvouched = unv
+		} else {
+			f = facts.DeriveWith(req.History, s.reg, s.opts)
+		}
 		req.Facts = &f
 	}
-	d, err := e.Decide(ctx, req)
+	d, err := e.Decide(ctx, req, opts...)
 	if err != nil {
 		return nil, err
 	}
 	f := req.Facts
-	tr := facts.TraceHistory(req.History)
+	tr := facts.TraceHistory(traced)
 	x := &Explanation{Decision: d, Compactions: tr.Compactions}
 	if x.Compactions == nil {
 		x.Compactions = []facts.Position{}

@@ -15,6 +15,9 @@ type RunOption func(*runConfig)
 
 type runConfig struct {
 	defaultRetries int
+	// evidence, when set, vouches for the run's evidence
+	// (RunVerifiedEvidence).
+	evidence *evidenceVoucher
 }
 
 // DefaultRetries sets the run's default retry budget (the reference
@@ -109,11 +112,16 @@ func (e *Engine) NewRun(opts ...RunOption) *Run {
 		o(&cfg)
 	}
 	reg := e.Registry()
-	return &Run{
+	if cfg.evidence != nil {
+		// Each run its own judgements.
+		ev := *cfg.evidence
+		ev.judged = map[facts.Position]struct{}{}
+		cfg.evidence = &ev
+	}
+	r := &Run{
 		e:             e,
 		cfg:           cfg,
 		reg:           reg,
-		tracker:       facts.NewTrackerWith(reg, e.FactOptions()),
 		dispatched:    -1,
 		retries:       map[string]int{},
 		refused:       map[string]struct{}{},
@@ -122,6 +130,16 @@ func (e *Engine) NewRun(opts ...RunOption) *Run {
 		stepFailed:    map[string]struct{}{},
 		stepSucceeded: map[string]struct{}{},
 	}
+	r.tracker = r.newTracker(reg, e.FactOptions())
+	return r
+}
+
+// newTracker is the run's tracker over reg keeping the optional facts o.
+func (r *Run) newTracker(reg *facts.Registry, o facts.Options) *facts.Tracker {
+	if r.cfg.evidence != nil {
+		return facts.NewVouchedTracker(reg, o, r.cfg.evidence)
+	}
+	return facts.NewTrackerWith(reg, o)
 }
 
 // Rebind makes the run's later steps decide with e, an engine compiled
@@ -223,7 +241,7 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 		// not keep (after a Rebind or Reload): track them from the start.
 		if reg, fo := r.e.Registry(), r.e.FactOptions(); reg != r.reg || fo != r.tracker.Options() {
 			r.reg = reg
-			r.tracker = facts.NewTrackerWith(reg, fo)
+			r.tracker = r.newTracker(reg, fo)
 			r.tracker.Append(r.history...)
 		}
 		f := r.tracker.FactsWith(r.tracker.Options())
@@ -247,6 +265,9 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 	if last != r.dispatched {
 		r.advance()
 		r.dispatched = last
+	}
+	if r.cfg.evidence != nil {
+		r.cfg.evidence.judge(last, d)
 	}
 	sd.Step = r.step
 	sd.Retries = r.account(d)

@@ -45,7 +45,7 @@ func readmeLine(t *testing.T, prefix string) []string {
 // edited arguments does not apply.
 func TestApprovalHarnessOverTheSidecar(t *testing.T) {
 	py := servetest.Python3(t)
-	serve := readmeLine(t, "policycheck serve ")
+	serve := readmeLine(t, "policycheck serve --addr ")
 	args := serve[2:]
 	for i := range args {
 		if i > 0 && args[i-1] == "--addr" {
@@ -114,8 +114,56 @@ func TestApprovalHarnessOverTheSidecar(t *testing.T) {
 	assert.Contains(t, got.TamperedWhy[0], "not what the approver was shown")
 }
 
-// TestReadmeShowsTheHarness: the README's Python harness is the committed
-// examples/harness/approvals.py, which the test above runs.
+// TestVerifiedHarnessOverTheSidecar runs the README's verified-evidence
+// harness (examples/harness/verified.py, stdlib only) as the README runs
+// it, against a real `policycheck serve --evidence verified --receipt-key`
+// started with the README's arguments: a whole run whose receipts the
+// harness keeps in each tool return's metadata.policycheck_receipt
+// executes every call, the deferred tool and the vault's included; the
+// same history without the receipts does not reach the vault's tool, and
+// the decision says which evidence did not count.
+func TestVerifiedHarnessOverTheSidecar(t *testing.T) {
+	py := servetest.Python3(t)
+	serve := readmeLine(t, "policycheck serve --evidence verified ")
+	args := serve[2:]
+	for i := range args {
+		if i > 0 && args[i-1] == "--addr" {
+			args[i] = "127.0.0.1:0"
+		}
+	}
+	url := servetest.StartIn(t, "..", servetest.Build(t), args...).URL
+	harness := readmeLine(t, "python3 examples/harness/verified.py ")
+	require.Equal(t, "http://127.0.0.1:8181", harness[2], "the README's harness reaches the README's sidecar")
+	harness[2] = url
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, harness[1:]...)
+	cmd.Dir = ".."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	var got struct {
+		Verdicts           [][]string `json:"verdicts"`
+		WithoutReceipts    [][]string `json:"without_receipts"`
+		UnverifiedEvidence []struct {
+			Message, Part int
+			Why           string
+		} `json:"unverified_evidence"`
+	}
+	require.NoError(t, json.Unmarshal(out, &got), string(out))
+	assert.Equal(t, [][]string{{"search_tools", "execute"}, {"search_docs", "execute"}, {"load_capability", "execute"}, {"secret_op", "execute"}}, got.Verdicts)
+	assert.Equal(t, [][]string{{"secret_op", "not_available_yet"}}, got.WithoutReceipts)
+	require.Len(t, got.UnverifiedEvidence, 2)
+	assert.Equal(t, 2, got.UnverifiedEvidence[0].Message)
+	assert.Contains(t, got.UnverifiedEvidence[0].Why, `no receipt (metadata.policycheck_receipt) of the search call "s1"`)
+	assert.Equal(t, 6, got.UnverifiedEvidence[1].Message)
+	assert.Contains(t, got.UnverifiedEvidence[1].Why, `of the load call "l1"`)
+}
+
+// TestReadmeShowsTheHarness: the README's Python harnesses are the
+// committed examples/harness/approvals.py and verified.py, which the tests
+// above run.
 func TestReadmeShowsTheHarness(t *testing.T) {
 	readme, err := os.ReadFile("../README.md")
 	require.NoError(t, err)
@@ -128,4 +176,8 @@ func TestReadmeShowsTheHarness(t *testing.T) {
 	end := strings.Index(rest, "```")
 	require.GreaterOrEqual(t, end, 0)
 	assert.Equal(t, string(harness), rest[:end], "README.md's harness and examples/harness/approvals.py differ")
+
+	verified, err := os.ReadFile("harness/verified.py")
+	require.NoError(t, err)
+	assert.Contains(t, text, "```python\n"+string(verified)+"```", "README.md's verified-evidence harness and examples/harness/verified.py differ")
 }

@@ -36,6 +36,10 @@ type Facts struct {
 	// the returns after that point: a flow from them is not reported.
 	// Always false unless Options.Flows asks for flows.
 	FlowIndexTruncated bool
+	// Unvouched is the evidence a Voucher did not vouch for, in history
+	// order (DeriveVouched, NewVouchedTracker): it counts for nothing
+	// above. Nil when no Voucher was asked.
+	Unvouched []Unvouched
 }
 
 // Outgoing holds facts of the cleaned outgoing history (spec ADV1–ADV2).

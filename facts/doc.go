@@ -28,6 +28,12 @@
 //     argument values equal or contain a string, or equal a number, of an
 //     earlier tool return; flows.go), whose index of return strings the
 //     Tracker builds as messages arrive, bounded by a cap.
+//   - A [Voucher] makes a reveal or a load count only where the caller
+//     vouches for the call that produced it (verified evidence):
+//     [VouchHistory] removes the rest, [DeriveVouched] and
+//     [NewVouchedTracker] derive without it and list it in
+//     [Facts].Unvouched. This package finds each piece of evidence and its
+//     call; what vouches (a receipt, a run's judgement) is the engine's.
 //
 // Facts are raw evidence, not verdicts: deciding which tools are available,
 // advertised or callable is the policies' job (package engine).

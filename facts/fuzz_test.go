@@ -108,7 +108,35 @@ func checkTrackerPrefixes(t *testing.T, h facts.History, reg *facts.Registry) {
 	plain := facts.NewTracker(reg)
 	plain.Append(h...)
 	require.Nil(t, plain.FactsWith(allOptions).ToolCalls, "a tracker keeps only the optional facts it was built for")
+	require.Nil(t, plain.Facts().Unvouched, "a tracker without a Voucher lists no unvouched evidence")
+
+	// Verified evidence: a vouched tracker agrees with DeriveVouched on
+	// every prefix, and removing evidence never adds any.
+	vt := facts.NewVouchedTracker(reg, allOptions, oddCallsUnvouched)
+	for n := 1; n <= len(h); n++ {
+		vt.Append(h[n-1])
+		want := facts.DeriveVouched(h[:n], reg, allOptions, oddCallsUnvouched)
+		require.Equal(t, want, vt.FactsWith(allOptions), "vouched, prefix of %d messages", n)
+		all := facts.Derive(h[:n], reg)
+		requireSubset(t, want.Discovered, all.Discovered, "vouched discovered")
+		requireSubset(t, want.Loaded, all.Loaded, "vouched loaded")
+		requireSubset(t, want.Outgoing.Discovered, all.Outgoing.Discovered, "vouched outgoing discovered")
+		requireSubset(t, want.ActiveCapabilities, all.ActiveCapabilities, "vouched active capabilities")
+		if want.Dispatch != nil {
+			requireSubset(t, want.Dispatch.ActiveCapabilities, all.Dispatch.ActiveCapabilities, "vouched dispatch active capabilities")
+			requireSubset(t, want.Dispatch.SameResponse.Revealed, all.Dispatch.SameResponse.Revealed, "vouched same-response reveals")
+		}
+	}
 }
+
+// oddCallsUnvouched vouches for the calls at an even position sum only:
+// a deterministic mix of vouched and unvouched evidence.
+var oddCallsUnvouched = facts.VoucherFunc(func(c facts.Claim) string {
+	if (c.CallAt.Message+c.CallAt.Part)%2 == 0 {
+		return ""
+	}
+	return "odd call position"
+})
 
 // allOptions asks for every optional fact.
 var allOptions = facts.Options{ToolCalls: true, Flows: true}

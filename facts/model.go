@@ -163,6 +163,12 @@ type Part struct {
 	// content (any JSON value), read for flows. It may alias the
 	// decoder's input buffer.
 	Content []byte
+	// Receipt is the raw JSON of a tool return's
+	// metadata.policycheck_receipt (where a harness keeps the execution
+	// receipt of the call the return answers), nil when absent. Only
+	// verified evidence reads it (engine). It may alias the decoder's
+	// input buffer.
+	Receipt []byte
 }
 
 // Message is one decoded message.

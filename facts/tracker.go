@@ -37,6 +37,9 @@ type Tracker struct {
 	// flows indexes the returns of the folded messages when opts asks
 	// for flows (nil otherwise).
 	flows *flowIndex
+	// vouch, when set, removes the evidence its Voucher does not vouch
+	// for from each message as it is appended (NewVouchedTracker).
+	vouch *vouching
 }
 
 // window accumulates the evidence found from its start on.
@@ -110,6 +113,18 @@ func NewTrackerWith(reg *Registry, o Options) *Tracker {
 	}
 }
 
+// NewVouchedTracker is NewTrackerWith, for a history whose evidence
+// counts only where v vouches for it: each appended message is read
+// without the evidence v does not vouch for (VouchHistory), and Facts
+// lists that evidence in Unvouched. It equals DeriveVouched over the same
+// history when v answers each claim as it did when the claim's message
+// was appended.
+func NewVouchedTracker(reg *Registry, o Options, v Voucher) *Tracker {
+	t := NewTrackerWith(reg, o)
+	t.vouch = newVouching(v)
+	return t
+}
+
 // Options returns the optional facts the tracker keeps.
 func (t *Tracker) Options() Options { return t.opts }
 
@@ -125,6 +140,9 @@ func (t *Tracker) Append(msgs ...Message) {
 			t.pending = nil
 		}
 		m := &msgs[i]
+		if t.vouch != nil {
+			m = t.vouch.message(m, t.n)
+		}
 		if m.Kind == Response {
 			t.pending = m
 		} else {
@@ -232,6 +250,14 @@ func (t *Tracker) FactsWith(o Options) Facts {
 // Facts returns the facts of the history appended so far. It equals
 // Derive over the same history.
 func (t *Tracker) Facts() Facts {
+	f := t.facts()
+	if t.vouch != nil {
+		f.Unvouched = slices.Clone(nonNilUnvouched(t.vouch.out))
+	}
+	return f
+}
+
+func (t *Tracker) facts() Facts {
 	R := t.pending
 	if R == nil {
 		loaded := sortedOf(t.cons.loaded, &t.cons.sortedLoaded)

@@ -787,6 +787,9 @@ func (d *historyDecoder) toolPart(p *facts.Part, sp *[pCount]wire.Span) *Error {
 				p.Content = wire.Standardize(p.Content)
 			}
 		}
+		if kind == facts.ToolReturn {
+			p.Receipt = d.receiptMetadata(sp[pMetadata])
+		}
 		if o := sp[pOutcome]; o.Present() {
 			out, err := d.enumAt(o, "outcome", outcomes, false)
 			if err != nil {
@@ -1037,6 +1040,30 @@ func (d *historyDecoder) legacyMetadata(m wire.Span) []string {
 		return nil
 	}
 	return nonNilNames(names)
+}
+
+// receiptMetadata returns the raw JSON of metadata.policycheck_receipt
+// (facts.Part.Receipt), nil when metadata is not an object or has no
+// such member. The value is read, not checked: verified evidence
+// (engine) says why one that is not a receipt does not count.
+func (d *historyDecoder) receiptMetadata(m wire.Span) []byte {
+	if !m.Present() || d.Data[m.S] != '{' {
+		return nil
+	}
+	var raw []byte
+	_ = d.At(m, "metadata", func() *Error {
+		return d.Object(func(key []byte) *Error {
+			sp, err := d.SkipValue()
+			if err == nil && string(key) == "policycheck_receipt" {
+				raw = d.Data[sp.S:sp.E]
+			}
+			return err
+		})
+	})
+	if raw != nil && d.Extended {
+		raw = wire.Standardize(raw)
+	}
+	return raw
 }
 
 // messageKey maps a message key to its index; a switch on the key bytes

@@ -173,3 +173,14 @@ func IDs(receipt string) (jti, kid string, err error) {
 	}
 	return c.ID, h.Kid, nil
 }
+
+// VerifyReceipt checks receipt for the call (run id, "" when stateless;
+// tool_call_id; tool; the arguments as the history spells them) against
+// the keys s serves (Keys: the current key and the replaced keys whose
+// receipts may not have expired yet), as of s's clock: the check of a
+// receipt a harness kept in a tool return's metadata.policycheck_receipt
+// (engine.VerifiedEvidence). It returns Verify's error.
+func (s *Signer) VerifyReceipt(receipt, runID string, toolCallID *string, tool string, args []byte) error {
+	_, err := Verify(receipt, s.Keys(), Call{RunID: runID, ToolCallID: toolCallID, Tool: tool, Args: args}, At(s.now))
+	return err
+}

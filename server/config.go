@@ -180,6 +180,20 @@ type Config struct {
 	// /v1/decide, /v1/explain and the runs' decide endpoint; the approver
 	// is then the key's identity.
 	ApproverKeys *approvalsig.Verifier `noflag:"serve reads it from the --approver-keys file"`
+	// VerifiedEvidence counts a reveal (a search return's discovered
+	// tools) or a capability load only where the server can vouch for the
+	// call that produced it: on /v1/decide and /v1/explain, a return whose
+	// metadata.policycheck_receipt holds a receipt the Receipts signer
+	// verifies for that call (engine.VerifiedEvidence); on a run's decide
+	// endpoint, a call this run judged execute, or a receipt for it in
+	// this run (engine.RunVerifiedEvidence). Other evidence is ignored and
+	// listed in the decision's unverified_evidence. /v1/decide and
+	// /v1/facts then derive each request's facts afresh, without the
+	// prefix cache: a receipt that verified for a remembered prefix may
+	// have expired since. Validate refuses it without Receipts. serve's
+	// --evidence verified sets it (--evidence client, the default, leaves
+	// it false).
+	VerifiedEvidence bool `flag:"evidence"`
 
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
 	noRecycle    bool // tests: pool no body
@@ -270,6 +284,9 @@ func (c Config) Validate() error {
 	}
 	if c.H2C && c.TLS != nil {
 		bad("H2C", "serves HTTP/2 without TLS: with TLS it would not be used")
+	}
+	if c.VerifiedEvidence && c.Receipts == nil {
+		bad("VerifiedEvidence", "counts a stateless request's reveals and loads only with receipts this server signed: it needs Receipts (--receipt-key)")
 	}
 	for _, p := range c.MaskContext {
 		if err := mask.CheckPointer(p); err != nil {

@@ -354,11 +354,13 @@ func parseRegistry(raw []byte) (*facts.Registry, *Error) {
 
 func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	start := time.Now()
-	req, herr := s.parse(r.Context(), body, true)
+	// Verified evidence derives each request's facts afresh: a receipt
+	// that verified for a remembered prefix may have expired since.
+	req, herr := s.parse(r.Context(), body, !s.cfg.VerifiedEvidence)
 	if herr != nil {
 		return nil, herr
 	}
-	d, err := req.eng.Decide(r.Context(), req.engineRequest())
+	d, err := req.eng.Decide(r.Context(), req.engineRequest(), s.evidence()...)
 	if err != nil {
 		s.metrics.evalError(epDecide)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
@@ -373,9 +375,14 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 // handleFacts answers the facts as `policycheck facts` prints them, or,
 // with ?format=input, the Rego input document.
 func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
-	req, herr := s.parse(r.Context(), body, true)
+	req, herr := s.parse(r.Context(), body, !s.cfg.VerifiedEvidence)
 	if herr != nil {
 		return nil, herr
+	}
+	if s.cfg.VerifiedEvidence {
+		// The facts the decision would be made on.
+		f := facts.DeriveVouched(req.history.messages, req.eng.Registry(), req.eng.FactOptions(), engine.EvidenceVoucher(s.cfg.Receipts))
+		req.history.facts = &f
 	}
 	if req.approvals != nil {
 		return nil, badRequest(CodeSchema, "approvals are not read by /v1/facts: send them to /v1/decide, /v1/explain or a run", "/approvals")
@@ -409,7 +416,7 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context, Approvals: req.approvals})
+	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context, Approvals: req.approvals}, s.evidence()...)
 	if err != nil {
 		s.metrics.evalError(epExplain)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")

@@ -61,6 +61,7 @@ func withShutdownGrace(d time.Duration) option { return func(c *server.Config) {
 func withLogger(l *slog.Logger) option         { return func(c *server.Config) { c.Logger = l } }
 func withDebug(h http.Handler) option          { return func(c *server.Config) { c.Debug = h } }
 func withReceipts(s *receipt.Signer) option    { return func(c *server.Config) { c.Receipts = s } }
+func withVerifiedEvidence() option             { return func(c *server.Config) { c.VerifiedEvidence = true } }
 func withApproverKeys(v *approvalsig.Verifier) option {
 	return func(c *server.Config) { c.ApproverKeys = v }
 }

@@ -94,3 +94,21 @@ func (s *Server) recordSignatures(custom map[string]any, d *engine.Decision) err
 	custom["approvals"] = v
 	return nil
 }
+
+// evidence is the decision option of the server's evidence mode for a
+// stateless request (none by default).
+func (s *Server) evidence() []engine.DecideOption {
+	if !s.cfg.VerifiedEvidence {
+		return nil
+	}
+	return []engine.DecideOption{engine.VerifiedEvidence(s.cfg.Receipts)}
+}
+
+// runEvidence is the run option of the server's evidence mode for the
+// run id (none by default).
+func (s *Server) runEvidence(id string) []engine.RunOption {
+	if !s.cfg.VerifiedEvidence {
+		return nil
+	}
+	return []engine.RunOption{engine.RunVerifiedEvidence(s.cfg.Receipts, id)}
+}

@@ -141,7 +141,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		if herr != nil {
 			return nil, herr
 		}
-		rn = &run{run: eng.NewRun(), reg: eng.Registry()}
+		rn = &run{run: eng.NewRun(s.runEvidence(id)...), reg: eng.Registry()}
 		if !isNull(b.Registry) {
 			rn.regKey = registryKey(b.Registry)
 		}

@@ -16,8 +16,9 @@ func newEvalCmd() *cobra.Command {
 	var failOnRefusal bool
 	var rf receiptFlags
 	var ak approverKeysFlag
+	var ev evidenceFlag
 	cmd := &cobra.Command{
-		Use:   "eval --registry R --history H [--context C] [--approvals A] [--policy DIR|FILE|BUNDLE]... [--format json|pretty] [--fail-on-refusal]",
+		Use:   "eval --registry R --history H [--context C] [--approvals A] [--policy DIR|FILE|BUNDLE]... [--format json|pretty] [--fail-on-refusal] [--evidence client|verified]",
 		Short: "Decide availability, advertisement and every call's verdict (JSON, or --format pretty)",
 		Long: `eval prints the decision document: the fingerprint, the facts, the tools available and advertised for
 the next request and, when the history ends with a response, the dispatch facts and one verdict per
@@ -43,7 +44,9 @@ call (policycheck receipt verify, package receipt; docs/trust.md).
 
 --approver-keys (a JWKS) counts an approval only when it carries "signature", a compact JWS by one of
 those keys over its digest, kind and override_args; its approver is then the key's sub (or kid). Any
-other approval is not applied, and the decision's "approvals" says why (docs/trust.md).` + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
+other approval is not applied, and the decision's "approvals" says why (docs/trust.md).
+
+` + evidenceHelp + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
 		Example: `  policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json \
     --policy examples/policies --context examples/context/support.json
   policycheck eval --registry examples/registry.yaml --history examples/histories/refund.json --format pretty
@@ -62,6 +65,10 @@ other approval is not applied, and the decision's "approvals" says why (docs/tru
 			if err != nil {
 				return err
 			}
+			verified, err := ev.verified(signer)
+			if err != nil {
+				return err
+			}
 			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
@@ -70,7 +77,11 @@ other approval is not applied, and the decision's "approvals" says why (docs/tru
 			if approvers != nil {
 				req.Approvals = approvers.Check(req.Approvals)
 			}
-			d, err := eng.Decide(cmd.Context(), req)
+			var opts []engine.DecideOption
+			if verified {
+				opts = append(opts, engine.VerifiedEvidence(signer))
+			}
+			d, err := eng.Decide(cmd.Context(), req, opts...)
 			if err != nil {
 				return badInput(err)
 			}
@@ -94,6 +105,7 @@ other approval is not applied, and the decision's "approvals" says why (docs/tru
 	cmd.Flags().BoolVar(&failOnRefusal, "fail-on-refusal", false, "exit 3 when a call is refused or the decision failed closed")
 	rf.register(cmd)
 	ak.register(cmd)
+	ev.register(cmd)
 	return cmd
 }
 

@@ -65,7 +65,7 @@ func newServeCmd() *cobra.Command {
 // defaults).
 func (f *serveFlags) command() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml]",
+		Use:   "serve [--addr 127.0.0.1:8181] [--registry R] [--policy ...] [--config opa-config.yaml] [--evidence client|verified]",
 		Short: "Serve decisions over HTTP (the sidecar), with OPA bundles and decision logs",
 		Long: `serve answers decisions over HTTP, the same documents as eval, facts and explain:
 
@@ -121,7 +121,11 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it
 (docs/trust.md, "Signed approvals"). With either, each decision-log event's custom also records the
 receipts handed out (each one's jti and kid), the keys that verify them and each approval's signature
-outcome, which policycheck replay verifies again (docs/replay.md, "Recorded receipts and approvals").` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+outcome, which policycheck replay verifies again (docs/replay.md, "Recorded receipts and approvals").
+
+` + evidenceHelp + `
+With verified, --receipt-key is required, and /v1/decide and /v1/facts do not resume from the prefix
+cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
@@ -232,6 +236,7 @@ outcome, which policycheck replay verifies again (docs/replay.md, "Recorded rece
 	fl.StringVar(&f.LogLevel, "log-level", "info", "least severe level logged: debug, info, warn or error")
 	f.Receipt.register(cmd)
 	f.Approvers.register(cmd)
+	fl.Var(evidenceValue{&f.VerifiedEvidence}, "evidence", evidenceUsage)
 	fl.BoolVar(&f.Pprof, "pprof", false, "serve Go's runtime profiles (CPU, heap, goroutines, trace) under /debug/pprof/, as opa run --pprof does")
 	return cmd
 }
@@ -242,8 +247,15 @@ outcome, which policycheck replay verifies again (docs/replay.md, "Recorded rece
 func (f *serveFlags) check(cmd *cobra.Command) error {
 	changed := cmd.Flags().Changed
 	var errs []error
-	if err := f.Config.Validate(); err != nil {
+	cfg := f.Config
+	// read reads Config.Receipts from --receipt-key after check: here
+	// the flag stands for it.
+	cfg.VerifiedEvidence = false
+	if err := cfg.Validate(); err != nil {
 		errs = append(errs, flagErrors(err))
+	}
+	if f.VerifiedEvidence && f.Receipt.key == "" {
+		errs = append(errs, errNoEvidenceKey)
 	}
 	if f.Schema && f.NoSchema {
 		errs = append(errs, errors.New("--schema and --no-schema contradict each other"))

@@ -70,6 +70,9 @@ func TestServeFlagsBind(t *testing.T) {
 	}
 	sample := map[string]string{"bool": "true", "string": "x-test", "stringArray": "x-test",
 		"int": "7", "int64": "7", "duration": "7s"}
+	// Flags that take one of a few words take one other than their
+	// default.
+	enum := map[string]string{"evidence": "verified"}
 
 	seen := map[string]bool{}
 	newServeFlags().command().Flags().VisitAll(func(fl *pflag.Flag) {
@@ -82,6 +85,9 @@ func TestServeFlagsBind(t *testing.T) {
 		cmd := f.command()
 		before := snapshot(f, fields)
 		v, ok := sample[fl.Value.Type()]
+		if e, isEnum := enum[fl.Name]; isEnum {
+			v, ok = e, true
+		}
 		require.True(t, ok, "--%s: no sample value for a %s flag", fl.Name, fl.Value.Type())
 		require.NoError(t, cmd.Flags().Set(fl.Name, v), "--%s", fl.Name)
 		var changed []string

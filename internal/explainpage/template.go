@@ -122,6 +122,7 @@ tr.tool:target{background:#fff3d6}
 {{end}}</table>
 {{else}}<p>The last message is not a response with tool calls: no call is judged.</p>
 {{end}}{{if .Approvals}}<h3>Approvals</h3><ul>{{range .Approvals}}<li>{{v .ToolCallID}} {{v .Kind}} by {{range $i, $a := .Approvers}}{{if $i}}, {{end}}{{v $a}}{{end}}: {{v .Why}}</li>{{end}}</ul>
+{{end}}{{with .X.Decision.UnverifiedEvidence}}<h3>Unverified evidence, ignored</h3><ul class="unverified">{{range .}}<li>message {{.Message}}, part {{.Part}}: {{v .Why}}</li>{{end}}</ul>
 {{end}}</section>
 <section id="tools">
 <h2>Tools of the registry</h2>

@@ -78,7 +78,20 @@ func prettyDecision(w io.Writer, d *engine.Decision) {
 			}
 		}
 	}
+	prettyUnverified(w, d)
 	printable.Fprintf(w, fingerprintLine, d.Fingerprint)
+}
+
+// prettyUnverified lists the evidence that did not count (--evidence
+// verified), if any.
+func prettyUnverified(w io.Writer, d *engine.Decision) {
+	if len(d.UnverifiedEvidence) == 0 {
+		return
+	}
+	printable.Fprintf(w, "Unverified evidence, ignored (%d):\n", len(d.UnverifiedEvidence))
+	for _, u := range d.UnverifiedEvidence {
+		printable.Fprintf(w, "  message %d, part %d: %s\n", u.Message, u.Part, u.Why)
+	}
 }
 
 func yesNo(b bool, yes, no string) string {
@@ -138,6 +151,10 @@ func prettyExplanation(w io.Writer, x *engine.Explanation) {
 		for _, why := range c.WouldDeny {
 			printable.Fprintf(w, "      - would deny (log-only rule, not enforced): %s\n", why)
 		}
+	}
+	if len(d.UnverifiedEvidence) > 0 {
+		fmt.Fprintln(w)
+		prettyUnverified(w, d)
 	}
 	if len(d.Approvals) > 0 {
 		fmt.Fprintln(w, "\nApprovals:")
