@@ -866,12 +866,17 @@ func boolOrDenialSet(t types.Type) Answer {
 	})
 }
 
-// decisionKeys are the keys the engine reads from the decision object,
-// required or not.
-var decisionKeys = map[string]bool{
-	"available": true, "advertised": true, "dispatch_available": true, "verdicts": true,
-	"hidden": false, "rule_errors": false, "would_hide": false,
-}
+// decisionKeys are the keys the engine reads from the decision object:
+// the top-level fields of Result (document.go).
+var decisionKeys = func() map[string]Path {
+	out := map[string]Path{}
+	for _, p := range resultPaths {
+		if !strings.ContainsAny(p.Path, ".[") {
+			out[p.Path] = p
+		}
+	}
+	return out
+}()
 
 func decisionType(t types.Type) Answer {
 	return all(t, func(t types.Type) Answer {
@@ -885,16 +890,17 @@ func decisionType(t types.Type) Answer {
 		have := map[string]bool{}
 		for _, p := range o.StaticProperties() {
 			k, _ := p.Key.(string)
-			if _, known := decisionKeys[k]; !known {
+			field, known := decisionKeys[k]
+			if !known {
 				return No
 			}
 			have[k] = true
-			if k != "verdicts" && k != "rule_errors" && setOf(stringType)(p.Value) == No {
+			if field.Set && setOf(stringType)(p.Value) == No {
 				return No
 			}
 		}
-		for k, required := range decisionKeys {
-			if required && !have[k] {
+		for k, field := range decisionKeys {
+			if !field.Optional && !have[k] {
 				return No
 			}
 		}
