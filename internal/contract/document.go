@@ -223,7 +223,7 @@ type Result struct {
 	// The tools log-only operator rules would hide (reported, not enforced).
 	WouldHide []string `json:"would_hide,omitempty" rego:"set"`
 	// Operator rule values of a refused shape the gate found at run time: the decision fails closed naming the rule.
-	RuleErrors []RuleAnswer `json:"rule_errors,omitempty"`
+	RuleErrors []FlaggedValue `json:"rule_errors,omitempty"`
 }
 
 // Verdict is one element of Result.Verdicts.
@@ -262,16 +262,27 @@ type RemovedBy struct {
 
 // RuleAnswer is a denial or approval request of an operator rules
 // package, or, carrying value, a rule value of a refused shape the gate
-// flagged.
+// flagged (then read as a FlaggedValue).
 type RuleAnswer struct {
 	// The rules package (below policycheck.rules).
 	Package string `json:"package,omitempty"`
-	// The flagged rule (`hide`, `deny`, `require_approval`), with value.
-	Rule string `json:"rule,omitempty"`
 	// The operator-facing reason.
 	Reason string `json:"reason,omitempty"`
 	// The model-facing (or approver-facing) message.
 	Message string `json:"message,omitempty"`
-	// The flagged value, as the rule yielded it.
+	// With value: the flagged rule (`deny`, `require_approval`).
+	Rule string `json:"rule,omitempty"`
+	// Present only on a flagged value: the value, as the rule yielded it.
+	Value any `json:"value,omitempty"`
+}
+
+// FlaggedValue is an operator rule value of a refused shape the gate
+// found at run time.
+type FlaggedValue struct {
+	// The rules package (below policycheck.rules).
+	Package string `json:"package,omitempty"`
+	// The rule (`hide`, `deny`, `require_approval`).
+	Rule string `json:"rule,omitempty"`
+	// The value, as the rule yielded it.
 	Value any `json:"value,omitempty"`
 }
