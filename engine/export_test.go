@@ -8,3 +8,13 @@ import "context"
 func WithBeforeEval(f func(context.Context)) DecideOption {
 	return func(c *decideConfig) { c.beforeEval = f }
 }
+
+// InvariantNames returns the names of the invariants the engine holds
+// over the policy's answer, in order.
+func InvariantNames() []string {
+	out := make([]string, len(invariants))
+	for i, inv := range invariants {
+		out[i] = inv.name
+	}
+	return out
+}
