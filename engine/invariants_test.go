@@ -31,7 +31,7 @@ func TestInvariants(t *testing.T) {
 		check    func(t *testing.T, d *engine.Decision)
 	}{
 		"advertised_within_available": {
-			policy: `"available": {"get_time"}, "advertised": {"get_time", "send_mail"}, "dispatch_available": set(), "verdicts": []`,
+			policy:  `"available": {"get_time"}, "advertised": {"get_time", "send_mail"}, "dispatch_available": set(), "verdicts": []`,
 			history: []string{wReq(wUser("hi"))},
 			check: func(t *testing.T, d *engine.Decision) {
 				assert.Equal(t, []string{"get_time"}, d.Advertised)
