@@ -206,6 +206,20 @@ func keysOf(fields map[string]field) string {
 	return "{" + strings.Join(out, ", ") + "}"
 }
 
+// keysBelow are the keys of the objects at path (an array's elements
+// with "[]"), as a Rego set.
+func keysBelow(fields map[string]field, path string) string {
+	var out []string
+	for p := range fields {
+		if k, ok := strings.CutPrefix(p, path+"."); ok && !strings.ContainsAny(k, ".[") {
+			b, _ := json.Marshal(k)
+			out = append(out, string(b))
+		}
+	}
+	sort.Strings(out)
+	return "{" + strings.Join(out, ", ") + "}"
+}
+
 // probePolicies verify what JSON cannot show: the documented sets are
 // sets, the arrays arrays, the filter input and registry data have
 // exactly the documented keys, and the gate converts a JSON document's
@@ -260,11 +274,11 @@ hide contains "get_time" if {p | some p in data.policycheck.lib.gate._registry_s
 prepare_tools := {t.name | some t in input.tools} if {
 	object.keys(input) == %s
 	every t in input.tools {
-		object.keys(t) == {"name", "capability", "defer_loading"}
+		object.keys(t) == %s
 	}
 	is_array(input.active_capabilities)
 } else := set()
-`, keysOf(filterInput))
+`, keysOf(filterInput), keysBelow(filterInput, "tools[]"))
 	return []engine.Source{{File: "docs_probe.rego", Text: rules}, {File: "docs_filter.rego", Text: filter}}
 }
 

@@ -28,21 +28,6 @@ var decisionInput = kinds(inputPaths)
 // FilterInput.
 var filterInput = kinds(filterInputPaths)
 
-// InputFields returns, sorted, the input paths the decision and operator
-// rules may read (decision) and those a filter may read (filter): the
-// fields docs/input.md documents. Any other is refused at load.
-func InputFields() (decision, filter []string) {
-	keys := func(m map[string]string) []string {
-		out := make([]string, 0, len(m))
-		for k := range m {
-			out = append(out, k)
-		}
-		sort.Strings(out)
-		return out
-	}
-	return keys(decisionInput), keys(filterInput)
-}
-
 // ruleInput is the input of operator rules: the decision's, with the
 // call being judged as input.call.
 var ruleInput = func() map[string]string {
