@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+	"github.com/open-policy-agent/opa/v1/format"
 
 	"github.com/policycheck/policycheck/internal/contract"
 	"github.com/policycheck/policycheck/policies"
@@ -30,6 +31,11 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 		}
 		if string(got) != string(want) {
 			t.Errorf("%s is stale: run go generate ./internal/contract", name)
+		}
+		if strings.HasSuffix(name, ".rego") {
+			if formatted, err := format.Source(name, want); err != nil || string(formatted) != string(want) {
+				t.Errorf("%s as generated is not opa fmt clean (%v)", name, err)
+			}
 		}
 	}
 }

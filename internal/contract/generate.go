@@ -89,7 +89,8 @@ func docTable(ps []Path, docs map[string]string) (string, error) {
 	return b.String(), nil
 }
 
-// regoSetPaths is the Rego array of InputSetPaths, as opa fmt writes it.
+// regoSetPaths is the Rego array of InputSetPaths, as opa fmt writes it
+// (with the blank line it keeps before the end marker's comment).
 func regoSetPaths() string {
 	var b strings.Builder
 	b.WriteString("_input_set_paths := [\n")
@@ -97,7 +98,7 @@ func regoSetPaths() string {
 		keys, _ := json.Marshal(p)
 		fmt.Fprintf(&b, "\t%s,\n", strings.ReplaceAll(string(keys), ",", ", "))
 	}
-	b.WriteString("]\n")
+	b.WriteString("]\n\n")
 	return b.String()
 }
 

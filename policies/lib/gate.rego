@@ -37,6 +37,7 @@ _input_set_paths := [
 	["dispatch", "same_response", "revealed"],
 	["dispatch", "same_response", "pending_loads"],
 ]
+
 # END GENERATED input-set-paths
 
 # The name lists of the registry data, as paths.
