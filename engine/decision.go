@@ -362,8 +362,8 @@ func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterRe
 	if d.Dispatch != nil && res.dispatchErr == nil {
 		d.Dispatch.Available = res.dispatchAvailable
 	}
-	a := &answer{s: s, d: d, res: res, dispatch: dispatch, hidden: hidden}
-	if err := checkInvariants(a, onAnswer); err != nil {
+	a := answer{s: s, d: d, res: res, dispatch: dispatch, hidden: hidden}
+	if _, err := checkInvariants(a, onAnswer); err != nil {
 		return err
 	}
 	if d.Dispatch == nil {
@@ -376,15 +376,16 @@ func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterRe
 		vm := &res.verdicts[i]
 		c := &d.Calls[i]
 		c.Verdict, c.Rule = vm.verdict, vm.rule
-		a.i, a.vm, a.c, a.replaced = i, vm, c, false
-		if err := checkInvariants(a, beforeVerdict); err != nil || a.replaced {
-			if err != nil {
-				return err
-			}
+		a.i, a.vm, a.c = i, vm, c
+		replaced, err := checkInvariants(a, beforeVerdict)
+		if err != nil {
+			return err
+		}
+		if replaced {
 			continue
 		}
 		d.readVerdict(s, a)
-		if err := checkInvariants(a, afterVerdict); err != nil {
+		if _, err := checkInvariants(a, afterVerdict); err != nil {
 			return err
 		}
 	}
@@ -392,7 +393,7 @@ func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterRe
 }
 
 // readVerdict gives call a.i the policy's verdict's message and reasons.
-func (d *Decision) readVerdict(s *snapshot, a *answer) {
+func (d *Decision) readVerdict(s *snapshot, a answer) {
 	c, vm := a.c, a.vm
 	switch c.Verdict {
 	case UnknownTool:

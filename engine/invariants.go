@@ -21,7 +21,11 @@ type invariant struct {
 	// stage, the policy's verdict it judges ("" for every one).
 	stage   invariantStage
 	verdict string
-	check   func(a *answer) error
+	// check holds the invariant over a. It returns replaced when it
+	// replaced the call's verdict (beforeVerdict), and an error when the
+	// decision fails closed. (a is passed by value: a decision allocates
+	// nothing for its checks.)
+	check func(a answer) (replaced bool, err error)
 }
 
 // invariantStage is when an invariant is checked.
@@ -31,8 +35,8 @@ const (
 	// onAnswer: once, over the whole answer, before the calls.
 	onAnswer invariantStage = iota
 	// beforeVerdict: for each call, before its verdict is read; a
-	// violation replaces the verdict (answer.replaced), and nothing else
-	// is checked of the call.
+	// violation replaces the verdict, and nothing else is checked of the
+	// call.
 	beforeVerdict
 	// afterVerdict: for each call, after its verdict and texts are read.
 	afterVerdict
@@ -47,15 +51,14 @@ type answer struct {
 	dispatch *filterResult
 	hidden   map[string]bool
 	// The call: its index, the policy's verdict and the decision's.
-	i        int
-	vm       *policyVerdict
-	c        *CallVerdict
-	replaced bool
+	i  int
+	vm *policyVerdict
+	c  *CallVerdict
 }
 
 // deny replaces the call's verdict with a denial made because the
 // policy's answer broke an invariant: the fault is the policy's.
-func (a *answer) deny(reason string) {
+func (a answer) deny(reason string) {
 	a.c.Verdict = Denied
 	a.c.Message = failClosedMessage(a.c.Tool)
 	a.c.FailClosed = true
@@ -68,11 +71,11 @@ var invariants = []invariant{
 		name:        "advertised_within_available",
 		description: "a tool is advertised only if it is available: any other the policy advertises is withheld, and the decision says so",
 		stage:       onAnswer,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			d := a.d
 			// Both are sorted: one merge walk.
 			if subsetSorted(d.Advertised, d.Available) {
-				return nil
+				return false, nil
 			}
 			adv := make([]string, 0, len(d.Advertised))
 			for _, n := range d.Advertised {
@@ -83,14 +86,14 @@ var invariants = []invariant{
 				}
 			}
 			d.Advertised = adv
-			return nil
+			return false, nil
 		},
 	},
 	{
 		name:        "would_hide_within_available",
 		description: "would_hide names only tools available on the next request or at dispatch: a log-only rule reports what it would hide of what the model could use",
 		stage:       onAnswer,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			d := a.d
 			d.WouldHide = intersectSorted(a.res.wouldHide, d.Available)
 			if d.Dispatch != nil && a.res.dispatchErr == nil {
@@ -98,30 +101,30 @@ var invariants = []invariant{
 					d.WouldHide = unionSorted(d.WouldHide, more)
 				}
 			}
-			return nil
+			return false, nil
 		},
 	},
 	{
 		name:        "one_verdict_per_call",
 		description: "the policy gives one verdict per call of the dispatched response, else the decision fails closed",
 		stage:       onAnswer,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			if a.d.Dispatch == nil || a.res.dispatchErr != nil || len(a.res.verdicts) == len(a.d.Calls) {
-				return nil
+				return false, nil
 			}
-			return fmt.Errorf("policy decision: verdicts must hold one verdict per call (%d calls)", len(a.d.Calls))
+			return false, fmt.Errorf("policy decision: verdicts must hold one verdict per call (%d calls)", len(a.d.Calls))
 		},
 	},
 	{
 		name:        "known_verdict",
 		description: "a verdict is one the engine knows, else the decision fails closed",
 		stage:       beforeVerdict,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			switch a.c.Verdict {
 			case Execute, NotAvailableYet, UnknownTool, Denied, ApprovalRequired, InvalidArgs:
-				return nil
+				return false, nil
 			}
-			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied, approval_required, invalid_args", a.i, a.c.Verdict)
+			return false, fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied, approval_required, invalid_args", a.i, a.c.Verdict)
 		},
 	},
 	{
@@ -129,13 +132,13 @@ var invariants = []invariant{
 		description: "a call executes only if its tool is in the resolved tool set (a registry tool no filter dropped and no rule hid, or a framework tool present), else it is denied and the decision says so",
 		stage:       beforeVerdict,
 		verdict:     Execute,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			if why := a.s.unresolved(a.c.Tool, a.dispatch, a.hidden); why != "" {
 				a.deny(fmt.Sprintf("policy said execute for %q, which %s; denied", a.c.Tool, why))
 				a.d.Errors = appendUnique(a.d.Errors, a.c.Reasons[0])
-				a.replaced = true
+				return true, nil
 			}
-			return nil
+			return false, nil
 		},
 	},
 	{
@@ -143,23 +146,22 @@ var invariants = []invariant{
 		description: "a call is denied by an approver (rule approval_denied) only if a denial is bound to it, else it is denied as failed closed",
 		stage:       beforeVerdict,
 		verdict:     Denied,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			if a.vm.rule != ruleApprovalDenied {
-				return nil
+				return false, nil
 			}
 			if b := a.d.bindingOf(a.i); b != nil && b.bound && b.approval.Kind == facts.ToolDenied {
-				return nil
+				return false, nil
 			}
 			a.deny("policy said approval_denied for a call no denial is bound to; denied")
-			a.replaced = true
-			return nil
+			return true, nil
 		},
 	},
 	{
 		name:        "flagged_rule_values",
 		description: "an operator rule value of a refused shape the gate flagged (a denial, an approval request or a log-only denial carrying a value) fails the decision closed naming the rule",
 		stage:       afterVerdict,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			var as []ruleAnswer
 			switch {
 			case a.vm.verdict == Denied && a.vm.rule != ruleApprovalDenied:
@@ -170,9 +172,9 @@ var invariants = []invariant{
 				as = a.vm.wouldDeny
 			}
 			if f := firstFlagged(as); f != nil {
-				return a.s.ruleError(f)
+				return false, a.s.ruleError(f)
 			}
-			return nil
+			return false, nil
 		},
 	},
 	{
@@ -180,11 +182,11 @@ var invariants = []invariant{
 		description: "a call is handed to an approver only if its tool is in the resolved tool set and the policy's own dispatch availability, else it is denied: an approval never widens availability",
 		stage:       afterVerdict,
 		verdict:     ApprovalRequired,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			if why := a.s.unresolved(a.c.Tool, a.dispatch, a.hidden); why != "" || !contains(a.d.Dispatch.Available, a.c.Tool) {
 				a.deny(fmt.Sprintf("policy said approval_required for %q, which its own dispatch availability excludes; denied", a.c.Tool))
 			}
-			return nil
+			return false, nil
 		},
 	},
 	{
@@ -192,12 +194,12 @@ var invariants = []invariant{
 		description: "a call executes only if its tool is in the policy's own dispatch availability: the gate and the verdict cannot disagree",
 		stage:       afterVerdict,
 		verdict:     Execute,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			if !contains(a.d.Dispatch.Available, a.c.Tool) {
 				a.deny(fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", a.c.Tool))
 				a.c.WouldDeny = nil
 			}
-			return nil
+			return false, nil
 		},
 	},
 	{
@@ -205,11 +207,11 @@ var invariants = []invariant{
 		description: "a call gets invalid_args only if the engine found its arguments fail its tool's schema, else it is denied as failed closed",
 		stage:       afterVerdict,
 		verdict:     InvalidArgs,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			if a.d.argsProblemsOf(a.i) == nil {
 				a.deny(fmt.Sprintf("policy said invalid_args for %q, whose arguments validate; denied", a.c.Tool))
 			}
-			return nil
+			return false, nil
 		},
 	},
 	{
@@ -217,9 +219,9 @@ var invariants = []invariant{
 		description: "a call whose arguments fail its tool's schema gets invalid_args whatever the policy said after the gate " +
 			"(only unknown_tool, not_available_yet or a fail-closed denial come before it, spec X2)",
 		stage: afterVerdict,
-		check: func(a *answer) error {
+		check: func(a answer) (bool, error) {
 			a.d.checkArgs(a.i)
-			return nil
+			return false, nil
 		},
 	},
 }
@@ -227,15 +229,15 @@ var invariants = []invariant{
 // checkInvariants checks the invariants of stage that judge the answer
 // (onAnswer) or its call a.i, in order, until one replaces the call's
 // verdict or fails the decision.
-func checkInvariants(a *answer, stage invariantStage) error {
+func checkInvariants(a answer, stage invariantStage) (replaced bool, err error) {
 	for i := range invariants {
 		inv := &invariants[i]
 		if inv.stage != stage || (inv.verdict != "" && (a.vm == nil || inv.verdict != a.vm.verdict)) {
 			continue
 		}
-		if err := inv.check(a); err != nil || a.replaced {
-			return err
+		if replaced, err := inv.check(a); replaced || err != nil {
+			return replaced, err
 		}
 	}
-	return nil
+	return false, nil
 }
