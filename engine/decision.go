@@ -364,8 +364,9 @@ func contains(sorted []string, s string) bool {
 	return i < len(sorted) && sorted[i] == s
 }
 
-// fill reads the policy's decision document and enforces the invariants
-// that make advertisement, the gate and the messages agree.
+// fill reads the policy's decision document and holds it to the
+// invariants (invariants.go) that make advertisement, the gate and the
+// messages agree.
 func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterResult) error {
 	// An operator rule whose value the contract could not check at load
 	// and the gate found of a refused shape fails the decision closed.
@@ -373,133 +374,83 @@ func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterRe
 		return s.ruleError(&res.ruleErrors[0])
 	}
 	d.Available, d.Advertised = res.available, res.advertised
-	// advertised ⊆ available, whatever the policy says (both are sorted:
-	// one merge walk).
-	if !subsetSorted(d.Advertised, d.Available) {
-		adv := make([]string, 0, len(d.Advertised))
-		for _, n := range d.Advertised {
-			if contains(d.Available, n) {
-				adv = append(adv, n)
-			} else {
-				d.Errors = appendUnique(d.Errors, fmt.Sprintf("policy advertised %q without making it available; withheld", n))
-			}
-		}
-		d.Advertised = adv
-	}
 	hidden := make(map[string]bool, len(res.hidden))
 	for _, n := range res.hidden {
 		hidden[n] = true
 	}
 	d.removal = &removal{s: s, next: next, dispatch: dispatch, hidden: hidden}
-	d.WouldHide = intersectSorted(res.wouldHide, d.Available)
+	if d.Dispatch != nil && res.dispatchErr == nil {
+		d.Dispatch.Available = res.dispatchAvailable
+	}
+	a := answer{s: s, d: d, res: res, dispatch: dispatch, hidden: hidden}
+	if _, err := checkInvariants(a, onAnswer); err != nil {
+		return err
+	}
 	if d.Dispatch == nil {
 		return nil
 	}
 	if res.dispatchErr != nil {
 		return res.dispatchErr
 	}
-	d.Dispatch.Available = res.dispatchAvailable
-	if more := intersectSorted(res.wouldHide, d.Dispatch.Available); len(more) > 0 {
-		d.WouldHide = unionSorted(d.WouldHide, more)
-	}
-	verdicts := res.verdicts
-	if len(verdicts) != len(d.Calls) {
-		return fmt.Errorf("policy decision: verdicts must hold one verdict per call (%d calls)", len(d.Calls))
-	}
-	// resolvedEmpty: every registry tool was dropped or hidden (only an
-	// unknown-tool message asks).
-	resolvedEmpty := func() bool {
-		for _, n := range s.reg.ToolNames() {
-			if !contains(dispatch.dropped, n) && !hidden[n] {
-				return false
-			}
-		}
-		return true
-	}
-	for i := range verdicts {
-		vm := &verdicts[i]
+	for i := range res.verdicts {
+		vm := &res.verdicts[i]
 		c := &d.Calls[i]
 		c.Verdict, c.Rule = vm.verdict, vm.rule
-		switch c.Verdict {
-		case UnknownTool:
-			c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, len(d.Dispatch.Available) == 0 && resolvedEmpty())
-			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
-		case NotAvailableYet:
-			c.Capability = vm.capability
-			c.Message = NotAvailableMessage(c.Tool, c.Capability)
-			c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
-		case Denied:
-			if c.Rule == ruleApprovalDenied {
-				if b := d.bindingOf(i); b != nil && b.bound && b.approval.Kind == facts.ToolDenied {
-					c.Message = denialMessage(b.approval)
-					c.Reasons = []string{fmt.Sprintf("denied by %s through the approval bound to this call", approversText(b.approval))}
-					break
-				}
-				// The policy says the approver denied a call no denial is
-				// bound to: fail closed.
-				c.Message, c.FailClosed = failClosedMessage(c.Tool), true
-				c.Reasons = []string{"policy said approval_denied for a call no denial is bound to; denied"}
-				break
-			}
-			if f := firstFlagged(vm.denials); f != nil {
-				return s.ruleError(f)
-			}
-			c.Message, c.Reasons = denialText(s, c.Tool, vm)
-			c.FailClosed = vm.rule == "filter_error"
-		case ApprovalRequired:
-			if f := firstFlagged(vm.requests); f != nil {
-				return s.ruleError(f)
-			}
-			c.Message, c.Reasons = approvalRequiredText(s, vm)
-			// The gate wins over approval: a call outside the resolved set
-			// or its own dispatch availability is never handed to an
-			// approver.
-			if why := s.unresolved(c.Tool, dispatch, hidden); why != "" || !contains(d.Dispatch.Available, c.Tool) {
-				c.Verdict = Denied
-				c.Message = failClosedMessage(c.Tool)
-				c.FailClosed = true
-				c.Reasons = []string{fmt.Sprintf("policy said approval_required for %q, which its own dispatch availability excludes; denied", c.Tool)}
-			}
-		case Execute:
-			// Registry membership is part of the gate, whatever a
-			// replacement availability policy says.
-			if why := s.unresolved(c.Tool, dispatch, hidden); why != "" {
-				c.Verdict = Denied
-				c.Message = failClosedMessage(c.Tool)
-				c.FailClosed = true
-				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which %s; denied", c.Tool, why)}
-				d.Errors = appendUnique(d.Errors, c.Reasons[0])
-				continue
-			}
-			if len(vm.wouldDeny) > 0 {
-				if f := firstFlagged(vm.wouldDeny); f != nil {
-					return s.ruleError(f)
-				}
-				_, c.WouldDeny = denialTextOf(s, vm.wouldDeny, "would be denied by")
-			}
-			// The gate and the verdict cannot disagree.
-			if !contains(d.Dispatch.Available, c.Tool) {
-				c.Verdict = Denied
-				c.WouldDeny = nil
-				c.Message = failClosedMessage(c.Tool)
-				c.FailClosed = true
-				c.Reasons = []string{fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", c.Tool)}
-			}
-		case InvalidArgs:
-			if d.argsProblemsOf(i) == nil {
-				// The engine validated these arguments: a policy cannot
-				// say otherwise.
-				c.Verdict = Denied
-				c.Message = failClosedMessage(c.Tool)
-				c.FailClosed = true
-				c.Reasons = []string{fmt.Sprintf("policy said invalid_args for %q, whose arguments validate; denied", c.Tool)}
-			}
-		default:
-			return fmt.Errorf("policy decision: verdict %d is %q, not one of execute, not_available_yet, unknown_tool, denied, approval_required, invalid_args", i, c.Verdict)
+		a.i, a.vm, a.c = i, vm, c
+		replaced, err := checkInvariants(a, beforeVerdict)
+		if err != nil {
+			return err
 		}
-		d.checkArgs(i)
+		if replaced {
+			continue
+		}
+		d.readVerdict(s, a)
+		if _, err := checkInvariants(a, afterVerdict); err != nil {
+			return err
+		}
 	}
 	return nil
+}
+
+// readVerdict gives call a.i the policy's verdict's message and reasons.
+func (d *Decision) readVerdict(s *snapshot, a answer) {
+	c, vm := a.c, a.vm
+	switch c.Verdict {
+	case UnknownTool:
+		c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, len(d.Dispatch.Available) == 0 && resolvedEmpty(s, a.dispatch, a.hidden))
+		c.Reasons = s.verdictReasons(c.Tool, vm, a.dispatch)
+	case NotAvailableYet:
+		c.Capability = vm.capability
+		c.Message = NotAvailableMessage(c.Tool, c.Capability)
+		c.Reasons = s.verdictReasons(c.Tool, vm, a.dispatch)
+	case Denied:
+		if c.Rule == ruleApprovalDenied {
+			// The invariant approval_denied_bound held: a denial is bound.
+			b := d.bindingOf(a.i)
+			c.Message = denialMessage(b.approval)
+			c.Reasons = []string{fmt.Sprintf("denied by %s through the approval bound to this call", approversText(b.approval))}
+			return
+		}
+		c.Message, c.Reasons = denialText(s, c.Tool, vm)
+		c.FailClosed = vm.rule == "filter_error"
+	case ApprovalRequired:
+		c.Message, c.Reasons = approvalRequiredText(s, vm)
+	case Execute:
+		if len(vm.wouldDeny) > 0 {
+			_, c.WouldDeny = denialTextOf(s, vm.wouldDeny, "would be denied by")
+		}
+	}
+}
+
+// resolvedEmpty reports whether every registry tool was dropped or
+// hidden (only an unknown-tool message asks).
+func resolvedEmpty(s *snapshot, dispatch *filterResult, hidden map[string]bool) bool {
+	for _, n := range s.reg.ToolNames() {
+		if !contains(dispatch.dropped, n) && !hidden[n] {
+			return false
+		}
+	}
+	return true
 }
 
 // argsProblemsOf returns why call i's arguments fail its tool's schema,

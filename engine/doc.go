@@ -17,18 +17,25 @@
 //   - input.go puts the registry in the OPA store as data (sets the policy
 //     does set algebra on, built once per registry revision), converts the
 //     request context (recent ones remembered by their JSON encoding) and
-//     builds each decision's small input directly as an ast.Value.
+//     builds each decision's small input directly as an ast.Value, in
+//     the shape of contract.Input (internal/contract/document.go, the one
+//     definition of the input document; docs/docs_test.go holds the two
+//     together both ways). inputdoc.go reads it back (FactsFromInput),
+//     through a reader that refuses a path contract.Input lacks.
 //   - engine.go is the Engine: an immutable snapshot swapped atomically by
 //     Reload, Decide (the filters of an active set through the filter
 //     cache, which keeps their composed results per active set and
 //     context, then one evaluation of data.policycheck.availability.decision
 //     unless the decision memo of memo.go holds the result for this exact
 //     input), and the fail-closed paths.
-//   - decision.go reads the policy's structured result (sets read by
-//     looking up the registry's names), enforces the invariants that keep
-//     advertisement, the gate and the messages in agreement (an executed
-//     call names a tool of the resolved set, whatever the policy says),
-//     fails closed on a rule value the gate flags, gives invalid_args to
+//   - result.go decodes the policy's result, contract.Result (sets read
+//     by looking up the registry's names), reading no key the type lacks;
+//     decision.go holds it to the invariants of invariants.go, one table
+//     of every check the engine makes of the policy's answer (advertised
+//     within available, an executed call names a tool of the resolved set
+//     whatever the policy says, the gate before approval, ...: each with
+//     its hostile-policy test), fails closed on a rule value the gate
+//     flags (one of them), gives invalid_args to
 //     a call whose arguments fail its tool's parameters_json_schema
 //     (validated before evaluation, validateCalls; such a call reaches the
 //     input with invalid_args and no arguments, and no operator rule), assembles the

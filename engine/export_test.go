@@ -27,3 +27,13 @@ func WithoutCache(name string) Option {
 		c.cachesOff = m
 	}
 }
+
+// InvariantNames returns the names of the invariants the engine holds
+// over the policy's answer, in order.
+func InvariantNames() []string {
+	out := make([]string, len(invariants))
+	for i, inv := range invariants {
+		out[i] = inv.name
+	}
+	return out
+}

@@ -11,6 +11,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/contract"
 )
 
 func strTerms(names []string) []*ast.Term {
@@ -26,25 +27,15 @@ func setOf(names []string) *ast.Term { return ast.SetTerm(strTerms(names)...) }
 func arrayOf(names []string) *ast.Term { return ast.ArrayTerm(strTerms(names)...) }
 
 // keyTerms holds a term for each object key a decision writes into its
-// input document or reads from the policy's result, built once, so that a
-// decision allocates no term per key (docs/benchmarks-history/2026-12-03.md, "JSON input
-// accepted"). Terms are never modified once built: sharing them between
-// decisions and goroutines is safe.
+// input document or reads from the policy's result (every key of the
+// documents internal/contract defines), built once, so that a decision
+// allocates no term per key (docs/benchmarks-history/2026-12-03.md, "JSON input
+// accepted").
+// Terms are never modified once built: sharing them between decisions
+// and goroutines is safe.
 var keyTerms = func() map[string]*ast.Term {
 	m := map[string]*ast.Term{}
-	for _, k := range []string{
-		// input
-		"facts", "window", "message", "part", "discovered", "loaded", "returned",
-		"active_capabilities", "outgoing", "filters", "next", "dispatch", "dropped",
-		"errors", "capability", "context", "provider", "evidence", "same_response",
-		"revealed", "pending_loads", "calls", "index", "tool", "tool_call_id",
-		"tool_kind", "args", "approval", "invalid_args", "tool_calls", "timestamp", "outcome",
-		"flows", "path", "match", "source", "labels", "flow_index_truncated", "exact", "contains",
-		// result
-		"available", "advertised", "hidden", "would_hide", "dispatch_available",
-		"rule_errors", "verdicts", "verdict", "rule", "reason", "form", "by",
-		"package", "denials", "requests", "would_deny", "value",
-	} {
+	for _, k := range contract.Keys() {
 		m[k] = ast.StringTerm(k)
 	}
 	return m

@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"reflect"
 	"sort"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/contract"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -53,10 +55,10 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 		Returned:           r.names(fo, "returned", "/facts"),
 		ActiveCapabilities: r.names(fo, "active_capabilities", "/facts"),
 	}
-	if tc, ok := fo["tool_calls"]; ok {
+	if tc, ok := r.opt(fo, "tool_calls", "/facts"); ok {
 		f.ToolCalls = r.toolCalls(tc, "/facts/tool_calls")
 	}
-	if tr, ok := fo["flow_index_truncated"]; ok {
+	if tr, ok := r.opt(fo, "flow_index_truncated", "/facts"); ok {
 		b, isBool := tr.(bool)
 		if !isBool {
 			r.fail("/facts/flow_index_truncated", "a boolean")
@@ -68,9 +70,9 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 	var ctxDoc any
 	var approvals facts.Approvals
 	if root != nil {
-		ctxDoc = root["context"]
+		ctxDoc, _ = r.opt(root, "context", "")
 	}
-	if raw, ok := root["dispatch"]; ok && raw != nil {
+	if raw, ok := r.opt(root, "dispatch", ""); ok && raw != nil {
 		do := r.object(raw, "/dispatch")
 		ev := r.object(r.field(do, "evidence", "/dispatch"), "/dispatch/evidence")
 		sr := r.object(r.field(do, "same_response", "/dispatch"), "/dispatch/same_response")
@@ -107,12 +109,13 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 				}
 			}
 			if co != nil {
-				call.Args = r.json(co["args"], ptr+"/args")
+				args, _ := r.opt(co, "args", ptr)
+				call.Args = r.json(args, ptr+"/args")
 			}
-			if fv, ok := co["flows"]; ok {
+			if fv, ok := r.opt(co, "flows", ptr); ok {
 				call.Flows = r.flows(fv, ptr+"/flows")
 			}
-			if av, ok := co["approval"]; ok {
+			if av, ok := r.opt(co, "approval", ptr); ok {
 				a, args := r.approval(av, ptr+"/approval")
 				call.Args = args
 				if call.ToolCallID == nil {
@@ -245,11 +248,11 @@ func (r *inputReader) approval(v any, ptr string) (facts.Approval, json.RawMessa
 		a.Approvers = append(a.Approvers, r.string(e, fmt.Sprintf("%s/approvers/%d", ptr, i)))
 	}
 	args := r.json(r.field(m, "call_args", ptr), ptr+"/call_args")
-	if o, ok := m["override_args"]; ok {
+	if o, ok := r.opt(m, "override_args", ptr); ok {
 		r.object(o, ptr+"/override_args")
 		a.OverrideArgs = r.json(o, ptr+"/override_args")
 	}
-	if msg, ok := m["message"]; ok || a.Kind == facts.ToolDenied {
+	if msg, ok := r.opt(m, "message", ptr); ok || a.Kind == facts.ToolDenied {
 		a.Message = r.string(msg, ptr+"/message")
 	}
 	return a, args
@@ -285,14 +288,58 @@ func (r *inputReader) object(v any, ptr string) map[string]any {
 }
 
 func (r *inputReader) field(m map[string]any, key, ptr string) any {
-	if m == nil {
-		return nil
-	}
-	v, ok := m[key]
-	if !ok {
+	v, ok := r.opt(m, key, ptr)
+	if !ok && m != nil {
 		r.fail(ptr+"/"+key, "a value (the field is missing)")
 	}
 	return v
+}
+
+// opt reads key of m (at pointer ptr), which may be missing. Every key
+// FactsFromInput reads goes through it, and one that contract.Input does
+// not define panics: the reader cannot read a field the document lacks
+// (TestFactsFromInputReadsTheContract reads every one).
+func (r *inputReader) opt(m map[string]any, key, ptr string) (any, bool) {
+	if path := contractPath(ptr, key); !inputContractPaths[path] {
+		panic("engine: FactsFromInput reads " + path + ", which contract.Input does not define")
+	}
+	v, ok := m[key]
+	return v, ok
+}
+
+// inputContractPaths are the paths of contract.Input.
+var inputContractPaths = func() map[string]bool {
+	m := map[string]bool{}
+	for _, p := range contract.InputPaths() {
+		m[p.Path] = true
+	}
+	return m
+}()
+
+// contractPath is the contract path of key below the JSON pointer ptr:
+// "/dispatch/calls/0", "tool" is "dispatch.calls[].tool", and
+// "/facts/tool_calls/t/0", "args" is "facts.tool_calls.*[].args".
+func contractPath(ptr, key string) string {
+	var b strings.Builder
+	tokens := strings.Split(ptr, "/")[1:]
+	for i, tok := range tokens {
+		switch {
+		case i > 0 && tokens[i-1] == "tool_calls":
+			b.WriteString(".*")
+		case tok != "" && strings.Trim(tok, "0123456789") == "":
+			b.WriteString("[]")
+		default:
+			if b.Len() > 0 {
+				b.WriteByte('.')
+			}
+			b.WriteString(tok)
+		}
+	}
+	if b.Len() > 0 {
+		b.WriteByte('.')
+	}
+	b.WriteString(key)
+	return b.String()
 }
 
 func (r *inputReader) names(m map[string]any, key, ptr string) []string {

@@ -7,10 +7,12 @@ import (
 	"fmt"
 	"log"
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/contract"
 	"github.com/policycheck/policycheck/internal/testkit/approvalcases"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
@@ -269,4 +271,89 @@ func ExampleFactsFromInput() {
 	// delete_secret unknown_tool true
 	// search_docs not_available_yet true
 	// send_email unknown_tool true
+}
+
+// TestFactsFromInputReadsTheContract holds FactsFromInput to
+// contract.Input in both directions: every path the type defines is read
+// (a value of the wrong type there, or the absence of an operator's or
+// model's value, changes what it returns) but the ones it documents as
+// not read (the filter results, a call's index and invalid_args mark,
+// which the engine computes again), which change nothing; and its reader
+// refuses a key the type lacks (this test reads every key, so such a
+// read panics here).
+func TestFactsFromInputReadsTheContract(t *testing.T) {
+	full := func() map[string]any {
+		return decodeNumbers(t, []byte(`{"facts":{"window":{"message":1,"part":0},"discovered":["a"],"loaded":["c"],"returned":["a"],"active_capabilities":["c"],
+			"tool_calls":{"x":[{"tool_call_id":"c0","message":1,"part":0,"timestamp":"2026-01-01T00:00:00Z","outcome":"returned","args":{"a":0}}]},"flow_index_truncated":true},
+			"outgoing":{"discovered":["a"],"loaded":["c"]},"context":{"k":"v"},
+			"filters":{"next":{"dropped":["a"],"errors":[{"capability":"c","message":"m"}]},"dispatch":{"dropped":["a"],"errors":[{"capability":"c","message":"m"}]},
+				"errors":[{"capability":"c","message":"m"}]},
+			"dispatch":{"provider":"p","window":{"message":1,"part":0},"loaded":["c"],"evidence":{"discovered":["a"],"loaded":["c"]},
+			"active_capabilities":["c"],"same_response":{"revealed":["a"],"pending_loads":["c"]},
+			"calls":[{"index":0,"part":0,"tool":"x","tool_call_id":"c1","tool_kind":null,"args":{},"invalid_args":true,
+				"flows":[{"path":"/a","match":"exact","source":{"tool_call_id":"r1","tool":"y","labels":["secret"],"message":0,"part":0}}],
+				"approval":{"kind":"tool-denied","digest":"sha256:00","approvers":["ana"],"call_args":{},"override_args":{"a":1},"message":"no"}},
+				{"index":1,"part":1,"tool":"x","tool_call_id":"c2","tool_kind":"tool-search","args":{"a":1}}]}}`)).(map[string]any)
+	}
+	notRead := func(path string) bool {
+		return strings.HasPrefix(path, "filters") || path == "dispatch.calls[].index" || path == "dispatch.calls[].invalid_args"
+	}
+	read := func(doc map[string]any) []any {
+		f, c, a, err := engine.FactsFromInput(doc)
+		return []any{f, c, a, fmt.Sprint(err)}
+	}
+	// spoil changes key path[0] below v, in every element of an array
+	// and every value of a map on the way.
+	var spoil func(v any, path []string, open bool)
+	spoil = func(v any, path []string, open bool) {
+		switch x := v.(type) {
+		case []any:
+			for _, e := range x {
+				spoil(e, path, open)
+			}
+			return
+		case map[string]any:
+			key := strings.TrimSuffix(path[0], "[]")
+			if key == "*" {
+				for k := range x {
+					if len(path) == 1 {
+						x[k] = json.Number("7")
+					} else {
+						spoil(x[k], path[1:], open)
+					}
+				}
+				return
+			}
+			sub, ok := x[key]
+			switch {
+			case !ok:
+			case len(path) > 1:
+				spoil(sub, path[1:], open)
+			case open:
+				delete(x, key)
+			default:
+				x[key] = json.Number("7") // no field of the document is a whole number here
+			}
+		}
+	}
+	before := read(full())
+	if err := before[3]; err != "<nil>" {
+		t.Fatalf("the document to spoil is refused: %s", err)
+	}
+	for _, p := range contract.InputPaths() {
+		doc := full()
+		path := strings.Split(strings.ReplaceAll(p.Path, ".*", "/*"), ".")
+		var keys []string
+		for _, k := range path {
+			keys = append(keys, strings.Split(k, "/")...)
+		}
+		spoil(doc, keys, p.Open() || p.Type == "number")
+		changed := !reflect.DeepEqual(read(doc), before)
+		switch {
+		case notRead(p.Path) && changed:
+			t.Errorf("%s: FactsFromInput reads it, which it says it does not", p.Path)
+		case !notRead(p.Path) && !changed:
+			t.Errorf("%s: FactsFromInput does not read it (contract.Input defines it)", p.Path)
+		}
+	}
 }

@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/internal/contract"
 )
 
 // policyResult is the policy's decision document, decoded once from the
@@ -59,6 +61,28 @@ type flaggedValue struct {
 	value     any // its JSON form, for the message
 }
 
+// resultKeys are the terms of the keys of contract.Result, the policy's
+// decision document as the operator contract defines it.
+var resultKeys = func() map[string]*ast.Term {
+	m := map[string]*ast.Term{}
+	for _, p := range contract.ResultPaths() {
+		m[p.Key] = keyTerm(p.Key)
+	}
+	return m
+}()
+
+// resultKey is the term of key k of the policy's decision document.
+// decodeResult reads every key through it, so that it reads no key that
+// contract.Result lacks: such a read panics in every test that decides
+// (TestDecodeResultReadsTheContract reads every key).
+func resultKey(k string) *ast.Term {
+	t, ok := resultKeys[k]
+	if !ok {
+		panic("engine: decodeResult reads " + k + ", which contract.Result does not define")
+	}
+	return t
+}
+
 // decodeResult decodes the policy's decision object. names are the
 // candidate names (registry and framework tools, capability ids;
 // sorted), against which sets of names are read (see setNames).
@@ -73,7 +97,7 @@ func decodeResult(t *ast.Term, names []*ast.Term) (*policyResult, error) {
 	// rule, whatever else the document holds (the same value may be in
 	// hidden, not a set of names).
 	var err error
-	if r.ruleErrors, err = decodeFlagged(obj.Get(keyTerm("rule_errors"))); err != nil || len(r.ruleErrors) > 0 {
+	if r.ruleErrors, err = decodeFlagged(obj.Get(resultKey("rule_errors"))); err != nil || len(r.ruleErrors) > 0 {
 		return r, err
 	}
 	if r.available, err = dec.names(obj, "available", true); err != nil {
@@ -90,7 +114,7 @@ func decodeResult(t *ast.Term, names []*ast.Term) (*policyResult, error) {
 	}
 	r.dispatchAvailable, r.dispatchErr = dec.names(obj, "dispatch_available", true)
 	if r.dispatchErr == nil {
-		r.verdicts, r.dispatchErr = decodeVerdicts(obj.Get(keyTerm("verdicts")))
+		r.verdicts, r.dispatchErr = decodeVerdicts(obj.Get(resultKey("verdicts")))
 	}
 	return r, nil
 }
@@ -109,7 +133,7 @@ type resultDecoder struct {
 // names reads key of obj, a set (or array) of strings, sorted; a missing
 // key is an error when required, else no names.
 func (dec *resultDecoder) names(obj ast.Object, key string, required bool) ([]string, error) {
-	v := obj.Get(keyTerm(key))
+	v := obj.Get(resultKey(key))
 	if v == nil {
 		if required {
 			return nil, fmt.Errorf("policy decision: %s must be a set of tool names", key)
@@ -173,7 +197,7 @@ func elems(t *ast.Term) ([]*ast.Term, bool) {
 
 // str reads key of obj: "" when missing, an error when not a string.
 func str(obj ast.Object, key string) (string, error) {
-	v := obj.Get(keyTerm(key))
+	v := obj.Get(resultKey(key))
 	if v == nil {
 		return "", nil
 	}
@@ -218,7 +242,7 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 			return err
 		}
 	}
-	if form := obj.Get(keyTerm("form")); form != nil {
+	if form := obj.Get(resultKey("form")); form != nil {
 		fo, ok := form.Value.(ast.Object)
 		if !ok {
 			return errors.New("form must be an object")
@@ -227,7 +251,7 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 			return fmt.Errorf("form: %w", err)
 		}
 	}
-	if by := obj.Get(keyTerm("by")); by != nil {
+	if by := obj.Get(resultKey("by")); by != nil {
 		list, err := objects(by)
 		if err != nil {
 			return fmt.Errorf("by %w", err)
@@ -247,7 +271,7 @@ func decodeVerdict(obj ast.Object, v *policyVerdict) error {
 		key string
 		dst *[]ruleAnswer
 	}{{"denials", &v.denials}, {"requests", &v.requests}, {"would_deny", &v.wouldDeny}} {
-		if *f.dst, err = decodeAnswers(obj.Get(keyTerm(f.key))); err != nil {
+		if *f.dst, err = decodeAnswers(obj.Get(resultKey(f.key))); err != nil {
 			return fmt.Errorf("%s: %w", f.key, err)
 		}
 	}
@@ -287,7 +311,7 @@ func decodeAnswers(t *ast.Term) ([]ruleAnswer, error) {
 		if a.pkg, err = str(eo, "package"); err != nil {
 			return nil, err
 		}
-		if v := eo.Get(keyTerm("value")); v != nil {
+		if v := eo.Get(resultKey("value")); v != nil {
 			if a.flagged, err = flagged(eo, v); err != nil {
 				return nil, err
 			}
@@ -312,7 +336,7 @@ func decodeFlagged(t *ast.Term) ([]flaggedValue, error) {
 	}
 	out := make([]flaggedValue, 0, len(list))
 	for _, eo := range list {
-		f, err := flagged(eo, eo.Get(keyTerm("value")))
+		f, err := flagged(eo, eo.Get(resultKey("value")))
 		if err != nil {
 			return nil, fmt.Errorf("policy decision: rule_errors: %w", err)
 		}

@@ -75,7 +75,7 @@ fi
 without_race='TestMutantsOfTheGateAreKilled|TestStringStopIsByteByByte|TestHistoriesDecodeAndValidate'
 without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoingEvidence'
 without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
-without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory'
+without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory|TestVerifiedEvidenceNeverAddsTools'
 mutation_log=$(mktemp)
 go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/wire ./internal/testkit/gen ./engine ./internal/cli \
 	>"$mutation_log" 2>&1 &

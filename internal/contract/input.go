@@ -18,109 +18,15 @@ const (
 )
 
 // decisionInput is every path of the input document that the decision
-// and the operator rules (policycheck.rules.*) see, "[]" standing for each
-// element of an array; input.call is one element of input.dispatch.calls.
-// docs/input.md documents each one (its test holds the two to each other).
-var decisionInput = map[string]string{
-	"context":                                      fieldOpen,
-	"facts":                                        fieldObject,
-	"facts.window":                                 fieldObject,
-	"facts.window.message":                         fieldLeaf,
-	"facts.window.part":                            fieldLeaf,
-	"facts.discovered":                             fieldLeaf,
-	"facts.loaded":                                 fieldLeaf,
-	"facts.returned":                               fieldLeaf,
-	"facts.active_capabilities":                    fieldLeaf,
-	"facts.tool_calls":                             fieldMap,
-	"facts.tool_calls.*":                           fieldArray,
-	"facts.tool_calls.*[].tool_call_id":            fieldLeaf,
-	"facts.tool_calls.*[].message":                 fieldLeaf,
-	"facts.tool_calls.*[].part":                    fieldLeaf,
-	"facts.tool_calls.*[].timestamp":               fieldLeaf,
-	"facts.tool_calls.*[].outcome":                 fieldLeaf,
-	"facts.tool_calls.*[].args":                    fieldOpen,
-	"facts.flow_index_truncated":                   fieldLeaf,
-	"outgoing":                                     fieldObject,
-	"outgoing.discovered":                          fieldLeaf,
-	"outgoing.loaded":                              fieldLeaf,
-	"filters":                                      fieldObject,
-	"filters.next":                                 fieldObject,
-	"filters.next.dropped":                         fieldLeaf,
-	"filters.next.errors":                          fieldArray,
-	"filters.next.errors[].capability":             fieldLeaf,
-	"filters.next.errors[].message":                fieldLeaf,
-	"filters.dispatch":                             fieldObject,
-	"filters.dispatch.dropped":                     fieldLeaf,
-	"filters.dispatch.errors":                      fieldArray,
-	"filters.dispatch.errors[].capability":         fieldLeaf,
-	"filters.dispatch.errors[].message":            fieldLeaf,
-	"filters.errors":                               fieldArray,
-	"filters.errors[].capability":                  fieldLeaf,
-	"filters.errors[].message":                     fieldLeaf,
-	"dispatch":                                     fieldObject,
-	"dispatch.provider":                            fieldLeaf,
-	"dispatch.window":                              fieldObject,
-	"dispatch.window.message":                      fieldLeaf,
-	"dispatch.window.part":                         fieldLeaf,
-	"dispatch.loaded":                              fieldLeaf,
-	"dispatch.evidence":                            fieldObject,
-	"dispatch.evidence.discovered":                 fieldLeaf,
-	"dispatch.evidence.loaded":                     fieldLeaf,
-	"dispatch.active_capabilities":                 fieldLeaf,
-	"dispatch.same_response":                       fieldObject,
-	"dispatch.same_response.revealed":              fieldLeaf,
-	"dispatch.same_response.pending_loads":         fieldLeaf,
-	"dispatch.calls":                               fieldArray,
-	"dispatch.calls[].index":                       fieldLeaf,
-	"dispatch.calls[].part":                        fieldLeaf,
-	"dispatch.calls[].tool":                        fieldLeaf,
-	"dispatch.calls[].tool_call_id":                fieldLeaf,
-	"dispatch.calls[].tool_kind":                   fieldLeaf,
-	"dispatch.calls[].args":                        fieldOpen,
-	"dispatch.calls[].approval":                    fieldObject,
-	"dispatch.calls[].approval.kind":               fieldLeaf,
-	"dispatch.calls[].approval.digest":             fieldLeaf,
-	"dispatch.calls[].approval.approvers":          fieldLeaf,
-	"dispatch.calls[].approval.message":            fieldLeaf,
-	"dispatch.calls[].approval.call_args":          fieldOpen,
-	"dispatch.calls[].approval.override_args":      fieldOpen,
-	"dispatch.calls[].invalid_args":                fieldLeaf,
-	"dispatch.calls[].flows":                       fieldArray,
-	"dispatch.calls[].flows[].path":                fieldLeaf,
-	"dispatch.calls[].flows[].match":               fieldLeaf,
-	"dispatch.calls[].flows[].source":              fieldObject,
-	"dispatch.calls[].flows[].source.tool_call_id": fieldLeaf,
-	"dispatch.calls[].flows[].source.tool":         fieldLeaf,
-	"dispatch.calls[].flows[].source.labels":       fieldLeaf,
-	"dispatch.calls[].flows[].source.message":      fieldLeaf,
-	"dispatch.calls[].flows[].source.part":         fieldLeaf,
-}
+// and the operator rules (policycheck.rules.*) see, with its kind: the
+// paths of Input (document.go), "[]" standing for each element of an
+// array; input.call is one element of input.dispatch.calls.
+var decisionInput = kinds(inputPaths)
 
 // filterInput is every path of the input document a capability filter
-// (policycheck.capabilities.<id>.prepare_tools) sees.
-var filterInput = map[string]string{
-	"tools":                 fieldArray,
-	"tools[].name":          fieldLeaf,
-	"tools[].capability":    fieldLeaf,
-	"tools[].defer_loading": fieldLeaf,
-	"context":               fieldOpen,
-	"active_capabilities":   fieldLeaf,
-}
-
-// InputFields returns, sorted, the input paths the decision and operator
-// rules may read (decision) and those a filter may read (filter): the
-// fields docs/input.md documents. Any other is refused at load.
-func InputFields() (decision, filter []string) {
-	keys := func(m map[string]string) []string {
-		out := make([]string, 0, len(m))
-		for k := range m {
-			out = append(out, k)
-		}
-		sort.Strings(out)
-		return out
-	}
-	return keys(decisionInput), keys(filterInput)
-}
+// (policycheck.capabilities.<id>.prepare_tools) sees: the paths of
+// FilterInput.
+var filterInput = kinds(filterInputPaths)
 
 // ruleInput is the input of operator rules: the decision's, with the
 // call being judged as input.call.

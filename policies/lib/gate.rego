@@ -18,7 +18,9 @@ package policycheck.lib.gate
 
 _registry := data.policycheck.registry
 
-# The name lists of the input document (docs/input.md), as paths.
+# The name lists of the input document (docs/input.md), as paths: the
+# fields of internal/contract.Input tagged rego:"set", outside arrays.
+# BEGIN GENERATED input-set-paths (go generate ./internal/contract)
 _input_set_paths := [
 	["facts", "discovered"],
 	["facts", "loaded"],
@@ -29,12 +31,14 @@ _input_set_paths := [
 	["filters", "next", "dropped"],
 	["filters", "dispatch", "dropped"],
 	["dispatch", "loaded"],
-	["dispatch", "active_capabilities"],
 	["dispatch", "evidence", "discovered"],
 	["dispatch", "evidence", "loaded"],
+	["dispatch", "active_capabilities"],
 	["dispatch", "same_response", "revealed"],
 	["dispatch", "same_response", "pending_loads"],
 ]
+
+# END GENERATED input-set-paths
 
 # The name lists of the registry data, as paths.
 _registry_set_paths := [
