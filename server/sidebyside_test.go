@@ -89,7 +89,10 @@ type sideConfig struct {
 // last columns give each sidecar workload against the floor driven the
 // same way (issue 36's aims): never seen and growing as a percentage of
 // the floor's decisions/s on the same bodies, and the incremental steps'
-// p99 as a multiple of the floor's p99 on the step bodies. Run:
+// p99 as a multiple of the floor's p99 on the step bodies; the
+// percentages also give, in brackets, the floor's server CPU per decision
+// as a percentage of the sidecar's (what a CPU-bound server alone on the
+// machine would reach, whatever the clients cost). Run:
 //
 //	GOBIN=/tmp/opa go install github.com/open-policy-agent/opa@v1.22.3
 //	go test -run 'TestSideBySide$' -v -timeout 60m ./server -args -side-by-side -load-opa=/tmp/opa/opa
@@ -141,10 +144,39 @@ func TestSideBySideSmoke(t *testing.T) {
 		for name, v := range map[string]float64{"never seen": f.cold, "growing": f.growing, "incremental p99": f.stepP99} {
 			require.Truef(t, v > 0 && !math.IsInf(v, 0), "clients=%d: %s against the floor is %v", r.clients, name, v)
 		}
-		require.Contains(t, table, fmt.Sprintf("| %.0f%% | ", f.cold))
-		require.Contains(t, table, fmt.Sprintf("| %.0f%% | ", f.growing))
+		require.Contains(t, table, "| "+sharePct(f.cold, f.coldCPU)+" | "+sharePct(f.growing, f.growingCPU)+" | ")
 		require.Contains(t, table, fmt.Sprintf("| %.1f× |", f.stepP99))
 	}
+}
+
+// TestSideBySideAgainstFloor checks the arithmetic of the "% of floor"
+// columns on made-up measurements: the rate share, the CPU share in
+// brackets when both processes' CPU was read, and the p99 multiple.
+func TestSideBySideAgainstFloor(t *testing.T) {
+	steps := func(n int, each time.Duration) []time.Duration {
+		lat := make([]time.Duration, n)
+		for i := range lat {
+			lat[i] = each
+		}
+		return lat
+	}
+	r := sideRow{messages: 1000, tools: 10, clients: 4,
+		// 300/s at 3 ms of CPU a decision against the floor's 1,000/s at 0.5 ms.
+		cold:      result{n: 300, elapsed: time.Second, cpu: 900 * time.Millisecond},
+		floorCold: result{n: 1000, elapsed: time.Second, cpu: 500 * time.Millisecond},
+		// 800/s against 1,000/s; the sidecar's CPU not read.
+		growing:      result{n: 800, elapsed: time.Second},
+		floorGrowing: result{n: 1000, elapsed: time.Second, cpu: 500 * time.Millisecond},
+		inc:          result{n: 100, elapsed: time.Second, lat: steps(100, 6*time.Millisecond)},
+		floorStep:    result{n: 100, elapsed: time.Second, lat: steps(100, 2*time.Millisecond)},
+	}
+	f := r.againstFloor()
+	require.InDelta(t, 30, f.cold, 1e-9)
+	require.InDelta(t, 100.0/6, f.coldCPU, 1e-9)
+	require.InDelta(t, 80, f.growing, 1e-9)
+	require.Zero(t, f.growingCPU)
+	require.InDelta(t, 3, f.stepP99, 1e-9)
+	require.Contains(t, sideTable([]sideRow{r}), "| 30% (CPU 17%) | 80% | 3.0× |")
 }
 
 // growWarm is how many growing requests each client sends at once with
@@ -169,19 +201,41 @@ type sideRow struct {
 
 // floorShare is a row's sidecar cells against the floor driven the same
 // way: throughput as a percentage of the floor's on the same bodies, and
-// the incremental steps' p99 as a multiple of the floor's step p99.
+// the incremental steps' p99 as a multiple of the floor's step p99. The
+// CPU shares are the floor's server CPU per decision as a percentage of
+// the sidecar's: what a CPU-bound server alone on the machine would
+// reach, whatever the clients in the test's process cost (0 when either
+// process's CPU was not read).
 type floorShare struct {
-	cold, growing float64 // percent of the floor's decisions/s
-	stepP99       float64 // sidecar p99 ÷ floor p99
+	cold, growing       float64 // percent of the floor's decisions/s
+	coldCPU, growingCPU float64 // floor's CPU per decision ÷ sidecar's, percent
+	stepP99             float64 // sidecar p99 ÷ floor p99
 }
 
 func (r sideRow) againstFloor() floorShare {
 	pct := func(x, floor result) float64 { return 100 * rate(x) / rate(floor) }
-	return floorShare{
-		cold:    pct(r.cold, r.floorCold),
-		growing: pct(r.growing, r.floorGrowing),
-		stepP99: float64(p99(r.inc)) / float64(p99(r.floorStep)),
+	cpuPct := func(x, floor result) float64 {
+		if x.cpu <= 0 || floor.cpu <= 0 || x.n == 0 || floor.n == 0 {
+			return 0
+		}
+		return 100 * (float64(floor.cpu) / float64(floor.n)) / (float64(x.cpu) / float64(x.n))
 	}
+	return floorShare{
+		cold:       pct(r.cold, r.floorCold),
+		growing:    pct(r.growing, r.floorGrowing),
+		coldCPU:    cpuPct(r.cold, r.floorCold),
+		growingCPU: cpuPct(r.growing, r.floorGrowing),
+		stepP99:    float64(p99(r.inc)) / float64(p99(r.floorStep)),
+	}
+}
+
+// sharePct renders a share of the floor's rate, with its CPU share when
+// known: "31% (CPU 14%)".
+func sharePct(rate, cpu float64) string {
+	if cpu <= 0 {
+		return fmt.Sprintf("%.0f%%", rate)
+	}
+	return fmt.Sprintf("%.0f%% (CPU %.0f%%)", rate, cpu)
 }
 
 // rate is a result's decisions per second (0 for none).
@@ -204,7 +258,7 @@ func p99(r result) time.Duration {
 
 // sideTable renders the side-by-side rows as BENCHMARKS.md's table: each
 // cell decisions/s; p99; server CPU per decision, then each sidecar
-// workload against the floor driven the same way.
+// workload against the floor driven the same way (floorShare).
 func sideTable(rows []sideRow) string {
 	cell := func(r result) string {
 		perDecision := "n/a"
@@ -225,9 +279,10 @@ func sideTable(rows []sideRow) string {
 			return fmt.Sprintf("%.0f×", rate(x)/rate(r.opa))
 		}
 		f := r.againstFloor()
-		fmt.Fprintf(&out, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.0f%% | %.0f%% | %.1f× |\n", r.messages, r.tools, r.clients,
+		fmt.Fprintf(&out, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f× |\n", r.messages, r.tools, r.clients,
 			cell(r.opa), cell(r.cold), ratio(r.cold), cell(r.growing), ratio(r.growing), cell(r.inc),
-			cell(r.floorCold), cell(r.floorGrowing), cell(r.floorStep), f.cold, f.growing, f.stepP99)
+			cell(r.floorCold), cell(r.floorGrowing), cell(r.floorStep),
+			sharePct(f.cold, f.coldCPU), sharePct(f.growing, f.growingCPU), f.stepP99)
 	}
 	return out.String()
 }
