@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -84,7 +85,14 @@ type sideConfig struct {
 // deciding nothing: on the never-seen, the growing and the incremental
 // steps' bodies, sent the same way. What it reaches is what the
 // loopback, net/http and the clients allow on that machine; an aim above
-// it cannot be met there by any server that reads the body. Run:
+// it cannot be met there by any server that reads the body. The table's
+// last columns give each sidecar workload against the floor driven the
+// same way (issue 36's aims): never seen and growing as a percentage of
+// the floor's decisions/s on the same bodies, and the incremental steps'
+// p99 as a multiple of the floor's p99 on the step bodies; the
+// percentages also give, in brackets, the floor's server CPU per decision
+// as a percentage of the sidecar's (what a CPU-bound server alone on the
+// machine would reach, whatever the clients cost). Run:
 //
 //	GOBIN=/tmp/opa go install github.com/open-policy-agent/opa@v1.22.3
 //	go test -run 'TestSideBySide$' -v -timeout 60m ./server -args -side-by-side -load-opa=/tmp/opa/opa
@@ -119,11 +127,56 @@ func TestSideBySide(t *testing.T) {
 }
 
 // TestSideBySideSmoke runs the side-by-side code paths on small inputs.
+// It checks that every cell is reported against the floor driven the
+// same way: each row's "% of floor" columns computed, none of them empty.
 func TestSideBySideSmoke(t *testing.T) {
-	runSideBySide(t, sideConfig{
+	rows := runSideBySide(t, sideConfig{
 		messages: []int{30}, tools: []int{10}, clients: []int{1, 2},
 		cold: map[int]int{30: 4}, growing: map[int]int{30: 6}, incremental: map[int]int{30: 6}, opa: map[int]int{30: 2},
 	})
+	require.Len(t, rows, 2)
+	table := sideTable(rows)
+	for _, col := range []string{"never seen, % of floor", "growing, % of floor", "incremental p99, × floor's"} {
+		require.Contains(t, table, "| "+col+" |")
+	}
+	for _, r := range rows {
+		f := r.againstFloor()
+		for name, v := range map[string]float64{"never seen": f.cold, "growing": f.growing, "incremental p99": f.stepP99} {
+			require.Truef(t, v > 0 && !math.IsInf(v, 0), "clients=%d: %s against the floor is %v", r.clients, name, v)
+		}
+		require.Contains(t, table, "| "+sharePct(f.cold, f.coldCPU)+" | "+sharePct(f.growing, f.growingCPU)+" | ")
+		require.Contains(t, table, fmt.Sprintf("| %.1f× |", f.stepP99))
+	}
+}
+
+// TestSideBySideAgainstFloor checks the arithmetic of the "% of floor"
+// columns on made-up measurements: the rate share, the CPU share in
+// brackets when both processes' CPU was read, and the p99 multiple.
+func TestSideBySideAgainstFloor(t *testing.T) {
+	steps := func(n int, each time.Duration) []time.Duration {
+		lat := make([]time.Duration, n)
+		for i := range lat {
+			lat[i] = each
+		}
+		return lat
+	}
+	r := sideRow{messages: 1000, tools: 10, clients: 4,
+		// 300/s at 3 ms of CPU a decision against the floor's 1,000/s at 0.5 ms.
+		cold:      result{n: 300, elapsed: time.Second, cpu: 900 * time.Millisecond},
+		floorCold: result{n: 1000, elapsed: time.Second, cpu: 500 * time.Millisecond},
+		// 800/s against 1,000/s; the sidecar's CPU not read.
+		growing:      result{n: 800, elapsed: time.Second},
+		floorGrowing: result{n: 1000, elapsed: time.Second, cpu: 500 * time.Millisecond},
+		inc:          result{n: 100, elapsed: time.Second, lat: steps(100, 6*time.Millisecond)},
+		floorStep:    result{n: 100, elapsed: time.Second, lat: steps(100, 2*time.Millisecond)},
+	}
+	f := r.againstFloor()
+	require.InDelta(t, 30, f.cold, 1e-9)
+	require.InDelta(t, 100.0/6, f.coldCPU, 1e-9)
+	require.InDelta(t, 80, f.growing, 1e-9)
+	require.Zero(t, f.growingCPU)
+	require.InDelta(t, 3, f.stepP99, 1e-9)
+	require.Contains(t, sideTable([]sideRow{r}), "| 30% (CPU 17%) | 80% | 3.0× |")
 }
 
 // growWarm is how many growing requests each client sends at once with
@@ -136,7 +189,107 @@ func variant(history []byte, j int) []byte {
 	return bytes.ReplaceAll(history, []byte(`"tool_call_id":"`), []byte(`"tool_call_id":"v`+strconv.Itoa(j)+"-"))
 }
 
-func runSideBySide(t *testing.T, cfg sideConfig) {
+// sideRow is one cell of the side-by-side plan: the sidecar's three
+// workloads, stock OPA, and the floor driven the same way as each.
+type sideRow struct {
+	messages, tools, clients int
+	cold, growing, inc, opa  result
+	// The floor (see TestSideBySide) on the never-seen, growing and
+	// incremental steps' bodies.
+	floorCold, floorGrowing, floorStep result
+}
+
+// floorShare is a row's sidecar cells against the floor driven the same
+// way: throughput as a percentage of the floor's on the same bodies, and
+// the incremental steps' p99 as a multiple of the floor's step p99. The
+// CPU shares are the floor's server CPU per decision as a percentage of
+// the sidecar's: what a CPU-bound server alone on the machine would
+// reach, whatever the clients in the test's process cost (0 when either
+// process's CPU was not read).
+type floorShare struct {
+	cold, growing       float64 // percent of the floor's decisions/s
+	coldCPU, growingCPU float64 // floor's CPU per decision ÷ sidecar's, percent
+	stepP99             float64 // sidecar p99 ÷ floor p99
+}
+
+func (r sideRow) againstFloor() floorShare {
+	pct := func(x, floor result) float64 { return 100 * rate(x) / rate(floor) }
+	cpuPct := func(x, floor result) float64 {
+		if x.cpu <= 0 || floor.cpu <= 0 || x.n == 0 || floor.n == 0 {
+			return 0
+		}
+		return 100 * (float64(floor.cpu) / float64(floor.n)) / (float64(x.cpu) / float64(x.n))
+	}
+	return floorShare{
+		cold:       pct(r.cold, r.floorCold),
+		growing:    pct(r.growing, r.floorGrowing),
+		coldCPU:    cpuPct(r.cold, r.floorCold),
+		growingCPU: cpuPct(r.growing, r.floorGrowing),
+		stepP99:    float64(p99(r.inc)) / float64(p99(r.floorStep)),
+	}
+}
+
+// sharePct renders a share of the floor's rate, with its CPU share when
+// known: "31% (CPU 14%)".
+func sharePct(rate, cpu float64) string {
+	if cpu <= 0 {
+		return fmt.Sprintf("%.0f%%", rate)
+	}
+	return fmt.Sprintf("%.0f%% (CPU %.0f%%)", rate, cpu)
+}
+
+// rate is a result's decisions per second (0 for none).
+func rate(r result) float64 {
+	if r.n == 0 {
+		return 0
+	}
+	return float64(r.n) / r.elapsed.Seconds()
+}
+
+// p99 is a result's 99th-percentile latency, to 10 µs.
+func p99(r result) time.Duration {
+	lat := append([]time.Duration(nil), r.lat...)
+	if len(lat) == 0 {
+		return 0
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	return lat[min(len(lat)-1, int(0.99*float64(len(lat))))].Round(10 * time.Microsecond)
+}
+
+// sideTable renders the side-by-side rows as BENCHMARKS.md's table: each
+// cell decisions/s; p99; server CPU per decision, then each sidecar
+// workload against the floor driven the same way (floorShare).
+func sideTable(rows []sideRow) string {
+	cell := func(r result) string {
+		perDecision := "n/a"
+		if r.cpu > 0 && r.n > 0 {
+			perDecision = (r.cpu / time.Duration(r.n)).Round(10 * time.Microsecond).String()
+		}
+		return fmt.Sprintf("%.1f; %v; %s", rate(r), p99(r), perDecision)
+	}
+	var out strings.Builder
+	fmt.Fprintf(&out, "side by side, %d CPUs (decisions/s; p99; CPU per decision of the server's process)\n", runtime.NumCPU())
+	fmt.Fprintln(&out, "| messages | tools | clients | stock OPA | never seen | ratio | growing | ratio | incremental run | floor, never-seen bodies | floor, growing bodies | floor, step bodies | never seen, % of floor | growing, % of floor | incremental p99, × floor's |")
+	fmt.Fprintln(&out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	for _, r := range rows {
+		ratio := func(x result) string {
+			if rate(r.opa) == 0 {
+				return "–"
+			}
+			return fmt.Sprintf("%.0f×", rate(x)/rate(r.opa))
+		}
+		f := r.againstFloor()
+		fmt.Fprintf(&out, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %.1f× |\n", r.messages, r.tools, r.clients,
+			cell(r.opa), cell(r.cold), ratio(r.cold), cell(r.growing), ratio(r.growing), cell(r.inc),
+			cell(r.floorCold), cell(r.floorGrowing), cell(r.floorStep),
+			sharePct(f.cold, f.coldCPU), sharePct(f.growing, f.growingCPU), f.stepP99)
+	}
+	return out.String()
+}
+
+// runSideBySide measures cfg's cells (see TestSideBySide), logs the table
+// and returns its rows.
+func runSideBySide(t *testing.T, cfg sideConfig) []sideRow {
 	maxClients := slicesMax(cfg.clients)
 	var opaURL string
 	var opaPID int
@@ -147,13 +300,6 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 	}
 	bin := servetest.Build(t)
 	floorBin := servetest.BuildFloor(t)
-	type row struct {
-		messages, tools, clients int
-		cold, growing, inc, opa  result
-		// The floor (see TestSideBySide) on the never-seen, growing and
-		// incremental steps' bodies.
-		floorCold, floorGrowing, floorStep result
-	}
 	// measure runs drive and takes the CPU the server's process pid
 	// spent meanwhile as the result's.
 	measure := func(pid int, name string, clients, n int, next func(client, i int) bool) result {
@@ -165,7 +311,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 		}
 		return r
 	}
-	var rows []row
+	var rows []sideRow
 	for _, msgs := range cfg.messages {
 		for _, tools := range cfg.tools {
 			o := gen.Default(msgs)
@@ -193,7 +339,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 				return append(append(append(append([]byte(`{"registry":`), reg...), `,"context":{"user":"load"},"history":`...), history...), '}')
 			}
 			for ci, c := range cfg.clients {
-				r := row{messages: msgs, tools: tools, clients: c}
+				r := sideRow{messages: msgs, tools: tools, clients: c}
 				sc := servetest.Start(t, bin)
 				// Warm up before timing, with the cell's clients at once:
 				// the registry's engine compiles on the first request, and
@@ -328,46 +474,12 @@ func runSideBySide(t *testing.T, cfg sideConfig) {
 			}
 		}
 	}
-	rate := func(r result) float64 {
-		if r.n == 0 {
-			return 0
-		}
-		return float64(r.n) / r.elapsed.Seconds()
-	}
-	p99 := func(r result) time.Duration {
-		lat := append([]time.Duration(nil), r.lat...)
-		if len(lat) == 0 {
-			return 0
-		}
-		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
-		return lat[min(len(lat)-1, int(0.99*float64(len(lat))))].Round(10 * time.Microsecond)
-	}
-	cell := func(r result) string {
-		perDecision := "n/a"
-		if r.cpu > 0 && r.n > 0 {
-			perDecision = (r.cpu / time.Duration(r.n)).Round(10 * time.Microsecond).String()
-		}
-		return fmt.Sprintf("%.1f; %v; %s", rate(r), p99(r), perDecision)
-	}
-	var out strings.Builder
-	fmt.Fprintf(&out, "side by side, %d CPUs (decisions/s; p99; CPU per decision of the server's process)\n", runtime.NumCPU())
-	fmt.Fprintln(&out, "| messages | tools | clients | stock OPA | never seen | ratio | growing | ratio | incremental run | floor, never-seen bodies | floor, growing bodies | floor, step bodies |")
-	fmt.Fprintln(&out, "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
-	for _, r := range rows {
-		ratio := func(x result) string {
-			if rate(r.opa) == 0 {
-				return "–"
-			}
-			return fmt.Sprintf("%.0f×", rate(x)/rate(r.opa))
-		}
-		fmt.Fprintf(&out, "| %d | %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.messages, r.tools, r.clients,
-			cell(r.opa), cell(r.cold), ratio(r.cold), cell(r.growing), ratio(r.growing), cell(r.inc),
-			cell(r.floorCold), cell(r.floorGrowing), cell(r.floorStep))
-	}
-	t.Log("\n" + out.String())
+	table := sideTable(rows)
+	t.Log("\n" + table)
 	if *sideBySide {
-		fmt.Print(out.String())
+		fmt.Print(table)
 	}
+	return rows
 }
 
 // answerLen sends body to url and returns the length of the answer; the
