@@ -15,7 +15,7 @@ package loader_test
 // only the members facts read, skipping the others' bytes without looking
 // at them again. BenchmarkStructuralIndex measures stage 1 alone, which
 // bounds the design from below, against loader.DecodeArray and
-// loader.SkipJSON on the same generated history; BENCHMARKS.md, "Against
+// wire.Skip (validation alone) on the same generated history; BENCHMARKS.md, "Against
 // the floor (issue 36)", records what it showed.
 
 import (
@@ -29,6 +29,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/policycheck/policycheck/internal/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -219,7 +220,7 @@ func TestStructuralIndex(t *testing.T) {
 		if want := naiveIndex(in); !slices.Equal(got, want) {
 			t.Fatalf("%.60q: index differs from the reference (%d against %d entries)", in, len(got), len(want))
 		}
-		if _, err := loader.SkipJSON("t.json", in, 0, 1000); err != nil {
+		if _, err := wire.Skip("t.json", in, 0, 1000); err != nil {
 			t.Fatalf("%.60q is not valid JSON: %v", in, err)
 		}
 	}
@@ -256,7 +257,7 @@ func BenchmarkStructuralIndex(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		defer cpuPerOp(b)()
 		for b.Loop() {
-			if _, err := loader.SkipJSON("bench.json", data[:len(data)-1], 0, 1000); err != nil {
+			if _, err := wire.Skip("bench.json", data[:len(data)-1], 0, 1000); err != nil {
 				b.Fatal(err)
 			}
 		}
