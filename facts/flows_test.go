@@ -23,11 +23,10 @@ import (
 // contains, and for each number leaf every equal kept number.
 func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int) ([][]facts.Flow, bool) {
 	type occ struct {
-		s     string
-		num   bool
-		at    facts.Position
-		src   facts.FlowSource
-		index int
+		s   string
+		num bool
+		at  facts.Position
+		src facts.FlowSource
 	}
 	var occs []occ
 	used, truncated := 0, false

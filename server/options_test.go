@@ -38,7 +38,6 @@ func withEngine(opts ...engine.Option) option {
 func withShadow(paths ...string) option {
 	return func(c *server.Config) { c.ShadowPolicies = append(c.ShadowPolicies, paths...) }
 }
-func withShadowQueue(n int) option        { return func(c *server.Config) { c.ShadowQueue = n } }
 func withShadowQueueBytes(n int64) option { return func(c *server.Config) { c.ShadowQueueBytes = n } }
 func withOPAConfig(raw []byte, id string) option {
 	return func(c *server.Config) { c.OPAConfig, c.ID = raw, id }
