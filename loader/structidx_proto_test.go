@@ -16,7 +16,8 @@ package loader_test
 // at them again. BenchmarkStructuralIndex measures stage 1 alone, which
 // bounds the design from below, against loader.DecodeArray and
 // wire.Skip (validation alone) on the same generated history; BENCHMARKS.md, "Against
-// the floor (issue 36)", records what it showed.
+// the floor (issue 36)", sums up what it showed, and its appendix
+// (docs/benchmarks-history/2026-12-03.md) has the measurements.
 
 import (
 	"encoding/binary"
