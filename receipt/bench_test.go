@@ -7,23 +7,14 @@ import (
 	"context"
 	"encoding/json"
 	"os"
-	"syscall"
 	"testing"
-	"time"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/receipt"
 )
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkDecideRefund decides the shipped refund example
 // (examples/histories/refund.json with examples/policies and the support
@@ -69,7 +60,7 @@ func BenchmarkDecideRefund(b *testing.B) {
 	}{{"key=none", nil}, {"key=ed25519", signer}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.PerOp(b)
 			for b.Loop() {
 				d, err := eng.Decide(ctx, req)
 				if err != nil {
@@ -84,7 +75,7 @@ func BenchmarkDecideRefund(b *testing.B) {
 					}
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			cpu()
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/receipt"
@@ -67,7 +68,7 @@ func BenchmarkLogReceipts(b *testing.B) {
 	}{{"decide", false, false}, {"decide+stamp", true, false}, {"decide+stamp+record", true, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.PerOp(b)
 			for b.Loop() {
 				d, err := eng.Decide(ctx, req)
 				if err != nil {
@@ -88,7 +89,7 @@ func BenchmarkLogReceipts(b *testing.B) {
 					}
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			cpu()
 		})
 	}
 	// record alone, on one signed decision: the log's share measured
@@ -102,12 +103,12 @@ func BenchmarkLogReceipts(b *testing.B) {
 	}
 	b.Run("record", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := processCPU()
+		cpu := cputime.PerOp(b)
 		for b.Loop() {
 			if err := s.RecordSignatures(map[string]any{}, d); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		cpu()
 	})
 }
