@@ -1,16 +1,11 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"os"
 	"testing"
 
-	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
-	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/receipt"
 )
 
@@ -27,33 +22,7 @@ import (
 // a shared machine makes noisy.
 func BenchmarkLogReceipts(b *testing.B) {
 	ctx := context.Background()
-	reg, err := loader.ReadRegistry("../examples/registry.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, err := os.ReadFile("../examples/histories/refund.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := loader.DecodeHistory("refund.json", raw, loader.DefaultLimits())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctxRaw, err := os.ReadFile("../examples/context/support.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var ctxDoc any
-	dec := json.NewDecoder(bytes.NewReader(ctxRaw))
-	dec.UseNumber()
-	if err := dec.Decode(&ctxDoc); err != nil {
-		b.Fatal(err)
-	}
-	req := engine.Request{History: h, Context: ctxDoc}
+	reg, eng, req := receiptcases.Refund(b, "..")
 	signer, err := receipt.NewSigner(receiptcases.Key(1))
 	if err != nil {
 		b.Fatal(err)

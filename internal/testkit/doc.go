@@ -5,7 +5,7 @@
 //   - approvalcases: the approval bindings that must never let a call
 //     through, run by the engine's, the CLI's and the sidecar's tests;
 //   - receiptcases: the execution-receipt forgeries every verifier must
-//     reject;
+//     reject, and the shipped refund example the receipt benchmarks decide;
 //   - limitstest: decode limits crossed by one;
 //   - spectable: the spec's rule-by-rule fact tables (facts/testdata/spec);
 //   - strictjson: an independent oracle for the JSON scanner;
