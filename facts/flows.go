@@ -3,6 +3,7 @@ package facts
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -266,12 +267,7 @@ func walkFlowValue(v any, depth, minLen int, fn func(s string, isNum bool) bool)
 			}
 		}
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			if len(k) >= minLen && !fn(k, false) {
 				return false
 			}
@@ -373,12 +369,7 @@ func callFlows(args []byte, idx ...*flowIndex) []Flow {
 			}
 			return
 		case map[string]any:
-			keys := make([]string, 0, len(v))
-			for k := range v {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(v)) {
 				visit(v[k], path+"/"+pointerToken(k))
 			}
 			return
