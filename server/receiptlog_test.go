@@ -127,7 +127,7 @@ func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	policies := filepath.Join("..", "examples", "policies")
 	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	cfg := col.opaConfig()
 	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withReceipts(signer), withApproverKeys(v),
 		withOPAConfig(cfg, "receipt-log-test"))
 	keysJSON, _ := getKeys(t, rs)
@@ -281,7 +281,7 @@ func TestDecisionLogUnchangedWithoutKeys(t *testing.T) {
 	require.NoError(t, err)
 	policies := filepath.Join("..", "examples", "policies")
 	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	cfg := col.opaConfig()
 	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withOPAConfig(cfg, "no-keys-log-test"))
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
@@ -373,15 +373,7 @@ func TestReplayVerifiesTheReceiptsOfServesOwnLog(t *testing.T) {
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
-		var msgs []json.RawMessage
-		require.NoError(t, json.Unmarshal(raw, &msgs))
-		for i, m := range msgs {
-			body := fmt.Sprintf(`{"offset": %d, "messages": [%s], "context": %s}`, i, m, ctxDoc)
-			resp, err := p.Client().Post(p.URL+"/v1/runs/"+filepath.Base(f)+"/decide", "application/json", strings.NewReader(body))
-			require.NoError(t, err)
-			out, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+		for _, out := range decideSteps(t, p, filepath.Base(f), splitHistory(t, raw), ctxDoc) {
 			answered += strings.Count(string(out), `"receipt":`)
 		}
 	}
@@ -523,7 +515,7 @@ func TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied(t *testing.T) 
 	require.NoError(t, err)
 	transfers := filepath.Join("..", "examples", "policies", "transfers")
 	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	cfg := col.opaConfig()
 	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(transfers)), withOPAConfig(cfg, "unsigned-approval-log-test"))
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
@@ -567,7 +559,7 @@ func TestDecisionLogRecordsTheKeysAcrossARotation(t *testing.T) {
 	require.NoError(t, err)
 	policies := filepath.Join("..", "examples", "policies")
 	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	cfg := col.opaConfig()
 	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withReceipts(signer), withOPAConfig(cfg, "rotation-log-test"))
 	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
 	require.NoError(t, err)
