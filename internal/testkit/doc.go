@@ -12,6 +12,7 @@
 //   - gen: generated histories and registries for fuzzing, property tests
 //     and benchmarks;
 //   - racetest: whether a test runs under the race detector;
+//   - handlertest: the sidecar's HTTP handler in process;
 //   - cputime: the process's CPU time per benchmark iteration
 //     (cpu-ns/op);
 //   - servetest: policycheck serve in a process of its own, and its floor
