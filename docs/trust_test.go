@@ -14,8 +14,8 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/internal/testkit/handlertest"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/server"
 )
 
 // consoleExamples returns the ```console blocks of a Markdown file: the
@@ -129,11 +129,7 @@ func TestTrustExampleFiles(t *testing.T) {
 func TestTrustSidecar(t *testing.T) {
 	reg, err := loader.ReadRegistry("../examples/registry.yaml")
 	require.NoError(t, err)
-	cfg := server.DefaultConfig()
-	cfg.Registry = reg
-	srv, err := server.New(cfg)
-	require.NoError(t, err)
-	h := srv.Handler()
+	h := handlertest.Handler(t, reg)
 	post := func(path, body string) (int, engine.Decision) {
 		t.Helper()
 		rec := httptest.NewRecorder()

@@ -7,6 +7,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 )
 
 // engineCaches are the engine's caches by their names in docs/caches.md.
@@ -65,9 +66,9 @@ func BenchmarkCacheSavings(b *testing.B) {
 				e := newBenchEngine(b, w.reg, true, opts...)
 				b.ReportAllocs()
 				i := 0
-				cpu := startCPU()
+				cpu := cputime.Start()
 				for b.Loop() {
-					cpu.tick()
+					cpu.Tick()
 					d, err := e.Decide(ctx, w.req(i))
 					i++
 					if err != nil {
@@ -77,7 +78,7 @@ func BenchmarkCacheSavings(b *testing.B) {
 						b.Fatalf("decision failed closed: %v", d.Errors)
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 			})
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -81,12 +82,12 @@ func BenchmarkDecideCallRules(b *testing.B) {
 // the measured loop of the eight-call benchmarks.
 func decideLoop(b *testing.B, ctx context.Context, e *engine.Engine, req engine.Request) {
 	b.ReportAllocs()
-	cpu := startCPU()
+	cpu := cputime.Start()
 	for b.Loop() {
-		cpu.tick()
+		cpu.Tick()
 		if _, err := e.Decide(ctx, req); err != nil {
 			b.Fatal(err)
 		}
 	}
-	cpu.report(b)
+	cpu.Report(b)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/policies"
@@ -289,31 +290,6 @@ func compareBaseline(t *testing.T, pq rego.PreparedEvalQuery, d *engine.Decision
 
 // --- benchmarks ---------------------------------------------------------------
 
-// cpuMeter reports the process CPU time per iteration as the extra metric
-// cpu-ns/op. On a shared machine ns/op (wall clock) includes the time
-// the benchmark waited for a core; cpu-ns/op does not (it does include
-// the garbage collector's work on other threads, which is part of the
-// cost). Start it right before the timed loop.
-type cpuMeter struct {
-	start time.Duration
-	ok    bool
-	n     int
-}
-
-func startCPU() *cpuMeter {
-	d, ok := processCPU()
-	return &cpuMeter{start: d, ok: ok}
-}
-
-func (m *cpuMeter) tick() { m.n++ }
-
-func (m *cpuMeter) report(b *testing.B) {
-	end, ok := processCPU()
-	if m.ok && ok && m.n > 0 {
-		b.ReportMetric(float64(end-m.start)/float64(m.n), "cpu-ns/op")
-	}
-}
-
 // benchSeed fixes every generated input.
 const benchSeed = 1
 
@@ -508,16 +484,16 @@ func benchDecide(b *testing.B, fromFacts bool, extra ...engine.Option) {
 				_, memoMiss0, _ := e.DecisionCacheStats()
 				b.ReportAllocs()
 				i := 0
-				cpu := startCPU()
+				cpu := cputime.Start()
 				for b.Loop() {
-					cpu.tick()
+					cpu.Tick()
 					i++
 					req.Context = benchContext(mode.cold, i)
 					if _, err := e.Decide(ctx, req); err != nil {
 						b.Fatal(err)
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 				hits, misses, _ := e.CacheStats()
 				memoHits, memoMisses, _ := e.DecisionCacheStats()
 				// filter-evals/op: filter evaluations (cache misses) per
@@ -611,9 +587,9 @@ func BenchmarkConversation(b *testing.B) {
 				}
 				b.ReportAllocs()
 				i := 0
-				cpu := startCPU()
+				cpu := cputime.Start()
 				for b.Loop() {
-					cpu.tick()
+					cpu.Tick()
 					req := engine.Request{Facts: &steps[i%len(steps)], Context: benchContext(true, i/len(steps))}
 					i++
 					d, err := e.Decide(ctx, req)
@@ -624,7 +600,7 @@ func BenchmarkConversation(b *testing.B) {
 						b.Fatalf("decision failed closed: %v", d.Errors)
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 				_, misses, _ := e.CacheStats()
 				_, memoMisses, _ := e.DecisionCacheStats()
 				b.ReportMetric(float64(misses)/float64(i), "filter-evals/op")
@@ -692,16 +668,16 @@ func BenchmarkFilterStyles(b *testing.B) {
 				f := facts.Derive(in.h, in.reg)
 				i := 0
 				b.ReportAllocs()
-				cpu := startCPU()
+				cpu := cputime.Start()
 				for b.Loop() {
-					cpu.tick()
+					cpu.Tick()
 					i++
 					d, err := e.Decide(ctx, engine.Request{Facts: &f, Context: benchContext(true, i)})
 					if err != nil || len(d.Errors) > 0 {
 						b.Fatal(err, d.Errors)
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 				if _, misses, _ := e.CacheStats(); st.body != "" && misses != int64(i) {
 					b.Fatalf("%d filter evaluations in %d decisions", misses, i)
 				}
@@ -722,15 +698,15 @@ func BenchmarkNaiveRego(b *testing.B) {
 				input := in.naiveInput(b)
 				b.SetBytes(int64(len(in.history)))
 				b.ReportAllocs()
-				cpu := startCPU()
+				cpu := cputime.Start()
 				for b.Loop() {
-					cpu.tick()
+					cpu.Tick()
 					rs, err := pq.Eval(ctx, rego.EvalParsedInput(input))
 					if err != nil || len(rs) != 1 {
 						b.Fatal(err, len(rs))
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 			})
 		}
 	}
@@ -749,9 +725,9 @@ func BenchmarkNaiveRegoJSON(b *testing.B) {
 				raw := naiveInputJSON(in.history, in.registry)
 				b.SetBytes(int64(len(in.history)))
 				b.ReportAllocs()
-				cpu := startCPU()
+				cpu := cputime.Start()
 				for b.Loop() {
-					cpu.tick()
+					cpu.Tick()
 					input, err := parseInput(raw)
 					if err != nil {
 						b.Fatal(err)
@@ -761,7 +737,7 @@ func BenchmarkNaiveRegoJSON(b *testing.B) {
 						b.Fatal(err, len(rs))
 					}
 				}
-				cpu.report(b)
+				cpu.Report(b)
 			})
 		}
 	}
@@ -811,12 +787,12 @@ func benchEngine(b *testing.B, step func(*testing.B, *benchInput, *engine.Engine
 				e := newBenchEngine(b, in.reg, false, engine.DecisionCache(0))
 				b.SetBytes(int64(len(in.history)))
 				b.ReportAllocs()
-				cpu := startCPU()
+				cpu := cputime.Start()
 				for b.Loop() {
-					cpu.tick()
+					cpu.Tick()
 					step(b, in, e)
 				}
-				cpu.report(b)
+				cpu.Report(b)
 			})
 		}
 	}

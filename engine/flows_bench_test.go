@@ -7,6 +7,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 )
 
 // flowRules are two operator rules that differ only in what they read:
@@ -49,14 +50,14 @@ func BenchmarkFlows(b *testing.B) {
 		}
 		b.Run(fmt.Sprintf("never-seen/messages=%d/flows=%s", len(h), onOff(on)), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := startCPU()
+			cpu := cputime.Start()
 			for b.Loop() {
-				cpu.tick()
+				cpu.Tick()
 				if _, err := e.Decide(ctx, engine.Request{History: h}); err != nil {
 					b.Fatal(err)
 				}
 			}
-			cpu.report(b)
+			cpu.Report(b)
 		})
 		b.Run(fmt.Sprintf("step/messages=%d/flows=%s", len(h), onOff(on)), func(b *testing.B) {
 			r := e.NewRun()
@@ -65,9 +66,9 @@ func BenchmarkFlows(b *testing.B) {
 			}
 			b.ReportAllocs()
 			i := 0
-			cpu := startCPU()
+			cpu := cputime.Start()
 			for b.Loop() {
-				cpu.tick()
+				cpu.Tick()
 				i++
 				key := fmt.Sprintf("sk-live-%08d", i)
 				ret := facts.Part{Kind: facts.ToolReturn, ToolName: "get_time", ToolCallID: fmt.Sprintf("p%d", i), HasToolCallID: true,
@@ -82,7 +83,7 @@ func BenchmarkFlows(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			cpu.report(b)
+			cpu.Report(b)
 		})
 	}
 }

@@ -35,6 +35,34 @@ func readmeLine(t *testing.T, prefix string) []string {
 	return found[0]
 }
 
+// runHarness starts the sidecar as the README line beginning with serve
+// starts it, on a free port rather than 8181, runs the harness of the
+// README line beginning with harness against it from the repository root,
+// and returns what the harness printed.
+func runHarness(t *testing.T, serve, harness string) []byte {
+	t.Helper()
+	py := servetest.Python3(t)
+	args := readmeLine(t, serve)[2:]
+	for i := range args {
+		if i > 0 && args[i-1] == "--addr" {
+			args[i] = "127.0.0.1:0" // a free port rather than 8181
+		}
+	}
+	url := servetest.StartIn(t, "..", servetest.Build(t), args...).URL
+	cmdline := readmeLine(t, harness)
+	require.Equal(t, "http://127.0.0.1:8181", cmdline[2], "the README's harness reaches the README's sidecar")
+	cmdline[2] = url
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, py, cmdline[1:]...)
+	cmd.Dir = ".."
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	require.NoError(t, err, stderr.String())
+	return out
+}
+
 // TestApprovalHarnessOverTheSidecar runs the README's Python harness
 // (examples/harness/approvals.py, stdlib only) as the README runs it,
 // against a real `policycheck serve` started with the README's own
@@ -44,26 +72,7 @@ func readmeLine(t *testing.T, prefix string) []string {
 // the call executes with the approver's arguments; the same answer on
 // edited arguments does not apply.
 func TestApprovalHarnessOverTheSidecar(t *testing.T) {
-	py := servetest.Python3(t)
-	serve := readmeLine(t, "policycheck serve --addr ")
-	args := serve[2:]
-	for i := range args {
-		if i > 0 && args[i-1] == "--addr" {
-			args[i] = "127.0.0.1:0" // a free port rather than 8181
-		}
-	}
-	url := servetest.StartIn(t, "..", servetest.Build(t), args...).URL
-	harness := readmeLine(t, "python3 examples/harness/approvals.py ")
-	require.Equal(t, "http://127.0.0.1:8181", harness[2], "the README's harness reaches the README's sidecar")
-	harness[2] = url
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, harness[1:]...)
-	cmd.Dir = ".."
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runHarness(t, "policycheck serve --addr ", "python3 examples/harness/approvals.py ")
 
 	type execution struct {
 		ToolCallID string         `json:"tool_call_id"`
@@ -123,26 +132,7 @@ func TestApprovalHarnessOverTheSidecar(t *testing.T) {
 // same history without the receipts does not reach the vault's tool, and
 // the decision says which evidence did not count.
 func TestVerifiedHarnessOverTheSidecar(t *testing.T) {
-	py := servetest.Python3(t)
-	serve := readmeLine(t, "policycheck serve --evidence verified ")
-	args := serve[2:]
-	for i := range args {
-		if i > 0 && args[i-1] == "--addr" {
-			args[i] = "127.0.0.1:0"
-		}
-	}
-	url := servetest.StartIn(t, "..", servetest.Build(t), args...).URL
-	harness := readmeLine(t, "python3 examples/harness/verified.py ")
-	require.Equal(t, "http://127.0.0.1:8181", harness[2], "the README's harness reaches the README's sidecar")
-	harness[2] = url
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, py, harness[1:]...)
-	cmd.Dir = ".."
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, stderr.String())
+	out := runHarness(t, "policycheck serve --evidence verified ", "python3 examples/harness/verified.py ")
 	var got struct {
 		Verdicts           [][]string `json:"verdicts"`
 		WithoutReceipts    [][]string `json:"without_receipts"`

@@ -3,6 +3,7 @@ package facts
 import (
 	"bytes"
 	"encoding/json"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -266,12 +267,7 @@ func walkFlowValue(v any, depth, minLen int, fn func(s string, isNum bool) bool)
 			}
 		}
 	case map[string]any:
-		keys := make([]string, 0, len(v))
-		for k := range v {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
+		for _, k := range slices.Sorted(maps.Keys(v)) {
 			if len(k) >= minLen && !fn(k, false) {
 				return false
 			}
@@ -309,32 +305,26 @@ func (x *flowIndex) matchString(leaf string, hits map[Position]*flowHit, srcOf m
 	if len(leaf) < x.minLen {
 		return
 	}
-	note := func(fs *flowString, exact bool) {
-		for _, si := range fs.srcs {
-			src := x.sources[si]
-			h := hits[src.At]
-			if h == nil {
-				h = &flowHit{}
-				hits[src.At] = h
-				srcOf[src.At] = src
-			}
-			h.exact = h.exact || exact
-		}
-	}
 	if fs, ok := x.strs[leaf]; ok {
-		note(fs, true)
+		x.note(fs.srcs, true, hits, srcOf)
 	}
 	for i := 0; i+x.minLen <= len(leaf); i++ {
 		for _, fs := range x.byPrefix[leaf[i:i+x.minLen]] {
 			if len(fs.s) < len(leaf) && strings.HasPrefix(leaf[i:], fs.s) {
-				note(fs, false)
+				x.note(fs.srcs, false, hits, srcOf)
 			}
 		}
 	}
 }
 
 func (x *flowIndex) matchNumber(key string, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
-	for _, si := range x.nums[key] {
+	x.note(x.nums[key], true, hits, srcOf)
+}
+
+// note records in hits the sources srcs (indexes into x.sources), exact
+// when the value equals the source's rather than contains it.
+func (x *flowIndex) note(srcs []int32, exact bool, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+	for _, si := range srcs {
 		src := x.sources[si]
 		h := hits[src.At]
 		if h == nil {
@@ -342,7 +332,7 @@ func (x *flowIndex) matchNumber(key string, hits map[Position]*flowHit, srcOf ma
 			hits[src.At] = h
 			srcOf[src.At] = src
 		}
-		h.exact = true
+		h.exact = h.exact || exact
 	}
 }
 
@@ -373,12 +363,7 @@ func callFlows(args []byte, idx ...*flowIndex) []Flow {
 			}
 			return
 		case map[string]any:
-			keys := make([]string, 0, len(v))
-			for k := range v {
-				keys = append(keys, k)
-			}
-			slices.Sort(keys)
-			for _, k := range keys {
+			for _, k := range slices.Sorted(maps.Keys(v)) {
 				visit(v[k], path+"/"+pointerToken(k))
 			}
 			return

@@ -25,11 +25,10 @@ import (
 	"fmt"
 	"math/bits"
 	"slices"
-	"syscall"
 	"testing"
-	"time"
 	"unicode/utf8"
 
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/wire"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -245,7 +244,7 @@ func BenchmarkStructuralIndex(b *testing.B) {
 	idx := make([]uint32, 0, len(data)/4)
 	b.Run("stage=index", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
-		defer cpuPerOp(b)()
+		defer cputime.PerOp(b)()
 		for b.Loop() {
 			var err error
 			if idx, err = structIndex(data[:len(data)-1], idx[:0]); err != nil {
@@ -256,7 +255,7 @@ func BenchmarkStructuralIndex(b *testing.B) {
 	})
 	b.Run("stage=skip", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
-		defer cpuPerOp(b)()
+		defer cputime.PerOp(b)()
 		for b.Loop() {
 			if _, err := wire.Skip("bench.json", data[:len(data)-1], 0, 1000); err != nil {
 				b.Fatal(err)
@@ -265,31 +264,11 @@ func BenchmarkStructuralIndex(b *testing.B) {
 	})
 	b.Run("stage=decode", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
-		defer cpuPerOp(b)()
+		defer cputime.PerOp(b)()
 		for b.Loop() {
 			if _, err := loader.DecodeArray("bench.json", data, lim, 1); err != nil {
 				b.Fatal(err)
 			}
 		}
 	})
-}
-
-// cpuPerOp starts counting the process's CPU time (user and system, the
-// collector's included) and returns the function that reports it per
-// iteration as cpu-ns/op, as the engine's benchmarks do: on a shared
-// machine ns/op also counts the time spent waiting for a core.
-func cpuPerOp(b *testing.B) func() {
-	cpu := func() time.Duration {
-		var ru syscall.Rusage
-		if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-			return 0
-		}
-		return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-	}
-	start := cpu()
-	return func() {
-		if end := cpu(); start > 0 && end > start && b.N > 0 {
-			b.ReportMetric(float64(end-start)/float64(b.N), "cpu-ns/op")
-		}
-	}
 }

@@ -3,27 +3,13 @@
 package receipt_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"os"
-	"syscall"
 	"testing"
-	"time"
 
-	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
-	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/receipt"
 )
-
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
 
 // BenchmarkDecideRefund decides the shipped refund example
 // (examples/histories/refund.json with examples/policies and the support
@@ -32,33 +18,7 @@ func processCPU() time.Duration {
 // reports the CPU time per decision beside the wall clock.
 func BenchmarkDecideRefund(b *testing.B) {
 	ctx := context.Background()
-	reg, err := loader.ReadRegistry("../examples/registry.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, err := os.ReadFile("../examples/histories/refund.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := loader.DecodeHistory("refund.json", raw, loader.DefaultLimits())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctxRaw, err := os.ReadFile("../examples/context/support.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var ctxDoc any
-	dec := json.NewDecoder(bytes.NewReader(ctxRaw))
-	dec.UseNumber()
-	if err := dec.Decode(&ctxDoc); err != nil {
-		b.Fatal(err)
-	}
-	req := engine.Request{History: h, Context: ctxDoc}
+	_, eng, req := receiptcases.Refund(b, "..")
 	signer, err := receipt.NewSigner(receiptcases.Key(1))
 	if err != nil {
 		b.Fatal(err)
@@ -69,7 +29,7 @@ func BenchmarkDecideRefund(b *testing.B) {
 	}{{"key=none", nil}, {"key=ed25519", signer}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.PerOp(b)
 			for b.Loop() {
 				d, err := eng.Decide(ctx, req)
 				if err != nil {
@@ -84,7 +44,7 @@ func BenchmarkDecideRefund(b *testing.B) {
 					}
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			cpu()
 		})
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/server"
 )
@@ -74,9 +75,10 @@ func BenchmarkCacheSavings(b *testing.B) {
 					body := w.body(i)
 					i++
 					b.StartTimer()
-					c0 := processCPU()
+					c0, _ := cputime.Process()
 					serve(b, h, "/v1/decide", body)
-					cpu += processCPU() - c0
+					c1, _ := cputime.Process()
+					cpu += c1 - c0
 				}
 				if cpu > 0 {
 					b.ReportMetric(float64(cpu.Nanoseconds())/float64(i-1), "cpu-ns/op")

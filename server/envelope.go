@@ -273,21 +273,3 @@ func (env *envelope) refuseUnknown(known []string) *Error {
 	return badRequest(CodeSchema, strconv.Quote(key)+" is not a member this endpoint reads: it reads "+strings.Join(names, ", "),
 		"/"+wire.PointerToken(key))
 }
-
-// joinArray copies elems into one JSON array, "[e,e,...]", for the
-// decoder (or the schema) to read as a batch.
-func joinArray(elems [][]byte) []byte {
-	n := 2
-	for _, e := range elems {
-		n += len(e) + 1
-	}
-	batch := make([]byte, 0, n)
-	batch = append(batch, '[')
-	for j, e := range elems {
-		if j > 0 {
-			batch = append(batch, ',')
-		}
-		batch = append(batch, e...)
-	}
-	return append(batch, ']')
-}

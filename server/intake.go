@@ -15,6 +15,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/httpreq"
+	"github.com/policycheck/policycheck/internal/jsonout"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -476,7 +477,7 @@ func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *fact
 	var msgs []facts.Message
 	parts := hit.parts
 	if len(elems) > 0 {
-		batch := joinArray(elems)
+		batch := jsonout.JoinArray(elems)
 		blim := lim
 		blim.MaxBytes, blim.MaxMessages, blim.MaxParts = 0, 0, 0
 		var err error

@@ -23,6 +23,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
 )
 
@@ -93,7 +94,7 @@ func drive(name string, clients, n int, next func(client, i int) bool) result {
 	lats := make([][]time.Duration, clients)
 	fails := make([]int, clients)
 	var wg sync.WaitGroup
-	cpu0 := processCPU()
+	cpu0, _ := cputime.Process()
 	begin := time.Now()
 	for c := 0; c < clients; c++ {
 		wg.Add(1)
@@ -111,8 +112,8 @@ func drive(name string, clients, n int, next func(client, i int) bool) result {
 	}
 	wg.Wait()
 	res.elapsed = time.Since(begin)
-	if cpu0 > 0 {
-		res.cpu = processCPU() - cpu0
+	if cpu1, ok := cputime.Process(); ok && cpu0 > 0 {
+		res.cpu = cpu1 - cpu0
 	}
 	for c := range lats {
 		res.lat = append(res.lat, lats[c]...)

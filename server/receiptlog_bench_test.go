@@ -1,15 +1,11 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"os"
 	"testing"
 
-	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
-	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/receipt"
 )
 
@@ -26,33 +22,7 @@ import (
 // a shared machine makes noisy.
 func BenchmarkLogReceipts(b *testing.B) {
 	ctx := context.Background()
-	reg, err := loader.ReadRegistry("../examples/registry.yaml")
-	if err != nil {
-		b.Fatal(err)
-	}
-	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies"))
-	if err != nil {
-		b.Fatal(err)
-	}
-	raw, err := os.ReadFile("../examples/histories/refund.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	h, err := loader.DecodeHistory("refund.json", raw, loader.DefaultLimits())
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctxRaw, err := os.ReadFile("../examples/context/support.json")
-	if err != nil {
-		b.Fatal(err)
-	}
-	var ctxDoc any
-	dec := json.NewDecoder(bytes.NewReader(ctxRaw))
-	dec.UseNumber()
-	if err := dec.Decode(&ctxDoc); err != nil {
-		b.Fatal(err)
-	}
-	req := engine.Request{History: h, Context: ctxDoc}
+	reg, eng, req := receiptcases.Refund(b, "..")
 	signer, err := receipt.NewSigner(receiptcases.Key(1))
 	if err != nil {
 		b.Fatal(err)
@@ -67,7 +37,7 @@ func BenchmarkLogReceipts(b *testing.B) {
 	}{{"decide", false, false}, {"decide+stamp", true, false}, {"decide+stamp+record", true, true}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
-			cpu := processCPU()
+			cpu := cputime.PerOp(b)
 			for b.Loop() {
 				d, err := eng.Decide(ctx, req)
 				if err != nil {
@@ -88,7 +58,7 @@ func BenchmarkLogReceipts(b *testing.B) {
 					}
 				}
 			}
-			b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+			cpu()
 		})
 	}
 	// record alone, on one signed decision: the log's share measured
@@ -102,12 +72,12 @@ func BenchmarkLogReceipts(b *testing.B) {
 	}
 	b.Run("record", func(b *testing.B) {
 		b.ReportAllocs()
-		cpu := processCPU()
+		cpu := cputime.PerOp(b)
 		for b.Loop() {
 			if err := s.RecordSignatures(map[string]any{}, d); err != nil {
 				b.Fatal(err)
 			}
 		}
-		b.ReportMetric(float64(processCPU()-cpu)/float64(b.N), "cpu-ns/op")
+		cpu()
 	})
 }

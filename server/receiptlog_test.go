@@ -122,14 +122,8 @@ func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
 	require.NoError(t, err)
 	v, err := approvalsig.New(keys)
 	require.NoError(t, err)
-	regPath := filepath.Join("..", "examples", "registry.yaml")
-	reg, err := loader.ReadRegistry(regPath)
-	require.NoError(t, err)
 	policies := filepath.Join("..", "examples", "policies")
-	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
-	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withReceipts(signer), withApproverKeys(v),
-		withOPAConfig(cfg, "receipt-log-test"))
+	rs, col, regPath := startLogged(t, policies, "receipt-log-test", withReceipts(signer), withApproverKeys(v))
 	keysJSON, _ := getKeys(t, rs)
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
@@ -270,19 +264,28 @@ func normalize(t *testing.T, v any) any {
 	return out
 }
 
+// startLogged starts a server on the shipped registry
+// (examples/registry.yaml, whose path it returns for replay) and the
+// policies, with opts, uploading its decision logs (OPA instance name) to
+// a collector of its own, reported by hand.
+func startLogged(t *testing.T, policies, name string, opts ...option) (*running, *uploadCollector, string) {
+	t.Helper()
+	regPath := filepath.Join("..", "examples", "registry.yaml")
+	reg, err := loader.ReadRegistry(regPath)
+	require.NoError(t, err)
+	col := newUploadCollector(t)
+	all := append([]option{withRegistry(reg), withEngine(engine.PolicyPaths(policies))}, opts...)
+	return start(t, append(all, withOPAConfig(col.opaConfig(), name))...), col, regPath
+}
+
 // TestDecisionLogUnchangedWithoutKeys: without a receipt key and approver
 // keys a decision-log event records nothing of receipts or signatures —
 // custom holds what it held before they existed, even when an approval
 // carries a signature (read, not checked) — and the replay report of
 // such a log has no audit.
 func TestDecisionLogUnchangedWithoutKeys(t *testing.T) {
-	regPath := filepath.Join("..", "examples", "registry.yaml")
-	reg, err := loader.ReadRegistry(regPath)
-	require.NoError(t, err)
 	policies := filepath.Join("..", "examples", "policies")
-	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
-	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withOPAConfig(cfg, "no-keys-log-test"))
+	rs, col, regPath := startLogged(t, policies, "no-keys-log-test")
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
 	approvals := transferApproval(t, receiptcases.ApprovalCases()[0].Sign)
@@ -373,15 +376,7 @@ func TestReplayVerifiesTheReceiptsOfServesOwnLog(t *testing.T) {
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
-		var msgs []json.RawMessage
-		require.NoError(t, json.Unmarshal(raw, &msgs))
-		for i, m := range msgs {
-			body := fmt.Sprintf(`{"offset": %d, "messages": [%s], "context": %s}`, i, m, ctxDoc)
-			resp, err := p.Client().Post(p.URL+"/v1/runs/"+filepath.Base(f)+"/decide", "application/json", strings.NewReader(body))
-			require.NoError(t, err)
-			out, _ := io.ReadAll(resp.Body)
-			resp.Body.Close()
-			require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+		for _, out := range decideSteps(t, p, filepath.Base(f), splitHistory(t, raw), ctxDoc) {
 			answered += strings.Count(string(out), `"receipt":`)
 		}
 	}
@@ -518,13 +513,8 @@ func TestReplayVerifiesTheReceiptsOfServesOwnLog(t *testing.T) {
 // would have judged it — unsigned, so not applied: t2 is
 // approval_required on both sides, and the refusal is a finding (exit 1).
 func TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied(t *testing.T) {
-	regPath := filepath.Join("..", "examples", "registry.yaml")
-	reg, err := loader.ReadRegistry(regPath)
-	require.NoError(t, err)
 	transfers := filepath.Join("..", "examples", "policies", "transfers")
-	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
-	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(transfers)), withOPAConfig(cfg, "unsigned-approval-log-test"))
+	rs, col, regPath := startLogged(t, transfers, "unsigned-approval-log-test")
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
 	approvals := transferApproval(t, func(approvalsig.Payload) string { return "" })
@@ -562,13 +552,8 @@ func TestDecisionLogRecordsTheKeysAcrossARotation(t *testing.T) {
 	signer, err := receipt.NewSigner(receiptcases.Key(1))
 	require.NoError(t, err)
 	first := signer.KeyID()
-	regPath := filepath.Join("..", "examples", "registry.yaml")
-	reg, err := loader.ReadRegistry(regPath)
-	require.NoError(t, err)
 	policies := filepath.Join("..", "examples", "policies")
-	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
-	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withReceipts(signer), withOPAConfig(cfg, "rotation-log-test"))
+	rs, col, regPath := startLogged(t, policies, "rotation-log-test", withReceipts(signer))
 	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
 	require.NoError(t, err)
 	body := []byte(fmt.Sprintf(`{"history": %s, "context": {"group": "support"}}`, history))

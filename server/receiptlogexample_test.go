@@ -4,9 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"flag"
-	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,18 +114,10 @@ func recordReceiptLogExample(t *testing.T, root string) {
 
 	raw, err := os.ReadFile(filepath.Join(root, "examples", "histories", "refund.json"))
 	require.NoError(t, err)
-	var msgs []json.RawMessage
-	require.NoError(t, json.Unmarshal(raw, &msgs))
+	msgs := splitHistory(t, raw)
 	ctxDoc, err := os.ReadFile(filepath.Join(root, "examples", "context", "support.json"))
 	require.NoError(t, err)
-	for i, m := range msgs {
-		body := fmt.Sprintf(`{"offset": %d, "messages": [%s], "context": %s}`, i, m, ctxDoc)
-		resp, err := p.Client().Post(p.URL+"/v1/runs/"+exampleReceiptRun+"/decide", "application/json", strings.NewReader(body))
-		require.NoError(t, err)
-		out, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
-	}
+	decideSteps(t, p, exampleReceiptRun, msgs, ctxDoc)
 	p.Stop()
 
 	var log bytes.Buffer

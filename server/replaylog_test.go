@@ -36,6 +36,12 @@ type uploadCollector struct {
 	events int
 }
 
+// opaConfig is the OPA configuration that uploads the decision logs to
+// the collector (service "collector"), reported by hand.
+func (c *uploadCollector) opaConfig() []byte {
+	return []byte("services:\n  collector:\n    url: " + c.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+}
+
 func newUploadCollector(t *testing.T) *uploadCollector {
 	c := &uploadCollector{dir: t.TempDir()}
 	c.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -83,7 +89,7 @@ func TestReplayOfDecisionLogsEqualsReplayOfHistories(t *testing.T) {
 	require.NoError(t, err)
 	policies := filepath.Join(examples, "policies")
 	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	cfg := col.opaConfig()
 	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(policies)), withOPAConfig(cfg, "replay-test"),
 		withMaskContext("/ticket"))
 
@@ -187,7 +193,7 @@ func TestReplayOfDecisionLogsKeepsBoundApprovals(t *testing.T) {
 	require.NoError(t, err)
 	require.NoError(t, json.Unmarshal(raw, &file))
 	col := newUploadCollector(t)
-	cfg := []byte("services:\n  collector:\n    url: " + col.URL + "\ndecision_logs:\n  service: collector\n  reporting:\n    trigger: manual\n")
+	cfg := col.opaConfig()
 	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths(transfers)), withOPAConfig(cfg, "replay-approvals-test"))
 
 	histDir := t.TempDir()

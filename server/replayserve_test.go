@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -73,16 +74,7 @@ func TestReplayOfServesOwnLog(t *testing.T) {
 			for _, f := range files {
 				raw, err := os.ReadFile(f)
 				require.NoError(t, err)
-				var msgs []json.RawMessage
-				require.NoError(t, json.Unmarshal(raw, &msgs))
-				for i, m := range msgs {
-					body := fmt.Sprintf(`{"offset": %d, "messages": [%s], "context": %s}`, i, m, ctxDoc)
-					resp, err := http.Post(p.URL+"/v1/runs/"+filepath.Base(f)+"/decide", "application/json", strings.NewReader(body))
-					require.NoError(t, err)
-					resp.Body.Close()
-					require.Equal(t, http.StatusOK, resp.StatusCode)
-					steps++
-				}
+				steps += len(decideSteps(t, p, filepath.Base(f), splitHistory(t, raw), ctxDoc))
 			}
 			p.Stop()
 			log := filepath.Join(t.TempDir(), "serve.log")
@@ -104,4 +96,23 @@ func TestReplayOfServesOwnLog(t *testing.T) {
 			assert.GreaterOrEqual(t, skipped, 2, "the startup record and the shutdown record at least")
 		})
 	}
+}
+
+// decideSteps posts msgs to the serve process p's run one message a
+// request (/v1/runs/<run>/decide, offset i, the context ctxDoc, JSON text),
+// requires each answered 200 and returns the answers.
+func decideSteps(t *testing.T, p *servetest.Process, run string, msgs []json.RawMessage, ctxDoc any) [][]byte {
+	t.Helper()
+	var answers [][]byte
+	for i, m := range msgs {
+		body := fmt.Sprintf(`{"offset": %d, "messages": [%s], "context": %s}`, i, m, ctxDoc)
+		resp, err := p.Client().Post(p.URL+"/v1/runs/"+run+"/decide", "application/json", strings.NewReader(body))
+		require.NoError(t, err)
+		out, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+		answers = append(answers, out)
+	}
+	return answers
 }

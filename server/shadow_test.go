@@ -86,8 +86,7 @@ func TestShadowPolicyNeverChangesTheAnswer(t *testing.T) {
 	for _, f := range files {
 		raw, err := os.ReadFile(f)
 		require.NoError(t, err)
-		var msgs []json.RawMessage
-		require.NoError(t, json.Unmarshal(raw, &msgs))
+		msgs := splitHistory(t, raw)
 		for i := 1; i <= len(msgs); i++ {
 			body, _ := json.Marshal(map[string]any{"history": msgs[:i], "context": ctxDoc})
 			s1, a := plain.post(t, "/v1/decide", body)

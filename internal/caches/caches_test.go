@@ -18,8 +18,8 @@ import (
 
 	"github.com/policycheck/policycheck/internal/caches"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/handlertest"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/server"
 )
 
 var update = flag.Bool("update", false, "rewrite docs/caches.md's table from the Go table")
@@ -129,11 +129,7 @@ func TestMetricsExist(t *testing.T) {
 	o := gen.Default(10)
 	reg, err := loader.ParseRegistry("gen", gen.Registry(7, o))
 	require.NoError(t, err)
-	cfg := server.DefaultConfig()
-	cfg.Registry = reg
-	srv, err := server.New(cfg)
-	require.NoError(t, err)
-	h := srv.Handler()
+	h := handlertest.Handler(t, reg)
 	hist := "[" + string(gen.Messages(7, o)[0]) + "]"
 	for path, body := range map[string]string{
 		"/v1/decide":        `{"registry":` + string(gen.Registry(7, o)) + `,"history":` + hist + `}`,

@@ -362,25 +362,13 @@ func TestReplayRefusesBadInput(t *testing.T) {
 // TestReplayDocExample runs the command docs/replay.md shows, from the
 // module root as the doc does, and compares its output with the doc's.
 func TestReplayDocExample(t *testing.T) {
-	root := filepath.Dir(examplesDir)
-	raw, err := os.ReadFile(filepath.Join(root, "docs", "replay.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Chdir(root)
 	// A policy set's revision is a digest of its files, shipped policies
 	// included: it changes with every policy edit, so it is compared as
 	// a digest only.
 	revision := regexp.MustCompile(`\(revision [0-9a-f]+\)`)
-	rest, examples := string(raw), 0
-	for {
-		var block string
-		var ok bool
-		if _, rest, ok = strings.Cut(rest, "```console\n$ policycheck "); !ok {
-			break
-		}
-		block, rest, _ = strings.Cut(rest, "```\n")
-		cmdline, want, _ := strings.Cut(block, "\n")
+	examples := 0
+	for _, ex := range replayDocExamples(t, "```console\n") {
+		cmdline, want := ex.cmdline, ex.want
 		examples++
 		code, out, errs := runCLI(strings.Fields(cmdline)...)
 		if code != 0 {
@@ -393,6 +381,35 @@ func TestReplayDocExample(t *testing.T) {
 	}
 	if examples < 2 {
 		t.Fatalf("docs/replay.md shows %d console examples, want the report's and the registry change's", examples)
+	}
+}
+
+// replayDocExample is a command docs/replay.md shows: its arguments
+// after "policycheck" and the output the doc shows.
+type replayDocExample struct{ cmdline, want string }
+
+// replayDocExamples moves to the module root, as docs/replay.md's commands
+// are run from there, and returns the doc's `policycheck` commands in
+// blocks that open with fence ("```console\n", "```console exit=1\n").
+func replayDocExamples(t *testing.T, fence string) []replayDocExample {
+	t.Helper()
+	root := filepath.Dir(examplesDir)
+	raw, err := os.ReadFile(filepath.Join(root, "docs", "replay.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	var out []replayDocExample
+	rest := string(raw)
+	for {
+		var block string
+		var ok bool
+		if _, rest, ok = strings.Cut(rest, fence+"$ policycheck "); !ok {
+			return out
+		}
+		block, rest, _ = strings.Cut(rest, "```\n")
+		cmdline, want, _ := strings.Cut(block, "\n")
+		out = append(out, replayDocExample{cmdline, want})
 	}
 }
 

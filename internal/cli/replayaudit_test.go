@@ -161,21 +161,9 @@ func TestReplayHelpNamesTheAuditFlags(t *testing.T) {
 // alone), from the module root as the doc does: each exits 1 and prints
 // what the doc shows, its report and then its error.
 func TestReplayDocFindingExample(t *testing.T) {
-	root := filepath.Dir(examplesDir)
-	raw, err := os.ReadFile(filepath.Join(root, "docs", "replay.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Chdir(root)
-	rest, examples := string(raw), 0
-	for {
-		var block string
-		var ok bool
-		if _, rest, ok = strings.Cut(rest, "```console exit=1\n$ policycheck "); !ok {
-			break
-		}
-		block, rest, _ = strings.Cut(rest, "```\n")
-		cmdline, want, _ := strings.Cut(block, "\n")
+	examples := 0
+	for _, ex := range replayDocExamples(t, "```console exit=1\n") {
+		cmdline, want := ex.cmdline, ex.want
 		examples++
 		code, out, errs := runCLI(strings.Fields(cmdline)...)
 		if code != 1 {

@@ -160,7 +160,7 @@ func partAnchor(p facts.Position) string { return fmt.Sprintf("m%dp%d", p.Messag
 
 func build(x *engine.Explanation, msgs []rawMessage) *page {
 	d := x.Decision
-	p := &page{X: x, Messages: len(msgs), Framework: framework(d.Available), Approvals: d.Approvals,
+	p := &page{X: x, Messages: len(msgs), Framework: FrameworkTools(d.Available), Approvals: d.Approvals,
 		WouldHide: d.WouldHide, Errors: d.Errors, Policies: x.Policies}
 	p.Cons = &window{Name: "conservative", At: d.Window, Whole: len(x.Compactions) == 0 && d.Window == (facts.Position{}), Text: x.Window}
 	if d.Dispatch != nil {
@@ -370,10 +370,12 @@ func remedy(c engine.CallExplained, tools []engine.ToolExplained) string {
 	return "an approver's approval of this call, passed back with its digest"
 }
 
-func framework(names []string) []string {
+// FrameworkTools returns the framework tools (facts.LoadCapabilityTool,
+// facts.SearchTool) among names, in their order.
+func FrameworkTools(names []string) []string {
 	var out []string
 	for _, n := range names {
-		if n == "load_capability" || n == "search_tools" {
+		if n == facts.LoadCapabilityTool || n == facts.SearchTool {
 			out = append(out, n)
 		}
 	}

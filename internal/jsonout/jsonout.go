@@ -3,7 +3,8 @@
 // json.Encoder so configured writes (its tests hold it to that), so that
 // policycheck eval's output and the sidecar's answer are one format. A
 // value that marshals itself (a decision) is indented from its
-// MarshalJSON output in one pass.
+// MarshalJSON output in one pass. JoinArray joins JSON values into one
+// array.
 package jsonout
 
 import (
@@ -126,4 +127,22 @@ func Marshal(v any) ([]byte, error) {
 		return nil, err
 	}
 	return bytes.TrimSuffix(buf.Bytes(), []byte{'\n'}), nil
+}
+
+// JoinArray copies elems, each a JSON value, into one JSON array,
+// "[e,e,...]", with no space or newline added.
+func JoinArray(elems [][]byte) []byte {
+	n := 2
+	for _, e := range elems {
+		n += len(e) + 1
+	}
+	out := make([]byte, 0, n)
+	out = append(out, '[')
+	for i, e := range elems {
+		if i > 0 {
+			out = append(out, ',')
+		}
+		out = append(out, e...)
+	}
+	return append(out, ']')
 }

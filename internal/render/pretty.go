@@ -8,6 +8,7 @@ import (
 	"text/tabwriter"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/internal/explainpage"
 	"github.com/policycheck/policycheck/internal/jsonout"
 	"github.com/policycheck/policycheck/internal/printable"
 	"github.com/policycheck/policycheck/internal/replay"
@@ -129,7 +130,7 @@ func prettyExplanation(w io.Writer, x *engine.Explanation) {
 			printable.Fprintf(w, "      - would hide (log-only rule, not enforced): a log-only policycheck.rules package hides it\n")
 		}
 	}
-	printable.Fprintf(w, "  framework tools available: %s\n", list(framework(d.Available)))
+	printable.Fprintf(w, "  framework tools available: %s\n", list(explainpage.FrameworkTools(d.Available)))
 	if len(x.Calls) > 0 {
 		fmt.Fprintln(w, "\nCalls of the last response:")
 	}
@@ -167,16 +168,6 @@ func prettyExplanation(w io.Writer, x *engine.Explanation) {
 	for _, p := range x.Policies {
 		printable.Fprintf(w, "  %s (%s): %s\n", p.File, p.Package, p.Role)
 	}
-}
-
-func framework(names []string) []string {
-	var out []string
-	for _, n := range names {
-		if n == "load_capability" || n == "search_tools" {
-			out = append(out, n)
-		}
-	}
-	return out
 }
 
 func list(s []string) string {

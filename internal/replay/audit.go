@@ -168,6 +168,11 @@ type ReceiptAudit struct {
 	Valid   int `json:"valid"`
 }
 
+func (r *ReceiptAudit) add(o ReceiptAudit) {
+	r.Checked += o.Checked
+	r.Valid += o.Valid
+}
+
 // ApprovalAudit counts the approval signature outcomes the logs record
 // (and of them those the sidecar refused), the approvals a logged
 // decision was decided with that replay judged again with
@@ -179,6 +184,14 @@ type ApprovalAudit struct {
 	Checked         int `json:"checked"`
 	Verified        int `json:"verified"`
 	NotChecked      int `json:"not_checked"`
+}
+
+func (a *ApprovalAudit) add(o ApprovalAudit) {
+	a.Recorded += o.Recorded
+	a.RecordedRefused += o.RecordedRefused
+	a.Checked += o.Checked
+	a.Verified += o.Verified
+	a.NotChecked += o.NotChecked
 }
 
 // Finding kinds.
@@ -401,13 +414,8 @@ func finishAudit(audits []*audit, keysFrom string) *Audit {
 		if a.recorded || a.approvals != (ApprovalAudit{}) || len(a.findings) > 0 {
 			found = true
 		}
-		out.Receipts.Checked += a.receipts.Checked
-		out.Receipts.Valid += a.receipts.Valid
-		out.Approvals.Recorded += a.approvals.Recorded
-		out.Approvals.RecordedRefused += a.approvals.RecordedRefused
-		out.Approvals.Checked += a.approvals.Checked
-		out.Approvals.Verified += a.approvals.Verified
-		out.Approvals.NotChecked += a.approvals.NotChecked
+		out.Receipts.add(a.receipts)
+		out.Approvals.add(a.approvals)
 		out.Findings = append(out.Findings, a.findings...)
 		for _, s := range a.seen {
 			p, dup := first[s.id]

@@ -56,10 +56,20 @@ type Delta struct {
 	Lost   int `json:"lost"`
 }
 
+func (d *Delta) add(o Delta) {
+	d.Gained += o.Gained
+	d.Lost += o.Lost
+}
+
 // FailClosed counts the decisions of each side that failed closed.
 type FailClosed struct {
 	Baseline  int `json:"baseline"`
 	Candidate int `json:"candidate"`
+}
+
+func (f *FailClosed) add(o FailClosed) {
+	f.Baseline += o.Baseline
+	f.Candidate += o.Candidate
 }
 
 // Change is one difference between the sides' decisions of a step.
@@ -127,16 +137,11 @@ func (r *Report) add(t *tally) {
 	for k, v := range t.transitions {
 		r.Transitions[k] += v
 	}
-	r.Available.Gained += t.available.Gained
-	r.Available.Lost += t.available.Lost
-	r.Advertised.Gained += t.advertise.Gained
-	r.Advertised.Lost += t.advertise.Lost
-	r.FailClosed.Baseline += t.failClosed.Baseline
-	r.FailClosed.Candidate += t.failClosed.Candidate
-	r.WouldDeny.Baseline += t.wouldDeny.Baseline
-	r.WouldDeny.Candidate += t.wouldDeny.Candidate
-	r.WouldHide.Gained += t.wouldHide.Gained
-	r.WouldHide.Lost += t.wouldHide.Lost
+	r.Available.add(t.available)
+	r.Advertised.add(t.advertise)
+	r.FailClosed.add(t.failClosed)
+	r.WouldDeny.add(t.wouldDeny)
+	r.WouldHide.add(t.wouldHide)
 	r.Changes = append(r.Changes, t.changes...)
 }
 

@@ -5,13 +5,16 @@
 //   - approvalcases: the approval bindings that must never let a call
 //     through, run by the engine's, the CLI's and the sidecar's tests;
 //   - receiptcases: the execution-receipt forgeries every verifier must
-//     reject;
+//     reject, and the shipped refund example the receipt benchmarks decide;
 //   - limitstest: decode limits crossed by one;
 //   - spectable: the spec's rule-by-rule fact tables (facts/testdata/spec);
 //   - strictjson: an independent oracle for the JSON scanner;
 //   - gen: generated histories and registries for fuzzing, property tests
 //     and benchmarks;
 //   - racetest: whether a test runs under the race detector;
+//   - handlertest: the sidecar's HTTP handler in process;
+//   - cputime: the process's CPU time per benchmark iteration
+//     (cpu-ns/op);
 //   - servetest: policycheck serve in a process of its own, and its floor
 //     server (servetest/floor) for the load tests.
 package testkit

@@ -36,6 +36,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/policycheck/policycheck/internal/jsonout"
 )
 
 // Options shape a generated registry and history. The zero value asks for
@@ -101,20 +103,7 @@ func Registry(seed int64, o Options) []byte {
 // History returns a history of exactly o.Messages messages as one JSON
 // array: the elements of Messages joined with commas inside brackets.
 func History(seed int64, o Options) []byte {
-	msgs := Messages(seed, o)
-	n := 2
-	for _, m := range msgs {
-		n += len(m) + 1
-	}
-	out := make([]byte, 0, n)
-	out = append(out, '[')
-	for i, m := range msgs {
-		if i > 0 {
-			out = append(out, ',')
-		}
-		out = append(out, m...)
-	}
-	return append(out, ']')
+	return jsonout.JoinArray(Messages(seed, o))
 }
 
 // Messages returns the JSON of each message of the history separately, so

@@ -1,15 +1,15 @@
 //go:build unix
 
-package engine_test
+package cputime
 
 import (
 	"syscall"
 	"time"
 )
 
-// processCPU returns the CPU time (user and system) the process has used,
-// GC workers included; ok is false where it cannot be read.
-func processCPU() (d time.Duration, ok bool) {
+// Process returns the CPU time (user and system) the process has used, GC
+// workers included; ok is false where it cannot be read.
+func Process() (d time.Duration, ok bool) {
 	var ru syscall.Rusage
 	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
 		return 0, false
