@@ -12,6 +12,8 @@ import (
 	"simd/archsimd"
 	"slices"
 	"testing"
+
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 )
 
 var (
@@ -68,7 +70,7 @@ func BenchmarkStructuralIndexSIMD(b *testing.B) {
 	data := benchHistory(1000)
 	idx := make([]uint32, 0, len(data)/4)
 	b.SetBytes(int64(len(data)))
-	defer cpuPerOp(b)()
+	defer cputime.PerOp(b)()
 	for b.Loop() {
 		var err error
 		if idx, err = structIndexBy(data, idx[:0], classifySIMD); err != nil {
