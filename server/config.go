@@ -187,10 +187,10 @@ type Config struct {
 	// verifies for that call (engine.VerifiedEvidence); on a run's decide
 	// endpoint, a call this run judged execute, or a receipt for it in
 	// this run (engine.RunVerifiedEvidence). Other evidence is ignored and
-	// listed in the decision's unverified_evidence. /v1/decide and
-	// /v1/facts then derive each request's facts afresh, without the
-	// prefix cache: a receipt that verified for a remembered prefix may
-	// have expired since. Validate refuses it without Receipts. serve's
+	// listed in the decision's unverified_evidence. The server then keeps
+	// no prefix cache (PrefixCacheBytes is not used) and derives each
+	// request's facts afresh: a receipt that verified for a remembered
+	// prefix may have expired since. Validate refuses it without Receipts. serve's
 	// --evidence verified sets it (--evidence client, the default, leaves
 	// it false).
 	VerifiedEvidence bool `flag:"evidence"`

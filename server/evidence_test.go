@@ -99,6 +99,30 @@ func TestVerifiedEvidenceOverHTTP(t *testing.T) {
 	}
 }
 
+// TestVerifiedEvidenceKeepsNoPrefixes: with verified evidence no request
+// resumes from the prefix cache, so none fills it either; the same
+// requests to a server counting the client's evidence do.
+func TestVerifiedEvidenceKeepsNoPrefixes(t *testing.T) {
+	signer := testSigner(t, 1, time.Now)
+	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
+	require.NoError(t, err)
+	body := []byte(fmt.Sprintf(`{"history": %s}`, receiptcases.FirstStep("get_order", "c1", `{"order_id": "o-1"}`)))
+	for _, tc := range []struct {
+		name    string
+		rs      *running
+		entries float64
+	}{
+		{"verified", verifiedServer(t, signer), 0},
+		{"client", start(t, withRegistry(reg), withReceipts(signer)), 1},
+	} {
+		for _, path := range []string{"/v1/decide", "/v1/decide", "/v1/facts", "/v1/explain", "/v1/decide"} {
+			status, out := tc.rs.post(t, path, body)
+			require.Equal(t, http.StatusOK, status, "%s %s: %s", tc.name, path, out)
+		}
+		assert.Equal(t, tc.entries, metricValue(t, tc.rs, "policycheck_prefix_cache_entries"), tc.name)
+	}
+}
+
 // TestVerifiedEvidenceInRuns: on /v1/runs/{id}/decide a reveal or a load
 // counts when this run judged its call execute (the harness sends no
 // receipt), or, for a run started again at offset 0 with its whole

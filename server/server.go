@@ -106,7 +106,7 @@ func New(cfg Config) (*Server, error) {
 	}
 	s.runs = newRunTable(cfg.Runs, cfg.RunTTL, s.now)
 	s.intake = &intake{maxBody: cfg.MaxBody, bodyTimeout: cfg.BodyTimeout,
-		reader: loader.Reader{Limits: cfg.Limits, Schema: cfg.Schema}, prefixes: newPrefixCache(cfg.PrefixCacheBytes, cfg.admitFirstSight),
+		reader: loader.Reader{Limits: cfg.Limits, Schema: cfg.Schema}, prefixes: newPrefixCache(prefixCacheBytes(cfg), cfg.admitFirstSight),
 		recycle: cfg.OPAConfig == nil && len(cfg.ShadowPolicies) == 0 && !cfg.noRecycle, poison: cfg.poisonBodies,
 		bodies: &bodyPool{max: poolBytes, idle: poolIdle}}
 	s.metrics = newMetrics(s)
@@ -551,4 +551,14 @@ func (s *Server) ListenAndServe(ctx context.Context, addr string) error {
 		return err
 	}
 	return s.Serve(ctx, ln)
+}
+
+// prefixCacheBytes is the prefix cache's bound: none with verified
+// evidence, where no request resumes from it (each history's receipts are
+// verified afresh), so that it holds no memory for nothing.
+func prefixCacheBytes(cfg Config) int {
+	if cfg.VerifiedEvidence {
+		return 0
+	}
+	return cfg.PrefixCacheBytes
 }

@@ -108,7 +108,7 @@ var Table = []Cache{
 		Keeps:        "the bytes of a history array through its last message, with the facts derived from them",
 		Key:          "hash of the first message, then the bytes compared (never trusted to a hash)",
 		Bound:        "256 MiB of estimated memory (serve --prefix-cache-bytes; 0 turns it off), no entry over an eighth of it, least recently used out",
-		Invalidation: "an entry is taken by the request that extends it; entries hold facts, not policy results, so a reload leaves them valid; with verified evidence (serve --evidence verified, Config.VerifiedEvidence) /v1/decide and /v1/facts never resume from it: each request's receipts are verified afresh, since one that verified for a remembered prefix may have expired since",
+		Invalidation: "an entry is taken by the request that extends it; entries hold facts, not policy results, so a reload leaves them valid; with verified evidence (serve --evidence verified, Config.VerifiedEvidence) the server keeps no prefix cache (Config.PrefixCacheBytes is not used): no request resumes from it, each request's receipts being verified afresh, since one that verified for a remembered prefix may have expired since",
 		Metrics:      []string{"policycheck_prefix_cache_lookups_total", "policycheck_prefix_cache_entries", "policycheck_prefix_cache_bytes"},
 		Benches:      []Bench{{"server", "BenchmarkCacheSavings", "growing"}, {"server", "BenchmarkCacheSavings", "never-seen"}},
 		Saves:        "growing: 4.88 ms of CPU a request without it, 1.94 ms with it (2.5×); never-seen: no difference (p=0.59)",

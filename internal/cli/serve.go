@@ -124,8 +124,8 @@ receipts handed out (each one's jti and kid), the keys that verify them and each
 outcome, which policycheck replay verifies again (docs/replay.md, "Recorded receipts and approvals").
 
 ` + evidenceHelp + `
-With verified, --receipt-key is required, and /v1/decide and /v1/facts do not resume from the prefix
-cache: each request's receipts are verified afresh.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
+With verified, --receipt-key is required, and the sidecar keeps no prefix cache (--prefix-cache-bytes is
+not used): each request's receipts are verified afresh.` + exitCodes("0  stopped by SIGINT or SIGTERM after finishing the requests in flight", exitLineBad+", an address it cannot listen on"),
 		Example: `  policycheck serve --registry examples/registry.yaml --policy examples/policies
   curl -s localhost:8181/v1/decide -d "{\"history\": $(cat examples/histories/refund.json)}"`,
 		Args: noArgs,
