@@ -187,7 +187,9 @@ func checkServe(t *testing.T, bin, line string) {
 	defer func() { _ = cmd.Process.Kill() }()
 	addr := make(chan string, 1)
 	var log bytes.Buffer
+	readDone := make(chan struct{}) // closed once stderr is read to its end
 	go func() {
+		defer close(readDone)
 		sc := bufio.NewScanner(stderr)
 		re := regexp.MustCompile(`msg="policycheck serving" addr=(\S+)`)
 		for sc.Scan() {
@@ -270,7 +272,9 @@ func checkServe(t *testing.T, bin, line string) {
 
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
 	done := make(chan error, 1)
-	go func() { done <- cmd.Wait() }()
+	// Wait closes the pipe: only once its reader has seen the end (the
+	// process gone), and then the log is the reader's no more.
+	go func() { <-readDone; done <- cmd.Wait() }()
 	select {
 	case err := <-done:
 		assert.NoError(t, err, "serve exits 0 on SIGTERM\n%s", log.String())
