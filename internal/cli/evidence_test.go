@@ -117,6 +117,7 @@ func TestEvidenceFlagRefusals(t *testing.T) {
 		{append([]string{"eval", "--evidence", "trusted", "--receipt-key", key1}, base...), `--evidence is client or verified, not "trusted"`},
 		{append([]string{"serve", "--evidence", "trusted", "--receipt-key", key1, "--addr", "127.0.0.1:0"}, base[:2]...), `"--evidence" flag: is client or verified, not "trusted"`},
 		{append([]string{"explain", "--receipt-key", key1}, base...), "explain signs nothing"},
+		{append([]string{"serve", "--evidence", "verified", "--receipt-key", key1, "--prefix-cache-bytes", "1024", "--addr", "127.0.0.1:0"}, base[:2]...), "--prefix-cache-bytes sizes the prefix cache, which --evidence verified does not keep"},
 	} {
 		res := run(t, "", tc.args...)
 		assert.Equal(t, 2, res.code, "%s: %s", strings.Join(tc.args, " "), res.stdout)

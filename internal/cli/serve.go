@@ -257,6 +257,9 @@ func (f *serveFlags) check(cmd *cobra.Command) error {
 	if f.VerifiedEvidence && f.Receipt.key == "" {
 		errs = append(errs, errNoEvidenceKey)
 	}
+	if f.VerifiedEvidence && changed("prefix-cache-bytes") {
+		errs = append(errs, errors.New("--prefix-cache-bytes sizes the prefix cache, which --evidence verified does not keep (each request's receipts are verified afresh)"))
+	}
 	if f.Schema && f.NoSchema {
 		errs = append(errs, errors.New("--schema and --no-schema contradict each other"))
 	}
