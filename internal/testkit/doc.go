@@ -16,5 +16,7 @@
 //   - cputime: the process's CPU time per benchmark iteration
 //     (cpu-ns/op);
 //   - servetest: policycheck serve in a process of its own, and its floor
-//     server (servetest/floor) for the load tests.
+//     server (servetest/floor) for the load tests;
+//   - floor: the floor's handler, which that command serves and in-process
+//     benchmarks call.
 package testkit
