@@ -484,7 +484,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) []sideRow {
 
 // answerLen sends body to url and returns the length of the answer; the
 // test fails unless it is 200.
-func answerLen(t *testing.T, client *http.Client, url string, body []byte) int {
+func answerLen(t testing.TB, client *http.Client, url string, body []byte) int {
 	t.Helper()
 	resp, err := client.Post(url, "application/json", bytes.NewReader(body))
 	require.NoError(t, err)
