@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
-	"github.com/policycheck/policycheck/internal/testkit/floorhttp"
+	"github.com/policycheck/policycheck/internal/testkit/floor"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
 )
 
@@ -18,7 +18,7 @@ import (
 // one message longer a request, with the registry and a context in the
 // body as TestSideBySide's agents do (agent.fullParts), to the sidecar's
 // handler (server=sidecar, server.DefaultConfig) and, in the same run, to
-// the floor's (server=floor, floorhttp: read the body, answer as many
+// the floor's (server=floor, internal/testkit/floor: read the body, answer as many
 // bytes as the sidecar's decision). Both are served by httptest.NewServer
 // over the loopback and driven by the same http.Client, so cpu-ns/op (the
 // process's CPU per request) holds the client's share as well, the same
@@ -69,7 +69,7 @@ func BenchmarkGrowingAgainstFloor(b *testing.B) {
 					url := sc.URL + "/v1/decide"
 					var fl *httptest.Server
 					if impl == "floor" {
-						fl = httptest.NewServer(&floorhttp.Handler{})
+						fl = httptest.NewServer(&floor.Handler{})
 						defer fl.Close()
 					}
 					// prime starts conversation k: its history sent three
