@@ -43,16 +43,7 @@ func BenchmarkGrowingAgainstFloor(b *testing.B) {
 			var convs []*agent
 			conv := func(k int) *agent {
 				for len(convs) <= k {
-					a := &agent{registry: reg, msgs: gen.Messages(int64(100+len(convs)), o)}
-					a.joined = append(a.joined, '[')
-					for i, m := range a.msgs {
-						if i > 0 {
-							a.joined = append(a.joined, ',')
-						}
-						a.joined = append(a.joined, m...)
-						a.ends = append(a.ends, len(a.joined))
-					}
-					convs = append(convs, a)
+					convs = append(convs, agentOf(reg, gen.Messages(int64(100+len(convs)), o)))
 				}
 				return convs[k]
 			}

@@ -162,7 +162,13 @@ type agent struct {
 
 func newAgent(seed int64, messages int) *agent {
 	o := gen.Default(messages)
-	a := &agent{registry: gen.Registry(seed, o), msgs: gen.Messages(seed, o)}
+	return agentOf(gen.Registry(seed, o), gen.Messages(seed, o))
+}
+
+// agentOf is an agent with the registry and messages given, its history
+// joined once so each request sends a prefix of it.
+func agentOf(registry []byte, msgs [][]byte) *agent {
+	a := &agent{registry: registry, msgs: msgs}
 	a.joined = append(a.joined, '[')
 	for i, m := range a.msgs {
 		if i > 0 {

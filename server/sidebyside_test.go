@@ -323,16 +323,7 @@ func runSideBySide(t *testing.T, cfg sideConfig) []sideRow {
 			grow.Messages = msgs + max(cfg.growing[msgs], cfg.incremental[msgs]) + 2 + growWarm
 			agents := make([]*agent, maxClients)
 			for k := range agents {
-				a := &agent{registry: reg, msgs: gen.Messages(int64(100+k), grow)}
-				a.joined = append(a.joined, '[')
-				for i, m := range a.msgs {
-					if i > 0 {
-						a.joined = append(a.joined, ',')
-					}
-					a.joined = append(a.joined, m...)
-					a.ends = append(a.ends, len(a.joined))
-				}
-				agents[k] = a
+				agents[k] = agentOf(reg, gen.Messages(int64(100+k), grow))
 			}
 			base := gen.History(1, o)
 			body := func(history []byte) []byte {
