@@ -136,12 +136,20 @@ func ArgsValue(raw []byte) any {
 // round numbers (counts, years, limits, amounts like 500) are in every
 // tool's output; a five-digit value is rarely there by chance.
 func flowNumberKey(n json.Number) (string, bool) {
+	k, ok := appendFlowNumberKey(nil, []byte(n))
+	return string(k), ok
+}
+
+// appendFlowNumberKey appends to dst the key of the number whose JSON
+// text is n (flowNumberKey).
+func appendFlowNumberKey(dst, n []byte) ([]byte, bool) {
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return "", false
+		return dst, false
 	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±xx
-	mant := e[:strings.IndexByte(e, 'e')]
+	l := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'e', -1, 64) // d.ddde±xx
+	mant := dst[l : l+bytes.IndexByte(dst[l:], 'e')]
 	digits := 0
 	for i := 0; i < len(mant); i++ {
 		if mant[i] >= '0' && mant[i] <= '9' {
@@ -149,9 +157,9 @@ func flowNumberKey(n json.Number) (string, bool) {
 		}
 	}
 	if digits < flowSignificantDigits {
-		return "", false
+		return dst[:l], false
 	}
-	return e, true
+	return dst, true
 }
 
 // flowString is one distinct indexed string and its sources (indexes
@@ -170,6 +178,8 @@ type flowIndex struct {
 	strs        map[string]*flowString
 	byPrefix    map[string][]*flowString
 	nums        map[string][]int32
+	// walk is the scratch of addPart, made on first use.
+	walk *flowWalker
 }
 
 func newFlowIndex(o Options) *flowIndex {
@@ -193,10 +203,11 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	if x.truncated || len(p.Content) == 0 {
 		return
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(p.Content))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
+	if x.walk == nil {
+		x.walk = &flowWalker{minLen: x.minLen}
+	}
+	w := x.walk
+	if !w.content(p.Content) {
 		return
 	}
 	src := FlowSource{Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
@@ -206,20 +217,38 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	}
 	x.sources = append(x.sources, src)
 	si := int32(len(x.sources) - 1)
-	walkFlowValue(v, 0, x.minLen, func(s string, isNum bool) bool {
-		if x.used+len(s) > x.cap {
+	for i := range w.leaves {
+		l := &w.leaves[i]
+		n := len(l.b)
+		if l.s != "" {
+			n = len(l.s)
+		}
+		if x.used+n > x.cap {
 			x.truncated = true
-			return false
+			return
 		}
-		x.used += len(s)
-		if isNum {
-			if l := x.nums[s]; len(l) == 0 || l[len(l)-1] != si {
-				x.nums[s] = append(l, si)
+		x.used += n
+		if l.num {
+			k := l.s
+			if k == "" {
+				k = string(l.b)
 			}
-			return true
+			if ns := x.nums[k]; len(ns) == 0 || ns[len(ns)-1] != si {
+				x.nums[k] = append(ns, si)
+			}
+			continue
 		}
-		fs := x.strs[s]
+		var fs *flowString
+		if l.s != "" {
+			fs = x.strs[l.s]
+		} else {
+			fs = x.strs[string(l.b)]
+		}
 		if fs == nil {
+			s := l.s
+			if s == "" {
+				s = string(l.b)
+			}
 			fs = &flowString{s: s}
 			x.strs[s] = fs
 			pre := s[:x.minLen]
@@ -228,8 +257,7 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 		if len(fs.srcs) == 0 || fs.srcs[len(fs.srcs)-1] != si {
 			fs.srcs = append(fs.srcs, si)
 		}
-		return true
-	})
+	}
 }
 
 func toolLabels(reg *Registry, tool string) []string {
