@@ -180,6 +180,8 @@ type flowIndex struct {
 	nums        map[string][]int32
 	// walk is the scratch of addPart, made on first use.
 	walk *flowWalker
+	// block holds the flowStrings last allocated (newString).
+	block []flowString
 }
 
 func newFlowIndex(o Options) *flowIndex {
@@ -207,7 +209,7 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 		x.walk = &flowWalker{minLen: x.minLen}
 	}
 	w := x.walk
-	if !w.content(p.Content) {
+	if !w.walkContent(p.Content) {
 		return
 	}
 	src := FlowSource{Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
@@ -219,45 +221,40 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	si := int32(len(x.sources) - 1)
 	for i := range w.leaves {
 		l := &w.leaves[i]
-		n := len(l.b)
-		if l.s != "" {
-			n = len(l.s)
-		}
-		if x.used+n > x.cap {
+		if x.used+l.e-l.s > x.cap {
 			x.truncated = true
 			return
 		}
-		x.used += n
+		x.used += l.e - l.s
+		b := w.bytes(l)
 		if l.num {
-			k := l.s
-			if k == "" {
-				k = string(l.b)
-			}
-			if ns := x.nums[k]; len(ns) == 0 || ns[len(ns)-1] != si {
-				x.nums[k] = append(ns, si)
+			if ns, ok := x.nums[string(b)]; !ok || ns[len(ns)-1] != si {
+				x.nums[string(b)] = append(ns, si)
 			}
 			continue
 		}
-		var fs *flowString
-		if l.s != "" {
-			fs = x.strs[l.s]
-		} else {
-			fs = x.strs[string(l.b)]
-		}
+		fs := x.strs[string(b)]
 		if fs == nil {
-			s := l.s
-			if s == "" {
-				s = string(l.b)
-			}
-			fs = &flowString{s: s}
-			x.strs[s] = fs
-			pre := s[:x.minLen]
-			x.byPrefix[pre] = append(x.byPrefix[pre], fs)
+			fs = x.newString(string(b))
 		}
 		if len(fs.srcs) == 0 || fs.srcs[len(fs.srcs)-1] != si {
 			fs.srcs = append(fs.srcs, si)
 		}
 	}
+}
+
+// newString adds s to the index, without sources. The flowStrings are
+// allocated in blocks.
+func (x *flowIndex) newString(s string) *flowString {
+	if len(x.block) == cap(x.block) {
+		x.block = make([]flowString, 0, 64)
+	}
+	x.block = append(x.block, flowString{s: s})
+	fs := &x.block[len(x.block)-1]
+	x.strs[s] = fs
+	pre := s[:x.minLen]
+	x.byPrefix[pre] = append(x.byPrefix[pre], fs)
+	return fs
 }
 
 func toolLabels(reg *Registry, tool string) []string {

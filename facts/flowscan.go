@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"slices"
+	"unicode"
 
 	"github.com/policycheck/policycheck/internal/wire"
 )
@@ -32,38 +33,51 @@ import (
 const flowScanDepth = 9999
 
 // flowLeaf is one leaf of a content's walk: a string of at least the
-// minimum length (its bytes b, or s when it had escapes) or a number's
-// key (num, in b).
+// minimum length, or a number's key (num). Its bytes are the content's
+// [s:e], or, when text, the walker's text[s:e]. A leaf and a member hold
+// no pointer, so that putting an object's members in order moves plain
+// memory.
 type flowLeaf struct {
-	b   []byte
-	s   string
-	num bool
+	s, e      int
+	text, num bool
 }
 
-// flowMember is one member of an object being walked: its key and the
-// leaves its key and value emitted, walk.leaves[from:to].
+// flowMember is one member of an object being walked: its key, text[ks:ke],
+// and the leaves its key and value emitted, leaves[from:to].
 type flowMember struct {
-	key      []byte
-	from, to int
+	ks, ke, from, to int
 }
 
 // flowWalker is the reusable scratch of the walk of one content at a
 // time.
 type flowWalker struct {
 	minLen  int
+	content []byte
+	// text holds what is not in the content: object keys, unescaped
+	// strings, number keys. It only grows during a walk, so that a
+	// scanner reading an unescaped string in it reads bytes that stay.
+	text    []byte
 	leaves  []flowLeaf
 	members []flowMember
 	tmp     []flowLeaf
-	arena   []byte // number keys
 	scan    [flowNestDepth + 1]wire.Scanner
+}
+
+// bytes returns a leaf's bytes.
+func (w *flowWalker) bytes(l *flowLeaf) []byte {
+	if l.text {
+		return w.text[l.s:l.e]
+	}
+	return w.content[l.s:l.e]
 }
 
 // content walks a return's content into w.leaves and reports whether it
 // is JSON (read as json.Decoder reads a stream's first value); when it
 // is not, its leaves are none.
-func (w *flowWalker) content(data []byte) bool {
-	w.leaves, w.members, w.arena = w.leaves[:0], w.members[:0], w.arena[:0]
-	if w.value(data, 0) {
+func (w *flowWalker) walkContent(data []byte) bool {
+	w.content = data
+	w.leaves, w.members, w.text = w.leaves[:0], w.members[:0], w.text[:0]
+	if w.value(data, 0, len(data), false, 0) {
 		return true
 	}
 	w.leaves, w.members = w.leaves[:0], w.members[:0]
@@ -79,28 +93,30 @@ func (w *flowWalker) content(data []byte) bool {
 
 // emit appends a leaf of walkFlowValue.
 func (w *flowWalker) emit(s string, isNum bool) bool {
-	w.leaves = append(w.leaves, flowLeaf{s: s, num: isNum})
+	n := len(w.text)
+	w.text = append(w.text, s...)
+	w.leaves = append(w.leaves, flowLeaf{s: n, e: len(w.text), text: true, num: isNum})
 	return true
 }
 
-// value walks data, one JSON value with only whitespace around it, at
-// nesting depth (of JSON inside strings), and reports whether the
-// scanner read it; when it did not, the leaves and members it added are
-// dropped.
-func (w *flowWalker) value(data []byte, depth int) bool {
+// value walks buf[s:e] (buf the content, or w.text when text), one JSON
+// value with only whitespace around it, at nesting depth (of JSON inside
+// strings), and reports whether the scanner read it; when it did not,
+// the leaves and members it added are dropped.
+func (w *flowWalker) value(buf []byte, s, e int, text bool, depth int) bool {
 	leaves, members := len(w.leaves), len(w.members)
 	d := &w.scan[depth]
-	*d = wire.Scanner{Data: data, MaxDepth: flowScanDepth, Strict: true, Path: d.Path[:0], Names: d.Names[:0]}
-	if w.walk(d, depth) != nil || wire.SkipSpace(data, d.I) != len(data) {
+	*d = wire.Scanner{Data: buf[:e], I: s, MaxDepth: flowScanDepth, Strict: true, Path: d.Path[:0], Names: d.Names[:0]}
+	if w.walk(d, text, depth) != nil || wire.SkipSpace(d.Data, d.I) != e {
 		w.leaves, w.members = w.leaves[:leaves], w.members[:members]
 		return false
 	}
 	return true
 }
 
-// walk reads the value at d and emits its leaves in walkFlowValue's
-// order.
-func (w *flowWalker) walk(d *wire.Scanner, depth int) *wire.Error {
+// walk reads the value at d (over the content, or w.text when text) and
+// emits its leaves in walkFlowValue's order.
+func (w *flowWalker) walk(d *wire.Scanner, text bool, depth int) *wire.Error {
 	switch c := d.Peek(); {
 	case c == '"':
 		s, e, esc, err := d.SkipString()
@@ -108,18 +124,22 @@ func (w *flowWalker) walk(d *wire.Scanner, depth int) *wire.Error {
 			return err
 		}
 		if esc {
-			w.str(nil, wire.Unescape(d.Data[s-1:e+1]), depth)
-		} else {
-			w.str(d.Data[s:e], "", depth)
+			u := wire.Unescape(d.Data[s-1 : e+1])
+			s = len(w.text)
+			w.text = append(w.text, u...)
+			e, text = len(w.text), true
 		}
+		w.str(s, e, text, depth)
 	case c == '{':
 		from, base := len(w.leaves), len(w.members)
 		err := d.Object(func(key []byte) *wire.Error {
-			m := flowMember{key: key, from: len(w.leaves)}
+			m := flowMember{ks: len(w.text), from: len(w.leaves)}
+			w.text = append(w.text, key...)
+			m.ke = len(w.text)
 			if len(key) >= w.minLen {
-				w.leaves = append(w.leaves, flowLeaf{b: key})
+				w.leaves = append(w.leaves, flowLeaf{s: m.ks, e: m.ke, text: true})
 			}
-			if err := w.walk(d, depth); err != nil {
+			if err := w.walk(d, text, depth); err != nil {
 				return err
 			}
 			m.to = len(w.leaves)
@@ -132,16 +152,16 @@ func (w *flowWalker) walk(d *wire.Scanner, depth int) *wire.Error {
 		w.sortMembers(from, base)
 		w.members = w.members[:base]
 	case c == '[':
-		return d.Array(func(int) *wire.Error { return w.walk(d, depth) })
+		return d.Array(func(int) *wire.Error { return w.walk(d, text, depth) })
 	case c == '-' || ('0' <= c && c <= '9'):
 		s := d.I
 		if err := d.SkipNumber(); err != nil {
 			return err
 		}
-		n := len(w.arena)
+		n := len(w.text)
 		var ok bool
-		if w.arena, ok = appendFlowNumberKey(w.arena, d.Data[s:d.I]); ok {
-			w.leaves = append(w.leaves, flowLeaf{b: w.arena[n:len(w.arena):len(w.arena)], num: true})
+		if w.text, ok = appendFlowNumberKey(w.text, d.Data[s:d.I]); ok {
+			w.leaves = append(w.leaves, flowLeaf{s: n, e: len(w.text), text: true, num: true})
 		}
 	default:
 		_, err := d.SkipValue()
@@ -150,51 +170,32 @@ func (w *flowWalker) walk(d *wire.Scanner, depth int) *wire.Error {
 	return nil
 }
 
-// str emits a string (b, or s when unescaped) and the leaves of the JSON
-// object or array it holds, as walkFlowValue does.
-func (w *flowWalker) str(b []byte, s string, depth int) {
-	n := len(b)
-	if s != "" {
-		n = len(s)
-	}
-	if n >= w.minLen {
-		w.leaves = append(w.leaves, flowLeaf{b: b, s: s})
+// str emits the string buf[s:e] (buf the content, or w.text when text)
+// and the leaves of the JSON object or array it holds, as walkFlowValue
+// does.
+func (w *flowWalker) str(s, e int, text bool, depth int) {
+	if e-s >= w.minLen {
+		w.leaves = append(w.leaves, flowLeaf{s: s, e: e, text: text})
 	}
 	if depth >= flowNestDepth {
 		return
 	}
-	if s != "" {
-		if t := firstNonSpace(s); t != '{' && t != '[' {
-			return
-		}
-		b = []byte(s)
+	buf := w.content
+	if text {
+		buf = w.text
 	}
+	b := buf[s:e]
 	t := bytes.TrimSpace(b)
 	if len(t) == 0 || (t[0] != '{' && t[0] != '[') {
 		return
 	}
-	if w.value(t, depth+1) {
+	ts := s + len(b) - len(bytes.TrimLeftFunc(b, unicode.IsSpace))
+	if w.value(buf, ts, ts+len(t), text, depth+1) {
 		return
 	}
 	if v, ok := nestedJSON(string(t)); ok {
 		walkFlowValue(v, depth+1, w.minLen, w.emit)
 	}
-}
-
-// firstNonSpace returns the first byte of s after any leading space as
-// strings.TrimSpace trims it (Unicode white space), or 0.
-func firstNonSpace(s string) byte {
-	for i := 0; i < len(s); i++ {
-		switch c := s[i]; c {
-		case ' ', '\t', '\n', '\v', '\f', '\r':
-		default:
-			if c >= 0x80 { // Unicode space: let bytes.TrimSpace decide
-				return '{'
-			}
-			return c
-		}
-	}
-	return 0
 }
 
 // sortMembers puts the leaves of the object whose members are
@@ -203,9 +204,10 @@ func firstNonSpace(s string) byte {
 // as encoding/json decodes it.
 func (w *flowWalker) sortMembers(from, base int) {
 	ms := w.members[base:]
+	key := func(m flowMember) []byte { return w.text[m.ks:m.ke] }
 	sorted := true
 	for i := 1; i < len(ms); i++ {
-		if bytes.Compare(ms[i-1].key, ms[i].key) >= 0 {
+		if bytes.Compare(key(ms[i-1]), key(ms[i])) >= 0 {
 			sorted = false
 			break
 		}
@@ -213,10 +215,10 @@ func (w *flowWalker) sortMembers(from, base int) {
 	if sorted {
 		return
 	}
-	slices.SortStableFunc(ms, func(a, b flowMember) int { return bytes.Compare(a.key, b.key) })
+	slices.SortStableFunc(ms, func(a, b flowMember) int { return bytes.Compare(key(a), key(b)) })
 	w.tmp = w.tmp[:0]
 	for i, m := range ms {
-		if i+1 < len(ms) && bytes.Equal(m.key, ms[i+1].key) {
+		if i+1 < len(ms) && bytes.Equal(key(m), key(ms[i+1])) {
 			continue // the last of equal keys is kept
 		}
 		w.tmp = append(w.tmp, w.leaves[m.from:m.to]...)
