@@ -270,6 +270,8 @@ func toolLabels(reg *Registry, tool string) []string {
 // least minLen bytes and for the key of every non-trivial number: depth
 // first, an object's keys sorted, each key before its value, a string
 // before the strings JSON-encoded in it. It stops when fn returns false.
+// The index's walk of a content's bytes (flowWalker, flowscan.go)
+// follows it, and calls it for what the wire scanner refuses.
 func walkFlowValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) bool {
 	switch v := v.(type) {
 	case string:
