@@ -71,7 +71,7 @@ func (w *flowWalker) bytes(l *flowLeaf) []byte {
 	return w.content[l.s:l.e]
 }
 
-// content walks a return's content into w.leaves and reports whether it
+// walkContent walks a return's content into w.leaves and reports whether it
 // is JSON (read as json.Decoder reads a stream's first value); when it
 // is not, its leaves are none.
 func (w *flowWalker) walkContent(data []byte) bool {
