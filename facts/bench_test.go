@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -76,6 +77,25 @@ func BenchmarkDerive(b *testing.B) {
 			for b.Loop() {
 				_ = facts.Derive(in.h, in.reg)
 			}
+		})
+	}
+}
+
+// BenchmarkDeriveFlows measures what indexing the returns' contents for
+// input.call.flows adds to Derive (BENCHMARKS.md, "Data flows"): a
+// generated 1,000-message history derived with flows on and off.
+func BenchmarkDeriveFlows(b *testing.B) {
+	in := benchInputs(b, 1000)
+	for _, on := range []bool{false, true} {
+		b.Run(fmt.Sprintf("messages=1000/flows=%v", on), func(b *testing.B) {
+			b.SetBytes(int64(len(in.data)))
+			b.ReportAllocs()
+			cpu := cputime.Start()
+			for b.Loop() {
+				cpu.Tick()
+				_ = facts.DeriveWith(in.h, in.reg, facts.Options{Flows: on})
+			}
+			cpu.Report(b)
 		})
 	}
 }

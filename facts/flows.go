@@ -136,12 +136,20 @@ func ArgsValue(raw []byte) any {
 // round numbers (counts, years, limits, amounts like 500) are in every
 // tool's output; a five-digit value is rarely there by chance.
 func flowNumberKey(n json.Number) (string, bool) {
+	k, ok := appendFlowNumberKey(nil, []byte(n))
+	return string(k), ok
+}
+
+// appendFlowNumberKey appends to dst the key of the number whose JSON
+// text is n (flowNumberKey).
+func appendFlowNumberKey(dst, n []byte) ([]byte, bool) {
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return "", false
+		return dst, false
 	}
-	e := strconv.FormatFloat(f, 'e', -1, 64) // d.ddde±xx
-	mant := e[:strings.IndexByte(e, 'e')]
+	l := len(dst)
+	dst = strconv.AppendFloat(dst, f, 'e', -1, 64) // d.ddde±xx
+	mant := dst[l : l+bytes.IndexByte(dst[l:], 'e')]
 	digits := 0
 	for i := 0; i < len(mant); i++ {
 		if mant[i] >= '0' && mant[i] <= '9' {
@@ -149,9 +157,9 @@ func flowNumberKey(n json.Number) (string, bool) {
 		}
 	}
 	if digits < flowSignificantDigits {
-		return "", false
+		return dst[:l], false
 	}
-	return e, true
+	return dst, true
 }
 
 // flowString is one distinct indexed string and its sources (indexes
@@ -170,6 +178,10 @@ type flowIndex struct {
 	strs        map[string]*flowString
 	byPrefix    map[string][]*flowString
 	nums        map[string][]int32
+	// walk is the scratch of addPart, made on first use.
+	walk *flowWalker
+	// block holds the flowStrings last allocated (newString).
+	block []flowString
 }
 
 func newFlowIndex(o Options) *flowIndex {
@@ -193,10 +205,11 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	if x.truncated || len(p.Content) == 0 {
 		return
 	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(p.Content))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
+	if x.walk == nil {
+		x.walk = &flowWalker{minLen: x.minLen}
+	}
+	w := x.walk
+	if !w.walkContent(p.Content) {
 		return
 	}
 	src := FlowSource{Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
@@ -206,30 +219,42 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	}
 	x.sources = append(x.sources, src)
 	si := int32(len(x.sources) - 1)
-	walkFlowValue(v, 0, x.minLen, func(s string, isNum bool) bool {
-		if x.used+len(s) > x.cap {
+	for i := range w.leaves {
+		l := &w.leaves[i]
+		if x.used+l.e-l.s > x.cap {
 			x.truncated = true
-			return false
+			return
 		}
-		x.used += len(s)
-		if isNum {
-			if l := x.nums[s]; len(l) == 0 || l[len(l)-1] != si {
-				x.nums[s] = append(l, si)
+		x.used += l.e - l.s
+		b := w.bytes(l)
+		if l.num {
+			if ns, ok := x.nums[string(b)]; !ok || ns[len(ns)-1] != si {
+				x.nums[string(b)] = append(ns, si)
 			}
-			return true
+			continue
 		}
-		fs := x.strs[s]
+		fs := x.strs[string(b)]
 		if fs == nil {
-			fs = &flowString{s: s}
-			x.strs[s] = fs
-			pre := s[:x.minLen]
-			x.byPrefix[pre] = append(x.byPrefix[pre], fs)
+			fs = x.newString(string(b))
 		}
 		if len(fs.srcs) == 0 || fs.srcs[len(fs.srcs)-1] != si {
 			fs.srcs = append(fs.srcs, si)
 		}
-		return true
-	})
+	}
+}
+
+// newString adds s to the index, without sources. The flowStrings are
+// allocated in blocks.
+func (x *flowIndex) newString(s string) *flowString {
+	if len(x.block) == cap(x.block) {
+		x.block = make([]flowString, 0, 64)
+	}
+	x.block = append(x.block, flowString{s: s})
+	fs := &x.block[len(x.block)-1]
+	x.strs[s] = fs
+	pre := s[:x.minLen]
+	x.byPrefix[pre] = append(x.byPrefix[pre], fs)
+	return fs
 }
 
 func toolLabels(reg *Registry, tool string) []string {
@@ -245,6 +270,8 @@ func toolLabels(reg *Registry, tool string) []string {
 // least minLen bytes and for the key of every non-trivial number: depth
 // first, an object's keys sorted, each key before its value, a string
 // before the strings JSON-encoded in it. It stops when fn returns false.
+// The index's walk of a content's bytes (flowWalker, flowscan.go)
+// follows it, and calls it for what the wire scanner refuses.
 func walkFlowValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) bool {
 	switch v := v.(type) {
 	case string:

@@ -1,0 +1,310 @@
+package facts
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+)
+
+// The walk of a return's content before the scanner (flowscan.go):
+// encoding/json's value, walked. Kept as it was, as the oracle of the
+// differential test and the fuzz target below.
+
+type oracleLeaf struct {
+	S   string
+	Num bool
+}
+
+// oracleFlowLeaves is addPart's walk as it was: whether the content is
+// indexed and the leaves walkFlowValue visited, in order.
+func oracleFlowLeaves(content []byte, minLen int) ([]oracleLeaf, bool) {
+	var v any
+	dec := json.NewDecoder(bytes.NewReader(content))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	out := []oracleLeaf{}
+	oracleWalk(v, 0, minLen, func(s string, isNum bool) bool {
+		out = append(out, oracleLeaf{s, isNum})
+		return true
+	})
+	return out, true
+}
+
+func oracleWalk(v any, depth, minLen int, fn func(s string, isNum bool) bool) bool {
+	switch v := v.(type) {
+	case string:
+		if len(v) >= minLen && !fn(v, false) {
+			return false
+		}
+		if depth < flowNestDepth {
+			if inner, ok := oracleNested(v); ok {
+				return oracleWalk(inner, depth+1, minLen, fn)
+			}
+		}
+	case json.Number:
+		if k, ok := oracleNumberKey(v); ok {
+			return fn(k, true)
+		}
+	case []any:
+		for _, e := range v {
+			if !oracleWalk(e, depth, minLen, fn) {
+				return false
+			}
+		}
+	case map[string]any:
+		for _, k := range slices.Sorted(maps.Keys(v)) {
+			if len(k) >= minLen && !fn(k, false) {
+				return false
+			}
+			if !oracleWalk(v[k], depth, minLen, fn) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func oracleNested(s string) (any, bool) {
+	t := strings.TrimSpace(s)
+	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
+		return nil, false
+	}
+	var v any
+	dec := json.NewDecoder(strings.NewReader(t))
+	dec.UseNumber()
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	return v, true
+}
+
+func oracleNumberKey(n json.Number) (string, bool) {
+	f, err := strconv.ParseFloat(string(n), 64)
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		return "", false
+	}
+	e := strconv.FormatFloat(f, 'e', -1, 64)
+	mant := e[:strings.IndexByte(e, 'e')]
+	digits := 0
+	for i := 0; i < len(mant); i++ {
+		if mant[i] >= '0' && mant[i] <= '9' {
+			digits++
+		}
+	}
+	if digits < flowSignificantDigits {
+		return "", false
+	}
+	return e, true
+}
+
+// scannedFlowLeaves is the walk under test, its leaves as the oracle's.
+func scannedFlowLeaves(w *flowWalker, content []byte) ([]oracleLeaf, bool) {
+	if !w.walkContent(content) {
+		return nil, false
+	}
+	out := []oracleLeaf{}
+	for i := range w.leaves {
+		out = append(out, oracleLeaf{string(w.bytes(&w.leaves[i])), w.leaves[i].num})
+	}
+	return out, true
+}
+
+// checkFlowWalk compares the two walks of content.
+func checkFlowWalk(t testing.TB, w *flowWalker, content []byte) {
+	t.Helper()
+	want, wantOK := oracleFlowLeaves(content, w.minLen)
+	got, gotOK := scannedFlowLeaves(w, content)
+	if wantOK != gotOK || !slices.Equal(want, got) {
+		t.Fatalf("content %q, minLen %d:\nold (%v) %+v\nnew (%v) %+v", content, w.minLen, wantOK, want, gotOK, got)
+	}
+}
+
+// flowContentGen writes random JSON contents, valid and not, with what
+// the two walks could read differently.
+type flowContentGen struct{ rnd *rand.Rand }
+
+var flowGenStrings = []string{
+	"abcdefgh", "abcdefghij", "ab", "", "hello world", "x/y~z", "https://example.com/a?b=c",
+	`with \"quote\"`, `back\\slash`, `new\nline\ttab`, `\u00e9t\u00e9 caf\u00e9`, "été café",
+	`\ud83d\ude00 emoji`, "😀 raw emoji", `\u0000nul`, `\/slash`, `lone \ud800 hi`, `lone \udc00 lo`,
+	`\ud800\u0041 bad pair`, "bad utf8 \xff\xfe!", "nbsp\u00a0x", `\u00a0{"a":1}`,
+	"12345", "   {\"k\":1}", `ABCDEFGHIJKLMNOP`, `\b\f\r`,
+}
+
+var flowGenNumbers = []string{
+	"0", "-0", "1", "12345", "123456789", "4999.99", "0.031415", "1e21", "1E5", "-12345.678e-3",
+	"1e400", "-1e400", "123456789012345678901234567890", "0.000012345", "2024", "1.0000000000000001",
+}
+
+func (g *flowContentGen) str() string {
+	if g.rnd.IntN(6) == 0 {
+		// A string that holds JSON, itself a generated value.
+		inner := g.value(g.rnd.IntN(3))
+		if g.rnd.IntN(4) == 0 {
+			inner = []string{" ", "\n", "\u00a0", "\u0085"}[g.rnd.IntN(4)] + inner
+		}
+		b, _ := json.Marshal(inner)
+		if g.rnd.IntN(3) == 0 {
+			// json.Marshal escapes <, >, & and invalid UTF-8; write some
+			// escapes by hand too.
+			return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`, "\n", `\n`).Replace(inner) + `"`
+		}
+		return string(b)
+	}
+	s := flowGenStrings[g.rnd.IntN(len(flowGenStrings))]
+	if g.rnd.IntN(3) == 0 {
+		s += flowGenStrings[g.rnd.IntN(len(flowGenStrings))]
+	}
+	return `"` + s + `"`
+}
+
+func (g *flowContentGen) value(depth int) string {
+	k := g.rnd.IntN(10)
+	if depth <= 0 && k >= 6 {
+		k = g.rnd.IntN(6)
+	}
+	switch k {
+	case 0, 1, 2:
+		return g.str()
+	case 3:
+		return flowGenNumbers[g.rnd.IntN(len(flowGenNumbers))]
+	case 4:
+		return []string{"true", "false", "null"}[g.rnd.IntN(3)]
+	case 5:
+		return g.str()
+	case 6, 7:
+		var b strings.Builder
+		b.WriteByte('[')
+		for i := range g.rnd.IntN(4) {
+			if i > 0 {
+				b.WriteString(", ")
+			}
+			b.WriteString(g.value(depth - 1))
+		}
+		b.WriteByte(']')
+		return b.String()
+	default:
+		var b strings.Builder
+		b.WriteString("{ ")
+		var keys []string
+		for i := range g.rnd.IntN(5) {
+			if i > 0 {
+				b.WriteByte(',')
+			}
+			var key string
+			if len(keys) > 0 && g.rnd.IntN(4) == 0 {
+				key = keys[g.rnd.IntN(len(keys))] // a duplicate
+			} else {
+				key = g.str()
+			}
+			keys = append(keys, key)
+			b.WriteString(key)
+			b.WriteString(" :")
+			b.WriteString(g.value(depth - 1))
+		}
+		b.WriteString("}")
+		return b.String()
+	}
+}
+
+// content returns a content: a value, sometimes broken or followed by
+// something.
+func (g *flowContentGen) content() []byte {
+	c := []byte(g.value(g.rnd.IntN(5)))
+	switch g.rnd.IntN(12) {
+	case 0: // truncated
+		c = c[:g.rnd.IntN(len(c)+1)]
+	case 1: // a byte changed
+		if len(c) > 0 {
+			const bytes = "{}[]\",:\\ x0\xff"
+			c[g.rnd.IntN(len(c))] = bytes[g.rnd.IntN(len(bytes))]
+		}
+	case 2: // trailing data
+		c = append(c, []string{" ", " x", "x", "{}", " 1", "\n\"s\""}[g.rnd.IntN(6)]...)
+	case 3: // leading space
+		c = append([]byte(" \n\t"), c...)
+	}
+	return c
+}
+
+// deepFlowContents are nestings around the limits: the scanner's, and
+// encoding/json's 10,000 levels, in a content and in a string of it.
+func deepFlowContents() [][]byte {
+	var out [][]byte
+	for _, n := range []int{9998, 9999, 10000, 10001} {
+		for _, inner := range []string{"", `"abcdefghij"`} {
+			v := strings.Repeat("[", n) + inner + strings.Repeat("]", n)
+			out = append(out, []byte(v))
+			s, _ := json.Marshal(v)
+			out = append(out, []byte(`{"deep": `+string(s)+`, "zzzzzzzzz": 1}`))
+		}
+	}
+	obj := strings.Repeat(`{"abcdefghi":`, 10000) + `"xyzxyzxyz"` + strings.Repeat("}", 10000)
+	out = append(out, []byte(obj), []byte(obj[len(`{"abcdefghi":`):len(obj)-1]))
+	return out
+}
+
+// TestFlowWalkMatchesDecodedWalk is the differential test of the
+// scanner's walk of a return's content: on generated contents (escapes,
+// unicode, invalid UTF-8 and lone surrogates, JSON inside strings,
+// duplicate and unsorted keys, deep nesting, invalid JSON, trailing
+// data) it emits the leaves the walk of encoding/json's value emitted,
+// in the same order (which decides where the index's cap truncates),
+// and skips the same contents.
+func TestFlowWalkMatchesDecodedWalk(t *testing.T) {
+	g := &flowContentGen{rnd: rand.New(rand.NewPCG(33, 1))}
+	seen := map[string]int{}
+	for i := range 20000 {
+		w := &flowWalker{minLen: 1 + i%10}
+		c := g.content()
+		checkFlowWalk(t, w, c)
+		_, ok := oracleFlowLeaves(c, w.minLen)
+		seen[fmt.Sprint("valid=", ok)]++
+		if ok && !w.value(c, 0, len(c), false, 0) {
+			seen["read by encoding/json, not the scanner"]++
+		}
+		if ok && len(w.leaves) > 1 {
+			seen["several leaves"]++
+		}
+	}
+	for _, c := range deepFlowContents() {
+		checkFlowWalk(t, &flowWalker{minLen: 4}, c)
+	}
+	// Each kind of content was generated often enough to mean something.
+	require.Greater(t, seen["valid=true"], 10000, "%v", seen)
+	require.Greater(t, seen["valid=false"], 1000, "%v", seen)
+	require.Greater(t, seen["read by encoding/json, not the scanner"], 500, "%v", seen)
+	require.Greater(t, seen["several leaves"], 5000, "%v", seen)
+}
+
+// TestFlowWalkReusesScratch: one walker walks many contents, as an index
+// does, the leaves of each its own.
+func TestFlowWalkReusesScratch(t *testing.T) {
+	g := &flowContentGen{rnd: rand.New(rand.NewPCG(33, 2))}
+	w := &flowWalker{minLen: 3}
+	for range 3000 {
+		checkFlowWalk(t, w, g.content())
+	}
+}
+
+// FuzzFlowWalk compares the two walks on any content.
+func FuzzFlowWalk(f *testing.F) {
+	g := &flowContentGen{rnd: rand.New(rand.NewPCG(33, 3))}
+	for range 200 {
+		f.Add(g.content(), uint8(1+g.rnd.IntN(10)))
+	}
+	f.Fuzz(func(t *testing.T, content []byte, minLen uint8) {
+		checkFlowWalk(t, &flowWalker{minLen: 1 + int(minLen%16)}, content)
+	})
+}
