@@ -344,7 +344,11 @@ type decideConfig struct {
 	// policy is evaluated: tests use it to cancel a decision while its
 	// evaluation runs instead of racing a timer (export_test.go).
 	beforeEval func(context.Context)
-	approvals  facts.Approvals
+	// perCall, when set, evaluates the decision part by part as if its
+	// combined evaluation had erred (percall.go), bypassing the memo:
+	// tests hold the two evaluations to one answer (export_test.go).
+	perCall   bool
+	approvals facts.Approvals
 	// evidence, when set, vouches for the evidence of a history the
 	// decision derives its facts from (VerifiedEvidence).
 	evidence *evidenceVoucher
@@ -423,7 +427,17 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		if dc.beforeEval != nil {
 			dc.beforeEval(ctx)
 		}
-		s.decide(ctx, d, input, memo, next, dispatch)
+		if dc.perCall {
+			if res := s.evalPerCall(ctx, d, input, errForcedPerCall); res != nil {
+				if err := d.fill(s, res, next, dispatch); err != nil {
+					d.failClosed(s, err.Error())
+				} else {
+					d.removal.input = input
+				}
+			}
+		} else {
+			s.decide(ctx, d, input, memo, next, dispatch)
+		}
 	}
 	for _, fe := range append(append([]filterError{}, next.errors...), dispatch.errors...) {
 		d.Errors = appendUnique(d.Errors, fmt.Sprintf("filter %s.%s (%s) failed: %s", filterRoot, fe.Capability, fe.File, fe.Message))
@@ -473,7 +487,9 @@ func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) *poli
 	rs, err := s.decision.Eval(ctx, rego.EvalParsedInput(input))
 	switch {
 	case err != nil:
-		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
+		// An error in the rules about one call fails that call closed,
+		// not the decision (percall.go).
+		return s.evalPerCall(ctx, d, input, err)
 	case len(rs) == 0 || len(rs[0].Expressions) == 0:
 		d.failClosed(s, "policy decision is undefined: "+s.query+" produced no result")
 	default:
