@@ -81,6 +81,9 @@ type Decision struct {
 	// argsProblems, parallel to the calls, are why each call's arguments
 	// fail its tool's schema (nil when every call's validate).
 	argsProblems []*argsInvalid
+	// panicStack is the stack of the panic the decision recovered from
+	// (Panicked); nil otherwise.
+	panicStack []byte
 }
 
 // removal is what a decision needs to say, on demand, why a tool was

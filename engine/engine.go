@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/faults"
 	"github.com/policycheck/policycheck/internal/lru"
 	"github.com/policycheck/policycheck/internal/regoutil"
 )
@@ -372,8 +374,22 @@ func WithDeadline(d time.Duration) DecideOption { return func(c *decideConfig) {
 // mean the policy decided: check Decision.FailedClosed. An error is
 // returned only for input the engine cannot represent (a context that is
 // not JSON).
-func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
+//
+// A panic on the decision's path (a bug) is recovered: Decide returns a
+// decision failed closed with the panic in Errors (Decision.Panicked),
+// never a crash of the caller.
+func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (d *Decision, err error) {
 	s := e.snap.Load()
+	defer func() {
+		if v := recover(); v != nil {
+			d, err = s.panicked(req, v, debug.Stack()), nil
+		}
+	}()
+	return s.decideRequest(ctx, req, opts...)
+}
+
+// decideRequest is Decide without its recovery.
+func (s *snapshot) decideRequest(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
 	dc := decideConfig{deadline: s.deadline}
 	for _, o := range opts {
 		o(&dc)
@@ -394,6 +410,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	if err != nil {
 		return nil, err
 	}
+	faults.At(ctx, faults.EngineDecide)
 	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
 	d.binds = p.binds

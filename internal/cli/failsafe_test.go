@@ -1,6 +1,8 @@
 package cli_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"strings"
@@ -10,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/internal/faults"
 )
 
 // sandboxRule denies delete_repo outside the sandbox; on a tool with no
@@ -97,4 +100,40 @@ hide contains "delete_repo" if upper(input.context.team) == "OPS"
 		assert.Equal(t, "denied", c.Verdict)
 		assert.Contains(t, c.Message, "the tool policy could not be evaluated")
 	}
+}
+
+// TestEvalPanicFailsClosed: a panic on the decision's path (issue 43,
+// item 2) does not crash eval: it prints the decision failed closed,
+// with the panic in errors, and exits as any fail-closed decision does
+// (0, or 3 with --fail-on-refusal). On main the issue's trigger (an
+// amount of 1e10000000 against a minimum) crashed eval with a nil
+// dereference in the schema validator.
+func TestEvalPanicFailsClosed(t *testing.T) {
+	dir := policyFiles(t, map[string]string{"noschema.yaml": reposNoSchema, "h.json": nineCalls()})
+	t.Chdir(dir)
+	ctx := faults.With(context.Background(), func(point string) {
+		if point == faults.EngineDecide {
+			panic("injected")
+		}
+	})
+	eval := func(extra ...string) (int, string, string) {
+		var out, errb bytes.Buffer
+		code := cli.RunContext(ctx, append([]string{"eval", "--registry", "noschema.yaml", "--history", "h.json"}, extra...),
+			strings.NewReader(""), &out, &errb)
+		return code, out.String(), errb.String()
+	}
+	code, stdout, stderr := eval()
+	require.Equal(t, cli.ExitOK, code, stderr)
+	var d failsafeDecision
+	require.NoError(t, json.Unmarshal([]byte(stdout), &d), stdout)
+	require.Len(t, d.Errors, 1)
+	assert.Contains(t, d.Errors[0], "internal error: the engine panicked while deciding, so the decision fails closed (a bug: please report it): injected")
+	assert.Empty(t, d.Available)
+	require.Len(t, d.Calls, 9)
+	for _, c := range d.Calls {
+		assert.Equal(t, "denied", c.Verdict)
+	}
+	code, _, stderr = eval("--fail-on-refusal")
+	assert.Equal(t, cli.ExitRefused, code)
+	assert.Contains(t, stderr, "the decision failed closed: internal error: the engine panicked")
 }
