@@ -381,6 +381,10 @@ type compiled struct {
 	// opts are the optional facts the policies may read (factOptions):
 	// a decision builds those and no others.
 	opts facts.Options
+	// perCall confines a policy error to the call whose rules raised it
+	// (percall.go); nil when the policy set's verdicts are not the
+	// shipped gate's.
+	perCall *perCall
 }
 
 // decisionQuery is the policy set's entry point; the engine evaluates
@@ -472,6 +476,9 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	).PrepareForEval(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("engine: prepare decision: %w", err)
+	}
+	if out.perCall, err = preparePerCall(ctx, c, store, ps, out.query); err != nil {
+		return nil, err
 	}
 	// Which enforced rules package hides what, for explanations (see
 	// removal.hiders); the engine writes data.policycheck.log_only above.

@@ -81,6 +81,9 @@ type Decision struct {
 	// argsProblems, parallel to the calls, are why each call's arguments
 	// fail its tool's schema (nil when every call's validate).
 	argsProblems []*argsInvalid
+	// panicStack is the stack of the panic the decision recovered from
+	// (Panicked); nil otherwise.
+	panicStack []byte
 }
 
 // removal is what a decision needs to say, on demand, why a tool was
@@ -237,8 +240,9 @@ type CallVerdict struct {
 	// Capability is the owner named by a capability-form refusal.
 	Capability string `json:"-"`
 	// Rule is the rule of the policy's verdict ("gate", "unknown_tool",
-	// "deny", "filter_error", "approval_denied", "require_approval"), for
-	// explanations.
+	// "deny", "filter_error", "approval_denied", "require_approval"), or
+	// "policy_error" for a call whose rules raised an error (the call
+	// alone fails closed), for explanations.
 	Rule string `json:"-"`
 	// FailClosed is true when the call was denied because the decision
 	// failed closed (policy error, timeout, undefined result, failed
@@ -429,6 +433,11 @@ func (d *Decision) readVerdict(s *snapshot, a answer) {
 			b := d.bindingOf(a.i)
 			c.Message = denialMessage(b.approval)
 			c.Reasons = []string{fmt.Sprintf("denied by %s through the approval bound to this call", approversText(b.approval))}
+			return
+		}
+		if c.Rule == rulePolicyError {
+			c.Message = policyErrorMessage(c.Tool)
+			c.Reasons = []string{vm.reason}
 			return
 		}
 		c.Message, c.Reasons = denialText(s, c.Tool, vm)

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,6 +20,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/faults"
 	"github.com/policycheck/policycheck/internal/lru"
 	"github.com/policycheck/policycheck/internal/regoutil"
 )
@@ -344,7 +346,11 @@ type decideConfig struct {
 	// policy is evaluated: tests use it to cancel a decision while its
 	// evaluation runs instead of racing a timer (export_test.go).
 	beforeEval func(context.Context)
-	approvals  facts.Approvals
+	// perCall, when set, evaluates the decision part by part as if its
+	// combined evaluation had erred (percall.go), bypassing the memo:
+	// tests hold the two evaluations to one answer (export_test.go).
+	perCall   bool
+	approvals facts.Approvals
 	// evidence, when set, vouches for the evidence of a history the
 	// decision derives its facts from (VerifiedEvidence).
 	evidence *evidenceVoucher
@@ -368,8 +374,22 @@ func WithDeadline(d time.Duration) DecideOption { return func(c *decideConfig) {
 // mean the policy decided: check Decision.FailedClosed. An error is
 // returned only for input the engine cannot represent (a context that is
 // not JSON).
-func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
+//
+// A panic on the decision's path (a bug) is recovered: Decide returns a
+// decision failed closed with the panic in Errors (Decision.Panicked),
+// never a crash of the caller.
+func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (d *Decision, err error) {
 	s := e.snap.Load()
+	defer func() {
+		if v := recover(); v != nil {
+			d, err = s.panicked(req, v, debug.Stack()), nil
+		}
+	}()
+	return s.decideRequest(ctx, req, opts...)
+}
+
+// decideRequest is Decide without its recovery.
+func (s *snapshot) decideRequest(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
 	dc := decideConfig{deadline: s.deadline}
 	for _, o := range opts {
 		o(&dc)
@@ -390,6 +410,7 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	if err != nil {
 		return nil, err
 	}
+	faults.At(ctx, faults.EngineDecide)
 	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
 	d := newDecision(f)
 	d.binds = p.binds
@@ -423,7 +444,17 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 		if dc.beforeEval != nil {
 			dc.beforeEval(ctx)
 		}
-		s.decide(ctx, d, input, memo, next, dispatch)
+		if dc.perCall {
+			if res := s.evalPerCall(ctx, d, input, errForcedPerCall); res != nil {
+				if err := d.fill(s, res, next, dispatch); err != nil {
+					d.failClosed(s, err.Error())
+				} else {
+					d.removal.input = input
+				}
+			}
+		} else {
+			s.decide(ctx, d, input, memo, next, dispatch)
+		}
 	}
 	for _, fe := range append(append([]filterError{}, next.errors...), dispatch.errors...) {
 		d.Errors = appendUnique(d.Errors, fmt.Sprintf("filter %s.%s (%s) failed: %s", filterRoot, fe.Capability, fe.File, fe.Message))
@@ -473,7 +504,9 @@ func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) *poli
 	rs, err := s.decision.Eval(ctx, rego.EvalParsedInput(input))
 	switch {
 	case err != nil:
-		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
+		// An error in the rules about one call fails that call closed,
+		// not the decision (percall.go).
+		return s.evalPerCall(ctx, d, input, err)
 	case len(rs) == 0 || len(rs[0].Expressions) == 0:
 		d.failClosed(s, "policy decision is undefined: "+s.query+" produced no result")
 	default:

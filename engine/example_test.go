@@ -307,7 +307,9 @@ func ExampleEngine_Decide_approvals() {
 // A decision that fails closed is not an error: Decide returns it with a
 // nil error, every call denied, and the cause in Errors, as when a
 // WithDeadline runs out under load. Check FailedClosed after every
-// decision. Here an operator rule errs at run time.
+// decision. Here an operator hide rule, which decides what is
+// available, errs at run time. (An error in the rules about one call
+// denies that call alone: docs/fail-closed.md.)
 func ExampleDecision_FailedClosed() {
 	reg, err := loader.ParseRegistry("tools.yaml", []byte(exampleRegistry))
 	if err != nil {
@@ -317,7 +319,10 @@ func ExampleDecision_FailedClosed() {
 		engine.Registry(reg),
 		engine.Modules(engine.Source{File: "broken.rego", Text: `package policycheck.rules.broken
 
-deny contains msg if msg := sprintf("%d", [to_number(input.call.tool)])
+hide contains name if {
+	some c in input.dispatch.calls
+	name := sprintf("%d", [to_number(c.tool)])
+}
 `}),
 	)
 	if err != nil {
@@ -338,7 +343,7 @@ deny contains msg if msg := sprintf("%d", [to_number(input.call.tool)])
 		fmt.Printf("%s %s: %s\n", *c.ToolCallID, c.Tool, c.Verdict)
 	}
 	// Output:
-	// failed closed: [policy evaluation failed: broken.rego:3: eval_builtin_error: to_number: strconv.ParseFloat: parsing "read_secret": invalid syntax]
+	// failed closed: [policy evaluation failed: broken.rego:5: eval_builtin_error: to_number: strconv.ParseFloat: parsing "read_secret": invalid syntax]
 	// c1 read_secret: denied
 	// c2 delete_secret: denied
 	// c3 search_docs: denied

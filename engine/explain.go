@@ -221,6 +221,8 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 		switch {
 		case c.FailClosed:
 			ce.Why = append(ce.Why, "decided by the engine: the decision failed closed")
+		case c.Rule == rulePolicyError:
+			ce.Why = append(ce.Why, "decided by the engine: a rule about this call raised an error, so this call fails closed and the others are decided as usual")
 		case c.Verdict == InvalidArgs:
 			ce.Why = append(ce.Why, "decided by the engine, which validates every call's arguments against its tool's parameters_json_schema after the availability gate and before any operator rule")
 		case c.Rule == "deny":

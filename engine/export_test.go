@@ -37,3 +37,14 @@ func InvariantNames() []string {
 	}
 	return out
 }
+
+// WithPerCallEvaluation evaluates the decision part by part, as when its
+// combined evaluation raises an error (percall.go), so that a test can
+// hold the two evaluations to one answer.
+func WithPerCallEvaluation() DecideOption {
+	return func(c *decideConfig) { c.perCall = true }
+}
+
+// HasPerCall reports whether the engine can confine a policy error to
+// the call whose rules raised it.
+func (e *Engine) HasPerCall() bool { return e.snap.Load().perCall != nil }

@@ -64,6 +64,14 @@ func failClosedMessage(name string) string {
 	return "Tool " + pyRepr(name) + " is not available: the tool policy could not be evaluated, so no tool may run."
 }
 
+// policyErrorMessage is the model-facing text of a call denied because a
+// rule about it raised an error (rule policy_error): most often an
+// argument of a type the rule did not expect.
+func policyErrorMessage(name string) string {
+	return "Tool " + pyRepr(name) + " was not run: a policy rule about this call could not be evaluated with its arguments. " +
+		"Check that each argument has the type the tool expects."
+}
+
 // InvalidArgsMessage is the model-facing retry text of an invalid_args
 // verdict, in the manner of pydantic-ai's validation retry: how many
 // problems, each as the JSON pointer inside the arguments and the reason,

@@ -7,6 +7,7 @@ import (
 	"slices"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/faults"
 	"github.com/policycheck/policycheck/internal/jsonout"
 )
 
@@ -228,11 +229,22 @@ func exceededMessage(tool string, budget int) string {
 // keeps references to msgs: callers must not modify them afterwards.
 //
 // The decision equals Decide on the same history; the error is Decide's.
-// Messages are appended even when an error is returned.
-func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts ...DecideOption) (*StepDecision, error) {
+// A Step that returns no decision (an error, or a panic it lets through)
+// leaves the run as it was: its messages are not kept, so the client may
+// send the same step again.
+func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts ...DecideOption) (sd *StepDecision, err error) {
 	n := len(r.history)
+	defer func() {
+		if sd == nil {
+			// No decision came back (an error, or a panic on its way
+			// up): the run is as it was, so the client's retry of the
+			// same step is accepted.
+			r.rewind(n)
+		}
+	}()
 	r.history = append(r.history, msgs...)
 	r.tracker.Append(r.history[n:]...)
+	faults.At(ctx, faults.RunStep)
 
 	var d *Decision
 	// A Reload may swap the registry: derive over the one that decides.
@@ -245,7 +257,6 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 			r.tracker.Append(r.history...)
 		}
 		f := r.tracker.FactsWith(r.tracker.Options())
-		var err error
 		// The history too: a Reload between here and the decision may
 		// bring policies that read optional facts the tracker lacks.
 		d, err = r.e.Decide(ctx, Request{Facts: &f, History: r.history, Context: ctxDoc}, opts...)
@@ -257,7 +268,7 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 		}
 	}
 
-	sd := &StepDecision{Decision: d, Retries: []Retry{}}
+	sd = &StepDecision{Decision: d, Retries: []Retry{}}
 	last := len(r.history) - 1
 	if d.Dispatch == nil || last < 0 || r.history[last].Kind != facts.Response {
 		return sd, nil
@@ -272,6 +283,19 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 	sd.Step = r.step
 	sd.Retries = r.account(d)
 	return sd, nil
+}
+
+// rewind drops the messages a failed Step appended after the first n and
+// derives the tracker again over the rest: nothing else has changed
+// before a step's decision comes back.
+func (r *Run) rewind(n int) {
+	if len(r.history) == n {
+		return
+	}
+	clear(r.history[n:])
+	r.history = r.history[:n]
+	r.tracker = r.newTracker(r.reg, r.tracker.Options())
+	r.tracker.Append(r.history...)
 }
 
 // advance starts a new step: the carry-over of spec X8.

@@ -10,12 +10,14 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
+	"github.com/policycheck/policycheck/internal/faults"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -729,4 +731,41 @@ func BenchmarkRunStep(b *testing.B) {
 			}
 		})
 	}
+}
+
+// TestRunStepWithoutADecisionLeavesTheRun: a Step that returns no
+// decision, here a panic after its messages were appended (issue 43,
+// item 2), leaves the run as it was: the same step sent again decides as
+// if the first had never been tried. A panic inside the decision is the
+// engine's to recover: the step answers a decision failed closed.
+func TestRunStepWithoutADecisionLeavesTheRun(t *testing.T) {
+	e := runEngine(t, runRegistry(t, nil))
+	r := e.NewRun()
+	at := func(want string) context.Context {
+		return faults.With(context.Background(), func(point string) {
+			if point == want {
+				panic("injected at " + point)
+			}
+		})
+	}
+	msgs := []facts.Message{runPrompt(), runResponse(runCallPart("get_time", "a"))}
+	require.PanicsWithValue(t, "injected at "+faults.RunStep, func() { _, _ = r.Step(at(faults.RunStep), msgs, nil) })
+	assert.Equal(t, 0, r.Len(), "the messages of the failed step are not kept")
+	assert.Equal(t, 0, r.Steps())
+
+	sd, err := r.Step(at(faults.EngineDecide), msgs, nil)
+	require.NoError(t, err)
+	require.True(t, sd.FailedClosed())
+	assert.True(t, sd.Panicked())
+	assert.Contains(t, sd.Errors[0], "injected at "+faults.EngineDecide)
+	assert.Equal(t, engine.Denied, sd.Calls[0].Verdict)
+	assert.Equal(t, 2, r.Len(), "a step that decided (failed closed) keeps its messages")
+
+	fresh := e.NewRun()
+	want, err := fresh.Step(context.Background(), msgs, nil)
+	require.NoError(t, err)
+	got, err := r.Step(context.Background(), nil, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want.Calls, got.Calls, "the run decides as a fresh run of the same history")
+	assert.False(t, got.Panicked())
 }

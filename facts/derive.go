@@ -31,10 +31,13 @@ type Facts struct {
 	// dispatched response's included (pending); nil unless asked for
 	// (Options.ToolCalls).
 	ToolCalls []ToolCallRecord
-	// FlowIndexTruncated says that the index of return strings the flows
-	// are found in reached its cap (Options.FlowIndexCap) and left out
-	// the returns after that point: a flow from them is not reported.
-	// Always false unless Options.Flows asks for flows.
+	// FlowIndexTruncated says that the flows may be incomplete: the index
+	// of return strings the flows are found in reached its cap
+	// (Options.FlowIndexCap) and left out the returns after that point,
+	// or the matching of a call's arguments stopped at its bound
+	// (FlowCallCompareBudget, FlowResponseCompareBudget): a flow from
+	// them is not reported. Always false unless Options.Flows asks for
+	// flows.
 	FlowIndexTruncated bool
 	// Unvouched is the evidence a Voucher did not vouch for, in history
 	// order (DeriveVouched, NewVouchedTracker): it counts for nothing

@@ -29,7 +29,10 @@ import (
 // that offset on: linear in the leaf for the usual case, independent of
 // the number of strings indexed. Many indexed strings sharing one prefix
 // (URLs of one site, say) are each compared: that is the worst case,
-// proportional to the leaf times the strings under one prefix.
+// proportional to the leaf times the strings under one prefix, and it is
+// bounded per call and per response (FlowCallCompareBudget,
+// FlowResponseCompareBudget): past the bound the flows are incomplete
+// (Facts.FlowIndexTruncated).
 
 // Defaults of the flow options.
 const (
@@ -47,6 +50,15 @@ const (
 	// flowSignificantDigits is the number of significant digits a number
 	// needs to be matched (flowNumberNonTrivial).
 	flowSignificantDigits = 5
+	// FlowCallCompareBudget bounds the matching of one call's arguments:
+	// the bytes of indexed strings compared with its string leaves, each
+	// string found under a window's prefix counting its length. Past it
+	// the call's matching stops (the flows found so far are kept) and
+	// Facts.FlowIndexTruncated is true: the flows are incomplete.
+	FlowCallCompareBudget = 16 << 20
+	// FlowResponseCompareBudget bounds the same over all the calls of the
+	// response being dispatched.
+	FlowResponseCompareBudget = 64 << 20
 )
 
 // FlowMatch says how an argument value matched a return's string.
@@ -326,9 +338,36 @@ type flowHit struct {
 	exact bool
 }
 
+// flowBudget is what is left of the comparison budgets of a response
+// and of the call being matched (FlowCallCompareBudget,
+// FlowResponseCompareBudget), in bytes compared.
+type flowBudget struct {
+	call, response int
+	// exceeded: some call's matching stopped at a budget.
+	exceeded bool
+}
+
+func newFlowBudget() *flowBudget { return &flowBudget{response: FlowResponseCompareBudget} }
+
+// startCall gives the next call its budget.
+func (b *flowBudget) startCall() { b.call = min(FlowCallCompareBudget, b.response) }
+
+// spend takes n bytes of comparison from the budgets, or reports false
+// (and marks the flows incomplete) when that passes one of them.
+func (b *flowBudget) spend(n int) bool {
+	if n > b.call {
+		b.call = 0
+		b.exceeded = true
+		return false
+	}
+	b.call -= n
+	b.response -= n
+	return true
+}
+
 // matchString records in hits the sources of x's strings that leaf
-// equals or contains.
-func (x *flowIndex) matchString(leaf string, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+// equals or contains, within budget b.
+func (x *flowIndex) matchString(leaf string, b *flowBudget, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
 	if len(leaf) < x.minLen {
 		return
 	}
@@ -337,7 +376,13 @@ func (x *flowIndex) matchString(leaf string, hits map[Position]*flowHit, srcOf m
 	}
 	for i := 0; i+x.minLen <= len(leaf); i++ {
 		for _, fs := range x.byPrefix[leaf[i:i+x.minLen]] {
-			if len(fs.s) < len(leaf) && strings.HasPrefix(leaf[i:], fs.s) {
+			if len(fs.s) >= len(leaf) {
+				continue
+			}
+			if !b.spend(len(fs.s)) {
+				return
+			}
+			if strings.HasPrefix(leaf[i:], fs.s) {
 				x.note(fs.srcs, false, hits, srcOf)
 			}
 		}
@@ -366,8 +411,10 @@ func (x *flowIndex) note(srcs []int32, exact bool, hits map[Position]*flowHit, s
 // callFlows returns the flows of a call's raw arguments from the returns
 // the indexes hold: for each leaf in document order (an object's keys
 // sorted, an array's elements in order), one Flow per return part it
-// matched, those in history order. Never nil.
-func callFlows(args []byte, idx ...*flowIndex) []Flow {
+// matched, those in history order. Never nil. It matches within the
+// budget b gives the call: past it, what is found so far.
+func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
+	b.startCall()
 	out := []Flow{}
 	hits := map[Position]*flowHit{}
 	srcOf := map[Position]FlowSource{}
@@ -376,7 +423,7 @@ func callFlows(args []byte, idx ...*flowIndex) []Flow {
 		switch v := v.(type) {
 		case string:
 			for _, x := range idx {
-				x.matchString(v, hits, srcOf)
+				x.matchString(v, b, hits, srcOf)
 			}
 		case json.Number:
 			if k, ok := flowNumberKey(v); ok {
@@ -437,9 +484,12 @@ func pointerToken(k string) string {
 
 // dispatchFlows fills the flows of the calls of R (message r) from base,
 // the index of the history before R, and R's own return parts before
-// each call, and reports whether the index dropped anything.
+// each call, and reports whether the flows may be incomplete: the index
+// dropped something, or the matching of a call stopped at a comparison
+// budget.
 func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Registry) bool {
 	ov := base.overlay()
+	b := newFlowBudget()
 	c := 0
 	for p := range R.Parts {
 		part := &R.Parts[p]
@@ -447,11 +497,11 @@ func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Regist
 			ov.addPart(part, Position{r, p}, reg)
 		}
 		for c < len(calls) && calls[c].Part == p {
-			calls[c].Flows = callFlows(calls[c].Args, base, ov)
+			calls[c].Flows = callFlows(calls[c].Args, b, base, ov)
 			c++
 		}
 	}
-	return ov.truncated
+	return ov.truncated || b.exceeded
 }
 
 // indexFlows indexes the returns of message m at index idx.

@@ -43,3 +43,7 @@ func WithoutCache(name string) func(*Config) {
 func (s *Server) RecordSignatures(custom map[string]any, d *engine.Decision) error {
 	return s.recordSignatures(custom, d)
 }
+
+// Faults makes c's server call f at the named points of each request's
+// decision path (internal/faults): a test panics there.
+func Faults(c *Config, f func(point string)) { c.faults = f }

@@ -6,7 +6,9 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"runtime/debug"
 	"slices"
 	"strconv"
 	"strings"
@@ -16,6 +18,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/faults"
 	"github.com/policycheck/policycheck/internal/jsonout"
 	"github.com/policycheck/policycheck/internal/opaplugins"
 	"github.com/policycheck/policycheck/loader"
@@ -144,10 +147,13 @@ func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error),
 					}
 				}()
 			}
+			if s.cfg.faults != nil {
+				ctx = faults.With(ctx, s.cfg.faults)
+			}
 			var out any
 			var dd decided
 			ctx = context.WithValue(ctx, decidedKey{}, &dd)
-			out, herr = h(r.WithContext(ctx), body)
+			out, herr = s.recovering(route, h, r.WithContext(ctx), body)
 			if dd.rev != "" && herr == nil {
 				w.Header().Set("Policycheck-Policy-Revision", dd.rev)
 			}
@@ -165,6 +171,24 @@ func (s *Server) post(route string, h func(*http.Request, []byte) (any, *Error),
 		}
 		writeError(w, herr)
 	})
+}
+
+// recovering calls h, answering a panic on its path (a bug outside the
+// engine's decision, which recovers its own) with a 500 that says so,
+// counted in policycheck_recovered_panics_total and logged with its
+// stack. A run step is left as it was (engine.Run.Step), so the client
+// may send it again.
+func (s *Server) recovering(route string, h func(*http.Request, []byte) (any, *Error), r *http.Request, body []byte) (out any, herr *Error) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.metrics.panicked(route)
+			s.cfg.Logger.Error("recovered a panic on a request's path: the request is answered 500, nothing was decided",
+				"endpoint", route, "panic", fmt.Sprint(v), "stack", string(debug.Stack()))
+			out, herr = nil, &Error{Status: http.StatusInternalServerError, Code: CodeInternal,
+				Message: fmt.Sprintf("internal error: the request could not be decided (a bug: the sidecar recovered from a panic); nothing was decided and a run is as it was: %v", v)}
+		}
+	}()
+	return h(r, body)
 }
 
 type statusRecorder struct {
@@ -432,6 +456,10 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 // the bytes of the request's body.
 func (s *Server) observe(r *http.Request, endpoint, run string, st *policyState, d *engine.Decision, ctxDoc any, messages int, size int, start time.Time) {
 	s.metrics.decision(endpoint, d, time.Since(start))
+	if d.Panicked() {
+		s.cfg.Logger.Error("the engine recovered from a panic while deciding: the decision failed closed",
+			"endpoint", endpoint, "error", d.Errors[0], "stack", string(d.PanicStack()))
+	}
 	id := "" // the decision log event's; the response names it
 	if s.decisionLogs() {
 		id = newDecisionID()

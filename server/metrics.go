@@ -22,6 +22,7 @@ type metrics struct {
 	latency        *prometheus.HistogramVec
 	evalErrors     *prometheus.CounterVec
 	failClosed     *prometheus.CounterVec
+	panics         *prometheus.CounterVec
 	engineCacheHit *prometheus.CounterVec
 	// enginesCompiled counts compilations for requests' registries.
 	enginesCompiled prometheus.Counter
@@ -57,6 +58,10 @@ func newMetrics(s *Server) *metrics {
 	}, []string{"endpoint"})
 	m.failClosed = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "policycheck_fail_closed_decisions_total", Help: "Decisions that failed closed (policy error, timeout, failed filter), by endpoint.",
+	}, []string{"endpoint"})
+	m.panics = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_recovered_panics_total",
+		Help: "Panics (bugs) recovered on a request's path, by endpoint: inside the engine the decision fails closed; elsewhere the request is answered 500 and a run is left as it was.",
 	}, []string{"endpoint"})
 	m.engineCacheHit = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "policycheck_registry_engine_lookups_total", Help: "Lookups of the engine compiled for a request's registry, by result (hit, miss).",
@@ -96,7 +101,7 @@ func newMetrics(s *Server) *metrics {
 		Name: "policycheck_policy_reload_drops_total",
 		Help: "Reloads (Server.Reload, serve --watch) whose policies drop packages or rules the serving ones define, by result: refused (the default) or swapped (serve --watch-drops accept).",
 	}, []string{"result"})
-	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed,
+	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed, m.panics,
 		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.bundleStaleG, m.runMisses, m.logErrors, m.reloads, m.reloadFailing,
 		m.reloadDropping,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
@@ -118,6 +123,9 @@ func (m *metrics) decision(endpoint string, d *engine.Decision, dur time.Duratio
 	for _, c := range d.Calls {
 		m.verdicts.WithLabelValues(c.Verdict).Inc()
 	}
+	if d.Panicked() {
+		m.panics.WithLabelValues(endpoint).Inc()
+	}
 	if len(d.Errors) > 0 {
 		m.evalErrors.WithLabelValues(endpoint).Inc()
 		failed := len(d.Available) == 0
@@ -131,6 +139,10 @@ func (m *metrics) decision(endpoint string, d *engine.Decision, dur time.Duratio
 }
 
 func (m *metrics) evalError(endpoint string) { m.evalErrors.WithLabelValues(endpoint).Inc() }
+
+// panicked counts a panic recovered outside the engine's decision (the
+// engine's own are counted with their decision).
+func (m *metrics) panicked(endpoint string) { m.panics.WithLabelValues(endpoint).Inc() }
 
 func (m *metrics) engineCache(hit bool) {
 	if hit {

@@ -15,6 +15,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -70,6 +71,11 @@ func exitCodes(lines ...string) string {
 // Run runs the command line with args (without the program name) and
 // returns the exit status.
 func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	return run(context.Background(), args, stdin, stdout, stderr)
+}
+
+// run is Run under ctx (tests carry faults in it: internal/faults).
+func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:   "policycheck",
 		Short: "Decide which LLM agent tools are available, advertised and callable, with Rego",
@@ -95,7 +101,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	for _, add := range commands {
 		root.AddCommand(add())
 	}
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return ExitOK
 	}

@@ -55,7 +55,7 @@ type InputFacts struct {
 	ActiveCapabilities []string `json:"active_capabilities" rego:"set"`
 	// Present only when a loaded policy reads it (the engine builds it on demand). Tool name -> its calls in the whole history (before a compaction too), in history order, the dispatched response's included: `lib.call_count`, `lib.call_count_within` and `lib.arg_sum` read it (see "Counting calls").
 	ToolCalls map[string][]InputToolCall `json:"tool_calls,omitempty" values:"The calls of one tool (the key is the tool name, as the model wrote it; framework tools included, provider-side builtin tools not)."`
-	// Present only when a loaded policy reads the flows. True when the index of return strings the flows were found in reached its cap (`--flow-index-cap`, 8 MiB by default) and left the later returns out: a flow from them is not reported, so a rule that lets a call through for want of a flow should fail closed (`lib.flows_complete`).
+	// Present only when a loaded policy reads the flows. True when the index of return strings the flows were found in reached its cap (`--flow-index-cap`, 8 MiB by default) and left the later returns out, or when the matching of a call's arguments stopped at its bound (docs/flows.md): a flow from them is not reported, so a rule that lets a call through for want of a flow should fail closed (`lib.flows_complete`).
 	FlowIndexTruncated bool `json:"flow_index_truncated,omitempty"`
 }
 
