@@ -127,8 +127,9 @@ func joinInts(ns []int) string {
 }
 
 // approvalTerm is the bound approval as policies read it at
-// input.call.approval, and the arguments the call would execute with.
-func approvalTerm(a facts.Approval, callArgs *ast.Term) (*ast.Term, *ast.Term) {
+// input.call.approval, and the arguments the call would execute with
+// (override, read by readCalls, when the approval carries override_args).
+func approvalTerm(a facts.Approval, callArgs, override *ast.Term) (*ast.Term, *ast.Term) {
 	approvers := make([]*ast.Term, len(a.Approvers))
 	for i, n := range a.Approvers {
 		approvers[i] = ast.StringTerm(n)
@@ -141,7 +142,7 @@ func approvalTerm(a facts.Approval, callArgs *ast.Term) (*ast.Term, *ast.Term) {
 	)
 	args := callArgs
 	if a.OverrideArgs != nil {
-		args = argsTerm(a.OverrideArgs)
+		args = override
 		obj.Insert(ast.StringTerm("override_args"), args)
 	}
 	if a.Kind == facts.ToolDenied {

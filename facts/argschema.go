@@ -112,11 +112,12 @@ const maxReason = 160
 // returns nil when they validate, else the problems, at most
 // MaxArgsProblems, in a stable order, and how many more there were.
 func (a *ArgsSchema) ValidateArgs(raw []byte) (probs []ArgsProblem, omitted int) {
-	v, err := argsValue(raw)
-	if err != nil {
-		return []ArgsProblem{{Reason: clip(err.Error())}}, 0
-	}
-	err = a.sch.Validate(v)
+	return a.Validate(ReadArgs(raw))
+}
+
+// validate validates a value ReadArgs read.
+func (a *ArgsSchema) validate(v any) (probs []ArgsProblem, omitted int) {
+	err := a.sch.Validate(v)
 	if err == nil {
 		return nil, 0
 	}
@@ -160,43 +161,6 @@ func (a *ArgsSchema) ValidateArgs(raw []byte) (probs []ArgsProblem, omitted int)
 		return out[:MaxArgsProblems], len(out) - MaxArgsProblems
 	}
 	return out, 0
-}
-
-// argsValue reads raw arguments as pydantic-ai's validator does.
-func argsValue(raw []byte) (any, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return map[string]any{}, nil
-	}
-	v, err := decodeNumbers(raw)
-	if err != nil {
-		return nil, fmt.Errorf("the arguments are not valid JSON: %v", err)
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		return v, nil
-	}
-	if strings.TrimSpace(s) == "" {
-		return map[string]any{}, nil
-	}
-	inner, err := decodeNumbers([]byte(s))
-	if err != nil {
-		return nil, fmt.Errorf("the arguments are not valid JSON: %v", err)
-	}
-	return inner, nil
-}
-
-func decodeNumbers(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("unexpected data after the arguments")
-	}
-	return v, nil
 }
 
 func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {
