@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,4 +59,49 @@ require_approval contains {"reason": "deleting a repository", "message": sprintf
 	code, _, stderr = policyRun(t, "eval", "--registry", "bad.yaml", "--history", "h.json")
 	assert.Equal(t, cli.ExitBadUsage, code)
 	assert.Contains(t, stderr, "bad.yaml: /tools/0/parameters_json_schema/properties/repo/type: ")
+}
+
+// TestEvalHugeNumberArgs (issue 43, items 1 and 2): eval on the shipped
+// registry and examples. An issue_refund amount of 1e10000000 crashed
+// eval (the schema validator dereferenced nil on exclusiveMinimum); a
+// transfer_funds amount of 1e50000, or a padding note of 1e50000 next to
+// an amount the transfers policy denies, reached the rules as null args
+// and executed. Each is invalid_args, naming the pointer.
+func TestEvalHugeNumberArgs(t *testing.T) {
+	dir := t.TempDir()
+	refund, err := os.ReadFile("../../examples/histories/refund.json")
+	require.NoError(t, err)
+	transfer, err := os.ReadFile("../../examples/histories/transfer.json")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, history, call, pointer string
+	}{
+		{"refund amount past the validator", strings.Replace(string(refund), `"amount": 42.5`, `"amount": 1e10000000`, 1), "c2", "/amount"},
+		{"transfer amount past OPA", strings.Replace(string(transfer), `"amount": 250`, `"amount": 1e50000`, 1), "t1", "/amount"},
+		{"transfer padding past OPA", strings.Replace(string(transfer), `"amount": 250`, `"amount": 999999, "note": 1e50000`, 1), "t1", "/note"},
+		{"a key twice", strings.Replace(string(transfer), `"amount": 250`, `"amount": 1000000000, "amount": 250`, 1), "t1", "/amount"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := writeFile(t, dir, "h.json", tc.history)
+			res := run(t, "", "eval", "--registry", "../../examples/registry.yaml", "--history", h, "--policy", "../../examples/policies/transfers")
+			require.Equal(t, cli.ExitOK, res.code, res.stderr)
+			var d struct {
+				Calls []struct {
+					ToolCallID string `json:"tool_call_id"`
+					Verdict    string
+					ArgsErrors []struct{ Pointer, Reason string } `json:"args_errors"`
+				}
+			}
+			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
+			for _, c := range d.Calls {
+				if c.ToolCallID == tc.call {
+					assert.Equal(t, "invalid_args", c.Verdict)
+					require.Len(t, c.ArgsErrors, 1)
+					assert.Equal(t, tc.pointer, c.ArgsErrors[0].Pointer)
+					return
+				}
+			}
+			t.Fatalf("no call %s: %s", tc.call, res.stdout)
+		})
+	}
 }
