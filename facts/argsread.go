@@ -58,9 +58,11 @@ type Args struct {
 // string holding JSON, or null) strictly, with the one JSON scanner
 // (internal/wire): RFC 8259 and UTF-8 only, no key twice in an object at
 // any depth, nothing after the value, numbers within the bounds above.
-// String arguments are read the same way when they hold JSON: a string
-// that begins with a JSON value must hold exactly that value; one that
-// holds no JSON at all stays a string (and fails any schema).
+// String arguments are read the same way: a string that begins with a
+// JSON value must hold exactly that value, read as strictly (a lone UTF-16
+// surrogate escape, which encoding/json would read as U+FFFD, is refused
+// too); a string that holds no JSON value stays a string for the rules
+// (and fails any schema).
 func ReadArgs(raw []byte) Args {
 	raw = trimSpace(raw)
 	if len(raw) == 0 || string(raw) == "null" {
@@ -68,7 +70,7 @@ func ReadArgs(raw []byte) Args {
 	}
 	v, err := decodeArgs(raw, MaxArgsDepth)
 	if err != nil {
-		return Args{Problem: problemOf(err, "the arguments are not valid JSON: ")}
+		return Args{Problem: problemOf(err)}
 	}
 	s, isStr := v.(string)
 	if !isStr {
@@ -81,11 +83,14 @@ func ReadArgs(raw []byte) Args {
 	iv, err := decodeArgs(inner, MaxArgsDepth)
 	switch {
 	case err == nil:
-	case err.Kind == wire.KindSyntax && !err.complete:
-		// No JSON value at all: the string is the arguments.
-		return Args{Value: s, notJSON: "the arguments are not valid JSON: " + err.Msg}
+	case err.Kind == wire.KindSyntax && !err.complete && !strings.Contains(err.Msg, "lone UTF-16 surrogate"):
+		// No JSON value: the string is the arguments (and fails any
+		// schema). A lone surrogate escape is refused instead: a lax
+		// reader (encoding/json) reads it as U+FFFD and the string as
+		// JSON, so the rules and a tool service would read two things.
+		return Args{Value: s, notJSON: "the arguments are not valid JSON: " + strings.TrimPrefix(err.Msg, "invalid JSON: ")}
 	default:
-		return Args{Problem: problemOf(err, "the string arguments are not valid JSON: ")}
+		return Args{Problem: problemOf(err)}
 	}
 	if _, isObj := iv.(map[string]any); isObj {
 		return Args{Value: iv, validated: iv}
@@ -100,12 +105,12 @@ type argsError struct {
 	complete bool
 }
 
-func problemOf(err *argsError, syntaxPrefix string) *ArgsProblem {
-	reason := err.Msg
+func problemOf(err *argsError) *ArgsProblem {
 	if err.Kind == wire.KindSyntax && !err.complete {
-		reason = syntaxPrefix + reason
+		// As the schema check has always said it, at the root.
+		return &ArgsProblem{Reason: clip("the arguments are not valid JSON: " + strings.TrimPrefix(err.Msg, "invalid JSON: "))}
 	}
-	return &ArgsProblem{Pointer: clip(err.Pointer), Reason: clip(reason)}
+	return &ArgsProblem{Pointer: clip(err.Pointer), Reason: clip(err.Msg)}
 }
 
 func trimSpace(b []byte) []byte {
