@@ -77,6 +77,9 @@ func compileArgsSchema(i int, raw json.RawMessage) (a *ArgsSchema, ptr string, e
 		}
 		return nil, "", fmt.Errorf("parameters_json_schema does not compile: %s", strings.ReplaceAll(err.Error(), url, "the schema"))
 	}
+	if ptr, err := checkExpansion(sch); err != nil {
+		return nil, ptr, err
+	}
 	a = &ArgsSchema{sch: sch}
 	a.object = obj["type"] == "object"
 	if req, ok := obj["required"].([]any); ok {

@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -103,5 +104,30 @@ func TestEvalHugeNumberArgs(t *testing.T) {
 			}
 			t.Fatalf("no call %s: %s", tc.call, res.stdout)
 		})
+	}
+}
+
+// TestRegistrySchemaExpansionRefused (issue 43, item 3): a registry whose
+// schema expands past facts.MaxArgsSchemaExpansion subschemas (anyOf over
+// $refs, 2^22: a 2 KB request took 13.6 s and 3.9 GB to validate) is
+// refused at load, by eval and by serve before it listens: exit 2, the
+// file and the pointer of the subschema.
+func TestRegistrySchemaExpansionRefused(t *testing.T) {
+	var defs strings.Builder
+	for i := range 22 {
+		fmt.Fprintf(&defs, `"a%d": {"anyOf": [{"$ref": "#/$defs/a%d"}, {"$ref": "#/$defs/a%d"}]}, `, i, i+1, i+1)
+	}
+	reg := writeFile(t, t.TempDir(), "exp.json", `{"tools": [{"name": "refund", "parameters_json_schema": {"type": "object",
+		"properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": {`+defs.String()+`"a22": {"type": "string"}}}}]}`)
+	h := writeFile(t, t.TempDir(), "h.json", `[{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]},
+ {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "refund", "tool_call_id": "c1", "args": {"x": 5}}]}]`)
+	for _, args := range [][]string{
+		{"eval", "--registry", reg, "--history", h},
+		{"serve", "--registry", reg, "--addr", "256.0.0.1:1"}, // an address it cannot listen on: never serves, whatever happens
+	} {
+		res := run(t, "", args...)
+		assert.Equal(t, cli.ExitBadUsage, res.code, "%s: %s", args[0], res.stderr)
+		assert.Contains(t, res.stderr, reg+": /tools/0/parameters_json_schema/$defs/a", args[0])
+		assert.Contains(t, res.stderr, "expands to more than 10000 subschemas", args[0])
 	}
 }
