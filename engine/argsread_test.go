@@ -144,3 +144,38 @@ func TestArgsReadInputNeverNull(t *testing.T) {
 	_, marked := second["invalid_args"]
 	assert.False(t, marked)
 }
+
+// TestArgsValidationWorkBounded (issue 43, item 3): a recursive schema
+// that branches at every level loads (its expansion counts the recursion
+// once), but the validator's work grows as 2^depth of the value: 20
+// levels are a million subschema visits (seconds and hundreds of MB
+// before the bound; 40 would never end). The call is invalid_args with
+// the bound's reason, without validating.
+func TestArgsValidationWorkBounded(t *testing.T) {
+	reg := mustRegistry(t, `{"tools": [{"name": "tree", "parameters_json_schema": {"$ref": "#/$defs/n", "$defs": {"n": {"type": "object", "anyOf": [
+		{"properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]},
+		{"properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]}]}}}}]}`)
+	e := mustEngine(t, reg)
+	nested := func(depth int) string {
+		return strings.Repeat(`{"c": `, depth) + "5" + strings.Repeat("}", depth)
+	}
+	h := mustHistory(t, wReq(wUser("go")), wResp("", wCall("tree", "c1", nested(20))))
+	d := mustDecide(t, e, h, nil)
+	require.Len(t, d.Calls, 1)
+	assert.Equal(t, engine.InvalidArgs, d.Calls[0].Verdict)
+	require.Len(t, d.Calls[0].ArgsErrors, 1)
+	assert.Contains(t, d.Calls[0].ArgsErrors[0].Reason, "validating these arguments against the tool's schema would take more than")
+
+	// Shallow, the same schema validates as before.
+	h = mustHistory(t, wReq(wUser("go")), wResp("", wCall("tree", "c1", nested(3))))
+	d = mustDecide(t, e, h, nil)
+	assert.Contains(t, d.Calls[0].Message, "want object")
+	// A recursion that does not branch costs a visit per level: deep
+	// arguments are validated.
+	reg = mustRegistry(t, `{"tools": [{"name": "tree", "parameters_json_schema": {"$ref": "#/$defs/n", "$defs": {"n": {"type": "object",
+		"properties": {"c": {"$ref": "#/$defs/n"}}, "required": ["c"]}}}}]}`)
+	e = mustEngine(t, reg)
+	h = mustHistory(t, wReq(wUser("go")), wResp("", wCall("tree", "c1", nested(150))))
+	d = mustDecide(t, e, h, nil)
+	assert.Contains(t, d.Calls[0].Message, "want object")
+}

@@ -21,6 +21,11 @@ type ArgsSchema struct {
 	sch      *jsonschema.Schema
 	required []string // the top-level "required" keys, sorted
 	object   bool     // the top level says "type": "object"
+	// expansion is the schema's size with its $refs followed, at most
+	// MaxArgsSchemaExpansion; recursive, whether a $ref leads back into
+	// a schema that holds it (validationSteps).
+	expansion int
+	recursive bool
 }
 
 // Requires reports whether the schema requires the top-level argument
@@ -77,10 +82,11 @@ func compileArgsSchema(i int, raw json.RawMessage) (a *ArgsSchema, ptr string, e
 		}
 		return nil, "", fmt.Errorf("parameters_json_schema does not compile: %s", strings.ReplaceAll(err.Error(), url, "the schema"))
 	}
-	if ptr, err := checkExpansion(sch); err != nil {
+	size, recursive, ptr, err := checkExpansion(sch)
+	if err != nil {
 		return nil, ptr, err
 	}
-	a = &ArgsSchema{sch: sch}
+	a = &ArgsSchema{sch: sch, expansion: size, recursive: recursive}
 	a.object = obj["type"] == "object"
 	if req, ok := obj["required"].([]any); ok {
 		for _, r := range req {

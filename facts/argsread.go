@@ -251,6 +251,10 @@ func (a *ArgsSchema) Validate(args Args) (probs []ArgsProblem, omitted int) {
 	case args.notJSON != "":
 		return []ArgsProblem{{Reason: clip(args.notJSON)}}, 0
 	}
+	if !validationSteps(a, args.validated) {
+		return []ArgsProblem{{Reason: fmt.Sprintf("validating these arguments against the tool's schema would take more than %d steps: send smaller or less deeply nested arguments",
+			MaxArgsValidationSteps)}}, 0
+	}
 	return a.validate(args.validated)
 }
 
