@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"reflect"
 	"strings"
 	"testing"
@@ -102,10 +103,10 @@ func decodeOne(b []byte, v *any) error {
 	if err := dec.Decode(v); err != nil {
 		return err
 	}
-	if _, err := dec.Token(); err == nil {
+	if len(bytes.TrimLeft(b[dec.InputOffset():], " \t\r\n")) > 0 {
 		return errTrailing
 	}
 	return nil
 }
 
-var errTrailing = &json.SyntaxError{}
+var errTrailing = errors.New("data after the JSON value")

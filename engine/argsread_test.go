@@ -79,6 +79,8 @@ func TestArgsReadOnceOrRefused(t *testing.T) {
 			pointer: "/deny", reason: "appears more than once"},
 		{note: "string arguments with data after their JSON", tool: "get_time", args: `"{\"deny\": true}xyz"`,
 			reason: "followed by other data"},
+		{note: "string arguments with a NUL byte and data after their JSON", tool: "get_time", args: `"{\"deny\": true}\u0000xyz"`,
+			reason: "followed by other data"},
 		{note: "string arguments with data after their JSON, with a schema", tool: "issue_refund", args: `"{\"order_id\": 7, \"amount\": 5}xyz"`,
 			reason: "followed by other data"},
 		{note: "a huge number in string arguments", tool: "get_time", args: `"{\"deny\": true, \"n\": 1e50000}"`,

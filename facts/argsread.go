@@ -130,7 +130,7 @@ func decodeArgs(data []byte, maxDepth int) (any, *argsError) {
 	if err != nil {
 		return nil, &argsError{Error: err, complete: err.Kind == wire.KindSchema}
 	}
-	if d.Peek() != 0 {
+	if d.WS(); d.I < len(d.Data) { // not Peek: it reads a NUL byte as the end
 		e := d.Syntax("the arguments hold one JSON value followed by other data (at byte %d): send exactly one JSON object", d.I)
 		return nil, &argsError{Error: e, complete: true}
 	}
