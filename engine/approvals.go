@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -127,8 +128,9 @@ func joinInts(ns []int) string {
 }
 
 // approvalTerm is the bound approval as policies read it at
-// input.call.approval, and the arguments the call would execute with.
-func approvalTerm(a facts.Approval, callArgs *ast.Term) (*ast.Term, *ast.Term) {
+// input.call.approval, and the arguments the call would execute with
+// (override, read by readCalls, when the approval carries override_args).
+func approvalTerm(a facts.Approval, callArgs, override *ast.Term) (*ast.Term, *ast.Term) {
 	approvers := make([]*ast.Term, len(a.Approvers))
 	for i, n := range a.Approvers {
 		approvers[i] = ast.StringTerm(n)
@@ -141,7 +143,7 @@ func approvalTerm(a facts.Approval, callArgs *ast.Term) (*ast.Term, *ast.Term) {
 	)
 	args := callArgs
 	if a.OverrideArgs != nil {
-		args = argsTerm(a.OverrideArgs)
+		args = override
 		obj.Insert(ast.StringTerm("override_args"), args)
 	}
 	if a.Kind == facts.ToolDenied {
@@ -282,8 +284,24 @@ func approversOf(a facts.Approval) []string {
 // values, numbers as json.Number): an object stays an object; a string
 // that holds a JSON object is that object (the reference parses string
 // args before validating them); anything else is passed as it is, and
-// args that are absent or not JSON are nil.
+// args that are absent, null or not readable exactly one way
+// (facts.ReadArgs) are nil.
 func normalizeArgs(raw []byte) any { return facts.ArgsValue(raw) }
+
+// CheckCallArgs reports why a call's raw arguments cannot be read exactly
+// one way, as the engine reads them before any rule (facts.ReadArgs: a
+// key twice in an object, data after string arguments' JSON, a number
+// beyond facts.MaxArgsNumberDigits or facts.MaxArgsNumberExponent,
+// nesting past facts.MaxArgsDepth, bytes that are not JSON); nil when
+// they read. Such a call is invalid_args and never executes; a verifier
+// of its receipt or approval refuses it, since two readers of its bytes
+// could run different arguments.
+func CheckCallArgs(raw []byte) error {
+	if p := facts.ReadArgs(raw).Problem; p != nil {
+		return errors.New(p.String())
+	}
+	return nil
+}
 
 // CallDigest is the digest of a tool call that binds an approval to it:
 // "sha256:" and the lowercase hex SHA-256 of the canonical JSON of
@@ -292,8 +310,11 @@ func normalizeArgs(raw []byte) any { return facts.ArgsValue(raw) }
 // when the call has none. Canonical JSON here: object keys sorted by
 // their bytes, no whitespace, strings escaped as Go's encoding/json does
 // without HTML escaping, and numbers written exactly as the history spells
-// them (250 and 250.0 are different arguments). Harnesses never compute
-// it: they pass back the digest the decision handed out.
+// them (250 and 250.0 are different arguments). Arguments that cannot be
+// read exactly one way (CheckCallArgs) digest as null: such a call is
+// invalid_args, never bound nor executed, and receipt verification
+// refuses it. Harnesses never compute it: they pass back the digest the
+// decision handed out.
 func CallDigest(toolCallID *string, tool string, args []byte) string {
 	var id any
 	if toolCallID != nil {

@@ -488,44 +488,89 @@ func (d *Decision) checkArgs(i int) {
 	c.Capability, c.WouldDeny = "", nil
 	c.ArgsErrors = probs.probs
 	c.Message = InvalidArgsMessage(probs.probs, probs.omitted)
+	if probs.unreadable {
+		c.Reasons = []string{fmt.Sprintf("the arguments of %q cannot be read exactly one way (%s): no operator rule was evaluated on the call",
+			c.Tool, argsProblemsText(probs.probs))}
+		return
+	}
 	c.Reasons = []string{fmt.Sprintf("the arguments of %q fail its parameters_json_schema in the registry (%s): no operator rule was evaluated on the call",
 		c.Tool, argsProblemsText(probs.probs))}
 }
 
-// argsInvalid is why one call's arguments fail its tool's schema.
+// argsInvalid is why one call's arguments fail its tool's schema, or
+// cannot be read exactly one way (unreadable: whatever the tool's schema).
 type argsInvalid struct {
-	probs   []facts.ArgsProblem
-	omitted int
+	probs      []facts.ArgsProblem
+	omitted    int
+	unreadable bool
 }
 
-// validateCalls validates the arguments each dispatched call would
-// execute with (an approver's override_args when the approval bound to
-// the call carries them) against its tool's schema; nil when every call
-// validates or no tool has a schema.
-func validateCalls(reg *facts.Registry, f *facts.Facts, binds []*binding) []*argsInvalid {
-	if f.Dispatch == nil || !reg.HasArgsSchemas() {
-		return nil
+// callArgs is one dispatched call's arguments as the policies read them
+// (input.call.args): read once (facts.ReadArgs), the same reading the
+// schema validates. override is an approver's override_args, when the
+// approval bound to the call carries them (nil otherwise). Both are nil
+// for a call whose arguments cannot be read.
+type callArgs struct {
+	own, override *ast.Term
+}
+
+// readCalls reads the arguments of each dispatched call once and decides
+// from that one reading both what the policies see and whether the call
+// is invalid_args: arguments that cannot be read exactly one way (a key
+// twice, data after string arguments' JSON, a number beyond the bounds,
+// see facts.ReadArgs) are invalid whatever the tool's schema, the call's
+// own arguments as well as an approver's override_args; the arguments a
+// call would execute with (the override_args when bound) are validated
+// against its tool's schema. invalid is nil when every call reads and
+// validates.
+func readCalls(reg *facts.Registry, f *facts.Facts, binds []*binding) (reads []callArgs, invalid []*argsInvalid) {
+	if f.Dispatch == nil {
+		return nil, nil
 	}
-	var out []*argsInvalid
+	reads = make([]callArgs, len(f.Dispatch.Calls))
+	mark := func(i int, inv *argsInvalid) {
+		if invalid == nil {
+			invalid = make([]*argsInvalid, len(f.Dispatch.Calls))
+		}
+		invalid[i] = inv
+	}
 	for i, c := range f.Dispatch.Calls {
+		own := facts.ReadArgs(c.Args)
+		exec := own
+		var overrideTerm *ast.Term
+		ownTerm, prob := readTerm(own)
+		if prob == nil && binds != nil && binds[i] != nil && binds[i].bound && binds[i].approval.OverrideArgs != nil {
+			exec = facts.ReadArgs(binds[i].approval.OverrideArgs)
+			overrideTerm, prob = readTerm(exec)
+		}
+		reads[i] = callArgs{own: ownTerm, override: overrideTerm}
+		if prob != nil {
+			mark(i, &argsInvalid{probs: []facts.ArgsProblem{*prob}, unreadable: true})
+			continue
+		}
 		sch := reg.ArgsSchema(c.Tool)
 		if sch == nil {
 			continue
 		}
-		args := c.Args
-		if binds != nil && binds[i] != nil && binds[i].bound && binds[i].approval.OverrideArgs != nil {
-			args = binds[i].approval.OverrideArgs
+		if probs, omitted := sch.Validate(exec); probs != nil {
+			mark(i, &argsInvalid{probs: probs, omitted: omitted})
 		}
-		probs, omitted := sch.ValidateArgs(args)
-		if probs == nil {
-			continue
-		}
-		if out == nil {
-			out = make([]*argsInvalid, len(f.Dispatch.Calls))
-		}
-		out[i] = &argsInvalid{probs: probs, omitted: omitted}
 	}
-	return out
+	return reads, invalid
+}
+
+// readTerm is arguments read by facts.ReadArgs as a Rego value, or why
+// they cannot be one (their reading's problem, or OPA's refusal: never
+// null in their place).
+func readTerm(a facts.Args) (*ast.Term, *facts.ArgsProblem) {
+	if a.Problem != nil {
+		return nil, a.Problem
+	}
+	v, err := ast.InterfaceToValue(a.Value)
+	if err != nil {
+		return nil, &facts.ArgsProblem{Reason: "the arguments cannot be represented in the policy input: " + err.Error()}
+	}
+	return ast.NewTerm(v), nil
 }
 
 // bindingOf returns the approval binding of call i, or nil.

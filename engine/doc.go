@@ -36,8 +36,9 @@
 //     whatever the policy says, the gate before approval, ...: each with
 //     its hostile-policy test), fails closed on a rule value the gate
 //     flags (one of them), gives invalid_args to
-//     a call whose arguments fail its tool's parameters_json_schema
-//     (validated before evaluation, validateCalls; such a call reaches the
+//     a call whose arguments fail its tool's parameters_json_schema or
+//     cannot be read exactly one way (read once and validated before
+//     evaluation, readCalls; such a call reaches the
 //     input with invalid_args and no arguments, and no operator rule), assembles the
 //     model-facing messages of messages.go and the reasons the policy's
 //     verdicts give, and says on demand what removed a tool

@@ -588,8 +588,8 @@ func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) 
 		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
 	}
 	binds := bindApprovals(f, req.Approvals)
-	invalid := validateCalls(s.reg, f, binds)
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, invalid, s.opts),
+	reads, invalid := readCalls(s.reg, f, binds)
+	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, reads, invalid, s.opts),
 		ctxDigest: ctxDigest, binds: binds, invalid: invalid, missing: missing}, nil
 }
 

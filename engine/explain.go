@@ -215,7 +215,7 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 	}
 	entry := s.moduleName(s.fileOf("data.policycheck.availability"))
 	gateFile := s.moduleName(s.fileOf("data.policycheck.lib.gate"))
-	for _, c := range d.Calls {
+	for i, c := range d.Calls {
 		ce := CallExplained{CallVerdict: c}
 		ce.Why = append(ce.Why, c.Reasons...)
 		switch {
@@ -223,6 +223,8 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 			ce.Why = append(ce.Why, "decided by the engine: the decision failed closed")
 		case c.Rule == rulePolicyError:
 			ce.Why = append(ce.Why, "decided by the engine: a rule about this call raised an error, so this call fails closed and the others are decided as usual")
+		case c.Verdict == InvalidArgs && d.argsProblemsOf(i) != nil && d.argsProblemsOf(i).unreadable:
+			ce.Why = append(ce.Why, "decided by the engine, which reads every call's arguments once, strictly, after the availability gate and before any operator rule, and refuses arguments it cannot read exactly one way")
 		case c.Verdict == InvalidArgs:
 			ce.Why = append(ce.Why, "decided by the engine, which validates every call's arguments against its tool's parameters_json_schema after the availability gate and before any operator rule")
 		case c.Rule == "deny":

@@ -332,14 +332,16 @@ func (s *setTerms) of(names []string) *ast.Term {
 // buildInput builds the input document of the decision query: the facts
 // as sets, the filter results and the context. It is built once per
 // decision as an ast.Value: no JSON round trip.
-// A call with a bound approval (binds, parallel to the calls) carries it
-// as approval, and its args are the ones it would execute with. A call
-// whose arguments fail its tool's schema (invalid, parallel to the calls)
-// carries invalid_args: true and args null: no rule reads arguments that
-// did not validate. The optional facts are in it when opts asks for them
+// A call's args are its arguments as readCalls read them (reads, parallel
+// to the calls). A call with a bound approval (binds, parallel to the
+// calls) carries it as approval, and its args are the ones it would
+// execute with. A call whose arguments fail its tool's schema or cannot be
+// read exactly one way (invalid, parallel to the calls) carries
+// invalid_args: true and args null: no rule reads arguments that did not
+// validate. The optional facts are in it when opts asks for them
 // (the policies may read them) and the facts carry them: facts.tool_calls,
 // facts.flow_index_truncated and each call's flows.
-func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, invalid []*argsInvalid, opts facts.Options) ast.Value {
+func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, reads []callArgs, invalid []*argsInvalid, opts facts.Options) ast.Value {
 	sets := &setTerms{known: known}
 	factsObj := ast.ObjectTerm(
 		item("window", posTerm(f.Window)),
@@ -381,10 +383,13 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 	if d := f.Dispatch; d != nil {
 		calls := make([]*ast.Term, len(d.Calls))
 		for i, c := range d.Calls {
-			args := argsTerm(c.Args)
+			args := reads[i].own
+			if args == nil {
+				args = ast.NullTerm() // unreadable: invalid_args below
+			}
 			var approval *ast.Term
-			if binds != nil && binds[i] != nil && binds[i].bound {
-				approval, args = approvalTerm(binds[i].approval, args)
+			if binds != nil && binds[i] != nil && binds[i].bound && (invalid == nil || invalid[i] == nil) {
+				approval, args = approvalTerm(binds[i].approval, args, reads[i].override)
 			}
 			call := ast.NewObject(
 				item("index", ast.IntNumberTerm(i)),

@@ -21,6 +21,11 @@ type ArgsSchema struct {
 	sch      *jsonschema.Schema
 	required []string // the top-level "required" keys, sorted
 	object   bool     // the top level says "type": "object"
+	// expansion is the schema's size with its $refs followed, at most
+	// MaxArgsSchemaExpansion; recursive, whether a $ref leads back into
+	// a schema that holds it (validationSteps).
+	expansion int
+	recursive bool
 }
 
 // Requires reports whether the schema requires the top-level argument
@@ -77,7 +82,11 @@ func compileArgsSchema(i int, raw json.RawMessage) (a *ArgsSchema, ptr string, e
 		}
 		return nil, "", fmt.Errorf("parameters_json_schema does not compile: %s", strings.ReplaceAll(err.Error(), url, "the schema"))
 	}
-	a = &ArgsSchema{sch: sch}
+	size, recursive, ptr, err := checkExpansion(sch)
+	if err != nil {
+		return nil, ptr, err
+	}
+	a = &ArgsSchema{sch: sch, expansion: size, recursive: recursive}
 	a.object = obj["type"] == "object"
 	if req, ok := obj["required"].([]any); ok {
 		for _, r := range req {
@@ -112,11 +121,12 @@ const maxReason = 160
 // returns nil when they validate, else the problems, at most
 // MaxArgsProblems, in a stable order, and how many more there were.
 func (a *ArgsSchema) ValidateArgs(raw []byte) (probs []ArgsProblem, omitted int) {
-	v, err := argsValue(raw)
-	if err != nil {
-		return []ArgsProblem{{Reason: clip(err.Error())}}, 0
-	}
-	err = a.sch.Validate(v)
+	return a.Validate(ReadArgs(raw))
+}
+
+// validate validates a value ReadArgs read.
+func (a *ArgsSchema) validate(v any) (probs []ArgsProblem, omitted int) {
+	err := a.sch.Validate(v)
 	if err == nil {
 		return nil, 0
 	}
@@ -160,43 +170,6 @@ func (a *ArgsSchema) ValidateArgs(raw []byte) (probs []ArgsProblem, omitted int)
 		return out[:MaxArgsProblems], len(out) - MaxArgsProblems
 	}
 	return out, 0
-}
-
-// argsValue reads raw arguments as pydantic-ai's validator does.
-func argsValue(raw []byte) (any, error) {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || string(raw) == "null" {
-		return map[string]any{}, nil
-	}
-	v, err := decodeNumbers(raw)
-	if err != nil {
-		return nil, fmt.Errorf("the arguments are not valid JSON: %v", err)
-	}
-	s, isStr := v.(string)
-	if !isStr {
-		return v, nil
-	}
-	if strings.TrimSpace(s) == "" {
-		return map[string]any{}, nil
-	}
-	inner, err := decodeNumbers([]byte(s))
-	if err != nil {
-		return nil, fmt.Errorf("the arguments are not valid JSON: %v", err)
-	}
-	return inner, nil
-}
-
-func decodeNumbers(b []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(b))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	if dec.More() {
-		return nil, errors.New("unexpected data after the arguments")
-	}
-	return v, nil
 }
 
 func firstLeaf(e *jsonschema.ValidationError) *jsonschema.ValidationError {

@@ -2,6 +2,7 @@ package facts_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -86,4 +87,31 @@ func BenchmarkValidateArgs(b *testing.B) {
 			}
 		})
 	}
+}
+
+// expandingSchema is issue 43's item 3: $defs a0..a{n} where each a_i is
+// anyOf two $refs to a_{i+1}, so validating against a0 visits 2^n
+// subschemas (13.6 s and 3.9 GB at n = 22 before the limit).
+func expandingSchema(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"type": "object", "properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": {`)
+	for i := range n {
+		fmt.Fprintf(&b, `"a%d": {"anyOf": [{"$ref": "#/$defs/a%d"}, {"$ref": "#/$defs/a%d"}]}, `, i, i+1, i+1)
+	}
+	fmt.Fprintf(&b, `"a%d": {"type": "string"}}}`, n)
+	return b.String()
+}
+
+// TestArgsSchemaExpansionLimit (issue 43, item 3): a schema whose
+// subschemas, with every $ref followed, pass facts.MaxArgsSchemaExpansion
+// is refused at load, naming the tool's schema and the subschema where the
+// expansion passes the limit; one just under the limit loads.
+func TestArgsSchemaExpansionLimit(t *testing.T) {
+	_, err := schemaRegistry(t, expandingSchema(22))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/tools/1/parameters_json_schema/$defs/a")
+	assert.Contains(t, err.Error(), fmt.Sprintf("more than %d subschemas", facts.MaxArgsSchemaExpansion))
+
+	_, err = schemaRegistry(t, expandingSchema(10)) // about 4,000 subschemas
+	require.NoError(t, err)
 }

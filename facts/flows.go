@@ -115,31 +115,11 @@ func (o Options) flowIndexCap() int {
 	return DefaultFlowIndexCap
 }
 
-// ArgsValue decodes a call's raw arguments as the policies read them:
-// the JSON value (numbers as json.Number), with a string that holds a
-// JSON object read as that object; nil when absent or not JSON.
-func ArgsValue(raw []byte) any {
-	if len(raw) == 0 {
-		return nil
-	}
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil
-	}
-	if s, ok := v.(string); ok {
-		var inner any
-		d2 := json.NewDecoder(strings.NewReader(s))
-		d2.UseNumber()
-		if d2.Decode(&inner) == nil {
-			if _, isObj := inner.(map[string]any); isObj {
-				v = inner
-			}
-		}
-	}
-	return v
-}
+// ArgsValue returns a call's raw arguments as the policies read them
+// (ReadArgs's Value): the JSON value (numbers as json.Number), with a
+// string that holds a JSON object read as that object; nil when absent,
+// null, or not readable exactly one way (Args.Problem).
+func ArgsValue(raw []byte) any { return ReadArgs(raw).Value }
 
 // flowNumberKey returns the key of a non-trivial number: its shortest
 // decimal form as a float64. A number is non-trivial when that form has

@@ -95,6 +95,11 @@ func Verify(receipt string, keys jwk.Set, call Call, opts ...VerifyOption) (*Cla
 	if c.Tool != call.Tool {
 		return nil, invalid("issued for tool %q, the call is to %q", c.Tool, call.Tool)
 	}
+	if err := engine.CheckCallArgs(call.Args); err != nil {
+		// A key twice or data after the JSON: the service could run
+		// other arguments than the ones the decision judged.
+		return nil, invalid("the call's arguments cannot be read exactly one way (%v)", err)
+	}
 	if d := engine.CallDigest(call.ToolCallID, call.Tool, call.Args); d != c.Digest {
 		return nil, invalid("issued for arguments with digest %s, the call's arguments have digest %s", c.Digest, d)
 	}

@@ -95,6 +95,15 @@ if [ "$race_status" != 0 ] || [ "$mutation_status" != 0 ]; then
 	exit 1
 fi
 
+# Fuzz targets run briefly (one -fuzz target per go test invocation):
+# FuzzArgsReadOnce holds that any bytes as a call's arguments are either
+# invalid_args or present in the input the policy saw, equal to their
+# decoding, never a call decided with its arguments missing (issue 43).
+# A failing input is written under the package's testdata/fuzz: commit it
+# with the fix, as a regression seed.
+echo "== go test -fuzz (briefly)"
+go test -run '^$' -fuzz '^FuzzArgsReadOnce$' -fuzztime 20s ./engine
+
 if [ -d "$shared/conformance/cases" ]; then
 	echo "== policycheck conformance"
 	go run ./cmd/policycheck conformance "$shared/conformance/cases"

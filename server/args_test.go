@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -86,4 +88,51 @@ func TestInvalidArgsOverHTTP(t *testing.T) {
 	assert.Equal(t, engine.InvalidArgs, second.Calls[0].Verdict)
 	assert.True(t, second.Retries[0].Exceeded, "%+v", second.Retries[0])
 	assert.Equal(t, 1, second.Retries[0].Count)
+}
+
+// TestHugeNumberArgsOverHTTP (issue 43, items 1 and 2): with the shipped
+// registry, issue_refund's exclusiveMinimum made the schema validator
+// dereference nil on an amount of 1e10000000, and the sidecar closed the
+// connection with no answer; with examples/policies/transfers, an amount
+// of 1e50000 reached the rules as null args and the transfer executed.
+// Both are invalid_args, answered, on /v1/decide and on a run.
+func TestHugeNumberArgsOverHTTP(t *testing.T) {
+	reg, err := loader.ReadRegistry("../examples/registry.yaml")
+	require.NoError(t, err)
+	rs := start(t, withRegistry(reg), withEngine(engine.PolicyPaths("../examples/policies/transfers")))
+	refund, err := os.ReadFile("../examples/histories/refund.json")
+	require.NoError(t, err)
+	transfer, err := os.ReadFile("../examples/histories/transfer.json")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, history, call, pointer string
+	}{
+		{"refund amount past the validator", strings.Replace(string(refund), `"amount": 42.5`, `"amount": 1e10000000`, 1), "c2", "/amount"},
+		{"transfer amount past OPA", strings.Replace(string(transfer), `"amount": 250`, `"amount": 1e50000`, 1), "t1", "/amount"},
+		{"transfer padding past OPA", strings.Replace(string(transfer), `"amount": 250`, `"amount": 999999, "note": 1e50000`, 1), "t1", "/note"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			check := func(out []byte) {
+				var d engine.Decision
+				require.NoError(t, json.Unmarshal(out, &d))
+				for _, c := range d.Calls {
+					if c.ToolCallID != nil && *c.ToolCallID == tc.call {
+						assert.Equal(t, engine.InvalidArgs, c.Verdict, "%+v", c)
+						require.Len(t, c.ArgsErrors, 1)
+						assert.Equal(t, tc.pointer, c.ArgsErrors[0].Pointer)
+						assert.Contains(t, c.ArgsErrors[0].Reason, "out of range")
+						return
+					}
+				}
+				t.Fatalf("no call %s in %s", tc.call, out)
+			}
+			status, out := rs.post(t, "/v1/decide", []byte(`{"history": `+tc.history+`}`))
+			require.Equal(t, http.StatusOK, status, string(out))
+			check(out)
+			run := "huge-" + strings.ReplaceAll(tc.name, " ", "-")
+			status, out = rs.post(t, "/v1/runs/"+run+"/decide", []byte(`{"offset": 0, "messages": `+tc.history+`}`))
+			require.Equal(t, http.StatusOK, status, string(out))
+			check(out)
+		})
+	}
 }

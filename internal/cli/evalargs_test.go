@@ -2,6 +2,9 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
+	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -57,4 +60,74 @@ require_approval contains {"reason": "deleting a repository", "message": sprintf
 	code, _, stderr = policyRun(t, "eval", "--registry", "bad.yaml", "--history", "h.json")
 	assert.Equal(t, cli.ExitBadUsage, code)
 	assert.Contains(t, stderr, "bad.yaml: /tools/0/parameters_json_schema/properties/repo/type: ")
+}
+
+// TestEvalHugeNumberArgs (issue 43, items 1 and 2): eval on the shipped
+// registry and examples. An issue_refund amount of 1e10000000 crashed
+// eval (the schema validator dereferenced nil on exclusiveMinimum); a
+// transfer_funds amount of 1e50000, or a padding note of 1e50000 next to
+// an amount the transfers policy denies, reached the rules as null args
+// and executed. Each is invalid_args, naming the pointer.
+func TestEvalHugeNumberArgs(t *testing.T) {
+	dir := t.TempDir()
+	refund, err := os.ReadFile("../../examples/histories/refund.json")
+	require.NoError(t, err)
+	transfer, err := os.ReadFile("../../examples/histories/transfer.json")
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		name, history, call, pointer string
+	}{
+		{"refund amount past the validator", strings.Replace(string(refund), `"amount": 42.5`, `"amount": 1e10000000`, 1), "c2", "/amount"},
+		{"transfer amount past OPA", strings.Replace(string(transfer), `"amount": 250`, `"amount": 1e50000`, 1), "t1", "/amount"},
+		{"transfer padding past OPA", strings.Replace(string(transfer), `"amount": 250`, `"amount": 999999, "note": 1e50000`, 1), "t1", "/note"},
+		{"a key twice", strings.Replace(string(transfer), `"amount": 250`, `"amount": 1000000000, "amount": 250`, 1), "t1", "/amount"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := writeFile(t, dir, "h.json", tc.history)
+			res := run(t, "", "eval", "--registry", "../../examples/registry.yaml", "--history", h, "--policy", "../../examples/policies/transfers")
+			require.Equal(t, cli.ExitOK, res.code, res.stderr)
+			var d struct {
+				Calls []struct {
+					ToolCallID string `json:"tool_call_id"`
+					Verdict    string
+					ArgsErrors []struct{ Pointer, Reason string } `json:"args_errors"`
+				}
+			}
+			require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
+			for _, c := range d.Calls {
+				if c.ToolCallID == tc.call {
+					assert.Equal(t, "invalid_args", c.Verdict)
+					require.Len(t, c.ArgsErrors, 1)
+					assert.Equal(t, tc.pointer, c.ArgsErrors[0].Pointer)
+					return
+				}
+			}
+			t.Fatalf("no call %s: %s", tc.call, res.stdout)
+		})
+	}
+}
+
+// TestRegistrySchemaExpansionRefused (issue 43, item 3): a registry whose
+// schema expands past facts.MaxArgsSchemaExpansion subschemas (anyOf over
+// $refs, 2^22: a 2 KB request took 13.6 s and 3.9 GB to validate) is
+// refused at load, by eval and by serve before it listens: exit 2, the
+// file and the pointer of the subschema.
+func TestRegistrySchemaExpansionRefused(t *testing.T) {
+	var defs strings.Builder
+	for i := range 22 {
+		fmt.Fprintf(&defs, `"a%d": {"anyOf": [{"$ref": "#/$defs/a%d"}, {"$ref": "#/$defs/a%d"}]}, `, i, i+1, i+1)
+	}
+	reg := writeFile(t, t.TempDir(), "exp.json", `{"tools": [{"name": "refund", "parameters_json_schema": {"type": "object",
+		"properties": {"x": {"$ref": "#/$defs/a0"}}, "$defs": {`+defs.String()+`"a22": {"type": "string"}}}}]}`)
+	h := writeFile(t, t.TempDir(), "h.json", `[{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "go"}]},
+ {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "refund", "tool_call_id": "c1", "args": {"x": 5}}]}]`)
+	for _, args := range [][]string{
+		{"eval", "--registry", reg, "--history", h},
+		{"serve", "--registry", reg, "--addr", "256.0.0.1:1"}, // an address it cannot listen on: never serves, whatever happens
+	} {
+		res := run(t, "", args...)
+		assert.Equal(t, cli.ExitBadUsage, res.code, "%s: %s", args[0], res.stderr)
+		assert.Contains(t, res.stderr, reg+": /tools/0/parameters_json_schema/$defs/a", args[0])
+		assert.Contains(t, res.stderr, "expands to more than 10000 subschemas", args[0])
+	}
 }

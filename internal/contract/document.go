@@ -167,7 +167,7 @@ type InputCall struct {
 	Args any `json:"args"`
 	// Present only when an approval is bound to the call: its `tool_call_id`, tool and arguments are what the approver was shown (the digest matches). `require_approval` and `deny` rules read it as `input.call.approval`.
 	Approval *InputApproval `json:"approval,omitempty"`
-	// Present (true) only when the call's arguments fail its tool's `parameters_json_schema`: its `args` are then null and it carries no `approval`; its verdict is `invalid_args`, and no `deny` or `require_approval` rule is evaluated on it.
+	// Present (true) only when the call's arguments fail its tool's `parameters_json_schema`, or cannot be read exactly one way whatever the schema (a key twice, data after string arguments' JSON, a number past 400 digits or an exponent past ±400; docs/input.md): its `args` are then null and it carries no `approval`; its verdict is `invalid_args`, and no `deny` or `require_approval` rule is evaluated on it.
 	InvalidArgs bool `json:"invalid_args,omitempty"`
 	// Present only when a loaded policy reads it (the engine builds it on demand; `input.call.flows` in a rule). One entry per argument value that came from an earlier tool return, and per return it came from: a string of the arguments that equals or contains a string of at least `--flow-min-length` bytes (8 by default) of a `tool-return` or `builtin-tool-return` part's content, or a number equal to a number of five or more significant digits there (see docs/flows.md). In the order of the arguments (keys sorted), then of the returns.
 	Flows []InputFlow `json:"flows,omitempty"`

@@ -830,20 +830,31 @@ func (s *sim) toolCall(prov string) object {
 	}
 }
 
+// plainArgs are a call's arguments: each key once, as a model's JSON
+// object holds them (a key drawn again is dropped, after the same draws,
+// so the stream of the rest of the history is unchanged).
 func (s *sim) plainArgs() object {
 	args := object{}
+	add := func(m kv) {
+		for _, have := range args {
+			if have.k == m.k {
+				return
+			}
+		}
+		args = append(args, m)
+	}
 	for i, n := 0, s.r.IntN(5); i < n; i++ {
 		switch s.r.IntN(5) {
 		case 0:
-			args = append(args, kv{nouns[s.r.IntN(len(nouns))] + "_id", 1000 + s.r.IntN(90000)})
+			add(kv{nouns[s.r.IntN(len(nouns))] + "_id", 1000 + s.r.IntN(90000)})
 		case 1:
-			args = append(args, kv{"query", sentence(s.r, 2+s.r.IntN(6))})
+			add(kv{"query", sentence(s.r, 2+s.r.IntN(6))})
 		case 2:
-			args = append(args, kv{"include_" + nouns[s.r.IntN(len(nouns))], s.r.IntN(2) == 0})
+			add(kv{"include_" + nouns[s.r.IntN(len(nouns))], s.r.IntN(2) == 0})
 		case 3:
-			args = append(args, kv{"limit", 10 * (1 + s.r.IntN(10))})
+			add(kv{"limit", 10 * (1 + s.r.IntN(10))})
 		default:
-			args = append(args, kv{"note", prose(s.r, 20+s.r.IntN(100))})
+			add(kv{"note", prose(s.r, 20+s.r.IntN(100))})
 		}
 	}
 	return args

@@ -47,6 +47,10 @@ func Cases() []Case {
 		{Name: "moved to another tool", Edit: func(c *receipt.Call) { c.Tool = "issue_refund" }, Want: "issued for tool"},
 		{Name: "moved to other arguments", Edit: func(c *receipt.Call) { c.Args = []byte(`{"order_id": 8}`) }, Want: "issued for arguments with digest"},
 		{Name: "arguments spelt as another number", Edit: func(c *receipt.Call) { c.Args = []byte(`{"order_id": 7.0}`) }, Want: "issued for arguments with digest"},
+		// Issue 43, item 9: a last-wins reader sees the honest arguments,
+		// a first-wins tool service runs order 8.
+		{Name: "a key twice, the honest value last", Edit: func(c *receipt.Call) { c.Args = []byte(`{"order_id": 8, "order_id": 7}`) }, Want: `/order_id: the key "order_id" appears more than once`},
+		{Name: "string arguments with data after the honest ones", Edit: func(c *receipt.Call) { c.Args = []byte(`"{\"order_id\": 7}xyz"`) }, Want: "followed by other data"},
 		{Name: "moved to another run", Edit: func(c *receipt.Call) { c.RunID += "other-run" }, Want: "issued for run"},
 		{Name: "expired", Later: TTL, Want: "expired at"},
 		{Name: "signed by an unknown key", OtherKey: true, Want: "not in the key set"},
