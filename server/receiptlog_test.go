@@ -75,8 +75,9 @@ func replayExit(t *testing.T, input string, args ...string) (int, map[string]any
 }
 
 // transferApproval is examples/approvals/transfer.json's approval of t2
-// with signature sig ("" for none), as a request's approvals member.
-func transferApproval(t *testing.T, sign func(approvalsig.Payload) string) json.RawMessage {
+// with the signature sign makes of the honest payload for run ("" for
+// none), as a request's approvals member.
+func transferApproval(t *testing.T, run string, sign func(approvalsig.Payload) string) json.RawMessage {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "examples", "approvals", "transfer.json"))
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func transferApproval(t *testing.T, sign func(approvalsig.Payload) string) json.
 	require.NoError(t, json.Unmarshal(a["digest"], &p.Digest))
 	require.NoError(t, json.Unmarshal(a["kind"], &p.Kind))
 	p.OverrideArgs = a["override_args"]
-	if sig := sign(p); sig != "" {
+	if sig := sign(receiptcases.Honest(p, run)); sig != "" {
 		a["signature"], _ = json.Marshal(sig)
 	}
 	out, err := json.Marshal(map[string]any{"t2": a})
@@ -132,8 +133,8 @@ func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
 	sent := map[string]string{}     // run -> the signature sent
 	receipts := map[string]string{} // jti -> the receipt the response carried
 	for i, tc := range cases {
-		approvals := transferApproval(t, tc.Sign)
 		run := fmt.Sprintf("case-%d", i)
+		approvals := transferApproval(t, run, tc.Sign)
 		var a map[string]map[string]any
 		require.NoError(t, json.Unmarshal(approvals, &a))
 		sent[run], _ = a["t2"]["signature"].(string)
@@ -288,7 +289,7 @@ func TestDecisionLogUnchangedWithoutKeys(t *testing.T) {
 	rs, col, regPath := startLogged(t, policies, "no-keys-log-test")
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
-	approvals := transferApproval(t, receiptcases.ApprovalCases()[0].Sign)
+	approvals := transferApproval(t, "", receiptcases.ApprovalCases()[0].Sign)
 	require.Contains(t, string(approvals), `"signature"`)
 	var answered []json.RawMessage
 	for _, body := range []string{
@@ -517,7 +518,7 @@ func TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied(t *testing.T) 
 	rs, col, regPath := startLogged(t, transfers, "unsigned-approval-log-test")
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
-	approvals := transferApproval(t, func(approvalsig.Payload) string { return "" })
+	approvals := transferApproval(t, "", func(approvalsig.Payload) string { return "" })
 	status, out := rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"history": %s, "approvals": %s}`, transfer, approvals)))
 	require.Equal(t, http.StatusOK, status, string(out))
 	d := decisionOf(t, "/v1/decide", out)

@@ -129,7 +129,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	approvals = s.checkApprovals(approvals)
+	approvals = s.checkApprovals(approvals, id)
 	msgs, herr := s.intake.appended(b.Messages, env.elements["messages"], offset)
 	if herr != nil {
 		return nil, herr
@@ -170,6 +170,8 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		return nil, herr
 	}
 	rn.run.Rebind(eng)
+	approvals, claim := s.claimApprovals(approvals, id)
+	defer claim.release()
 	d, err := rn.run.Step(r.Context(), msgs, ctxDoc, engine.WithApprovals(approvals))
 	if err != nil {
 		s.metrics.evalError(epRun)
@@ -178,6 +180,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr := s.stamp(d.Decision, id); herr != nil {
 		return nil, herr
 	}
+	claim.settle(d.Decision)
 	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), len(body), start)
 	return d, nil
 }
