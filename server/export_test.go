@@ -43,3 +43,17 @@ func WithoutCache(name string) func(*Config) {
 func (s *Server) RecordSignatures(custom map[string]any, d *engine.Decision) error {
 	return s.recordSignatures(custom, d)
 }
+
+// RunGeneration is the generation a run's answer gives after a step that
+// sent messages (the "messages" array as the body spells it) to the run
+// id whose generation was prev ("" for a step at offset 0, which may
+// carry registry, the "registry" member as the body spells it): what a
+// client that builds its steps before it sends them (the load tests,
+// the benchmarks) puts in each.
+func RunGeneration(prev, id string, registry, messages []byte) string {
+	var key string
+	if len(registry) > 0 {
+		key = registryKey(registry)
+	}
+	return runGeneration(prev, id, key, messages)
+}
