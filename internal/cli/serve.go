@@ -72,11 +72,13 @@ func (f *serveFlags) command() *cobra.Command {
   POST /v1/decide            {"registry"?, "history", "context"?, "approvals"?}  -> the eval document
   POST /v1/facts[?format=input]  {"registry"?, "history", "context"?}  -> the facts document
   POST /v1/explain           as /v1/decide                            -> the explanation
-  POST /v1/runs/{id}/decide  {"offset", "messages", "context"?, "registry"?, "approvals"?}
+  POST /v1/runs/{id}/decide  {"offset", "messages", "generation"?, "context"?, "registry"?, "approvals"?}
                              only the messages appended since the last call; offset is the
-                             number of messages already sent (0 starts the run). A 409 means
-                             the server no longer holds the run: resend the whole history with
-                             offset 0. The answer adds step and retries (exceeded: end the run).
+                             number of messages already sent (0 starts the run); above 0,
+                             generation is the last answer's. A 409 means the server does not
+                             hold the run as you built it (lost, other offset or generation):
+                             resend the whole history with offset 0. The answer adds step,
+                             retries (exceeded: end the run) and the run's generation.
   approvals                  a person's answers, as eval --approvals reads them (pydantic-ai's
                              DeferredToolResults.approvals, each with the call's digest)
   GET  /health               200 once policies are loaded, 503 before; the revisions served;
