@@ -18,6 +18,7 @@ package approvalsig
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -252,6 +253,26 @@ func (v *Verifier) boundText() string {
 		return "any time"
 	}
 	return v.maxTTL.String() + ", --approval-max-ttl"
+}
+
+// UseKey identifies the approval a signature signs, however the compact
+// JWS is spelled (a JWS parser accepts the same signature in more than one
+// base64 form): the SHA-256 of the kid and of the signed payload. Two
+// signatures of one key over the same payload (one run, call, kind,
+// arguments and exp) are one approval. ok is false when signature is not
+// a compact JWS with one signature; use it on signatures Check verified.
+func UseKey(signature string) (key [sha256.Size]byte, ok bool) {
+	msg, err := jws.Parse([]byte(strings.TrimSpace(signature)), jws.WithCompact())
+	if err != nil || len(msg.Signatures()) != 1 {
+		return key, false
+	}
+	kid, _ := msg.Signatures()[0].ProtectedHeaders().KeyID()
+	h := sha256.New()
+	h.Write([]byte(kid))
+	h.Write([]byte{0})
+	h.Write(msg.Payload())
+	copy(key[:], h.Sum(nil))
+	return key, true
 }
 
 // Outcome is what a signature check made of one approval, as the

@@ -1,11 +1,13 @@
 package server_test
 
 import (
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"net/http"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -133,6 +135,20 @@ func TestSignedApprovalBindsToOneRun(t *testing.T) {
 		// (the outcome left out): the signature was used.
 		refused(t, "run-x", sig, "already used")
 		refused(t, "run-z", sig, `signed for run "run-x"`)
+		// The same signature spelled otherwise (a segment padded, or in
+		// the standard alphabet, which the JWS parser accepts) is the
+		// same approval, used.
+		for seg := range 3 {
+			for _, enc := range []*base64.Encoding{base64.URLEncoding, base64.StdEncoding} {
+				parts := strings.Split(sig, ".")
+				raw, err := base64.RawURLEncoding.DecodeString(parts[seg])
+				require.NoError(t, err)
+				parts[seg] = enc.EncodeToString(raw)
+				verdict, o := decide(t, "run-x", strings.Join(parts, "."))
+				assert.Equal(t, engine.ApprovalRequired, verdict, o.Why)
+				assert.False(t, o.Applied, o.Why)
+			}
+		}
 	})
 	t.Run("a stateless signature executes once on /v1/decide and never on a run", func(t *testing.T) {
 		sig := signClaims(t, claims(map[string]any{"exp": soon}))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -68,9 +67,12 @@ func (t *spentApprovals) claim(approvals facts.Approvals, run string) (facts.App
 		if a.Verification != approvalsig.Verified {
 			continue
 		}
-		key := sha256.Sum256([]byte(strings.TrimSpace(a.Signature)))
+		// Keyed by what the signature signs, not by how it is spelled.
+		key, parsed := approvalsig.UseKey(a.Signature)
 		refused := ""
-		if e, ok := t.m[key]; ok && e.expiry > now.Unix() {
+		if !parsed {
+			refused = "the signature is not a compact JWS" // Check verified it: not reached
+		} else if e, ok := t.m[key]; ok && e.expiry > now.Unix() {
 			refused = e.why(now)
 		} else if len(t.m) >= maxSpent && t.sweep(now) >= maxSpent {
 			refused = fmt.Sprintf("not recorded: this sidecar remembers %d approval signatures it applied and not yet expired, its limit, "+
