@@ -590,3 +590,37 @@ func TestDecisionLogRecordsTheKeysAcrossARotation(t *testing.T) {
 	audit := asMap(t, rep["audit"])
 	assert.Equal(t, map[string]any{"checked": 4.0, "valid": 4.0}, audit["receipts"])
 }
+
+// TestReplayKeepsTheSidecarsUsedRefusal: a sidecar with approver keys
+// applies a signed approval once; the same approval sent again is
+// refused as used, and the log records that. Replayed with
+// --approver-keys, the second decision is decided as the sidecar decided
+// it (t2 approval_required: that a signature was used is the sidecar's
+// memory, not in the signature), with no finding.
+func TestReplayKeepsTheSidecarsUsedRefusal(t *testing.T) {
+	keys, err := receipt.ParseKeys(receiptcases.ApproverJWKS())
+	require.NoError(t, err)
+	v, err := approvalsig.New(keys)
+	require.NoError(t, err)
+	transfers := filepath.Join("..", "examples", "policies", "transfers")
+	rs, col, regPath := startLogged(t, transfers, "used-approval-log-test", withApproverKeys(v))
+	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
+	require.NoError(t, err)
+	approvals := transferApproval(t, "", receiptcases.ApprovalCases()[0].Sign)
+	for _, want := range []string{engine.Execute, engine.ApprovalRequired} {
+		status, out := rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"history": %s, "approvals": %s}`, transfer, approvals)))
+		require.Equal(t, http.StatusOK, status, string(out))
+		d := decisionOf(t, "/v1/decide", out)
+		require.Equal(t, want, d.Calls[1].Verdict, d.Approvals[0].Why)
+	}
+	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(t.Context()))
+
+	jwks := filepath.Join(t.TempDir(), "approvers.json")
+	require.NoError(t, os.WriteFile(jwks, receiptcases.ApproverJWKS(), 0o600))
+	code, rep, stderr := replayExit(t, col.dir, "--registry", regPath, "--baseline", transfers, "--candidate", transfers, "--approver-keys", jwks)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, map[string]any{"execute->execute": 3.0, "approval_required->approval_required": 1.0}, rep["transitions"])
+	audit := asMap(t, rep["audit"])
+	assert.Equal(t, map[string]any{"recorded": 2.0, "recorded_refused": 1.0, "checked": 1.0, "verified": 1.0, "not_checked": 0.0}, audit["approvals"])
+	assert.Empty(t, audit["findings"])
+}
