@@ -1,19 +1,24 @@
 // Package approvalsig makes an approval count only when the approver
 // signed it: with an approver key set (--approver-keys, a JWKS), an
 // approval must carry "signature", a compact JWS by a key of the set over
-// the approval's digest, kind and override_args (Payload). The
-// approver's identity is then the key's — its "sub" member where the
-// JWKS gives one, its kid otherwise — not the names the client wrote. An
-// approval that is unsigned, signed by a key not in the set, signed over
-// another digest, kind or arguments, or expired does not count: Check
-// marks it Refused, and the decision records it as not applied, saying
-// why. Check also records each outcome as a code (Verified, Unsigned,
+// the approval's digest, kind and override_args, the run it is for and
+// an expiry (Payload). The approver's identity is then the key's — its
+// "sub" member where the JWKS gives one, its kid otherwise — not the
+// names the client wrote. An approval that is unsigned, signed by a key
+// not in the set, signed over another digest, kind or arguments, signed
+// for another run (or for a run where the request is stateless, or the
+// reverse), with no exp, with an exp further ahead than the verifier's
+// bound (MaxTTL) or expired does not count: Check marks it Refused, and
+// the decision records it as not applied, saying why. That a signature
+// is used once is the caller's to keep (the sidecar remembers the
+// signatures it applied; see docs/trust.md). Check also records each outcome as a code (Verified, Unsigned,
 // UnknownKey, …) with the kid, which Outcomes gives as the sidecar's
 // decision log records them.
 package approvalsig
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -36,14 +41,24 @@ type Payload struct {
 	// OverrideArgs are the arguments the approval makes the call run
 	// with; absent when the approval has none.
 	OverrideArgs json.RawMessage `json:"override_args,omitempty"`
-	// Expiry, Unix seconds, bounds the signature's use; 0 for none.
+	// RunID is the run the approval is for (the id of
+	// /v1/runs/{id}/decide); absent for a stateless decision (/v1/decide,
+	// eval), and an approval signed for one does not count for the other.
+	RunID string `json:"run_id,omitempty"`
+	// Expiry, Unix seconds, bounds the signature's use. It is required,
+	// and may lie at most the verifier's MaxTTL ahead of the check.
 	Expiry int64 `json:"exp,omitempty"`
 }
 
+// DefaultMaxTTL is how far ahead of a check an approval signature's exp
+// may lie unless MaxTTL says otherwise (--approval-max-ttl's default).
+const DefaultMaxTTL = 15 * time.Minute
+
 // Verifier checks approvals' signatures against a key set.
 type Verifier struct {
-	keys jwk.Set
-	now  func() time.Time
+	keys   jwk.Set
+	now    func() time.Time
+	maxTTL time.Duration
 }
 
 // Option configures a Verifier.
@@ -51,6 +66,12 @@ type Option func(*Verifier)
 
 // Clock sets the verifier's clock (time.Now otherwise).
 func Clock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
+
+// MaxTTL bounds how far ahead of the check a signature's exp may lie
+// (DefaultMaxTTL otherwise); d <= 0 leaves it unbounded, which only a
+// replay of logged decisions, made under a bound it does not know, uses.
+// An exp is required either way.
+func MaxTTL(d time.Duration) Option { return func(v *Verifier) { v.maxTTL = d } }
 
 // New returns a Verifier of keys: public keys, each with a kid and an alg.
 func New(keys jwk.Set, opts ...Option) (*Verifier, error) {
@@ -70,7 +91,7 @@ func New(keys jwk.Set, opts ...Option) (*Verifier, error) {
 			return nil, fmt.Errorf("approver keys: /keys/%d (kid %q) must be a public key", i, kid)
 		}
 	}
-	v := &Verifier{keys: keys, now: time.Now}
+	v := &Verifier{keys: keys, now: time.Now, maxTTL: DefaultMaxTTL}
 	for _, o := range opts {
 		o(v)
 	}
@@ -136,7 +157,11 @@ const (
 	OtherCall    = "other_call"    // signed over another call's digest
 	OtherKind    = "other_kind"    // signed as the other kind (an approval for a denial, or the reverse)
 	OtherArgs    = "other_args"    // signed over other override_args
+	OtherRun     = "other_run"     // signed for another run, or for a run where the decision is stateless, or the reverse
+	NoExpiry     = "no_exp"        // the signed payload has no exp
+	ExpiryTooFar = "exp_too_far"   // the signature's exp lies further ahead than the verifier's MaxTTL
 	Expired      = "expired"       // the signature's exp has passed
+	Used         = "used"          // the sidecar applied the signature before (or is applying it now)
 )
 
 // refusal is why an approval does not count: its code and its sentence.
@@ -148,66 +173,106 @@ func refuse(code, format string, a ...any) *refusal {
 	return &refusal{code: code, msg: fmt.Sprintf(format, a...)}
 }
 
-// Check returns approvals with every approval's signature checked: one
-// that counts has the signing key's identity as its approvers and
-// Verification Verified; one that does not has Refused saying why and
-// Verification the code of why. KeyID is the kid the signature names.
-func (v *Verifier) Check(approvals facts.Approvals) facts.Approvals {
+// Check returns approvals with every approval's signature checked for a
+// decision of run (the run id of /v1/runs/{id}/decide; "" for a stateless
+// decision): one that counts has the signing key's identity as its
+// approvers and Verification Verified; one that does not has Refused
+// saying why and Verification the code of why. KeyID is the kid the
+// signature names.
+func (v *Verifier) Check(approvals facts.Approvals, run string) facts.Approvals {
 	if approvals == nil {
 		return nil
 	}
 	out := make(facts.Approvals, len(approvals))
 	for id, a := range approvals {
-		who, kid, r := v.check(a)
+		who, kid, exp, r := v.check(a, run)
 		a.KeyID = kid
 		if r != nil {
 			a.Refused, a.Verification = r.msg, r.code
 		} else {
-			a.Approvers, a.Verification = []string{who}, Verified
+			a.Approvers, a.Verification, a.Expiry = []string{who}, Verified, exp
 		}
 		out[id] = a
 	}
 	return out
 }
 
-func (v *Verifier) check(a facts.Approval) (who, kid string, _ *refusal) {
+func (v *Verifier) check(a facts.Approval, run string) (who, kid string, exp int64, _ *refusal) {
 	if a.Signature == "" {
-		return "", "", refuse(Unsigned, "unsigned: approvals must carry a signature by an approver key (--approver-keys)")
+		return "", "", 0, refuse(Unsigned, "unsigned: approvals must carry a signature by an approver key (--approver-keys)")
 	}
 	msg, err := jws.Parse([]byte(strings.TrimSpace(a.Signature)), jws.WithCompact())
 	if err != nil || len(msg.Signatures()) != 1 {
-		return "", "", refuse(Malformed, "the signature is not a compact JWS")
+		return "", "", 0, refuse(Malformed, "the signature is not a compact JWS")
 	}
 	kid, _ = msg.Signatures()[0].ProtectedHeaders().KeyID()
 	key, ok := v.keys.LookupKeyID(kid)
 	if kid == "" || !ok {
-		return "", kid, refuse(UnknownKey, "signed by key %q, which is not an approver key", kid)
+		return "", kid, 0, refuse(UnknownKey, "signed by key %q, which is not an approver key", kid)
 	}
 	raw, err := jws.Verify([]byte(strings.TrimSpace(a.Signature)), jws.WithKeySet(v.keys, jws.WithRequireKid(true)))
 	if err != nil {
-		return "", kid, refuse(BadSignature, "the signature does not verify with approver key %q", kid)
+		return "", kid, 0, refuse(BadSignature, "the signature does not verify with approver key %q", kid)
 	}
 	var p Payload
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
-		return "", kid, refuse(Malformed, "the signed payload is not an approval: %v", err)
+		return "", kid, 0, refuse(Malformed, "the signed payload is not an approval: %v", err)
 	}
 	switch {
 	case p.Digest != a.Digest:
-		return "", kid, refuse(OtherCall, "signed for the call with digest %s, the approval carries %s", p.Digest, a.Digest)
+		return "", kid, 0, refuse(OtherCall, "signed for the call with digest %s, the approval carries %s", p.Digest, a.Digest)
 	case p.Kind != a.Kind:
-		return "", kid, refuse(OtherKind, "signed as %s, the approval says %s", p.Kind, a.Kind)
+		return "", kid, 0, refuse(OtherKind, "signed as %s, the approval says %s", p.Kind, a.Kind)
 	case !sameArgs(p.OverrideArgs, a.OverrideArgs):
-		return "", kid, refuse(OtherArgs, "signed over other override_args than the approval carries")
-	case p.Expiry != 0 && v.now().Unix() >= p.Expiry:
-		return "", kid, refuse(Expired, "the signature expired at %s", time.Unix(p.Expiry, 0).UTC().Format(time.RFC3339))
+		return "", kid, 0, refuse(OtherArgs, "signed over other override_args than the approval carries")
+	case p.RunID != run && run == "":
+		return "", kid, 0, refuse(OtherRun, "signed for run %q, and this decision is stateless: a run's approval counts on that run only", p.RunID)
+	case p.RunID != run && p.RunID == "":
+		return "", kid, 0, refuse(OtherRun, "signed for stateless decisions (no run_id), and this decision is a step of run %q: sign the run's id as run_id", run)
+	case p.RunID != run:
+		return "", kid, 0, refuse(OtherRun, "signed for run %q, and this decision is a step of run %q", p.RunID, run)
+	case p.Expiry == 0:
+		return "", kid, 0, refuse(NoExpiry, "the signature has no exp: an approval's signature must expire (within %s)", v.boundText())
+	case v.now().Unix() >= p.Expiry:
+		return "", kid, 0, refuse(Expired, "the signature expired at %s", time.Unix(p.Expiry, 0).UTC().Format(time.RFC3339))
+	case v.maxTTL > 0 && p.Expiry > v.now().Add(v.maxTTL).Unix():
+		return "", kid, 0, refuse(ExpiryTooFar, "the signature's exp %s lies more than %s ahead (--approval-max-ttl)",
+			time.Unix(p.Expiry, 0).UTC().Format(time.RFC3339), v.maxTTL)
 	}
 	var sub string
 	if key.Get("sub", &sub) == nil && sub != "" {
-		return sub, kid, nil
+		return sub, kid, p.Expiry, nil
 	}
-	return kid, kid, nil
+	return kid, kid, p.Expiry, nil
+}
+
+func (v *Verifier) boundText() string {
+	if v.maxTTL <= 0 {
+		return "any time"
+	}
+	return v.maxTTL.String() + ", --approval-max-ttl"
+}
+
+// UseKey identifies the approval a signature signs, however the compact
+// JWS is spelled (a JWS parser accepts the same signature in more than one
+// base64 form): the SHA-256 of the kid and of the signed payload. Two
+// signatures of one key over the same payload (one run, call, kind,
+// arguments and exp) are one approval. ok is false when signature is not
+// a compact JWS with one signature; use it on signatures Check verified.
+func UseKey(signature string) (key [sha256.Size]byte, ok bool) {
+	msg, err := jws.Parse([]byte(strings.TrimSpace(signature)), jws.WithCompact())
+	if err != nil || len(msg.Signatures()) != 1 {
+		return key, false
+	}
+	kid, _ := msg.Signatures()[0].ProtectedHeaders().KeyID()
+	h := sha256.New()
+	h.Write([]byte(kid))
+	h.Write([]byte{0})
+	h.Write(msg.Payload())
+	copy(key[:], h.Sum(nil))
+	return key, true
 }
 
 // Outcome is what a signature check made of one approval, as the

@@ -22,6 +22,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -330,16 +331,19 @@ func (c *cluster) post(client *http.Client, path string, body any) (int, []byte,
 }
 
 // scalingRun is one agent run driven as the README's Python client
-// (Run.decide) drives it: the new messages with the offset sent so far,
-// and on 409 the whole history with offset 0.
+// (Run.decide) drives it: the new messages with the offset sent so far
+// and the generation of the last answer, and on 409 the whole history
+// with offset 0.
 type scalingRun struct {
-	id      string
-	context json.RawMessage
-	raw     []json.RawMessage // the history, as sent
-	history facts.History     // the same, decoded for the reference
-	ctxDoc  any
-	sent    int
-	answers []answer
+	id         string
+	context    json.RawMessage
+	raw        []json.RawMessage // the history, as sent
+	history    facts.History     // the same, decoded for the reference
+	ctxDoc     any
+	sent       int
+	generation string // the last answer's
+	answers    []answer
+	conflicts  []string // the replicas that answered 409 (X-Replica)
 }
 
 // decide sends the history up to upto.
@@ -347,11 +351,16 @@ func (r *scalingRun) decide(c *cluster, client *http.Client, upto int) error {
 	start := time.Now()
 	path := "/v1/runs/" + r.id + "/decide"
 	body := map[string]any{"offset": r.sent, "messages": r.raw[r.sent:upto], "context": r.context}
+	if r.sent > 0 && r.generation != "" {
+		body["generation"] = r.generation
+	}
 	status, out, h, err := c.post(client, path, body)
 	resent := false
 	if err == nil && status == http.StatusConflict {
 		resent = true
+		r.conflicts = append(r.conflicts, h.Get("X-Replica"))
 		body["offset"], body["messages"] = 0, r.raw[:upto]
+		delete(body, "generation")
 		status, out, h, err = c.post(client, path, body)
 	}
 	if err != nil {
@@ -360,7 +369,13 @@ func (r *scalingRun) decide(c *cluster, client *http.Client, upto int) error {
 	if status != http.StatusOK {
 		return fmt.Errorf("run %s up to %d: status %d: %s", r.id, upto, status, out)
 	}
-	r.sent = upto
+	var g struct {
+		Generation string `json:"generation"`
+	}
+	if err := json.Unmarshal(out, &g); err != nil {
+		return fmt.Errorf("run %s up to %d: %w", r.id, upto, err)
+	}
+	r.sent, r.generation = upto, g.Generation
 	r.answers = append(r.answers, answer{body: out, replica: h.Get("X-Replica"), id: h.Get("Policycheck-Decision-Id"),
 		rev: h.Get("Policycheck-Policy-Revision"), resent: resent, upto: upto, duration: time.Since(start)})
 	return nil
@@ -436,12 +451,14 @@ func referenceEngine(t *testing.T, reg *facts.Registry, modules map[string]strin
 	return eng
 }
 
-// decisionMap decodes a decision's JSON, without the run's step and
-// retries when without says so.
+// decisionMap decodes a decision's JSON, without the run's generation
+// (the engine's Run has none: it is the sidecar's) and, when without says
+// so, without the run's step and retries.
 func decisionMap(t *testing.T, raw []byte, without bool) map[string]any {
 	t.Helper()
 	var m map[string]any
 	require.NoError(t, json.Unmarshal(raw, &m), string(raw))
+	delete(m, "generation")
 	if without {
 		delete(m, "step")
 		delete(m, "retries")
@@ -615,6 +632,126 @@ func TestScaling(t *testing.T) {
 		len(runs), decisions, resends, len(killed), replicaNames[victim], len(statelessAnswers))
 
 	readmeClientSurvives(t, c, engines)
+}
+
+// Two conversations of three messages, and the step that follows
+// either: in staleOld a search revealed search_docs, so the step's call
+// executes; in staleNew the model asked the time, so the true history
+// says not_available_yet (server/rungeneration_test.go uses the same).
+const (
+	staleOld = `[
+ {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "What do the docs say about returns?"}]},
+ {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "search_tools", "tool_call_id": "s1", "tool_kind": "tool-search", "args": {"queries": ["docs"]}}]},
+ {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "search_tools", "tool_call_id": "s1", "tool_kind": "tool-search", "content": {"discovered_tools": [{"name": "search_docs"}]}}]}
+]`
+	staleNew = `[
+ {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "What time is it? Then look up returns."}]},
+ {"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "get_time", "tool_call_id": "g1", "args": {}}]},
+ {"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "get_time", "tool_call_id": "g1", "content": "09:00"}]}
+]`
+	staleStep = `{"kind": "response", "parts": [{"part_kind": "tool-call", "tool_name": "search_docs", "tool_call_id": "c1", "args": {"query": "returns"}}]}`
+)
+
+// staleRun is a scalingRun of conv (a JSON array) and staleStep.
+func staleRun(t *testing.T, id, conv string, ctxDoc json.RawMessage) *scalingRun {
+	t.Helper()
+	r := &scalingRun{id: id, context: ctxDoc}
+	require.NoError(t, json.Unmarshal([]byte(conv), &r.raw))
+	r.raw = append(r.raw, json.RawMessage(staleStep))
+	return r
+}
+
+// routedTo waits until HAProxy sends run id's requests to replica want
+// (or, with away, to any other), probing with a step no replica takes
+// (an offset none holds: 409 wherever it lands, the run unchanged) and
+// a short timeout: a probe sent to a stopped replica waits in its socket.
+func (c *cluster) routedTo(t *testing.T, id, want string, away bool) {
+	t.Helper()
+	probe := &http.Client{Timeout: 300 * time.Millisecond}
+	require.Eventually(t, func() bool {
+		status, _, h, err := c.post(probe, "/v1/runs/"+id+"/decide", map[string]any{"offset": 999, "messages": []any{}})
+		if err != nil || status != http.StatusConflict {
+			return false
+		}
+		return (h.Get("X-Replica") == want) != away
+	}, 15*time.Second, 50*time.Millisecond, "HAProxy routes run %s to %s (away: %v)", id, want, away)
+}
+
+// TestScalingStalledReplica: behind scaling.md's HAProxy, the replica
+// holding run R is stopped (SIGSTOP) after R's first three messages; R's
+// next step goes to another replica, which answers 409; the client
+// deletes R there and starts it again at offset 0 with another
+// conversation of the same length; the stopped replica resumes (SIGCONT)
+// and R's requests return to it. It holds R at the length of the
+// client's next step, with the old conversation: it must answer 409
+// (other generation), not decide the step on a history that is not the
+// client's, and after the client's resend the step is decided on the
+// true history (search_docs not_available_yet, not execute).
+func TestScalingStalledReplica(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts three sidecars and HAProxy")
+	}
+	r1 := map[string]string{}
+	examplePolicies(t, r1, filepath.Join("..", "examples", "policies", "*", "*.rego"))
+	c := startCluster(t, 3, r1)
+	ctxDoc, err := os.ReadFile(filepath.Join("..", "examples", "context", "support.json"))
+	require.NoError(t, err)
+	const id = "stalled-run"
+
+	// R's first three messages, on the replica its id hashes to.
+	old := staleRun(t, id, staleOld, ctxDoc)
+	require.NoError(t, old.decide(c, http.DefaultClient, 3))
+	holder := slices.Index(replicaNames[:], old.answers[0].replica)
+	require.GreaterOrEqual(t, holder, 0, "X-Replica %q", old.answers[0].replica)
+	p := c.replicas[holder]
+
+	require.NoError(t, syscall.Kill(p.PID, syscall.SIGSTOP))
+	t.Cleanup(func() { _ = syscall.Kill(p.PID, syscall.SIGCONT) }) // before the process's own cleanup
+	c.routedTo(t, id, replicaNames[holder], true)
+
+	// The next step lands elsewhere: 409. The client deletes R there and
+	// starts it again with another conversation.
+	next := map[string]any{"offset": 3, "messages": []json.RawMessage{json.RawMessage(staleStep)}, "context": json.RawMessage(ctxDoc)}
+	if old.generation != "" {
+		next["generation"] = old.generation
+	}
+	status, out, h, err := c.post(http.DefaultClient, "/v1/runs/"+id+"/decide", next)
+	require.NoError(t, err)
+	require.Equal(t, http.StatusConflict, status, string(out))
+	elsewhere := h.Get("X-Replica")
+	require.NotEqual(t, replicaNames[holder], elsewhere)
+	req, err := http.NewRequest(http.MethodDelete, c.proxy+"/v1/runs/"+id, nil)
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusNoContent, resp.StatusCode)
+	cur := staleRun(t, id, staleNew, ctxDoc)
+	require.NoError(t, cur.decide(c, http.DefaultClient, 3))
+	require.Equal(t, elsewhere, cur.answers[0].replica)
+
+	// The stopped replica resumes, and R's requests return to it.
+	require.NoError(t, syscall.Kill(p.PID, syscall.SIGCONT))
+	c.routedTo(t, id, replicaNames[holder], false)
+
+	// The client's step at offset 3: the resumed replica holds R at that
+	// length, with the old conversation.
+	require.NoError(t, cur.decide(c, http.DefaultClient, 4))
+	last := cur.answers[len(cur.answers)-1]
+	require.Equal(t, replicaNames[holder], last.replica)
+	var d struct {
+		Calls []struct {
+			Tool    string `json:"tool"`
+			Verdict string `json:"verdict"`
+		} `json:"calls"`
+	}
+	require.NoError(t, json.Unmarshal(last.body, &d))
+	require.Len(t, d.Calls, 1)
+	require.Equal(t, "search_docs", d.Calls[0].Tool)
+	require.Equal(t, engine.NotAvailableYet, d.Calls[0].Verdict,
+		"the resumed replica decided the step on the old conversation (the true history never searched)")
+	require.True(t, last.resent, "the resumed replica answered 409 and the client resent the history")
+	require.Equal(t, []string{replicaNames[holder]}, cur.conflicts, "the 409 came from the resumed replica")
 }
 
 // readmeClientSurvives runs the README's Python client (its Run class, as

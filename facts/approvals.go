@@ -48,6 +48,10 @@ type Approval struct {
 	// KeyID, set by a signature check, is the kid the signature names;
 	// "" when there is none.
 	KeyID string
+	// Expiry, set by a signature check that verified, is the signature's
+	// exp (Unix seconds): after it the signature counts nowhere, so a
+	// record of its use need not outlive it.
+	Expiry int64
 }
 
 // Approvals maps a tool_call_id to the answer for that call.

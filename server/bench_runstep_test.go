@@ -17,6 +17,7 @@ import (
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/floor"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/server"
 )
 
 // discardWriter is an http.ResponseWriter that keeps nothing.
@@ -31,7 +32,8 @@ func (w *discardWriter) WriteHeader(code int)        { w.code = code }
 
 // stepWorkload is issue 36's incremental workload as TestSideBySide
 // builds it: a run primed with a 1,000-message generated history and its
-// registry, then one message appended per request.
+// registry, then one message appended per request, each with the run's
+// generation (of run id).
 type stepWorkload struct {
 	prime  []byte   // offset 0: the registry and the first 1,000 messages
 	bodies [][]byte // the steps, in order
@@ -42,17 +44,22 @@ const (
 	stepsPerRun  = 2000 // the steps built for each run
 )
 
-func newStepWorkload(b *testing.B, tools int, seed int64) stepWorkload {
+func newStepWorkload(b *testing.B, tools int, seed int64, id string) stepWorkload {
 	o := gen.Default(stepMessages)
 	o.Tools = tools
 	reg := gen.Registry(1, o)
 	grow := o
 	grow.Messages = stepMessages + stepsPerRun
 	all := gen.Messages(seed, grow)
-	w := stepWorkload{prime: mustJSON(b, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": toRaw(all[:stepMessages])})}
+	first := mustJSON(b, toRaw(all[:stepMessages]))
+	w := stepWorkload{prime: mustJSON(b, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": json.RawMessage(first)})}
+	generation := server.RunGeneration("", id, mustJSON(b, json.RawMessage(reg)), first)
 	for i := range stepsPerRun {
 		off := stepMessages + i
-		w.bodies = append(w.bodies, mustJSON(b, map[string]any{"offset": off, "messages": toRaw(all[off : off+1]), "context": json.RawMessage(`{"user": "load"}`)}))
+		msgs := mustJSON(b, toRaw(all[off:off+1]))
+		w.bodies = append(w.bodies, mustJSON(b, map[string]any{"offset": off, "messages": json.RawMessage(msgs), "context": json.RawMessage(`{"user": "load"}`),
+			"generation": generation}))
+		generation = server.RunGeneration(generation, id, nil, msgs)
 	}
 	return w
 }
@@ -88,7 +95,7 @@ func stepHandler(b *testing.B, side string, ids []string, ws []stepWorkload) (ht
 // what an earlier run of the same messages left in a cache.
 func BenchmarkRunStepAgainstFloor(b *testing.B) {
 	for _, tools := range []int{10, 100} {
-		w := newStepWorkload(b, tools, 100)
+		w := newStepWorkload(b, tools, 100, "step")
 		for _, side := range []string{"sidecar", "floor"} {
 			b.Run("tools="+strconv.Itoa(tools)+"/side="+side, func(b *testing.B) {
 				var h http.Handler
@@ -146,7 +153,7 @@ func BenchmarkRunStepLoopback(b *testing.B) {
 	for _, tools := range []int{10, 100} {
 		ws := make([]stepWorkload, clients)
 		for k := range ws {
-			ws[k] = newStepWorkload(b, tools, int64(100+k))
+			ws[k] = newStepWorkload(b, tools, int64(100+k), "c"+strconv.Itoa(k))
 		}
 		for _, side := range []string{"sidecar", "floor"} {
 			b.Run("tools="+strconv.Itoa(tools)+"/side="+side, func(b *testing.B) {

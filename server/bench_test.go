@@ -2,6 +2,7 @@ package server_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -97,15 +98,20 @@ func BenchmarkRunAppend(b *testing.B) {
 	srv, msgs := benchServer(b)
 	h := srv.Handler()
 	run, next := 0, 4096
+	var generation string // the run's, as its last answer gave it
 	for b.Loop() {
 		if next == 4096 {
 			b.StopTimer()
 			run++
 			next = 1000
-			serve(b, h, "/v1/runs/b"+strconv.Itoa(run)+"/decide", mustJSON(b, map[string]any{"offset": 0, "messages": toRaw(msgs[:1000])}))
+			first := mustJSON(b, toRaw(msgs[:1000]))
+			serve(b, h, "/v1/runs/b"+strconv.Itoa(run)+"/decide", mustJSON(b, map[string]any{"offset": 0, "messages": json.RawMessage(first)}))
+			generation = server.RunGeneration("", "b"+strconv.Itoa(run), nil, first)
 			b.StartTimer()
 		}
-		serve(b, h, "/v1/runs/b"+strconv.Itoa(run)+"/decide", mustJSON(b, map[string]any{"offset": next, "messages": toRaw(msgs[next : next+1])}))
+		appended := mustJSON(b, toRaw(msgs[next:next+1]))
+		serve(b, h, "/v1/runs/b"+strconv.Itoa(run)+"/decide", mustJSON(b, map[string]any{"offset": next, "messages": json.RawMessage(appended), "generation": generation}))
+		generation = server.RunGeneration(generation, "b"+strconv.Itoa(run), nil, appended)
 		next++
 	}
 }

@@ -177,8 +177,11 @@ type Config struct {
 	Receipts *receipt.Signer `noflag:"serve builds it from --receipt-key and --receipt-ttl"`
 	// ApproverKeys, when set, makes an approval count only when it
 	// carries a signature by one of its keys (package approvalsig), on
-	// /v1/decide, /v1/explain and the runs' decide endpoint; the approver
-	// is then the key's identity.
+	// /v1/decide, /v1/explain and the runs' decide endpoint, signed for
+	// that run (or for none, on /v1/decide and /v1/explain) with an exp
+	// within the Verifier's MaxTTL; the approver is then the key's
+	// identity. The server applies each signature once: it remembers, in
+	// memory, the signatures it applied until their exp (docs/trust.md).
 	ApproverKeys *approvalsig.Verifier `noflag:"serve reads it from the --approver-keys file"`
 	// VerifiedEvidence counts a reveal (a search return's discovered
 	// tools) or a capability load only where the server can vouch for the

@@ -47,3 +47,17 @@ func (s *Server) RecordSignatures(custom map[string]any, d *engine.Decision) err
 // Faults makes c's server call f at the named points of each request's
 // decision path (internal/faults): a test panics there.
 func Faults(c *Config, f func(point string)) { c.faults = f }
+
+// RunGeneration is the generation a run's answer gives after a step that
+// sent messages (the "messages" array as the body spells it) to the run
+// id whose generation was prev ("" for a step at offset 0, which may
+// carry registry, the "registry" member as the body spells it): what a
+// client that builds its steps before it sends them (the load tests,
+// the benchmarks) puts in each.
+func RunGeneration(prev, id string, registry, messages []byte) string {
+	var key string
+	if len(registry) > 0 {
+		key = registryKey(registry)
+	}
+	return runGeneration(prev, id, key, messages)
+}

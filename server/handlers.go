@@ -268,7 +268,7 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	if herr != nil {
 		return nil, herr
 	}
-	return &request{st: st, eng: eng, history: h, context: c, approvals: s.checkApprovals(approvals)}, nil
+	return &request{st: st, eng: eng, history: h, context: c, approvals: s.checkApprovals(approvals, "")}, nil
 }
 
 // parseApprovals reads a request's approvals (null or absent: none).
@@ -384,6 +384,9 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
+	var claim *approvalClaim
+	req.approvals, claim = s.claimApprovals(req.approvals, "")
+	defer claim.release()
 	d, err := req.eng.Decide(r.Context(), req.engineRequest(), s.evidence()...)
 	if err != nil {
 		s.metrics.evalError(epDecide)
@@ -392,6 +395,7 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr := s.stamp(d, ""); herr != nil {
 		return nil, herr
 	}
+	claim.settle(d)
 	s.observe(r, epDecide, "", req.st, d, req.context, req.history.count, len(body), start)
 	return d, nil
 }
@@ -440,7 +444,10 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context, Approvals: req.approvals}, s.evidence()...)
+	// Explain reads whether a signature is used, and uses none.
+	approvals, claim := s.claimApprovals(req.approvals, "")
+	defer claim.release()
+	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context, Approvals: approvals}, s.evidence()...)
 	if err != nil {
 		s.metrics.evalError(epExplain)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"sort"
@@ -31,9 +32,73 @@ func (rs *running) post(t testing.TB, path string, body []byte, header ...string
 	return rs.do(t, http.MethodPost, path, body, header...)
 }
 
+// do sends a request. As a run's client does, it keeps the generation of
+// each run's last answer and sends it with the run's next step when the
+// step (a JSON object with an offset above 0) carries none; a test that
+// sends "generation" itself sends what it means.
 func (rs *running) do(t testing.TB, method, path string, body []byte, header ...string) (int, []byte) {
 	t.Helper()
-	return rs.send(t, method, path, bytes.NewReader(body), header...)
+	run, isRun := runOfPath(method, path)
+	if isRun {
+		body = rs.withGeneration(run, body)
+	}
+	status, out := rs.send(t, method, path, bytes.NewReader(body), header...)
+	if isRun && status == http.StatusOK {
+		var answer struct {
+			Generation string `json:"generation"`
+		}
+		if json.Unmarshal(out, &answer) == nil {
+			rs.gensMu.Lock()
+			if rs.gens == nil {
+				rs.gens = map[string]string{}
+			}
+			rs.gens[run] = answer.Generation
+			rs.gensMu.Unlock()
+		}
+	}
+	return status, out
+}
+
+// runOfPath returns the run id of a POST /v1/runs/{id}/decide.
+func runOfPath(method, path string) (string, bool) {
+	rest, ok := strings.CutPrefix(path, "/v1/runs/")
+	if !ok || method != http.MethodPost {
+		return "", false
+	}
+	id, ok := strings.CutSuffix(rest, "/decide")
+	if !ok {
+		return "", false
+	}
+	if unescaped, err := url.PathUnescape(id); err == nil {
+		id = unescaped
+	}
+	return id, true
+}
+
+// withGeneration adds to a run step's body the generation the run's last
+// answer gave, when the body is an object with an offset above 0 and no
+// generation.
+func (rs *running) withGeneration(run string, body []byte) []byte {
+	var doc map[string]json.RawMessage
+	if json.Unmarshal(body, &doc) != nil {
+		return body
+	}
+	var offset int
+	if _, has := doc["generation"]; has || json.Unmarshal(doc["offset"], &offset) != nil || offset <= 0 {
+		return body
+	}
+	rs.gensMu.Lock()
+	gen, ok := rs.gens[run]
+	rs.gensMu.Unlock()
+	if !ok {
+		return body
+	}
+	// Spliced in as the first member: the rest of the body keeps its bytes.
+	member, _ := json.Marshal(gen)
+	at := bytes.IndexByte(body, '{') + 1
+	out := append([]byte{}, body[:at]...)
+	out = append(append(append(out, `"generation": `...), member...), ',')
+	return append(out, body[at:]...)
 }
 
 // send is do with the body as a reader: one that is not a *bytes.Reader
@@ -516,8 +581,10 @@ func TestRunsEqualFullHistory(t *testing.T) {
 			require.NoError(t, json.Unmarshal(got, &step))
 			require.Contains(t, step, "step")
 			require.Contains(t, step, "retries")
+			require.Contains(t, step, "generation")
 			delete(step, "step")
 			delete(step, "retries")
+			delete(step, "generation")
 			var decision map[string]json.RawMessage
 			require.NoError(t, json.Unmarshal(want, &decision))
 			require.Equal(t, decision, step, "%s prefix %d", name, k)
@@ -635,7 +702,9 @@ func TestRunConcurrentAppends(t *testing.T) {
 	msgs := splitHistory(t, []byte(testHistory))
 	status, body := rs.post(t, "/v1/runs/race/decide", mustJSON(t, map[string]any{"offset": 0, "messages": msgs[:1]}))
 	require.Equal(t, 200, status, string(body))
-	next := mustJSON(t, map[string]any{"offset": 1, "messages": msgs[1:]})
+	var first struct{ Generation string }
+	require.NoError(t, json.Unmarshal(body, &first))
+	next := mustJSON(t, map[string]any{"offset": 1, "messages": msgs[1:], "generation": first.Generation})
 	const n = 8
 	statuses := make(chan int, n)
 	var wg sync.WaitGroup

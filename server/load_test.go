@@ -25,6 +25,7 @@ import (
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/server"
 )
 
 var (
@@ -300,13 +301,17 @@ func runLoad(t *testing.T, cfg loadConfig) {
 		for k := 0; k < c; k++ {
 			a := agents[k]
 			ids[k] = "load-" + strconv.Itoa(c) + "-" + strconv.Itoa(k)
-			prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(a.registry), "messages": toRaw(a.msgs[:cfg.messages])})
+			first := mustJSON(t, toRaw(a.msgs[:cfg.messages]))
+			prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(a.registry), "messages": json.RawMessage(first)})
 			require.True(t, send(rs.client, rs.url+"/v1/runs/"+ids[k]+"/decide", prime))
+			generation := server.RunGeneration("", ids[k], mustJSON(t, json.RawMessage(a.registry)), first)
 			for i := 0; i < per; i++ {
 				off := cfg.messages + i
+				msgs := mustJSON(t, toRaw(a.msgs[off:off+1]))
 				bodies[k] = append(bodies[k], mustJSON(t, map[string]any{
-					"offset": off, "messages": toRaw(a.msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`),
+					"offset": off, "messages": json.RawMessage(msgs), "context": json.RawMessage(`{"user": "load"}`), "generation": generation,
 				}))
+				generation = server.RunGeneration(generation, ids[k], nil, msgs)
 			}
 		}
 		r := drive("incremental (1 new message)", c, cfg.inc, func(k, i int) bool {

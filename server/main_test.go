@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"sync"
 	"testing"
 	"time"
 
@@ -57,6 +58,11 @@ type running struct {
 	client *http.Client
 	cancel context.CancelFunc // starts the graceful shutdown
 	done   chan error         // Serve's result
+
+	// gens is the client's side of the runs' generations: the last one
+	// each run's answer gave (see running.do).
+	gensMu sync.Mutex
+	gens   map[string]string
 }
 
 // stop shuts the server down now, gracefully; the test's cleanup then

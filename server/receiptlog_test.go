@@ -75,8 +75,9 @@ func replayExit(t *testing.T, input string, args ...string) (int, map[string]any
 }
 
 // transferApproval is examples/approvals/transfer.json's approval of t2
-// with signature sig ("" for none), as a request's approvals member.
-func transferApproval(t *testing.T, sign func(approvalsig.Payload) string) json.RawMessage {
+// with the signature sign makes of the honest payload for run ("" for
+// none), as a request's approvals member.
+func transferApproval(t *testing.T, run string, sign func(approvalsig.Payload) string) json.RawMessage {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "examples", "approvals", "transfer.json"))
 	require.NoError(t, err)
@@ -89,7 +90,7 @@ func transferApproval(t *testing.T, sign func(approvalsig.Payload) string) json.
 	require.NoError(t, json.Unmarshal(a["digest"], &p.Digest))
 	require.NoError(t, json.Unmarshal(a["kind"], &p.Kind))
 	p.OverrideArgs = a["override_args"]
-	if sig := sign(p); sig != "" {
+	if sig := sign(receiptcases.Honest(p, run)); sig != "" {
 		a["signature"], _ = json.Marshal(sig)
 	}
 	out, err := json.Marshal(map[string]any{"t2": a})
@@ -132,8 +133,8 @@ func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
 	sent := map[string]string{}     // run -> the signature sent
 	receipts := map[string]string{} // jti -> the receipt the response carried
 	for i, tc := range cases {
-		approvals := transferApproval(t, tc.Sign)
 		run := fmt.Sprintf("case-%d", i)
+		approvals := transferApproval(t, run, tc.Sign)
 		var a map[string]map[string]any
 		require.NoError(t, json.Unmarshal(approvals, &a))
 		sent[run], _ = a["t2"]["signature"].(string)
@@ -288,7 +289,7 @@ func TestDecisionLogUnchangedWithoutKeys(t *testing.T) {
 	rs, col, regPath := startLogged(t, policies, "no-keys-log-test")
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
-	approvals := transferApproval(t, receiptcases.ApprovalCases()[0].Sign)
+	approvals := transferApproval(t, "", receiptcases.ApprovalCases()[0].Sign)
 	require.Contains(t, string(approvals), `"signature"`)
 	var answered []json.RawMessage
 	for _, body := range []string{
@@ -517,7 +518,7 @@ func TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied(t *testing.T) 
 	rs, col, regPath := startLogged(t, transfers, "unsigned-approval-log-test")
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
-	approvals := transferApproval(t, func(approvalsig.Payload) string { return "" })
+	approvals := transferApproval(t, "", func(approvalsig.Payload) string { return "" })
 	status, out := rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"history": %s, "approvals": %s}`, transfer, approvals)))
 	require.Equal(t, http.StatusOK, status, string(out))
 	d := decisionOf(t, "/v1/decide", out)
@@ -588,4 +589,38 @@ func TestDecisionLogRecordsTheKeysAcrossARotation(t *testing.T) {
 	require.Equal(t, 0, code, stderr)
 	audit := asMap(t, rep["audit"])
 	assert.Equal(t, map[string]any{"checked": 4.0, "valid": 4.0}, audit["receipts"])
+}
+
+// TestReplayKeepsTheSidecarsUsedRefusal: a sidecar with approver keys
+// applies a signed approval once; the same approval sent again is
+// refused as used, and the log records that. Replayed with
+// --approver-keys, the second decision is decided as the sidecar decided
+// it (t2 approval_required: that a signature was used is the sidecar's
+// memory, not in the signature), with no finding.
+func TestReplayKeepsTheSidecarsUsedRefusal(t *testing.T) {
+	keys, err := receipt.ParseKeys(receiptcases.ApproverJWKS())
+	require.NoError(t, err)
+	v, err := approvalsig.New(keys)
+	require.NoError(t, err)
+	transfers := filepath.Join("..", "examples", "policies", "transfers")
+	rs, col, regPath := startLogged(t, transfers, "used-approval-log-test", withApproverKeys(v))
+	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
+	require.NoError(t, err)
+	approvals := transferApproval(t, "", receiptcases.ApprovalCases()[0].Sign)
+	for _, want := range []string{engine.Execute, engine.ApprovalRequired} {
+		status, out := rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"history": %s, "approvals": %s}`, transfer, approvals)))
+		require.Equal(t, http.StatusOK, status, string(out))
+		d := decisionOf(t, "/v1/decide", out)
+		require.Equal(t, want, d.Calls[1].Verdict, d.Approvals[0].Why)
+	}
+	require.NoError(t, logs.Lookup(rs.srv.Manager()).Trigger(t.Context()))
+
+	jwks := filepath.Join(t.TempDir(), "approvers.json")
+	require.NoError(t, os.WriteFile(jwks, receiptcases.ApproverJWKS(), 0o600))
+	code, rep, stderr := replayExit(t, col.dir, "--registry", regPath, "--baseline", transfers, "--candidate", transfers, "--approver-keys", jwks)
+	require.Equal(t, 0, code, stderr)
+	assert.Equal(t, map[string]any{"execute->execute": 3.0, "approval_required->approval_required": 1.0}, rep["transitions"])
+	audit := asMap(t, rep["audit"])
+	assert.Equal(t, map[string]any{"recorded": 2.0, "recorded_refused": 1.0, "checked": 1.0, "verified": 1.0, "not_checked": 0.0}, audit["approvals"])
+	assert.Empty(t, audit["findings"])
 }

@@ -12,13 +12,22 @@ import (
 	"github.com/policycheck/policycheck/receipt"
 )
 
-// checkApprovals checks the request's approvals' signatures when the
-// server has approver keys.
-func (s *Server) checkApprovals(a facts.Approvals) facts.Approvals {
+// checkApprovals checks the request's approvals' signatures, for a
+// decision of run ("" stateless), when the server has approver keys.
+func (s *Server) checkApprovals(a facts.Approvals, run string) facts.Approvals {
 	if s.cfg.ApproverKeys == nil {
 		return a
 	}
-	return s.cfg.ApproverKeys.Check(a)
+	return s.cfg.ApproverKeys.Check(a, run)
+}
+
+// claimApprovals holds the verified signatures of a decision's approvals
+// (run "" for a stateless one): a signature the sidecar applied before,
+// or that a decision in flight holds, is refused as used. Settle the
+// claim with the answered decision (the signatures it applied are then
+// used) and release it in any case.
+func (s *Server) claimApprovals(a facts.Approvals, run string) (facts.Approvals, *approvalClaim) {
+	return s.spent.claim(a, run)
 }
 
 // stamp signs d's executing calls when the server signs receipts; a

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -291,16 +292,22 @@ func TestSignedApprovalsOverHTTP(t *testing.T) {
 			require.NoError(t, json.Unmarshal(a["digest"], &p.Digest))
 			require.NoError(t, json.Unmarshal(a["kind"], &p.Kind))
 			p.OverrideArgs = a["override_args"]
-			if sig := tc.Sign(p); sig != "" {
-				a["signature"], _ = json.Marshal(sig)
+			// approvals is the approval signed for a decision of run.
+			approvals := func(run string) []byte {
+				a := maps.Clone(a)
+				if sig := tc.Sign(receiptcases.Honest(p, run)); sig != "" {
+					a["signature"], _ = json.Marshal(sig)
+				}
+				out, err := json.Marshal(map[string]any{"t2": a})
+				require.NoError(t, err)
+				return out
 			}
-			approvals, err := json.Marshal(map[string]any{"t2": a})
-			require.NoError(t, err)
-			decide := fmt.Sprintf(`{"history": %s, "approvals": %s, "context": %s}`, transfer, approvals, adminContext(t))
+			run := fmt.Sprintf("signed-%d", i)
+			// explain first: it uses no signature, and decide then may.
 			for _, ep := range []struct{ path, body string }{
-				{"/v1/decide", decide},
-				{"/v1/explain", decide},
-				{fmt.Sprintf("/v1/runs/signed-%d/decide", i), fmt.Sprintf(`{"offset": 0, "messages": %s, "approvals": %s, "context": %s}`, transfer, approvals, adminContext(t))},
+				{"/v1/explain", fmt.Sprintf(`{"history": %s, "approvals": %s, "context": %s}`, transfer, approvals(""), adminContext(t))},
+				{"/v1/decide", fmt.Sprintf(`{"history": %s, "approvals": %s, "context": %s}`, transfer, approvals(""), adminContext(t))},
+				{"/v1/runs/" + run + "/decide", fmt.Sprintf(`{"offset": 0, "messages": %s, "approvals": %s, "context": %s}`, transfer, approvals(run), adminContext(t))},
 			} {
 				status, out := rs.post(t, ep.path, []byte(ep.body))
 				require.Equal(t, http.StatusOK, status, "%s: %s", ep.path, out)

@@ -104,14 +104,21 @@ func TestReplayOfServesOwnLog(t *testing.T) {
 func decideSteps(t *testing.T, p *servetest.Process, run string, msgs []json.RawMessage, ctxDoc any) [][]byte {
 	t.Helper()
 	var answers [][]byte
+	gen := "" // the generation of the run's last answer
 	for i, m := range msgs {
 		body := fmt.Sprintf(`{"offset": %d, "messages": [%s], "context": %s}`, i, m, ctxDoc)
+		if i > 0 {
+			body = fmt.Sprintf(`{"offset": %d, "messages": [%s], "context": %s, "generation": %q}`, i, m, ctxDoc, gen)
+		}
 		resp, err := p.Client().Post(p.URL+"/v1/runs/"+run+"/decide", "application/json", strings.NewReader(body))
 		require.NoError(t, err)
 		out, err := io.ReadAll(resp.Body)
 		resp.Body.Close()
 		require.NoError(t, err)
 		require.Equal(t, http.StatusOK, resp.StatusCode, string(out))
+		var answer struct{ Generation string }
+		require.NoError(t, json.Unmarshal(out, &answer))
+		gen = answer.Generation
 		answers = append(answers, out)
 	}
 	return answers

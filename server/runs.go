@@ -1,6 +1,9 @@
 package server
 
 import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -28,13 +31,73 @@ func newRunTable(size int, ttl time.Duration, now func() time.Time) *runTable {
 }
 
 // run is one agent run: an engine.Run (its facts kept incrementally, and
-// the retry accounting of spec X8) and the registry it started with. Its
-// mutex serializes the requests of one run; runs do not block each other.
+// the retry accounting of spec X8), the registry it started with and its
+// generation. Its mutex serializes the requests of one run; runs do not
+// block each other.
 type run struct {
 	mu     sync.Mutex
 	run    *engine.Run
 	reg    *facts.Registry
 	regKey string // digest of the request's registry; "" for the configured one
+	// gen is the run's generation (runGeneration): a digest of the run's
+	// id, registry and every step's messages as the client sent them,
+	// answered with each step; the next step must send it back.
+	gen string
+}
+
+// runGeneration is the generation of a run after a step that sent
+// messages (the raw JSON array of the request's "messages"): for a step
+// at offset 0, a digest of the run's id, its registry's digest (regKey)
+// and the messages; for a later step, a digest of the previous
+// generation and the messages. Two replicas hold the same generation of
+// a run only when the same steps, with the same bytes, built it: a
+// replica that holds the run as another client (or this client, before
+// it started the run again elsewhere) left it holds another generation,
+// even at the same length.
+func runGeneration(prev, id, regKey string, messages []byte) string {
+	h := sha256.New()
+	if prev == "" {
+		h.Write([]byte("policycheck run generation 1\x00"))
+		h.Write([]byte(id))
+		h.Write([]byte{0})
+		h.Write([]byte(regKey))
+	} else {
+		h.Write([]byte(prev))
+	}
+	h.Write([]byte{0})
+	h.Write(messages)
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// runAnswer is a run step's answer: the step decision's JSON with the
+// run's generation as its last member, "generation".
+type runAnswer struct {
+	*engine.StepDecision
+	generation string
+}
+
+// MarshalJSON writes the step decision's members, then "generation".
+func (a runAnswer) MarshalJSON() ([]byte, error) {
+	raw, err := a.StepDecision.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	raw = bytes.TrimRight(raw, " \n")
+	if len(raw) < 2 || raw[len(raw)-1] != '}' {
+		return nil, fmt.Errorf("a step decision's JSON is not an object: %.40q", raw)
+	}
+	gen, err := json.Marshal(a.generation)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]byte, 0, len(raw)+len(gen)+16)
+	out = append(out, raw[:len(raw)-1]...)
+	if len(bytes.TrimSpace(raw[1:len(raw)-1])) > 0 {
+		out = append(out, ',')
+	}
+	out = append(out, `"generation":`...)
+	out = append(out, gen...)
+	return append(out, '}'), nil
 }
 
 // runBody is the body of POST /v1/runs/{id}/decide.
@@ -51,6 +114,10 @@ type runBody struct {
 	// Approvals answer calls of the response this request dispatches;
 	// they are not kept for later requests.
 	Approvals json.RawMessage `json:"approvals"`
+	// Generation, required with an offset above 0, is the generation the
+	// run's previous answer gave: the server decides only on the run
+	// state the client built.
+	Generation string `json:"generation"`
 }
 
 // A run id is the client's name for a run: 1 to maxRunID bytes of UTF-8
@@ -93,7 +160,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr := checkRunID(id); herr != nil {
 		return nil, herr
 	}
-	known := []string{"offset", "messages", "context", "registry", "approvals"}
+	known := []string{"offset", "messages", "context", "registry", "approvals", "generation"}
 	env, herr := scanEnvelope(body, known, "messages")
 	if herr == nil {
 		herr = env.refuseUnknown(known)
@@ -111,6 +178,11 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if b.Offset == nil {
 		return nil, badRequest(CodeSchema, "offset is required: the number of messages already sent for this run (0 to start it)", "/offset")
 	}
+	if raw, ok := env.members["generation"]; ok && !isNull(raw) {
+		if err := json.Unmarshal(raw, &b.Generation); err != nil || b.Generation == "" {
+			return nil, badRequest(CodeSchema, "generation must be the string the run's previous answer gave as its generation", "/generation")
+		}
+	}
 	offset := *b.Offset
 	if offset < 0 {
 		return nil, badRequest(CodeSchema, "offset must not be negative", "/offset")
@@ -121,6 +193,9 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if offset > 0 && !isNull(b.Registry) {
 		return nil, badRequest(CodeSchema, "registry is accepted only when a run starts (offset 0)", "/registry")
 	}
+	if offset == 0 && b.Generation != "" {
+		return nil, badRequest(CodeSchema, "generation is sent with an offset above 0 only: offset 0 starts the run afresh", "/generation")
+	}
 	ctxDoc, herr := s.parseContext(b.Context)
 	if herr != nil {
 		return nil, herr
@@ -129,7 +204,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
-	approvals = s.checkApprovals(approvals)
+	approvals = s.checkApprovals(approvals, id)
 	msgs, herr := s.intake.appended(b.Messages, env.elements["messages"], offset)
 	if herr != nil {
 		return nil, herr
@@ -160,6 +235,21 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		s.metrics.run("conflict")
 		return nil, conflict(fmt.Sprintf("run %q holds %d messages, the request's offset is %d", id, have, offset))
 	}
+	if offset > 0 && b.Generation == "" {
+		// After the lookup: a run this server does not hold is a 409
+		// (resend it all) whatever the request carries.
+		return nil, badRequest(CodeSchema, "generation is required with an offset above 0: send the generation the run's previous answer gave, "+
+			"so that the server decides only on the run you built", "/generation")
+	}
+	if offset > 0 && b.Generation != rn.gen {
+		// Same length, other messages: this server holds the run as
+		// another client, or this client before it started the run again
+		// elsewhere, left it. Deciding on it would judge a history that
+		// is not the client's.
+		s.metrics.run("conflict")
+		return nil, conflict(fmt.Sprintf("run %q holds %d messages, but not the ones this client sent: the run's generation here is %s, "+
+			"the request's %s (the run was changed by another request, or started again elsewhere, since)", id, offset, rn.gen, b.Generation))
+	}
 	if offset > 0 {
 		s.metrics.run("hit")
 	}
@@ -170,16 +260,20 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		return nil, herr
 	}
 	rn.run.Rebind(eng)
+	approvals, claim := s.claimApprovals(approvals, id)
+	defer claim.release()
 	d, err := rn.run.Step(r.Context(), msgs, ctxDoc, engine.WithApprovals(approvals))
 	if err != nil {
 		s.metrics.evalError(epRun)
 		return nil, badRequest(CodeSchema, err.Error(), "/context")
 	}
+	rn.gen = runGeneration(rn.gen, id, rn.regKey, b.Messages)
 	if herr := s.stamp(d.Decision, id); herr != nil {
 		return nil, herr
 	}
+	claim.settle(d.Decision)
 	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), len(body), start)
-	return d, nil
+	return runAnswer{d, rn.gen}, nil
 }
 
 func registryKey(raw json.RawMessage) string {

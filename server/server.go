@@ -44,6 +44,7 @@ type Server struct {
 	// compilation (see registryEngine).
 	compiling  singleflight.Group
 	runs       *runTable
+	spent      *spentApprovals // with ApproverKeys: the approval signatures applied
 	intake     *intake
 	metrics    *metrics
 	handler    http.Handler
@@ -105,6 +106,9 @@ func New(cfg Config) (*Server, error) {
 		s.engines = lru.New[*engine.Engine](cfg.EngineCache, 0, s.now)
 	}
 	s.runs = newRunTable(cfg.Runs, cfg.RunTTL, s.now)
+	if cfg.ApproverKeys != nil {
+		s.spent = newSpentApprovals(s.now)
+	}
 	s.intake = &intake{maxBody: cfg.MaxBody, bodyTimeout: cfg.BodyTimeout,
 		reader: loader.Reader{Limits: cfg.Limits, Schema: cfg.Schema}, prefixes: newPrefixCache(prefixCacheBytes(cfg), cfg.admitFirstSight),
 		recycle: cfg.OPAConfig == nil && len(cfg.ShadowPolicies) == 0 && !cfg.noRecycle, poison: cfg.poisonBodies,

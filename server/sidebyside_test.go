@@ -25,6 +25,7 @@ import (
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/internal/testkit/servetest"
+	"github.com/policycheck/policycheck/server"
 )
 
 var (
@@ -413,12 +414,16 @@ func runSideBySide(t *testing.T, cfg sideConfig) []sideRow {
 				stepReply := 0 // the length of a run's decision
 				for k := 0; k < c; k++ {
 					ids[k] = "side-" + strconv.Itoa(k)
-					prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": toRaw(agents[k].msgs[:msgs])})
+					first := mustJSON(t, toRaw(agents[k].msgs[:msgs]))
+					prime := mustJSON(t, map[string]any{"offset": 0, "registry": json.RawMessage(reg), "messages": json.RawMessage(first)})
 					stepReply = answerLen(t, client, sc.URL+"/v1/runs/"+ids[k]+"/decide", prime)
+					generation := server.RunGeneration("", ids[k], mustJSON(t, json.RawMessage(reg)), first)
 					for i := range (cfg.incremental[msgs] + c - 1) / c {
 						off := msgs + i
+						appended := mustJSON(t, toRaw(agents[k].msgs[off:off+1]))
 						steps[k] = append(steps[k], mustJSON(t, map[string]any{
-							"offset": off, "messages": toRaw(agents[k].msgs[off : off+1]), "context": json.RawMessage(`{"user": "load"}`)}))
+							"offset": off, "messages": json.RawMessage(appended), "context": json.RawMessage(`{"user": "load"}`), "generation": generation}))
+						generation = server.RunGeneration(generation, ids[k], nil, appended)
 					}
 				}
 				r.inc = measure(sc.PID, "sidecar, incremental run", c, cfg.incremental[msgs], func(k, i int) bool {

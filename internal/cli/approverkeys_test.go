@@ -47,7 +47,7 @@ func TestSignedApprovalsThroughEval(t *testing.T) {
 	for _, tc := range receiptcases.ApprovalCases() {
 		t.Run(tc.Name, func(t *testing.T) {
 			a, p := exampleApproval(t, "../../examples/approvals/transfer.json")
-			if sig := tc.Sign(p); sig != "" {
+			if sig := tc.Sign(receiptcases.Honest(p, "")); sig != "" {
 				a["signature"] = sig
 			}
 			b, err := json.Marshal(map[string]any{"approvals": map[string]any{"t2": a}})
@@ -93,5 +93,33 @@ func TestApproverKeysBadInput(t *testing.T) {
 			require.Equal(t, 2, res.code, res.stdout+res.stderr)
 			assert.Contains(t, res.stderr, tc.want)
 		})
+	}
+}
+
+// TestApprovalMaxTTLBadInput: --approval-max-ttl is checked at start, on
+// eval and serve: not positive, beyond a day, or without --approver-keys
+// is exit 2 with a message naming it.
+func TestApprovalMaxTTLBadInput(t *testing.T) {
+	dir := t.TempDir()
+	keys := writeFile(t, dir, "approvers.json", string(receiptcases.ApproverJWKS()))
+	eval := []string{"eval", "--registry", "../../examples/registry.yaml", "--history", "../../examples/histories/transfer.json"}
+	serve := []string{"serve", "--addr", "127.0.0.1:0", "--registry", "../../examples/registry.yaml"}
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"zero", []string{"--approver-keys", keys, "--approval-max-ttl", "0s"}, "--approval-max-ttl must be positive"},
+		{"negative", []string{"--approver-keys", keys, "--approval-max-ttl", "-1m"}, "--approval-max-ttl must be positive"},
+		{"beyond a day", []string{"--approver-keys", keys, "--approval-max-ttl", "48h"}, "--approval-max-ttl 48h0m0s is longer than 24h0m0s"},
+		{"without approver keys", []string{"--approval-max-ttl", "5m"}, "without --approver-keys"},
+	} {
+		for _, cmd := range [][]string{eval, serve} {
+			t.Run(cmd[0]+"/"+tc.name, func(t *testing.T) {
+				res := run(t, "", append(append([]string{}, cmd...), tc.args...)...)
+				require.Equal(t, 2, res.code, res.stdout+res.stderr)
+				assert.Contains(t, res.stderr, tc.want)
+			})
+		}
 	}
 }

@@ -43,7 +43,8 @@ and the approvals applied, valid for --receipt-ttl. The tool service verifies it
 call (policycheck receipt verify, package receipt; docs/trust.md).
 
 --approver-keys (a JWKS) counts an approval only when it carries "signature", a compact JWS by one of
-those keys over its digest, kind and override_args; its approver is then the key's sub (or kid). Any
+those keys over its digest, kind and override_args, no run_id (eval decides no run) and an exp at most
+--approval-max-ttl ahead; its approver is then the key's sub (or kid). Any
 other approval is not applied, and the decision's "approvals" says why (docs/trust.md).
 
 ` + evidenceHelp + exitCodes(exitLineDecision, exitLineBad, exitLineRefused),
@@ -75,7 +76,7 @@ other approval is not applied, and the decision's "approvals" says why (docs/tru
 			}
 			req := loaded.request()
 			if approvers != nil {
-				req.Approvals = approvers.Check(req.Approvals)
+				req.Approvals = approvers.Check(req.Approvals, "")
 			}
 			var opts []engine.DecideOption
 			if verified {

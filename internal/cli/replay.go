@@ -9,6 +9,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/spf13/cobra"
 
+	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/render"
@@ -28,7 +29,7 @@ func newReplayCmd() *cobra.Command {
 		maxBytes               int64
 		rf                     receiptFlags
 		receiptKeysFrom        string
-		ak                     approverKeysFlag
+		ak                     = approverKeysFlag{maxTTL: approvalsig.DefaultMaxTTL} // no --approval-max-ttl: eval's default bound
 		flows                  flowFlags
 	)
 	cmd := &cobra.Command{
@@ -136,7 +137,7 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 					if err != nil {
 						return err
 					}
-					lo.Approvals = v.Check(lo.Approvals)
+					lo.Approvals = v.Check(lo.Approvals, "") // as eval does: no run
 				}
 			}
 			var receiptKeys jwk.Set

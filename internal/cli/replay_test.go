@@ -681,7 +681,7 @@ func TestUsageNamesApprovals(t *testing.T) {
 	}
 	code, out, errs = runCLI("serve", "--help")
 	if code != 0 || !strings.Contains(out, `POST /v1/decide            {"registry"?, "history", "context"?, "approvals"?}`) ||
-		!strings.Contains(out, `{"offset", "messages", "context"?, "registry"?, "approvals"?}`) {
+		!strings.Contains(out, `{"offset", "messages", "generation"?, "context"?, "registry"?, "approvals"?}`) {
 		t.Errorf("serve --help: exit %d, stderr %q, help:\n%s", code, errs, out)
 	}
 }

@@ -52,8 +52,8 @@ type serveFlags struct {
 	WatchInterval  time.Duration `flag:"watch-interval"` //
 	WatchDrops     string        `flag:"watch-drops"`    //
 
-	Receipt   receiptFlags     `flag:"receipt-key,receipt-ttl"` // Config.Receipts
-	Approvers approverKeysFlag `flag:"approver-keys"`           // Config.ApproverKeys
+	Receipt   receiptFlags     `flag:"receipt-key,receipt-ttl"`        // Config.Receipts
+	Approvers approverKeysFlag `flag:"approver-keys,approval-max-ttl"` // Config.ApproverKeys
 }
 
 func newServeCmd() *cobra.Command {
@@ -72,11 +72,13 @@ func (f *serveFlags) command() *cobra.Command {
   POST /v1/decide            {"registry"?, "history", "context"?, "approvals"?}  -> the eval document
   POST /v1/facts[?format=input]  {"registry"?, "history", "context"?}  -> the facts document
   POST /v1/explain           as /v1/decide                            -> the explanation
-  POST /v1/runs/{id}/decide  {"offset", "messages", "context"?, "registry"?, "approvals"?}
+  POST /v1/runs/{id}/decide  {"offset", "messages", "generation"?, "context"?, "registry"?, "approvals"?}
                              only the messages appended since the last call; offset is the
-                             number of messages already sent (0 starts the run). A 409 means
-                             the server no longer holds the run: resend the whole history with
-                             offset 0. The answer adds step and retries (exceeded: end the run).
+                             number of messages already sent (0 starts the run); above 0,
+                             generation is the last answer's. A 409 means the server does not
+                             hold the run as you built it (lost, other offset or generation):
+                             resend the whole history with offset 0. The answer adds step,
+                             retries (exceeded: end the run) and the run's generation.
   approvals                  a person's answers, as eval --approvals reads them (pydantic-ai's
                              DeferredToolResults.approvals, each with the call's digest)
   GET  /health               200 once policies are loaded, 503 before; the revisions served;
@@ -118,8 +120,9 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 /v1/runs/{id}/decide judge execute, valid for --receipt-ttl; the service that runs the tool verifies it
 (policycheck receipt verify, package receipt; docs/trust.md) with the keys of GET /v1/keys. With
 --watch, a changed key file rotates the key: the replaced key stays in /v1/keys until its receipts
-have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it
-(docs/trust.md, "Signed approvals"). With either, each decision-log event's custom also records the
+have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it for
+the run it is for, with an exp at most --approval-max-ttl ahead, and once: the sidecar remembers the
+signatures it applied (docs/trust.md, "Signed approvals"). With either, each decision-log event's custom also records the
 receipts handed out (each one's jti and kid), the keys that verify them and each approval's signature
 outcome, which policycheck replay verifies again (docs/replay.md, "Recorded receipts and approvals").
 
@@ -262,6 +265,9 @@ func (f *serveFlags) check(cmd *cobra.Command) error {
 	}
 	if f.Schema && f.NoSchema {
 		errs = append(errs, errors.New("--schema and --no-schema contradict each other"))
+	}
+	if err := f.Approvers.checkTTL(cmd); err != nil {
+		errs = append(errs, err)
 	}
 	switch {
 	case f.Watch && len(f.Policies) == 0 && f.RegistryFile == "" && len(f.ShadowPolicies) == 0 && f.Receipt.key == "":

@@ -287,7 +287,9 @@ func (a *audit) judgeApprovals(run string, st Step, keys jwk.Set) (facts.Approva
 	if rec != nil {
 		at = func() time.Time { return rec.Time }
 	}
-	v, err := approvalsig.New(keys, approvalsig.Clock(at))
+	// The sidecar's --approval-max-ttl is not in the log: the exp is
+	// required, and judged as of the event's time, but not bounded.
+	v, err := approvalsig.New(keys, approvalsig.Clock(at), approvalsig.MaxTTL(0))
 	if err != nil {
 		return nil, err
 	}
@@ -296,7 +298,11 @@ func (a *audit) judgeApprovals(run string, st Step, keys jwk.Set) (facts.Approva
 		ap.Signature = outcomes[id].Signature
 		given[id] = ap
 	}
-	judged := v.Check(given)
+	var runID string
+	if rec != nil {
+		runID = rec.Run
+	}
+	judged := v.Check(given, runID)
 	for _, id := range slices.Sorted(maps.Keys(judged)) {
 		ap := judged[id]
 		a.approvals.Checked++

@@ -2,6 +2,7 @@ package receiptcases
 
 import (
 	"encoding/json"
+	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
@@ -44,8 +45,9 @@ func ApproverJWKS() []byte {
 type ApprovalCase struct {
 	Name string
 	// Sign returns the approval's signature given the honest payload
-	// (the approval's digest, kind and override_args); "" leaves the
-	// approval unsigned.
+	// (the approval's digest, kind and override_args, the run of the
+	// decision it is sent with, "" for a stateless one, and an exp within
+	// the default bound: Honest); "" leaves the approval unsigned.
 	Sign func(honest approvalsig.Payload) string
 	// Applied: the approval counts; Want is a piece of its why.
 	Applied bool
@@ -90,5 +92,26 @@ func ApprovalCases() []ApprovalCase {
 			p.Expiry = 1
 			return sign(3, "ana-key", p)
 		}, Want: "the signature expired", Result: approvalsig.Expired},
+		{Name: "signed for another run", Sign: func(p approvalsig.Payload) string {
+			p.RunID = "another-run"
+			return sign(3, "ana-key", p)
+		}, Want: `signed for run "another-run"`, Result: approvalsig.OtherRun},
+		{Name: "signed with no exp", Sign: func(p approvalsig.Payload) string {
+			p.Expiry = 0
+			return sign(3, "ana-key", p)
+		}, Want: "the signature has no exp", Result: approvalsig.NoExpiry},
+		{Name: "signed with an exp beyond the bound", Sign: func(p approvalsig.Payload) string {
+			p.Expiry = time.Now().Add(approvalsig.DefaultMaxTTL + time.Hour).Unix()
+			return sign(3, "ana-key", p)
+		}, Want: "--approval-max-ttl", Result: approvalsig.ExpiryTooFar},
 	}
+}
+
+// Honest completes p, the approval's digest, kind and override_args,
+// with what an approval service signs for a decision of run ("" for a
+// stateless one): the run and an exp five minutes ahead.
+func Honest(p approvalsig.Payload, run string) approvalsig.Payload {
+	p.RunID = run
+	p.Expiry = time.Now().Add(5 * time.Minute).Unix()
+	return p
 }
