@@ -76,6 +76,7 @@ without_race='TestMutantsOfTheGateAreKilled|TestStringStopIsByteByByte|TestHisto
 without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoingEvidence'
 without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
 without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory|TestVerifiedEvidenceNeverAddsTools'
+without_race+='|TestPerCallEvaluationDecidesAsTheCombined'
 mutation_log=$(mktemp)
 go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/wire ./internal/testkit/gen ./engine ./internal/cli \
 	>"$mutation_log" 2>&1 &
