@@ -1,4 +1,4 @@
-package engine_test
+package trust_test
 
 import (
 	"crypto/sha256"
@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // ExampleCallDigest: the digest an approval carries back. It covers the
@@ -14,11 +14,11 @@ import (
 // to another.
 func ExampleCallDigest() {
 	id := "t2"
-	shown := engine.CallDigest(&id, "transfer_funds", []byte(`{"to": "savings", "amount": 5000}`))
+	shown := trust.CallDigest(&id, "transfer_funds", []byte(`{"to": "savings", "amount": 5000}`))
 	// Key order and whitespace do not matter; a string holding the object
 	// is the object.
-	same := engine.CallDigest(&id, "transfer_funds", []byte(`"{\"amount\":5000,\"to\":\"savings\"}"`))
-	other := engine.CallDigest(&id, "transfer_funds", []byte(`{"to": "savings", "amount": 5001}`))
+	same := trust.CallDigest(&id, "transfer_funds", []byte(`"{\"amount\":5000,\"to\":\"savings\"}"`))
+	other := trust.CallDigest(&id, "transfer_funds", []byte(`{"to": "savings", "amount": 5001}`))
 	fmt.Println(shown == same, shown == other)
 	// Output: true false
 }
@@ -44,7 +44,7 @@ func TestCallDigestCanonicalForm(t *testing.T) {
 	for _, tc := range cases {
 		sum := sha256.Sum256([]byte(tc.canonical))
 		want := "sha256:" + hex.EncodeToString(sum[:])
-		if got := engine.CallDigest(tc.id, tc.tool, []byte(tc.args)); got != want {
+		if got := trust.CallDigest(tc.id, tc.tool, []byte(tc.args)); got != want {
 			t.Errorf("%s: got %s, want the digest of %s", tc.note, got, tc.canonical)
 		}
 	}
