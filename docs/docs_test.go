@@ -31,6 +31,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/contract"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/trust"
 )
 
 var update = flag.Bool("update", false, "rewrite the generated tables in docs/input.md")
@@ -327,15 +328,15 @@ func TestInputDocumentation(t *testing.T) {
 			// arguments, one denied, so the approval fields are sent.
 			calls := facts.Derive(h, reg).Dispatch.Calls
 			req.Approvals = facts.Approvals{
-				"t1": {Kind: facts.ToolApproved, Digest: engine.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
+				"t1": {Kind: facts.ToolApproved, Digest: trust.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
 					Approvers: []string{"ana"}, OverrideArgs: []byte(`{"from": "ops", "to": "supplier", "amount": 1}`)},
-				"t2": {Kind: facts.ToolDenied, Digest: engine.CallDigest(calls[1].ToolCallID, calls[1].Tool, calls[1].Args), Message: "no"},
+				"t2": {Kind: facts.ToolDenied, Digest: trust.CallDigest(calls[1].ToolCallID, calls[1].Tool, calls[1].Args), Message: "no"},
 			}
 			walkInput(eng, req)
 			// An override the registry's schema refuses: the call is
 			// marked invalid_args.
 			req.Approvals = facts.Approvals{"t1": {Kind: facts.ToolApproved,
-				Digest:       engine.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
+				Digest:       trust.CallDigest(calls[0].ToolCallID, calls[0].Tool, calls[0].Args),
 				OverrideArgs: []byte(`{"amount": "all"}`)}}
 			walkInput(eng, req)
 			req.Approvals = nil

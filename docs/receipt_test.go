@@ -35,18 +35,18 @@ func TestTrustReceiptRejection(t *testing.T) {
 }
 
 // TestTrustReceiptGo: the Go verification docs/trust.md shows is the
-// receipt package's example (ExampleVerify, run with its output checked
-// by go test ./receipt), word for word.
+// trust package's example (ExampleVerify, run with its output checked
+// by go test ./trust), word for word.
 func TestTrustReceiptGo(t *testing.T) {
 	blocks := codeBlocks(t, "trust.md", "go")
 	require.NotEmpty(t, blocks)
-	example, err := os.ReadFile(filepath.Join("..", "receipt", "example_test.go"))
+	example, err := os.ReadFile(filepath.Join("..", "trust", "example_receipt_test.go"))
 	require.NoError(t, err)
 	found := false
 	for _, b := range blocks {
-		if strings.Contains(b, "receipt.Verify(") {
+		if strings.Contains(b, "trust.Verify(") {
 			found = true
-			assert.Contains(t, string(example), b, "docs/trust.md's Go verification is not receipt/example_test.go's")
+			assert.Contains(t, string(example), b, "docs/trust.md's Go verification is not trust/example_receipt_test.go's")
 		}
 	}
 	require.True(t, found, "docs/trust.md lost its Go verification")

@@ -1,11 +1,6 @@
 package engine
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"slices"
@@ -14,6 +9,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // ApprovalRequired is the verdict of a call that would otherwise execute
@@ -31,32 +27,15 @@ const (
 // require_approval element gives one.
 const defaultApprovalMessage = "This call needs a person's approval before it runs."
 
-// ApprovalOutcome records one approval the request carried: who answered
-// what, for which call, and whether it applied. An approval applies when
-// it is bound to a call of the dispatched response (same tool_call_id,
-// no other call of the response with that id, no outcome for the id in
-// the history yet, and the call's digest, over its id, tool and
-// arguments, is the one the approval carries) and decided the verdict: an
-// approved call executes, a denied one is denied with the approver's
-// message. Why says what happened, in particular why an approval did not
-// apply ("not applied: duplicate tool_call_id …", "not applied: already
-// used: …", …).
-type ApprovalOutcome struct {
-	ToolCallID string   `json:"tool_call_id"`
-	Kind       string   `json:"kind"`
-	Approvers  []string `json:"approvers"`
-	Digest     string   `json:"digest"`
-	// Override is true when the approval carried override_args.
-	Override bool   `json:"override_args,omitempty"`
-	Applied  bool   `json:"applied"`
-	Why      string `json:"why"`
-}
+// ApprovalOutcome records one approval the request carried
+// (trust.ApprovalOutcome, which a receipt's claims carry too).
+type ApprovalOutcome = trust.ApprovalOutcome
 
 // binding is the approval bound to one dispatched call, if any.
 type binding struct {
 	id       string
 	approval facts.Approval
-	// digest is the call's digest (CallDigest).
+	// digest is the call's digest (trust.CallDigest).
 	digest string
 	bound  bool
 	why    string // why an approval keyed by the call's id is not bound
@@ -93,7 +72,7 @@ func bindApprovals(f *facts.Facts, approvals facts.Approvals) []*binding {
 		if !ok {
 			continue
 		}
-		b := &binding{id: *c.ToolCallID, approval: a, digest: CallDigest(c.ToolCallID, c.Tool, c.Args)}
+		b := &binding{id: *c.ToolCallID, approval: a, digest: trust.CallDigest(c.ToolCallID, c.Tool, c.Args)}
 		switch same := sharing[b.id]; {
 		case a.Refused != "":
 			b.why = "not applied: " + a.Refused
@@ -207,7 +186,7 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 		switch {
 		case c.Verdict == ApprovalRequired:
 			c.Args = normalizeArgs(calls[i].Args)
-			c.Digest = CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
+			c.Digest = trust.CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
 			if c.Args == nil {
 				c.Args = map[string]any{}
 			}
@@ -216,7 +195,7 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 			// input.call.approval): the harness that asks a person then
 			// needs the digest to bind the answer, as for
 			// approval_required.
-			c.Digest = CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
+			c.Digest = trust.CallDigest(c.ToolCallID, c.Tool, calls[i].Args)
 		}
 		if b == nil {
 			continue
@@ -287,47 +266,3 @@ func approversOf(a facts.Approval) []string {
 // args that are absent, null or not readable exactly one way
 // (facts.ReadArgs) are nil.
 func normalizeArgs(raw []byte) any { return facts.ArgsValue(raw) }
-
-// CheckCallArgs reports why a call's raw arguments cannot be read exactly
-// one way, as the engine reads them before any rule (facts.ReadArgs: a
-// key twice in an object, data after string arguments' JSON, a number
-// beyond facts.MaxArgsNumberDigits or facts.MaxArgsNumberExponent,
-// nesting past facts.MaxArgsDepth, bytes that are not JSON); nil when
-// they read. Such a call is invalid_args and never executes; a verifier
-// of its receipt or approval refuses it, since two readers of its bytes
-// could run different arguments.
-func CheckCallArgs(raw []byte) error {
-	if p := facts.ReadArgs(raw).Problem; p != nil {
-		return errors.New(p.String())
-	}
-	return nil
-}
-
-// CallDigest is the digest of a tool call that binds an approval to it:
-// "sha256:" and the lowercase hex SHA-256 of the canonical JSON of
-// {"args": A, "tool": T, "tool_call_id": ID}, where A is the call's
-// arguments as the policies read them (null when absent) and ID is null
-// when the call has none. Canonical JSON here: object keys sorted by
-// their bytes, no whitespace, strings escaped as Go's encoding/json does
-// without HTML escaping, and numbers written exactly as the history spells
-// them (250 and 250.0 are different arguments). Arguments that cannot be
-// read exactly one way (CheckCallArgs) digest as null: such a call is
-// invalid_args, never bound nor executed, and receipt verification
-// refuses it. Harnesses never compute it: they pass back the digest the
-// decision handed out.
-func CallDigest(toolCallID *string, tool string, args []byte) string {
-	var id any
-	if toolCallID != nil {
-		id = *toolCallID
-	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	// A map's keys are written sorted; json.Number keeps its text.
-	if err := enc.Encode(map[string]any{"args": normalizeArgs(args), "tool": tool, "tool_call_id": id}); err != nil {
-		// Only a value normalizeArgs cannot produce fails to encode.
-		return ""
-	}
-	sum := sha256.Sum256(bytes.TrimSuffix(buf.Bytes(), []byte("\n")))
-	return "sha256:" + hex.EncodeToString(sum[:])
-}

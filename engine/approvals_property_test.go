@@ -12,6 +12,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/testkit/racetest"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // approvalRules asks an approval for every registry tool call (framework
@@ -35,15 +36,15 @@ func forgedApprovals(r *rand.Rand, calls []facts.Call) facts.Approvals {
 			continue
 		}
 		id := *c.ToolCallID
-		digest := engine.CallDigest(c.ToolCallID, c.Tool, c.Args)
+		digest := trust.CallDigest(c.ToolCallID, c.Tool, c.Args)
 		switch r.IntN(5) {
 		case 1: // approved for another id
 			other := id + "x"
-			digest = engine.CallDigest(&other, c.Tool, c.Args)
+			digest = trust.CallDigest(&other, c.Tool, c.Args)
 		case 2: // for another tool
-			digest = engine.CallDigest(c.ToolCallID, c.Tool+"_other", c.Args)
+			digest = trust.CallDigest(c.ToolCallID, c.Tool+"_other", c.Args)
 		case 3: // for other arguments
-			digest = engine.CallDigest(c.ToolCallID, c.Tool, []byte(`{"changed": true}`))
+			digest = trust.CallDigest(c.ToolCallID, c.Tool, []byte(`{"changed": true}`))
 		}
 		a := facts.Approval{Kind: facts.ToolApproved, Digest: digest, Approvers: []string{"p"}}
 		if r.IntN(4) == 0 {
@@ -55,7 +56,7 @@ func forgedApprovals(r *rand.Rand, calls []facts.Call) facts.Approvals {
 		out[id] = a
 	}
 	for i := range r.IntN(3) {
-		out[fmt.Sprintf("nobody-%d", i)] = facts.Approval{Kind: facts.ToolApproved, Digest: engine.CallDigest(nil, "x", nil)}
+		out[fmt.Sprintf("nobody-%d", i)] = facts.Approval{Kind: facts.ToolApproved, Digest: trust.CallDigest(nil, "x", nil)}
 	}
 	return out
 }
@@ -103,7 +104,7 @@ func TestApprovalsNeverBypassTheBinding(t *testing.T) {
 				// whose id another call of the response shares, nor one
 				// repeating an id the history already holds an outcome for.
 				unique := call.ToolCallID != nil && sharing(calls, *call.ToolCallID) == 1 && call.Answered == nil
-				bound := has && unique && a.Digest == engine.CallDigest(call.ToolCallID, call.Tool, call.Args)
+				bound := has && unique && a.Digest == trust.CallDigest(call.ToolCallID, call.Tool, call.Args)
 				where := fmt.Sprintf("%s call %d (%s): %s -> %s", req.name, i, c.Tool, before, c.Verdict)
 				if before == engine.NotAvailableYet || before == engine.UnknownTool {
 					assert.Equal(t, before, c.Verdict, "an approval never widens availability: %s", where)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // argsRegistry: delete_repo requires {"repo": string} and nothing else;
@@ -215,7 +216,7 @@ require_approval contains {"reason": "deleting a repository", "message": sprintf
 	id := "c1"
 	approve := func(override string) *engine.Decision {
 		a := facts.Approval{Kind: facts.ToolApproved, Approvers: []string{"ana"},
-			Digest: engine.CallDigest(&id, "delete_repo", []byte(`{"repo": "acme/site"}`))}
+			Digest: trust.CallDigest(&id, "delete_repo", []byte(`{"repo": "acme/site"}`))}
 		if override != "" {
 			a.OverrideArgs = []byte(override)
 		}

@@ -218,7 +218,7 @@ type CallVerdict struct {
 	Args any `json:"args,omitempty"`
 	// Digest, on approval_required and on a call an operator deny rule
 	// denied (a rule may deny a call unless approved), binds an approval
-	// to this call (see CallDigest): the harness passes it back with the
+	// to this call (see trust.CallDigest): the harness passes it back with the
 	// answer.
 	Digest string `json:"digest,omitempty"`
 	// Approval is what became of the approval keyed by this call's

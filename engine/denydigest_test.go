@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // A rule that denies a call unless it is approved gives the harness what
@@ -32,7 +33,7 @@ require_approval contains {"reason": "time needs a yes", "message": "Tell the ti
 	pay, clock := d.Calls[0], d.Calls[1]
 	assert.Equal(t, engine.Denied, pay.Verdict)
 	id := "p1"
-	assert.Equal(t, engine.CallDigest(&id, "transfer_funds", []byte(`{"amount": 50}`)), pay.Digest)
+	assert.Equal(t, trust.CallDigest(&id, "transfer_funds", []byte(`{"amount": 50}`)), pay.Digest)
 	assert.Equal(t, []string{"denied by policycheck.rules.pay (rules/pay.rego:3:1): unapproved transfer"}, pay.Reasons)
 	assert.Equal(t, engine.ApprovalRequired, clock.Verdict)
 	assert.Equal(t, []string{"approval required by policycheck.rules.pay (rules/pay.rego:8:1): time needs a yes"}, clock.Reasons)

@@ -329,7 +329,7 @@ type Request struct {
 	// Approvals are the answers to calls that needed approval, keyed by
 	// tool_call_id (pydantic-ai's DeferredToolResults.approvals with the
 	// digest of each call). An approval binds to a dispatched call only
-	// when the call's digest (CallDigest) is the one it carries, and
+	// when the call's digest (trust.CallDigest) is the one it carries, and
 	// authorises one call occurrence: it binds to none when calls of the
 	// response share its id, nor once the history holds an outcome for
 	// the id (facts.Call.Answered). A bound approval reaches the policies

@@ -8,8 +8,8 @@ import (
 	"github.com/policycheck/policycheck/facts"
 )
 
-// ReceiptVerifier checks an execution receipt (package receipt; a
-// *receipt.Signer is one, checking against its own keys) for the call a
+// ReceiptVerifier checks an execution receipt (package trust; a
+// *trust.Signer is one, checking against its own keys) for the call a
 // return answers: the run id ("" for a stateless decision), the call's
 // tool_call_id, tool and arguments as the history spells them. It returns
 // nil when the receipt vouches for the call, else an error saying why

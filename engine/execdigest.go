@@ -1,18 +1,21 @@
 package engine
 
-import "github.com/policycheck/policycheck/facts"
+import (
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/trust"
+)
 
 // ApprovalsGiven returns the approvals the request carried, as the
 // decision was made with them (after a signature check, package
-// approvalsig, where one ran: each with its Verification); nil when it
+// trust, where one ran: each with its Verification); nil when it
 // carried none. Treat them as read-only.
 func (d *Decision) ApprovalsGiven() facts.Approvals { return d.approvals }
 
-// ExecutionDigest returns the CallDigest of call i of the decision over
+// ExecutionDigest returns the trust.CallDigest of call i of the decision over
 // its tool_call_id, its tool and the arguments it executes with: the
 // approver's override_args where an applied approval replaced them, the
 // call's own arguments otherwise. It is what an execution receipt signs
-// (package receipt); ok is false unless call i executes.
+// (package trust); ok is false unless call i executes.
 func (d *Decision) ExecutionDigest(i int) (digest string, ok bool) {
 	if i < 0 || i >= len(d.Calls) || d.Calls[i].Verdict != Execute || d.facts == nil || d.facts.Dispatch == nil {
 		return "", false
@@ -22,5 +25,29 @@ func (d *Decision) ExecutionDigest(i int) (digest string, ok bool) {
 	if b := d.bindingOf(i); b != nil && c.Approval != nil && c.Approval.Applied && b.approval.OverrideArgs != nil {
 		args = b.approval.OverrideArgs
 	}
-	return CallDigest(c.ToolCallID, c.Tool, args), true
+	return trust.CallDigest(c.ToolCallID, c.Tool, args), true
+}
+
+// Stamp signs with s a receipt for every call of d that executes, over
+// its ExecutionDigest; runID is the run d is a step of ("" for a
+// stateless decision).
+func (d *Decision) Stamp(s *trust.Signer, runID string) error {
+	for i := range d.Calls {
+		c := &d.Calls[i]
+		digest, ok := d.ExecutionDigest(i)
+		if !ok {
+			continue
+		}
+		cl := trust.Claims{RunID: runID, ToolCallID: c.ToolCallID, Tool: c.Tool, Digest: digest,
+			PolicyRevision: d.PolicyRevision, RegistryRevision: d.RegistryRevision}
+		if c.Approval != nil && c.Approval.Applied {
+			cl.Approvals = []ApprovalOutcome{*c.Approval}
+		}
+		r, err := s.Sign(cl)
+		if err != nil {
+			return err
+		}
+		c.Receipt = r
+	}
+	return nil
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/contract"
+	"github.com/policycheck/policycheck/trust"
 )
 
 func strTerms(names []string) []*ast.Term {
@@ -189,19 +190,15 @@ func convertContext(raw []byte) (*ast.Term, string, error) {
 	if err != nil {
 		return nil, "", fmt.Errorf("context: %w", err)
 	}
-	canon, err := json.Marshal(norm)
+	digest, err := trust.ContextDigest(norm)
 	if err != nil {
 		return nil, "", fmt.Errorf("context: %w", err)
 	}
-	sum := sha256.Sum256(canon)
-	return ast.NewTerm(v), hex.EncodeToString(sum[:]), nil
+	return ast.NewTerm(v), digest, nil
 }
 
 // emptyContextDigest is the digest of the context {}.
-var emptyContextDigest = func() string {
-	sum := sha256.Sum256([]byte("{}"))
-	return hex.EncodeToString(sum[:])
-}()
+var emptyContextDigest, _ = trust.ContextDigest(map[string]any{})
 
 // argsTerm turns a call's raw args into a Rego value, as
 // normalizeArgs reads them.

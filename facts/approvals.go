@@ -14,13 +14,13 @@ const DefaultDenialMessage = "The tool call was denied."
 
 // Approval is a person's answer to a call that needed approval: one entry
 // of pydantic-ai's DeferredToolResults.approvals plus the digest of the
-// call the approver was shown (engine.CallDigest) and who answered. It is keyed
+// call the approver was shown (trust.CallDigest) and who answered. It is keyed
 // by tool_call_id in Approvals.
 type Approval struct {
 	// Kind is ToolApproved or ToolDenied.
 	Kind string
 	// Digest is the digest the decision handed out for the call
-	// (engine.CallDigest): the approval counts only for a call with this
+	// (trust.CallDigest): the approval counts only for a call with this
 	// digest.
 	Digest string
 	// OverrideArgs, for an approval, are the arguments to execute instead
@@ -31,16 +31,16 @@ type Approval struct {
 	// DefaultDenialMessage.
 	Message string
 	// Approvers identify who answered, as the harness says; may be empty.
-	// Where approvals are signed (package approvalsig), the signing key's
+	// Where approvals are signed (package trust), the signing key's
 	// identity replaces them.
 	Approvers []string
 	// Signature is the approver's compact JWS over the approval (package
-	// approvalsig); "" when the approval carried none.
+	// trust); "" when the approval carried none.
 	Signature string
-	// Refused, set by a signature check (package approvalsig), says why
+	// Refused, set by a signature check (package trust), says why
 	// the approval does not count; "" when it counts.
 	Refused string
-	// Verification, set by a signature check (package approvalsig), is
+	// Verification, set by a signature check (package trust), is
 	// its outcome: "verified", or a code of why the approval does not
 	// count ("unsigned", "unknown_key", "bad_signature", "expired", …);
 	// "" when no check ran.

@@ -17,11 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // signClaims signs claims, as they are written, with the approver key of
@@ -46,9 +45,9 @@ func signClaims(t *testing.T, claims map[string]any) string {
 // lies beyond the bound. A signature without run_id is for /v1/decide
 // only, and it too is applied once.
 func TestSignedApprovalBindsToOneRun(t *testing.T) {
-	keys, err := receipt.ParseKeys(receiptcases.ApproverJWKS())
+	keys, err := trust.ParseKeys(receiptcases.ApproverJWKS())
 	require.NoError(t, err)
-	v, err := approvalsig.New(keys)
+	v, err := trust.NewApprovalVerifier(keys)
 	require.NoError(t, err)
 	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
 	require.NoError(t, err)

@@ -8,9 +8,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // maxSpent bounds the approval signatures a sidecar remembers at once.
@@ -50,7 +50,7 @@ type approvalClaim struct {
 
 // claim holds every verified signature of approvals for a decision of
 // run: one the sidecar applied before, or that another decision in
-// flight holds, is refused (approvalsig.Used) with why, as is one the
+// flight holds, is refused (trust.Used) with why, as is one the
 // table has no room for. It returns the approvals as the decision is to
 // read them and the claim.
 func (t *spentApprovals) claim(approvals facts.Approvals, run string) (facts.Approvals, *approvalClaim) {
@@ -64,11 +64,11 @@ func (t *spentApprovals) claim(approvals facts.Approvals, run string) (facts.App
 	var out facts.Approvals
 	for _, id := range slices.Sorted(maps.Keys(approvals)) {
 		a := approvals[id]
-		if a.Verification != approvalsig.Verified {
+		if a.Verification != trust.Verified {
 			continue
 		}
 		// Keyed by what the signature signs, not by how it is spelled.
-		key, parsed := approvalsig.UseKey(a.Signature)
+		key, parsed := trust.UseKey(a.Signature)
 		refused := ""
 		if !parsed {
 			refused = "the signature is not a compact JWS" // Check verified it: not reached
@@ -82,7 +82,7 @@ func (t *spentApprovals) claim(approvals facts.Approvals, run string) (facts.App
 			if out == nil {
 				out = maps.Clone(approvals)
 			}
-			a.Refused, a.Verification, a.Approvers = refused, approvalsig.Used, nil
+			a.Refused, a.Verification, a.Approvers = refused, trust.Used, nil
 			out[id] = a
 			continue
 		}

@@ -8,12 +8,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/mask"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // Config configures a Server: New takes one. Start from DefaultConfig,
@@ -174,15 +173,15 @@ type Config struct {
 	// /v1/decide and /v1/runs/{id}/decide judge execute, and its public
 	// keys are served as a JWKS at GET /v1/keys. Without it no decision
 	// carries a receipt and /v1/keys is not found.
-	Receipts *receipt.Signer `noflag:"serve builds it from --receipt-key and --receipt-ttl"`
+	Receipts *trust.Signer `noflag:"serve builds it from --receipt-key and --receipt-ttl"`
 	// ApproverKeys, when set, makes an approval count only when it
-	// carries a signature by one of its keys (package approvalsig), on
+	// carries a signature by one of its keys (package trust), on
 	// /v1/decide, /v1/explain and the runs' decide endpoint, signed for
 	// that run (or for none, on /v1/decide and /v1/explain) with an exp
 	// within the Verifier's MaxTTL; the approver is then the key's
 	// identity. The server applies each signature once: it remembers, in
 	// memory, the signatures it applied until their exp (docs/trust.md).
-	ApproverKeys *approvalsig.Verifier `noflag:"serve reads it from the --approver-keys file"`
+	ApproverKeys *trust.ApprovalVerifier `noflag:"serve reads it from the --approver-keys file"`
 	// VerifiedEvidence counts a reveal (a search return's discovered
 	// tools) or a capability load only where the server can vouch for the
 	// call that produced it: on /v1/decide and /v1/explain, a return whose

@@ -42,8 +42,8 @@
 //     bundle server that stops answering;
 //   - declog.go: decision logs through OPA's decision-log plugin, the
 //     context masked (internal/mask);
-//   - receipts.go: execution receipts (package receipt) and approval
-//     signatures (package approvalsig), and what the decision log records
+//   - receipts.go: execution receipts and approval
+//     signatures (package trust), and what the decision log records
 //     of both;
 //   - shadow.go: the shadow policy, decided beside the enforced one off the
 //     answer's path (a queue bounded by count and bytes, cut short by

@@ -16,13 +16,13 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/receipt"
 	"github.com/policycheck/policycheck/server"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // verifiedServer serves the examples' registry with the shipped policies,
 // signing receipts with s and counting only verified evidence.
-func verifiedServer(t *testing.T, s *receipt.Signer) *running {
+func verifiedServer(t *testing.T, s *trust.Signer) *running {
 	t.Helper()
 	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
 	require.NoError(t, err)

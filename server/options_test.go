@@ -6,12 +6,11 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/receipt"
 	"github.com/policycheck/policycheck/server"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // option sets what a test server differs in from server.DefaultConfig.
@@ -59,9 +58,9 @@ func withEngineCache(n int) option             { return func(c *server.Config) {
 func withShutdownGrace(d time.Duration) option { return func(c *server.Config) { c.ShutdownGrace = d } }
 func withLogger(l *slog.Logger) option         { return func(c *server.Config) { c.Logger = l } }
 func withDebug(h http.Handler) option          { return func(c *server.Config) { c.Debug = h } }
-func withReceipts(s *receipt.Signer) option    { return func(c *server.Config) { c.Receipts = s } }
+func withReceipts(s *trust.Signer) option      { return func(c *server.Config) { c.Receipts = s } }
 func withVerifiedEvidence() option             { return func(c *server.Config) { c.VerifiedEvidence = true } }
-func withApproverKeys(v *approvalsig.Verifier) option {
+func withApproverKeys(v *trust.ApprovalVerifier) option {
 	return func(c *server.Config) { c.ApproverKeys = v }
 }
 func withRuns(size int, ttl time.Duration) option {

@@ -6,7 +6,7 @@ import (
 
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // BenchmarkLogReceipts measures what a receipt key adds to a logged
@@ -23,7 +23,7 @@ import (
 func BenchmarkLogReceipts(b *testing.B) {
 	ctx := context.Background()
 	reg, eng, req := receiptcases.Refund(b, "..")
-	signer, err := receipt.NewSigner(receiptcases.Key(1))
+	signer, err := trust.NewSigner(receiptcases.Key(1))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -44,7 +44,7 @@ func BenchmarkLogReceipts(b *testing.B) {
 					b.Fatal(err)
 				}
 				if tc.stamp {
-					if err := signer.Stamp(d, ""); err != nil {
+					if err := d.Stamp(signer, ""); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -67,7 +67,7 @@ func BenchmarkLogReceipts(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := signer.Stamp(d, ""); err != nil {
+	if err := d.Stamp(signer, ""); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("record", func(b *testing.B) {

@@ -19,13 +19,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/cli"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/internal/testkit/servetest"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // collectorEvents returns every event the collector received, decoded
@@ -77,7 +76,7 @@ func replayExit(t *testing.T, input string, args ...string) (int, map[string]any
 // transferApproval is examples/approvals/transfer.json's approval of t2
 // with the signature sign makes of the honest payload for run ("" for
 // none), as a request's approvals member.
-func transferApproval(t *testing.T, run string, sign func(approvalsig.Payload) string) json.RawMessage {
+func transferApproval(t *testing.T, run string, sign func(trust.ApprovalPayload) string) json.RawMessage {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "examples", "approvals", "transfer.json"))
 	require.NoError(t, err)
@@ -86,7 +85,7 @@ func transferApproval(t *testing.T, run string, sign func(approvalsig.Payload) s
 	}
 	require.NoError(t, json.Unmarshal(raw, &file))
 	a := file.Approvals["t2"]
-	var p approvalsig.Payload
+	var p trust.ApprovalPayload
 	require.NoError(t, json.Unmarshal(a["digest"], &p.Digest))
 	require.NoError(t, json.Unmarshal(a["kind"], &p.Kind))
 	p.OverrideArgs = a["override_args"]
@@ -117,11 +116,11 @@ func asMap(t *testing.T, v any) map[string]any {
 // recorded signature is removed from the log is refused by replay
 // --approver-keys (a finding, exit 1), and decided as not applied.
 func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
-	signer, err := receipt.NewSigner(receiptcases.Key(1))
+	signer, err := trust.NewSigner(receiptcases.Key(1))
 	require.NoError(t, err)
-	keys, err := receipt.ParseKeys(receiptcases.ApproverJWKS())
+	keys, err := trust.ParseKeys(receiptcases.ApproverJWKS())
 	require.NoError(t, err)
-	v, err := approvalsig.New(keys)
+	v, err := trust.NewApprovalVerifier(keys)
 	require.NoError(t, err)
 	policies := filepath.Join("..", "examples", "policies")
 	rs, col, regPath := startLogged(t, policies, "receipt-log-test", withReceipts(signer), withApproverKeys(v))
@@ -144,7 +143,7 @@ func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
 		d := decisionOf(t, "/v1/runs/"+run+"/decide", out)
 		for _, c := range d.Calls {
 			if c.Receipt != "" {
-				_, cl, err := receipt.Peek(c.Receipt)
+				_, cl, err := trust.Peek(c.Receipt)
 				require.NoError(t, err)
 				require.NotEmpty(t, cl.ID, "every receipt has an id")
 				require.NotContains(t, receipts, cl.ID, "receipt ids are unique")
@@ -174,7 +173,7 @@ func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
 			assert.Equal(t, "t2", o["tool_call_id"])
 			assert.Equal(t, tc.Result, o["result"])
 			assert.Equal(t, sent[run], orEmpty(o["signature"]), "the signature is recorded as sent")
-			if tc.Result == approvalsig.Verified {
+			if tc.Result == trust.Verified {
 				assert.Equal(t, "ana-key", o["kid"])
 				assert.Equal(t, receiptcases.Approver, o["approver"])
 				assert.NotContains(t, o, "reason")
@@ -192,7 +191,7 @@ func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
 				if !ok {
 					continue
 				}
-				kid, cl, err := receipt.Peek(r)
+				kid, cl, err := trust.Peek(r)
 				require.NoError(t, err)
 				assert.Equal(t, receipts[cl.ID], r, "the logged receipt is the one answered")
 				assert.Equal(t, signer.KeyID(), kid)
@@ -229,7 +228,7 @@ func TestDecisionLogRecordsReceiptsAndApprovalOutcomes(t *testing.T) {
 	var edited []map[string]any
 	for _, ev := range events {
 		o := asMap(t, asMap(t, ev["custom"])["approvals"].([]any)[0])
-		if o["result"] != approvalsig.Verified {
+		if o["result"] != trust.Verified {
 			continue
 		}
 		delete(o, "signature")
@@ -400,7 +399,7 @@ func TestReplayVerifiesTheReceiptsOfServesOwnLog(t *testing.T) {
 	assert.Equal(t, servedKeys, clean(t, "--receipt-keys", servedKeys)["receipt_keys"])
 
 	strangers := filepath.Join(dir, "stranger-keys.json")
-	other, err := receipt.NewSigner(receiptcases.Key(2))
+	other, err := trust.NewSigner(receiptcases.Key(2))
 	require.NoError(t, err)
 	raw, err := json.Marshal(other.Keys())
 	require.NoError(t, err)
@@ -518,7 +517,7 @@ func TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied(t *testing.T) 
 	rs, col, regPath := startLogged(t, transfers, "unsigned-approval-log-test")
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
-	approvals := transferApproval(t, "", func(approvalsig.Payload) string { return "" })
+	approvals := transferApproval(t, "", func(trust.ApprovalPayload) string { return "" })
 	status, out := rs.post(t, "/v1/decide", []byte(fmt.Sprintf(`{"history": %s, "approvals": %s}`, transfer, approvals)))
 	require.Equal(t, http.StatusOK, status, string(out))
 	d := decisionOf(t, "/v1/decide", out)
@@ -550,7 +549,7 @@ func TestReplayApproverKeysRefusesAnUnsignedApprovalTheLogApplied(t *testing.T) 
 // key; replay verifies the receipts of both events, each with the keys it
 // records.
 func TestDecisionLogRecordsTheKeysAcrossARotation(t *testing.T) {
-	signer, err := receipt.NewSigner(receiptcases.Key(1))
+	signer, err := trust.NewSigner(receiptcases.Key(1))
 	require.NoError(t, err)
 	first := signer.KeyID()
 	policies := filepath.Join("..", "examples", "policies")
@@ -598,9 +597,9 @@ func TestDecisionLogRecordsTheKeysAcrossARotation(t *testing.T) {
 // it (t2 approval_required: that a signature was used is the sidecar's
 // memory, not in the signature), with no finding.
 func TestReplayKeepsTheSidecarsUsedRefusal(t *testing.T) {
-	keys, err := receipt.ParseKeys(receiptcases.ApproverJWKS())
+	keys, err := trust.ParseKeys(receiptcases.ApproverJWKS())
 	require.NoError(t, err)
-	v, err := approvalsig.New(keys)
+	v, err := trust.NewApprovalVerifier(keys)
 	require.NoError(t, err)
 	transfers := filepath.Join("..", "examples", "policies", "transfers")
 	rs, col, regPath := startLogged(t, transfers, "used-approval-log-test", withApproverKeys(v))

@@ -6,10 +6,9 @@ import (
 	"net/http"
 	"strconv"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // checkApprovals checks the request's approvals' signatures, for a
@@ -37,7 +36,7 @@ func (s *Server) stamp(d *engine.Decision, run string) *Error {
 	if s.cfg.Receipts == nil {
 		return nil
 	}
-	if err := s.cfg.Receipts.Stamp(d, run); err != nil {
+	if err := d.Stamp(s.cfg.Receipts, run); err != nil {
 		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 	}
 	return nil
@@ -54,7 +53,7 @@ func (s *Server) stamp(d *engine.Decision, run string) *Error {
 //     made (the current key and the replaced keys still listed), in an
 //     event with receipts only;
 //   - approvals: with approver keys, the outcome of each approval's
-//     signature check (approvalsig.Outcomes: verified, or why not, the
+//     signature check (trust.SignatureOutcomes: verified, or why not, the
 //     kid, the approver, the signature).
 //
 // Without a receipt key and approver keys it adds nothing: the event is
@@ -66,7 +65,7 @@ func (s *Server) recordSignatures(custom map[string]any, d *engine.Decision) err
 			if c.Receipt == "" {
 				continue
 			}
-			jti, kid, err := receipt.IDs(c.Receipt)
+			jti, kid, err := trust.IDs(c.Receipt)
 			if err != nil {
 				return fmt.Errorf("call %d's receipt: %w", i, err)
 			}
@@ -88,7 +87,7 @@ func (s *Server) recordSignatures(custom map[string]any, d *engine.Decision) err
 	if s.cfg.ApproverKeys == nil {
 		return nil
 	}
-	outcomes := approvalsig.Outcomes(d.ApprovalsGiven())
+	outcomes := trust.SignatureOutcomes(d.ApprovalsGiven())
 	if outcomes == nil {
 		return nil
 	}

@@ -14,24 +14,23 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // testSigner is a receipt signer of the table's key seed n on clock now.
-func testSigner(t testing.TB, n byte, now func() time.Time) *receipt.Signer {
+func testSigner(t testing.TB, n byte, now func() time.Time) *trust.Signer {
 	t.Helper()
-	s, err := receipt.NewSigner(receiptcases.Key(n), receipt.TTL(receiptcases.TTL), receipt.Clock(now))
+	s, err := trust.NewSigner(receiptcases.Key(n), trust.TTL(receiptcases.TTL), trust.Clock(now))
 	require.NoError(t, err)
 	return s
 }
 
 // signingServer serves the examples' registry and policies, signing
 // receipts with s.
-func signingServer(t *testing.T, s *receipt.Signer) *running {
+func signingServer(t *testing.T, s *trust.Signer) *running {
 	t.Helper()
 	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
 	require.NoError(t, err)
@@ -89,7 +88,7 @@ func TestReceiptForgeriesOverHTTP(t *testing.T) {
 	rs := signingServer(t, testSigner(t, 1, clock))
 	other := signingServer(t, testSigner(t, 2, clock)) // a key the verifier does not know
 	raw, _ := getKeys(t, rs)
-	keys, err := receipt.ParseKeys(raw)
+	keys, err := trust.ParseKeys(raw)
 	require.NoError(t, err)
 
 	history, err := os.ReadFile(filepath.Join("..", "examples", "histories", "refund.json"))
@@ -114,14 +113,14 @@ func TestReceiptForgeriesOverHTTP(t *testing.T) {
 					r = tc.Tamper(r)
 				}
 				callID := id
-				call := receipt.Call{ToolCallID: &callID, Tool: "get_order", Args: []byte(`{"order_id":7}`)}
+				call := trust.Call{ToolCallID: &callID, Tool: "get_order", Args: []byte(`{"order_id":7}`)}
 				if ep.run != "" {
 					call.RunID = fmt.Sprintf("%s-%d-%d", ep.run, i, j)
 				}
 				if tc.Edit != nil {
 					tc.Edit(&call)
 				}
-				c, err := receipt.Verify(r, keys, call, receipt.At(func() time.Time { return issued.Add(tc.Later) }))
+				c, err := trust.Verify(r, keys, call, trust.Clock(func() time.Time { return issued.Add(tc.Later) }))
 				if tc.Want == "" {
 					require.NoError(t, err)
 					assert.Equal(t, call.RunID, c.RunID)
@@ -130,7 +129,7 @@ func TestReceiptForgeriesOverHTTP(t *testing.T) {
 					assert.Equal(t, issued.Add(receiptcases.TTL).Unix(), c.Expiry)
 					return
 				}
-				var inv *receipt.Invalid
+				var inv *trust.Invalid
 				require.ErrorAs(t, err, &inv)
 				assert.Contains(t, inv.Reason, tc.Want)
 			})
@@ -144,7 +143,7 @@ func TestReceiptForgeriesOverHTTP(t *testing.T) {
 func TestReceiptCoversOverrideArgs(t *testing.T) {
 	rs := signingServer(t, testSigner(t, 1, time.Now))
 	raw, _ := getKeys(t, rs)
-	keys, err := receipt.ParseKeys(raw)
+	keys, err := trust.ParseKeys(raw)
 	require.NoError(t, err)
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)
@@ -183,11 +182,11 @@ func TestReceiptCoversOverrideArgs(t *testing.T) {
 		}
 	}
 	require.NotEmpty(t, tool)
-	c, err := receipt.Verify(r, keys, receipt.Call{ToolCallID: &id, Tool: tool, Args: approval.OverrideArgs})
+	c, err := trust.Verify(r, keys, trust.Call{ToolCallID: &id, Tool: tool, Args: approval.OverrideArgs})
 	require.NoError(t, err, "the receipt vouches for the approver's arguments")
 	require.Len(t, c.Approvals, 1)
 	assert.True(t, c.Approvals[0].Applied)
-	_, err = receipt.Verify(r, keys, receipt.Call{ToolCallID: &id, Tool: tool, Args: modelArgs})
+	_, err = trust.Verify(r, keys, trust.Call{ToolCallID: &id, Tool: tool, Args: modelArgs})
 	require.Error(t, err, "the model's own arguments are not what was approved")
 }
 
@@ -217,13 +216,13 @@ func TestReceiptKeysAfterRotation(t *testing.T) {
 	require.Len(t, after.Keys, 2, string(raw))
 	assert.Equal(t, s.KeyID(), after.Keys[0].Kid, "the current key first")
 	assert.Equal(t, before.Keys[0].Kid, after.Keys[1].Kid, "the replaced key is still listed")
-	keys, err := receipt.ParseKeys(raw)
+	keys, err := trust.ParseKeys(raw)
 	require.NoError(t, err)
 	id := "c1"
-	call := receipt.Call{ToolCallID: &id, Tool: "get_order", Args: []byte(`{"order_id": 7}`)}
+	call := trust.Call{ToolCallID: &id, Tool: "get_order", Args: []byte(`{"order_id": 7}`)}
 	at := func() time.Time { return now }
 	for _, r := range []string{old, rotated} {
-		_, err := receipt.Verify(r, keys, call, receipt.At(at))
+		_, err := trust.Verify(r, keys, call, trust.Clock(at))
 		require.NoError(t, err)
 	}
 
@@ -232,9 +231,9 @@ func TestReceiptKeysAfterRotation(t *testing.T) {
 	raw, later := getKeys(t, rs)
 	require.Len(t, later.Keys, 1, string(raw))
 	assert.Equal(t, s.KeyID(), later.Keys[0].Kid)
-	keys, err = receipt.ParseKeys(raw)
+	keys, err = trust.ParseKeys(raw)
 	require.NoError(t, err)
-	_, err = receipt.Verify(old, keys, call, receipt.At(func() time.Time { return now.Add(-time.Minute) }))
+	_, err = trust.Verify(old, keys, call, trust.Clock(func() time.Time { return now.Add(-time.Minute) }))
 	require.ErrorContains(t, err, "not in the key set")
 }
 
@@ -267,9 +266,9 @@ func adminContext(t *testing.T) []byte {
 // the approval the approver's key signed counts, as the key's sub; the
 // others are not applied and the decision says why.
 func TestSignedApprovalsOverHTTP(t *testing.T) {
-	keys, err := receipt.ParseKeys(receiptcases.ApproverJWKS())
+	keys, err := trust.ParseKeys(receiptcases.ApproverJWKS())
 	require.NoError(t, err)
-	v, err := approvalsig.New(keys)
+	v, err := trust.NewApprovalVerifier(keys)
 	require.NoError(t, err)
 	reg, err := loader.ReadRegistry(filepath.Join("..", "examples", "registry.yaml"))
 	require.NoError(t, err)
@@ -288,7 +287,7 @@ func TestSignedApprovalsOverHTTP(t *testing.T) {
 			for k, v := range file.Approvals["t2"] {
 				a[k] = v
 			}
-			var p approvalsig.Payload
+			var p trust.ApprovalPayload
 			require.NoError(t, json.Unmarshal(a["digest"], &p.Digest))
 			require.NoError(t, json.Unmarshal(a["kind"], &p.Kind))
 			p.OverrideArgs = a["override_args"]

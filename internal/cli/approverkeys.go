@@ -8,7 +8,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/approvalsig"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // approverKeysFlag is --approver-keys of eval and serve, with
@@ -24,12 +24,12 @@ const maxApprovalTTL = 24 * time.Hour
 
 func (f *approverKeysFlag) register(cmd *cobra.Command) {
 	cmd.Flags().StringVar(&f.path, "approver-keys", "", "JWKS of approver keys: an approval counts only if signed by one of them (over its call, the run it is for and an exp), and its approver is the key's sub (or kid) (see docs/trust.md)")
-	cmd.Flags().DurationVar(&f.maxTTL, "approval-max-ttl", approvalsig.DefaultMaxTTL, "with --approver-keys: how far ahead an approval signature's exp may lie (at most 24h); one without exp, or with a later one, does not count")
+	cmd.Flags().DurationVar(&f.maxTTL, "approval-max-ttl", trust.DefaultMaxTTL, "with --approver-keys: how far ahead an approval signature's exp may lie (at most 24h); one without exp, or with a later one, does not count")
 }
 
 // verifier is the approval signature check the flag asks for; nil
 // without --approver-keys.
-func (f *approverKeysFlag) verifier(cmd *cobra.Command) (*approvalsig.Verifier, error) {
+func (f *approverKeysFlag) verifier(cmd *cobra.Command) (*trust.ApprovalVerifier, error) {
 	if err := f.checkTTL(cmd); err != nil {
 		return nil, badInput(err)
 	}
@@ -37,7 +37,7 @@ func (f *approverKeysFlag) verifier(cmd *cobra.Command) (*approvalsig.Verifier, 
 	if keys == nil || err != nil {
 		return nil, err
 	}
-	v, err := approvalsig.New(keys, approvalsig.MaxTTL(f.maxTTL))
+	v, err := trust.NewApprovalVerifier(keys, trust.MaxTTL(f.maxTTL))
 	if err != nil {
 		return nil, badInput(fmt.Errorf("--approver-keys %s: %w", f.path, err))
 	}
@@ -53,11 +53,11 @@ func (f *approverKeysFlag) keys(cmd *cobra.Command) (jwk.Set, error) {
 		}
 		return nil, nil
 	}
-	keys, err := approvalsig.ReadKeys(f.path)
+	keys, err := trust.ReadKeys(f.path)
 	if err != nil {
 		return nil, badInput(fmt.Errorf("--approver-keys: %w", err))
 	}
-	if _, err := approvalsig.New(keys); err != nil {
+	if _, err := trust.NewApprovalVerifier(keys); err != nil {
 		return nil, badInput(fmt.Errorf("--approver-keys %s: %w", f.path, err))
 	}
 	return keys, nil

@@ -8,14 +8,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // exampleApproval is examples/approvals/transfer.json's approval of t2,
 // as a map to add a signature to, and the payload an approver signs.
-func exampleApproval(t *testing.T, path string) (map[string]any, approvalsig.Payload) {
+func exampleApproval(t *testing.T, path string) (map[string]any, trust.ApprovalPayload) {
 	t.Helper()
 	raw, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -25,7 +25,7 @@ func exampleApproval(t *testing.T, path string) (map[string]any, approvalsig.Pay
 	require.NoError(t, json.Unmarshal(raw, &file))
 	a := file.Approvals["t2"]
 	require.NotNil(t, a)
-	var p approvalsig.Payload
+	var p trust.ApprovalPayload
 	require.NoError(t, json.Unmarshal(a["digest"], &p.Digest))
 	require.NoError(t, json.Unmarshal(a["kind"], &p.Kind))
 	p.OverrideArgs = a["override_args"]

@@ -40,7 +40,7 @@ unknown_tool, invalid_args, denied, approval_required) or the decision failed cl
 --receipt-key signs an execution receipt, "receipt", for every call judged execute: a compact JWS
 (EdDSA) over its tool_call_id, tool, the digest of the arguments that will run, the policy revision
 and the approvals applied, valid for --receipt-ttl. The tool service verifies it before it runs the
-call (policycheck receipt verify, package receipt; docs/trust.md).
+call (policycheck receipt verify, package trust; docs/trust.md).
 
 --approver-keys (a JWKS) counts an approval only when it carries "signature", a compact JWS by one of
 those keys over its digest, kind and override_args, no run_id (eval decides no run) and an exp at most
@@ -87,7 +87,7 @@ other approval is not applied, and the decision's "approvals" says why (docs/tru
 				return badInput(err)
 			}
 			if signer != nil {
-				if err := signer.Stamp(d, ""); err != nil {
+				if err := d.Stamp(signer, ""); err != nil {
 					return err
 				}
 			}

@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // evidenceFlag is --evidence of eval, explain and serve: which reveals
@@ -26,7 +26,7 @@ func (f *evidenceFlag) register(cmd *cobra.Command) {
 
 // verified reports whether the flag asks for verified evidence, which
 // needs signer (the --receipt-key whose receipts vouch).
-func (f *evidenceFlag) verified(signer *receipt.Signer) (bool, error) {
+func (f *evidenceFlag) verified(signer *trust.Signer) (bool, error) {
 	verified, err := parseEvidence(f.mode)
 	if err != nil {
 		return false, badInput(fmt.Errorf("--evidence %w", err))

@@ -7,14 +7,14 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/render"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 func newExplainCmd() *cobra.Command {
 	var in inputFlags
 	var format string
 	var ev evidenceFlag
-	rf := receiptFlags{ttl: receipt.DefaultTTL}
+	rf := receiptFlags{ttl: trust.DefaultTTL}
 	cmd := &cobra.Command{
 		Use:   "explain --registry R --history H [--context C] [--approvals A] [--policy ...]... [--format pretty|json|html] [--evidence client|verified --receipt-key K]",
 		Short: "Explain, for a person, why each tool is or is not available and why each call got its verdict",

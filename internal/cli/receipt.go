@@ -14,7 +14,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // receiptFlags are --receipt-key and --receipt-ttl of serve, eval and
@@ -27,12 +27,12 @@ type receiptFlags struct {
 func (f *receiptFlags) register(cmd *cobra.Command) {
 	fl := cmd.Flags()
 	fl.StringVar(&f.key, "receipt-key", "", "Ed25519 private key (PEM, PKCS #8) that signs an execution receipt for every call judged execute (see docs/trust.md)")
-	fl.DurationVar(&f.ttl, "receipt-ttl", receipt.DefaultTTL, "how long an execution receipt is valid (with --receipt-key)")
+	fl.DurationVar(&f.ttl, "receipt-ttl", trust.DefaultTTL, "how long an execution receipt is valid (with --receipt-key)")
 }
 
 // signer is the receipt signer the flags ask for; nil without
 // --receipt-key.
-func (f *receiptFlags) signer(cmd *cobra.Command, opts ...receipt.Option) (*receipt.Signer, error) {
+func (f *receiptFlags) signer(cmd *cobra.Command, opts ...trust.Option) (*trust.Signer, error) {
 	if f.key == "" {
 		if cmd.Flags().Changed("receipt-ttl") {
 			return nil, badInput(errors.New("--receipt-ttl is how long the receipts --receipt-key signs are valid, and --receipt-key is not given"))
@@ -45,11 +45,11 @@ func (f *receiptFlags) signer(cmd *cobra.Command, opts ...receipt.Option) (*rece
 	if f.ttl <= 0 {
 		return nil, badInput(fmt.Errorf("--receipt-ttl must be positive, not %v", f.ttl))
 	}
-	key, err := receipt.ReadKeyFile(f.key)
+	key, err := trust.ReadSigningKey(f.key)
 	if err != nil {
 		return nil, badInput(fmt.Errorf("--receipt-key: %w", err))
 	}
-	s, err := receipt.NewSigner(key, append([]receipt.Option{receipt.TTL(f.ttl)}, opts...)...)
+	s, err := trust.NewSigner(key, append([]trust.Option{trust.TTL(f.ttl)}, opts...)...)
 	if err != nil {
 		return nil, badInput(fmt.Errorf("--receipt-key: %w", err))
 	}
@@ -63,11 +63,11 @@ func (f *receiptFlags) signer(cmd *cobra.Command, opts ...receipt.Option) (*rece
 // logged and the current key keeps signing.
 type keyWatch struct {
 	path   string
-	signer *receipt.Signer
+	signer *trust.Signer
 	settle settle
 }
 
-func newKeyWatch(path string, s *receipt.Signer) *keyWatch {
+func newKeyWatch(path string, s *trust.Signer) *keyWatch {
 	return &keyWatch{path: path, signer: s, settle: settle{last: treeStamp([]string{path})}}
 }
 
@@ -82,7 +82,7 @@ func (w *keyWatch) look(logger *slog.Logger) {
 	}
 	var key ed25519.PrivateKey
 	old := w.signer.KeyID()
-	key, err := receipt.ReadKeyFile(w.path)
+	key, err := trust.ReadSigningKey(w.path)
 	if err == nil {
 		err = w.signer.Rotate(key)
 	}
@@ -108,7 +108,7 @@ func newReceiptCmd() *cobra.Command {
 }
 
 func newReceiptKeysCmd() *cobra.Command {
-	rf := receiptFlags{ttl: receipt.DefaultTTL}
+	rf := receiptFlags{ttl: trust.DefaultTTL}
 	cmd := &cobra.Command{
 		Use:   "keys --receipt-key FILE",
 		Short: "Print the JWKS that verifies the receipts a --receipt-key signs",
@@ -174,7 +174,7 @@ vouches for; on failure why it is rejected.` +
 			if err != nil {
 				return badInput(err)
 			}
-			call, err := receipt.ParseCall(raw)
+			call, err := trust.ParseCall(raw)
 			if err != nil {
 				return badInput(fmt.Errorf("--call %s: %w", callPath, err))
 			}
@@ -194,8 +194,8 @@ vouches for; on failure why it is rejected.` +
 				}
 				text = string(b)
 			}
-			c, err := receipt.Verify(text, keys, call)
-			var inv *receipt.Invalid
+			c, err := trust.Verify(text, keys, call)
+			var inv *trust.Invalid
 			if errors.As(err, &inv) {
 				return &exitError{code: ExitFailed, err: err}
 			}
@@ -248,7 +248,7 @@ func readKeys(cmd *cobra.Command, flag, from string) (jwk.Set, error) {
 			return nil, err
 		}
 	}
-	set, err := receipt.ParseKeys(data)
+	set, err := trust.ParseKeys(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s %s: %w", flag, from, err)
 	}

@@ -10,7 +10,7 @@ import (
 	"time"
 
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // TestKeyWatchRotates is serve --watch on --receipt-key: a key file that
@@ -31,7 +31,7 @@ func TestKeyWatchRotates(t *testing.T) {
 		}
 	}
 	write(receiptcases.PEM(receiptcases.Key(1)), now)
-	s, err := receipt.NewSigner(receiptcases.Key(1), receipt.TTL(receiptcases.TTL), receipt.Clock(func() time.Time { return now }))
+	s, err := trust.NewSigner(receiptcases.Key(1), trust.TTL(receiptcases.TTL), trust.Clock(func() time.Time { return now }))
 	if err != nil {
 		t.Fatal(err)
 	}

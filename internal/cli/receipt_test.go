@@ -19,7 +19,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // receiptFiles writes the table's two keys and the JWKS of the first.
@@ -83,17 +83,17 @@ func TestReceiptForgeriesThroughTheCLI(t *testing.T) {
 					r = forged
 				case tc.Later > 0:
 					// Issued tc.Later ago, for the same call.
-					s, err := receipt.NewSigner(receiptcases.Key(1), receipt.TTL(receiptcases.TTL),
-						receipt.Clock(func() time.Time { return time.Now().Add(-tc.Later) }))
+					s, err := trust.NewSigner(receiptcases.Key(1), trust.TTL(receiptcases.TTL),
+						trust.Clock(func() time.Time { return time.Now().Add(-tc.Later) }))
 					require.NoError(t, err)
-					r, err = s.Sign(receipt.Claims{ToolCallID: &id, Tool: "get_order", Digest: engine.CallDigest(&id, "get_order", args), PolicyRevision: "r"})
+					r, err = s.Sign(trust.Claims{ToolCallID: &id, Tool: "get_order", Digest: trust.CallDigest(&id, "get_order", args), PolicyRevision: "r"})
 					require.NoError(t, err)
 				}
 				if tc.Tamper != nil {
 					r = tc.Tamper(r)
 				}
 				callID := id
-				call := receipt.Call{ToolCallID: &callID, Tool: "get_order", Args: args}
+				call := trust.Call{ToolCallID: &callID, Tool: "get_order", Args: args}
 				if tc.Edit != nil {
 					tc.Edit(&call)
 				}

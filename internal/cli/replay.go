@@ -9,12 +9,12 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/render"
 	"github.com/policycheck/policycheck/internal/replay"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/trust"
 )
 
 func newReplayCmd() *cobra.Command {
@@ -29,7 +29,7 @@ func newReplayCmd() *cobra.Command {
 		maxBytes               int64
 		rf                     receiptFlags
 		receiptKeysFrom        string
-		ak                     = approverKeysFlag{maxTTL: approvalsig.DefaultMaxTTL} // no --approval-max-ttl: eval's default bound
+		ak                     = approverKeysFlag{maxTTL: trust.DefaultMaxTTL} // no --approval-max-ttl: eval's default bound
 		flows                  flowFlags
 	)
 	cmd := &cobra.Command{
@@ -208,7 +208,7 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 			}
 			ro := replay.Options{Workers: workers, ReceiptKeys: receiptKeys, ReceiptKeysFrom: receiptKeysFrom, ApproverKeys: approverKeys}
 			if signer != nil {
-				ro.Sign = signer.Stamp
+				ro.Sign = func(d *engine.Decision, run string) error { return d.Stamp(signer, run) }
 			}
 			prog := stderrProgress(cmd, "replay", len(runs))
 			ro.Progress = prog

@@ -118,7 +118,7 @@ way the drop is counted in /metrics and shown in /health's last_reload. The API 
 
 --receipt-key signs an execution receipt ("receipt", a compact JWS) for every call that /v1/decide and
 /v1/runs/{id}/decide judge execute, valid for --receipt-ttl; the service that runs the tool verifies it
-(policycheck receipt verify, package receipt; docs/trust.md) with the keys of GET /v1/keys. With
+(policycheck receipt verify, package trust; docs/trust.md) with the keys of GET /v1/keys. With
 --watch, a changed key file rotates the key: the replaced key stays in /v1/keys until its receipts
 have expired. --approver-keys (a JWKS) counts an approval only when an approver key signed it for
 the run it is for, with an exp at most --approval-max-ttl ahead, and once: the sidecar remembers the

@@ -11,11 +11,10 @@ import (
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // Recorded is what a decision-log event recorded of the receipts its
@@ -45,7 +44,7 @@ type Recorded struct {
 	Keys jwk.Set
 	// Approvals is custom.approvals: what the sidecar's signature check
 	// made of each approval the request carried.
-	Approvals []approvalsig.Outcome
+	Approvals []trust.SignatureOutcome
 }
 
 // RecordedCall is one call of a logged decision.
@@ -135,7 +134,7 @@ func readRecorded(decisionID string, in map[string]any, ts string, result json.R
 		}
 	}
 	if hasKeys {
-		if rec.Keys, err = receipt.ParseKeys(custom["receipt_keys"]); err != nil {
+		if rec.Keys, err = trust.ParseKeys(custom["receipt_keys"]); err != nil {
 			return nil, bad("/custom/receipt_keys", "want a JWKS: "+err.Error())
 		}
 	}
@@ -262,12 +261,12 @@ type audit struct {
 // counted as not judged again.
 func (a *audit) judgeApprovals(run string, st Step, keys jwk.Set) (facts.Approvals, error) {
 	rec := st.Recorded
-	outcomes := map[string]approvalsig.Outcome{}
+	outcomes := map[string]trust.SignatureOutcome{}
 	if rec != nil {
 		for _, o := range rec.Approvals {
 			outcomes[o.ToolCallID] = o
 			a.approvals.Recorded++
-			if o.Result != approvalsig.Verified {
+			if o.Result != trust.Verified {
 				a.approvals.RecordedRefused++
 			}
 		}
@@ -289,7 +288,7 @@ func (a *audit) judgeApprovals(run string, st Step, keys jwk.Set) (facts.Approva
 	}
 	// The sidecar's --approval-max-ttl is not in the log: the exp is
 	// required, and judged as of the event's time, but not bounded.
-	v, err := approvalsig.New(keys, approvalsig.Clock(at), approvalsig.MaxTTL(0))
+	v, err := trust.NewApprovalVerifier(keys, trust.Clock(at), trust.MaxTTL(0))
 	if err != nil {
 		return nil, err
 	}
@@ -308,7 +307,7 @@ func (a *audit) judgeApprovals(run string, st Step, keys jwk.Set) (facts.Approva
 		a.approvals.Checked++
 		f := Finding{Run: run, Message: st.Message, Kind: FindingApproval, ToolCallID: &id, Tool: toolOf(st.Facts, id), KeyID: ap.KeyID, Source: st.Source}
 		switch {
-		case ap.Verification != approvalsig.Verified:
+		case ap.Verification != trust.Verified:
 			f.Reason = "the logged decision was made with it applied, and --approver-keys refuses it: " + ap.Refused
 		case !slices.Equal(ap.Approvers, st.Approvals[id].Approvers):
 			f.Reason = fmt.Sprintf("the logged decision names the approvers %q, the signing key is %q's", st.Approvals[id].Approvers, ap.Approvers)
@@ -368,7 +367,7 @@ func (a *audit) checkReceipts(run string, st Step, keys jwk.Set) {
 			continue
 		}
 		a.receipts.Checked++
-		kid, peeked, _ := receipt.Peek(c.Receipt)
+		kid, peeked, _ := trust.Peek(c.Receipt)
 		f.KeyID = kid
 		if peeked != nil {
 			f.ID = peeked.ID
@@ -376,8 +375,8 @@ func (a *audit) checkReceipts(run string, st Step, keys jwk.Set) {
 		var reason string
 		if keys == nil {
 			reason = "no key to verify it with: the event records no receipt_keys, and no --receipt-keys was given"
-		} else if cl, err := receipt.Verify(c.Receipt, keys, receipt.Call{RunID: rec.Run, ToolCallID: c.ToolCallID, Tool: c.Tool, Args: c.Args},
-			receipt.At(func() time.Time { return rec.Time })); err != nil {
+		} else if cl, err := trust.Verify(c.Receipt, keys, trust.Call{RunID: rec.Run, ToolCallID: c.ToolCallID, Tool: c.Tool, Args: c.Args},
+			trust.Clock(func() time.Time { return rec.Time })); err != nil {
 			reason = err.Error()
 		} else {
 			switch {

@@ -89,7 +89,7 @@ type Options struct {
 	// Decide are options of every decision of both sides.
 	Decide []engine.DecideOption
 	// Sign, when set, signs the execution receipts of a candidate
-	// decision (receipt.Signer.Stamp) whose calls' verdicts changed to
+	// decision (engine.Decision.Stamp) whose calls' verdicts changed to
 	// execute, with the run's id: the changes show the receipt the
 	// candidate would hand out.
 	Sign func(d *engine.Decision, run string) error

@@ -2,14 +2,15 @@
 // never let a call through (issue 14's "done means"), as request
 // documents: the CLI's tests run them through `policycheck eval
 // --approvals` and the sidecar's through /v1/decide and the run endpoint,
-// so that both entry points are held to the same table.
+// so that both entry points are held to the same table; trust's tests
+// check each case's digests beside trust.CallDigest.
 package approvalcases
 
 import (
 	"encoding/json"
 	"fmt"
 
-	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // Registry is the registry of every case (YAML): two always-on tools and
@@ -112,7 +113,7 @@ func Digest(id, tool string, args map[string]any) string {
 	if err != nil {
 		panic(err)
 	}
-	return engine.CallDigest(&id, tool, raw)
+	return trust.CallDigest(&id, tool, raw)
 }
 
 func approvals(m map[string]any) []byte {

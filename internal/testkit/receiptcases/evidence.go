@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // Verified evidence (--evidence verified): the table of histories whose
@@ -117,11 +116,11 @@ func EvidenceHistory(load bool, call, args, ret string, rcpt any) []byte {
 // receipt for the call in run runID ("" stateless): a receipt the server
 // never issued.
 func Forge(n byte, ago time.Duration, runID, tool, id, args string) string {
-	s, err := receipt.NewSigner(Key(n), receipt.TTL(TTL), receipt.Clock(func() time.Time { return time.Now().Add(-ago) }))
+	s, err := trust.NewSigner(Key(n), trust.TTL(TTL), trust.Clock(func() time.Time { return time.Now().Add(-ago) }))
 	if err != nil {
 		panic(err)
 	}
-	r, err := s.Sign(receipt.Claims{RunID: runID, ToolCallID: &id, Tool: tool, Digest: engine.CallDigest(&id, tool, []byte(args))})
+	r, err := s.Sign(trust.Claims{RunID: runID, ToolCallID: &id, Tool: tool, Digest: trust.CallDigest(&id, tool, []byte(args))})
 	if err != nil {
 		panic(err)
 	}

@@ -1,5 +1,6 @@
 // Package receiptcases is the table of execution-receipt forgeries that
-// the receipt, CLI and HTTP tests each run: the honest receipt verifies,
+// trust's own tests (beside the verifier), the CLI's and the sidecar's
+// each run: the honest receipt verifies,
 // and a receipt moved to another call, tool, arguments or run, an
 // expired one, a tampered one and one signed by a key not in the set
 // are each rejected, with a reason that says which.
@@ -14,7 +15,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // TTL is the receipts' lifetime in the table.
@@ -25,7 +26,7 @@ type Case struct {
 	Name string
 	// Edit turns the honest call into the call presented; nil presents
 	// the honest call.
-	Edit func(*receipt.Call)
+	Edit func(*trust.Call)
 	// OtherKey: the receipt is signed by a key that is not in the set.
 	OtherKey bool
 	// Later: the receipt is verified this long after it was issued.
@@ -42,16 +43,16 @@ func Cases() []Case {
 	return []Case{
 		{Name: "honest"},
 		{Name: "honest, just before it expires", Later: TTL - time.Minute},
-		{Name: "moved to another call", Edit: func(c *receipt.Call) { id := "other-call"; c.ToolCallID = &id }, Want: "issued for tool_call_id"},
-		{Name: "moved to a call without an id", Edit: func(c *receipt.Call) { c.ToolCallID = nil }, Want: "issued for tool_call_id"},
-		{Name: "moved to another tool", Edit: func(c *receipt.Call) { c.Tool = "issue_refund" }, Want: "issued for tool"},
-		{Name: "moved to other arguments", Edit: func(c *receipt.Call) { c.Args = []byte(`{"order_id": 8}`) }, Want: "issued for arguments with digest"},
-		{Name: "arguments spelt as another number", Edit: func(c *receipt.Call) { c.Args = []byte(`{"order_id": 7.0}`) }, Want: "issued for arguments with digest"},
+		{Name: "moved to another call", Edit: func(c *trust.Call) { id := "other-call"; c.ToolCallID = &id }, Want: "issued for tool_call_id"},
+		{Name: "moved to a call without an id", Edit: func(c *trust.Call) { c.ToolCallID = nil }, Want: "issued for tool_call_id"},
+		{Name: "moved to another tool", Edit: func(c *trust.Call) { c.Tool = "issue_refund" }, Want: "issued for tool"},
+		{Name: "moved to other arguments", Edit: func(c *trust.Call) { c.Args = []byte(`{"order_id": 8}`) }, Want: "issued for arguments with digest"},
+		{Name: "arguments spelt as another number", Edit: func(c *trust.Call) { c.Args = []byte(`{"order_id": 7.0}`) }, Want: "issued for arguments with digest"},
 		// Issue 43, item 9: a last-wins reader sees the honest arguments,
 		// a first-wins tool service runs order 8.
-		{Name: "a key twice, the honest value last", Edit: func(c *receipt.Call) { c.Args = []byte(`{"order_id": 8, "order_id": 7}`) }, Want: `/order_id: the key "order_id" appears more than once`},
-		{Name: "string arguments with data after the honest ones", Edit: func(c *receipt.Call) { c.Args = []byte(`"{\"order_id\": 7}xyz"`) }, Want: "followed by other data"},
-		{Name: "moved to another run", Edit: func(c *receipt.Call) { c.RunID += "other-run" }, Want: "issued for run"},
+		{Name: "a key twice, the honest value last", Edit: func(c *trust.Call) { c.Args = []byte(`{"order_id": 8, "order_id": 7}`) }, Want: `/order_id: the key "order_id" appears more than once`},
+		{Name: "string arguments with data after the honest ones", Edit: func(c *trust.Call) { c.Args = []byte(`"{\"order_id\": 7}xyz"`) }, Want: "followed by other data"},
+		{Name: "moved to another run", Edit: func(c *trust.Call) { c.RunID += "other-run" }, Want: "issued for run"},
 		{Name: "expired", Later: TTL, Want: "expired at"},
 		{Name: "signed by an unknown key", OtherKey: true, Want: "not in the key set"},
 		{Name: "payload rewritten", Tamper: rewritePayload, Want: "signature does not verify"},

@@ -1,26 +1,21 @@
-package receipt
+package trust
 
 import (
 	"bytes"
 	"crypto"
 	"crypto/ed25519"
 	"crypto/rand"
-	"crypto/x509"
 	"encoding/base64"
 	"encoding/json"
-	"encoding/pem"
 	"errors"
 	"fmt"
 	"net/http"
-	"os"
 	"sync"
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/lestrrat-go/jwx/v3/jws"
-
-	"github.com/policycheck/policycheck/engine"
 )
 
 // DefaultTTL is how long a receipt is valid when no TTL is set: long
@@ -28,8 +23,8 @@ import (
 // enough that a leaked receipt is soon worthless.
 const DefaultTTL = 5 * time.Minute
 
-// Type is the JWS "typ" header of a receipt.
-const Type = "policycheck-receipt+jws"
+// ReceiptType is the JWS "typ" header of a receipt.
+const ReceiptType = "policycheck-receipt+jws"
 
 // Claims is the payload of a receipt.
 type Claims struct {
@@ -43,13 +38,13 @@ type Claims struct {
 	RunID      string  `json:"run_id,omitempty"`
 	ToolCallID *string `json:"tool_call_id"`
 	Tool       string  `json:"tool"`
-	// Digest is engine.CallDigest over the tool_call_id, the tool and the
+	// Digest is CallDigest over the tool_call_id, the tool and the
 	// arguments that will run.
 	Digest           string `json:"digest"`
 	PolicyRevision   string `json:"policy_revision"`
 	RegistryRevision string `json:"registry_revision,omitempty"`
 	// Approvals are the approvals applied to the call (at most one).
-	Approvals []engine.ApprovalOutcome `json:"approvals,omitempty"`
+	Approvals []ApprovalOutcome `json:"approvals,omitempty"`
 	// IssuedAt and Expiry are Unix seconds.
 	IssuedAt int64 `json:"iat"`
 	Expiry   int64 `json:"exp"`
@@ -86,43 +81,6 @@ func ParseCall(data []byte) (Call, error) {
 	return c, nil
 }
 
-// ReadKeyFile reads an Ed25519 private key in PEM (PKCS #8, "PRIVATE
-// KEY", as `openssl genpkey -algorithm ed25519` writes it).
-func ReadKeyFile(path string) (ed25519.PrivateKey, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("receipt key: %w", err)
-	}
-	block, rest := pem.Decode(data)
-	if block == nil {
-		return nil, fmt.Errorf("receipt key %s: no PEM block", path)
-	}
-	if len(bytes.TrimSpace(rest)) > 0 {
-		return nil, fmt.Errorf("receipt key %s: more than one PEM block", path)
-	}
-	if block.Type != "PRIVATE KEY" {
-		return nil, fmt.Errorf("receipt key %s: a PEM %q block; want an Ed25519 \"PRIVATE KEY\" (PKCS #8)", path, block.Type)
-	}
-	k, err := x509.ParsePKCS8PrivateKey(block.Bytes)
-	if err != nil {
-		return nil, fmt.Errorf("receipt key %s: %w", path, err)
-	}
-	ek, ok := k.(ed25519.PrivateKey)
-	if !ok {
-		return nil, fmt.Errorf("receipt key %s: a %T; want an Ed25519 private key", path, k)
-	}
-	return ek, nil
-}
-
-// Option configures a Signer.
-type Option func(*Signer)
-
-// TTL sets how long receipts are valid (DefaultTTL otherwise).
-func TTL(d time.Duration) Option { return func(s *Signer) { s.ttl = d } }
-
-// Clock sets the signer's clock (time.Now otherwise): tests inject one.
-func Clock(now func() time.Time) Option { return func(s *Signer) { s.now = now } }
-
 // Signer signs receipts with its current key and serves the public keys
 // that verify receipts not yet expired. It is safe for concurrent use.
 type Signer struct {
@@ -145,12 +103,10 @@ type retiredKey struct {
 	until time.Time // the last receipt it signed expires then
 }
 
-// NewSigner returns a Signer of key.
+// NewSigner returns a Signer of key; TTL and Clock apply.
 func NewSigner(key ed25519.PrivateKey, opts ...Option) (*Signer, error) {
-	s := &Signer{ttl: DefaultTTL, now: time.Now}
-	for _, o := range opts {
-		o(s)
-	}
+	cfg := newConfig(opts)
+	s := &Signer{ttl: cfg.ttl, now: cfg.now}
 	if s.ttl <= 0 {
 		return nil, fmt.Errorf("receipt TTL must be positive, not %s", s.ttl)
 	}
@@ -301,7 +257,7 @@ func (s *Signer) Sign(c Claims) (string, error) {
 	if err := hdr.Set(jws.KeyIDKey, kid); err != nil {
 		return "", err
 	}
-	if err := hdr.Set(jws.TypeKey, Type); err != nil {
+	if err := hdr.Set(jws.TypeKey, ReceiptType); err != nil {
 		return "", err
 	}
 	out, err := jws.Sign(payload, jws.WithKey(jwa.EdDSA(), raw, jws.WithProtectedHeaders(hdr)))
@@ -309,27 +265,4 @@ func (s *Signer) Sign(c Claims) (string, error) {
 		return "", fmt.Errorf("receipt: signing: %w", err)
 	}
 	return string(out), nil
-}
-
-// Stamp signs a receipt for every call of d that executes; runID is the
-// run d is a step of ("" for a stateless decision).
-func (s *Signer) Stamp(d *engine.Decision, runID string) error {
-	for i := range d.Calls {
-		c := &d.Calls[i]
-		digest, ok := d.ExecutionDigest(i)
-		if !ok {
-			continue
-		}
-		cl := Claims{RunID: runID, ToolCallID: c.ToolCallID, Tool: c.Tool, Digest: digest,
-			PolicyRevision: d.PolicyRevision, RegistryRevision: d.RegistryRevision}
-		if c.Approval != nil && c.Approval.Applied {
-			cl.Approvals = []engine.ApprovalOutcome{*c.Approval}
-		}
-		r, err := s.Sign(cl)
-		if err != nil {
-			return err
-		}
-		c.Receipt = r
-	}
-	return nil
 }

@@ -1,4 +1,4 @@
-package approvalsig_test
+package trust_test
 
 import (
 	"crypto/ed25519"
@@ -9,8 +9,8 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwa"
 	"github.com/lestrrat-go/jwx/v3/jwk"
 
-	"github.com/policycheck/policycheck/approvalsig"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // The approval service signs what the person approved, for the run the
@@ -18,7 +18,7 @@ import (
 // approvals before deciding. The signed approval counts, as the key's
 // sub; the same approval with other arguments does not, nor on another
 // run.
-func ExampleVerifier_Check() {
+func ExampleApprovalVerifier_Check() {
 	priv := ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)) // the approval service's key
 	key, _ := jwk.Import(priv)
 	_ = key.Set(jwk.KeyIDKey, "ana-key")
@@ -28,16 +28,16 @@ func ExampleVerifier_Check() {
 	keys := jwk.NewSet()
 	_ = keys.AddKey(pub)
 
-	approved := approvalsig.Payload{
+	approved := trust.ApprovalPayload{
 		Digest:       "sha256:145379999bf1b39b971e7863c21deb1efb5312494ebad5aa8315702331296e9b",
 		Kind:         facts.ToolApproved,
 		OverrideArgs: json.RawMessage(`{"from": "ops", "to": "savings", "amount": 4000}`),
 		RunID:        "run-42",
 		Expiry:       time.Now().Add(5 * time.Minute).Unix(),
 	}
-	sig, _ := approvalsig.Sign(key, approved)
+	sig, _ := trust.SignApproval(key, approved)
 
-	v, _ := approvalsig.New(keys)
+	v, _ := trust.NewApprovalVerifier(keys)
 	checked := v.Check(facts.Approvals{
 		"t2": {Kind: approved.Kind, Digest: approved.Digest, OverrideArgs: approved.OverrideArgs, Signature: sig, Approvers: []string{"whoever"}},
 		"t3": {Kind: approved.Kind, Digest: approved.Digest, OverrideArgs: json.RawMessage(`{"amount": 9000}`), Signature: sig},

@@ -1,26 +1,26 @@
-package receipt_test
+package trust_test
 
 import (
 	"encoding/json"
 	"fmt"
 	"os"
 
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // checkReceipt is what a tool service runs before it runs a call: the
 // receipt must be signed by a key the sidecar serves (GET /v1/keys), not
 // expired, and for exactly this call.
 func checkReceipt(jwks []byte, receiptText, runID, toolCallID, tool string, args json.RawMessage) error {
-	keys, err := receipt.ParseKeys(jwks)
+	keys, err := trust.ParseKeys(jwks)
 	if err != nil {
 		return err
 	}
-	claims, err := receipt.Verify(receiptText, keys, receipt.Call{
+	claims, err := trust.Verify(receiptText, keys, trust.Call{
 		RunID: runID, ToolCallID: &toolCallID, Tool: tool, Args: args,
 	})
 	if err != nil {
-		return err // a *receipt.Invalid says why: refuse to run the call
+		return err // a *trust.Invalid says why: refuse to run the call
 	}
 	fmt.Printf("run %s: decided by policy revision %.12s…\n", claims.Tool, claims.PolicyRevision)
 	return nil

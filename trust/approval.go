@@ -1,20 +1,4 @@
-// Package approvalsig makes an approval count only when the approver
-// signed it: with an approver key set (--approver-keys, a JWKS), an
-// approval must carry "signature", a compact JWS by a key of the set over
-// the approval's digest, kind and override_args, the run it is for and
-// an expiry (Payload). The approver's identity is then the key's — its
-// "sub" member where the JWKS gives one, its kid otherwise — not the
-// names the client wrote. An approval that is unsigned, signed by a key
-// not in the set, signed over another digest, kind or arguments, signed
-// for another run (or for a run where the request is stateless, or the
-// reverse), with no exp, with an exp further ahead than the verifier's
-// bound (MaxTTL) or expired does not count: Check marks it Refused, and
-// the decision records it as not applied, saying why. That a signature
-// is used once is the caller's to keep (the sidecar remembers the
-// signatures it applied; see docs/trust.md). Check also records each outcome as a code (Verified, Unsigned,
-// UnknownKey, …) with the kid, which Outcomes gives as the sidecar's
-// decision log records them.
-package approvalsig
+package trust
 
 import (
 	"bytes"
@@ -22,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -34,8 +17,8 @@ import (
 	"github.com/policycheck/policycheck/facts"
 )
 
-// Payload is what an approver signs.
-type Payload struct {
+// ApprovalPayload is what an approver signs.
+type ApprovalPayload struct {
 	Digest string `json:"digest"`
 	Kind   string `json:"kind"`
 	// OverrideArgs are the arguments the approval makes the call run
@@ -50,31 +33,41 @@ type Payload struct {
 	Expiry int64 `json:"exp,omitempty"`
 }
 
+// ApprovalOutcome records one approval the request carried: who answered
+// what, for which call, and whether it applied. An approval applies when
+// it is bound to a call of the dispatched response (same tool_call_id,
+// no other call of the response with that id, no outcome for the id in
+// the history yet, and the call's digest, over its id, tool and
+// arguments, is the one the approval carries) and decided the verdict: an
+// approved call executes, a denied one is denied with the approver's
+// message. Why says what happened, in particular why an approval did not
+// apply ("not applied: duplicate tool_call_id …", "not applied: already
+// used: …", …).
+type ApprovalOutcome struct {
+	ToolCallID string   `json:"tool_call_id"`
+	Kind       string   `json:"kind"`
+	Approvers  []string `json:"approvers"`
+	Digest     string   `json:"digest"`
+	// Override is true when the approval carried override_args.
+	Override bool   `json:"override_args,omitempty"`
+	Applied  bool   `json:"applied"`
+	Why      string `json:"why"`
+}
+
 // DefaultMaxTTL is how far ahead of a check an approval signature's exp
 // may lie unless MaxTTL says otherwise (--approval-max-ttl's default).
 const DefaultMaxTTL = 15 * time.Minute
 
-// Verifier checks approvals' signatures against a key set.
-type Verifier struct {
+// ApprovalVerifier checks approvals' signatures against a key set.
+type ApprovalVerifier struct {
 	keys   jwk.Set
 	now    func() time.Time
 	maxTTL time.Duration
 }
 
-// Option configures a Verifier.
-type Option func(*Verifier)
-
-// Clock sets the verifier's clock (time.Now otherwise).
-func Clock(now func() time.Time) Option { return func(v *Verifier) { v.now = now } }
-
-// MaxTTL bounds how far ahead of the check a signature's exp may lie
-// (DefaultMaxTTL otherwise); d <= 0 leaves it unbounded, which only a
-// replay of logged decisions, made under a bound it does not know, uses.
-// An exp is required either way.
-func MaxTTL(d time.Duration) Option { return func(v *Verifier) { v.maxTTL = d } }
-
-// New returns a Verifier of keys: public keys, each with a kid and an alg.
-func New(keys jwk.Set, opts ...Option) (*Verifier, error) {
+// NewApprovalVerifier returns an ApprovalVerifier of keys: public keys,
+// each with a kid and an alg. Clock and MaxTTL apply.
+func NewApprovalVerifier(keys jwk.Set, opts ...Option) (*ApprovalVerifier, error) {
 	if keys.Len() == 0 {
 		return nil, errors.New("approver keys: the set holds no key")
 	}
@@ -91,11 +84,8 @@ func New(keys jwk.Set, opts ...Option) (*Verifier, error) {
 			return nil, fmt.Errorf("approver keys: /keys/%d (kid %q) must be a public key", i, kid)
 		}
 	}
-	v := &Verifier{keys: keys, now: time.Now, maxTTL: DefaultMaxTTL}
-	for _, o := range opts {
-		o(v)
-	}
-	return v, nil
+	cfg := newConfig(opts)
+	return &ApprovalVerifier{keys: keys, now: cfg.now, maxTTL: cfg.maxTTL}, nil
 }
 
 func isPrivate(k jwk.Key) bool {
@@ -107,22 +97,9 @@ func isPrivate(k jwk.Key) bool {
 	return false
 }
 
-// ReadKeys reads a JWKS file of approver keys.
-func ReadKeys(path string) (jwk.Set, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, fmt.Errorf("approver keys: %w", err)
-	}
-	set, err := jwk.Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("approver keys %s: %w", path, err)
-	}
-	return set, nil
-}
-
-// Sign signs p with key (a private JWK with kid and alg), as an approver's
-// tool would.
-func Sign(key jwk.Key, p Payload) (string, error) {
+// SignApproval signs p with key (a private JWK with kid and alg), as an
+// approver's tool would.
+func SignApproval(key jwk.Key, p ApprovalPayload) (string, error) {
 	alg, ok := key.Algorithm()
 	if !ok {
 		return "", errors.New("approval signature: the key has no alg")
@@ -145,8 +122,8 @@ func Sign(key jwk.Key, p Payload) (string, error) {
 	return string(out), nil
 }
 
-// Outcomes of a signature check (facts.Approval.Verification,
-// Outcome.Result): Verified, or the code of why the approval does not
+// Outcomes of an approval signature check (facts.Approval.Verification,
+// SignatureOutcome.Result): Verified, or the code of why the approval does not
 // count.
 const (
 	Verified     = "verified"
@@ -179,7 +156,7 @@ func refuse(code, format string, a ...any) *refusal {
 // approvers and Verification Verified; one that does not has Refused
 // saying why and Verification the code of why. KeyID is the kid the
 // signature names.
-func (v *Verifier) Check(approvals facts.Approvals, run string) facts.Approvals {
+func (v *ApprovalVerifier) Check(approvals facts.Approvals, run string) facts.Approvals {
 	if approvals == nil {
 		return nil
 	}
@@ -197,24 +174,22 @@ func (v *Verifier) Check(approvals facts.Approvals, run string) facts.Approvals 
 	return out
 }
 
-func (v *Verifier) check(a facts.Approval, run string) (who, kid string, exp int64, _ *refusal) {
+func (v *ApprovalVerifier) check(a facts.Approval, run string) (who, kid string, exp int64, _ *refusal) {
 	if a.Signature == "" {
 		return "", "", 0, refuse(Unsigned, "unsigned: approvals must carry a signature by an approver key (--approver-keys)")
 	}
-	msg, err := jws.Parse([]byte(strings.TrimSpace(a.Signature)), jws.WithCompact())
-	if err != nil || len(msg.Signatures()) != 1 {
+	j := checkJWS(a.Signature, v.keys, "")
+	kid = j.kid
+	switch j.fault {
+	case jwsMalformed, jwsSignatures:
 		return "", "", 0, refuse(Malformed, "the signature is not a compact JWS")
-	}
-	kid, _ = msg.Signatures()[0].ProtectedHeaders().KeyID()
-	key, ok := v.keys.LookupKeyID(kid)
-	if kid == "" || !ok {
+	case jwsNoKid, jwsUnknownKey:
 		return "", kid, 0, refuse(UnknownKey, "signed by key %q, which is not an approver key", kid)
-	}
-	raw, err := jws.Verify([]byte(strings.TrimSpace(a.Signature)), jws.WithKeySet(v.keys, jws.WithRequireKid(true)))
-	if err != nil {
+	case jwsBadSig:
 		return "", kid, 0, refuse(BadSignature, "the signature does not verify with approver key %q", kid)
 	}
-	var p Payload
+	key, raw := j.key, j.payload
+	var p ApprovalPayload
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&p); err != nil {
@@ -225,7 +200,7 @@ func (v *Verifier) check(a facts.Approval, run string) (who, kid string, exp int
 		return "", kid, 0, refuse(OtherCall, "signed for the call with digest %s, the approval carries %s", p.Digest, a.Digest)
 	case p.Kind != a.Kind:
 		return "", kid, 0, refuse(OtherKind, "signed as %s, the approval says %s", p.Kind, a.Kind)
-	case !sameArgs(p.OverrideArgs, a.OverrideArgs):
+	case !sameJSON(p.OverrideArgs, a.OverrideArgs):
 		return "", kid, 0, refuse(OtherArgs, "signed over other override_args than the approval carries")
 	case p.RunID != run && run == "":
 		return "", kid, 0, refuse(OtherRun, "signed for run %q, and this decision is stateless: a run's approval counts on that run only", p.RunID)
@@ -248,7 +223,7 @@ func (v *Verifier) check(a facts.Approval, run string) (who, kid string, exp int
 	return kid, kid, p.Expiry, nil
 }
 
-func (v *Verifier) boundText() string {
+func (v *ApprovalVerifier) boundText() string {
 	if v.maxTTL <= 0 {
 		return "any time"
 	}
@@ -262,26 +237,25 @@ func (v *Verifier) boundText() string {
 // arguments and exp) are one approval. ok is false when signature is not
 // a compact JWS with one signature; use it on signatures Check verified.
 func UseKey(signature string) (key [sha256.Size]byte, ok bool) {
-	msg, err := jws.Parse([]byte(strings.TrimSpace(signature)), jws.WithCompact())
-	if err != nil || len(msg.Signatures()) != 1 {
+	j, msg := parseCompact(signature)
+	if j.fault != jwsOK {
 		return key, false
 	}
-	kid, _ := msg.Signatures()[0].ProtectedHeaders().KeyID()
 	h := sha256.New()
-	h.Write([]byte(kid))
+	h.Write([]byte(j.kid))
 	h.Write([]byte{0})
 	h.Write(msg.Payload())
 	copy(key[:], h.Sum(nil))
 	return key, true
 }
 
-// Outcome is what a signature check made of one approval, as the
+// SignatureOutcome is what a signature check made of one approval, as the
 // sidecar's decision log records it (an event's custom.approvals) and
 // `policycheck replay` reads it back: the approval's call and kind, the
 // Result (Verified or the code of a refusal) with its Reason, the kid the
 // signature names, the approver it verified as, and the signature itself,
 // so that a replay with the approver keys can judge it again.
-type Outcome struct {
+type SignatureOutcome struct {
 	ToolCallID string `json:"tool_call_id"`
 	Digest     string `json:"digest"`
 	Kind       string `json:"kind"`
@@ -292,44 +266,23 @@ type Outcome struct {
 	Signature  string `json:"signature,omitempty"`
 }
 
-// Outcomes returns the outcome of every approval of approvals that a
+// SignatureOutcomes returns the outcome of every approval of approvals that a
 // signature check judged (Check), sorted by tool_call_id; nil when no
 // check ran (no approver keys), so that a log without approver keys
 // records nothing of them.
-func Outcomes(approvals facts.Approvals) []Outcome {
-	var out []Outcome
+func SignatureOutcomes(approvals facts.Approvals) []SignatureOutcome {
+	var out []SignatureOutcome
 	for id, a := range approvals {
 		if a.Verification == "" {
 			continue
 		}
-		o := Outcome{ToolCallID: id, Digest: a.Digest, Kind: a.Kind, Result: a.Verification, Reason: a.Refused,
+		o := SignatureOutcome{ToolCallID: id, Digest: a.Digest, Kind: a.Kind, Result: a.Verification, Reason: a.Refused,
 			KeyID: a.KeyID, Signature: a.Signature}
 		if a.Verification == Verified && len(a.Approvers) == 1 {
 			o.Approver = a.Approvers[0]
 		}
 		out = append(out, o)
 	}
-	slices.SortFunc(out, func(a, b Outcome) int { return strings.Compare(a.ToolCallID, b.ToolCallID) })
+	slices.SortFunc(out, func(a, b SignatureOutcome) int { return strings.Compare(a.ToolCallID, b.ToolCallID) })
 	return out
-}
-
-// sameArgs compares two argument objects as JSON values (members in any
-// order; numbers as spelled).
-func sameArgs(a, b json.RawMessage) bool {
-	if len(a) == 0 || len(b) == 0 {
-		return len(a) == len(b)
-	}
-	ca, errA := canonical(a)
-	cb, errB := canonical(b)
-	return errA == nil && errB == nil && bytes.Equal(ca, cb)
-}
-
-func canonical(raw json.RawMessage) ([]byte, error) {
-	var v any
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	if err := dec.Decode(&v); err != nil {
-		return nil, err
-	}
-	return json.Marshal(v)
 }

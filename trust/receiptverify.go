@@ -1,4 +1,4 @@
-package receipt
+package trust
 
 import (
 	"bytes"
@@ -10,9 +10,6 @@ import (
 	"time"
 
 	"github.com/lestrrat-go/jwx/v3/jwk"
-	"github.com/lestrrat-go/jwx/v3/jws"
-
-	"github.com/policycheck/policycheck/engine"
 )
 
 // Invalid is Verify's error for a receipt that does not vouch for the
@@ -23,59 +20,28 @@ func (e *Invalid) Error() string { return "receipt rejected: " + e.Reason }
 
 func invalid(format string, a ...any) error { return &Invalid{Reason: fmt.Sprintf(format, a...)} }
 
-// VerifyOption configures Verify.
-type VerifyOption func(*verifyConfig)
-
-type verifyConfig struct{ now func() time.Time }
-
-// At verifies as of the time now returns (time.Now otherwise): tests
-// inject a clock.
-func At(now func() time.Time) VerifyOption { return func(c *verifyConfig) { c.now = now } }
-
-// ParseKeys reads a JWKS, as Signer.Keys and GET /v1/keys serve it.
-func ParseKeys(data []byte) (jwk.Set, error) {
-	set, err := jwk.Parse(data)
-	if err != nil {
-		return nil, fmt.Errorf("keys: %w", err)
-	}
-	if set.Len() == 0 {
-		return nil, fmt.Errorf("keys: the set holds no key")
-	}
-	return set, nil
-}
-
 // Verify checks that receipt is a receipt signed by a key of keys, not
 // expired, for exactly call: the same run, tool_call_id and tool, and
 // arguments whose digest is the one signed. It returns the receipt's
 // claims, or an *Invalid that says why not.
-func Verify(receipt string, keys jwk.Set, call Call, opts ...VerifyOption) (*Claims, error) {
-	cfg := verifyConfig{now: time.Now}
-	for _, o := range opts {
-		o(&cfg)
-	}
-	msg, err := jws.Parse([]byte(strings.TrimSpace(receipt)), jws.WithCompact())
-	if err != nil {
-		return nil, invalid("not a compact JWS: %v", err)
-	}
-	sigs := msg.Signatures()
-	if len(sigs) != 1 {
-		return nil, invalid("want one signature, the receipt has %d", len(sigs))
-	}
-	hdr := sigs[0].ProtectedHeaders()
-	kid, _ := hdr.KeyID()
-	if kid == "" {
+func Verify(receipt string, keys jwk.Set, call Call, opts ...Option) (*Claims, error) {
+	cfg := newConfig(opts)
+	j := checkJWS(receipt, keys, ReceiptType)
+	switch j.fault {
+	case jwsMalformed:
+		return nil, invalid("not a compact JWS: %v", j.err)
+	case jwsSignatures:
+		return nil, invalid("want one signature, the receipt has %d", j.n)
+	case jwsNoKid:
 		return nil, invalid("the receipt names no key (kid)")
+	case jwsType:
+		return nil, invalid("typ is %q, not %q", j.typ, ReceiptType)
+	case jwsUnknownKey:
+		return nil, invalid("signed by key %q, which is not in the key set", j.kid)
+	case jwsBadSig:
+		return nil, invalid("the signature does not verify with key %q: %v", j.kid, j.err)
 	}
-	if typ, _ := hdr.Type(); typ != Type {
-		return nil, invalid("typ is %q, not %q", typ, Type)
-	}
-	if _, ok := keys.LookupKeyID(kid); !ok {
-		return nil, invalid("signed by key %q, which is not in the key set", kid)
-	}
-	payload, err := jws.Verify([]byte(strings.TrimSpace(receipt)), jws.WithKeySet(keys, jws.WithRequireKid(true)))
-	if err != nil {
-		return nil, invalid("the signature does not verify with key %q: %v", kid, err)
-	}
+	payload := j.payload
 	var c Claims
 	dec := json.NewDecoder(bytes.NewReader(payload))
 	dec.DisallowUnknownFields()
@@ -95,12 +61,12 @@ func Verify(receipt string, keys jwk.Set, call Call, opts ...VerifyOption) (*Cla
 	if c.Tool != call.Tool {
 		return nil, invalid("issued for tool %q, the call is to %q", c.Tool, call.Tool)
 	}
-	if err := engine.CheckCallArgs(call.Args); err != nil {
+	if err := CheckCallArgs(call.Args); err != nil {
 		// A key twice or data after the JSON: the service could run
 		// other arguments than the ones the decision judged.
 		return nil, invalid("the call's arguments cannot be read exactly one way (%v)", err)
 	}
-	if d := engine.CallDigest(call.ToolCallID, call.Tool, call.Args); d != c.Digest {
+	if d := CallDigest(call.ToolCallID, call.Tool, call.Args); d != c.Digest {
 		return nil, invalid("issued for arguments with digest %s, the call's arguments have digest %s", c.Digest, d)
 	}
 	return &c, nil
@@ -133,20 +99,18 @@ func quoteOrNone(s string) string {
 // log), never for trusting one (Verify is that). An error says why the
 // text is not a receipt at all.
 func Peek(receipt string) (kid string, claims *Claims, err error) {
-	msg, err := jws.Parse([]byte(strings.TrimSpace(receipt)), jws.WithCompact())
-	if err != nil {
-		return "", nil, invalid("not a compact JWS: %v", err)
+	j, msg := parseCompact(receipt)
+	switch j.fault {
+	case jwsMalformed:
+		return "", nil, invalid("not a compact JWS: %v", j.err)
+	case jwsSignatures:
+		return "", nil, invalid("want one signature, the receipt has %d", j.n)
 	}
-	sigs := msg.Signatures()
-	if len(sigs) != 1 {
-		return "", nil, invalid("want one signature, the receipt has %d", len(sigs))
-	}
-	kid, _ = sigs[0].ProtectedHeaders().KeyID()
 	var c Claims
 	if err := json.Unmarshal(msg.Payload(), &c); err != nil {
-		return kid, nil, invalid("the payload is not a receipt: %v", err)
+		return j.kid, nil, invalid("the payload is not a receipt: %v", err)
 	}
-	return kid, &c, nil
+	return j.kid, &c, nil
 }
 
 // IDs returns a receipt's id (the jti claim) and the kid of the key
@@ -184,8 +148,8 @@ func IDs(receipt string) (jti, kid string, err error) {
 // the keys s serves (Keys: the current key and the replaced keys whose
 // receipts may not have expired yet), as of s's clock: the check of a
 // receipt a harness kept in a tool return's metadata.policycheck_receipt
-// (engine.VerifiedEvidence). It returns Verify's error.
+// (the engine's verified evidence). It returns Verify's error.
 func (s *Signer) VerifyReceipt(receipt, runID string, toolCallID *string, tool string, args []byte) error {
-	_, err := Verify(receipt, s.Keys(), Call{RunID: runID, ToolCallID: toolCallID, Tool: tool, Args: args}, At(s.now))
+	_, err := Verify(receipt, s.Keys(), Call{RunID: runID, ToolCallID: toolCallID, Tool: tool, Args: args}, Clock(s.now))
 	return err
 }

@@ -1,6 +1,6 @@
 //go:build unix
 
-package receipt_test
+package engine_test
 
 import (
 	"context"
@@ -8,7 +8,7 @@ import (
 
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
-	"github.com/policycheck/policycheck/receipt"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // BenchmarkDecideRefund decides the shipped refund example
@@ -19,13 +19,13 @@ import (
 func BenchmarkDecideRefund(b *testing.B) {
 	ctx := context.Background()
 	_, eng, req := receiptcases.Refund(b, "..")
-	signer, err := receipt.NewSigner(receiptcases.Key(1))
+	signer, err := trust.NewSigner(receiptcases.Key(1))
 	if err != nil {
 		b.Fatal(err)
 	}
 	for _, tc := range []struct {
 		name   string
-		signer *receipt.Signer
+		signer *trust.Signer
 	}{{"key=none", nil}, {"key=ed25519", signer}} {
 		b.Run(tc.name, func(b *testing.B) {
 			b.ReportAllocs()
@@ -36,7 +36,7 @@ func BenchmarkDecideRefund(b *testing.B) {
 					b.Fatal(err)
 				}
 				if tc.signer != nil {
-					if err := tc.signer.Stamp(d, ""); err != nil {
+					if err := d.Stamp(tc.signer, ""); err != nil {
 						b.Fatal(err)
 					}
 					if d.Calls[0].Receipt == "" {
