@@ -139,7 +139,7 @@ var Table = []Cache{
 		Keeps:        "an incremental run: its engine.Run (facts kept by a facts.Tracker, retry accounting) and registry",
 		Key:          "the run id the client names",
 		Bound:        "serve --runs entries and --run-ttl idle time, least recently used out",
-		Invalidation: "DELETE /v1/runs/{id}, offset 0 restarts it; a miss is a 409 and the client resends the whole history",
+		Invalidation: "DELETE /v1/runs/{id}, offset 0 restarts it; a miss, or a run held with another generation than the step's, is a 409 and the client resends the whole history",
 		Metrics:      []string{"policycheck_runs", "policycheck_run_evictions_total", "policycheck_run_lookups_total"},
 		NoBench:      "the run endpoint's contract, not an optimisation: without it every append is a 409. BenchmarkRunAppend measures an append",
 	},
