@@ -66,7 +66,7 @@ type Server struct {
 	// lastKeyReload is the outcome of the last reload of the receipt
 	// key (ReceiptKeyReloaded), for /health; nil before the first.
 	lastKeyReload atomic.Pointer[KeyReloadHealth]
-	logSink    opaplugins.Sink // the decision-log sink's state
+	logSink       opaplugins.Sink // the decision-log sink's state
 	// watchStop stops the bundle watch (watchBundles) that Start starts.
 	watchStop chan struct{}
 	watchDone sync.WaitGroup
