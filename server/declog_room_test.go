@@ -40,7 +40,9 @@ func TestDecisionLogBufferTooSmallForItsUploads(t *testing.T) {
 				"decision_logs:\n  service: logs\n  reporting:\n"+tc.reporting), 0o600))
 			var stdout, stderr bytes.Buffer
 			done := make(chan int, 1)
-			go func() { done <- cli.Run([]string{"serve", "--addr", "127.0.0.1:0", "--config", file}, nil, &stdout, &stderr) }()
+			go func() {
+				done <- cli.Run([]string{"serve", "--addr", "127.0.0.1:0", "--config", file}, nil, &stdout, &stderr)
+			}()
 			var code int
 			select {
 			case code = <-done:
