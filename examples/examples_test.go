@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -290,4 +291,32 @@ func TestGroupPolicyIsOrderIndependent(t *testing.T) {
 		assert.Empty(t, diffs, "worker %d saw decisions that differ from the reference", w)
 	}
 	assert.Equal(t, toolsBefore, fmt.Sprint(reg.ToolNames()), "the shared registry is unchanged")
+}
+
+// TestBudgetsRefuseNegativeAmounts (issue 43, item 12): a negative
+// transfer would offset the budget's sum (a -9,000 transfer then lets
+// 19,000 through under a 10,000 budget); transfer_funds' schema has a
+// minimum, so it is invalid_args before any rule, and the model is told
+// why.
+func TestBudgetsRefuseNegativeAmounts(t *testing.T) {
+	raw, err := os.ReadFile("histories/transfer.json")
+	require.NoError(t, err)
+	text := strings.Replace(string(raw), `"amount": 250`, `"amount": -9000`, 1)
+	text = strings.Replace(text, `"amount": 5000`, `"amount": 14000`, 1)
+	require.NotEqual(t, string(raw), text)
+	file := filepath.Join(t.TempDir(), "negative.json")
+	require.NoError(t, os.WriteFile(file, []byte(text), 0o600))
+	var out, errb bytes.Buffer
+	code := cli.Run([]string{"eval", "--registry", "registry.yaml", "--history", file, "--policy", "policies/budgets"},
+		strings.NewReader(""), &out, &errb)
+	require.Equal(t, cli.ExitOK, code, errb.String())
+	var d decision
+	require.NoError(t, json.Unmarshal(out.Bytes(), &d))
+	got := map[string]call{}
+	for _, c := range d.Calls {
+		got[c.ToolCallID] = c
+	}
+	require.Equal(t, "invalid_args", got["t1"].Verdict, out.String())
+	assert.Contains(t, got["t1"].Message, "amount")
+	assert.NotEqual(t, "execute", got["t2"].Verdict, "14,000 is above the run's budget of 10,000: %s", out.String())
 }

@@ -441,7 +441,8 @@ func TestServeWatchShadowPolicy(t *testing.T) {
 // TestServeWatchDrops: a guard file deleted under serve --watch is not
 // taken in without a word. By default the reload is refused: the guarded
 // call stays denied, the refusal is logged naming the package, counted
-// in /metrics and shown in /health's last_reload. With --watch-drops
+// in /metrics and shown in /health's last_reload (status degraded while
+// it is refused). With --watch-drops
 // accept the deletion is taken in, with a warning naming the package, the
 // count and /health saying so.
 func TestServeWatchDrops(t *testing.T) {
@@ -489,7 +490,13 @@ deny contains {"reason": "refunds are guarded", "message": "No refunds."} if inp
 			require.Equal(t, tc.verdict, verdict(rs))
 			status, h := health(t, rs)
 			require.Equal(t, http.StatusOK, status)
-			require.Equal(t, "ok", h.Status)
+			if tc.result == "refused" { // degraded while refused (issue 43, item 8)
+				require.Equal(t, "degraded", h.Status)
+				require.Len(t, h.Reasons, 1)
+				require.Contains(t, h.Reasons[0], "policy reload refused")
+			} else {
+				require.Equal(t, "ok", h.Status)
+			}
 			require.NotNil(t, h.LastReload)
 			require.Equal(t, tc.result, h.LastReload.Result)
 			require.Equal(t, []string{pkg}, h.LastReload.DroppedPackages)

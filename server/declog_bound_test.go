@@ -59,10 +59,11 @@ func TestDecisionLogBufferBounded(t *testing.T) {
 	require.NotEmpty(t, health.Plugins["decision_logs"].State)
 
 	// A bound the configuration sets is kept; events over it are
-	// dropped and counted.
-	tiny := start(t, testReg(t), withOPAConfig(config("    buffer_size_limit_bytes: 300\n"), "tiny"))
-	require.Equal(t, int64(300), *logs.Lookup(tiny.srv.Manager()).Config().Reporting.BufferSizeLimitBytes)
-	for range 3 {
+	// dropped and counted. (A bound under three upload chunks is refused:
+	// TestDecisionLogBufferTooSmallForItsUploads.)
+	tiny := start(t, testReg(t), withOPAConfig(config("    buffer_size_limit_bytes: 3000\n    upload_size_limit_bytes: 1000\n"), "tiny"))
+	require.Equal(t, int64(3000), *logs.Lookup(tiny.srv.Manager()).Config().Reporting.BufferSizeLimitBytes)
+	for range 60 {
 		status, out := tiny.post(t, "/v1/decide", body)
 		require.Equal(t, 200, status, string(out))
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"net/http"
 	"runtime/debug"
 	"slices"
@@ -484,8 +485,12 @@ type Health struct {
 	// Status is "not_ready" (503) until the policies are loaded, then
 	// "ok", or "degraded" (still 200: decisions are made) when a bundle's
 	// last download or activation was refused, a bundle server has
-	// stopped answering, or the decision-log sink is degraded.
-	Status           string                  `json:"status"`
+	// stopped answering, the decision-log sink is degraded, the last
+	// reload of the policies (LastReload) or of the receipt key
+	// (ReceiptKeyReload) was refused.
+	Status string `json:"status"`
+	// Reasons says why Status is degraded, one line per cause.
+	Reasons          []string                `json:"reasons,omitempty"`
 	PolicyRevision   string                  `json:"policy_revision"`
 	RegistryRevision string                  `json:"registry_revision,omitempty"`
 	Bundles          map[string]BundleHealth `json:"bundles,omitempty"`
@@ -497,6 +502,10 @@ type Health struct {
 	// any: a refused one, and one that dropped packages or rules, show
 	// here while the server keeps answering.
 	LastReload *ReloadHealth `json:"last_reload,omitempty"`
+	// ReceiptKeyReload is the outcome of the last reload of the receipt
+	// key (serve --watch on --receipt-key), if any: a refused one shows
+	// here (and makes Status degraded) while the current key keeps signing.
+	ReceiptKeyReload *KeyReloadHealth `json:"receipt_key_reload,omitempty"`
 	// DecisionLogs is the decision-log sink's state, when decision logs
 	// are configured.
 	DecisionLogs *DecisionLogHealth `json:"decision_logs,omitempty"`
@@ -519,7 +528,12 @@ type DecisionLogHealth = opaplugins.DecisionLogHealth
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 	st := s.state.Load()
-	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.Health(st.served), LastReload: s.lastReload.Load()}
+	h := Health{Status: "ok", PolicyRevision: st.rev, Bundles: s.bundles.Health(st.served), LastReload: s.lastReload.Load(),
+		ReceiptKeyReload: s.lastKeyReload.Load()}
+	degraded := func(why string) {
+		h.Status = "degraded"
+		h.Reasons = append(h.Reasons, why)
+	}
 	if st.eng != nil {
 		_, h.RegistryRevision = st.eng.Revision()
 	}
@@ -533,14 +547,23 @@ func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {
 		if lp := logs.Lookup(s.mgr); lp != nil && lp.Config().Service != "" {
 			h.DecisionLogs = s.logSink.Health()
 			if h.DecisionLogs.State != "ok" {
-				h.Status = "degraded"
+				degraded("decision-log sink degraded: " + h.DecisionLogs.Message)
 			}
 		}
 	}
-	for _, b := range h.Bundles {
-		if b.Error != "" || b.Stale {
-			h.Status = "degraded"
+	for _, name := range slices.Sorted(maps.Keys(h.Bundles)) {
+		switch b := h.Bundles[name]; {
+		case b.Error != "":
+			degraded(fmt.Sprintf("bundle %s: %s", name, b.Error))
+		case b.Stale:
+			degraded(fmt.Sprintf("bundle %s: its server has stopped answering", name))
 		}
+	}
+	if r := h.LastReload; r != nil && r.Result == "refused" {
+		degraded("policy reload refused (the last good policies keep serving): " + r.Error)
+	}
+	if r := h.ReceiptKeyReload; r != nil && r.Result == "refused" {
+		degraded("receipt key reload refused (the current key keeps signing): " + r.Error)
 	}
 	status := http.StatusOK
 	if !st.ready {

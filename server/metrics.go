@@ -35,6 +35,8 @@ type metrics struct {
 	reloads         *prometheus.CounterVec
 	reloadFailing   prometheus.Gauge
 	reloadDropping  *prometheus.CounterVec
+	keyReloads      *prometheus.CounterVec
+	keyFailing      prometheus.Gauge
 }
 
 func newMetrics(s *Server) *metrics {
@@ -101,6 +103,15 @@ func newMetrics(s *Server) *metrics {
 		Name: "policycheck_policy_reload_drops_total",
 		Help: "Reloads (Server.Reload, serve --watch) whose policies drop packages or rules the serving ones define, by result: refused (the default) or swapped (serve --watch-drops accept).",
 	}, []string{"result"})
+	m.keyReloads = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "policycheck_receipt_key_reloads_total",
+		Help: "Reloads of the receipt key (serve --watch on --receipt-key) by result: rotated, unchanged, or refused (a file that holds no Ed25519 key: the current key keeps signing).",
+	}, []string{"result"})
+	m.keyFailing = prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "policycheck_receipt_key_reload_failing",
+		Help: "1 when the last reload of the receipt key was refused: the key that signs is not the one the file now holds.",
+	})
+	m.reg.MustRegister(m.keyReloads, m.keyFailing)
 	m.reg.MustRegister(m.requests, m.decisions, m.verdicts, m.latency, m.evalErrors, m.failClosed, m.panics,
 		m.engineCacheHit, m.enginesCompiled, m.revision, m.bundleFailures, m.bundleFailing, m.bundleStaleG, m.runMisses, m.logErrors, m.reloads, m.reloadFailing,
 		m.reloadDropping,
@@ -176,6 +187,17 @@ func (m *metrics) reload(result string) {
 		m.reloadFailing.Set(1)
 	} else {
 		m.reloadFailing.Set(0)
+	}
+}
+
+// keyReload counts a reload of the receipt key by result (rotated,
+// unchanged, refused) and says whether the last one was refused.
+func (m *metrics) keyReload(result string) {
+	m.keyReloads.WithLabelValues(result).Inc()
+	if result == "refused" {
+		m.keyFailing.Set(1)
+	} else {
+		m.keyFailing.Set(0)
 	}
 }
 

@@ -64,7 +64,10 @@ type Server struct {
 	// lastReload is the outcome of the last Reload, for /health; nil
 	// before the first.
 	lastReload atomic.Pointer[ReloadHealth]
-	logSink    opaplugins.Sink // the decision-log sink's state
+	// lastKeyReload is the outcome of the last reload of the receipt
+	// key (ReceiptKeyReloaded), for /health; nil before the first.
+	lastKeyReload atomic.Pointer[KeyReloadHealth]
+	logSink       opaplugins.Sink // the decision-log sink's state
 	// watchStop stops the bundle watch (watchBundles) that Start starts.
 	watchStop chan struct{}
 	watchDone sync.WaitGroup
@@ -250,6 +253,41 @@ func (e *DroppedError) Error() string {
 // the serving ones define, logging a warning that names them, instead of
 // refusing them with a *DroppedError.
 func AllowDrops() ReloadOption { return func(c *reloadConfig) { c.allowDrops = true } }
+
+// KeyReloadHealth is the outcome of the last reload of the receipt key
+// (serve --watch on --receipt-key), in /health.
+type KeyReloadHealth struct {
+	// Result is rotated (the file's key signs now), unchanged (the file
+	// holds the key that signs) or refused (the file holds no Ed25519
+	// key: the current key keeps signing).
+	Result string `json:"result"`
+	// Error is why a refused reload was refused.
+	Error string `json:"error,omitempty"`
+	// KeyID is the kid of the key that signs.
+	KeyID string `json:"kid,omitempty"`
+}
+
+// ReceiptKeyReloaded records the outcome of a reload of the receipt key
+// (Config.Receipts) by its caller (serve --watch reads the key file again
+// and rotates the signer): err is why the new key was refused, nil when
+// the signer now signs with the file's key. A refused one makes /health
+// degraded, saying why, until a reload succeeds, and is counted in
+// /metrics (policycheck_receipt_key_reloads_total,
+// policycheck_receipt_key_reload_failing).
+func (s *Server) ReceiptKeyReloaded(err error, rotated bool) {
+	h := &KeyReloadHealth{Result: "unchanged"}
+	switch {
+	case err != nil:
+		h.Result, h.Error = "refused", err.Error()
+	case rotated:
+		h.Result = "rotated"
+	}
+	if s.cfg.Receipts != nil {
+		h.KeyID = s.cfg.Receipts.KeyID()
+	}
+	s.metrics.keyReload(h.Result)
+	s.lastKeyReload.Store(h)
+}
 
 // ReloadHealth is the outcome of the last Reload, in /health.
 type ReloadHealth struct {

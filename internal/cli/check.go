@@ -42,10 +42,6 @@ const (
 	// filters may call a nondeterministic built-in, which turns the
 	// decision memo off.
 	codeMemoOff = "decision_memo_off"
-	// codeHideUnknown (a note): a hide rule names, literally, a tool the
-	// registry does not have; it hides nothing there (a policy may serve
-	// several registries, so this does not fail the check).
-	codeHideUnknown = "hide_unknown_tool"
 	// codeNoPolicies: a PATH that holds no policy file.
 	codeNoPolicies = "no_policy_files"
 	// codeAlwaysErrors: a rule that depends on nothing a request sends
@@ -59,12 +55,13 @@ type checkFlags struct {
 	registries []string
 	format     string
 	noDefaults bool
+	strict     bool
 }
 
 func newCheckCmd() *cobra.Command {
 	var f checkFlags
 	cmd := &cobra.Command{
-		Use:   "check PATH... [--registry R]... [--format pretty|json]",
+		Use:   "check PATH... [--registry R]... [--strict] [--format pretty|json]",
 		Short: "Validate a policy set and a registry before deployment",
 		Long: `check parses and compiles the policies under PATH (files, directories or bundle .tar.gz archives)
 with the shipped policies, in strict mode, and validates the registry. In directories and bundles,
@@ -84,6 +81,16 @@ its location:
   * a filter that reaches a nondeterministic built-in (http.send, time.now_ns, rand.*, …);
   * a package outside policycheck.rules.*, policycheck.capabilities.*, policycheck.availability and
     policycheck.lib* that no policy imports (eval and serve warn about it too);
+  * a tool name or capability id no registry given has, as a string literal a rule compares with a
+    name (unknown_tool_name, unknown_capability_name), with the nearest known name ("did you mean
+    delete_repo?"): input.call.tool == "delete_repos" never holds, so the deny it guards never fires.
+    The names are the input fields that hold them (input.call.tool, input.dispatch.calls[].tool,
+    input.tools[].name and .capability, input.facts.loaded, input.facts.active_capabilities, the keys
+    of input.facts.tool_calls and of data.policycheck.registry.tools, ...), followed through variables;
+    the literals are those compared with ==, != or =, members of a literal set or array (x in {...}),
+    keys of a literal set or object, or of a rule defined as one, indexed by a name
+    (dangerous[input.call.tool]), and hide and prepare_tools values. A name one registry has and
+    another lacks is a note. A name passed to a function or reached by set arithmetic is not followed;
   * a rule that reads neither input nor data and fails whenever it is evaluated: complete rules that
     always conflict (p := "a" and p := "b"), a built-in call that always errors (1 / 0);
   * a registry that breaks its schema or the rules a schema cannot express (file and JSON pointer),
@@ -100,11 +107,13 @@ its location:
   * anything else the engine refuses to load (it compiles the set as policycheck eval would).
 
 Without --registry, the checks that need one (filters for unknown capabilities, evaluated filter
-results, rules reading call arguments, what the engine refuses) are skipped, and the output says so.
+results, rules reading call arguments, tool and capability names, what the engine refuses) are
+skipped, and the output says so.
 
 It also notes, without failing, each nondeterministic built-in that a rule outside the filters reaches:
 such a rule is allowed, but its result is not a function of the decision's input, so the engine then
-keeps no decision memo and evaluates the policy for every decision (engine.DecisionCache).
+keeps no decision memo and evaluates the policy for every decision (engine.DecisionCache); and each
+name some --registry lacks while another has it. --strict makes every note a finding.
 
 What check cannot see: failures that depend on the input of a request. Complete rules that conflict
 only for some inputs (two "mode := ..." rules whose conditions can hold together), a built-in that
@@ -126,6 +135,10 @@ pretty, is kept as an alias.` + exitCodes("0  no findings", "2  at least one fin
 					"(check . for the current directory)\n%s", usageHint(cmd)))
 			}
 			res := runCheck(cmd.Context(), args, f)
+			if f.strict {
+				res.add(res.Notes...)
+				res.Notes = nil
+			}
 			return res.write(cmd.OutOrStdout(), format)
 		},
 	}
@@ -134,6 +147,7 @@ pretty, is kept as an alias.` + exitCodes("0  no findings", "2  at least one fin
 		"tool registry (YAML or JSON) to validate and check the filters against (repeatable: each is validated)")
 	fl.StringVarP(&f.format, "format", "f", "pretty", "output format: pretty or json (text: alias of pretty)")
 	fl.BoolVar(&f.noDefaults, "no-defaults", false, "check the policies without the shipped defaults")
+	fl.BoolVar(&f.strict, "strict", false, "make every note a finding (exit 2)")
 	return cmd
 }
 
@@ -149,7 +163,7 @@ type checkResult struct {
 
 // skippedWithoutRegistry is what check cannot do without --registry.
 const skippedWithoutRegistry = "capability checks (no --registry): filters for unknown capabilities, " +
-	"evaluated filter results, rules reading call arguments no tool schema requires, and what the engine refuses were not checked"
+	"evaluated filter results, rules reading call arguments no tool schema requires, tool and capability names, and what the engine refuses were not checked"
 
 func (r *checkResult) add(fs ...policyFinding) {
 	for _, f := range fs {
@@ -323,12 +337,9 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 		mods = rest
 	}
 	// The operator contract, as the engine checks it at load.
-	shapes, locs := contract.Check(c)
+	shapes, _ := contract.Check(c)
 	for _, p := range shapes {
 		res.add(policyFinding{Code: p.Code, File: p.File, Row: p.Row, Col: p.Col, Message: p.Message})
-	}
-	for i, r := range regs {
-		res.Notes = append(res.Notes, unknownHideNotes(c, locs, r, regFiles[i])...)
 	}
 	operator := map[string]bool{}
 	for _, m := range mods {
@@ -336,6 +347,9 @@ func runCheck(ctx context.Context, paths []string, f checkFlags) *checkResult {
 			operator[m.file] = true
 		}
 	}
+	names, nameNotes := nameFindings(c, operator, regs, regFiles)
+	res.add(names...)
+	res.Notes = append(res.Notes, nameNotes...)
 	for i, r := range regs {
 		res.add(argsFindings(c, operator, r, regFiles[i])...)
 	}
@@ -532,35 +546,6 @@ func unknownCapabilityFindings(m *checkModule, reg *facts.Registry) []policyFind
 	}
 	return []policyFinding{locFinding(codeUnknownCap, m.module.Package.Location, fmt.Sprintf(
 		"filter package for capability %q, which the registry does not have", id))}
-}
-
-// unknownHideNotes notes each tool name a hide rule names literally
-// (hide contains "x", or an element of a set it is given) that registry
-// reg, read from file, does not have: the hide does nothing for that
-// registry (a typo, or a tool renamed since). locs are the entry-point
-// rules contract.Check located in c.
-func unknownHideNotes(c *ast.Compiler, locs contract.Locations, reg *facts.Registry, file string) []policyFinding {
-	var out []policyFinding
-	for key := range locs {
-		ref := ast.MustParseRef(key)
-		if len(ref) != 5 || ref[2].Value.Compare(ast.String("rules")) != 0 || ref[4].Value.Compare(ast.String("hide")) != 0 {
-			continue
-		}
-		for _, r := range c.GetRules(ref) {
-			for _, t := range contract.HeadValues(r) {
-				for _, name := range contract.LiteralNames(t) {
-					s := string(name.Value.(ast.String))
-					if _, known := reg.Tool(s); known || s == facts.LoadCapabilityTool || s == facts.SearchTool {
-						continue // the contract refuses the framework names
-					}
-					out = append(out, locFinding(codeHideUnknown, name.Location, fmt.Sprintf(
-						"%s names %q, which registry %s does not have: it hides nothing there",
-						strings.TrimPrefix(key, "data."), s, file)))
-				}
-			}
-		}
-	}
-	return out
 }
 
 // nondeterminismFindings reports every call of a nondeterministic

@@ -242,11 +242,14 @@ func TestCheckNotesTheDecisionMemoOff(t *testing.T) {
 }
 
 // TestCheckNotesAHideOfAToolTheRegistryLacks: a hide rule naming a tool
-// the registry does not have hides nothing for it: check notes it, per
-// registry, with its place, and still passes (a policy set may serve
-// registries that do have the tool).
+// no registry given has hides nothing: a finding, with its place and the
+// nearest known name (issue 43, item 10; it was a note). A tool one
+// registry has and another lacks is a note about the one that lacks it
+// (a policy set may serve registries that do have the tool), naming that
+// registry, also after one that failed to load.
 func TestCheckNotesAHideOfAToolTheRegistryLacks(t *testing.T) {
 	dir := policyFiles(t, map[string]string{"registry.yaml": checkRegistry,
+		"other.yaml": checkRegistry + "  - name: old_tool\n",
 		"pol/ops.rego": "package policycheck.rules.ops\n\n" +
 			"hide contains \"get_tiem\" if input.context.group == \"guest\"\n\n" +
 			"hide contains \"get_time\" if input.context.group == \"night\"\n",
@@ -254,26 +257,27 @@ func TestCheckNotesAHideOfAToolTheRegistryLacks(t *testing.T) {
 	})
 	t.Chdir(dir)
 	code, stdout, _ := policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
-	assert.Equal(t, cli.ExitOK, code, stdout)
-	out := decodeCheckReport(t, stdout)
-	assert.Empty(t, out.Findings)
-	require.Len(t, out.Notes, 2, stdout)
-	assert.Equal(t, checkEntry{Code: "hide_unknown_tool", File: "pol/ops.rego", Row: 3,
-		Message: `policycheck.rules.ops.hide names "get_tiem", which registry registry.yaml does not have: it hides nothing there`}, out.Notes[0])
-	assert.Equal(t, "pol/set.rego", out.Notes[1].File)
-	assert.Contains(t, out.Notes[1].Message, `"old_tool"`)
-
-	// Each note names the registry it is about, also after one that
-	// failed to load.
-	require.NoError(t, os.WriteFile("bad.yaml", []byte("tools: 3\n"), 0o644))
-	code, stdout, _ = policyRun(t, "check", "pol", "--registry", "bad.yaml", "--registry", "registry.yaml", "--format", "json")
 	assert.Equal(t, cli.ExitBadUsage, code, stdout)
+	out := decodeCheckReport(t, stdout)
+	assert.Empty(t, out.Notes)
+	require.Len(t, out.Findings, 2, stdout)
+	assert.Equal(t, checkEntry{Code: "unknown_tool_name", File: "pol/ops.rego", Row: 3,
+		Message: `policycheck.rules.ops.hide names "get_tiem", but no registry (registry.yaml) has a tool "get_tiem": ` +
+			`it names nothing; did you mean "get_time"?`}, out.Findings[0])
+	assert.Equal(t, "pol/set.rego", out.Findings[1].File)
+	assert.Contains(t, out.Findings[1].Message, `"old_tool"`)
+
+	require.NoError(t, os.WriteFile("pol/ops.rego", []byte("package policycheck.rules.ops\n"), 0o644))
+	require.NoError(t, os.WriteFile("bad.yaml", []byte("tools: 3\n"), 0o644))
+	code, stdout, _ = policyRun(t, "check", "pol", "--registry", "bad.yaml", "--registry", "registry.yaml",
+		"--registry", "other.yaml", "--format", "json")
+	assert.Equal(t, cli.ExitBadUsage, code, stdout) // bad.yaml
 	out = decodeCheckReport(t, stdout)
-	require.Len(t, out.Notes, 2, stdout)
-	assert.Contains(t, out.Notes[0].Message, "which registry registry.yaml does not have")
+	require.Len(t, out.Notes, 1, stdout)
+	assert.Equal(t, "unknown_tool_name pol/set.rego:3", places(out.Notes)[0])
+	assert.Contains(t, out.Notes[0].Message, "which registry registry.yaml does not have (another registry given does): it hides nothing there")
 }
 
-// checkEntry is one finding or note of policycheck check --format json.
 type checkEntry struct {
 	Code    string `json:"code"`
 	File    string `json:"file"`

@@ -22,7 +22,7 @@ require_approval contains {"reason": "deleting a repository", "message": sprintf
 }
 
 deny contains "no repo" if {
-	input.call.tool in {"delete_repo", "archive_repo"}
+	input.call.tool in {"delete_repo", "get_time"}
 	object.get(input.call.args, "repo", "") == ""
 }
 

@@ -38,7 +38,7 @@ func TestCheckDoesNotSayOkForNothing(t *testing.T) {
 	without := run(t, "", "check", dir)
 	assert.Equal(t, cli.ExitOK, without.code)
 	assert.Equal(t, "ok: 1 policy files, no findings\n"+
-		"skipped: capability checks (no --registry): filters for unknown capabilities, evaluated filter results, rules reading call arguments no tool schema requires, and what the engine refuses were not checked\n",
+		"skipped: capability checks (no --registry): filters for unknown capabilities, evaluated filter results, rules reading call arguments no tool schema requires, tool and capability names, and what the engine refuses were not checked\n",
 		without.stdout)
 	js := run(t, "", "check", dir, "--format", "json")
 	var out struct{ Skipped []string }

@@ -14,6 +14,7 @@ import (
 	"github.com/lestrrat-go/jwx/v3/jwk"
 	"github.com/spf13/cobra"
 
+	"github.com/policycheck/policycheck/server"
 	"github.com/policycheck/policycheck/trust"
 )
 
@@ -71,12 +72,15 @@ func newKeyWatch(path string, s *trust.Signer) *keyWatch {
 	return &keyWatch{path: path, signer: s, settle: settle{last: treeStamp([]string{path})}}
 }
 
-func (w *keyWatch) run(ctx context.Context, interval time.Duration, logger *slog.Logger) {
-	every(ctx, interval, func() { w.look(logger) })
+// run looks at the key file every interval until ctx is done, telling
+// srv each outcome (its /health and /metrics show a refused key).
+func (w *keyWatch) run(ctx context.Context, srv *server.Server, interval time.Duration, logger *slog.Logger) {
+	every(ctx, interval, func() { w.look(logger, srv.ReceiptKeyReloaded) })
 }
 
-// look is one look at the key file.
-func (w *keyWatch) look(logger *slog.Logger) {
+// look is one look at the key file; when the file changed, report is
+// told the outcome: why the key was refused, or whether it rotated.
+func (w *keyWatch) look(logger *slog.Logger, report func(err error, rotated bool)) {
 	if !w.settle.next(treeStamp([]string{w.path})) {
 		return
 	}
@@ -86,6 +90,7 @@ func (w *keyWatch) look(logger *slog.Logger) {
 	if err == nil {
 		err = w.signer.Rotate(key)
 	}
+	report(err, err == nil && w.signer.KeyID() != old)
 	switch {
 	case err != nil:
 		logger.Error("receipt key changed but not reloaded; the current key keeps signing", "err", err, "kid", old)

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -39,13 +40,15 @@ func TestKeyWatchRotates(t *testing.T) {
 	var logs bytes.Buffer
 	logger := slog.New(slog.NewTextHandler(&logs, nil))
 	w := newKeyWatch(path, s)
+	var reports []string
+	report := func(err error, rotated bool) { reports = append(reports, fmt.Sprint(err != nil, rotated)) }
 
 	write(receiptcases.PEM(receiptcases.Key(2)), now.Add(time.Second))
-	w.look(logger)
+	w.look(logger, report)
 	if s.KeyID() != first {
 		t.Fatal("rotated at the first sight of a change: the file may be half-written")
 	}
-	w.look(logger)
+	w.look(logger, report)
 	second := s.KeyID()
 	if second == first {
 		t.Fatalf("not rotated; log: %s", logs.String())
@@ -58,13 +61,17 @@ func TestKeyWatchRotates(t *testing.T) {
 	}
 
 	write([]byte("not a key"), now.Add(2*time.Second))
-	w.look(logger)
-	w.look(logger)
+	w.look(logger, report)
+	w.look(logger, report)
 	if s.KeyID() != second {
 		t.Fatal("a file that holds no key replaced the signing key")
 	}
 	if !strings.Contains(logs.String(), "receipt key changed but not reloaded") {
 		t.Errorf("the refused key is not logged: %s", logs.String())
+	}
+
+	if got := strings.Join(reports, " "); got != "false true true false" {
+		t.Errorf("the outcomes reported are %q, want a rotation then a refusal (err, rotated)", got)
 	}
 
 	now = now.Add(receiptcases.TTL)

@@ -188,7 +188,7 @@ not used): each request's receipts are verified afresh.` + exitCodes("0  stopped
 				go pw.run(ctx, srv, f.WatchInterval, logger)
 			}
 			if kw != nil {
-				go kw.run(ctx, f.WatchInterval, logger)
+				go kw.run(ctx, srv, f.WatchInterval, logger)
 			}
 			logger.Info("policycheck serving", "addr", at, "tls", f.TLSCert != "")
 			if err := srv.Serve(ctx, ln, diagLn...); err != nil {

@@ -16,6 +16,10 @@ import "encoding/json"
 //   - jsontype:"...": the type the docs show, where the Go type (any,
 //     json.RawMessage: the operator's or the model's value) says less.
 //   - values:"...": for a map keyed by names, the meaning of each value.
+//   - names:"tool" or names:"capability": the field holds registry tool
+//     names or capability ids (a string: one; a list: each element; a
+//     map: each key). policycheck check compares the string literals a
+//     rule compares with such a field against the registries given.
 //   - omitempty in the json tag: the key is optional (present only when
 //     its comment says).
 //
@@ -46,15 +50,15 @@ type InputFacts struct {
 	// Start of the post-compaction window: the first message and part the facts read.
 	Window Position `json:"window"`
 	// Tool names revealed in the window: by searches (typed, native or legacy search returns) and by `tool-availability-delta` parts, such as the delta a capability load writes with the tools it adds (raw: may name tools that do not exist).
-	Discovered []string `json:"discovered" rego:"set"`
+	Discovered []string `json:"discovered" rego:"set" names:"tool"`
 	// Capability ids loaded in the window (raw: may name unregistered ids).
-	Loaded []string `json:"loaded" rego:"set"`
+	Loaded []string `json:"loaded" rego:"set" names:"capability"`
 	// Tools with a successful `tool-return` in the window: the input of sequence rules.
-	Returned []string `json:"returned" rego:"set"`
+	Returned []string `json:"returned" rego:"set" names:"tool"`
 	// Always-on capabilities plus the loaded deferred ones: the next request's active set.
-	ActiveCapabilities []string `json:"active_capabilities" rego:"set"`
+	ActiveCapabilities []string `json:"active_capabilities" rego:"set" names:"capability"`
 	// Present only when a loaded policy reads it (the engine builds it on demand). Tool name -> its calls in the whole history (before a compaction too), in history order, the dispatched response's included: `lib.call_count`, `lib.call_count_within` and `lib.arg_sum` read it (see "Counting calls").
-	ToolCalls map[string][]InputToolCall `json:"tool_calls,omitempty" values:"The calls of one tool (the key is the tool name, as the model wrote it; framework tools included, provider-side builtin tools not)."`
+	ToolCalls map[string][]InputToolCall `json:"tool_calls,omitempty" names:"tool" values:"The calls of one tool (the key is the tool name, as the model wrote it; framework tools included, provider-side builtin tools not)."`
 	// Present only when a loaded policy reads the flows. True when the index of return strings the flows were found in reached its cap (`--flow-index-cap`, 8 MiB by default) and left the later returns out, or when the matching of a call's arguments stopped at its bound (docs/flows.md): a flow from them is not reported, so a rule that lets a call through for want of a flow should fail closed (`lib.flows_complete`).
 	FlowIndexTruncated bool `json:"flow_index_truncated,omitempty"`
 }
@@ -86,9 +90,9 @@ type InputToolCall struct {
 // InputOutgoing is input.outgoing.
 type InputOutgoing struct {
 	// Tool names revealed (searches and availability deltas) in the outgoing history.
-	Discovered []string `json:"discovered" rego:"set"`
+	Discovered []string `json:"discovered" rego:"set" names:"tool"`
 	// Capability ids loaded in the outgoing history.
-	Loaded []string `json:"loaded" rego:"set"`
+	Loaded []string `json:"loaded" rego:"set" names:"capability"`
 }
 
 // InputFilters is input.filters.
@@ -104,7 +108,7 @@ type InputFilters struct {
 // InputFilterResult is what the filters of one active set did.
 type InputFilterResult struct {
 	// Registry tools some filter of this set dropped.
-	Dropped []string `json:"dropped" rego:"set"`
+	Dropped []string `json:"dropped" rego:"set" names:"tool"`
 	// The filters of this set that failed (error, timeout, not a set of tool names).
 	Errors []InputFilterError `json:"errors"`
 }
@@ -112,7 +116,7 @@ type InputFilterResult struct {
 // InputFilterError is one failed filter.
 type InputFilterError struct {
 	// The capability whose filter failed.
-	Capability string `json:"capability"`
+	Capability string `json:"capability" names:"capability"`
 	// Why it failed.
 	Message string `json:"message"`
 }
@@ -124,11 +128,11 @@ type InputDispatch struct {
 	// Start of the provider-anchored window of the response.
 	Window Position `json:"window"`
 	// Capability ids loaded before the response (a load in the response does not count).
-	Loaded []string `json:"loaded" rego:"set"`
+	Loaded []string `json:"loaded" rego:"set" names:"capability"`
 	// What the serving provider still sees beyond the conservative window.
 	Evidence InputEvidence `json:"evidence"`
 	// Capabilities active at dispatch: their filters ran for `filters.dispatch`.
-	ActiveCapabilities []string `json:"active_capabilities" rego:"set"`
+	ActiveCapabilities []string `json:"active_capabilities" rego:"set" names:"capability"`
 	// Reveals and loads inside the dispatched response itself.
 	SameResponse InputSameResponse `json:"same_response"`
 	// The response's tool calls, in order; `deny` rules see one of them as `input.call`.
@@ -138,17 +142,17 @@ type InputDispatch struct {
 // InputEvidence is input.dispatch.evidence.
 type InputEvidence struct {
 	// Tool names revealed only in the anchored window.
-	Discovered []string `json:"discovered" rego:"set"`
+	Discovered []string `json:"discovered" rego:"set" names:"tool"`
 	// Deferred capabilities loaded only in the anchored window.
-	Loaded []string `json:"loaded" rego:"set"`
+	Loaded []string `json:"loaded" rego:"set" names:"capability"`
 }
 
 // InputSameResponse is input.dispatch.same_response.
 type InputSameResponse struct {
 	// Tool names a provider-side search in the response revealed (these count).
-	Revealed []string `json:"revealed" rego:"set"`
+	Revealed []string `json:"revealed" rego:"set" names:"tool"`
 	// Capabilities the response asks to load (these do not count yet).
-	PendingLoads []string `json:"pending_loads" rego:"set"`
+	PendingLoads []string `json:"pending_loads" rego:"set" names:"capability"`
 }
 
 // InputCall is one call of input.dispatch.calls, and input.call.
@@ -158,7 +162,7 @@ type InputCall struct {
 	// Part index in the response.
 	Part int `json:"part"`
 	// The tool name the model called.
-	Tool string `json:"tool"`
+	Tool string `json:"tool" names:"tool"`
 	// The call's id, as in the history.
 	ToolCallID *string `json:"tool_call_id"`
 	// `tool-search`, `capability-load` or null for an ordinary tool.
@@ -221,15 +225,15 @@ type FilterInput struct {
 	// The request context, as for the decision.
 	Context any `json:"context" jsontype:"object"`
 	// Sorted ids of the capabilities active for the decision being made (next request or dispatch).
-	ActiveCapabilities []string `json:"active_capabilities"`
+	ActiveCapabilities []string `json:"active_capabilities" names:"capability"`
 }
 
 // FilterTool is one element of a filter's input.tools.
 type FilterTool struct {
 	// Tool name.
-	Name string `json:"name"`
+	Name string `json:"name" names:"tool"`
 	// Owning capability id.
-	Capability *string `json:"capability"`
+	Capability *string `json:"capability" names:"capability"`
 	// The tool's own `defer_loading` flag.
 	DeferLoading bool `json:"defer_loading"`
 }

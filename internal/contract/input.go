@@ -146,3 +146,54 @@ func fieldsOf(paths map[string]string, path string) string {
 	}
 	return where + " has " + strings.Join(names, ", ")
 }
+
+// Object reports whether the field is an object whose fields are the
+// paths below it.
+func (p Path) Object() bool { return p.Kind == fieldObject }
+
+// Array reports whether the field is an array of objects, whose elements
+// are the paths below it with "[]".
+func (p Path) Array() bool { return p.Kind == fieldArray }
+
+// List reports whether the field is a list of strings (a set or an
+// array).
+func (p Path) List() bool {
+	return p.Kind == fieldLeaf && (p.Set || strings.HasPrefix(p.Type, "array"))
+}
+
+// ruleInputPaths and filterInputPathsByName are the paths of ruleInput
+// and filterInput, keyed by path.
+var (
+	ruleInputPaths = func() map[string]Path {
+		out := map[string]Path{"call": {Path: "call", Key: "call", Kind: fieldObject, Type: "object"}}
+		for _, p := range inputPaths {
+			out[p.Path] = p
+			if rest, ok := strings.CutPrefix(p.Path, "dispatch.calls[]."); ok {
+				q := p
+				q.Path = "call." + rest
+				out[q.Path] = q
+			}
+		}
+		return out
+	}()
+	filterInputPathsByName = func() map[string]Path {
+		out := map[string]Path{}
+		for _, p := range filterInputPaths {
+			out[p.Path] = p
+		}
+		return out
+	}()
+)
+
+// InputOf returns the paths of the input document the rules of package
+// pkg see, keyed by path ("call.tool", "tools[].name",
+// "facts.tool_calls.*"): a capability filter's (FilterInput) for
+// policycheck.capabilities.<id>, else the decision's with the call being
+// judged as input.call (what policycheck.rules.* see; a library's rules
+// see their caller's). The map is shared: do not change it.
+func InputOf(pkg ast.Ref) map[string]Path {
+	if pkg.HasPrefix(rootRef("policycheck.capabilities")) && len(pkg) == 4 {
+		return filterInputPathsByName
+	}
+	return ruleInputPaths
+}

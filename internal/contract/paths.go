@@ -33,7 +33,17 @@ type Path struct {
 	Owner, Field string
 	// Doc is the meaning of a map's values (its values tag); "" else.
 	Doc string
+	// Names is NamesTool or NamesCapability when the field holds tool
+	// names or capability ids (its names tag): a string is one, a list
+	// holds them, a map is keyed by them; "" else.
+	Names string
 }
+
+// The kinds of names a field may hold (Path.Names).
+const (
+	NamesTool       = "tool"
+	NamesCapability = "capability"
+)
 
 // Open reports whether the field holds whatever the operator or the
 // model sent (the context, a call's arguments): nothing below it is the
@@ -121,7 +131,10 @@ func walkType(t reflect.Type, prefix string, each func(Path)) {
 		}
 		key, opts, _ := strings.Cut(tag, ",")
 		p := Path{Path: key, Key: key, Optional: opts == "omitempty", Owner: t.Name(), Field: f.Name,
-			Set: f.Tag.Get("rego") == "set"}
+			Set: f.Tag.Get("rego") == "set", Names: f.Tag.Get("names")}
+		if p.Names != "" && p.Names != NamesTool && p.Names != NamesCapability {
+			panic(fmt.Sprintf("contract: %s.%s: names %q is neither %q nor %q", t.Name(), f.Name, p.Names, NamesTool, NamesCapability))
+		}
 		if prefix != "" {
 			p.Path = prefix + "." + key
 		}

@@ -44,6 +44,9 @@ func checkParsedConfig(c *opaconfig.Config) error {
 	if len(c.Warnings) > 0 {
 		return errors.New(strings.Join(c.Warnings, "; "))
 	}
+	if err := checkLogBuffer(c.DecisionLogs); err != nil {
+		return err
+	}
 	set, err := encodedOptions(c)
 	if err != nil {
 		return err
@@ -96,6 +99,73 @@ func (DiscoveredConfig) OnConfigDiscovery(_ context.Context, c *opaconfig.Config
 	return c, nil
 }
 
+// OPA's decision-log upload size: its default, and the bounds it clamps
+// a configured one to (plugins/logs).
+const (
+	opaUploadDefault = int64(32768)
+	opaUploadMin     = int64(90)
+	opaUploadMax     = int64(4294967296)
+)
+
+// logReporting is what checkLogBuffer and BoundDecisionLogs read of
+// decision_logs.reporting.
+type logReporting struct {
+	Reporting struct {
+		BufferType           string `json:"buffer_type"`
+		BufferSizeLimitBytes *int64 `json:"buffer_size_limit_bytes"`
+		UploadSizeLimitBytes *int64 `json:"upload_size_limit_bytes"`
+	} `json:"reporting"`
+}
+
+// uploadSize is the upload size OPA uses for the configured one: its
+// default when unset, else clamped to its bounds.
+func (r logReporting) uploadSize() int64 {
+	u := r.Reporting.UploadSizeLimitBytes
+	if u == nil {
+		return opaUploadDefault
+	}
+	return min(max(*u, opaUploadMin), opaUploadMax)
+}
+
+// logBufferChunks is how many upload chunks OPA's size buffer must hold
+// at least: the server keeps two of them free (Sink.Room), and the
+// third is for events.
+const logBufferChunks = 3
+
+// checkLogBuffer refuses a decision-log size buffer bound under
+// logBufferChunks upload chunks (a buffer_size_limit_bytes of 50000 with
+// OPA's 32,768-byte uploads): the server keeps two chunks of it free so
+// that OPA never drops a chunk of events whole (see Sink), and such a
+// buffer would turn away every event although the sink is healthy. It is
+// refused rather than clamped: the bound is the operator's memory budget
+// and the upload size their log service's limit, and which to change is
+// theirs to say. The error names the key as a JSON pointer.
+func checkLogBuffer(raw json.RawMessage) error {
+	if len(raw) == 0 {
+		return nil
+	}
+	var r logReporting
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return nil // OPA's own parse reports it
+	}
+	limit := r.Reporting.BufferSizeLimitBytes
+	if r.Reporting.BufferType == "event" || limit == nil || *limit <= 0 {
+		return nil
+	}
+	chunk := r.uploadSize()
+	if *limit >= logBufferChunks*chunk {
+		return nil
+	}
+	set := fmt.Sprintf("%d", chunk)
+	if r.Reporting.UploadSizeLimitBytes == nil {
+		set += ", OPA's default"
+	}
+	return fmt.Errorf("/decision_logs/reporting/buffer_size_limit_bytes: %d bytes is less than three times "+
+		"upload_size_limit_bytes (%s): the server keeps two upload chunks of the buffer free, so that OPA never drops "+
+		"a chunk of events whole, and this buffer would have no room left for events; set it to at least %d, "+
+		"or upload_size_limit_bytes to at most %d", *limit, set, logBufferChunks*chunk, max(*limit/logBufferChunks, opaUploadMin))
+}
+
 // defaultLogBuffer bounds the decision-log buffer of a configuration that
 // sets no bound: OPA's size buffer is unbounded by default, so a log
 // service that is down would otherwise hold every decision in memory.
@@ -103,7 +173,7 @@ const defaultLogBuffer = 32 << 20
 
 // BoundDecisionLogs returns the OPA configuration raw with the decision
 // log's buffer bounded (reporting.buffer_size_limit_bytes =
-// defaultLogBuffer) when it configures decision logs on the size buffer
+// defaultLogBuffer, or three upload chunks when that is more) when it configures decision logs on the size buffer
 // with neither a byte bound nor a rate limit (which OPA does not accept
 // together with one). The event buffer is bounded by OPA already.
 func BoundDecisionLogs(raw []byte) ([]byte, error) {
@@ -123,6 +193,12 @@ func BoundDecisionLogs(raw []byte) ([]byte, error) {
 	if rep["buffer_type"] == "event" || rep["buffer_size_limit_bytes"] != nil || rep["max_decisions_per_second"] != nil {
 		return raw, nil
 	}
-	rep["buffer_size_limit_bytes"] = defaultLogBuffer
+	// A bound that holds the configured uploads (checkLogBuffer).
+	var r logReporting
+	if b, err := json.Marshal(dl); err == nil && json.Unmarshal(b, &r) == nil {
+		rep["buffer_size_limit_bytes"] = max(defaultLogBuffer, logBufferChunks*r.uploadSize())
+	} else {
+		rep["buffer_size_limit_bytes"] = defaultLogBuffer
+	}
 	return json.Marshal(cfg)
 }

@@ -52,11 +52,13 @@ type Sink struct {
 
 // Room reports whether lp's buffer takes one more event: always, but for
 // OPA's size buffer with a bound, which must keep room for two chunks
-// (see Sink).
+// (see Sink) — and always when that buffer is empty, so that no bound
+// turns every event away (serve refuses a bound under three chunks at
+// start: checkLogBuffer).
 func (k *Sink) Room(lp *logs.Plugin) bool {
 	typ, size := lp.BufferSize()
 	k.sizeBuffer.Store(typ == "size")
-	if typ != "size" {
+	if typ != "size" || size == 0 {
 		return true
 	}
 	rep := lp.Config().Reporting

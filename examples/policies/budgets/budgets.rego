@@ -60,6 +60,20 @@ deny contains {
 }
 
 deny contains {
+	"reason": "a transfer_funds call of this run has a negative amount, which would offset the amount budget",
+	"message": "Transfers cannot be checked against the budget while this run holds a transfer with a negative amount.",
+} if {
+	# The registry's schema makes a negative amount invalid_args, but the
+	# call still counts for the others in its response (it is pending
+	# there, as the calls the sum reads are): refuse to sum past it.
+	input.call.tool == "transfer_funds"
+	some c in lib.calls_upto(input.call)
+	amount := object.get(c.args, "amount", 0)
+	is_number(amount)
+	amount < 0
+}
+
+deny contains {
 	"reason": "the input holds no facts.tool_calls: the transfer budget cannot be checked",
 	"message": "Transfers are unavailable: the budget cannot be checked.",
 } if {
