@@ -85,6 +85,11 @@ test_other_tools_are_not_budgeted if {
 test_a_negative_amount_does_not_offset_the_sum if {
 	# t4 (-9000, invalid_args by the registry's schema, yet pending in
 	# the response) would bring t5's sum to 4,000 instead of 13,000.
-	records := [record("t1", 1, 0, "returned", 3000), record("t4", 9, 0, "pending", -9000), record("t5", 9, 1, "pending", 10000)]
-	reasons(run(records, 1)) == {"a transfer_funds call of this run has a negative amount, which would offset the amount budget"}
+	records := [
+		record("t1", 1, 0, "returned", 3000),
+		record("t4", 9, 0, "pending", -9000),
+		record("t5", 9, 1, "pending", 10000),
+	]
+	want := "a transfer_funds call of this run has a negative amount, which would offset the amount budget"
+	reasons(run(records, 1)) == {want}
 }
