@@ -132,7 +132,7 @@ ul{margin:.2em 0}
 {{range .Bars}}<tr class="transition{{if .Changed}} changed{{end}}" data-transition="{{.From}}->{{.To}}"><td>{{.From}} → {{.To}}</td><td class="count">{{.Count}}</td></tr>
 {{end}}</table>
 <svg id="chart" xmlns="http://www.w3.org/2000/svg" width="720" height="{{.ChartHeight}}" role="img" aria-label="call transitions">
-{{range .Bars}}<g transform="translate(0,{{.Y}})"><text x="0" y="16" font-size="13">{{.From}} → {{.To}}</text><rect class="{{.Direction}}" x="260" y="3" height="18" width="{{.Width}}" fill="{{if eq .Direction "loosening"}}#c00{{else if eq .Direction "tightening"}}#1a5fb4{{else if .Changed}}#b58900{{else}}#999{{end}}"><title>{{.From}} → {{.To}}: {{.Count}}</title></rect><text x="{{add .Width 266}}" y="16" font-size="13">{{.Count}}</text></g>
+{{range .Bars}}<g transform="translate(0,{{.Y}})"><text x="0" y="16" font-size="13">{{.From}} → {{.To}}</text><rect{{with .Direction}} class="{{.}}"{{end}} x="260" y="3" height="18" width="{{.Width}}" fill="{{if eq .Direction "loosening"}}#c00{{else if eq .Direction "tightening"}}#1a5fb4{{else if .Changed}}#b58900{{else}}#999{{end}}"><title>{{.From}} → {{.To}}: {{.Count}}</title></rect><text x="{{add .Width 266}}" y="16" font-size="13">{{.Count}}</text></g>
 {{end}}</svg>
 </section>
 <section id="changes">
@@ -140,7 +140,7 @@ ul{margin:.2em 0}
 {{if .R.Changes}}<p id="direction-key"><span class="key-loosening">loosening</span>: toward execute; <span class="key-tightening">tightening</span>: away from it (<code>--fail-on loosening</code> fails on the first kind)</p>
 <table>
 <tr><th>run</th><th>message</th><th>kind</th><th>tool_call_id</th><th>tool</th><th>transition</th></tr>
-{{range .R.Changes}}<tr class="change {{.Direction}}"><td><a class="change-link" href="#{{.Anchor}}">{{.Run}}</a></td><td>{{.Message}}</td><td>{{.Kind}}</td><td>{{id .ToolCallID}}</td><td>{{.Tool}}</td><td class="transition">{{.Transition}}</td></tr>
+{{range .R.Changes}}<tr class="change{{with .Direction}} {{.}}{{end}}"><td><a class="change-link" href="#{{.Anchor}}">{{.Run}}</a></td><td>{{.Message}}</td><td>{{.Kind}}</td><td>{{id .ToolCallID}}</td><td>{{.Tool}}</td><td class="transition">{{.Transition}}</td></tr>
 {{end}}</table>{{else}}<p>No decision changes.</p>{{end}}
 </section>
 {{with .R.Audit}}{{if .Findings}}<section id="findings">
