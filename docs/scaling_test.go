@@ -210,7 +210,7 @@ func startCluster(t *testing.T, replicas int, r1 map[string]string) *cluster {
 
 	// The OPA configuration, with the test's bundle server and collector.
 	yamls := codeBlocks(t, "scaling.md", "yaml")
-	require.Len(t, yamls, 1)
+	require.Len(t, yamls, 2, "the replicas' configuration, then its signing block (TestScalingSignedBundle)")
 	opa := yamls[0]
 	for from, to := range map[string]string{"http://127.0.0.1:8282": c.bundles.URL, "http://127.0.0.1:8383": c.logs.URL} {
 		require.Equal(t, 1, strings.Count(opa, from), "scaling.md's OPA configuration names %s once", from)
