@@ -33,6 +33,7 @@ type bundleFlags struct {
 	signingKey string
 	signingAlg string
 	claimsFile string
+	algGiven   bool // --signing-alg was on the command line
 }
 
 func newBundleCmd() *cobra.Command {
@@ -76,6 +77,7 @@ serve verifies it with OPA's keys configuration (docs/scaling.md, "Building and 
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			f.algGiven = cmd.Flags().Changed("signing-alg")
 			b, err := buildBundle(args, f)
 			if err != nil {
 				return err
@@ -109,7 +111,7 @@ serve verifies it with OPA's keys configuration (docs/scaling.md, "Building and 
 // paths.
 func buildBundle(paths []string, f bundleFlags) (*bundle.Bundle, error) {
 	signing := f.signingKey != ""
-	if !signing && (f.claimsFile != "" || f.signingAlg != "RS256") {
+	if !signing && (f.claimsFile != "" || f.algGiven) {
 		return nil, badInput(errors.New("--signing-alg and --claims-file need --signing-key"))
 	}
 	var sc *bundle.SigningConfig

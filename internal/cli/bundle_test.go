@@ -147,6 +147,7 @@ func TestBundleBuildBadInput(t *testing.T) {
 		{"an unknown algorithm", []string{dir, "--signing-key", ecKey, "--signing-alg", "ES999"}, `--signing-alg "ES999"`},
 		{"claims that are not an object", []string{dir, "--signing-key", ecKey, "--signing-alg", "ES256", "--claims-file", badClaims}, "--claims-file " + badClaims + ": not a JSON object"},
 		{"an algorithm without a key", []string{dir, "--signing-alg", "ES256"}, "need --signing-key"},
+		{"the default algorithm without a key", []string{dir, "--signing-alg", "RS256"}, "need --signing-key"},
 		{"claims without a key", []string{dir, "--claims-file", badClaims}, "need --signing-key"},
 		{"no path", nil, "needs a PATH"},
 		{"an output that cannot be written", []string{dir, "--output", filepath.Join(keys, "missing", "b.tar.gz")}, "--output: open"},
