@@ -67,7 +67,7 @@ bundle's policies and data: a build of the same files has the same revision.
 
 --signing-key signs the bundle as opa build --signing-key does (a .signatures.json file): a PEM private key
 (RSA for RS* and PS*, ECDSA on the matching curve for ES*) or, for HS*, a file holding the shared secret.
-serve verifies it with OPA's keys configuration (docs/scaling.md, "Building and signing a bundle").` +
+serve verifies it with OPA's keys configuration (docs/scaling.md, "Building and signing the bundle").` +
 			exitCodes("0  the bundle was written", exitLineBad+", a key that cannot sign with --signing-alg"),
 		Example: `  policycheck bundle build operator/ --revision 2024-06-01.1 --signing-key bundle-key.pem --output policycheck.tar.gz`,
 		Args: func(cmd *cobra.Command, args []string) error {
