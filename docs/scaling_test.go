@@ -26,11 +26,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/open-policy-agent/opa/v1/bundle"
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/cli"
 	"github.com/policycheck/policycheck/internal/jsonout"
 	"github.com/policycheck/policycheck/internal/testkit/servetest"
 	"github.com/policycheck/policycheck/loader"
@@ -66,17 +66,23 @@ func newBundleHost(t *testing.T) *bundleHost {
 	return bh
 }
 
-// publish serves a bundle of revision rev holding modules (path → Rego).
+// publish serves a bundle of revision rev holding modules (path → Rego),
+// built by policycheck bundle build as the page builds it (its roots
+// written by the command).
 func (bh *bundleHost) publish(t *testing.T, rev string, modules map[string]string) {
 	t.Helper()
-	roots := []string{"policycheck/capabilities", "policycheck/rules"}
-	b := bundle.Bundle{Manifest: bundle.Manifest{Revision: rev, Roots: &roots}, Data: map[string]any{}}
+	dir := t.TempDir()
 	for path, src := range modules {
-		b.Modules = append(b.Modules, bundle.ModuleFile{URL: path, Path: path, Raw: []byte(src)})
+		file := filepath.Join(dir, filepath.FromSlash(path))
+		require.NoError(t, os.MkdirAll(filepath.Dir(file), 0o755))
+		require.NoError(t, os.WriteFile(file, []byte(src), 0o600))
 	}
-	var buf bytes.Buffer
-	require.NoError(t, bundle.NewWriter(&buf).Write(b))
-	raw := buf.Bytes()
+	out := filepath.Join(t.TempDir(), bundleName+".tar.gz")
+	var stdout, stderr bytes.Buffer
+	code := cli.Run([]string{"bundle", "build", dir, "--revision", rev, "--output", out}, nil, &stdout, &stderr)
+	require.Equal(t, 0, code, stderr.String())
+	raw, err := os.ReadFile(out)
+	require.NoError(t, err)
 	bh.current.Store(&raw)
 }
 
@@ -210,7 +216,7 @@ func startCluster(t *testing.T, replicas int, r1 map[string]string) *cluster {
 
 	// The OPA configuration, with the test's bundle server and collector.
 	yamls := codeBlocks(t, "scaling.md", "yaml")
-	require.Len(t, yamls, 1)
+	require.Len(t, yamls, 2, "the replicas' configuration, then its signing block (TestScalingSignedBundle)")
 	opa := yamls[0]
 	for from, to := range map[string]string{"http://127.0.0.1:8282": c.bundles.URL, "http://127.0.0.1:8383": c.logs.URL} {
 		require.Equal(t, 1, strings.Count(opa, from), "scaling.md's OPA configuration names %s once", from)

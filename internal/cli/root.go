@@ -132,6 +132,7 @@ var commands = []func() *cobra.Command{
 	newReplayCmd,
 	newReceiptCmd,
 	newPoliciesCmd,
+	newBundleCmd,
 	newVersionCmd,
 }
 
