@@ -1,5 +1,6 @@
 // Package render is policycheck's output layer: one renderer per format,
-// pretty for people, json for machines and html for a browser, each over
+// pretty for people, json for machines, html for a browser and junit for
+// CI (JUnit XML, junit.go), each over
 // one document, Doc: a decision with the optional sections a command adds
 // (its explanation, the facts alone, the Rego input document, a replay's
 // diff). eval, explain, facts and replay print through it, and the
@@ -44,6 +45,7 @@ const (
 	JSON   Format = "json"
 	HTML   Format = "html"
 	Input  Format = "input"
+	JUnit  Format = "junit"
 )
 
 // Formats is what one command's --format accepts: its formats, in the
@@ -93,6 +95,12 @@ type Doc struct {
 	Input any
 	// Replay is a replay's report: the two sides' differences.
 	Replay *replay.Report
+	// Suites is a JUnit XML document (test's and check's results); junit
+	// only.
+	Suites *JUnitSuites
+	// FailOn is the --fail-on gate a replay's changes are judged by: in
+	// junit, each change it matches is a failure. Not a section.
+	FailOn *replay.Gate
 	// History is the JSON of the history decided: the explanation's
 	// page draws the conversation from it.
 	History []byte
@@ -116,6 +124,9 @@ func (d *Doc) section() (any, error) {
 	if d.Replay != nil {
 		set = append(set, d.Replay)
 	}
+	if d.Suites != nil {
+		set = append(set, d.Suites)
+	}
 	if len(set) != 1 {
 		return nil, fmt.Errorf("render: a document holds one section, not %d", len(set))
 	}
@@ -136,6 +147,8 @@ func For(f Format) (Renderer, error) {
 		return jsonRenderer{}, nil
 	case HTML:
 		return htmlRenderer{}, nil
+	case JUnit:
+		return junitRenderer{}, nil
 	}
 	return nil, fmt.Errorf("render: no renderer of format %q", f)
 }

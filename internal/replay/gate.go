@@ -69,9 +69,7 @@ func (g *Gate) Matches(r *Report) []string {
 	for _, p := range g.patterns {
 		n := 0
 		for i := range r.Changes {
-			c := &r.Changes[i]
-			from, to, _ := strings.Cut(c.Transition, "->")
-			if (p.kind == "" || p.kind == c.Kind) && (p.from == "*" || p.from == from) && (p.to == "*" || p.to == to) {
+			if p.matches(&r.Changes[i]) {
 				n++
 			}
 		}
@@ -80,4 +78,24 @@ func (g *Gate) Matches(r *Report) []string {
 		}
 	}
 	return out
+}
+
+// Match returns the first of the gate's transitions that matches c (as
+// --fail-on wrote it), or "" when none does: c fails the replay. A nil
+// gate matches nothing.
+func (g *Gate) Match(c *Change) string {
+	if g == nil {
+		return ""
+	}
+	for _, p := range g.patterns {
+		if p.matches(c) {
+			return p.text
+		}
+	}
+	return ""
+}
+
+func (p pattern) matches(c *Change) bool {
+	from, to, _ := strings.Cut(c.Transition, "->")
+	return (p.kind == "" || p.kind == c.Kind) && (p.from == "*" || p.from == from) && (p.to == "*" || p.to == to)
 }
