@@ -361,7 +361,7 @@ func TestReplayJUnit(t *testing.T) {
 	assert.Equal(t, [4]int{5, 0, 0, 0}, [4]int{doc.Tests, doc.Failures, doc.Errors, doc.Skipped}, out)
 	cs := doc.cases()
 	require.Contains(t, cs, "replayed")
-	assert.Contains(t, cs["replayed"].SystemOut, "; 4 changes")
+	assert.Contains(t, cs["replayed"].SystemOut, ", 4 changed")
 
 	// Failing: each change --fail-on counts is a failure; exit 1 as ever.
 	code, out, stderr = runCLI(args("--fail-on", "execute->denied,*->fail_closed")...)
@@ -427,3 +427,28 @@ func (r *recorder) Errorf(string, ...any) { r.failed = true }
 func (r *recorder) Fatalf(string, ...any) { r.failed = true; panic(fmt.Sprint("fatal")) }
 func (r *recorder) FailNow()              { r.failed = true; panic("FailNow") }
 func (r *recorder) Helper()               {}
+
+// TestReplayJUnitDocExample runs the replay docs/replay.md shows as JUnit
+// XML (its ```console junit block), from the module root: it exits 1 (the
+// gate matched), prints what the doc shows, and the document holds to
+// the schema. Policy revisions, digests of the policy files, are compared
+// as digests only.
+func TestReplayJUnitDocExample(t *testing.T) {
+	revision := regexp.MustCompile(`value="[0-9a-f]{64}"`)
+	examples := 0
+	for _, ex := range replayDocExamples(t, "```console junit\n") {
+		examples++
+		args := strings.Fields(ex.cmdline)
+		for i, a := range args {
+			args[i] = strings.Trim(a, "'")
+		}
+		code, out, errs := runCLI(args...)
+		assert.Equal(t, cli.ExitFailed, code, errs)
+		assert.Contains(t, errs, "--fail-on matched: execute->approval_required (1)")
+		doc := readJUnit(t, out)
+		assert.Equal(t, 1, doc.Failures)
+		want := revision.ReplaceAllString(ex.want, `value="<digest>"`)
+		assert.Equal(t, want, revision.ReplaceAllString(out, `value="<digest>"`), "docs/replay.md shows the output of %s", ex.cmdline)
+	}
+	require.Equal(t, 1, examples, "docs/replay.md's --format junit example")
+}

@@ -162,16 +162,16 @@ func (junitRenderer) Render(w io.Writer, d *Doc) error {
 // the decisions and calls replayed, which passes.
 func replaySuites(r *replay.Report, gate *replay.Gate) *JUnitSuites {
 	su := JUnitSuite{Name: "policycheck replay", Properties: &JUnitProperties{Property: []JUnitProperty{
-		{"baseline.policies", strings.Join(r.Baseline.Policies, " ")},
+		{"baseline.policies", policies(r.Baseline.Policies)},
 		{"baseline.policy_revision", r.Baseline.PolicyRevision},
-		{"candidate.policies", strings.Join(r.Candidate.Policies, " ")},
+		{"candidate.policies", policies(r.Candidate.Policies)},
 		{"candidate.policy_revision", r.Candidate.PolicyRevision},
 		{"runs", fmt.Sprint(r.Runs)},
 		{"decisions", fmt.Sprint(r.Decisions)},
 		{"calls", fmt.Sprint(r.Calls)},
 	}}}
 	su.Cases = append(su.Cases, JUnitCase{Classname: "replay", Name: "replayed",
-		SystemOut: fmt.Sprintf("%d runs, %d decisions and %d calls replayed on each side; %d changes\n", r.Runs, r.Decisions, r.Calls, len(r.Changes))})
+		SystemOut: fmt.Sprintf("%d runs, %d decisions and %d calls replayed on each side, %d changed\n", r.Runs, r.Decisions, r.Calls, len(r.Changes))})
 	for i := range r.Changes {
 		c := &r.Changes[i]
 		var detail strings.Builder
@@ -201,4 +201,12 @@ func replaySuites(r *replay.Report, gate *replay.Gate) *JUnitSuites {
 		}
 	}
 	return &JUnitSuites{Name: "policycheck replay", Suites: []JUnitSuite{su}}
+}
+
+// policies names a side's policy paths, as the pretty report does.
+func policies(paths []string) string {
+	if len(paths) == 0 {
+		return "(shipped defaults)"
+	}
+	return strings.Join(paths, " ")
 }
