@@ -1,11 +1,11 @@
 // Package render is policycheck's output layer: one renderer per format,
 // pretty for people, json for machines, html for a browser and junit for
-// CI (JUnit XML, junit.go), each over
-// one document, Doc: a decision with the optional sections a command adds
-// (its explanation, the facts alone, the Rego input document, a replay's
-// diff). eval, explain, facts and replay print through it, and the
-// sidecar's explain page; the names a --format flag accepts are checked in
-// one place, Formats.Parse.
+// CI (JUnit XML, junit.go), each over one document, Doc: a decision with
+// the optional sections a command adds (its explanation, the facts alone,
+// the Rego input document, a replay's diff, test's or check's JUnit
+// suites). eval, explain, facts and replay print through it, and the
+// sidecar's explain page, and test and check for junit; the names a
+// --format flag accepts are checked in one place, Formats.Parse.
 //
 // The escaping is the same in every output:
 //
@@ -17,7 +17,9 @@
 //     bytes the sidecar answers with;
 //   - html goes through html/template's contextual escaping (the
 //     explanation page makes control and bidirectional characters visible
-//     first, internal/explainpage).
+//     first, internal/explainpage);
+//   - junit is written by encoding/xml, which escapes markup and writes
+//     the characters XML 1.0 forbids as U+FFFD.
 //
 // Adding a section (the flows of an explanation, the evidence of a
 // decision) is a field of Doc, or of the engine type it holds, and a case
