@@ -385,6 +385,64 @@ type compiled struct {
 	// (percall.go); nil when the policy set's verdicts are not the
 	// shipped gate's.
 	perCall *perCall
+	// unindexed is true when a rule calls a built-in that OPA's rule index
+	// answers instead of evaluating (affixRuleIndexed): the policy set is
+	// then evaluated with the index off (evalWith).
+	unindexed bool
+}
+
+// evalWith is the options of an evaluation of input: the input, and the
+// rule index off when the policy set calls a built-in it would answer
+// (compiled.unindexed).
+func (c *compiled) evalWith(input ast.Value) []rego.EvalOption {
+	if c.unindexed {
+		return []rego.EvalOption{rego.EvalParsedInput(input), rego.EvalRuleIndexing(false)}
+	}
+	return []rego.EvalOption{rego.EvalParsedInput(input)}
+}
+
+// affixRuleIndexed reports whether a rule of c calls startswith,
+// endswith, strings.any_prefix_match, strings.any_suffix_match or
+// glob.match in the form OPA's rule index answers (no captured result).
+// The index answers such a call by matching the value against the
+// rule's string, so a value that is not a string (the model's to choose:
+// "repo": 42) leaves the rule out without the type error strict built-in
+// errors would raise: a deny rule reading a call's arguments this way
+// was switched off by a wrong type. With the index off, the error is
+// raised and fails the call closed (percall.go). OPA indexes equality
+// and membership too, but those never raise an error, so the index
+// answers them as evaluation would.
+func affixRuleIndexed(c *ast.Compiler) bool {
+	indexed := []struct {
+		ref      ast.Ref
+		operands int
+	}{
+		{ast.StartsWith.Ref(), 2},
+		{ast.EndsWith.Ref(), 2},
+		{ast.AnyPrefixMatch.Ref(), 2},
+		{ast.AnySuffixMatch.Ref(), 2},
+		{ast.GlobMatch.Ref(), 3},
+	}
+	found := false
+	for _, m := range c.Modules {
+		ast.WalkExprs(m, func(e *ast.Expr) bool {
+			if found || !e.IsCall() {
+				return found
+			}
+			op := e.Operator()
+			for _, ix := range indexed {
+				if op.Equal(ix.ref) && len(e.Operands()) == ix.operands {
+					found = true
+					return true
+				}
+			}
+			return false
+		})
+		if found {
+			return true
+		}
+	}
+	return false
 }
 
 // decisionQuery is the policy set's entry point; the engine evaluates
@@ -464,7 +522,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		return nil, fmt.Errorf("engine: write data: %w", err)
 	}
 	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c), rules: locs,
-		query: "data." + contract.EntryPoint(c), opts: factOptions(c)}
+		query: "data." + contract.EntryPoint(c), opts: factOptions(c), unindexed: affixRuleIndexed(c)}
 	var err error
 	out.decision, err = rego.New(
 		rego.Query(out.query),

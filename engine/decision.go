@@ -11,7 +11,6 @@ import (
 	"sync"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/jsonout"
@@ -118,7 +117,7 @@ func (r *removal) hiders(tool string) ([]string, error) {
 			ctx, cancel = context.WithTimeout(ctx, r.s.deadline)
 			defer cancel()
 		}
-		rs, err := r.s.hideQuery.Eval(ctx, rego.EvalParsedInput(r.input))
+		rs, err := r.s.hideQuery.Eval(ctx, r.s.evalWith(r.input)...)
 		if err != nil {
 			r.hideErr = err
 			return

@@ -17,7 +17,6 @@ import (
 	"time"
 
 	"github.com/open-policy-agent/opa/v1/ast"
-	"github.com/open-policy-agent/opa/v1/rego"
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/faults"
@@ -501,7 +500,7 @@ func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, mem
 // decoded; on an error, an undefined result or a result that does not
 // decode it fails d closed and returns nil.
 func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) *policyResult {
-	rs, err := s.decision.Eval(ctx, rego.EvalParsedInput(input))
+	rs, err := s.decision.Eval(ctx, s.evalWith(input)...)
 	switch {
 	case err != nil:
 		// An error in the rules about one call fails that call closed,
@@ -738,7 +737,7 @@ func (s *snapshot) evalFilter(ctx context.Context, flt *filter, active, ctxTerm 
 		item("context", ctxTerm),
 		item("active_capabilities", active),
 	)
-	rs, err := flt.query.Eval(ctx, rego.EvalParsedInput(input))
+	rs, err := flt.query.Eval(ctx, s.evalWith(input)...)
 	if err != nil {
 		entry.err = err.Error()
 		return entry

@@ -164,7 +164,7 @@ func (s *snapshot) evalPerCall(ctx context.Context, d *Decision, input ast.Value
 		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", combined))
 		return nil
 	}
-	rs, err := s.perCall.rest.Eval(ctx, rego.EvalParsedInput(input))
+	rs, err := s.perCall.rest.Eval(ctx, s.evalWith(input)...)
 	if err != nil {
 		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
 		return nil
@@ -185,7 +185,7 @@ func (s *snapshot) evalPerCall(ctx context.Context, d *Decision, input ast.Value
 			d.failClosed(s, err.Error())
 			return nil
 		}
-		rs, err := q.Eval(ctx, rego.EvalParsedInput(input))
+		rs, err := q.Eval(ctx, s.evalWith(input)...)
 		switch {
 		case err != nil && isCancel(ctx, err):
 			d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))

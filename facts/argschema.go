@@ -37,6 +37,52 @@ func (a *ArgsSchema) Requires(field string) bool {
 	return ok
 }
 
+// Forbids reports whether the schema refuses every call whose arguments
+// hold the top-level field, whatever its value: the schema is false, or
+// the field's own property schema is false, or no property or pattern
+// property names it and additionalProperties is false. What the schema
+// only forbids through allOf, $ref or a conditional is not seen (Forbids
+// is then false).
+func (a *ArgsSchema) Forbids(field string) bool {
+	isFalse := func(s *jsonschema.Schema) bool { return s != nil && s.Bool != nil && !*s.Bool }
+	if isFalse(a.sch) {
+		return true
+	}
+	if p, ok := a.sch.Properties[field]; ok {
+		return isFalse(p)
+	}
+	matched := false
+	for re, p := range a.sch.PatternProperties {
+		if re.MatchString(field) {
+			if !isFalse(p) {
+				return false
+			}
+			matched = true
+		}
+	}
+	if matched {
+		return true // additionalProperties does not apply to it
+	}
+	switch ap := a.sch.AdditionalProperties.(type) {
+	case bool:
+		return !ap
+	case *jsonschema.Schema:
+		return isFalse(ap)
+	}
+	return false
+}
+
+// PropertyNames are the names the schema's top-level "properties" lists,
+// sorted.
+func (a *ArgsSchema) PropertyNames() []string {
+	names := make([]string, 0, len(a.sch.Properties))
+	for n := range a.sch.Properties {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
 // argsSchemaURL is the base URL a tool's schema is compiled under; it is
 // never fetched.
 const argsSchemaURL = "https://policycheck.dev/registry/tools/"

@@ -104,6 +104,9 @@ its location:
     field in the schema or reading it with object.get and a default that denies; mark a deliberate read
     with a "# policycheck:ignore args" comment on its line or the line above, or in the comments
     above the rule (before its METADATA);
+  * such a read of a <field> a tool's parameters_json_schema forbids (additionalProperties: false and no
+    such property; args_forbidden): a call carrying it is invalid_args before any rule, so for that tool
+    the rule can never fire (a misspelt field, often);
   * anything else the engine refuses to load (it compiles the set as policycheck eval would).
 
 Without --registry, the checks that need one (filters for unknown capabilities, evaluated filter

@@ -16,6 +16,13 @@ import (
 // out, the rule is undefined and does not apply.
 const codeArgsNotRequired = "args_not_required"
 
+// codeArgsForbidden: a deny or require_approval rule reads
+// input.call.args.<field> for a tool whose parameters_json_schema forbids
+// the field (additionalProperties: false and no such property): a call
+// carrying it is invalid_args before any rule, so for that tool the rule
+// never fires (often a misspelt field).
+const codeArgsForbidden = "args_forbidden"
+
 // argsIgnoreMarker, in a comment on the line of a read or the line above
 // it, or in the comment block directly above a rule (above its METADATA,
 // whose comments are YAML), marks the reads as deliberate: check does not
@@ -84,17 +91,25 @@ func ruleArgsFindings(r *ast.Rule, name string, m *ast.Module, reg *facts.Regist
 			return false
 		}
 		seen[key] = true
-		var noSchema, notRequired []string
+		var noSchema, notRequired, forbidden []string
+		applies := 0
 		for _, t := range tools {
 			if _, known := reg.Tool(t); !known {
 				continue // a rule for a tool this registry lacks applies to nothing here
 			}
+			applies++
 			switch sch := reg.ArgsSchema(t); {
 			case sch == nil:
 				noSchema = append(noSchema, t)
+			case sch.Forbids(field):
+				forbidden = append(forbidden, t)
 			case !sch.Requires(field):
 				notRequired = append(notRequired, t)
 			}
+		}
+		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
+		if len(forbidden) > 0 {
+			out = append(out, forbiddenFinding(loc, pkg, name, field, forbidden, len(forbidden) == applies, reg, regFile))
 		}
 		if len(noSchema)+len(notRequired) == 0 {
 			return false
@@ -110,7 +125,6 @@ func ruleArgsFindings(r *ast.Rule, name string, m *ast.Module, reg *facts.Regist
 		if narrowed {
 			scope = nameList(tools)
 		}
-		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
 		out = append(out, locFinding(codeArgsNotRequired, loc, fmt.Sprintf(
 			"%s.%s reads input.call.args.%s: this rule does not apply when the model omits %s. It applies to %s, and %s. "+
 				"Require %q in the tool's parameters_json_schema (a call without it is then invalid_args before any rule), "+
@@ -120,6 +134,36 @@ func ruleArgsFindings(r *ast.Rule, name string, m *ast.Module, reg *facts.Regist
 		return false
 	})
 	return out
+}
+
+// forbiddenFinding says that the rule pkg.name reads field, which the
+// schemas of tools forbid: for them it never fires (never at all when
+// every tool it applies to is among them).
+func forbiddenFinding(loc *ast.Location, pkg, name, field string, tools []string, all bool, reg *facts.Registry, regFile string) policyFinding {
+	props := map[string]bool{}
+	for _, t := range tools {
+		for _, p := range reg.ArgsSchema(t).PropertyNames() {
+			props[p] = true
+		}
+	}
+	names := make([]string, 0, len(props))
+	for p := range props {
+		names = append(names, p)
+	}
+	sort.Strings(names)
+	listed := "none"
+	if len(names) > 0 {
+		listed = nameList(names)
+	}
+	never := "this rule can never fire"
+	if !all {
+		never = "this rule never fires for " + nameList(tools)
+	}
+	return locFinding(codeArgsForbidden, loc, fmt.Sprintf(
+		"%s.%s reads input.call.args.%s, which the parameters_json_schema of %s in registry %s forbids "+
+			"(additionalProperties: false; its properties: %s): a call carrying it is invalid_args before any rule, so %s. "+
+			"Read a property the schema lists, or add %q to its properties",
+		pkg, name, field, nameList(tools), regFile, listed, never, field))
 }
 
 // argsField is the field of a read input.call.args.<field>[...].

@@ -137,3 +137,45 @@ func TestEvalPanicFailsClosed(t *testing.T) {
 	assert.Equal(t, cli.ExitRefused, code)
 	assert.Contains(t, stderr, "the decision failed closed: internal error: the engine panicked")
 }
+
+// TestEvalIndexedBuiltinWithAWrongTypeFailsTheCall: a deny rule whose
+// body is startswith, endswith, strings.any_prefix_match,
+// strings.any_suffix_match or glob.match over a call's argument is
+// answered by OPA's rule index, not evaluated, and the index leaves the
+// rule out for a value that is not a string, with no type error: on main
+// each call with "repo": 42 executed. The engine evaluates a policy set
+// that calls one of them with the index off, so the error is raised and
+// fails that call closed (item 11), and a string argument is decided as
+// before.
+func TestEvalIndexedBuiltinWithAWrongTypeFailsTheCall(t *testing.T) {
+	for _, body := range []string{
+		`startswith(input.call.args.repo, "prod-")`,
+		`endswith(input.call.args.repo, "-prod")`,
+		`strings.any_prefix_match(input.call.args.repo, ["prod-", "live-"])`,
+		`strings.any_suffix_match(input.call.args.repo, ["-prod", "-live"])`,
+		`glob.match("prod-*", [], input.call.args.repo)`,
+	} {
+		t.Run(strings.SplitN(body, "(", 2)[0], func(t *testing.T) {
+			dir := policyFiles(t, map[string]string{
+				"pol/repos.rego": "package policycheck.rules.repos\n\ndeny contains \"production repositories are off limits\" if {\n\tinput.call.tool == \"delete_repo\"\n\t" + body + "\n}\n",
+				"noschema.yaml":  reposNoSchema,
+				"h.json": `[{"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "clean up"}]},
+ {"kind": "response", "parts": [
+  {"part_kind": "tool-call", "tool_name": "delete_repo", "tool_call_id": "c1", "args": {"repo": 42}},
+  {"part_kind": "tool-call", "tool_name": "delete_repo", "tool_call_id": "c2", "args": {"repo": "prod-x-prod"}},
+  {"part_kind": "tool-call", "tool_name": "delete_repo", "tool_call_id": "c3", "args": {"repo": "sandbox"}}]}]`})
+			t.Chdir(dir)
+			code, stdout, stderr := policyRun(t, "eval", "--registry", "noschema.yaml", "--history", "h.json", "--policy", "pol")
+			require.Equal(t, cli.ExitOK, code, stderr)
+			var d failsafeDecision
+			require.NoError(t, json.Unmarshal([]byte(stdout), &d), stdout)
+			assert.Empty(t, d.Errors)
+			require.Len(t, d.Calls, 3)
+			assert.Equal(t, "denied", d.Calls[0].Verdict, "a number where the rule reads a string is never let through")
+			assert.Contains(t, strings.Join(d.Calls[0].Reasons, "\n"), "eval_type_error")
+			assert.Equal(t, "denied", d.Calls[1].Verdict)
+			assert.Contains(t, strings.Join(d.Calls[1].Reasons, "\n"), "production repositories are off limits")
+			assert.Equal(t, "execute", d.Calls[2].Verdict)
+		})
+	}
+}

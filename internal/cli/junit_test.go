@@ -390,6 +390,20 @@ func TestReplayJUnit(t *testing.T) {
 	require.Equal(t, cli.ExitOK, code)
 	assert.Zero(t, readJUnit(t, out).Failures)
 
+	// The preset loosening, on the reverse change (the candidate drops
+	// the rule): each call it lets through again is a failure.
+	code, out, _ = runCLI("replay", "--registry", filepath.Join(examplesDir, "registry.yaml"), "--baseline", pols, "--baseline", rule,
+		"--candidate", pols, "--context", filepath.Join(examplesDir, "context", "support.json"), "--format", "junit", "--fail-on", "loosening", dir)
+	require.Equal(t, cli.ExitFailed, code)
+	doc = readJUnit(t, out)
+	assert.Equal(t, 4, doc.Failures)
+	for _, c := range doc.Suites[0].Cases {
+		for _, f := range c.Failures {
+			assert.Equal(t, "denied->execute", f.Type)
+			assert.True(t, strings.HasPrefix(f.Message, "--fail-on loosening: call "), f.Message)
+		}
+	}
+
 	code, _, stderr = runCLI(args("--format", "yaml")...)
 	assert.Equal(t, cli.ExitBadUsage, code)
 	assert.Contains(t, stderr, `--format must be pretty, json, html or junit, not "yaml"`)

@@ -8,6 +8,7 @@ import (
 	"io"
 	"log/slog"
 	"net/http"
+	"os"
 	"strings"
 	"time"
 
@@ -153,7 +154,7 @@ the arguments about to run (the approver's override_args where an approval repla
 the compact JWS, @FILE to read it from a file, or - from stdin. On success it prints what the receipt
 vouches for; on failure why it is rejected.` +
 			exitCodes("0  the receipt is valid for the call", "1  the receipt is not valid for the call (the reason is printed)",
-				"2  bad input: --call or --keys unreadable or malformed, a missing argument"),
+				"2  bad input: --call or --keys unreadable or malformed, a missing argument, a path as RECEIPT without @"),
 		Example: `  policycheck receipt verify --keys http://127.0.0.1:8181/v1/keys --call call.json "$RECEIPT"`,
 		Args: func(c *cobra.Command, args []string) error {
 			if len(args) != 1 {
@@ -184,6 +185,9 @@ vouches for; on failure why it is rejected.` +
 				return badInput(fmt.Errorf("--call %s: %w", callPath, err))
 			}
 			text := args[0]
+			if err := receiptArgIsPath(text); err != nil {
+				return badInput(err)
+			}
 			switch {
 			case text == "-":
 				b, err := io.ReadAll(cmd.InOrStdin())
@@ -223,6 +227,26 @@ vouches for; on failure why it is rejected.` +
 	cmd.Flags().StringVar(&keysFrom, "keys", "", "JWKS file, - for stdin, or http(s) URL (the sidecar's GET /v1/keys) (required)")
 	cmd.Flags().StringVar(&callPath, "call", "", "JSON file of the call to verify against, - for stdin (required)")
 	return cmd
+}
+
+// receiptArgIsPath refuses, as bad input, a RECEIPT argument that names
+// a file rather than holding a receipt: one that exists on disk, or one
+// that holds a path separator, which a compact JWS (base64url segments
+// joined by dots) never does. The user meant @PATH; a rejection (exit 1)
+// would say the receipt is forged when it was never read.
+func receiptArgIsPath(text string) error {
+	if text == "-" || strings.HasPrefix(text, "@") {
+		return nil
+	}
+	st, err := os.Stat(text)
+	named := err == nil && !st.IsDir()
+	if !named && strings.ContainsAny(text, `/\`) {
+		named = true
+	}
+	if named {
+		return fmt.Errorf("RECEIPT %q is a path, not a compact JWS: did you mean @%s?", text, text)
+	}
+	return nil
 }
 
 // readKeys reads a JWKS from a file, stdin or an http(s) URL, given as

@@ -173,6 +173,9 @@ func TestReceiptBadInput(t *testing.T) {
 		{"keys not a JWKS", []string{"receipt", "verify", "--keys", call, "--call", call, honest}, "--keys " + call},
 		{"keys URL 404", []string{"receipt", "verify", "--keys", notFound.URL, "--call", call, honest}, "404"},
 		{"keys and call both stdin", []string{"receipt", "verify", "--keys", "-", "--call", "-", honest}, "stdin"},
+		{"receipt a file's name", []string{"receipt", "verify", "--keys", keys, "--call", call, writeFile(t, dir, "receipt.jws", honest)}, "did you mean @" + filepath.Join(dir, "receipt.jws") + "?"},
+		{"receipt a file's name, dotted", []string{"receipt", "verify", "--keys", keys, "--call", call, writeFile(t, dir, "r.v1.jws", honest)}, "did you mean @" + filepath.Join(dir, "r.v1.jws") + "?"},
+		{"receipt a missing path", []string{"receipt", "verify", "--keys", keys, "--call", call, "receipts/c1.jws"}, "did you mean @receipts/c1.jws?"},
 		{"receipt without subcommand", []string{"receipt"}, "verify or keys"},
 		{"keys without key", []string{"receipt", "keys"}, "--receipt-key is required"},
 	} {

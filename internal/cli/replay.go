@@ -51,7 +51,8 @@ with its run, message index, tool_call_id, tool and both sides' reasons. --fail-
 that fail the replay (exit 1): FROM->TO of verdicts (execute, not_available_yet, unknown_tool,
 invalid_args, denied, approval_required),
 available/unavailable, advertised/unadvertised or ok/fail_closed, with * for any state; for example
---fail-on 'denied->execute,*->fail_closed'. --approvals passes a person's answers (as eval --approvals
+--fail-on 'denied->execute,*->fail_closed'; or the preset loosening: any change toward execute (a verdict
+nearer execute, a tool gained, fail_closed->ok), which the HTML report colours apart from tightening. --approvals passes a person's answers (as eval --approvals
 takes them) to every step of every history run, on both sides: each binds only to the call whose digest
 it carries. A logged decision is decided with the approvals its input document carries (those that
 were bound to its calls), as it keeps its context. --candidate-registry replays a registry change: the
@@ -244,7 +245,7 @@ replayed.` + exitCodes("0  the replay ran; no change matched --fail-on and every
 	fl.StringVar(&candRegistry, "candidate-registry", "", "registry the candidate decides with, to replay a registry change (histories only; without --candidate, the candidate keeps the baseline's policies)")
 	fl.StringVar(&ctxPath, "context", "", "JSON object handed to policies as input.context for history runs (logged decisions keep theirs)")
 	fl.StringVarP(&format, "format", "f", "pretty", "report format: pretty, json, html or junit (JUnit XML: a testcase per change, failed when --fail-on matches it)")
-	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO (repeatable)")
+	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO or loosening (repeatable)")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")
 	fl.Int64Var(&maxBytes, "max-bytes", loader.DefaultReader().Limits.MaxBytes, "largest document (a history, an array of decision-log events) or JSON Lines line accepted, in bytes, once gunzipped; 0: no limit")

@@ -131,6 +131,7 @@ var commands = []func() *cobra.Command{
 	newServeCmd,
 	newReplayCmd,
 	newReceiptCmd,
+	newPoliciesCmd,
 	newVersionCmd,
 }
 

@@ -121,7 +121,9 @@ named test_* in any module, table tests reported case by case.
 Without PATH it tests the project in the current directory: the Rego and data files directly in it,
 and each top-level directory holding Rego, each as its own PATH (in this repository, the same as
 "policycheck test policies/ policy_test/ examples/"), so data files keep the paths they have when
-you name those directories. Below any PATH, directories named testdata, or starting with "." or
+you name those directories. These directories load together, as opa test loads its paths: one set of
+policies and one data tree, so a test in one sees the packages and data of the others, and a rule
+defined in two of them is one rule (two values of a complete rule conflict). Below any PATH, directories named testdata, or starting with "." or
 "_", are skipped as go skips them (name one as a PATH to test it), and so are files starting
 with ".", which eval and serve do not load either.
 
@@ -130,7 +132,8 @@ to every test unless --no-defaults is given or PATH holds a module of the same p
 policies/ itself). Data files follow the OPA bundle convention: only files named data.json, data.yaml
 or data.yml are loaded, at the path of their directory relative to PATH, so a directory of example
 histories next to your policies is not mistaken for data. (Stock "opa test" loads every JSON and YAML
-file: give it the directories that hold policies, tests and data.json files.)
+file: give it the directories that hold policies, tests and data.json files, and the shipped policies,
+which "policycheck policies export DIR" writes.)
 
 --coverage reports the line coverage of the non-test modules under PATH (the shipped policies added
 implicitly are not counted); --threshold fails the run below that percentage.

@@ -411,8 +411,12 @@ func Check(c *ast.Compiler) ([]Problem, Locations) {
 				continue
 			}
 			if place != "" {
+				// Said as written: deny[tool], not the compiler's
+				// deny[__local0__].
+				written := asWritten(c, path)
+				_, _, place = match(written, len(m.Package.Path))
 				out = append(out, at(CodeRulePlace, r.Location, fmt.Sprintf(
-					"%s: %s; the engine reads %s. Write: %s", strings.TrimPrefix(path.String(), "data."), place, where, e.Right)))
+					"%s: %s; the engine reads %s. Write: %s", strings.TrimPrefix(written.String(), "data."), place, where, e.Right)))
 				continue
 			}
 			key := path.String()
@@ -598,6 +602,20 @@ func fullPath(m *ast.Module, r *ast.Rule) ast.Ref {
 	return out
 }
 
+// asWritten is ref with the variables the compiler renamed
+// (__local0__) given back their names in the source.
+func asWritten(c *ast.Compiler, ref ast.Ref) ast.Ref {
+	out := ref.Copy()
+	for i, t := range out {
+		if v, ok := t.Value.(ast.Var); ok {
+			if orig, ok := c.RewrittenVars[v]; ok {
+				out[i] = ast.NewTerm(orig).SetLocation(t.Location)
+			}
+		}
+	}
+	return out
+}
+
 // rootRef is the data path of a package root.
 func rootRef(root string) ast.Ref {
 	out := ast.Ref{ast.DefaultRootDocument}
@@ -670,6 +688,11 @@ func shapeProblems(c *ast.Compiler, key string, e *Entry, rules []*ast.Rule) []P
 		}
 		return nil
 	}
+	// The literal values of the wrong type, said in one problem at the
+	// first: an if/else of arrays is one mistake, not one per value.
+	var wrong []string
+	var wrongAt *ast.Location
+	var wrongForm Form
 	for _, r := range rules {
 		if len(r.Head.Args) > 0 {
 			refuse(r.Location, fmt.Sprintf("is a function (%d argument(s)), which the engine never calls", len(r.Head.Args)))
@@ -692,13 +715,23 @@ func shapeProblems(c *ast.Compiler, key string, e *Entry, rules []*ast.Rule) []P
 				if loc == nil { // the implied true of `name if ...`
 					loc = r.Location
 				}
-				refuse(loc, fmt.Sprintf("yields %s (%s), which is not %s", t, types.Sprint(lt), accepted(e, form)))
+				what := fmt.Sprintf("%s (%s)", t, types.Sprint(lt))
+				if wrongAt == nil {
+					wrongAt, wrongForm = loc, form
+				} else {
+					what = fmt.Sprintf("at %s:%d:%d %s", loc.File, loc.Row, loc.Col, what)
+				}
+				wrong = append(wrong, what)
 			} else if e.Literal != nil {
 				if why := e.Literal(t); why != "" {
 					refuse(t.Location, why)
 				}
 			}
 		}
+	}
+	if wrongAt != nil {
+		refuse(wrongAt, fmt.Sprintf("yields %s, which is not %s", strings.Join(wrong, ", and "), accepted(e, wrongForm)))
+		SortByPlace(out, func(p Problem) (string, int, int) { return p.File, p.Row, p.Col })
 	}
 	if len(out) > 0 {
 		return out

@@ -101,6 +101,8 @@ var htmlReport = template.Must(template.New("report").Funcs(template.FuncMap{
 body{font-family:system-ui,sans-serif;margin:2em;max-width:70em;color:#222}
 table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top}
 th{background:#f3f3f3}.changed{color:#a00;font-weight:600}code{font-size:.95em}
+tr.loosening td.transition{color:#c00;font-weight:600}tr.tightening td.transition{color:#1a5fb4;font-weight:600}
+.key-loosening{color:#c00;font-weight:600}.key-tightening{color:#1a5fb4;font-weight:600}
 section.step{border-left:4px solid #a00;padding:.2em 1em;margin:1em 0}section.step:target{background:#fff6d5}
 ul{margin:.2em 0}
 </style>
@@ -130,14 +132,15 @@ ul{margin:.2em 0}
 {{range .Bars}}<tr class="transition{{if .Changed}} changed{{end}}" data-transition="{{.From}}->{{.To}}"><td>{{.From}} → {{.To}}</td><td class="count">{{.Count}}</td></tr>
 {{end}}</table>
 <svg id="chart" xmlns="http://www.w3.org/2000/svg" width="720" height="{{.ChartHeight}}" role="img" aria-label="call transitions">
-{{range .Bars}}<g transform="translate(0,{{.Y}})"><text x="0" y="16" font-size="13">{{.From}} → {{.To}}</text><rect x="260" y="3" height="18" width="{{.Width}}" fill="{{if .Changed}}#c33{{else}}#999{{end}}"><title>{{.From}} → {{.To}}: {{.Count}}</title></rect><text x="{{add .Width 266}}" y="16" font-size="13">{{.Count}}</text></g>
+{{range .Bars}}<g transform="translate(0,{{.Y}})"><text x="0" y="16" font-size="13">{{.From}} → {{.To}}</text><rect{{with .Direction}} class="{{.}}"{{end}} x="260" y="3" height="18" width="{{.Width}}" fill="{{if eq .Direction "loosening"}}#c00{{else if eq .Direction "tightening"}}#1a5fb4{{else if .Changed}}#b58900{{else}}#999{{end}}"><title>{{.From}} → {{.To}}: {{.Count}}</title></rect><text x="{{add .Width 266}}" y="16" font-size="13">{{.Count}}</text></g>
 {{end}}</svg>
 </section>
 <section id="changes">
 <h2>Changes</h2>
-{{if .R.Changes}}<table>
+{{if .R.Changes}}<p id="direction-key"><span class="key-loosening">loosening</span>: toward execute; <span class="key-tightening">tightening</span>: away from it (<code>--fail-on loosening</code> fails on the first kind)</p>
+<table>
 <tr><th>run</th><th>message</th><th>kind</th><th>tool_call_id</th><th>tool</th><th>transition</th></tr>
-{{range .R.Changes}}<tr class="change"><td><a class="change-link" href="#{{.Anchor}}">{{.Run}}</a></td><td>{{.Message}}</td><td>{{.Kind}}</td><td>{{id .ToolCallID}}</td><td>{{.Tool}}</td><td>{{.Transition}}</td></tr>
+{{range .R.Changes}}<tr class="change{{with .Direction}} {{.}}{{end}}"><td><a class="change-link" href="#{{.Anchor}}">{{.Run}}</a></td><td>{{.Message}}</td><td>{{.Kind}}</td><td>{{id .ToolCallID}}</td><td>{{.Tool}}</td><td class="transition">{{.Transition}}</td></tr>
 {{end}}</table>{{else}}<p>No decision changes.</p>{{end}}
 </section>
 {{with .R.Audit}}{{if .Findings}}<section id="findings">

@@ -17,11 +17,60 @@ var states = map[string][]string{
 	KindWouldHide:  {StateNoWouldHide, StateWouldHide},
 }
 
+// Directions of a change (Direction): toward a call executing, or away
+// from it. Loosening is also a --fail-on preset.
+const (
+	Loosening  = "loosening"
+	Tightening = "tightening"
+)
+
+// openness ranks the states of each kind by how near they bring a call
+// to executing: a verdict of execute over approval_required (a person
+// stands between), over not_available_yet (a load away), over a refusal;
+// a tool available or advertised over one that is not; a decision over
+// one that failed closed. Log-only rules (would_deny, would_hide) change
+// nothing that executes and have no direction.
+var openness = map[string]map[string]int{
+	KindCall:       {"execute": 3, "approval_required": 2, "not_available_yet": 1, "denied": 0, "unknown_tool": 0, "invalid_args": 0},
+	KindAvailable:  {StateAvailable: 1, StateUnavailable: 0},
+	KindAdvertised: {StateAdvertised: 1, StateUnadvertised: 0},
+	KindFailClosed: {StateOK: 1, StateFailClosed: 0},
+}
+
+// Direction is Loosening when a change of kind from state from to state
+// to moves toward a call executing (denied->execute,
+// denied->approval_required, unavailable->available,
+// fail_closed->ok, ...), Tightening when it moves away, and "" when it
+// does neither (denied->invalid_args, a log-only rule's change).
+func Direction(kind, from, to string) string {
+	rank := openness[kind]
+	f, okf := rank[from]
+	g, okt := rank[to]
+	switch {
+	case !okf || !okt || f == g:
+		return ""
+	case g > f:
+		return Loosening
+	default:
+		return Tightening
+	}
+}
+
+// Direction is the change's direction (see the function Direction).
+func (c *Change) Direction() string {
+	from, to, _ := strings.Cut(c.Transition, "->")
+	return Direction(c.Kind, from, to)
+}
+
+// Direction is the direction of a row's call verdict transition.
+func (r TransitionRow) Direction() string { return Direction(KindCall, r.From, r.To) }
+
 // Gate is a parsed --fail-on: transitions that fail the replay.
 type Gate struct{ patterns []pattern }
 
 type pattern struct {
 	text     string
+	preset   string // Loosening: any change in that direction
 	kind     string // "" for *->*
 	from, to string // "*" matches any state of kind
 }
@@ -29,7 +78,8 @@ type pattern struct {
 // ParseGate parses a comma-separated list of transitions FROM->TO, where
 // each side is a state of one kind of change (see Change.Transition) or
 // *, which matches any: "denied->execute", "*->execute",
-// "unadvertised->advertised", "ok->fail_closed", "*->*" (any change).
+// "unadvertised->advertised", "ok->fail_closed", "*->*" (any change); or
+// the preset "loosening", any change toward execute (Direction).
 func ParseGate(specs []string) (*Gate, error) {
 	g := &Gate{}
 	for _, spec := range specs {
@@ -38,9 +88,13 @@ func ParseGate(specs []string) (*Gate, error) {
 			if t == "" {
 				continue
 			}
+			if t == Loosening {
+				g.patterns = append(g.patterns, pattern{text: t, preset: Loosening})
+				continue
+			}
 			from, to, ok := strings.Cut(t, "->")
 			if !ok {
-				return nil, fmt.Errorf("--fail-on %q: want FROM->TO, for example denied->execute", t)
+				return nil, fmt.Errorf("--fail-on %q: want FROM->TO, for example denied->execute, or the preset loosening", t)
 			}
 			p := pattern{text: t, from: strings.TrimSpace(from), to: strings.TrimSpace(to)}
 			for kind, st := range states {
@@ -96,6 +150,9 @@ func (g *Gate) Match(c *Change) string {
 }
 
 func (p pattern) matches(c *Change) bool {
+	if p.preset != "" {
+		return c.Direction() == p.preset
+	}
 	from, to, _ := strings.Cut(c.Transition, "->")
 	return (p.kind == "" || p.kind == c.Kind) && (p.from == "*" || p.from == from) && (p.to == "*" || p.to == to)
 }
