@@ -61,7 +61,7 @@ type checkFlags struct {
 func newCheckCmd() *cobra.Command {
 	var f checkFlags
 	cmd := &cobra.Command{
-		Use:   "check PATH... [--registry R]... [--strict] [--format pretty|json]",
+		Use:   "check PATH... [--registry R]... [--strict] [--format pretty|json|junit]",
 		Short: "Validate a policy set and a registry before deployment",
 		Long: `check parses and compiles the policies under PATH (files, directories or bundle .tar.gz archives)
 with the shipped policies, in strict mode, and validates the registry. In directories and bundles,
@@ -124,8 +124,10 @@ errors on some values (to_number(input.context.limit)), a rule that is undefined
 needs a value: these fail the decision closed at run time. Test them with "policycheck test" and
 recorded histories (docs/testing.md).
 
---format pretty (the default) is for people, --format json for machines; "text", the former name of
-pretty, is kept as an alias.` + exitCodes("0  no findings", "2  at least one finding, no PATH, bad flags"),
+--format pretty (the default) is for people, --format json for machines, --format junit for CI (JUnit
+XML: a testcase per policy file and registry, a failure per finding, notes as the testcase's
+system-out, the checks not run as a skipped testcase); "text", the former name of pretty, is kept as
+an alias.` + exitCodes("0  no findings", "2  at least one finding, no PATH, bad flags"),
 		Example: `  policycheck check policies/ --registry examples/registry.yaml
   policycheck check examples/policies --registry examples/registry.yaml --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -148,7 +150,7 @@ pretty, is kept as an alias.` + exitCodes("0  no findings", "2  at least one fin
 	fl := cmd.Flags()
 	fl.StringArrayVar(&f.registries, "registry", nil,
 		"tool registry (YAML or JSON) to validate and check the filters against (repeatable: each is validated)")
-	fl.StringVarP(&f.format, "format", "f", "pretty", "output format: pretty or json (text: alias of pretty)")
+	fl.StringVarP(&f.format, "format", "f", "pretty", "output format: pretty, json or junit (text: alias of pretty)")
 	fl.BoolVar(&f.noDefaults, "no-defaults", false, "check the policies without the shipped defaults")
 	fl.BoolVar(&f.strict, "strict", false, "make every note a finding (exit 2)")
 	return cmd
@@ -191,11 +193,16 @@ func (r *checkResult) write(w io.Writer, format render.Format) error {
 	r.Files = nonNil(r.Files)
 	r.Registries = nonNil(r.Registries)
 	r.Skipped = nonNil(r.Skipped)
-	if format == render.JSON {
+	switch format {
+	case render.JSON:
 		if err := writeJSONTo(w, r); err != nil {
 			return err
 		}
-	} else {
+	case render.JUnit:
+		if err := render.Write(w, render.JUnit, &render.Doc{Suites: r.junit()}); err != nil {
+			return err
+		}
+	default:
 		// File names and messages come from the files checked: escaped.
 		for _, f := range r.Findings {
 			printable.Fprintf(w, "%s\n", f.String())
@@ -218,6 +225,48 @@ func (r *checkResult) write(w io.Writer, format render.Format) error {
 		return &exitError{code: ExitBadUsage, err: fmt.Errorf("check: %d finding(s)", n)}
 	}
 	return nil
+}
+
+// junit is the result as JUnit XML: one testcase per policy file and
+// registry checked (and per other file a finding names), with a failure
+// per finding; notes are their file's system-out (they do not fail the
+// check), findings and notes of no file are a testcase "policy set", and
+// the checks not run (no --registry) a skipped testcase each.
+func (r *checkResult) junit() *render.JUnitSuites {
+	su := render.JUnitSuite{Name: "policycheck check"}
+	index := map[string]int{}
+	tc := func(class, file string) *render.JUnitCase {
+		name := file
+		if name == "" {
+			name = "policy set"
+		}
+		i, ok := index[name]
+		if !ok {
+			i = len(su.Cases)
+			index[name] = i
+			su.Cases = append(su.Cases, render.JUnitCase{Classname: class, Name: name})
+		}
+		return &su.Cases[i]
+	}
+	for _, file := range r.Files {
+		tc("check.policies", file)
+	}
+	for _, file := range r.Registries {
+		tc("check.registries", file)
+	}
+	for _, f := range r.Findings {
+		c := tc("check.policies", f.File)
+		c.Failures = append(c.Failures, render.JUnitProblem{Message: f.Code + ": " + f.Message, Type: f.Code, Text: f.String() + "\n"})
+	}
+	for _, f := range r.Notes {
+		c := tc("check.policies", f.File)
+		c.SystemOut += "note: " + f.String() + "\n"
+	}
+	for _, sk := range r.Skipped {
+		name, _, _ := strings.Cut(sk, ":")
+		su.Cases = append(su.Cases, render.JUnitCase{Classname: "check.skipped", Name: name, Skipped: &render.JUnitSkipped{Message: sk}})
+	}
+	return &render.JUnitSuites{Name: "policycheck check", Suites: []render.JUnitSuite{su}}
 }
 
 // byPlace sorts findings by file, row and column, as contract.Check sorts

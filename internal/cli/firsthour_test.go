@@ -161,8 +161,8 @@ func TestFormatVocabulary(t *testing.T) {
 		{[]string{"eval"}, `--format must be json or pretty, not "yaml"`},
 		{[]string{"explain"}, `--format must be pretty, json or html, not "yaml"`},
 		{[]string{"facts"}, `--format must be json or input, not "yaml"`},
-		{[]string{"check"}, `--format must be pretty or json, not "yaml"`},
-		{[]string{"test"}, `--format must be pretty or json, not "yaml"`},
+		{[]string{"check"}, `--format must be pretty, json or junit, not "yaml"`},
+		{[]string{"test"}, `--format must be pretty, json or junit, not "yaml"`},
 		{[]string{"version"}, `--format must be pretty or json, not "yaml"`},
 	} {
 		a := append(append([]string{}, tc.cmd...), "--format", "yaml")

@@ -13,9 +13,10 @@ var (
 	explainFormats = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.HTML}, Aliases: textAlias}
 	factsFormats   = render.Formats{Accept: []render.Format{render.JSON, render.Input},
 		Aliases: map[string]render.Format{"facts": render.JSON}} // facts' json before the shared vocabulary
-	replayFormats = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.HTML}}
-	checkFormats  = render.Formats{Accept: []render.Format{render.Pretty, render.JSON}, Aliases: textAlias}
-	// prettyOrJSON: test, version and conformance.
+	replayFormats = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.HTML, render.JUnit}}
+	checkFormats  = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.JUnit}, Aliases: textAlias}
+	testFormats   = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.JUnit}}
+	// prettyOrJSON: version and conformance.
 	prettyOrJSON = render.Formats{Accept: []render.Format{render.Pretty, render.JSON}}
 )
 

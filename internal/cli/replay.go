@@ -33,7 +33,7 @@ func newReplayCmd() *cobra.Command {
 		flows                  flowFlags
 	)
 	cmd := &cobra.Command{
-		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--receipt-keys JWKS] [--approver-keys JWKS] [--format pretty|json|html] [--fail-on T,...] INPUT...",
+		Use:   "replay --registry R --baseline P... --candidate P... [--candidate-registry R2] [--context C] [--approvals A] [--receipt-keys JWKS] [--approver-keys JWKS] [--format pretty|json|html|junit] [--fail-on T,...] INPUT...",
 		Short: "Decide recorded runs with a baseline and a candidate policy set, and report what changes",
 		Long: `replay decides every step of every recorded run with two policy sets and reports where they differ.
 
@@ -76,7 +76,11 @@ instead. --approver-keys judges again, as the sidecar's --approver-keys does, th
 approval a logged decision was decided with (and those of --approvals): one that does not verify is
 decided as not applied on both sides. A receipt or approval signature that does not verify is a
 finding, listed with its reason after the summary (json: "audit"); any finding fails the replay (exit
-1). See docs/replay.md, "Recorded receipts and approvals".` + exitCodes("0  the replay ran; no change matched --fail-on and every recorded receipt and approval signature verified",
+1). See docs/replay.md, "Recorded receipts and approvals".
+
+--format junit writes JUnit XML for CI: a testcase per change (its run as classname), with a failure
+when --fail-on matches it, a failed testcase per finding, and one passing testcase counting what was
+replayed.` + exitCodes("0  the replay ran; no change matched --fail-on and every recorded receipt and approval signature verified",
 			"1  the replay ran and a change matched --fail-on (the gate failed), or a recorded receipt or approval signature did not verify (a finding)", exitLineBad),
 		Example: `  policycheck replay --registry examples/registry.yaml --baseline examples/policies \
     --candidate new-policies --context examples/context/support.json examples/histories`,
@@ -218,7 +222,7 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 			if err != nil {
 				return badInput(err)
 			}
-			if err := render.Write(cmd.OutOrStdout(), f, &render.Doc{Replay: rep}); err != nil {
+			if err := render.Write(cmd.OutOrStdout(), f, &render.Doc{Replay: rep, FailOn: gate}); err != nil {
 				return err
 			}
 			var failed []string
@@ -240,7 +244,7 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 	fl.StringArrayVar(&candidate, "candidate", nil, "candidate policy file, directory or OPA bundle (repeatable; required unless --candidate-registry)")
 	fl.StringVar(&candRegistry, "candidate-registry", "", "registry the candidate decides with, to replay a registry change (histories only; without --candidate, the candidate keeps the baseline's policies)")
 	fl.StringVar(&ctxPath, "context", "", "JSON object handed to policies as input.context for history runs (logged decisions keep theirs)")
-	fl.StringVarP(&format, "format", "f", "pretty", "report format: pretty, json or html")
+	fl.StringVarP(&format, "format", "f", "pretty", "report format: pretty, json, html or junit (JUnit XML: a testcase per change, failed when --fail-on matches it)")
 	fl.StringArrayVar(&failOn, "fail-on", nil, "transitions that fail the replay (exit 1), comma-separated FROM->TO or loosening (repeatable)")
 	fl.BoolVar(&noDefaults, "no-defaults", false, "do not load the shipped default policies on either side")
 	fl.BoolVar(&noSchema, "no-schema", false, "skip JSON Schema validation of histories")

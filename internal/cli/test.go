@@ -139,6 +139,9 @@ which "policycheck policies export DIR" writes.)
 implicitly are not counted); --threshold fails the run below that percentage.
 --format json prints the results as "opa test --format json" does, or, with --coverage, an object
 {"tests": [...], "coverage": {...}} whose coverage has the shape of "opa test --coverage".
+--format junit writes JUnit XML for CI: a testsuite per package, a testcase per test (the package
+as classname) with a failure or an error and the test's print output as system-out, a todo_ test
+skipped; with --coverage, a testsuite "coverage" whose one testcase fails below --threshold.
 
 On a terminal, a suite of more than 100 tests shows its progress on stderr (tests done, rate, time
 left); piped or redirected, nothing is added.
@@ -152,7 +155,7 @@ Exit codes:
   policycheck test policies/ --coverage --threshold 95
   policycheck test examples/ --format json`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if _, err := parseFormat(prettyOrJSON, f.format); err != nil {
+			if _, err := parseFormat(testFormats, f.format); err != nil {
 				return err
 			}
 			if len(args) == 0 {
@@ -175,7 +178,7 @@ Exit codes:
 	fl.BoolVarP(&f.verbose, "verbose", "v", false, "list every test, with notes and failures traced")
 	fl.BoolVar(&f.coverage, "coverage", false, "report line coverage of the policies under PATH")
 	fl.Float64Var(&f.threshold, "threshold", 0, "fail when coverage is below this percentage (implies --coverage)")
-	fl.StringVarP(&f.format, "format", "f", "pretty", "output format: pretty or json")
+	fl.StringVarP(&f.format, "format", "f", "pretty", "output format: pretty, json or junit")
 	fl.BoolVar(&f.noDefaults, "no-defaults", false, "do not make the shipped policies available")
 	fl.BoolVar(&f.failOnEmpty, "fail-on-empty", false, "exit 1 when no test ran (a --run that matches nothing, a path without tests), as opa test --fail-on-empty")
 	fl.DurationVar(&f.timeout, "timeout", 5*time.Second, "time limit for each test")
@@ -419,6 +422,9 @@ func writeTestResults(w io.Writer, f testFlags, results []*tester.Result, report
 		close(c)
 		return c
 	}
+	if f.format == string(render.JUnit) {
+		return render.Write(w, render.JUnit, &render.Doc{Suites: testSuites(results, report, f.threshold)})
+	}
 	if f.format == string(render.JSON) {
 		if report == nil {
 			return tester.JSONReporter{Output: w}.Report(ch())
@@ -451,6 +457,55 @@ func writeTestResults(w io.Writer, f testFlags, results []*tester.Result, report
 		}
 	}
 	return nil
+}
+
+// testSuites is a test run as JUnit XML: a testsuite per package, a
+// testcase per test, and with coverage a testsuite "coverage" whose
+// testcase fails below threshold.
+func testSuites(results []*tester.Result, report *cover.Report, threshold float64) *render.JUnitSuites {
+	doc := &render.JUnitSuites{Name: "policycheck test"}
+	for _, r := range results { // sorted by package
+		if n := len(doc.Suites); n == 0 || doc.Suites[n-1].Name != r.Package {
+			doc.Suites = append(doc.Suites, render.JUnitSuite{Name: r.Package})
+		}
+		c := render.JUnitCase{Classname: r.Package, Name: r.Name, Duration: r.Duration, SystemOut: string(r.Output)}
+		where := ""
+		if r.Location != nil {
+			where = r.Location.String() + ": "
+		}
+		switch {
+		case r.Error != nil:
+			c.Errors = []render.JUnitProblem{{Message: r.Error.Error(), Type: "error", Text: where + r.Error.Error() + "\n"}}
+		case r.Fail:
+			text := where + "test failed\n"
+			if r.FailedAt != nil {
+				text += fmt.Sprintf("failed at %s: %s\n", r.FailedAt.Location, r.FailedAt)
+			}
+			c.Failures = []render.JUnitProblem{{Message: "test failed: " + r.Package + "." + r.Name, Type: "fail", Text: text}}
+		case r.Skip:
+			c.Skipped = &render.JUnitSkipped{Message: "todo test"}
+		}
+		su := &doc.Suites[len(doc.Suites)-1]
+		su.Cases = append(su.Cases, c)
+	}
+	if report != nil {
+		files := make([]string, 0, len(report.Files))
+		for name := range report.Files {
+			files = append(files, name)
+		}
+		sort.Strings(files)
+		var out strings.Builder
+		for _, name := range files {
+			fmt.Fprintf(&out, "%6.2f%%  %s\n", report.Files[name].Coverage, name)
+		}
+		c := render.JUnitCase{Classname: "coverage", Name: fmt.Sprintf("coverage >= %.2f%%", threshold), SystemOut: out.String()}
+		if report.Coverage < threshold {
+			c.Failures = []render.JUnitProblem{{Message: fmt.Sprintf("coverage %.2f%% is below the threshold %.2f%%", report.Coverage, threshold),
+				Type: "coverage", Text: out.String()}}
+		}
+		doc.Suites = append(doc.Suites, render.JUnitSuite{Name: "coverage", Cases: []render.JUnitCase{c}})
+	}
+	return doc
 }
 
 func nonNil[T any](s []T) []T {

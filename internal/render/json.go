@@ -15,6 +15,9 @@ func (jsonRenderer) Render(w io.Writer, d *Doc) error {
 	if err != nil {
 		return err
 	}
+	if _, ok := v.(*JUnitSuites); ok {
+		return noForm(JSON, v)
+	}
 	return WriteJSON(w, v)
 }
 

@@ -1,10 +1,11 @@
 // Package render is policycheck's output layer: one renderer per format,
-// pretty for people, json for machines and html for a browser, each over
-// one document, Doc: a decision with the optional sections a command adds
-// (its explanation, the facts alone, the Rego input document, a replay's
-// diff). eval, explain, facts and replay print through it, and the
-// sidecar's explain page; the names a --format flag accepts are checked in
-// one place, Formats.Parse.
+// pretty for people, json for machines, html for a browser and junit for
+// CI (JUnit XML, junit.go), each over one document, Doc: a decision with
+// the optional sections a command adds (its explanation, the facts alone,
+// the Rego input document, a replay's diff, test's or check's JUnit
+// suites). eval, explain, facts and replay print through it, and the
+// sidecar's explain page, and test and check for junit; the names a
+// --format flag accepts are checked in one place, Formats.Parse.
 //
 // The escaping is the same in every output:
 //
@@ -16,7 +17,9 @@
 //     bytes the sidecar answers with;
 //   - html goes through html/template's contextual escaping (the
 //     explanation page makes control and bidirectional characters visible
-//     first, internal/explainpage).
+//     first, internal/explainpage);
+//   - junit is written by encoding/xml, which escapes markup and writes
+//     the characters XML 1.0 forbids as U+FFFD.
 //
 // Adding a section (the flows of an explanation, the evidence of a
 // decision) is a field of Doc, or of the engine type it holds, and a case
@@ -44,6 +47,7 @@ const (
 	JSON   Format = "json"
 	HTML   Format = "html"
 	Input  Format = "input"
+	JUnit  Format = "junit"
 )
 
 // Formats is what one command's --format accepts: its formats, in the
@@ -93,6 +97,12 @@ type Doc struct {
 	Input any
 	// Replay is a replay's report: the two sides' differences.
 	Replay *replay.Report
+	// Suites is a JUnit XML document (test's and check's results); junit
+	// only.
+	Suites *JUnitSuites
+	// FailOn is the --fail-on gate a replay's changes are judged by: in
+	// junit, each change it matches is a failure. Not a section.
+	FailOn *replay.Gate
 	// History is the JSON of the history decided: the explanation's
 	// page draws the conversation from it.
 	History []byte
@@ -116,6 +126,9 @@ func (d *Doc) section() (any, error) {
 	if d.Replay != nil {
 		set = append(set, d.Replay)
 	}
+	if d.Suites != nil {
+		set = append(set, d.Suites)
+	}
 	if len(set) != 1 {
 		return nil, fmt.Errorf("render: a document holds one section, not %d", len(set))
 	}
@@ -136,6 +149,8 @@ func For(f Format) (Renderer, error) {
 		return jsonRenderer{}, nil
 	case HTML:
 		return htmlRenderer{}, nil
+	case JUnit:
+		return junitRenderer{}, nil
 	}
 	return nil, fmt.Errorf("render: no renderer of format %q", f)
 }

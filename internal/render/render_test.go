@@ -31,7 +31,7 @@ func TestFormatsParse(t *testing.T) {
 // than print nothing.
 func TestOneSection(t *testing.T) {
 	d := &engine.Decision{Available: []string{}, Advertised: []string{}, Calls: []engine.CallVerdict{}}
-	for _, f := range []Format{Pretty, JSON, HTML} {
+	for _, f := range []Format{Pretty, JSON, HTML, JUnit} {
 		var buf bytes.Buffer
 		if err := Write(&buf, f, &Doc{}); err == nil {
 			t.Errorf("%s of an empty document: no error", f)
@@ -43,7 +43,8 @@ func TestOneSection(t *testing.T) {
 	for _, tc := range []struct {
 		f   Format
 		doc *Doc
-	}{{Pretty, &Doc{Facts: &engine.FactsReport{}}}, {HTML, &Doc{Decision: d}}, {Pretty, &Doc{Input: map[string]any{}}}} {
+	}{{Pretty, &Doc{Facts: &engine.FactsReport{}}}, {HTML, &Doc{Decision: d}}, {Pretty, &Doc{Input: map[string]any{}}},
+		{JUnit, &Doc{Decision: d}}, {JSON, &Doc{Suites: &JUnitSuites{}}}, {Pretty, &Doc{Suites: &JUnitSuites{}}}} {
 		var buf bytes.Buffer
 		if err := Write(&buf, tc.f, tc.doc); !errors.Is(err, errNoForm) || buf.Len() > 0 {
 			t.Errorf("%s of %+v: %v, %q", tc.f, tc.doc, err, buf.String())

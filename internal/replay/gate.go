@@ -123,14 +123,7 @@ func (g *Gate) Matches(r *Report) []string {
 	for _, p := range g.patterns {
 		n := 0
 		for i := range r.Changes {
-			c := &r.Changes[i]
-			from, to, _ := strings.Cut(c.Transition, "->")
-			switch {
-			case p.preset != "":
-				if c.Direction() == p.preset {
-					n++
-				}
-			case (p.kind == "" || p.kind == c.Kind) && (p.from == "*" || p.from == from) && (p.to == "*" || p.to == to):
+			if p.matches(&r.Changes[i]) {
 				n++
 			}
 		}
@@ -139,4 +132,27 @@ func (g *Gate) Matches(r *Report) []string {
 		}
 	}
 	return out
+}
+
+// Match returns the first of the gate's transitions that matches c (as
+// --fail-on wrote it), or "" when none does: c fails the replay. A nil
+// gate matches nothing.
+func (g *Gate) Match(c *Change) string {
+	if g == nil {
+		return ""
+	}
+	for _, p := range g.patterns {
+		if p.matches(c) {
+			return p.text
+		}
+	}
+	return ""
+}
+
+func (p pattern) matches(c *Change) bool {
+	if p.preset != "" {
+		return c.Direction() == p.preset
+	}
+	from, to, _ := strings.Cut(c.Transition, "->")
+	return (p.kind == "" || p.kind == c.Kind) && (p.from == "*" || p.from == from) && (p.to == "*" || p.to == to)
 }
