@@ -1,15 +1,12 @@
 package docs_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/json"
 	"encoding/pem"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/policycheck/policycheck/internal/testkit/bundletest"
 	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
@@ -137,7 +135,7 @@ func TestScalingSignedBundle(t *testing.T) {
 		raw  []byte
 		want string
 	}{
-		{"a file changed after signing", retouch(t, signed, "/hide.rego", "get_time", "search_docs"), "hide.rego"},
+		{"a file changed after signing", bundletest.Tamper(t, signed, "/hide.rego", "get_time", "search_docs"), "hide.rego"},
 		{"not signed", build(append(unsignedArgs, "--revision", "r2")...), "signature"},
 	} {
 		bundles.current.Store(&tc.raw)
@@ -166,37 +164,4 @@ func mergeYAML(into, from map[string]any) {
 		}
 		into[k] = v
 	}
-}
-
-// retouch rewrites file of the bundle raw, old replaced with new, and
-// keeps every other file (the signature among them) as it was.
-func retouch(t *testing.T, raw []byte, file, old, new string) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	require.NoError(t, err)
-	tr := tar.NewReader(zr)
-	var out bytes.Buffer
-	zw := gzip.NewWriter(&out)
-	tw := tar.NewWriter(zw)
-	changed := false
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		b, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		if hdr.Name == file {
-			b, changed = []byte(strings.ReplaceAll(string(b), old, new)), true
-		}
-		hdr.Size = int64(len(b))
-		require.NoError(t, tw.WriteHeader(hdr))
-		_, err = tw.Write(b)
-		require.NoError(t, err)
-	}
-	require.True(t, changed, "no %s in the bundle", file)
-	require.NoError(t, tw.Close())
-	require.NoError(t, zw.Close())
-	return out.Bytes()
 }

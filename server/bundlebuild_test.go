@@ -1,14 +1,11 @@
 package server_test
 
 import (
-	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"crypto/rand"
 	"crypto/rsa"
 	"crypto/x509"
 	"encoding/pem"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -21,6 +18,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/cli"
+	"github.com/policycheck/policycheck/internal/testkit/bundletest"
 	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
@@ -99,7 +97,7 @@ keys:
 		raw  []byte
 		want string
 	}{
-		{"a policy changed after signing", tamper(t, build("r2", key), "/hide.rego", "get_time", "search_docs"), "hide.rego"},
+		{"a policy changed after signing", bundletest.Tamper(t, build("r2", key), "/hide.rego", "get_time", "search_docs"), "hide.rego"},
 		{"signed with another key", build("r3", other), "verification"},
 	} {
 		publish(tc.raw)
@@ -139,40 +137,6 @@ func rsaKeyFiles(t *testing.T, dir, name string) (string, string) {
 	pub := filepath.Join(dir, name+".pub.pem")
 	require.NoError(t, os.WriteFile(pub, pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: der}), 0o600))
 	return priv, pub
-}
-
-// tamper rewrites file of the bundle raw, replacing old with new in it,
-// and keeps everything else (its signature among it) as it was.
-func tamper(t *testing.T, raw []byte, file, old, new string) []byte {
-	t.Helper()
-	zr, err := gzip.NewReader(bytes.NewReader(raw))
-	require.NoError(t, err)
-	tr := tar.NewReader(zr)
-	var out bytes.Buffer
-	zw := gzip.NewWriter(&out)
-	tw := tar.NewWriter(zw)
-	changed := false
-	for {
-		hdr, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
-		require.NoError(t, err)
-		b, err := io.ReadAll(tr)
-		require.NoError(t, err)
-		if hdr.Name == file {
-			b = []byte(strings.ReplaceAll(string(b), old, new))
-			changed = true
-		}
-		hdr.Size = int64(len(b))
-		require.NoError(t, tw.WriteHeader(hdr))
-		_, err = tw.Write(b)
-		require.NoError(t, err)
-	}
-	require.True(t, changed, "no %s in the bundle", file)
-	require.NoError(t, tw.Close())
-	require.NoError(t, zw.Close())
-	return out.Bytes()
 }
 
 // indent prefixes every line of s with prefix.
