@@ -272,6 +272,12 @@ func build(x *engine.Explanation, msgs []rawMessage) *page {
 		}
 		p.Tools = append(p.Tools, row)
 	}
+	// The near misses, marked where they sit.
+	for _, nm := range x.NearMisses {
+		if pv := at(nm.At); pv != nil {
+			pv.Marks = append(pv.Marks, mark{Class: "near-miss", InWindow: true, Text: "near miss: not counted"})
+		}
+	}
 	// The calls of the dispatched response.
 	last := len(msgs) - 1
 	for _, c := range x.Calls {

@@ -89,7 +89,7 @@ p.line{margin:0;padding-left:1.1em}
 .first{color:#444}.cid{color:#777;font-size:.85em}
 .mark{display:inline-block;margin:0 .2em;padding:0 .4em;border-radius:.6em;font-size:.85em;border:1px solid}
 .mark.reveal{background:#e6f0ff;border-color:#4a7bd0}.mark.load-call,.mark.load-return{background:#e8f6ec;border-color:#3a9a5a}
-.mark.hides{background:#fde8e8;border-color:#a00}.mark.delta{background:#fff4e0;border-color:#b80}.mark[data-in-window="false"]{text-decoration:line-through}
+.mark.hides{background:#fde8e8;border-color:#a00}.mark.near-miss{background:#f3f3f3;border-color:#888;border-style:dashed}.mark.delta{background:#fff4e0;border-color:#b80}.mark[data-in-window="false"]{text-decoration:line-through}
 .boundary{margin:.3em 0 .1em 0;padding:.1em .5em;font-weight:600;font-size:.9em}
 .b-conservative{border-top:3px solid #4a7bd0;color:#2a5bb0}.b-dispatch{border-top:3px dashed #3a9a5a;color:#2a7a4a}
 .k-compaction{background:#fff0f0}
@@ -124,7 +124,11 @@ tr.tool:target{background:#fff3d6}
 {{end}}{{if .Approvals}}<h3>Approvals</h3><ul>{{range .Approvals}}<li>{{v .ToolCallID}} {{v .Kind}} by {{range $i, $a := .Approvers}}{{if $i}}, {{end}}{{v $a}}{{end}}: {{v .Why}}</li>{{end}}</ul>
 {{end}}{{with .X.Decision.UnverifiedEvidence}}<h3>Unverified evidence, ignored</h3><ul class="unverified">{{range .}}<li>message {{.Message}}, part {{.Part}}: {{v .Why}}</li>{{end}}</ul>
 {{end}}</section>
-<section id="tools">
+{{with .X.NearMisses}}<section id="near-misses">
+<h2>Near misses: parts that look like a search or a load but do not count</h2>
+<ul>{{range .}}<li class="near-miss" data-message="{{.At.Message}}" data-part="{{.At.Part}}"><a href="#m{{.At.Message}}p{{.At.Part}}">{{v .Why}}</a></li>{{end}}</ul>
+</section>
+{{end}}<section id="tools">
 <h2>Tools of the registry</h2>
 <p>Select a tool to highlight, in the timeline, the parts that revealed, loaded or hid it and the calls of it.</p>
 <table>

@@ -157,6 +157,12 @@ func prettyExplanation(w io.Writer, x *engine.Explanation) {
 		fmt.Fprintln(w)
 		prettyUnverified(w, d)
 	}
+	if len(x.NearMisses) > 0 {
+		printable.Fprintf(w, "\nNear misses, not counted (%d):\n", len(x.NearMisses))
+	}
+	for _, nm := range x.NearMisses {
+		printable.Fprintf(w, "  %s\n", nm.Why)
+	}
 	if len(d.Approvals) > 0 {
 		fmt.Fprintln(w, "\nApprovals:")
 	}
