@@ -85,6 +85,10 @@ type CallExplained struct {
 	// it is defined (absent when the engine itself decided: a failed-closed
 	// decision).
 	DecidedBy *RuleRef `json:"decided_by,omitempty"`
+	// Deciders are the operator's rules, filters, schema or approval that
+	// gave the verdict (CallVerdict.DecidedByOperator), which DecidedBy,
+	// the shipped rule applying them, only carries out.
+	Deciders []Decider `json:"deciders,omitempty"`
 	// Flows, on a refused call (any verdict but execute) when the
 	// policies read flows, are the call's argument values that came from
 	// earlier tool returns (input.call.flows), each with its source: where
@@ -246,7 +250,7 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 	entry := s.moduleName(s.fileOf("data.policycheck.availability"))
 	gateFile := s.moduleName(s.fileOf("data.policycheck.lib.gate"))
 	for i, c := range d.Calls {
-		ce := CallExplained{CallVerdict: c}
+		ce := CallExplained{CallVerdict: c, Deciders: c.DecidedByOperator()}
 		ce.Why = append(ce.Why, c.Reasons...)
 		switch {
 		case c.FailClosed:
