@@ -47,8 +47,8 @@ func callRuleCell(t *testing.T, page, id string) string {
 }
 
 // TestExplainPageNamesTheOperatorsDecider: the page's "decided by" names
-// the operator's deny, hide or require_approval rule, or the registry's
-// schema, first, and the shipped rule that applied it after.
+// the operator's deny, hide or require_approval rule, filter, or the
+// registry's schema, first, and the shipped rule that applied it after.
 func TestExplainPageNamesTheOperatorsDecider(t *testing.T) {
 	reg := filepath.Join(examplesDir, "registry.yaml")
 	_, refund := explainBoth(t, "--registry", reg, "--policy", filepath.Join(examplesDir, "policies"),
@@ -60,10 +60,17 @@ func TestExplainPageNamesTheOperatorsDecider(t *testing.T) {
 	history := writeFile(t, dir, "history.json", `[{"kind":"request","parts":[`+userPrompt+`]},
  {"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"get_time","tool_call_id":"c1","args":{"tz":5}}]}]`)
 	_, schema := explainBoth(t, "--registry", schemaReg, "--history", history)
+	// The vault filter drops rotate_key outside the admin group.
+	vaultReg := writeFile(t, dir, "vault.yaml", "capabilities:\n  - id: vault\ntools:\n  - name: get_time\n  - name: rotate_key\n    capability: vault\n")
+	rotate := writeFile(t, dir, "rotate.json", `[{"kind":"request","parts":[`+userPrompt+`]},
+ {"kind":"response","parts":[{"part_kind":"tool-call","tool_name":"rotate_key","tool_call_id":"c1","args":{}}]}]`)
+	_, filter := explainBoth(t, "--registry", vaultReg, "--history", rotate, "--policy", filepath.Join(examplesDir, "policies", "vault"),
+		"--context", filepath.Join(examplesDir, "context", "support.json"))
 	for _, c := range []struct{ page, id, first, loc, after string }{
 		{refund, "c2", `<p class="decider" data-kind="deny">deny <code>policycheck.rules.sequence.deny</code><br><code class="token">`, "policies/sequence/sequence.rego:19:1</code>", "availability.rego"},
 		{refund, "c4", `hide <code>policycheck.rules.groups.hide</code><br><code class="token">`, "policies/groups/groups.rego:28:1</code>", "gate.rego"},
 		{transfer, "t2", `require_approval <code>policycheck.rules.transfers.require_approval</code>`, "transfers.rego:", "availability.rego"},
+		{filter, "c1", `filter <code>policycheck.capabilities.vault.prepare_tools</code>`, "policies/vault/vault.rego:13:1</code>", "gate.rego"},
 		{schema, "c1", `schema <code>parameters_json_schema of &#34;get_time&#34; in the registry</code>`, "", "gate.rego"},
 	} {
 		cell := callRuleCell(t, c.page, c.id)
