@@ -243,6 +243,9 @@ type CallVerdict struct {
 	// "policy_error" for a call whose rules raised an error (the call
 	// alone fails closed), for explanations.
 	Rule string `json:"-"`
+	// deciders are the operator's rules, filters, schema or approval
+	// that gave the verdict, recorded as it is read, for explanations.
+	deciders []Decider
 	// FailClosed is true when the call was denied because the decision
 	// failed closed (policy error, timeout, undefined result, failed
 	// filter) rather than by a rule: the fault is the policy's, not the
@@ -422,6 +425,7 @@ func (d *Decision) readVerdict(s *snapshot, a answer) {
 	case UnknownTool:
 		c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, len(d.Dispatch.Available) == 0 && resolvedEmpty(s, a.dispatch, a.hidden))
 		c.Reasons = s.verdictReasons(c.Tool, vm, a.dispatch)
+		c.deciders = s.removers(c.Tool, vm, a.dispatch)
 	case NotAvailableYet:
 		c.Capability = vm.capability
 		c.Message = NotAvailableMessage(c.Tool, c.Capability)
@@ -432,6 +436,7 @@ func (d *Decision) readVerdict(s *snapshot, a answer) {
 			b := d.bindingOf(a.i)
 			c.Message = denialMessage(b.approval)
 			c.Reasons = []string{fmt.Sprintf("denied by %s through the approval bound to this call", approversText(b.approval))}
+			c.deciders = []Decider{{Kind: "approval", Name: "denied by " + approversText(b.approval)}}
 			return
 		}
 		if c.Rule == rulePolicyError {
@@ -441,8 +446,12 @@ func (d *Decision) readVerdict(s *snapshot, a answer) {
 		}
 		c.Message, c.Reasons = denialText(s, c.Tool, vm)
 		c.FailClosed = vm.rule == "filter_error"
+		if !c.FailClosed {
+			c.deciders = s.answerers(vm.denials, "deny")
+		}
 	case ApprovalRequired:
 		c.Message, c.Reasons = approvalRequiredText(s, vm)
+		c.deciders = s.answerers(vm.requests, "require_approval")
 	case Execute:
 		if len(vm.wouldDeny) > 0 {
 			_, c.WouldDeny = denialTextOf(s, vm.wouldDeny, "would be denied by")
@@ -485,6 +494,7 @@ func (d *Decision) checkArgs(i int) {
 	}
 	c.Verdict, c.Rule = InvalidArgs, "args"
 	c.Capability, c.WouldDeny = "", nil
+	c.deciders = nil
 	c.ArgsErrors = probs.probs
 	c.Message = InvalidArgsMessage(probs.probs, probs.omitted)
 	if probs.unreadable {
@@ -492,6 +502,7 @@ func (d *Decision) checkArgs(i int) {
 			c.Tool, argsProblemsText(probs.probs))}
 		return
 	}
+	c.deciders = []Decider{{Kind: "schema", Name: fmt.Sprintf("parameters_json_schema of %q in the registry", c.Tool)}}
 	c.Reasons = []string{fmt.Sprintf("the arguments of %q fail its parameters_json_schema in the registry (%s): no operator rule was evaluated on the call",
 		c.Tool, argsProblemsText(probs.probs))}
 }
@@ -736,6 +747,62 @@ func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filt
 	}
 	return out
 }
+
+// Decider is what of the operator's gave a call its verdict: a rule
+// (Kind "deny", "require_approval" or "hide", Name its package and rule),
+// a capability filter (Kind "filter", Name its prepare_tools), the
+// registry's schema of the tool (Kind "schema") or an approver's answer
+// (Kind "approval").
+type Decider struct {
+	Kind string `json:"kind"`
+	Name string `json:"name"`
+	// Location is FILE:ROW:COL of the rule's first definition ("" for a
+	// schema, an approval, or a rule whose place is not known).
+	Location string `json:"location,omitempty"`
+}
+
+// answerers are the rules packages whose answers ds are (rule deny or
+// require_approval), each once, in order.
+func (s *snapshot) answerers(ds []ruleAnswer, rule string) []Decider {
+	var out []Decider
+	for _, a := range ds {
+		dc := Decider{Kind: rule, Name: "policycheck.rules." + a.pkg + "." + rule, Location: s.ruleFile(a.pkg, rule)}
+		if !slices.Contains(out, dc) {
+			out = append(out, dc)
+		}
+	}
+	return out
+}
+
+// removers are the filters and hide rules that removed the called tool
+// of an unknown_tool verdict, as verdictReasons names them.
+func (s *snapshot) removers(tool string, vm *policyVerdict, dispatch *filterResult) []Decider {
+	var out []Decider
+	for _, m := range vm.by {
+		switch m.rule {
+		case "prepare_tools":
+			if dispatch == nil {
+				continue
+			}
+			for _, id := range dispatch.droppedBy[tool] {
+				dc := Decider{Kind: "filter", Name: filterRoot + "." + id + ".prepare_tools"}
+				if f := s.filters[id]; f != nil {
+					dc.Location = f.at
+				}
+				out = append(out, dc)
+			}
+		case "hide":
+			out = append(out, Decider{Kind: "hide", Name: "policycheck.rules." + m.pkg + ".hide", Location: s.ruleFile(m.pkg, "hide")})
+		}
+	}
+	return out
+}
+
+// DecidedByOperator returns what of the operator's gave the call its verdict: the
+// rules, filters, schema or approval (none for a verdict of the gate
+// alone or of a failed-closed decision). Explanations read it; it is not
+// part of eval's JSON.
+func (c *CallVerdict) DecidedByOperator() []Decider { return c.deciders }
 
 // ruleFile is "file:row:col" of the first definition of rule in package
 // policycheck.rules.<pkg>, or "" when the policy set has none.

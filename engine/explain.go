@@ -24,6 +24,20 @@ type Explanation struct {
 	// Compactions are the history's compaction parts, in order: the
 	// boundaries a window can start at.
 	Compactions []facts.Position `json:"compactions"`
+	// NearMisses are the parts that look like a search return or a load
+	// but reveal or load nothing (a framework tool's name without the
+	// tool_kind that types it, a typed load that pairs with nothing), in
+	// history order: why a tool can be "never revealed" after all.
+	NearMisses []NearMiss `json:"near_misses"`
+}
+
+// NearMiss is one part that looks like a search or a load but does not
+// count.
+type NearMiss struct {
+	At facts.Position `json:"at"`
+	// Why says so in words: "message 2, part 0 is a `search_tools`
+	// return without `tool_kind: tool-search`: not counted".
+	Why string `json:"why"`
 }
 
 // ToolExplained is one tool's status and the reasons for it.
@@ -71,6 +85,10 @@ type CallExplained struct {
 	// it is defined (absent when the engine itself decided: a failed-closed
 	// decision).
 	DecidedBy *RuleRef `json:"decided_by,omitempty"`
+	// Deciders are the operator's rules, filters, schema or approval that
+	// gave the verdict (CallVerdict.DecidedByOperator), which DecidedBy,
+	// the shipped rule applying them, only carries out.
+	Deciders []Decider `json:"deciders,omitempty"`
 	// Flows, on a refused call (any verdict but execute) when the
 	// policies read flows, are the call's argument values that came from
 	// earlier tool returns (input.call.flows), each with its source: where
@@ -151,6 +169,16 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 	if x.Compactions == nil {
 		x.Compactions = []facts.Position{}
 	}
+	x.NearMisses = []NearMiss{}
+	var searchMisses, loadMisses int
+	for _, nm := range tr.NearMisses {
+		x.NearMisses = append(x.NearMisses, NearMiss{At: nm.At, Why: fmt.Sprintf("%s is %s: not counted", pos(nm.At), nm.Why)})
+		if nm.Load {
+			loadMisses++
+		} else {
+			searchMisses++
+		}
+	}
 	inDispatch := func(p facts.Position) *bool {
 		if f.Dispatch == nil {
 			return nil
@@ -194,6 +222,9 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 			}
 			if len(tr.Reveals[name]) == 0 {
 				te.Why = append(te.Why, "never revealed in this history")
+				if searchMisses > 0 {
+					te.Why = append(te.Why, nearMisses(searchMisses, "search"))
+				}
 			}
 		case facts.GateCapability:
 			te.Why = append(te.Why, fmt.Sprintf("owned by deferred capability %q: callable once it is loaded (the load is the reveal)", t.Capability))
@@ -208,6 +239,9 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 			}
 			if len(tr.Loads[t.Capability]) == 0 {
 				te.Why = append(te.Why, fmt.Sprintf("capability %q is never loaded in this history", t.Capability))
+				if loadMisses > 0 {
+					te.Why = append(te.Why, nearMisses(loadMisses, "load"))
+				}
 			}
 		}
 		te.Why = append(te.Why, d.Removed(name)...)
@@ -216,7 +250,7 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 	entry := s.moduleName(s.fileOf("data.policycheck.availability"))
 	gateFile := s.moduleName(s.fileOf("data.policycheck.lib.gate"))
 	for i, c := range d.Calls {
-		ce := CallExplained{CallVerdict: c}
+		ce := CallExplained{CallVerdict: c, Deciders: c.DecidedByOperator()}
 		ce.Why = append(ce.Why, c.Reasons...)
 		switch {
 		case c.FailClosed:
@@ -270,6 +304,14 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 	}
 	sort.Slice(x.Policies, func(i, j int) bool { return x.Policies[i].File < x.Policies[j].File })
 	return x, nil
+}
+
+// nearMisses points a tool's story at the near misses of its kind.
+func nearMisses(n int, kind string) string {
+	if n == 1 {
+		return fmt.Sprintf("1 part looks like a %s but does not count: see the near misses", kind)
+	}
+	return fmt.Sprintf("%d parts look like a %s but do not count: see the near misses", n, kind)
 }
 
 // explainFlows returns the flows of the dispatched call at part, when

@@ -19,13 +19,60 @@ type Load struct {
 	Call, Return Position
 }
 
+// NearMiss is a part that looks like a search return or a load but
+// reveals or loads nothing (spec W18, D2, L1–L3): a framework tool's name
+// without the tool_kind that types it, or a typed load part that pairs
+// with nothing.
+type NearMiss struct {
+	At Position
+	// Why says what the part is and lacks, as "a `search_tools` return
+	// without `tool_kind: tool-search`".
+	Why string
+	// Load is true for a near miss of a load, false for one of a search.
+	Load bool
+}
+
 // Trace is where the evidence of a history sits, for explanations: every
 // reveal of every name and every complete load pair, whether or not it lies
-// inside a window, plus every compaction part.
+// inside a window, plus every compaction part and every near miss.
 type Trace struct {
 	Reveals     map[string][]Reveal
 	Loads       map[string][]Load
 	Compactions []Position
+	NearMisses  []NearMiss
+}
+
+// nativeSearchTool is the fixed name of a provider-side search part
+// (spec W14).
+const nativeSearchTool = "tool_search"
+
+// nearMiss says why part, which reveals nothing by itself, looks like a
+// search return or a load that does not count ("" when it does not look
+// like one). A load return that answers no typed load call is found by
+// the walk, which knows the calls.
+func nearMiss(part *Part) (why string, load bool) {
+	switch {
+	case part.ToolKind == ToolKindNone && part.Kind == ToolReturn && part.ToolName == SearchTool && len(part.Reveals) == 0:
+		return "a `search_tools` return without `tool_kind: tool-search`", false
+	case part.ToolKind == ToolKindNone && part.Kind == BuiltinToolReturn && part.ToolName == nativeSearchTool:
+		return "a `tool_search` builtin-tool-return without `tool_kind: tool-search`", false
+	case part.ToolKind == ToolKindNone && part.Kind == ToolCall && part.ToolName == LoadCapabilityTool:
+		return "a `load_capability` call without `tool_kind: capability-load`", true
+	case part.ToolKind == ToolKindNone && part.Kind == ToolReturn && part.ToolName == LoadCapabilityTool:
+		return "a `load_capability` return without `tool_kind: capability-load`", true
+	case part.ToolKind == ToolKindLoad && !part.HasToolCallID:
+		return "a typed `load_capability` " + callOrReturn(part) + " without a tool_call_id", true
+	case part.ToolKind == ToolKindLoad && part.Kind == ToolCall && !part.HasLoadID:
+		return "a typed `load_capability` call whose args name no capability id", true
+	}
+	return "", false
+}
+
+func callOrReturn(part *Part) string {
+	if part.Kind == ToolCall {
+		return "call"
+	}
+	return "return"
 }
 
 // TraceHistory records the evidence of h in order.
@@ -54,6 +101,9 @@ func TraceHistory(h History) Trace {
 		for _, n := range part.Reveals {
 			t.Reveals[n] = append(t.Reveals[n], Reveal{At: pos, Kind: kind})
 		}
+		if why, load := nearMiss(part); why != "" {
+			t.NearMisses = append(t.NearMisses, NearMiss{At: pos, Why: why, Load: load})
+		}
 		if part.ToolKind != ToolKindLoad || !part.HasToolCallID {
 			return
 		}
@@ -68,6 +118,9 @@ func TraceHistory(h History) Trace {
 		case ToolReturn:
 			if c, ok := calls[part.ToolCallID]; ok {
 				t.Loads[c.id] = append(t.Loads[c.id], Load{Call: c.pos, Return: pos})
+			} else {
+				t.NearMisses = append(t.NearMisses, NearMiss{At: pos, Load: true,
+					Why: "a typed `load_capability` return that answers no earlier typed load call naming a capability"})
 			}
 		}
 	})

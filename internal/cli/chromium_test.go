@@ -42,8 +42,9 @@ const cspScriptNone = "script-src 'none'"
 // into got. A page whose Content-Security-Policy forbids scripts gets the
 // check, and only the check, allowed by its hash: any other script, such
 // as one smuggled in by an input string, stays blocked. It returns the
-// time Chromium took, for the measurements (never asserted).
-func checkInChromium(t *testing.T, browser, page, check string, got any) time.Duration {
+// time Chromium took, for the measurements (never asserted). flags are
+// added to Chromium's (--window-size=W,H, say).
+func checkInChromium(t *testing.T, browser, page, check string, got any, flags ...string) time.Duration {
 	t.Helper()
 	if strings.Contains(page, cspScriptNone) {
 		body := strings.TrimSuffix(strings.TrimPrefix(check, "<script>"), "</script>")
@@ -61,6 +62,7 @@ func checkInChromium(t *testing.T, browser, page, check string, got any) time.Du
 	cmd := exec.CommandContext(ctx, browser, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
 		"--disable-background-networking", "--disable-component-update", "--disable-sync", "--user-data-dir="+filepath.Join(tmp, "profile"),
 		"--dump-dom", "file://"+file)
+	cmd.Args = append(cmd.Args[:len(cmd.Args)-2], append(flags, cmd.Args[len(cmd.Args)-2:]...)...)
 	start := time.Now()
 	dom, err := cmd.Output()
 	took := time.Since(start)

@@ -55,7 +55,7 @@ const explainCheck = `<script>
     const a = tr.querySelector(".call-id a");
     const target = document.getElementById(decodeURIComponent(a.getAttribute("href").slice(1)));
     out.calls.push({id: a.textContent, tool: tr.querySelector(".call-tool").textContent,
-      verdict: tr.querySelector(".call-verdict").textContent, message: tr.querySelector(".call-message").firstChild ? tr.querySelector(".call-message").firstChild.textContent : "",
+      verdict: tr.querySelector(".call-verdict").textContent, message: (tr.querySelector(".call-message .msg-text") || {textContent: ""}).textContent,
       rule: tr.querySelector(".call-rule").textContent,
       target: target ? {message: +target.dataset.message, part: +target.dataset.part, id: (target.querySelector(".cid") || {textContent: ""}).textContent, seen: seen(target)} : null});
   }

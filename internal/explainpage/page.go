@@ -154,6 +154,9 @@ type callRow struct {
 	Anchor string
 	Args   string
 	Remedy string
+	// Asked: the message is the approver's (approval_required), not the
+	// model's.
+	Asked bool
 }
 
 func partAnchor(p facts.Position) string { return fmt.Sprintf("m%dp%d", p.Message, p.Part) }
@@ -272,10 +275,16 @@ func build(x *engine.Explanation, msgs []rawMessage) *page {
 		}
 		p.Tools = append(p.Tools, row)
 	}
+	// The near misses, marked where they sit.
+	for _, nm := range x.NearMisses {
+		if pv := at(nm.At); pv != nil {
+			pv.Marks = append(pv.Marks, mark{Class: "near-miss", InWindow: true, Text: "near miss: not counted"})
+		}
+	}
 	// The calls of the dispatched response.
 	last := len(msgs) - 1
 	for _, c := range x.Calls {
-		cr := callRow{C: c, Anchor: partAnchor(facts.Position{Message: last, Part: c.Part})}
+		cr := callRow{C: c, Anchor: partAnchor(facts.Position{Message: last, Part: c.Part}), Asked: c.Verdict == engine.ApprovalRequired}
 		if c.ToolCallID != nil {
 			cr.ID, cr.HasID = *c.ToolCallID, true
 		}

@@ -69,7 +69,8 @@ var pageTemplate = template.Must(template.New("page").Funcs(template.FuncMap{
 <title>policycheck explain: {{.Messages}} messages, {{len .Calls}} calls</title>
 <style>
 body{font-family:system-ui,sans-serif;margin:1.5em;color:#222;max-width:90em}
-table{border-collapse:collapse;margin:.6em 0;width:100%}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:anywhere}
+table{border-collapse:collapse;margin:.6em 0;width:100%}td,th{border:1px solid #ccc;padding:.3em .6em;text-align:left;vertical-align:top;overflow-wrap:break-word;word-break:normal;hyphens:none}
+.token{overflow-wrap:anywhere}.msg-text,.call-why li{white-space:pre-wrap}.told{font-style:italic;color:#555}.call-rule p{margin:0 0 .3em 0}.call-rule p.applied{color:#666;font-size:.9em}
 th{background:#f3f3f3}code,pre{font-family:ui-monospace,monospace;font-size:.9em}
 pre{white-space:pre-wrap;overflow-wrap:anywhere;margin:.3em 0 .3em 2em;background:#f8f8f8;padding:.4em}
 ul{margin:.2em 0;padding-left:1.2em}
@@ -89,7 +90,7 @@ p.line{margin:0;padding-left:1.1em}
 .first{color:#444}.cid{color:#777;font-size:.85em}
 .mark{display:inline-block;margin:0 .2em;padding:0 .4em;border-radius:.6em;font-size:.85em;border:1px solid}
 .mark.reveal{background:#e6f0ff;border-color:#4a7bd0}.mark.load-call,.mark.load-return{background:#e8f6ec;border-color:#3a9a5a}
-.mark.hides{background:#fde8e8;border-color:#a00}.mark.delta{background:#fff4e0;border-color:#b80}.mark[data-in-window="false"]{text-decoration:line-through}
+.mark.hides{background:#fde8e8;border-color:#a00}.mark.near-miss{background:#f3f3f3;border-color:#888;border-style:dashed}.mark.delta{background:#fff4e0;border-color:#b80}.mark[data-in-window="false"]{text-decoration:line-through}
 .boundary{margin:.3em 0 .1em 0;padding:.1em .5em;font-weight:600;font-size:.9em}
 .b-conservative{border-top:3px solid #4a7bd0;color:#2a5bb0}.b-dispatch{border-top:3px dashed #3a9a5a;color:#2a7a4a}
 .k-compaction{background:#fff0f0}
@@ -110,21 +111,25 @@ tr.tool:target{background:#fff3d6}
 {{if .Disp}}<tr><th>dispatch</th><td id="dispatch-text">{{v .X.Dispatch}}</td></tr>
 {{end}}<tr><th>active capabilities</th><td>{{range $i, $c := .X.Decision.Facts.ActiveCapabilities}}{{if $i}}, {{end}}{{v $c}}{{else}}(none){{end}}{{with .X.Decision.Dispatch}}; at dispatch: {{range $i, $c := .ActiveCapabilities}}{{if $i}}, {{end}}{{v $c}}{{else}}(none){{end}}{{end}}</td></tr>
 <tr><th>framework tools available</th><td>{{range $i, $c := .Framework}}{{if $i}}, {{end}}{{v $c}}{{else}}(none){{end}}</td></tr>
-<tr><th>filter-cache fingerprint</th><td><code>{{v .X.Decision.Fingerprint}}</code></td></tr>
+<tr><th>filter-cache fingerprint</th><td><code class="token">{{v .X.Decision.Fingerprint}}</code></td></tr>
 {{if .Folded}}<tr><th>folded</th><td id="folded">{{.Folded}} messages in runs of at least {{foldAt}} with no reveal, load or compaction</td></tr>
 {{end}}</table>
 </section>
 <section id="calls">
 <h2>Calls of the dispatched response</h2>
 {{if .Calls}}<table>
-<tr><th>call</th><th>tool</th><th>verdict</th><th>the model is told</th><th>decided by</th><th>why</th><th>what would have made it callable</th></tr>
-{{range .Calls}}<tr class="call"><td class="call-id"><a href="#{{.Anchor}}">{{if .HasID}}{{v .ID}}{{else}}(no id){{end}}</a></td><td class="call-tool"><code>{{v .C.Tool}}</code></td><td class="call-verdict {{vclass .C.Verdict}}">{{v .C.Verdict}}</td><td class="call-message">{{v .C.Message}}{{if .Args}}<br>arguments: <code>{{v .Args}}</code>{{end}}{{with .C.Digest}}<br>digest: <code>{{v .}}</code>{{end}}</td><td class="call-rule">{{with .C.DecidedBy}}<code>{{v .Package}}.{{v .Rule}}</code><br><code>{{v .Location}}</code>{{else}}the engine (failed closed){{end}}</td><td><ul>{{range .C.Why}}<li>{{v .}}</li>{{end}}{{range .C.WouldDeny}}<li>would deny (log-only rule, not enforced): {{v .}}</li>{{end}}</ul></td><td class="call-remedy">{{with .Remedy}}{{.}}{{else}}(callable){{end}}</td></tr>
+<tr><th>call</th><th>tool</th><th>verdict</th><th>message</th><th>decided by</th><th>why</th><th>what would have made it callable</th></tr>
+{{range .Calls}}<tr class="call"><td class="call-id"><a href="#{{.Anchor}}">{{if .HasID}}{{v .ID}}{{else}}(no id){{end}}</a></td><td class="call-tool"><code>{{v .C.Tool}}</code></td><td class="call-verdict {{vclass .C.Verdict}}">{{v .C.Verdict}}</td><td class="call-message">{{if .C.Message}}<span class="told">{{if .Asked}}the approver is asked{{else}}the model is told{{end}}:</span> <span class="msg-text">{{vb .C.Message}}</span>{{end}}{{if .Args}}<br>arguments: <code class="token">{{v .Args}}</code>{{end}}{{with .C.Digest}}<br>digest: <code class="token">{{v .}}</code>{{end}}</td><td class="call-rule">{{$ds := .C.Deciders}}{{range $ds}}<p class="decider" data-kind="{{.Kind}}">{{.Kind}} <code>{{v .Name}}</code>{{with .Location}}<br><code class="token">{{v .}}</code>{{end}}</p>{{end}}{{with .C.DecidedBy}}<p class="applied">{{if $ds}}applied by {{end}}<code>{{v .Package}}.{{v .Rule}}</code><br><code class="token">{{v .Location}}</code></p>{{else}}the engine{{if not .C.Deciders}} (failed closed){{end}}{{end}}</td><td class="call-why"><ul>{{range .C.Why}}<li>{{vb .}}</li>{{end}}{{range .C.WouldDeny}}<li>would deny (log-only rule, not enforced): {{v .}}</li>{{end}}</ul></td><td class="call-remedy">{{with .Remedy}}{{.}}{{else}}(callable){{end}}</td></tr>
 {{end}}</table>
 {{else}}<p>The last message is not a response with tool calls: no call is judged.</p>
 {{end}}{{if .Approvals}}<h3>Approvals</h3><ul>{{range .Approvals}}<li>{{v .ToolCallID}} {{v .Kind}} by {{range $i, $a := .Approvers}}{{if $i}}, {{end}}{{v $a}}{{end}}: {{v .Why}}</li>{{end}}</ul>
 {{end}}{{with .X.Decision.UnverifiedEvidence}}<h3>Unverified evidence, ignored</h3><ul class="unverified">{{range .}}<li>message {{.Message}}, part {{.Part}}: {{v .Why}}</li>{{end}}</ul>
 {{end}}</section>
-<section id="tools">
+{{with .X.NearMisses}}<section id="near-misses">
+<h2>Near misses: parts that look like a search or a load but do not count</h2>
+<ul>{{range .}}<li class="near-miss" data-message="{{.At.Message}}" data-part="{{.At.Part}}"><a href="#m{{.At.Message}}p{{.At.Part}}">{{v .Why}}</a></li>{{end}}</ul>
+</section>
+{{end}}<section id="tools">
 <h2>Tools of the registry</h2>
 <p>Select a tool to highlight, in the timeline, the parts that revealed, loaded or hid it and the calls of it.</p>
 <table>

@@ -72,7 +72,7 @@ func prettyDecision(w io.Writer, d *engine.Decision) {
 		for _, c := range d.Calls {
 			callLine(w, &c)
 			if c.Message != "" {
-				printable.Fprintf(w, "      model is told: %s\n", c.Message)
+				printable.Fprintf(w, "      %s: %s\n", told(&c), c.Message)
 			}
 			if c.Receipt != "" {
 				printable.Fprintf(w, "      receipt: %s\n", c.Receipt)
@@ -80,7 +80,29 @@ func prettyDecision(w io.Writer, d *engine.Decision) {
 		}
 	}
 	prettyUnverified(w, d)
+	prettyApprovals(w, d)
 	printable.Fprintf(w, fingerprintLine, d.Fingerprint)
+}
+
+// told names who reads a call's message: the approver of an
+// approval_required call, the model of any other refusal.
+func told(c *engine.CallVerdict) string {
+	if c.Verdict == engine.ApprovalRequired {
+		return "approver is asked"
+	}
+	return "model is told"
+}
+
+// prettyApprovals lists what became of the request's approvals, each
+// with why, if it carried any.
+func prettyApprovals(w io.Writer, d *engine.Decision) {
+	if len(d.Approvals) == 0 {
+		return
+	}
+	printable.Fprintf(w, "Approvals (%d):\n", len(d.Approvals))
+	for _, a := range d.Approvals {
+		printable.Fprintf(w, "  %s %s by %s: %s\n", a.ToolCallID, a.Kind, list(a.Approvers), a.Why)
+	}
 }
 
 // prettyUnverified lists the evidence that did not count (--evidence
@@ -156,6 +178,12 @@ func prettyExplanation(w io.Writer, x *engine.Explanation) {
 	if len(d.UnverifiedEvidence) > 0 {
 		fmt.Fprintln(w)
 		prettyUnverified(w, d)
+	}
+	if len(x.NearMisses) > 0 {
+		printable.Fprintf(w, "\nNear misses, not counted (%d):\n", len(x.NearMisses))
+	}
+	for _, nm := range x.NearMisses {
+		printable.Fprintf(w, "  %s\n", nm.Why)
 	}
 	if len(d.Approvals) > 0 {
 		fmt.Fprintln(w, "\nApprovals:")
