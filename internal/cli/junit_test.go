@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -438,7 +437,7 @@ type recorder struct {
 }
 
 func (r *recorder) Errorf(string, ...any) { r.failed = true }
-func (r *recorder) Fatalf(string, ...any) { r.failed = true; panic(fmt.Sprint("fatal")) }
+func (r *recorder) Fatalf(string, ...any) { r.failed = true; panic("fatal") }
 func (r *recorder) FailNow()              { r.failed = true; panic("FailNow") }
 func (r *recorder) Helper()               {}
 
