@@ -442,7 +442,7 @@ func (d *Decision) readVerdict(s *snapshot, a answer) {
 		c.Message, c.Reasons = denialText(s, c.Tool, vm)
 		c.FailClosed = vm.rule == "filter_error"
 	case ApprovalRequired:
-		c.Message, c.Reasons = approvalRequiredText(s, vm)
+		c.Message, c.Reasons = approvalRequiredText(s, c.Tool, vm)
 	case Execute:
 		if len(vm.wouldDeny) > 0 {
 			_, c.WouldDeny = denialTextOf(s, vm.wouldDeny, "would be denied by")

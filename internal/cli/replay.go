@@ -117,7 +117,7 @@ finding, listed with its reason after the summary (json: "audit"); any finding f
 			lo := replay.LoadOptions{Reader: loader.DefaultReader()}
 			lo.Reader.Limits.MaxBytes, lo.Reader.Schema = maxBytes, !noSchema
 			if ctxPath != "" {
-				if lo.Context, err = readContext(cmd, ctxPath); err != nil {
+				if lo.Context, err = readContext(cmd, ctxPath, reg, candReg); err != nil {
 					return err
 				}
 			}
