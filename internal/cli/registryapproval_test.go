@@ -145,7 +145,7 @@ func TestContextSchemaThroughCLI(t *testing.T) {
 // TestCheckFindsContextReadsTheSchemaLacks: with a registry whose
 // context_schema lists group, check reports a rule reading
 // input.context.gruop (context_not_in_schema), in a deny rule and in a
-// filter, and stays quiet on input.context.group and on a read marked
+// capability filter, and stays quiet on input.context.group and on a read marked
 // deliberate.
 func TestCheckFindsContextReadsTheSchemaLacks(t *testing.T) {
 	dir := policyFiles(t, map[string]string{
@@ -153,13 +153,15 @@ func TestCheckFindsContextReadsTheSchemaLacks(t *testing.T) {
 			"deny contains \"not staff\" if input.context.gruop != \"staff\"\n\n" +
 			"deny contains \"admin\" if input.context.group == \"admin\"\n\n" +
 			"deny contains \"tenant\" if {\n\t# policycheck:ignore context\n\tinput.context.tenant == \"x\"\n}\n",
-		"registry.yaml": contextRegistry,
+		"pol/ops.rego": "package policycheck.capabilities.ops\n\n" +
+			"prepare_tools := {t.name | some t in input.tools} if input.context.gruop == \"admin\"\n",
+		"registry.yaml": contextRegistry + "capabilities:\n  - id: ops\n",
 	})
 	t.Chdir(dir)
 	code, stdout, _ := policyRun(t, "check", "pol", "--registry", "registry.yaml", "--format", "json")
 	assert.Equal(t, cli.ExitBadUsage, code, stdout)
 	out := decodeCheckReport(t, stdout)
-	assert.Equal(t, []string{"context_not_in_schema pol/guard.rego:3"}, places(out.Findings), stdout)
+	assert.Equal(t, []string{"context_not_in_schema pol/guard.rego:3", "context_not_in_schema pol/ops.rego:3"}, places(out.Findings), stdout)
 	require.NotEmpty(t, out.Findings)
 	for _, want := range []string{
 		"policycheck.rules.guard.deny reads input.context.gruop, which the context_schema of registry registry.yaml does not list",
@@ -171,7 +173,7 @@ func TestCheckFindsContextReadsTheSchemaLacks(t *testing.T) {
 	}
 
 	// Without a context_schema, context reads are not checked.
-	writeFile(t, dir, "plain.yaml", "tools:\n  - name: get_time\n")
+	writeFile(t, dir, "plain.yaml", "capabilities:\n  - id: ops\ntools:\n  - name: get_time\n")
 	code, stdout, _ = policyRun(t, "check", "pol", "--registry", "plain.yaml", "--format", "json")
 	assert.Equal(t, cli.ExitOK, code, stdout)
 }
