@@ -244,6 +244,10 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 			if gateFile != "" && c.Rule != "deny" && c.Rule != ruleRequireApproval {
 				ce.DecidedBy = s.ruleRef("data.policycheck.lib.gate", "verdict")
 			}
+			if gateFile != "" && c.Rule == ruleRequireApproval && !slices.ContainsFunc(c.Reasons, isRuleApproval) {
+				// Only the registry asks: its requires_approval decided.
+				ce.DecidedBy = s.ruleRef("data.policycheck.lib.gate", "registry_approvals")
+			}
 		}
 		if c.Verdict == Execute {
 			ce.Why = append(ce.Why, fmt.Sprintf("%q is in the dispatch-available set", c.Tool))
@@ -381,3 +385,9 @@ func (s *snapshot) fileOf(path string) string {
 // isRegistryApproval reports whether a call's reason is an approval the
 // registry asks for.
 func isRegistryApproval(reason string) bool { return strings.HasPrefix(reason, registryApprovalPrefix) }
+
+// isRuleApproval reports whether a call's reason is an approval an
+// operator's require_approval rule asks for.
+func isRuleApproval(reason string) bool {
+	return strings.HasPrefix(reason, "approval required by policycheck.rules.")
+}

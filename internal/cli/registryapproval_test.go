@@ -77,6 +77,16 @@ func TestRegistryRequiresApprovalThroughEval(t *testing.T) {
 	res := run(t, "", "explain", "--registry", reg, "--history", hist, "--policy", pol)
 	require.Equal(t, 0, res.code, res.stderr)
 	assert.Contains(t, res.stdout, "decided by the registry's requires_approval")
+	res = run(t, "", "explain", "--registry", reg, "--history", hist, "--policy", pol, "--format", "json")
+	require.Equal(t, 0, res.code, res.stderr)
+	var x struct {
+		Calls []engine.CallExplained `json:"calls"`
+	}
+	require.NoError(t, json.Unmarshal([]byte(res.stdout), &x), res.stdout)
+	require.NotEmpty(t, x.Calls)
+	require.NotNil(t, x.Calls[0].DecidedBy)
+	assert.Equal(t, "policycheck.lib.gate", x.Calls[0].DecidedBy.Package)
+	assert.Equal(t, "registry_approvals", x.Calls[0].DecidedBy.Rule, "explain names the registry's rule")
 
 	t.Run("a deny still wins", func(t *testing.T) {
 		prod := writeFile(t, t.TempDir(), "h.json", approvalHistory("prod", "deploy", "restart"))
