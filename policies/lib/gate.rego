@@ -196,14 +196,13 @@ available_now := available(
 #   the name is not in the resolved set, not_available_yet when it is but
 #   the gate refuses it, denied when an operator rule denies it or the
 #   approval bound to it (input.call.approval) is a denial,
-#   approval_required when an operator rule or the registry
-#   (requires_approval) asks a person to approve it first, else execute.
-#   A failed filter denies every call. The gate wins over deny, and deny
-#   over require_approval: an approval never widens availability. After the gate and before any operator rule, a call
-#   whose arguments fail its tool's parameters_json_schema (the engine
-#   marks it invalid_args) gets invalid_args: no deny, require_approval
-#   or log-only rule is evaluated on it. The rules see the arguments the
-#   call would execute with (an approver's override_args).
+#   approval_required when an operator rule or the registry asks a person
+#   to approve it first, else execute. A failed filter denies every call.
+#   The gate wins over deny, deny over require_approval: an approval never
+#   widens availability. After the gate and before any operator rule, a
+#   call whose arguments fail its tool's parameters_json_schema (marked
+#   invalid_args) gets invalid_args: no deny, require_approval or log-only
+#   rule is evaluated on it; rules see the arguments it would execute with.
 verdict(call) := {
 	"verdict": "denied", "rule": "filter_error",
 	"reason": "a capability filter failed: the decision fails closed",
@@ -341,8 +340,8 @@ would_deny(call) := [d |
 #   Some policycheck.rules package may define require_approval, or the
 #   registry asks approval for some tool: false only when the engine says
 #   no package does (data.policycheck.rule_kinds, written when it compiles
-#   the policy set) and no registry tool is marked, so that no call pays for the per-call
-#   evaluation. Without that document, as under stock opa test, it is true
+#   the policy set) and the registry marks no tool, so that no call pays
+#   for the per-call evaluation. Without that document, as under stock opa test, it is true
 #   and every call is evaluated. Performance: a complete rule is evaluated
 #   once per decision; a `not` in the verdict would cost every call.
 default approval_rules := true
