@@ -2,6 +2,7 @@ package cli_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -186,4 +187,32 @@ func TestCheckFindsContextReadsTheSchemaLacks(t *testing.T) {
 	writeFile(t, dir, "plain.yaml", "capabilities:\n  - id: ops\ntools:\n  - name: get_time\n")
 	code, stdout, _ = policyRun(t, "check", "pol", "--registry", "plain.yaml", "--format", "json")
 	assert.Equal(t, cli.ExitOK, code, stdout)
+}
+
+// TestContextSchemaIsCompiledWhereTheRegistryLoads: a context_schema
+// that is not a valid JSON Schema, refers outside itself, or expands past
+// the argument schemas' bound is refused when the registry loads (exit 2,
+// the registry file and the pointer), before any context is read.
+func TestContextSchemaIsCompiledWhereTheRegistryLoads(t *testing.T) {
+	bomb := "context_schema:\n  $ref: '#/$defs/d0'\n  $defs:\n"
+	for i := range 16 {
+		bomb += fmt.Sprintf("    d%d: {anyOf: [{$ref: '#/$defs/d%d'}, {$ref: '#/$defs/d%d'}]}\n", i, i+1, i+1)
+	}
+	bomb += "    d16: {type: object}\n"
+	dir := t.TempDir()
+	hist := writeFile(t, dir, "h.json", approvalHistory("dev", "get_time"))
+	for _, tc := range []struct{ note, registry, want string }{
+		{"not a valid schema", "context_schema: {type: 5}\n", ": /context_schema/type: context_schema is not a valid JSON Schema"},
+		{"not an object", "context_schema: true\n", ": /context_schema: "},
+		{"a $ref to another document", "context_schema: {$ref: 'https://example.com/s.json'}\n", ": /context_schema: context_schema does not compile"},
+		{"past the expansion bound", bomb, ": /context_schema/$defs/d4: context_schema expands to more than 10000 subschemas"},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			reg := writeFile(t, t.TempDir(), "registry.yaml", tc.registry+"tools:\n  - name: get_time\n")
+			res := run(t, "", "eval", "--registry", reg, "--history", hist, "--context", `{"group": "admin"}`)
+			assert.Equal(t, 2, res.code, res.stdout)
+			assert.Empty(t, res.stdout)
+			assert.Contains(t, res.stderr, reg+tc.want)
+		})
+	}
 }
