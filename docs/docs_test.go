@@ -69,7 +69,13 @@ var registryData = map[string]field{
 	"always_on_capabilities": {"set of strings", "The other registered capabilities."},
 	"capability_tools":       {"object", "Deferred capability id -> set of the tools it owns (what a load reveals)."},
 	"owned_tools":            {"object", "Every registered capability id, deferred or always-on -> set of the tools it owns (for filters: `lib.registry_keep_own`)."},
+	"requires_approval":      {"set of strings", "Present only when the registry marks a tool or a capability `requires_approval`: the tools whose calls need a person's approval (their own mark or their capability's); the gate asks for it (`approval_required`) until an approval is bound to the call."},
+	"context_schema":         {"object", "Present only when the registry has one: its `context_schema`, the JSON Schema every request's `input.context` is validated against (a context that fails it is bad input)."},
 }
+
+// optionalRegistryData are the keys of registryData present only when the
+// registry gives them.
+const optionalRegistryData = `{"context_schema", "requires_approval"}`
 
 // jsonType names the JSON type of a value as the tables do.
 func jsonType(v any) string {
@@ -241,11 +247,11 @@ hide contains "get_time" if {
 	not is_array(v)
 }
 
-hide contains "get_time" if object.keys(data.policycheck.registry) != %s
+hide contains "get_time" if object.keys(data.policycheck.registry) - %[4]s != %[3]s - %[4]s
 
 hide contains "get_time" if {
-	some p in %s
-	not is_set(data.policycheck.registry[p[0]])
+	some p in %[5]s
+	not is_set(object.get(data.policycheck.registry, p[0], set()))
 }
 
 hide contains "get_time" if {
@@ -268,7 +274,7 @@ hide contains "get_time" if {p | some p in data.policycheck.lib.gate._input_set_
 
 hide contains "get_time" if {p | some p in data.policycheck.lib.gate._registry_set_paths} != {p | some p in %s}
 `, setPaths(decisionInput, "set of strings"), setPaths(decisionInput, "array"),
-		keysOf(registryData), setPaths(registryData, "set of strings"),
+		keysOf(registryData), optionalRegistryData, setPaths(registryData, "set of strings"),
 		setPaths(decisionInput, "set of strings"), setPaths(registryData, "set of strings"))
 	filter := fmt.Sprintf(`package policycheck.capabilities.docs
 

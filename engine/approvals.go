@@ -23,6 +23,10 @@ const (
 	ruleApprovalDenied  = "approval_denied"
 )
 
+// registryApprovalPrefix begins the reason of an approval the registry
+// asks for (requires_approval on the tool or its capability).
+const registryApprovalPrefix = "approval required by the registry: "
+
 // defaultApprovalMessage is the text for the approver when no
 // require_approval element gives one.
 const defaultApprovalMessage = "This call needs a person's approval before it runs."
@@ -147,10 +151,21 @@ func approversText(a facts.Approval) string {
 
 // approvalRequiredText is the approver-facing message and the
 // operator-facing reasons of an approval_required verdict.
-func approvalRequiredText(s *snapshot, vm *policyVerdict) (string, []string) {
+func approvalRequiredText(s *snapshot, tool string, vm *policyVerdict) (string, []string) {
 	var msgs, reasons []string
 	for _, rm := range vm.requests {
 		pkg, reason, msg := rm.pkg, rm.reason, rm.message
+		if pkg == "" {
+			// The registry's request (gate.registry_approvals).
+			if why := s.reg.ApprovalWhy(tool); why != "" {
+				reason = why
+			}
+			reasons = append(reasons, registryApprovalPrefix+reason)
+			if msg != "" {
+				msgs = appendUnique(msgs, msg)
+			}
+			continue
+		}
 		where := ""
 		if file := s.ruleFile(pkg, "require_approval"); file != "" {
 			where = " (" + file + ")"

@@ -450,7 +450,7 @@ func (d *Decision) readVerdict(s *snapshot, a answer) {
 			c.deciders = s.answerers(vm.denials, "deny")
 		}
 	case ApprovalRequired:
-		c.Message, c.Reasons = approvalRequiredText(s, vm)
+		c.Message, c.Reasons = approvalRequiredText(s, c.Tool, vm)
 		c.deciders = s.answerers(vm.requests, "require_approval")
 	case Execute:
 		if len(vm.wouldDeny) > 0 {
@@ -757,7 +757,8 @@ type Decider struct {
 	Kind string `json:"kind"`
 	Name string `json:"name"`
 	// Location is FILE:ROW:COL of the rule's first definition ("" for a
-	// schema, an approval, or a rule whose place is not known).
+	// schema, an approval, the registry's requires_approval, or a rule
+	// whose place is not known).
 	Location string `json:"location,omitempty"`
 }
 
@@ -767,6 +768,11 @@ func (s *snapshot) answerers(ds []ruleAnswer, rule string) []Decider {
 	var out []Decider
 	for _, a := range ds {
 		dc := Decider{Kind: rule, Name: "policycheck.rules." + a.pkg + "." + rule, Location: s.ruleFile(a.pkg, rule)}
+		if a.pkg == "" && rule == "require_approval" {
+			// The registry's request (gate.registry_approvals): the
+			// operator wrote requires_approval, not a rule.
+			dc = Decider{Kind: "registry", Name: "requires_approval in the registry"}
+		}
 		if !slices.Contains(out, dc) {
 			out = append(out, dc)
 		}

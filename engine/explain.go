@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -263,6 +264,8 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 			ce.Why = append(ce.Why, "decided by the engine, which validates every call's arguments against its tool's parameters_json_schema after the availability gate and before any operator rule")
 		case c.Rule == "deny":
 			ce.Why = append(ce.Why, fmt.Sprintf("decided by the deny rules above, applied by %s (%s)", "policycheck.availability.decision", entry))
+		case c.Rule == ruleRequireApproval && slices.ContainsFunc(c.Reasons, isRegistryApproval):
+			ce.Why = append(ce.Why, fmt.Sprintf("decided by the registry's requires_approval (and any require_approval rules above), applied by %s (%s): pass the approver's answer back with the digest %s", "policycheck.lib.gate.registry_approvals", gateFile, c.Digest))
 		case c.Rule == ruleRequireApproval:
 			ce.Why = append(ce.Why, fmt.Sprintf("decided by the require_approval rules above, applied by %s (%s): pass the approver's answer back with the digest %s", "policycheck.availability.decision", entry, c.Digest))
 		case c.Rule != "" && gateFile != "":
@@ -274,6 +277,10 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 			ce.DecidedBy = s.ruleRef("data.policycheck.availability", "decision")
 			if gateFile != "" && c.Rule != "deny" && c.Rule != ruleRequireApproval {
 				ce.DecidedBy = s.ruleRef("data.policycheck.lib.gate", "verdict")
+			}
+			if gateFile != "" && c.Rule == ruleRequireApproval && !slices.ContainsFunc(c.Reasons, isRuleApproval) {
+				// Only the registry asks: its requires_approval decided.
+				ce.DecidedBy = s.ruleRef("data.policycheck.lib.gate", "registry_approvals")
 			}
 		}
 		if c.Verdict == Execute {
@@ -415,4 +422,14 @@ func (s *snapshot) fileOf(path string) string {
 		}
 	}
 	return ""
+}
+
+// isRegistryApproval reports whether a call's reason is an approval the
+// registry asks for.
+func isRegistryApproval(reason string) bool { return strings.HasPrefix(reason, registryApprovalPrefix) }
+
+// isRuleApproval reports whether a call's reason is an approval an
+// operator's require_approval rule asks for.
+func isRuleApproval(reason string) bool {
+	return strings.HasPrefix(reason, "approval required by policycheck.rules.")
 }

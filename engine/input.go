@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
@@ -119,6 +120,18 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 		item("capability_tools", ast.NewTerm(capTools)),
 		item("owned_tools", ast.NewTerm(owned)),
 	)
+	if cs := reg.ContextSchemaJSON(); cs != nil {
+		// NewRegistry compiled it, so it is JSON; with it in the data, a
+		// change of schema is a new registry revision.
+		if v, err := ast.ValueFromReader(bytes.NewReader(cs)); err == nil {
+			data.Insert(ast.StringTerm("context_schema"), ast.NewTerm(v))
+		}
+	}
+	if names := reg.ApprovalTools(); len(names) > 0 {
+		// Only when some tool needs approval: a registry without
+		// requires_approval keeps its data, and so its revision.
+		data.Insert(ast.StringTerm("requires_approval"), setOf(names))
+	}
 	sum := sha256.Sum256([]byte(data.String()))
 	return data, ast.ArrayTerm(list...), hex.EncodeToString(sum[:])
 }
@@ -167,11 +180,54 @@ func (s *snapshot) contextValue(ctxDoc any) (*ast.Term, string, error) {
 			return e.term, e.digest, nil
 		}
 	}
+	if probs, omitted := s.reg.ValidateContext(raw); probs != nil {
+		return nil, "", &ContextError{Problems: probs, Omitted: omitted}
+	}
 	term, digest, err := convertContext(raw)
 	if err == nil && cacheable {
 		s.contexts.Put(string(raw), contextEntry{term, digest})
 	}
 	return term, digest, err
+}
+
+// ContextError is a request context that fails the registry's
+// context_schema: bad input, which Decide and Explain refuse before any
+// policy is evaluated.
+type ContextError struct {
+	// Problems are what is wrong, each with the JSON pointer inside the
+	// context (at most facts.MaxArgsProblems); Omitted counts the rest.
+	Problems []facts.ArgsProblem
+	Omitted  int
+}
+
+// Pointer is the JSON pointer, inside the context, of the first problem.
+func (e *ContextError) Pointer() string { return e.Problems[0].Pointer }
+
+func (e *ContextError) Error() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return "the context fails the registry's context_schema: " + strings.Join(parts, "; ") + e.more()
+}
+
+func (e *ContextError) more() string {
+	if e.Omitted > 0 {
+		return fmt.Sprintf(" (and %d more)", e.Omitted)
+	}
+	return ""
+}
+
+// Detail says what is wrong without the first problem's pointer, for an
+// error that names it apart ("the context fails the registry's
+// context_schema: REASON; POINTER: REASON ...").
+func (e *ContextError) Detail() string {
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	parts[0] = e.Problems[0].Reason
+	return "the context fails the registry's context_schema: " + strings.Join(parts, "; ") + e.more()
 }
 
 // convertContext converts a context's JSON encoding. The digest is taken

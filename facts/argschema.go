@@ -72,6 +72,20 @@ func (a *ArgsSchema) Forbids(field string) bool {
 	return false
 }
 
+// Lists reports whether the schema's top level names the field: in
+// "properties", or by a "patternProperties" pattern that matches it.
+func (a *ArgsSchema) Lists(field string) bool {
+	if _, ok := a.sch.Properties[field]; ok {
+		return true
+	}
+	for re := range a.sch.PatternProperties {
+		if re.MatchString(field) {
+			return true
+		}
+	}
+	return false
+}
+
 // PropertyNames are the names the schema's top-level "properties" lists,
 // sorted.
 func (a *ArgsSchema) PropertyNames() []string {
@@ -90,30 +104,39 @@ const argsSchemaURL = "https://policycheck.dev/registry/tools/"
 // refuseLoader refuses every URL: a tool's schema must be self-contained
 // (a $ref to a file or a web page would read the operator's disk or the
 // network at load).
-type refuseLoader struct{}
+type refuseLoader struct{ field string }
 
-func (refuseLoader) Load(url string) (any, error) {
-	return nil, fmt.Errorf("a parameters_json_schema must be self-contained: it refers to %s, which is not read", url)
+func (l refuseLoader) Load(url string) (any, error) {
+	return nil, fmt.Errorf("a %s must be self-contained: it refers to %s, which is not read", l.field, url)
 }
 
 // compileArgsSchema compiles one tool's schema (draft 2020-12 unless the
 // schema's $schema says otherwise). ptr is the pointer inside the schema
 // of what is wrong, when known.
 func compileArgsSchema(i int, raw json.RawMessage) (a *ArgsSchema, ptr string, err error) {
+	return compileSchema(argsSchemaURL+strconv.Itoa(i)+"/parameters_json_schema.json", "parameters_json_schema", raw)
+}
+
+// contextSchemaURL is the URL the registry's context_schema is compiled
+// under; it is never fetched.
+const contextSchemaURL = "https://policycheck.dev/registry/context_schema.json"
+
+// compileSchema compiles the schema of the registry field named field
+// under url, within the expansion bound of MaxArgsSchemaExpansion.
+func compileSchema(url, field string, raw json.RawMessage) (a *ArgsSchema, ptr string, err error) {
 	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
 	if err != nil {
-		return nil, "", fmt.Errorf("parameters_json_schema is not JSON: %w", err)
+		return nil, "", fmt.Errorf("%s is not JSON: %w", field, err)
 	}
 	obj, isObj := doc.(map[string]any)
 	if !isObj {
-		return nil, "", errors.New("parameters_json_schema must be a JSON Schema object")
+		return nil, "", fmt.Errorf("%s must be a JSON Schema object", field)
 	}
-	url := argsSchemaURL + strconv.Itoa(i) + "/parameters_json_schema.json"
 	comp := jsonschema.NewCompiler()
 	comp.DefaultDraft(jsonschema.Draft2020)
-	comp.UseLoader(refuseLoader{})
+	comp.UseLoader(refuseLoader{field})
 	if err := comp.AddResource(url, doc); err != nil {
-		return nil, "", fmt.Errorf("parameters_json_schema: %w", err)
+		return nil, "", fmt.Errorf("%s: %w", field, err)
 	}
 	sch, err := comp.Compile(url)
 	if err != nil {
@@ -122,13 +145,13 @@ func compileArgsSchema(i int, raw json.RawMessage) (a *ArgsSchema, ptr string, e
 			var ve *jsonschema.ValidationError
 			if errors.As(sve.Err, &ve) {
 				leaf := firstLeaf(ve)
-				return nil, pointerOf(leaf.InstanceLocation), fmt.Errorf("parameters_json_schema is not a valid JSON Schema: %s",
+				return nil, pointerOf(leaf.InstanceLocation), fmt.Errorf("%s is not a valid JSON Schema: %s", field,
 					leaf.ErrorKind.LocalizedString(message.NewPrinter(language.English)))
 			}
 		}
-		return nil, "", fmt.Errorf("parameters_json_schema does not compile: %s", strings.ReplaceAll(err.Error(), url, "the schema"))
+		return nil, "", fmt.Errorf("%s does not compile: %s", field, strings.ReplaceAll(err.Error(), url, "the schema"))
 	}
-	size, recursive, ptr, err := checkExpansion(sch)
+	size, recursive, ptr, err := checkExpansion(sch, field)
 	if err != nil {
 		return nil, ptr, err
 	}

@@ -22,6 +22,9 @@ type Capability struct {
 	// Labels are the operator's names for what the capability's tools
 	// touch ("secret", "external"): its tools inherit them.
 	Labels []string `json:"labels,omitempty"`
+	// RequiresApproval: every call of every tool of the capability needs
+	// a person's approval (Registry.ApprovalTools).
+	RequiresApproval bool `json:"requires_approval,omitempty"`
 }
 
 // Tool is a registered tool.
@@ -42,6 +45,9 @@ type Tool struct {
 	// return the effective ones: the tool's own and its capability's,
 	// sorted, without duplicates, never nil.
 	Labels []string `json:"labels,omitempty"`
+	// RequiresApproval: every call of the tool needs a person's approval
+	// (Registry.ApprovalTools).
+	RequiresApproval bool `json:"requires_approval,omitempty"`
 }
 
 // Gate says what makes a registry tool callable (conformance README).
@@ -99,12 +105,37 @@ type Registry struct {
 	toolNames   []string            // sorted
 	rank        map[string]int      // tool name -> index in toolNames
 	schemas     []*ArgsSchema       // per tool (registry order); nil for none
+	approval    []string            // sorted tools needing approval, own or their capability's
+	ctxSchema   *ArgsSchema         // the compiled context_schema; nil for none
+	ctxRaw      json.RawMessage     // its JSON
 }
 
-// NewRegistry validates and indexes a registry. It copies its arguments.
-// Errors are *RegistryError values joined with errors.Join, each naming the
-// JSON pointer of the offending entry.
-func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
+// RegistryOption sets a part of a registry beyond its capabilities and
+// tools (NewRegistry).
+type RegistryOption func(*Registry) error
+
+// WithContextSchema gives the registry a JSON Schema of the request
+// context (input.context; the registry's context_schema). NewRegistry
+// compiles it within the bounds of a tool's parameters_json_schema
+// (MaxArgsSchemaExpansion); nil means none.
+func WithContextSchema(raw json.RawMessage) RegistryOption {
+	return func(r *Registry) error {
+		if raw == nil {
+			return nil
+		}
+		sch, sptr, err := compileSchema(contextSchemaURL, "context_schema", raw)
+		if err != nil {
+			return &RegistryError{"/context_schema" + sptr, err.Error()}
+		}
+		r.ctxSchema, r.ctxRaw = sch, slices.Clone(raw)
+		return nil
+	}
+}
+
+// NewRegistry validates and indexes a registry, with its options. It
+// copies its arguments. Errors are *RegistryError values joined with
+// errors.Join, each naming the JSON pointer of the offending entry.
+func NewRegistry(caps []Capability, tools []Tool, opts ...RegistryOption) (*Registry, error) {
 	r := &Registry{
 		caps:        slices.Clone(caps),
 		tools:       slices.Clone(tools),
@@ -201,6 +232,14 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 			r.alwaysTools = append(r.alwaysTools, t.Name)
 		}
 		r.toolNames = append(r.toolNames, t.Name)
+		if t.RequiresApproval || t.Capability != "" && r.caps[r.capIndex[t.Capability]].RequiresApproval {
+			r.approval = append(r.approval, t.Name)
+		}
+	}
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			errs = append(errs, err)
+		}
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -210,6 +249,7 @@ func NewRegistry(caps []Capability, tools []Tool) (*Registry, error) {
 	sort.Strings(r.searchGated)
 	sort.Strings(r.alwaysTools)
 	sort.Strings(r.toolNames)
+	sort.Strings(r.approval)
 	r.rank = make(map[string]int, len(r.toolNames))
 	for i, n := range r.toolNames {
 		r.rank[n] = i
@@ -293,6 +333,55 @@ func (r *Registry) GateOf(name string) (g Gate, ok bool) {
 		return GateNone, false
 	}
 	return r.gates[i], true
+}
+
+// ApprovalTools returns the tools whose every call needs a person's
+// approval: those marked requires_approval and those of a capability
+// marked so, sorted (nil when none is).
+func (r *Registry) ApprovalTools() []string { return r.approval }
+
+// ApprovalWhy says why the registry asks approval for the named tool: its
+// own requires_approval or its capability's ("" when it does not).
+func (r *Registry) ApprovalWhy(name string) string {
+	i, ok := r.toolIndex[name]
+	if !ok {
+		return ""
+	}
+	t := r.tools[i]
+	switch {
+	case t.RequiresApproval:
+		return fmt.Sprintf("tool %q is marked requires_approval", name)
+	case t.Capability != "" && r.caps[r.capIndex[t.Capability]].RequiresApproval:
+		return fmt.Sprintf("tool %q belongs to capability %q, which is marked requires_approval", name, t.Capability)
+	}
+	return ""
+}
+
+// ContextSchema returns the registry's compiled context_schema, or nil
+// for none.
+func (r *Registry) ContextSchema() *ArgsSchema { return r.ctxSchema }
+
+// ContextSchemaJSON returns the registry's context_schema as JSON, or nil
+// for none.
+func (r *Registry) ContextSchemaJSON() json.RawMessage { return r.ctxRaw }
+
+// ValidateContext validates a request context's JSON (input.context)
+// against the registry's context_schema: nil when it validates or there
+// is none, else the problems, each with the JSON pointer inside the
+// context, at most MaxArgsProblems, and how many more there were.
+func (r *Registry) ValidateContext(raw []byte) (probs []ArgsProblem, omitted int) {
+	if r.ctxSchema == nil {
+		return nil, 0
+	}
+	v, err := decodeArgs(trimSpace(raw), MaxArgsDepth)
+	if err != nil {
+		return []ArgsProblem{*problemOf(err)}, 0
+	}
+	if !validationSteps(r.ctxSchema, v) {
+		return []ArgsProblem{{Reason: fmt.Sprintf("validating this context against the registry's context_schema would take more than %d steps: send a smaller or less deeply nested context",
+			MaxArgsValidationSteps)}}, 0
+	}
+	return r.ctxSchema.validate(v)
 }
 
 // ToolNames returns every registry tool name, sorted.

@@ -23,14 +23,14 @@ const MaxArgsSchemaExpansion = 10000
 // deepest one whose own expansion passes it), and an error; "" and nil
 // when it stays within.
 // It also returns the expansion, and whether the schema recurses.
-func checkExpansion(sch *jsonschema.Schema) (size int, recursive bool, ptr string, err error) {
+func checkExpansion(sch *jsonschema.Schema, field string) (size int, recursive bool, ptr string, err error) {
 	w := expansionWalk{size: map[*jsonschema.Schema]int{}, onStack: map[*jsonschema.Schema]bool{}}
 	if size = w.expand(sch); size <= MaxArgsSchemaExpansion {
 		return size, w.recursive, "", nil
 	}
-	return size, w.recursive, w.pointer(), fmt.Errorf("parameters_json_schema expands to more than %d subschemas with its $refs followed "+
+	return size, w.recursive, w.pointer(), fmt.Errorf("%s expands to more than %d subschemas with its $refs followed "+
 		"(the limit bounds the work of validating a call; a $ref counts as a copy of what it refers to): "+
-		"refer to fewer alternatives, or merge them", MaxArgsSchemaExpansion)
+		"refer to fewer alternatives, or merge them", field, MaxArgsSchemaExpansion)
 }
 
 type expansionWalk struct {

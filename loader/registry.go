@@ -24,6 +24,8 @@ type registryDoc struct {
 		DeferLoading bool     `json:"defer_loading"`
 		Description  string   `json:"description"`
 		Labels       []string `json:"labels"`
+		// RequiresApproval: every tool of the capability needs approval.
+		RequiresApproval bool `json:"requires_approval"`
 	} `json:"capabilities"`
 	Tools []struct {
 		Name         string   `json:"name"`
@@ -34,7 +36,11 @@ type registryDoc struct {
 		Labels       []string `json:"labels"`
 		// ParametersJSONSchema: facts.NewRegistry compiles it.
 		ParametersJSONSchema json.RawMessage `json:"parameters_json_schema"`
+		// RequiresApproval: every call of the tool needs approval.
+		RequiresApproval bool `json:"requires_approval"`
 	} `json:"tools"`
+	// ContextSchema: facts.NewRegistry compiles it.
+	ContextSchema json.RawMessage `json:"context_schema"`
 }
 
 // ReadRegistry reads a registry file (YAML, or JSON by its .json
@@ -79,17 +85,18 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 	}
 	caps := make([]facts.Capability, len(rd.Capabilities))
 	for i, c := range rd.Capabilities {
-		caps[i] = facts.Capability{ID: c.ID, DeferLoading: c.DeferLoading, Description: c.Description, Labels: c.Labels}
+		caps[i] = facts.Capability{ID: c.ID, DeferLoading: c.DeferLoading, Description: c.Description, Labels: c.Labels,
+			RequiresApproval: c.RequiresApproval}
 	}
 	tools := make([]facts.Tool, len(rd.Tools))
 	for i, t := range rd.Tools {
 		tools[i] = facts.Tool{Name: t.Name, DeferLoading: t.DeferLoading, Description: t.Description, MaxRetries: t.MaxRetries,
-			ParametersJSONSchema: t.ParametersJSONSchema, Labels: t.Labels}
+			ParametersJSONSchema: t.ParametersJSONSchema, Labels: t.Labels, RequiresApproval: t.RequiresApproval}
 		if t.Capability != nil {
 			tools[i].Capability = *t.Capability
 		}
 	}
-	reg, err := facts.NewRegistry(caps, tools)
+	reg, err := facts.NewRegistry(caps, tools, facts.WithContextSchema(rd.ContextSchema))
 	if err != nil {
 		return nil, registryErrors(file, err)
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"net/http"
@@ -272,6 +273,17 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	return &request{st: st, eng: eng, history: h, context: c, approvals: s.checkApprovals(approvals, "")}, nil
 }
 
+// contextError is the 400 of an engine's refusal of a request: at the
+// context, and at the JSON pointer inside it of a context that fails the
+// registry's context_schema.
+func contextError(err error) *Error {
+	var ce *engine.ContextError
+	if errors.As(err, &ce) {
+		return badRequest(CodeSchema, ce.Detail(), "/context"+ce.Pointer())
+	}
+	return badRequest(CodeSchema, err.Error(), "/context")
+}
+
 // parseApprovals reads a request's approvals (null or absent: none).
 func parseApprovals(raw []byte) (facts.Approvals, *Error) {
 	a, err := loader.ParseApprovalsMap("request", "/approvals", raw)
@@ -391,7 +403,7 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	d, err := req.eng.Decide(r.Context(), req.engineRequest(), s.evidence()...)
 	if err != nil {
 		s.metrics.evalError(epDecide)
-		return nil, badRequest(CodeSchema, err.Error(), "/context")
+		return nil, contextError(err)
 	}
 	if herr := s.stamp(d, ""); herr != nil {
 		return nil, herr
@@ -427,7 +439,7 @@ func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
 	case "input":
 		doc, err := req.eng.Input(r.Context(), req.engineRequest())
 		if err != nil {
-			return nil, badRequest(CodeSchema, err.Error(), "/context")
+			return nil, contextError(err)
 		}
 		return doc, nil
 	default:
@@ -451,7 +463,7 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	x, err := req.eng.Explain(r.Context(), engine.Request{History: req.history.messages, Context: req.context, Approvals: approvals}, s.evidence()...)
 	if err != nil {
 		s.metrics.evalError(epExplain)
-		return nil, badRequest(CodeSchema, err.Error(), "/context")
+		return nil, contextError(err)
 	}
 	s.observe(r, epExplain, "", req.st, x.Decision, req.context, req.history.count, len(body), start)
 	if media == mediaHTML {

@@ -265,7 +265,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	d, err := rn.run.Step(r.Context(), msgs, ctxDoc, engine.WithApprovals(approvals))
 	if err != nil {
 		s.metrics.evalError(epRun)
-		return nil, badRequest(CodeSchema, err.Error(), "/context")
+		return nil, contextError(err)
 	}
 	rn.gen = runGeneration(rn.gen, id, rn.regKey, b.Messages)
 	if herr := s.stamp(d.Decision, id); herr != nil {

@@ -107,11 +107,14 @@ its location:
   * such a read of a <field> a tool's parameters_json_schema forbids (additionalProperties: false and no
     such property; args_forbidden): a call carrying it is invalid_args before any rule, so for that tool
     the rule can never fire (a misspelt field, often);
+  * with a registry context_schema, a rule (a filter, hide, deny or require_approval) reading
+    input.context.<field> the schema does not list (context_not_in_schema; a misspelt field, often):
+    mark a deliberate read with a "# policycheck:ignore context" comment;
   * anything else the engine refuses to load (it compiles the set as policycheck eval would).
 
 Without --registry, the checks that need one (filters for unknown capabilities, evaluated filter
-results, rules reading call arguments, tool and capability names, what the engine refuses) are
-skipped, and the output says so.
+results, rules reading call arguments or the context, tool and capability names, what the engine
+refuses) are skipped, and the output says so.
 
 It also notes, without failing, each nondeterministic built-in that a rule outside the filters reaches:
 such a rule is allowed, but its result is not a function of the decision's input, so the engine then

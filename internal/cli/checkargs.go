@@ -29,6 +29,14 @@ const codeArgsForbidden = "args_forbidden"
 // report them.
 const argsIgnoreMarker = "policycheck:ignore args"
 
+// codeContextNotInSchema: an operator rule reads input.context.<field>,
+// which the registry's context_schema does not list.
+const codeContextNotInSchema = "context_not_in_schema"
+
+// contextIgnoreMarker marks a read of input.context as deliberate, as
+// argsIgnoreMarker does a read of the arguments.
+const contextIgnoreMarker = "policycheck:ignore context"
+
 // callRules are the operator rules evaluated with input.call: the rules a
 // missing argument silently switches off. (A filter sees no call.)
 var callRules = map[string]bool{"deny": true, "require_approval": true}
@@ -46,27 +54,78 @@ var callRules = map[string]bool{"deny": true, "require_approval": true}
 // not the functions and rules it calls. A comment holding
 // "policycheck:ignore args" on the read's line or the line above it, or
 // in the comment block directly above the rule, marks the reads as
-// deliberate.
+// deliberate. With a context_schema in the registry, it also reports the
+// reads of input.context.<field> the schema does not list, in any rule of
+// an operator module (ruleContextFindings; "policycheck:ignore context"
+// marks them).
 func argsFindings(c *ast.Compiler, operator map[string]bool, reg *facts.Registry, regFile string) []policyFinding {
 	var out []policyFinding
+	ctxSchema := reg.ContextSchema()
 	for _, m := range sortedModules(c) {
-		if !operator[m.Package.Location.File] || !m.Package.Path.HasPrefix(rulesPackage) || len(m.Package.Path) != len(rulesPackage)+1 {
+		if !operator[m.Package.Location.File] {
 			continue
 		}
-		ignored, comments := ignoredRows(m)
+		rules := m.Package.Path.HasPrefix(rulesPackage) && len(m.Package.Path) == len(rulesPackage)+1
+		if !rules && ctxSchema == nil {
+			continue
+		}
+		ignored, comments := ignoredRows(m, argsIgnoreMarker)
+		ctxIgnored, _ := ignoredRows(m, contextIgnoreMarker)
 		for _, r := range m.Rules {
 			name := ruleName(r)
-			if !callRules[name] {
-				continue
-			}
-			if ignoredAbove(ignored, comments, r.Location.Row) {
-				continue
-			}
+			args := rules && callRules[name] && !ignoredAbove(ignored, comments, r.Location.Row)
+			ctx := ctxSchema != nil && !ignoredAbove(ctxIgnored, comments, r.Location.Row)
 			for rule := r; rule != nil; rule = rule.Else {
-				out = append(out, ruleArgsFindings(rule, name, m, reg, regFile, ignored)...)
+				if args {
+					out = append(out, ruleArgsFindings(rule, name, m, reg, regFile, ignored)...)
+				}
+				if ctx {
+					out = append(out, ruleContextFindings(rule, name, m, ctxSchema, regFile, ctxIgnored)...)
+				}
 			}
 		}
 	}
+	return out
+}
+
+// ruleContextFindings reports each read of input.context.<field> in the
+// body or the value of rule r (any rule of an operator module: filters,
+// hide, deny, require_approval) of a field the registry's context_schema
+// does not list (context_not_in_schema): often a misspelt field, which no
+// valid request carries.
+func ruleContextFindings(r *ast.Rule, name string, m *ast.Module, sch *facts.ArgsSchema, regFile string, ignored map[int]bool) []policyFinding {
+	var out []policyFinding
+	seen := map[string]bool{}
+	ast.WalkRefs(r, func(ref ast.Ref) bool {
+		field, ok := inputField(ref, "context")
+		if !ok || ref[0].Location == nil || sch.Lists(field) {
+			return false
+		}
+		loc := ref[0].Location
+		if ignored[loc.Row] || ignored[loc.Row-1] {
+			return false
+		}
+		key := fmt.Sprintf("%s:%d:%d", field, loc.Row, loc.Col)
+		if seen[key] {
+			return false
+		}
+		seen[key] = true
+		listed := "none"
+		if names := sch.PropertyNames(); len(names) > 0 {
+			listed = nameList(names)
+		}
+		why := "a request may carry it unchecked (the schema does not forbid other fields), a misspelt field often"
+		if sch.Forbids(field) {
+			why = "a request carrying it is refused as bad input (HTTP 400, exit 2), so the read is never defined"
+		}
+		pkg := strings.TrimPrefix(m.Package.Path.String(), "data.")
+		out = append(out, locFinding(codeContextNotInSchema, loc, fmt.Sprintf(
+			"%s.%s reads input.context.%s, which the context_schema of registry %s does not list (its properties: %s): %s. "+
+				"Read a property the schema lists, or add %q to its properties; "+
+				"a deliberate read is marked with a %q comment on its line or the line above",
+			pkg, name, field, regFile, listed, why, field, "# "+contextIgnoreMarker)))
+		return false
+	})
 	return out
 }
 
@@ -167,16 +226,19 @@ func forbiddenFinding(loc *ast.Location, pkg, name, field string, tools []string
 }
 
 // argsField is the field of a read input.call.args.<field>[...].
-func argsField(ref ast.Ref) (string, bool) {
-	if len(ref) < 4 || !ref[0].Equal(ast.InputRootDocument) {
+func argsField(ref ast.Ref) (string, bool) { return inputField(ref, "call", "args") }
+
+// inputField is the field of a read input.<path...>.<field>[...].
+func inputField(ref ast.Ref, path ...string) (string, bool) {
+	if len(ref) < len(path)+2 || !ref[0].Equal(ast.InputRootDocument) {
 		return "", false
 	}
-	for i, want := range []string{"call", "args"} {
+	for i, want := range path {
 		if s, ok := ref[i+1].Value.(ast.String); !ok || string(s) != want {
 			return "", false
 		}
 	}
-	field, ok := ref[3].Value.(ast.String)
+	field, ok := ref[len(path)+1].Value.(ast.String)
 	return string(field), ok
 }
 
@@ -277,16 +339,16 @@ func ruleName(r *ast.Rule) string {
 // rulesPackage is the root of the operator rules packages.
 var rulesPackage = ast.MustParseRef("data.policycheck.rules")
 
-// ignoredRows are the rows of the module's comments holding the marker,
+// ignoredRows are the rows of the module's comments holding marker,
 // and the rows of all its comments.
-func ignoredRows(m *ast.Module) (ignored, comments map[int]bool) {
+func ignoredRows(m *ast.Module, marker string) (ignored, comments map[int]bool) {
 	ignored, comments = map[int]bool{}, map[int]bool{}
 	for _, cm := range m.Comments {
 		if cm.Location == nil {
 			continue
 		}
 		comments[cm.Location.Row] = true
-		if strings.Contains(string(cm.Text), argsIgnoreMarker) {
+		if strings.Contains(string(cm.Text), marker) {
 			ignored[cm.Location.Row] = true
 		}
 	}

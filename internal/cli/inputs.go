@@ -132,7 +132,7 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	}
 	in := &inputs{reg: reg, history: h, historyJSON: data}
 	if f.context != "" {
-		if in.context, err = readContext(cmd, f.context); err != nil {
+		if in.context, err = readContext(cmd, f.context, reg); err != nil {
 			return nil, err
 		}
 	}
@@ -153,8 +153,9 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 }
 
 // readContext reads --context: inline JSON, or a file (- for stdin)
-// holding one JSON object.
-func readContext(cmd *cobra.Command, path string) (any, error) {
+// holding one JSON object, valid under the context_schema of each
+// registry of regs that has one.
+func readContext(cmd *cobra.Command, path string, regs ...*facts.Registry) (any, error) {
 	var raw []byte
 	ctxName := path
 	if inlineJSON(path) {
@@ -188,6 +189,12 @@ func readContext(cmd *cobra.Command, path string) (any, error) {
 	}
 	if _, ok := v.(map[string]any); !ok {
 		return nil, badInput(&loader.Error{File: ctxName, Kind: loader.KindSchema, Msg: "the context must be a JSON object"})
+	}
+	for _, reg := range regs {
+		if probs, omitted := reg.ValidateContext(raw); probs != nil {
+			ce := &engine.ContextError{Problems: probs, Omitted: omitted}
+			return nil, badInput(&loader.Error{File: ctxName, Pointer: ce.Pointer(), Kind: loader.KindSchema, Msg: ce.Detail()})
+		}
 	}
 	return v, nil
 }

@@ -121,7 +121,7 @@ replayed.` + exitCodes("0  the replay ran; no change matched --fail-on and every
 			lo := replay.LoadOptions{Reader: loader.DefaultReader()}
 			lo.Reader.Limits.MaxBytes, lo.Reader.Schema = maxBytes, !noSchema
 			if ctxPath != "" {
-				if lo.Context, err = readContext(cmd, ctxPath); err != nil {
+				if lo.Context, err = readContext(cmd, ctxPath, reg, candReg); err != nil {
 					return err
 				}
 			}

@@ -39,7 +39,7 @@ type Input struct {
 	Outgoing InputOutgoing `json:"outgoing"`
 	// What the capability filters did; the policy never runs a filter itself.
 	Filters InputFilters `json:"filters"`
-	// The request context (`--context`, the API's `context`): whatever the operator sends; `{}` when none.
+	// The request context (`--context`, the API's `context`): whatever the operator sends, valid under the registry's `context_schema` when it has one; `{}` when none.
 	Context any `json:"context" jsontype:"object"`
 	// Present only when the history ends with a model response: the response being dispatched.
 	Dispatch *InputDispatch `json:"dispatch,omitempty"`

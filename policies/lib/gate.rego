@@ -47,6 +47,7 @@ _registry_set_paths := [
 	["search_gated"],
 	["deferred_capabilities"],
 	["always_on_capabilities"],
+	["requires_approval"],
 ]
 
 # The patch turning every name list of doc at paths that is an array into
@@ -195,14 +196,13 @@ available_now := available(
 #   the name is not in the resolved set, not_available_yet when it is but
 #   the gate refuses it, denied when an operator rule denies it or the
 #   approval bound to it (input.call.approval) is a denial,
-#   approval_required when an operator rule asks a person to approve it
-#   first, else execute. A failed filter denies every call. The gate wins
-#   over deny, and deny over require_approval: an approval never widens
-#   availability. After the gate and before any operator rule, a call
-#   whose arguments fail its tool's parameters_json_schema (the engine
-#   marks it invalid_args) gets invalid_args: no deny, require_approval
-#   or log-only rule is evaluated on it. The rules see the arguments the
-#   call would execute with (an approver's override_args).
+#   approval_required when an operator rule or the registry asks a person
+#   to approve it first, else execute. A failed filter denies every call.
+#   The gate wins over deny, deny over require_approval: an approval never
+#   widens availability. After the gate and before any operator rule, a
+#   call whose arguments fail its tool's parameters_json_schema (marked
+#   invalid_args) gets invalid_args: no deny, require_approval or log-only
+#   rule is evaluated on it; rules see the arguments it would execute with.
 verdict(call) := {
 	"verdict": "denied", "rule": "filter_error",
 	"reason": "a capability filter failed: the decision fails closed",
@@ -337,10 +337,11 @@ would_deny(call) := [d |
 # scope: document
 # title: approval_rules
 # description: |
-#   Some policycheck.rules package may define require_approval: false only
-#   when the engine says none does (data.policycheck.rule_kinds, written
-#   when it compiles the policy set), so that no call pays for the per-call
-#   evaluation. Without that document, as under stock opa test, it is true
+#   Some policycheck.rules package may define require_approval, or the
+#   registry asks approval for some tool: false only when the engine says
+#   no package does (data.policycheck.rule_kinds, written when it compiles
+#   the policy set) and the registry marks no tool, so that no call pays
+#   for the per-call evaluation. Without that document, as under stock opa test, it is true
 #   and every call is evaluated. Performance: a complete rule is evaluated
 #   once per decision; a `not` in the verdict would cost every call.
 default approval_rules := true
@@ -348,6 +349,7 @@ default approval_rules := true
 approval_rules := false if {
 	kinds := data.policycheck.rule_kinds
 	not "require_approval" in kinds
+	count(object.get(_registry, "requires_approval", set())) == 0
 }
 
 # METADATA
@@ -358,12 +360,30 @@ approval_rules := false if {
 #   call as input.call (as deny does), the approval bound to it, if any,
 #   as input.call.approval: an element present means the call still needs
 #   a person's yes.
-require_approvals(call) := [r |
+require_approvals(call) := array.concat(registry_approvals(call), [r |
 	call_input := input_with_call(call)
 	some pkg
 	rs := data.policycheck.rules[pkg].require_approval with input as call_input
 	some r in requests_of(pkg, rs)
-]
+])
+
+# METADATA
+# title: registry_approvals
+# description: |
+#   The registry's approval request for one call, with the package "": its
+#   tool is in data.policycheck.registry.requires_approval (marked
+#   requires_approval, or owned by a capability marked so) and no approval
+#   of kind tool-approved is bound to it. Empty otherwise.
+registry_approvals(call) := [{
+	"package": "",
+	"reason": sprintf("the registry marks %q requires_approval", [call.tool]),
+	"message": "",
+}] if {
+	call.tool in object.get(_registry, "requires_approval", set())
+	not _approved(call)
+} else := []
+
+_approved(call) if call.approval.kind == "tool-approved"
 
 # METADATA
 # title: requests_of

@@ -648,6 +648,68 @@ test_require_approval_is_skipped_only_when_the_engine_says_no_package_defines_it
 	v.verdict == tc.want
 }
 
+# The registry of the tests with get_time marked requires_approval.
+approval_registry := object.union(registry, {"requires_approval": {"get_time"}})
+
+test_verdict_approval_required_by_the_registry if {
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as approval_registry
+		with data.policycheck.rules as {}
+		with data.policycheck.rule_kinds as set()
+	v == {
+		"verdict": "approval_required", "rule": "require_approval",
+		"requests": [{"package": "", "reason": "the registry marks \"get_time\" requires_approval", "message": ""}],
+	}
+}
+
+test_registry_approval_composes_with_the_rules[note] if {
+	deny := {"money": {"deny": {{"reason": "r", "message": "m"}}}}
+	ask := {"money": {"require_approval": {{"reason": "a", "message": "b"}}}}
+	approved := {"approval": {"kind": "tool-approved", "approvers": ["ada"]}}
+	denied := {"approval": {"kind": "tool-denied", "approvers": ["ada"], "message": "no"}}
+	cases := {
+		"a deny wins": {"rules": deny, "kinds": {"deny"}, "call": call("get_time"), "want": "denied"},
+		"a bound approval executes": {
+			"rules": {}, "kinds": set(), "call": object.union(call("get_time"), approved),
+			"want": "execute",
+		},
+		"an approver's denial denies": {
+			"rules": {}, "kinds": set(), "call": object.union(call("get_time"), denied),
+			"want": "denied",
+		},
+		"a rule still asks with the approval bound": {
+			"rules": ask, "kinds": {"require_approval"}, "call": object.union(call("get_time"), approved),
+			"want": "approval_required",
+		},
+		"an unmarked tool executes": {"rules": {}, "kinds": set(), "call": call("read_docs"), "want": "execute"},
+	}
+	some note, tc in cases
+	v := gate.verdict(tc.call) with input as base
+		with data.policycheck.registry as approval_registry
+		with data.policycheck.rules as tc.rules
+		with data.policycheck.rule_kinds as tc.kinds
+	v.verdict == tc.want
+}
+
+test_registry_approvals_ask_until_approved[note] if {
+	cases := {
+		"no approval": {"approval": {}, "want": 1},
+		"approved": {"approval": {"approval": {"kind": "tool-approved", "approvers": ["ada"]}}, "want": 0},
+		"another kind": {"approval": {"approval": {"kind": "tool-denied", "approvers": ["ada"]}}, "want": 1},
+	}
+	some note, tc in cases
+	c := object.union(call("get_time"), tc.approval)
+	rs := gate.registry_approvals(c) with data.policycheck.registry as approval_registry
+	count(rs) == tc.want
+}
+
+test_registry_approvals_read_json_data if {
+	v := gate.verdict(call("get_time")) with input as base
+		with data.policycheck.registry as as_json(approval_registry)
+		with data.policycheck.rules as {}
+	v.verdict == "approval_required"
+}
+
 test_requests_of_flag_values_the_contract_refuses[note] if {
 	cases := {
 		"an object": {"rs": {{"reason": "r", "message": "m"}}, "want": [{"package": "p", "reason": "r", "message": "m"}]},
