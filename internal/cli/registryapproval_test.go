@@ -88,6 +88,8 @@ func TestRegistryRequiresApprovalThroughEval(t *testing.T) {
 	require.NotNil(t, x.Calls[0].DecidedBy)
 	assert.Equal(t, "policycheck.lib.gate", x.Calls[0].DecidedBy.Package)
 	assert.Equal(t, "registry_approvals", x.Calls[0].DecidedBy.Rule, "explain names the registry's rule")
+	assert.Equal(t, []engine.Decider{{Kind: "registry", Name: "requires_approval in the registry"}}, x.Calls[0].Deciders,
+		"the operator's part is the registry's requires_approval, not a rules package")
 
 	t.Run("a deny still wins", func(t *testing.T) {
 		prod := writeFile(t, t.TempDir(), "h.json", approvalHistory("prod", "deploy", "restart"))
