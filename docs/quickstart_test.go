@@ -52,9 +52,10 @@ func TestReadmeSaysWhatTheSuiteNeeds(t *testing.T) {
 	text := string(readme)
 	// What the scripts install or fetch, each said in the README.
 	require.Contains(t, string(script), "apt-get install -y -qq chromium")
+	require.Contains(t, string(script), "apt-get install -y -qq libxml2-utils")
 	require.Contains(t, string(ci), "apt-get install -y python3")
 	require.True(t, strings.Contains(string(script), `go_tool "$tools" "honnef.co/go/tools/cmd/staticcheck@`), "scripts/test.sh fetches staticcheck")
-	for _, want := range []string{"**python3**", "**chromium**", "network access to the Go module proxy on its first run", "`staticcheck`",
+	for _, want := range []string{"**python3**", "**chromium**", "**xmllint**", "network access to the Go module proxy on its first run", "`staticcheck`",
 		"and `go mod tidy -diff` are skipped with a note"} {
 		assert.Contains(t, text, want)
 	}

@@ -48,6 +48,17 @@ if [ "${CI:-}" = "true" ] && ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq haproxy
 fi
 
+# The JUnit XML of test, check and replay --format junit is validated
+# against internal/cli/testdata/junit.xsd with xmllint; outside CI those
+# checks are skipped with a note without it.
+if [ "${CI:-}" = "true" ] && ! command -v xmllint >/dev/null 2>&1; then
+	echo "== installing libxml2-utils (xmllint: the JUnit XML's schema)"
+	sudo=""
+	if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libxml2-utils
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then

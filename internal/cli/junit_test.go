@@ -5,10 +5,13 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -57,10 +60,14 @@ type junitProblem struct {
 	Text    string `xml:",chardata"`
 }
 
-// readJUnit checks out against the schema and unmarshals it.
+// readJUnit checks out against the schema, in Go and with xmllint
+// against testdata/junit.xsd, and unmarshals it.
 func readJUnit(t *testing.T, out string) junitDoc {
 	t.Helper()
 	checkJUnitSchema(t, []byte(out))
+	if err := validateJUnitXSD(t, []byte(out)); err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
 	var doc junitDoc
 	require.NoError(t, xml.Unmarshal([]byte(out), &doc), out)
 	return doc
@@ -464,4 +471,63 @@ func TestReplayJUnitDocExample(t *testing.T) {
 		assert.Equal(t, want, revision.ReplaceAllString(out, `value="<digest>"`), "docs/replay.md shows the output of %s", ex.cmdline)
 	}
 	require.Equal(t, 1, examples, "docs/replay.md's --format junit example")
+}
+
+// junitXSD is the JUnit schema the documents are validated against,
+// found beside this file (a test may have changed directory).
+func junitXSD(t *testing.T) string {
+	t.Helper()
+	_, file, _, ok := runtime.Caller(0)
+	require.True(t, ok, "no caller")
+	return filepath.Join(filepath.Dir(file), "testdata", "junit.xsd")
+}
+
+// validateJUnitXSD validates raw against testdata/junit.xsd with xmllint and
+// returns what xmllint said when it does not validate. Outside CI a
+// machine without xmllint skips this check with a note (the Go checks
+// still run); under CI=true scripts/test.sh installs Debian's
+// libxml2-utils and its absence fails the test.
+func validateJUnitXSD(t *testing.T, raw []byte) error {
+	t.Helper()
+	xmllint, err := exec.LookPath("xmllint")
+	if err != nil {
+		if os.Getenv("CI") == "true" {
+			t.Fatal("CI=true but no xmllint is installed: scripts/test.sh installs Debian's libxml2-utils")
+		}
+		t.Log("note: no xmllint (apt-get install -y libxml2-utils): the JUnit XML is not validated against testdata/junit.xsd")
+		return nil
+	}
+	xsd := junitXSD(t)
+	cmd := exec.Command(xmllint, "--noout", "--nonet", "--schema", xsd, "-")
+	cmd.Stdin = bytes.NewReader(raw)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("xmllint --schema %s: %v: %s", xsd, err, out)
+	}
+	return nil
+}
+
+// TestJUnitXSDRejects: the schema the documents are validated against
+// refuses documents a CI system would misread: a suite without a name, a
+// testcase without a classname, its parts out of order, a count or a time
+// that is not a number, an empty properties element, an element JUnit does
+// not have.
+func TestJUnitXSDRejects(t *testing.T) {
+	if _, err := exec.LookPath("xmllint"); err != nil && os.Getenv("CI") != "true" {
+		t.Skip("no xmllint (apt-get install -y libxml2-utils)")
+	}
+	const head = `<?xml version="1.0" encoding="UTF-8"?>` + "\n"
+	good := `<testsuites tests="1" failures="1" errors="0" skipped="0" time="0.001"><testsuite name="s" tests="1" failures="1" errors="0" skipped="0" time="0.001"><testcase classname="c" name="n" time="0.001"><failure message="m" type="t">x</failure><system-out>o</system-out></testcase></testsuite></testsuites>`
+	require.NoError(t, validateJUnitXSD(t, []byte(head+good)), "the well-formed document")
+	for name, doc := range map[string]string{
+		"no suite name":      `<testsuites tests="0"><testsuite tests="0"></testsuite></testsuites>`,
+		"no classname":       `<testsuites tests="1"><testsuite name="s" tests="1"><testcase name="n"/></testsuite></testsuites>`,
+		"out of order":       `<testsuites tests="1"><testsuite name="s" tests="1"><testcase classname="c" name="n"><system-out>o</system-out><failure message="m" type="t">x</failure></testcase></testsuite></testsuites>`,
+		"count not a number": `<testsuites tests="one"></testsuites>`,
+		"bad time":           `<testsuites tests="0" time="1s"></testsuites>`,
+		"empty properties":   `<testsuites tests="0"><testsuite name="s" tests="0"><properties></properties></testsuite></testsuites>`,
+		"unknown element":    `<testsuites tests="0"><testsuite name="s" tests="0"><result/></testsuite></testsuites>`,
+	} {
+		assert.Error(t, validateJUnitXSD(t, []byte(head+doc)), "%s: the schema took it", name)
+	}
 }
