@@ -349,3 +349,34 @@ hide contains name if {
 	// c3 search_docs: denied
 	// c4 send_email: denied
 }
+
+// A run's step whose decision cannot be answered (here, the caller's
+// signing fails) leaves the run as it was: StepWith's last word comes
+// before the run records the step, so the same step can be sent again.
+func ExampleRun_StepWith() {
+	e := exampleEngine()
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	r := e.NewRun()
+	if _, err := r.Step(ctx, h[:3], nil); err != nil {
+		log.Fatal(err)
+	}
+	sign := func(d *engine.Decision) error { return fmt.Errorf("sign %d calls: the key is gone", len(d.Calls)) }
+	if _, err := r.StepWith(ctx, h[3:], nil, sign); err != nil {
+		fmt.Println("refused:", err)
+	}
+	fmt.Println("messages:", r.Len(), "steps:", r.Steps())
+
+	sd, err := r.StepWith(ctx, h[3:], nil, func(*engine.Decision) error { return nil })
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("messages:", r.Len(), "steps:", r.Steps(), "c1:", sd.Calls[0].Verdict)
+	// Output:
+	// refused: sign 4 calls: the key is gone
+	// messages: 3 steps: 0
+	// messages: 4 steps: 1 c1: execute
+}

@@ -232,7 +232,18 @@ func exceededMessage(tool string, budget int) string {
 // A Step that returns no decision (an error, or a panic it lets through)
 // leaves the run as it was: its messages are not kept, so the client may
 // send the same step again.
-func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts ...DecideOption) (sd *StepDecision, err error) {
+func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts ...DecideOption) (*StepDecision, error) {
+	return r.StepWith(ctx, msgs, ctxDoc, nil, opts...)
+}
+
+// StepWith is Step with a last word before the run records the step:
+// before, when not nil, is called with the decision once it is made and
+// before the run advances, accounts for its refusals or judges its
+// evidence. An error from before is returned with no decision, and the run
+// is as it was, as for any Step that returns no decision. The sidecar
+// signs the decision's receipts there, so that a step it cannot answer
+// never changes the run.
+func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, before func(*Decision) error, opts ...DecideOption) (sd *StepDecision, err error) {
 	n := len(r.history)
 	defer func() {
 		if sd == nil {
@@ -265,6 +276,11 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 		}
 		if r.e.Registry() == r.reg || attempt == 2 {
 			break
+		}
+	}
+	if before != nil {
+		if err := before(d); err != nil {
+			return nil, err
 		}
 	}
 

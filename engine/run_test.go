@@ -769,3 +769,40 @@ func TestRunStepWithoutADecisionLeavesTheRun(t *testing.T) {
 	assert.Equal(t, want.Calls, got.Calls, "the run decides as a fresh run of the same history")
 	assert.False(t, got.Panicked())
 }
+
+// TestRunStepWithRefusedCommitLeavesTheRun: StepWith's last word comes
+// before the run records the step. When it refuses (the sidecar could not
+// sign the decision's receipts), no decision comes back and the run is as
+// it was: its history, its steps and the retries it carries; the same
+// step sent again decides as it would have.
+func TestRunStepWithRefusedCommitLeavesTheRun(t *testing.T) {
+	e := runEngine(t, runRegistry(t, nil))
+	ctx := context.Background()
+	first := []facts.Message{runPrompt(), runResponse(runCallPart("no_such_tool", "a"))}
+	r := e.NewRun()
+	_, err := r.Step(ctx, first, nil)
+	require.NoError(t, err)
+	stepsBefore, retriesBefore, lenBefore := r.Steps(), r.Retries(), r.Len()
+
+	next := []facts.Message{runResponse(runCallPart("no_such_tool", "b"))}
+	refused := errors.New("the receipts could not be signed")
+	var seen *engine.Decision
+	sd, err := r.StepWith(ctx, next, nil, func(d *engine.Decision) error { seen = d; return refused })
+	require.ErrorIs(t, err, refused)
+	assert.Nil(t, sd)
+	require.NotNil(t, seen, "the hook saw the decision")
+	assert.Equal(t, lenBefore, r.Len(), "the step's messages are not kept")
+	assert.Equal(t, stepsBefore, r.Steps(), "the run did not advance")
+	assert.Equal(t, retriesBefore, r.Retries(), "no refusal was accounted")
+
+	again, err := r.StepWith(ctx, next, nil, func(*engine.Decision) error { return nil })
+	require.NoError(t, err)
+	fresh := e.NewRun()
+	_, err = fresh.Step(ctx, first, nil)
+	require.NoError(t, err)
+	want, err := fresh.Step(ctx, next, nil)
+	require.NoError(t, err)
+	assert.Equal(t, want.Calls, again.Calls)
+	assert.Equal(t, want.Retries, again.Retries, "the retry is charged once, as in a run that never saw the refused step")
+	assert.Equal(t, fresh.Steps(), r.Steps())
+}

@@ -102,4 +102,15 @@ func TestPanicOnTheDecisionPath(t *testing.T) {
 	assert.Equal(t, 2.0, metricValue(t, rs, `policycheck_recovered_panics_total{endpoint="run_decide"}`))
 	status, out = step(3, panicMessages("c3"))
 	require.Equal(t, http.StatusOK, status, "the run goes on after a fail-closed step: %s", out)
+
+	// A run step that fails after its decision, while the sidecar signs
+	// its receipts: 500, and the run does not record the step (it was
+	// recorded before the receipts were signed, and the retry got 409).
+	p.arm(faults.ServerStamp)
+	ret := `[{"kind": "request", "parts": [{"part_kind": "tool-return", "tool_name": "issue_refund", "tool_call_id": "c3", "content": "ok"}]}]`
+	status, out = step(4, ret)
+	require.Equal(t, http.StatusInternalServerError, status, string(out))
+	assert.Equal(t, 3.0, metricValue(t, rs, `policycheck_recovered_panics_total{endpoint="run_decide"}`))
+	status, out = step(4, ret)
+	require.Equal(t, http.StatusOK, status, "the retry of a step whose receipts could not be signed is accepted: %s", out)
 }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/faults"
 	"github.com/policycheck/policycheck/internal/lru"
 )
 
@@ -262,15 +264,24 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	rn.run.Rebind(eng)
 	approvals, claim := s.claimApprovals(approvals, id)
 	defer claim.release()
-	d, err := rn.run.Step(r.Context(), msgs, ctxDoc, engine.WithApprovals(approvals))
-	if err != nil {
+	// The receipts are signed before the run records the step: a step
+	// answered with no decision leaves the run as it was (engine.Run.StepWith).
+	d, err := rn.run.StepWith(r.Context(), msgs, ctxDoc, func(d *engine.Decision) error {
+		faults.At(r.Context(), faults.ServerStamp)
+		if herr := s.stamp(d, id); herr != nil {
+			return herr
+		}
+		return nil
+	}, engine.WithApprovals(approvals))
+	var stampErr *Error
+	switch {
+	case errors.As(err, &stampErr):
+		return nil, stampErr
+	case err != nil:
 		s.metrics.evalError(epRun)
 		return nil, contextError(err)
 	}
 	rn.gen = runGeneration(rn.gen, id, rn.regKey, b.Messages)
-	if herr := s.stamp(d.Decision, id); herr != nil {
-		return nil, herr
-	}
 	claim.settle(d.Decision)
 	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), len(body), start)
 	return runAnswer{d, rn.gen}, nil

@@ -17,6 +17,9 @@ const (
 	// RunStep is inside engine.Run.Step, after the step's messages are
 	// appended to the run and before the decision.
 	RunStep = "engine.run.step"
+	// ServerStamp is inside the sidecar's run step, where it signs a
+	// decision's receipts before the run records the step.
+	ServerStamp = "server.stamp"
 )
 
 // With returns ctx carrying f, which At calls with each point reached.
