@@ -445,6 +445,20 @@ func affixRuleIndexed(c *ast.Compiler) bool {
 	return false
 }
 
+// prepareStrict prepares query over the compiled policy set with strict
+// built-in errors (a type error is an error, not an undefined rule), its
+// result kept as AST: the decision, filter and per-call readers take the
+// sets straight off it.
+func prepareStrict(ctx context.Context, c *ast.Compiler, store storage.Store, query func(*rego.Rego)) (rego.PreparedEvalQuery, error) {
+	return rego.New(
+		query,
+		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
+		rego.Compiler(c),
+		rego.Store(store),
+		rego.StrictBuiltinErrors(true),
+	).PrepareForEval(ctx)
+}
+
 // decisionQuery is the policy set's entry point; the engine evaluates
 // contract.EntryPoint (compiled.query), which is it or the shipped
 // policy's decision_from_sets.
@@ -524,14 +538,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c), rules: locs,
 		query: "data." + contract.EntryPoint(c), opts: factOptions(c), unindexed: affixRuleIndexed(c)}
 	var err error
-	out.decision, err = rego.New(
-		rego.Query(out.query),
-		// Keep the result as AST: fill reads the sets straight off it.
-		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
-		rego.Compiler(c),
-		rego.Store(store),
-		rego.StrictBuiltinErrors(true),
-	).PrepareForEval(ctx)
+	out.decision, err = prepareStrict(ctx, c, store, rego.Query(out.query))
 	if err != nil {
 		return nil, fmt.Errorf("engine: prepare decision: %w", err)
 	}
@@ -557,13 +564,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 		// x is the filter's result, kept as AST (evalFilter reads the
 		// set straight off it).
 		body := ast.NewBody(ast.Assign.Expr(ast.VarTerm("x"), ast.NewTerm(q)))
-		pq, err := rego.New(
-			rego.ParsedQuery(body),
-			rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
-			rego.Compiler(c),
-			rego.Store(store),
-			rego.StrictBuiltinErrors(true),
-		).PrepareForEval(ctx)
+		pq, err := prepareStrict(ctx, c, store, rego.ParsedQuery(body))
 		if err != nil {
 			return nil, fmt.Errorf("engine: prepare filter %q: %w", id, err)
 		}

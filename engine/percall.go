@@ -82,13 +82,7 @@ func preparePerCall(ctx context.Context, c *ast.Compiler, store storage.Store, p
 			}
 		}
 	}
-	rest, err := rego.New(
-		rego.Query(restQuery),
-		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
-		rego.Compiler(c),
-		rego.Store(store),
-		rego.StrictBuiltinErrors(true),
-	).PrepareForEval(ctx)
+	rest, err := prepareStrict(ctx, c, store, rego.Query(restQuery))
 	if err != nil {
 		return nil, fmt.Errorf("engine: prepare the decision without verdicts: %w", err)
 	}
@@ -103,13 +97,7 @@ func (p *perCall) verdictQuery(ctx context.Context, i int) (rego.PreparedEvalQue
 	if ok {
 		return q, nil
 	}
-	q, err := rego.New(
-		rego.Query("x := data.policycheck.lib.gate.verdict(input.dispatch.calls["+strconv.Itoa(i)+"])"),
-		rego.GenerateJSON(func(t *ast.Term, _ *rego.EvalContext) (any, error) { return t, nil }),
-		rego.Compiler(p.compiler),
-		rego.Store(p.store),
-		rego.StrictBuiltinErrors(true),
-	).PrepareForEval(ctx)
+	q, err := prepareStrict(ctx, p.compiler, p.store, rego.Query("x := data.policycheck.lib.gate.verdict(input.dispatch.calls["+strconv.Itoa(i)+"])"))
 	if err != nil {
 		return q, fmt.Errorf("engine: prepare the verdict query of call %d: %w", i, err)
 	}
