@@ -5,6 +5,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/agnivade/levenshtein"
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
@@ -205,7 +206,7 @@ func nearestName(s string, known map[string]bool) string {
 	sort.Strings(names)
 	best, bestD := "", -1
 	for _, n := range names {
-		if d := editDistance(s, n); bestD < 0 || d < bestD {
+		if d := levenshtein.ComputeDistance(s, n); bestD < 0 || d < bestD {
 			best, bestD = n, d
 		}
 	}
@@ -213,27 +214,6 @@ func nearestName(s string, known map[string]bool) string {
 		return ""
 	}
 	return best
-}
-
-// editDistance is the Levenshtein distance of a and b, in bytes.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }
 
 // rule walks every expression of r and its else branches, comprehension
