@@ -153,6 +153,15 @@ var Table = []Cache{
 		NoBench:      "prepared once, evaluated many times (as OPA prepares a query): building it per decision is not an option to measure against",
 	},
 	{
+		Name: "engine.verdict-queries", Kind: Prepared, File: "engine/percall.go", Decl: "verdict",
+		Keeps:        "the query of one call's verdict (gate.verdict of input.dispatch.calls[i]), prepared on the first decision whose combined evaluation erred",
+		Key:          "the call's index in the response",
+		Bound:        "64 queries per snapshot (maxCachedCallQueries); a call past it prepares its query per use",
+		Invalidation: "none needed: dies with its snapshot",
+		NoMetric:     "nothing to count: only a decision whose evaluation raised an error reads it",
+		NoBench:      "off the evaluated path: taken only when a rule about a call raised an error, to confine it to that call",
+	},
+	{
 		Name: "facts.argschemas", Kind: Prepared, File: "facts/argschema.go", Decl: "ArgsSchema",
 		Keeps:        "each tool's parameters_json_schema, compiled",
 		Key:          "the registry",
