@@ -13,7 +13,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 )
 
 // Verdicts of a call.

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 )
 
 // Bounds of what ReadArgs reads exactly. Beyond them a call's arguments

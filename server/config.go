@@ -10,8 +10,8 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/mask"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server/internal/mask"
 	"github.com/policycheck/policycheck/trust"
 )
 

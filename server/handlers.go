@@ -20,10 +20,10 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/faults"
-	"github.com/policycheck/policycheck/internal/jsonout"
-	"github.com/policycheck/policycheck/internal/opaplugins"
+	"github.com/policycheck/policycheck/internal/ground/faults"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server/internal/opaplugins"
 )
 
 // Endpoint names, as they appear in metrics and decision logs.

@@ -14,9 +14,9 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/httpreq"
-	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server/internal/httpreq"
 )
 
 // intake is the sidecar's one way in for a request. It owns:

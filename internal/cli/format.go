@@ -1,6 +1,6 @@
 package cli
 
-import "github.com/policycheck/policycheck/internal/render"
+import "github.com/policycheck/policycheck/internal/output/render"
 
 // Output formats follow opa's vocabulary: pretty for people, json for
 // machines, and a command's own formats where it needs them (facts'

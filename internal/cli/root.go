@@ -25,8 +25,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/policycheck/policycheck/internal/printable"
-	"github.com/policycheck/policycheck/internal/progress"
+	"github.com/policycheck/policycheck/internal/cli/internal/progress"
+	"github.com/policycheck/policycheck/internal/ground/printable"
 )
 
 // Exit codes.

@@ -20,10 +20,10 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/internal/policydir"
-	"github.com/policycheck/policycheck/internal/progress"
-	"github.com/policycheck/policycheck/internal/regoutil"
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/cli/internal/progress"
+	"github.com/policycheck/policycheck/internal/ground/policydir"
+	"github.com/policycheck/policycheck/internal/ground/regoutil"
+	"github.com/policycheck/policycheck/internal/output/render"
 )
 
 type testFlags struct {
