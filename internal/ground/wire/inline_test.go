@@ -38,7 +38,7 @@ func TestHotPathsAreInlinedIntoTheDecoder(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the inlining check needs the go command: %v", err)
 	}
-	out, err := exec.Command(goBin, "build", "-gcflags=-m", "-o", "/dev/null", "../../loader").CombinedOutput()
+	out, err := exec.Command(goBin, "build", "-gcflags=-m", "-o", "/dev/null", "../../../loader").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build -gcflags=-m: %v\n%s", err, out)
 	}

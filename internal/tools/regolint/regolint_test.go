@@ -92,7 +92,7 @@ var allowed = map[string]string{
 // The shipped policies, the example policies and the scenario suites
 // follow the rules.
 func TestRepositoryRegoIsClean(t *testing.T) {
-	root := filepath.Join("..", "..")
+	root := filepath.Join("..", "..", "..")
 	used := map[string]bool{}
 	n := 0
 	for _, dir := range []string{"policies", "examples/policies", "policy_test"} {
