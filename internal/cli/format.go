@@ -7,7 +7,7 @@ import "github.com/policycheck/policycheck/internal/output/render"
 // input). Older names are kept as documented aliases. What each command's
 // --format accepts is listed here; the names are checked in one place,
 // render.Formats.Parse, and eval, explain, facts and replay print through
-// internal/render.
+// internal/output/render.
 var (
 	evalFormats    = render.Formats{Accept: []render.Format{render.JSON, render.Pretty}}
 	explainFormats = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.HTML}, Aliases: textAlias}

@@ -515,7 +515,7 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// writeJSONTo writes v as the sidecar answers it (internal/jsonout).
+// writeJSONTo writes v as the sidecar answers it (internal/ground/jsonout).
 func writeJSONTo(w io.Writer, v any) error {
 	return render.WriteJSON(w, v)
 }

@@ -4,7 +4,7 @@
 // context, approvals, a JSON registry, each member of a sidecar request:
 // Skip), the sidecar's request envelope and the splitting of a history
 // among goroutines (the structural readers of skim.go), the indenter of
-// the JSON policycheck writes (internal/jsonout, StringEnd), and the flow
+// the JSON policycheck writes (internal/ground/jsonout, StringEnd), and the flow
 // index's walk of a tool return's content (package facts, Scanner).
 //
 // There is one grammar, checked in one place: Scanner (RFC 8259 and UTF-8

@@ -41,7 +41,7 @@ const maxBody = 4000
 const maxFirst = 160
 
 // Write renders x, the explanation of the history whose JSON is history,
-// as an HTML page: the explanation's form in internal/render's HTML
+// as an HTML page: the explanation's form in internal/output/render's HTML
 // renderer, through which explain --format html and the sidecar draw it. history must be the document x was decided from (a
 // JSON array of messages); a history that does not parse is an error.
 func Write(w io.Writer, x *engine.Explanation, history []byte) error {

@@ -11,7 +11,7 @@ import (
 )
 
 // htmlRenderer writes a document as one self-contained HTML page (no
-// script, nothing loaded): the explanation's page (internal/explainpage,
+// script, nothing loaded): the explanation's page (internal/output/explainpage,
 // which needs the Doc's History) or the replay report's.
 type htmlRenderer struct{}
 

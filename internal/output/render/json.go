@@ -22,7 +22,7 @@ func (jsonRenderer) Render(w io.Writer, d *Doc) error {
 }
 
 // WriteJSON writes v as every JSON output of policycheck is written
-// (internal/jsonout): two-space indentation, <, > and & as themselves, a
+// (internal/ground/jsonout): two-space indentation, <, > and & as themselves, a
 // final newline, in one write. Commands whose results are not decisions
 // (check, test, version, conformance) write theirs with it too.
 func WriteJSON(w io.Writer, v any) error {

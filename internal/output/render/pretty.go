@@ -15,7 +15,7 @@ import (
 )
 
 // prettyRenderer writes a document for a person at a terminal; every
-// string that came from input is escaped (internal/printable).
+// string that came from input is escaped (internal/ground/printable).
 type prettyRenderer struct{}
 
 func (prettyRenderer) Render(w io.Writer, d *Doc) error {
@@ -59,7 +59,7 @@ func callLine(w io.Writer, c *engine.CallVerdict) {
 }
 
 // prettyDecision is eval --format pretty: the decision, without the why;
-// strings from the input are escaped (internal/printable).
+// strings from the input are escaped (internal/ground/printable).
 func prettyDecision(w io.Writer, d *engine.Decision) {
 	failedClosed(w, d)
 	printable.Fprintf(w, "Available (%d): %s\n", len(d.Available), list(d.Available))
@@ -125,7 +125,7 @@ func yesNo(b bool, yes, no string) string {
 }
 
 // prettyExplanation is explain --format pretty; strings from the input are
-// escaped (internal/printable).
+// escaped (internal/ground/printable).
 func prettyExplanation(w io.Writer, x *engine.Explanation) {
 	d := x.Decision
 	printable.Fprintf(w, fingerprintLine, d.Fingerprint)
@@ -208,7 +208,7 @@ func list(s []string) string {
 // prettyReplay is replay --format pretty: the summary table and then every change, for a
 // person at a terminal: every string that came from the inputs (run
 // names, tool_call_ids, tools, states, reasons, messages) is escaped
-// (internal/printable), so that none can move the cursor or hide a line.
+// (internal/ground/printable), so that none can move the cursor or hide a line.
 func prettyReplay(w io.Writer, r *replay.Report) error {
 	var b strings.Builder
 	printable.Fprintf(&b, "replay: %d runs, %d decisions per side, %d calls judged\n", r.Runs, r.Decisions, r.Calls)

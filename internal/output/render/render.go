@@ -11,13 +11,13 @@
 //
 //   - pretty writes every string that came from input (tool names,
 //     tool_call_ids, messages, reasons, run and file names) through
-//     internal/printable, so that none can move the cursor or hide a line;
-//   - json is written by internal/jsonout: two-space indentation and <, >
+//     internal/ground/printable, so that none can move the cursor or hide a line;
+//   - json is written by internal/ground/jsonout: two-space indentation and <, >
 //     and & as themselves (no HTML escaping; JSON is not HTML), the same
 //     bytes the sidecar answers with;
 //   - html goes through html/template's contextual escaping (the
 //     explanation page makes control and bidirectional characters visible
-//     first, internal/explainpage);
+//     first, internal/output/explainpage);
 //   - junit is written by encoding/xml, which escapes markup and writes
 //     the characters XML 1.0 forbids as U+FFFD.
 //

@@ -23,7 +23,7 @@
 //
 // inputs.go reads histories, JSON Lines and decision logs; audit.go reads
 // and verifies what they recorded of receipts and approval signatures;
-// report.go holds the report, which internal/render writes (pretty, json,
+// report.go holds the report, which internal/output/render writes (pretty, json,
 // html); gate.go is --fail-on.
 package replay
 
@@ -75,7 +75,7 @@ type Step struct {
 }
 
 // Progress is told about finished runs, from one goroutine: Add(1) after
-// each run. A *progress.Reporter (internal/progress) is one.
+// each run. A *progress.Reporter (internal/cli/internal/progress) is one.
 type Progress interface {
 	Add(n int)
 }
