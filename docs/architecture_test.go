@@ -17,9 +17,18 @@ const modulePath = "github.com/policycheck/policycheck"
 // mapRow is a row of docs/architecture.md's package map.
 type mapRow struct {
 	kind  string
+	floor int      // its index in floors
 	may   []string // module packages it may import directly
 	never []string // what it must not reach, even indirectly
 }
+
+// floors are the floors of the house, bottom to top: a package imports
+// packages on its floor or below, and a ground package ground packages
+// alone.
+var floors = []string{"ground", "model", "engine", "output", "server", "command"}
+
+// floorDirs are the directories that hold one floor's internal packages.
+var floorDirs = map[string]string{"internal/ground/": "ground", "internal/output/": "output"}
 
 // packageMap reads the package map of docs/architecture.md: the table
 // whose header begins "| package | kind |".
@@ -49,14 +58,16 @@ func packageMap(t *testing.T) map[string]mapRow {
 			break
 		}
 		cells := strings.Split(strings.Trim(line, "|"), "|")
-		require.Len(t, cells, 5, "architecture.md: a package map row has five cells: %s", line)
+		require.Len(t, cells, 6, "architecture.md: a package map row has six cells: %s", line)
 		pkg := names(cells[0])
 		require.Len(t, pkg, 1, "architecture.md: the first cell names one package: %s", line)
 		require.NotContains(t, rows, pkg[0], "architecture.md: %s has two rows", pkg[0])
 		kind := strings.TrimSpace(cells[1])
 		require.Contains(t, []string{"public", "command", "internal", "test-kit", "tool", "tests", "planned"}, kind,
 			"architecture.md: %s's kind", pkg[0])
-		rows[pkg[0]] = mapRow{kind: kind, may: names(cells[3]), never: names(cells[4])}
+		floor := slices.Index(floors, strings.TrimSpace(cells[2]))
+		require.GreaterOrEqual(t, floor, 0, "architecture.md: %s's floor is one of %v", pkg[0], floors)
+		rows[pkg[0]] = mapRow{kind: kind, floor: floor, may: names(cells[4]), never: names(cells[5])}
 	}
 	require.NotEmpty(t, rows, "architecture.md has no package map")
 	return rows
@@ -126,7 +137,11 @@ func reaches(deps []string, rule string) []string {
 // excepted), every direct import of the module's packages is one its row
 // allows, nothing reaches what its row forbids, and no package but a
 // test-kit one imports a test-kit package, and the test-kit packages are
-// those under internal/testkit.
+// those under internal/testkit. Floors: no package imports one on a
+// higher floor (and no row allows it), a ground package imports ground
+// packages alone, the floor directories hold their floor's packages, and
+// a package under an owner's nested internal/ stands on its owner's
+// floor.
 func TestArchitectureMap(t *testing.T) {
 	rows := packageMap(t)
 	pkgs := listPackages(t)
@@ -144,9 +159,13 @@ func TestArchitectureMap(t *testing.T) {
 		inKit := name == "internal/testkit" || strings.HasPrefix(name, "internal/testkit/")
 		assert.Equal(t, inKit, row.kind == "test-kit", "docs/architecture.md: %s is of kind test-kit exactly when it is under internal/testkit", name)
 		for _, m := range row.may {
-			_, ok := rows[m]
+			up, ok := rows[m]
 			assert.True(t, ok, "docs/architecture.md: %s may import %s, which has no row", name, m)
+			if ok && up.floor > row.floor {
+				t.Errorf("docs/architecture.md: %s (floor %s) may import %s, which stands on the higher floor %s", name, floors[row.floor], m, floors[up.floor])
+			}
 		}
+		checkPlace(t, rows, name, row)
 	}
 	for name, p := range pkgs {
 		row, ok := rows[name]
@@ -156,6 +175,14 @@ func TestArchitectureMap(t *testing.T) {
 		for _, imp := range p.imports {
 			assert.True(t, slices.Contains(row.may, imp),
 				"%s imports %s, which its row in docs/architecture.md does not allow: add it to \"may import\" if the map should allow it", name, imp)
+			up, ok := rows[imp]
+			switch {
+			case !ok || up.floor == row.floor:
+			case row.floor == 0:
+				t.Errorf("%s is a ground package and imports %s (floor %s): a ground package imports ground packages alone", name, imp, floors[up.floor])
+			case up.floor > row.floor:
+				t.Errorf("%s (floor %s) imports %s, which stands on the higher floor %s: the house is built from the ground up", name, floors[row.floor], imp, floors[up.floor])
+			}
 		}
 		for _, rule := range row.never {
 			assert.Empty(t, reaches(p.deps, rule), "%s reaches %s, which its row in docs/architecture.md forbids", name, rule)
@@ -164,6 +191,26 @@ func TestArchitectureMap(t *testing.T) {
 			for _, d := range p.deps {
 				assert.False(t, testKit[d], "%s (%s) imports the test-kit package %s: only tests may", name, row.kind, d)
 			}
+		}
+	}
+}
+
+// checkPlace holds a row's floor to where its package sits: the floor
+// directories (internal/ground/, internal/output/) hold their floor's
+// packages, and a package under an owner's nested internal/ (such as
+// server/internal/mask) stands on its owner's floor.
+func checkPlace(t *testing.T, rows map[string]mapRow, name string, row mapRow) {
+	t.Helper()
+	for dir, floor := range floorDirs {
+		if strings.HasPrefix(name, dir) {
+			assert.Equal(t, floor, floors[row.floor], "docs/architecture.md: %s is under %s, which holds floor %s", name, dir, floor)
+		}
+	}
+	if i := strings.LastIndex(name, "/internal/"); i > 0 {
+		owner := name[:i]
+		o, ok := rows[owner]
+		if assert.True(t, ok, "docs/architecture.md: %s's owner %s has no row", name, owner) {
+			assert.Equal(t, floors[o.floor], floors[row.floor], "docs/architecture.md: %s sits beside its owner %s and stands on its floor", name, owner)
 		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/explainpage"
+	"github.com/policycheck/policycheck/internal/output/explainpage"
 )
 
 // sidecarPageCommand begins the README's command that asks the sidecar

@@ -31,7 +31,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/cli"
-	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 	"github.com/policycheck/policycheck/internal/testkit/servetest"
 	"github.com/policycheck/policycheck/loader"
 )

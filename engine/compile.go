@@ -21,8 +21,8 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/contract"
-	"github.com/policycheck/policycheck/internal/policydir"
-	"github.com/policycheck/policycheck/internal/regoutil"
+	"github.com/policycheck/policycheck/internal/ground/policydir"
+	"github.com/policycheck/policycheck/internal/ground/regoutil"
 	"github.com/policycheck/policycheck/policies"
 )
 

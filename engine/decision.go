@@ -13,7 +13,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 )
 
 // Verdicts of a call.
@@ -825,7 +825,7 @@ type plainDecision Decision
 
 // MarshalJSON writes the decision exactly as docs/decision.md describes,
 // as every JSON output of policycheck writes strings: <, > and & as
-// themselves (internal/jsonout).
+// themselves (internal/ground/jsonout).
 func (d *Decision) MarshalJSON() ([]byte, error) {
 	return jsonout.Marshal((*plainDecision)(d))
 }

@@ -54,7 +54,7 @@
 // An Engine is safe for concurrent use. Nothing a decision does changes
 // the registry or the compiled policies (seed 004); the engine's three
 // caches (the filter cache, the context cache and the decision memo, all
-// on internal/lru) are the only shared state a decision writes, and
+// on internal/ground/lru) are the only shared state a decision writes, and
 // their entries are pure functions of their keys. docs/caches.md lists
 // every cache of policycheck with its key, bound, metric and benchmark
 // (internal/caches holds the table to the code).

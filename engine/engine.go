@@ -19,9 +19,9 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/faults"
-	"github.com/policycheck/policycheck/internal/lru"
-	"github.com/policycheck/policycheck/internal/regoutil"
+	"github.com/policycheck/policycheck/internal/ground/faults"
+	"github.com/policycheck/policycheck/internal/ground/lru"
+	"github.com/policycheck/policycheck/internal/ground/regoutil"
 )
 
 // Option configures an Engine at construction.

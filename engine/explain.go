@@ -10,7 +10,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/regoutil"
+	"github.com/policycheck/policycheck/internal/ground/regoutil"
 )
 
 // Explanation says, for a person, why each tool is or is not available

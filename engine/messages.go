@@ -5,7 +5,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/printable"
+	"github.com/policycheck/policycheck/internal/ground/printable"
 )
 
 // pyRepr renders s as Python's repr() of a str does: the reference quotes

@@ -7,8 +7,8 @@ import (
 	"slices"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/faults"
-	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/ground/faults"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 )
 
 // RunOption configures a Run.

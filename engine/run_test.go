@@ -17,7 +17,7 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
-	"github.com/policycheck/policycheck/internal/faults"
+	"github.com/policycheck/policycheck/internal/ground/faults"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/policycheck/policycheck/internal/regoutil"
+	"github.com/policycheck/policycheck/internal/ground/regoutil"
 )
 
 // CodeUnreadPackage is the code of the warning about a module in a

@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 )
 
 // Bounds of what ReadArgs reads exactly. Beyond them a call's arguments
@@ -56,7 +56,7 @@ type Args struct {
 
 // ReadArgs reads a call's raw arguments (the history's JSON: an object, a
 // string holding JSON, or null) strictly, with the one JSON scanner
-// (internal/wire): RFC 8259 and UTF-8 only, no key twice in an object at
+// (internal/ground/wire): RFC 8259 and UTF-8 only, no key twice in an object at
 // any depth, nothing after the value, numbers within the bounds above.
 // String arguments are read the same way: a string that begins with a
 // JSON value must hold exactly that value, read as strictly (a lone UTF-16

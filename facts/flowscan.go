@@ -6,7 +6,7 @@ import (
 	"slices"
 	"unicode"
 
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 )
 
 // The flow index's walk of a return's content (addPart): the leaves

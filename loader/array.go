@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 )
 
 // Array is a history array decoded where it lies in a larger document

@@ -7,7 +7,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 )
 
 // TestFindGivesUpAfterMaxTries: a goroutine that guesses inside a string

@@ -5,7 +5,7 @@
 // against the JSON Schemas in schema/ that ship with the project
 // (ValidateHistoryBytes, ValidateHistorySchema, ValidateRegistrySchema).
 //
-// The decoder reads bytes with internal/wire's Scanner, the project's one
+// The decoder reads bytes with internal/ground/wire's Scanner, the project's one
 // reader of JSON bytes; every other JSON input (a context, approvals, a
 // JSON registry, the members of a sidecar request) is checked by the
 // same scanner (wire.Skip): JSON and UTF-8 as strictly as a history,

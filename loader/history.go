@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 )
 
 // Limits bound what a decoder accepts, to protect a service from hostile

@@ -10,7 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 

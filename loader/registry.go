@@ -14,7 +14,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 )
 
 // registryDoc is the registry file format (docs/registry.md).

@@ -28,8 +28,8 @@ import (
 	"testing"
 	"unicode/utf8"
 
+	"github.com/policycheck/policycheck/internal/ground/wire"
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
-	"github.com/policycheck/policycheck/internal/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -10,8 +10,8 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/ast"
 
-	"github.com/policycheck/policycheck/internal/regomutant"
 	"github.com/policycheck/policycheck/internal/testkit/racetest"
+	"github.com/policycheck/policycheck/internal/tools/regomutant"
 )
 
 // equivalentMutants are the mutants of the shipped policies that change no

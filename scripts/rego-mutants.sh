@@ -28,7 +28,7 @@ if [ -d ../shared ]; then
 	ln -s "$(cd ../shared && pwd)" "$tmp/shared"
 fi
 
-go build -o "$tmp/regomutant" ./internal/regomutant/cmd/regomutant
+go build -o "$tmp/regomutant" ./internal/tools/regomutant/cmd/regomutant
 (cd "$tmp/repo" && "$tmp/regomutant" list) >"$tmp/list"
 
 killed=0 survived=0 total=0

@@ -96,7 +96,7 @@ without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsN
 without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory|TestVerifiedEvidenceNeverAddsTools'
 without_race+='|TestPerCallEvaluationDecidesAsTheCombined'
 mutation_log=$(mktemp)
-go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/wire ./internal/testkit/gen ./engine ./internal/cli \
+go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/ground/wire ./internal/testkit/gen ./engine ./internal/cli \
 	>"$mutation_log" 2>&1 &
 mutation_pid=$!
 trap 'kill "$mutation_pid" 2>/dev/null || true; rm -rf "$mutation_log" "$tools"' EXIT

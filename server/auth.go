@@ -6,7 +6,7 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/policycheck/policycheck/internal/httpreq"
+	"github.com/policycheck/policycheck/server/internal/httpreq"
 )
 
 // authenticate requires the bearer token, when one is configured, on

@@ -10,8 +10,8 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/mask"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server/internal/mask"
 	"github.com/policycheck/policycheck/trust"
 )
 
@@ -200,7 +200,7 @@ type Config struct {
 	poisonBodies bool // tests: overwrite a pooled body when it is reused
 	noRecycle    bool // tests: pool no body
 	// faults, in tests, is called at the named points of each
-	// request's decision path (internal/faults), to make it panic.
+	// request's decision path (internal/ground/faults), to make it panic.
 	faults func(point string)
 	// Benchmarks turn caches off to measure what each saves
 	// (docs/caches.md, export_test.go): no engine kept for a request's

@@ -13,7 +13,7 @@ import (
 	opaserver "github.com/open-policy-agent/opa/v1/server"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/mask"
+	"github.com/policycheck/policycheck/server/internal/mask"
 )
 
 // decisionPath is the path decision logs name: the engine's entrypoint.

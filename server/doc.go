@@ -22,7 +22,7 @@
 //     bounded, evicting table of engine.Run values (facts kept
 //     incrementally, retry accounting as the library keeps it);
 //   - envelope.go: one pass over a request body (members, checked by the
-//     history's JSON reader, internal/wire's Skip, and the bytes of each
+//     history's JSON reader, internal/ground/wire's Skip, and the bytes of each
 //     message; it can resume after a known prefix of the history, and
 //     hands the rest of the history to the decoder);
 //   - prefix.go: the prefix cache: a stateless client that resends its
@@ -41,7 +41,7 @@
 //     activation compiled into a new policy state), and watching for a
 //     bundle server that stops answering;
 //   - declog.go: decision logs through OPA's decision-log plugin, the
-//     context masked (internal/mask);
+//     context masked (server/internal/mask);
 //   - receipts.go: execution receipts and approval
 //     signatures (package trust), and what the decision log records
 //     of both;
@@ -49,15 +49,15 @@
 //     answer's path (a queue bounded by count and bytes, cut short by
 //     shutdown), disagreements in /metrics and the log.
 //
-// Beside it, internal/httpreq checks the headers of a request's body and
-// whether a web page sent it, internal/lru is the one LRU (behind the
+// Beside it, server/internal/httpreq checks the headers of a request's body and
+// whether a web page sent it, internal/ground/lru is the one LRU (behind the
 // table of engines compiled for requests' registries, the run table and
-// the engine's caches), internal/jsonout writes answers as
-// policycheck eval prints decisions, internal/opaplugins is the glue to
+// the engine's caches), internal/ground/jsonout writes answers as
+// policycheck eval prints decisions, server/internal/opaplugins is the glue to
 // OPA's plugins (the configuration checks, the logger adapter, the bundle
 // tracker with its staleness, the store reads, and the decision-log
 // sink's state, uploads and drops counted by event, for /health and
-// /metrics), and internal/mask removes the masked context values (JSON
+// /metrics), and server/internal/mask removes the masked context values (JSON
 // pointers) from a decision log's event.
 //
 // The server's caches (the engines for requests' registries, the prefix

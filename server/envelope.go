@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -7,9 +7,9 @@ import (
 	"strconv"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/explainpage"
-	"github.com/policycheck/policycheck/internal/httpreq"
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/output/explainpage"
+	"github.com/policycheck/policycheck/internal/output/render"
+	"github.com/policycheck/policycheck/server/internal/httpreq"
 )
 
 // Media types /v1/explain answers in: the explanation, or, for a client

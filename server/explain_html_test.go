@@ -12,7 +12,7 @@ import (
 
 	"github.com/policycheck/policycheck/internal/cli"
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/explainpage"
+	"github.com/policycheck/policycheck/internal/output/explainpage"
 	"github.com/policycheck/policycheck/server"
 )
 

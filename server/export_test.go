@@ -45,7 +45,7 @@ func (s *Server) RecordSignatures(custom map[string]any, d *engine.Decision) err
 }
 
 // Faults makes c's server call f at the named points of each request's
-// decision path (internal/faults): a test panics there.
+// decision path (internal/ground/faults): a test panics there.
 func Faults(c *Config, f func(point string)) { c.faults = f }
 
 // RunGeneration is the generation a run's answer gives after a step that

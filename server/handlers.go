@@ -20,10 +20,10 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/faults"
-	"github.com/policycheck/policycheck/internal/jsonout"
-	"github.com/policycheck/policycheck/internal/opaplugins"
+	"github.com/policycheck/policycheck/internal/ground/faults"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server/internal/opaplugins"
 )
 
 // Endpoint names, as they appear in metrics and decision logs.
@@ -530,12 +530,12 @@ type PluginHealth struct {
 }
 
 // BundleHealth is one configured bundle's state (its fields are
-// documented in internal/opaplugins).
+// documented in server/internal/opaplugins).
 type BundleHealth = opaplugins.BundleHealth
 
 // DecisionLogHealth is the state of the decision-log sink (OPA's
 // decision-log plugin and the service it uploads to); its fields are
-// documented in internal/opaplugins.
+// documented in server/internal/opaplugins.
 type DecisionLogHealth = opaplugins.DecisionLogHealth
 
 func (s *Server) handleHealth(w http.ResponseWriter, _ *http.Request) {

@@ -14,9 +14,9 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/httpreq"
-	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server/internal/httpreq"
 )
 
 // intake is the sidecar's one way in for a request. It owns:
@@ -27,7 +27,7 @@ import (
 //     first 2 MiB); a gzip body (Content-Encoding: gzip) is read
 //     decompressed, MaxBody bounding what it decompresses to, and any
 //     other encoding refused, as is a Content-Type other than JSON's
-//     (internal/httpreq reads those headers);
+//     (server/internal/httpreq reads those headers);
 //   - the scan: one pass over the envelope (envelope.go), which keeps the
 //     bytes of the members a handler reads and of each history message;
 //   - the decode, in that same pass: the scan hands the history array to

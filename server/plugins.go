@@ -16,7 +16,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage/inmem"
 	"github.com/open-policy-agent/opa/v1/util"
 
-	"github.com/policycheck/policycheck/internal/opaplugins"
+	"github.com/policycheck/policycheck/server/internal/opaplugins"
 )
 
 // watchBundles looks every second, until stop is closed, for bundles

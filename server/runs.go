@@ -17,8 +17,8 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/faults"
-	"github.com/policycheck/policycheck/internal/lru"
+	"github.com/policycheck/policycheck/internal/ground/faults"
+	"github.com/policycheck/policycheck/internal/ground/lru"
 )
 
 // runTable is the bounded, evicting table of incremental runs. A miss

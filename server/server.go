@@ -21,9 +21,9 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/lru"
-	"github.com/policycheck/policycheck/internal/opaplugins"
+	"github.com/policycheck/policycheck/internal/ground/lru"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/server/internal/opaplugins"
 )
 
 // OPAConfigError is New's error for an OPA configuration (Config.OPAConfig)

@@ -11,7 +11,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/replay"
+	"github.com/policycheck/policycheck/internal/output/replay"
 )
 
 var errShadowNeedsRegistry = errors.New("a shadow policy needs the server's registry (--registry): it decides what the enforced policy decides with that registry")

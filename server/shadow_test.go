@@ -19,7 +19,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/conformance"
-	"github.com/policycheck/policycheck/internal/replay"
+	"github.com/policycheck/policycheck/internal/output/replay"
 	"github.com/policycheck/policycheck/loader"
 )
 

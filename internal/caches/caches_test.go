@@ -150,7 +150,7 @@ func TestMetricsExist(t *testing.T) {
 	}
 }
 
-// TestEveryLRUIsListed: each production file that makes an internal/lru
+// TestEveryLRUIsListed: each production file that makes an internal/ground/lru
 // cache, or keeps a list of its own, is the file of as many shared or
 // state rows: a cache added without a row fails here.
 func TestEveryLRUIsListed(t *testing.T) {
@@ -172,7 +172,7 @@ func TestEveryLRUIsListed(t *testing.T) {
 		}
 		rel, _ := filepath.Rel(root, path)
 		rel = filepath.ToSlash(rel)
-		if strings.HasPrefix(rel, "internal/lru/") {
+		if strings.HasPrefix(rel, "internal/ground/lru/") {
 			return nil
 		}
 		b, err := os.ReadFile(path)

@@ -23,7 +23,7 @@ import (
 	"github.com/open-policy-agent/opa/v1/storage"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/internal/regoutil"
+	"github.com/policycheck/policycheck/internal/ground/regoutil"
 )
 
 // bundleFlags are the flags of `bundle build`.

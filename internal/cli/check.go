@@ -22,10 +22,10 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/contract"
-	"github.com/policycheck/policycheck/internal/policydir"
-	"github.com/policycheck/policycheck/internal/printable"
-	"github.com/policycheck/policycheck/internal/regoutil"
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/ground/policydir"
+	"github.com/policycheck/policycheck/internal/ground/printable"
+	"github.com/policycheck/policycheck/internal/ground/regoutil"
+	"github.com/policycheck/policycheck/internal/output/render"
 	"github.com/policycheck/policycheck/loader"
 )
 

@@ -9,8 +9,8 @@ import (
 
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
-	"github.com/policycheck/policycheck/internal/printable"
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/ground/printable"
+	"github.com/policycheck/policycheck/internal/output/render"
 )
 
 func newConformanceCmd() *cobra.Command {

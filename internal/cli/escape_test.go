@@ -141,7 +141,7 @@ deny contains {"reason": `+string(lit)+`, "message": `+string(lit)+`} if input.c
 }
 
 // TestJSONOutputsDoNotEscapeHTML: every JSON output (eval, explain,
-// facts, replay) writes <, > and & as themselves, as internal/jsonout
+// facts, replay) writes <, > and & as themselves, as internal/ground/jsonout
 // writes JSON and as the sidecar answers: one string reads the same in
 // every output and in every part of one (explain's decision and its
 // calls), and replay's transitions read "execute->denied". JSON is not

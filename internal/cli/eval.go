@@ -6,8 +6,8 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/printable"
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/ground/printable"
+	"github.com/policycheck/policycheck/internal/output/render"
 )
 
 func newEvalCmd() *cobra.Command {

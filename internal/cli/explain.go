@@ -6,7 +6,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/policycheck/policycheck/engine"
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/output/render"
 	"github.com/policycheck/policycheck/trust"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/explainpage"
+	"github.com/policycheck/policycheck/internal/output/explainpage"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
 	"github.com/policycheck/policycheck/internal/testkit/racetest"
 )

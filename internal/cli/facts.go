@@ -5,7 +5,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/output/render"
 )
 
 func newFactsCmd() *cobra.Command {

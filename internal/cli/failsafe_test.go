@@ -12,7 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/cli"
-	"github.com/policycheck/policycheck/internal/faults"
+	"github.com/policycheck/policycheck/internal/ground/faults"
 )
 
 // sandboxRule denies delete_repo outside the sandbox; on a tool with no

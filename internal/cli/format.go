@@ -1,13 +1,13 @@
 package cli
 
-import "github.com/policycheck/policycheck/internal/render"
+import "github.com/policycheck/policycheck/internal/output/render"
 
 // Output formats follow opa's vocabulary: pretty for people, json for
 // machines, and a command's own formats where it needs them (facts'
 // input). Older names are kept as documented aliases. What each command's
 // --format accepts is listed here; the names are checked in one place,
 // render.Formats.Parse, and eval, explain, facts and replay print through
-// internal/render.
+// internal/output/render.
 var (
 	evalFormats    = render.Formats{Accept: []render.Format{render.JSON, render.Pretty}}
 	explainFormats = render.Formats{Accept: []render.Format{render.Pretty, render.JSON, render.HTML}, Aliases: textAlias}

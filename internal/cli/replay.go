@@ -11,8 +11,8 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/render"
-	"github.com/policycheck/policycheck/internal/replay"
+	"github.com/policycheck/policycheck/internal/output/render"
+	"github.com/policycheck/policycheck/internal/output/replay"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/trust"
 )

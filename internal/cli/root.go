@@ -25,8 +25,8 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
-	"github.com/policycheck/policycheck/internal/printable"
-	"github.com/policycheck/policycheck/internal/progress"
+	"github.com/policycheck/policycheck/internal/cli/internal/progress"
+	"github.com/policycheck/policycheck/internal/ground/printable"
 )
 
 // Exit codes.
@@ -74,7 +74,7 @@ func Run(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	return run(context.Background(), args, stdin, stdout, stderr)
 }
 
-// run is Run under ctx (tests carry faults in it: internal/faults).
+// run is Run under ctx (tests carry faults in it: internal/ground/faults).
 func run(ctx context.Context, args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	root := &cobra.Command{
 		Use:   "policycheck",

@@ -20,10 +20,10 @@ import (
 	"github.com/open-policy-agent/opa/v1/tester"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/internal/policydir"
-	"github.com/policycheck/policycheck/internal/progress"
-	"github.com/policycheck/policycheck/internal/regoutil"
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/cli/internal/progress"
+	"github.com/policycheck/policycheck/internal/ground/policydir"
+	"github.com/policycheck/policycheck/internal/ground/regoutil"
+	"github.com/policycheck/policycheck/internal/output/render"
 )
 
 type testFlags struct {
@@ -515,7 +515,7 @@ func nonNil[T any](s []T) []T {
 	return s
 }
 
-// writeJSONTo writes v as the sidecar answers it (internal/jsonout).
+// writeJSONTo writes v as the sidecar answers it (internal/ground/jsonout).
 func writeJSONTo(w io.Writer, v any) error {
 	return render.WriteJSON(w, v)
 }

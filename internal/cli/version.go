@@ -8,7 +8,7 @@ import (
 	opaversion "github.com/open-policy-agent/opa/v1/version"
 	"github.com/spf13/cobra"
 
-	"github.com/policycheck/policycheck/internal/render"
+	"github.com/policycheck/policycheck/internal/output/render"
 )
 
 const opaModule = "github.com/open-policy-agent/opa"

@@ -37,7 +37,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/policycheck/policycheck/internal/jsonout"
+	"github.com/policycheck/policycheck/internal/ground/jsonout"
 )
 
 // Options shape a generated registry and history. The zero value asks for

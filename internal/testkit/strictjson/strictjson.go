@@ -1,4 +1,4 @@
-// Package strictjson is a test oracle for wire.Skip (internal/wire), written
+// Package strictjson is a test oracle for wire.Skip (internal/ground/wire), written
 // independently of it: what encoding/json accepts, less what it reads as
 // something else (invalid UTF-8 and lone UTF-16 surrogate escapes, both
 // read as U+FFFD), and the nesting depth of a valid document. It is a
