@@ -1,9 +1,11 @@
-// Every command the README shows, and every statement in the docs about a
-// command's output, is run here and compared, so that the docs cannot
-// drift from the program: the install step (against a real go install),
-// each README command with the installed binary on PATH, the sidecar
-// started as the README starts it and its error example, the example input
-// error, the coverage figure of docs/testing.md, the history example of
+// Every command the README and the docs show, and every statement in the
+// docs about a command's output, is run here and compared, so that the
+// docs cannot drift from the program: the install step (against a real go
+// install), each README command with the installed binary on PATH, the
+// sidecar started as docs/sidecar.md starts it with docs/sidecar.md's
+// Python client and docs/reference/http.md's error example, the
+// commands of docs/reference/commands.md, the example input error, the
+// coverage figure of docs/testing.md, the history example of
 // docs/input.md, and each runnable command of docs/*.md.
 package docs_test
 
@@ -132,15 +134,33 @@ func TestReadmeCommands(t *testing.T) {
 	cmds := shellCommands(t, "../README.md")
 	require.Contains(t, cmds, "go install ./cmd/policycheck")
 	require.Contains(t, cmds, "bash scripts/test.sh")
+	assert.GreaterOrEqual(t, runShown(t, bin, "../README.md"), 2)
+}
+
+// The commands of docs/sidecar.md (the sidecar, with its Python client,
+// the error example of docs/reference/http.md and the request for
+// explain's page) and of docs/reference/commands.md, with the installed
+// binary as a reader would run them.
+func TestSidecarCommands(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds the binary with go install")
+	}
+	bin := installed(t)
+	assert.Equal(t, 1, runShown(t, bin, "sidecar.md"), "docs/sidecar.md starts the sidecar once")
+	assert.Equal(t, 1, runShown(t, bin, "reference/commands.md"), "docs/reference/commands.md writes explain's page")
+}
+
+// runShown runs the commands of a page's ```sh blocks with the installed
+// binary, and returns how many it ran.
+func runShown(t *testing.T, bin, file string) int {
+	t.Helper()
 	ran := 0
-	for _, c := range cmds {
+	for _, c := range shellCommands(t, file) {
 		switch {
 		case c == "go install ./cmd/policycheck":
-			continue // done above, into a temporary GOBIN
+			continue // done by installed, into a temporary GOBIN
 		case c == "bash scripts/test.sh":
 			continue // the suite this test is part of
-		case strings.HasPrefix(c, "python3 examples/harness/approvals.py "), strings.HasPrefix(c, "python3 examples/harness/verified.py "):
-			continue // run against the README's sidecar by go test ./examples
 		case strings.HasPrefix(c, "policycheck serve "):
 			checkServe(t, bin, c)
 			ran++
@@ -156,7 +176,7 @@ func TestReadmeCommands(t *testing.T) {
 			// second build.
 			c = "policycheck " + strings.TrimPrefix(c, "go run ./cmd/policycheck ")
 		}
-		require.True(t, strings.HasPrefix(c, "policycheck "), "README command %q is neither run nor listed here", c)
+		require.True(t, strings.HasPrefix(c, "policycheck "), "%s: command %q is neither run nor listed here", file, c)
 		stdout, stderr, code := sh(bin, c)
 		assert.Equal(t, 0, code, "%s\n%s", c, stderr)
 		assert.NotEmpty(t, stdout, c)
@@ -165,13 +185,24 @@ func TestReadmeCommands(t *testing.T) {
 			assert.Regexp(t, `^policycheck \S+\nOPA v1\.\d+\.\d+\nGo go1\.`, stdout)
 		}
 	}
-	assert.GreaterOrEqual(t, ran, 4)
+	return ran
 }
 
-// checkServe starts the sidecar as the README does (on a free port rather
-// than 8181), checks /health, a decision, and the README's error example,
-// then stops it with SIGTERM, which must exit 0.
+// checkServe starts the sidecar as docs/sidecar.md does (on a free port
+// rather than 8181), checks /health, a decision, explain's page, the
+// Python client of docs/sidecar.md and the error example of
+// docs/reference/http.md, then stops it with SIGTERM, which must exit 0.
 func checkServe(t *testing.T, bin, line string) {
+	t.Helper()
+	base, stop := startServe(t, bin, line)
+	checkSidecar(t, base)
+	stop()
+}
+
+// startServe starts the sidecar of a page's command line on a free port
+// rather than the one it names, and returns its URL and a function that
+// stops it with SIGTERM and checks that it exits 0.
+func startServe(t *testing.T, bin, line string) (base string, stop func()) {
 	t.Helper()
 	args := strings.Fields(line)[1:]
 	for i := range args {
@@ -184,7 +215,7 @@ func checkServe(t *testing.T, bin, line string) {
 	stderr, err := cmd.StderrPipe()
 	require.NoError(t, err)
 	require.NoError(t, cmd.Start())
-	defer func() { _ = cmd.Process.Kill() }()
+	t.Cleanup(func() { _ = cmd.Process.Kill() }) // once stopped, a no-op
 	addr := make(chan string, 1)
 	var log bytes.Buffer
 	readDone := make(chan struct{}) // closed once stderr is read to its end
@@ -200,13 +231,32 @@ func checkServe(t *testing.T, bin, line string) {
 		}
 		_, _ = io.Copy(io.Discard, stderr)
 	}()
-	var base string
 	select {
 	case a := <-addr:
 		base = "http://" + a
 	case <-time.After(2 * time.Minute):
 		t.Fatalf("%s: never said it was serving", line)
 	}
+	stop = func() {
+		t.Helper()
+		require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+		done := make(chan error, 1)
+		// Wait closes the pipe: only once its reader has seen the end (the
+		// process gone), and then the log is the reader's no more.
+		go func() { <-readDone; done <- cmd.Wait() }()
+		select {
+		case err := <-done:
+			assert.NoError(t, err, "serve exits 0 on SIGTERM\n%s", log.String())
+		case <-time.After(time.Minute):
+			t.Fatal("serve did not stop on SIGTERM")
+		}
+	}
+	return base, stop
+}
+
+// checkSidecar checks the sidecar at base as checkServe says.
+func checkSidecar(t *testing.T, base string) {
+	t.Helper()
 	resp, err := http.Get(base + "/health")
 	require.NoError(t, err)
 	resp.Body.Close()
@@ -223,64 +273,49 @@ func checkServe(t *testing.T, bin, line string) {
 
 	checkSidecarPage(t, base)
 
-	// The README's Python client (every ```python block but the approval
-	// harness, which go test ./examples runs), as written, against this
-	// sidecar.
+	// docs/sidecar.md's Python client (every ```python block there), as
+	// written, against this sidecar.
 	ranPython := false
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		// The rest of this check goes on without python3 (outside CI).
 		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 is required under CI (the README's Python client runs on it)")
+			t.Fatal("python3 is required under CI (docs/sidecar.md's Python client runs on it)")
 		}
-		t.Log("python3 is not installed: the README's Python client is not run")
+		t.Log("python3 is not installed: docs/sidecar.md's Python client is not run")
 	}
-	for _, block := range codeBlocks(t, "../README.md", "python") {
+	for _, block := range codeBlocks(t, "sidecar.md", "python") {
 		if py == "" {
 			ranPython = true
 			break
 		}
-		if strings.Contains(block, "approval_required verdict") || strings.Contains(block, "started with --evidence verified") {
-			continue // the harnesses go test ./examples runs
-		}
-		require.Contains(t, block, `"http://127.0.0.1:8181"`, "a README Python snippet that does not reach the README's sidecar")
+		require.Contains(t, block, `"http://127.0.0.1:8181"`, "a docs/sidecar.md Python snippet that does not reach the page's sidecar")
 		script := filepath.Join(t.TempDir(), "snippet.py")
 		require.NoError(t, os.WriteFile(script, []byte(strings.ReplaceAll(block, "http://127.0.0.1:8181", base)), 0o600))
 		cmd := exec.Command(py, script)
 		cmd.Dir = ".."
 		out, err := cmd.CombinedOutput()
-		require.NoError(t, err, "the README's Python snippet:\n%s", out)
+		require.NoError(t, err, "docs/sidecar.md's Python snippet:\n%s", out)
 		ranPython = true
 	}
-	assert.True(t, ranPython, "the README lost its Python client")
+	assert.True(t, ranPython, "docs/sidecar.md lost its Python client")
 
-	// The README's error example, for the request it names.
+	// docs/reference/http.md's error example, for the request it names.
 	var example string
-	for _, b := range codeBlocks(t, "../README.md", "json") {
+	for _, b := range codeBlocks(t, "reference/http.md", "json") {
 		if strings.Contains(b, `"error"`) {
 			example = b
 		}
 	}
-	require.NotEmpty(t, example, "the README lost its sidecar error example")
+	require.NotEmpty(t, example, "docs/reference/http.md lost its sidecar error example")
 	resp, err = http.Post(base+"/v1/decide", "application/json", strings.NewReader(`{"history": [{"kind": "nope", "parts": []}]}`))
 	require.NoError(t, err)
 	got, _ = io.ReadAll(resp.Body)
 	resp.Body.Close()
 	assert.Equal(t, http.StatusBadRequest, resp.StatusCode)
 	// Byte for byte: errors are written as decisions are (indented).
-	assert.Equal(t, example, string(got), "README's sidecar error example")
+	assert.Equal(t, example, string(got), "docs/reference/http.md's sidecar error example")
 
-	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
-	done := make(chan error, 1)
-	// Wait closes the pipe: only once its reader has seen the end (the
-	// process gone), and then the log is the reader's no more.
-	go func() { <-readDone; done <- cmd.Wait() }()
-	select {
-	case err := <-done:
-		assert.NoError(t, err, "serve exits 0 on SIGTERM\n%s", log.String())
-	case <-time.After(time.Minute):
-		t.Fatal("serve did not stop on SIGTERM")
-	}
 }
 
 // run runs the command line in-process from the repository root.
@@ -291,13 +326,13 @@ func run(t *testing.T, args ...string) (stdout, stderr string, code int) {
 	return o.String(), e.String(), code
 }
 
-// The README's example of an input error names file and pointer as eval
-// really does.
+// The example of an input error (docs/reference/commands.md, once the
+// README's) names file and pointer as eval really does.
 func TestReadmeInputErrorExample(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("reference/commands.md")
 	require.NoError(t, err)
-	m := regexp.MustCompile("e\\.g\\.\\s+`(history\\.json: [^`]+)`").FindStringSubmatch(string(readme))
-	require.NotNil(t, m, "the README lost its input error example")
+	m := regexp.MustCompile("e\\.g\\.\\s+`(history\\.json: [^`]+)`").FindStringSubmatch(string(page))
+	require.NotNil(t, m, "docs/reference/commands.md lost its input error example")
 	dir := t.TempDir()
 	const msg = `{"kind":"request","parts":[{"part_kind":"user-prompt","content":"hi"}]}`
 	hist := `[` + msg + `,{"kind":"response","parts":[{"part_kind":"text","content":"ok"}]},` + msg +
@@ -359,7 +394,12 @@ func TestInputHistoryExample(t *testing.T) {
 // scripts, which .ci/run runs or which take hours; policies export,
 // which would write into the repository, and which TestTestingExport runs
 // in a temporary directory): shown, not run here.
-var templates = regexp.MustCompile(`run\.json|tools\.yaml|my-policies/|bundle\.tar\.gz|^opa |^go run github\.com/open-policy-agent/opa|^go test |^mkdir |bash scripts/|^policycheck policies export `)
+//
+// The sidecar and the harnesses that reach it are run elsewhere, against
+// a real server: policycheck serve by TestSidecarCommands (sidecar.md) and
+// TestQuickstart (quickstart.md), and with the Python harnesses
+// (approvals.md, trust.md) by go test ./examples.
+var templates = regexp.MustCompile(`run\.json|tools\.yaml|my-policies/|bundle\.tar\.gz|^opa |^go run github\.com/open-policy-agent/opa|^go test |^mkdir |bash scripts/|^policycheck policies export |^policycheck serve |^python3 examples/harness/`)
 
 // Each runnable command of docs/*.md runs, in process, and succeeds.
 func TestDocsCommandsRun(t *testing.T) {

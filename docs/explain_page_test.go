@@ -15,12 +15,12 @@ import (
 	"github.com/policycheck/policycheck/internal/output/explainpage"
 )
 
-// sidecarPageCommand begins the README's command that asks the sidecar
-// for explain's page.
+// sidecarPageCommand begins docs/reference/commands.md's command that asks
+// the sidecar for explain's page.
 const sidecarPageCommand = "(printf '{\"history\": '"
 
-// checkExplainPage checks that page is explain's page for the README's
-// example (after-compaction.json): one HTML document with its
+// checkExplainPage checks that page is explain's page for
+// docs/reference/commands.md's example (after-compaction.json): one HTML document with its
 // Content-Security-Policy, the compaction's window and the refused call
 // (its verdict is verdict).
 func checkExplainPage(t *testing.T, what, page, verdict string) {
@@ -31,14 +31,14 @@ func checkExplainPage(t *testing.T, what, page, verdict string) {
 	assert.Contains(t, page, `<tr class="call"><td class="call-id"><a href="#m7p0">c6</a></td><td class="call-tool"><code>issue_refund</code></td><td class="call-verdict v-`+strings.ReplaceAll(verdict, "_", "-")+`">`+verdict+`</td>`, what)
 }
 
-// checkPageCommand runs the README's explain --format html command,
-// writing the page where the README redirects it but in a temporary
-// directory, and checks the page.
+// checkPageCommand runs docs/reference/commands.md's explain --format
+// html command, writing the page where the page redirects it but in a
+// temporary directory, and checks the page.
 func checkPageCommand(t *testing.T, bin, line string) {
 	t.Helper()
 	cmd, file, ok := strings.Cut(line, " > ")
 	require.True(t, ok, line)
-	// The installed binary, as for the README's other commands.
+	// The installed binary, as for the docs' other commands.
 	cmd = "policycheck " + strings.TrimPrefix(cmd, "go run ./cmd/policycheck ")
 	out := filepath.Join(t.TempDir(), filepath.Base(file))
 	_, stderr, code := sh(bin, cmd+" > "+out)
@@ -48,22 +48,23 @@ func checkPageCommand(t *testing.T, bin, line string) {
 	checkExplainPage(t, line, string(page), "not_available_yet")
 }
 
-// checkSidecarPage runs the README's request for explain's page against
-// the sidecar at base (the README's address replaced by base), with curl
-// as the README does. The README's sidecar serves examples/policies,
+// checkSidecarPage runs docs/reference/commands.md's request for
+// explain's page against the sidecar at base (the page's address replaced
+// by base), with curl as the page does. The docs' sidecar serves
+// examples/policies,
 // whose groups rule hides every tool from a request without a group: the
 // refused call is an unknown tool there.
 func checkSidecarPage(t *testing.T, base string) {
 	t.Helper()
 	var line string
-	for _, c := range shellCommands(t, "../README.md") {
+	for _, c := range shellCommands(t, "reference/commands.md") {
 		if strings.HasPrefix(c, sidecarPageCommand) {
 			line = c
 		}
 	}
-	require.NotEmpty(t, line, "the README lost its request for explain's page from the sidecar")
-	require.Contains(t, line, "http://127.0.0.1:8181/v1/explain", "the README's request is not to the README's sidecar")
-	require.Contains(t, line, "-H 'Accept: text/html'", "the README's request does not ask for HTML")
+	require.NotEmpty(t, line, "docs/reference/commands.md lost its request for explain's page from the sidecar")
+	require.Contains(t, line, "http://127.0.0.1:8181/v1/explain", "the page's request is not to the docs' sidecar")
+	require.Contains(t, line, "-H 'Accept: text/html'", "the page's request does not ask for HTML")
 	if _, err := exec.LookPath("curl"); err != nil {
 		// No curl: the same request, from Go.
 		hist, err := os.ReadFile("../examples/histories/after-compaction.json")

@@ -11,14 +11,15 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestReadmeGoRunExitCodes: the README warns, beside its exit codes,
+// TestReadmeGoRunExitCodes: docs/reference/commands.md (once the README)
+// warns, beside its exit codes,
 // that `go run` reports any non-zero exit as 1 (printing "exit status
 // 2"), and that is what go run does with check's exit 2.
 func TestReadmeGoRunExitCodes(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds the command with go run")
 	}
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("reference/commands.md")
 	require.NoError(t, err)
 	_, rest, ok := strings.Cut(string(readme), "Exit codes (each command's `--help` lists those it can return)")
 	require.True(t, ok)

@@ -10,7 +10,8 @@ import (
 	"go.yaml.in/yaml/v3"
 )
 
-// TestReadmeRetriesMatchOpenAPI: the README's paragraph on a run
+// TestReadmeRetriesMatchOpenAPI: docs/reference/http.md's paragraph (once
+// the README's) on a run
 // answer's retries says of count, budget, charged, free and exceeded
 // what docs/openapi.yaml's Retry schema says (backticks and case aside).
 func TestReadmeRetriesMatchOpenAPI(t *testing.T) {
@@ -29,7 +30,7 @@ func TestReadmeRetriesMatchOpenAPI(t *testing.T) {
 	retry := doc.Components.Schemas["Retry"].Properties
 	require.NotEmpty(t, retry)
 
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("reference/http.md")
 	require.NoError(t, err)
 	_, rest, ok := strings.Cut(string(readme), "Its answer adds `step`")
 	require.True(t, ok)
@@ -42,7 +43,7 @@ func TestReadmeRetriesMatchOpenAPI(t *testing.T) {
 		d := retry[field].Description
 		require.NotEmpty(t, d, field)
 		for _, sentence := range strings.Split(strings.TrimSuffix(d, "."), ". ") {
-			assert.Contains(t, norm(para), norm(sentence), "the README on retries[].%s", field)
+			assert.Contains(t, norm(para), norm(sentence), "docs/reference/http.md on retries[].%s", field)
 		}
 	}
 }

@@ -336,7 +336,7 @@ func (c *cluster) post(client *http.Client, path string, body any) (int, []byte,
 	return resp.StatusCode, out, resp.Header, err
 }
 
-// scalingRun is one agent run driven as the README's Python client
+// scalingRun is one agent run driven as docs/sidecar.md's Python client
 // (Run.decide) drives it: the new messages with the offset sent so far
 // and the generation of the last answer, and on 409 the whole history
 // with offset 0.
@@ -760,8 +760,8 @@ func TestScalingStalledReplica(t *testing.T) {
 	require.Equal(t, []string{replicaNames[holder]}, cur.conflicts, "the 409 came from the resumed replica")
 }
 
-// readmeClientSurvives runs the README's Python client (its Run class, as
-// written) through HAProxy: one step of a run, the replica holding it
+// readmeClientSurvives runs docs/sidecar.md's Python client (once the
+// README's; its Run class, as written) through HAProxy: one step of a run, the replica holding it
 // killed, the whole history next; the client's 409 path resends it and
 // gets the reference's decision.
 func readmeClientSurvives(t *testing.T, c *cluster, engines map[string]*engine.Engine) {
@@ -769,26 +769,26 @@ func readmeClientSurvives(t *testing.T, c *cluster, engines map[string]*engine.E
 	py, err := exec.LookPath("python3")
 	if err != nil {
 		if os.Getenv("CI") == "true" {
-			t.Fatal("python3 is required under CI (the README's Python client runs on it)")
+			t.Fatal("python3 is required under CI (docs/sidecar.md's Python client runs on it)")
 		}
-		t.Log("python3 is not installed: the README's Python client is not run through HAProxy")
+		t.Log("python3 is not installed: docs/sidecar.md's Python client is not run through HAProxy")
 		return
 	}
 	var client string
-	for _, b := range codeBlocks(t, "../README.md", "python") {
+	for _, b := range codeBlocks(t, "sidecar.md", "python") {
 		if strings.Contains(b, "class Run:") {
 			client = b
 		}
 	}
-	require.NotEmpty(t, client, "the README lost its Python run client")
+	require.NotEmpty(t, client, "docs/sidecar.md lost its Python run client")
 	defs, _, ok := strings.Cut(client, "\nrun = Run(")
-	require.True(t, ok, "the README's client ends with an example run")
+	require.True(t, ok, "docs/sidecar.md's client ends with an example run")
 	require.Contains(t, defs, `SIDECAR = "http://127.0.0.1:8181"`)
 	page, err := os.ReadFile("scaling.md")
 	require.NoError(t, err)
 	for _, line := range []string{"if e.code != 409:", "body.update(offset=0, messages=history)"} {
 		require.Contains(t, defs, line)
-		require.Contains(t, string(page), line, "scaling.md quotes the README client's 409 path")
+		require.Contains(t, string(page), line, "scaling.md quotes the sidecar.md client's 409 path")
 	}
 	driver := strings.Replace(defs, "http://127.0.0.1:8181", c.proxy, 1) + `
 import sys
@@ -842,7 +842,7 @@ print(json.dumps(run.decide(history)), flush=True)
 			want = d
 		}
 	}
-	require.NotNil(t, want, "the README client's decision after the resend is a reference decision: %v", got)
+	require.NotNil(t, want, "the sidecar.md client's decision after the resend is a reference decision: %v", got)
 	var buf bytes.Buffer
 	require.NoError(t, jsonout.Encode(&buf, want))
 	require.Equal(t, decisionMap(t, buf.Bytes(), true), got)

@@ -151,7 +151,7 @@ func TestExamplesThroughEval(t *testing.T) {
 		{note: "all examples together",
 			policy: "policies", history: "refund", context: "support",
 			verdicts: map[string]string{"c1": "execute", "c2": "denied", "c3": "execute", "c4": "unknown_tool", "c5": "unknown_tool"}},
-		{note: "the README's vault filter, as committed",
+		{note: "the vault filter docs/writing-filters.md shows, as committed",
 			policy: "policies/vault/vault.rego", history: "vault-rotate", context: "support",
 			verdicts: map[string]string{"v2": "unknown_tool"}},
 	}
@@ -189,24 +189,25 @@ func TestExamplesThroughEval(t *testing.T) {
 	}
 }
 
-// The README's worked filter is the committed example, so it compiles and
-// behaves as TestExamplesThroughEval shows.
+// The worked filter of docs/writing-filters.md (once the README's) is the
+// committed example, so it compiles and behaves as TestExamplesThroughEval
+// shows.
 func TestReadmeFilterIsTheExample(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	page, err := os.ReadFile("../docs/writing-filters.md")
 	require.NoError(t, err)
-	text := string(readme)
-	start := strings.Index(text, "## Writing a capability filter")
-	require.GreaterOrEqual(t, start, 0, "the README lost its filter section")
+	text := string(page)
+	start := strings.Index(text, "## A capability filter")
+	require.GreaterOrEqual(t, start, 0, "docs/writing-filters.md lost its filter section")
 	text = text[start:]
 	const open = "```rego\n"
 	i := strings.Index(text, open)
-	require.GreaterOrEqual(t, i, 0, "the README's filter section has no rego block")
+	require.GreaterOrEqual(t, i, 0, "docs/writing-filters.md's filter section has no rego block")
 	j := strings.Index(text[i+len(open):], "```")
 	require.GreaterOrEqual(t, j, 0)
 	snippet := text[i+len(open) : i+len(open)+j]
 	example, err := os.ReadFile("policies/vault/vault.rego")
 	require.NoError(t, err)
-	assert.Equal(t, string(example), snippet, "README.md's filter and examples/policies/vault/vault.rego differ")
+	assert.Equal(t, string(example), snippet, "docs/writing-filters.md's filter and examples/policies/vault/vault.rego differ")
 }
 
 // The example policies' own Rego tests pass, run by policycheck test with

@@ -17,11 +17,11 @@ import (
 	"github.com/policycheck/policycheck/internal/testkit/servetest"
 )
 
-// readmeLine returns the one command line of the README's ```sh blocks
-// that begins with prefix.
-func readmeLine(t *testing.T, prefix string) []string {
+// docLine returns the one command line of a doc's ```sh blocks that
+// begins with prefix (doc is a path from the repository root).
+func docLine(t *testing.T, doc, prefix string) []string {
 	t.Helper()
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../" + doc)
 	require.NoError(t, err)
 	var found [][]string
 	for _, m := range regexp.MustCompile("(?s)```sh\n(.*?)```").FindAllStringSubmatch(string(readme), -1) {
@@ -31,26 +31,26 @@ func readmeLine(t *testing.T, prefix string) []string {
 			}
 		}
 	}
-	require.Len(t, found, 1, "the README's command line beginning %q", prefix)
+	require.Len(t, found, 1, "%s's command line beginning %q", doc, prefix)
 	return found[0]
 }
 
-// runHarness starts the sidecar as the README line beginning with serve
-// starts it, on a free port rather than 8181, runs the harness of the
-// README line beginning with harness against it from the repository root,
-// and returns what the harness printed.
-func runHarness(t *testing.T, serve, harness string) []byte {
+// runHarness starts the sidecar as doc's line beginning with serve starts
+// it, on a free port rather than 8181, runs the harness of doc's line
+// beginning with harness against it from the repository root, and returns
+// what the harness printed.
+func runHarness(t *testing.T, doc, serve, harness string) []byte {
 	t.Helper()
 	py := servetest.Python3(t)
-	args := readmeLine(t, serve)[2:]
+	args := docLine(t, doc, serve)[2:]
 	for i := range args {
 		if i > 0 && args[i-1] == "--addr" {
 			args[i] = "127.0.0.1:0" // a free port rather than 8181
 		}
 	}
 	url := servetest.StartIn(t, "..", servetest.Build(t), args...).URL
-	cmdline := readmeLine(t, harness)
-	require.Equal(t, "http://127.0.0.1:8181", cmdline[2], "the README's harness reaches the README's sidecar")
+	cmdline := docLine(t, doc, harness)
+	require.Equal(t, "http://127.0.0.1:8181", cmdline[2], "the doc's harness reaches the doc's sidecar")
 	cmdline[2] = url
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -63,16 +63,16 @@ func runHarness(t *testing.T, serve, harness string) []byte {
 	return out
 }
 
-// TestApprovalHarnessOverTheSidecar runs the README's Python harness
-// (examples/harness/approvals.py, stdlib only) as the README runs it,
-// against a real `policycheck serve` started with the README's own
+// TestApprovalHarnessOverTheSidecar runs docs/approvals.md's Python
+// harness (examples/harness/approvals.py, stdlib only) as the page runs
+// it, against a real `policycheck serve` started with the page's own
 // arguments (all of examples/policies, the groups policy among them): the
 // approval_required call becomes pydantic-ai's DeferredToolRequests with
 // its digest, the person's answer comes back as DeferredToolResults and
 // the call executes with the approver's arguments; the same answer on
 // edited arguments does not apply.
 func TestApprovalHarnessOverTheSidecar(t *testing.T) {
-	out := runHarness(t, "policycheck serve --addr ", "python3 examples/harness/approvals.py ")
+	out := runHarness(t, "docs/approvals.md", "policycheck serve --addr ", "python3 examples/harness/approvals.py ")
 
 	type execution struct {
 		ToolCallID string         `json:"tool_call_id"`
@@ -123,16 +123,16 @@ func TestApprovalHarnessOverTheSidecar(t *testing.T) {
 	assert.Contains(t, got.TamperedWhy[0], "not what the approver was shown")
 }
 
-// TestVerifiedHarnessOverTheSidecar runs the README's verified-evidence
-// harness (examples/harness/verified.py, stdlib only) as the README runs
+// TestVerifiedHarnessOverTheSidecar runs docs/trust.md's verified-evidence
+// harness (examples/harness/verified.py, stdlib only) as the page runs
 // it, against a real `policycheck serve --evidence verified --receipt-key`
-// started with the README's arguments: a whole run whose receipts the
+// started with the page's arguments: a whole run whose receipts the
 // harness keeps in each tool return's metadata.policycheck_receipt
 // executes every call, the deferred tool and the vault's included; the
 // same history without the receipts does not reach the vault's tool, and
 // the decision says which evidence did not count.
 func TestVerifiedHarnessOverTheSidecar(t *testing.T) {
-	out := runHarness(t, "policycheck serve --evidence verified ", "python3 examples/harness/verified.py ")
+	out := runHarness(t, "docs/trust.md", "policycheck serve --evidence verified ", "python3 examples/harness/verified.py ")
 	var got struct {
 		Verdicts           [][]string `json:"verdicts"`
 		WithoutReceipts    [][]string `json:"without_receipts"`
@@ -151,23 +151,25 @@ func TestVerifiedHarnessOverTheSidecar(t *testing.T) {
 	assert.Contains(t, got.UnverifiedEvidence[1].Why, `of the load call "l1"`)
 }
 
-// TestReadmeShowsTheHarness: the README's Python harnesses are the
-// committed examples/harness/approvals.py and verified.py, which the tests
-// above run.
+// TestReadmeShowsTheHarness: the Python harnesses the docs show (once the
+// README; docs/approvals.md and docs/trust.md) are the committed
+// examples/harness/approvals.py and verified.py, which the tests above run.
 func TestReadmeShowsTheHarness(t *testing.T) {
-	readme, err := os.ReadFile("../README.md")
+	readme, err := os.ReadFile("../docs/approvals.md")
 	require.NoError(t, err)
 	harness, err := os.ReadFile("harness/approvals.py")
 	require.NoError(t, err)
 	text := string(readme)
 	start := strings.Index(text, "```python\n")
-	require.GreaterOrEqual(t, start, 0, "the README lost its approval harness")
+	require.GreaterOrEqual(t, start, 0, "docs/approvals.md lost its approval harness")
 	rest := text[start+len("```python\n"):]
 	end := strings.Index(rest, "```")
 	require.GreaterOrEqual(t, end, 0)
-	assert.Equal(t, string(harness), rest[:end], "README.md's harness and examples/harness/approvals.py differ")
+	assert.Equal(t, string(harness), rest[:end], "docs/approvals.md's harness and examples/harness/approvals.py differ")
 
 	verified, err := os.ReadFile("harness/verified.py")
 	require.NoError(t, err)
-	assert.Contains(t, text, "```python\n"+string(verified)+"```", "README.md's verified-evidence harness and examples/harness/verified.py differ")
+	trustPage, err := os.ReadFile("../docs/trust.md")
+	require.NoError(t, err)
+	assert.Contains(t, string(trustPage), "```python\n"+string(verified)+"```", "docs/trust.md's verified-evidence harness and examples/harness/verified.py differ")
 }

@@ -122,7 +122,7 @@ func shippedPolicyFiles(modules map[string]*ast.Module) []string {
 // definition or a default), the unit tests and the recorded-run scenarios
 // run in-process, and a survivor not listed in equivalentMutants fails.
 // scripts/rego-mutants.sh runs the slower half (go test of engine/ and
-// policies/ per mutant); docs/testing.md records the latest kill table.
+// policies/ per mutant); docs/contributing.md records the latest kill table.
 func TestMutantsOfTheGateAreKilled(t *testing.T) {
 	if testing.Short() {
 		t.Skip("the mutation run takes a while; not in -short")

@@ -15,7 +15,7 @@ import (
 
 // The run endpoint's retries are documented where a harness author looks:
 // docs/openapi.yaml describes each member of engine.Retry, the schema says
-// what `exceeded: true` asks of the harness, and the README's paragraph
+// what `exceeded: true` asks of the harness, and docs/reference/http.md's paragraph
 // on incremental runs names each member.
 func TestRetriesAreDocumented(t *testing.T) {
 	o := loadOpenAPI(t)
@@ -26,11 +26,11 @@ func TestRetriesAreDocumented(t *testing.T) {
 	assert.Contains(t, desc, "ends the run")
 	props, _ := retry["properties"].(map[string]any)
 
-	readme, err := os.ReadFile(filepath.Join("..", "README.md"))
+	readme, err := os.ReadFile(filepath.Join("..", "docs", "reference", "http.md"))
 	require.NoError(t, err)
 	text := string(readme)
 	start := strings.Index(text, "Its answer adds `step`")
-	require.GreaterOrEqual(t, start, 0, "the README lost its paragraph on the run endpoint's retries")
+	require.GreaterOrEqual(t, start, 0, "docs/reference/http.md lost its paragraph on the run endpoint's retries")
 	para := text[start:]
 	para = para[:strings.Index(para, "\n\n")]
 
@@ -43,7 +43,7 @@ func TestRetriesAreDocumented(t *testing.T) {
 		if assert.True(t, ok, "openapi.yaml's Retry lacks %q", name) {
 			assert.NotEmpty(t, p["description"], "openapi.yaml's Retry.%s has no description", name)
 		}
-		assert.Regexp(t, "[`\"]"+name+"[`\"]", para, "the README's run paragraph does not name %q", name)
+		assert.Regexp(t, "[`\"]"+name+"[`\"]", para, "docs/reference/http.md's run paragraph does not name %q", name)
 	}
 	assert.Len(t, props, len(fields), "openapi.yaml's Retry has members engine.Retry lacks")
 	assert.Contains(t, para, `"exceeded": true`)
