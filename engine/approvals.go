@@ -182,22 +182,19 @@ func approvalRequiredText(s *snapshot, tool string, vm *policyVerdict) (string, 
 }
 
 // finishApprovals records, once the verdicts are final, what became of
-// each approval the request carried, on its calls and in d.Approvals, and
-// hands out what the approver and the harness need: on approval_required
-// the call's arguments and digest, on an execute an approval applied to
-// the arguments to execute.
-func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, binds []*binding) {
-	d.approvals = approvals
+// each approval the request carried, on its calls (verdicts) and in the
+// list it returns (Decision.Approvals), and hands out what the approver
+// and the harness need: on approval_required the call's arguments and
+// digest, on an execute an approval applied to the arguments to execute.
+func finishApprovals(p *prepared, verdicts []CallVerdict) []ApprovalOutcome {
+	f, approvals := p.facts, p.approvals
 	var calls []facts.Call
 	if f.Dispatch != nil {
 		calls = f.Dispatch.Calls
 	}
-	for i := range d.Calls {
-		c := &d.Calls[i]
-		var b *binding
-		if binds != nil {
-			b = binds[i]
-		}
+	for i := range verdicts {
+		c := &verdicts[i]
+		b := at(p.binds, i)
 		switch {
 		case c.Verdict == ApprovalRequired:
 			c.Args = normalizeArgs(calls[i].Args)
@@ -246,12 +243,13 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 		c.Reasons = append(c.Reasons, fmt.Sprintf("approval for tool_call_id %q (%s by %s): %s", b.id, a.Kind, approversText(a), o.Why))
 	}
 	if len(approvals) == 0 {
-		return
+		return nil
 	}
+	var out []ApprovalOutcome
 	for _, id := range slices.Sorted(maps.Keys(approvals)) {
 		a := approvals[id]
 		var o *ApprovalOutcome
-		for _, c := range d.Calls {
+		for _, c := range verdicts {
 			if c.Approval != nil && c.Approval.ToolCallID == id && (o == nil || c.Approval.Applied && !o.Applied) {
 				o = c.Approval
 			}
@@ -263,8 +261,9 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 			}
 			o = &ApprovalOutcome{ToolCallID: id, Kind: a.Kind, Approvers: approversOf(a), Digest: a.Digest, Override: a.OverrideArgs != nil, Why: why}
 		}
-		d.Approvals = append(d.Approvals, *o)
+		out = append(out, *o)
 	}
+	return out
 }
 
 func approversOf(a facts.Approval) []string {
