@@ -166,11 +166,7 @@ func approvalRequiredText(s *snapshot, tool string, vm *policyVerdict) (string, 
 			}
 			continue
 		}
-		where := ""
-		if file := s.ruleFile(pkg, "require_approval"); file != "" {
-			where = " (" + file + ")"
-		}
-		reasons = append(reasons, fmt.Sprintf("approval required by policycheck.rules.%s%s: %s", pkg, where, reason))
+		reasons = append(reasons, fmt.Sprintf("approval required by policycheck.rules.%s%s: %s", pkg, s.ruleWhere(pkg, "require_approval"), reason))
 		if msg != "" {
 			msgs = appendUnique(msgs, msg)
 		}
@@ -213,7 +209,7 @@ func finishApprovals(p *prepared, verdicts []CallVerdict) []ApprovalOutcome {
 			continue
 		}
 		a := b.approval
-		o := &ApprovalOutcome{ToolCallID: b.id, Kind: a.Kind, Approvers: approversOf(a), Digest: a.Digest, Override: a.OverrideArgs != nil, Why: b.why}
+		o := outcomeOf(b.id, a, b.why)
 		if b.bound {
 			switch {
 			case c.FailClosed:
@@ -259,18 +255,20 @@ func finishApprovals(p *prepared, verdicts []CallVerdict) []ApprovalOutcome {
 			if f.Dispatch == nil {
 				why = "not applied: the history does not end with a response, so there is no call to approve"
 			}
-			o = &ApprovalOutcome{ToolCallID: id, Kind: a.Kind, Approvers: approversOf(a), Digest: a.Digest, Override: a.OverrideArgs != nil, Why: why}
+			o = outcomeOf(id, a, why)
 		}
 		out = append(out, *o)
 	}
 	return out
 }
 
-func approversOf(a facts.Approval) []string {
-	if a.Approvers == nil {
-		return []string{}
+// outcomeOf is the outcome of approval a for tool_call_id id, why as said.
+func outcomeOf(id string, a facts.Approval, why string) *ApprovalOutcome {
+	approvers := a.Approvers
+	if approvers == nil {
+		approvers = []string{}
 	}
-	return a.Approvers
+	return &ApprovalOutcome{ToolCallID: id, Kind: a.Kind, Approvers: approvers, Digest: a.Digest, Override: a.OverrideArgs != nil, Why: why}
 }
 
 // normalizeArgs returns a call's raw args as the policies see them (JSON

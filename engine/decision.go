@@ -334,8 +334,8 @@ func subsetSorted(a, b []string) bool {
 }
 
 func contains(sorted []string, s string) bool {
-	i := sort.SearchStrings(sorted, s)
-	return i < len(sorted) && sorted[i] == s
+	_, found := slices.BinarySearch(sorted, s)
+	return found
 }
 
 // fill reads the policy's decision document into o and holds it to the
@@ -392,12 +392,11 @@ func (a answer) readVerdict() {
 	switch c.Verdict {
 	case UnknownTool:
 		c.Message = UnknownToolMessage(c.Tool, a.o.dispatchAvailable, len(a.o.dispatchAvailable) == 0 && resolvedEmpty(s, dispatch, a.hidden))
-		c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
-		c.deciders = s.removers(c.Tool, vm, dispatch)
+		c.Reasons, c.deciders = s.verdictReasons(c.Tool, vm, dispatch)
 	case NotAvailableYet:
 		c.Capability = vm.capability
 		c.Message = NotAvailableMessage(c.Tool, c.Capability)
-		c.Reasons = s.verdictReasons(c.Tool, vm, dispatch)
+		c.Reasons, _ = s.verdictReasons(c.Tool, vm, dispatch)
 	case Denied:
 		if c.Rule == ruleApprovalDenied {
 			// The invariant approval_denied_bound held: a denial is bound.
@@ -587,10 +586,6 @@ func firstFlagged(as []ruleAnswer) *flaggedValue {
 func (s *snapshot) ruleError(f *flaggedValue) error {
 	pkg, rule := f.pkg, f.rule
 	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
-	where := ""
-	if loc := s.ruleFile(pkg, rule); loc != "" {
-		where = " (" + loc + ")"
-	}
 	v, _ := json.Marshal(f.value)
 	want := "a set of tool names (none of them load_capability or search_tools, framework tools no rule can hide)"
 	switch rule {
@@ -600,12 +595,13 @@ func (s *snapshot) ruleError(f *flaggedValue) error {
 		want = `an approval request: an object {"reason": ..., "message": ...} of strings`
 	}
 	return fmt.Errorf("operator rule %s%s yielded %s, which is not %s: the decision fails closed",
-		strings.TrimPrefix(path.String(), "data."), where, v, want)
+		strings.TrimPrefix(path.String(), "data."), s.ruleWhere(pkg, rule), v, want)
 }
 
 func denialText(s *snapshot, tool string, vm *policyVerdict) (string, []string) {
 	if vm.rule == "filter_error" {
-		return failClosedMessage(tool), s.verdictReasons(tool, vm, nil)
+		reasons, _ := s.verdictReasons(tool, vm, nil)
+		return failClosedMessage(tool), reasons
 	}
 	msgs, reasons := denialTextOf(s, vm.denials, "denied by")
 	if len(msgs) == 0 {
@@ -623,14 +619,9 @@ func denialText(s *snapshot, tool string, vm *policyVerdict) (string, []string) 
 // REASON").
 func denialTextOf(s *snapshot, ds []ruleAnswer, verb string) (msgs, reasons []string) {
 	for _, dm := range ds {
-		pkg, reason, msg := dm.pkg, dm.reason, dm.message
-		where := ""
-		if file := s.ruleFile(pkg, "deny"); file != "" {
-			where = " (" + file + ")"
-		}
-		reasons = append(reasons, fmt.Sprintf("%s policycheck.rules.%s%s: %s", verb, pkg, where, reason))
-		if msg != "" {
-			msgs = appendUnique(msgs, msg)
+		reasons = append(reasons, fmt.Sprintf("%s policycheck.rules.%s%s: %s", verb, dm.pkg, s.ruleWhere(dm.pkg, "deny"), dm.reason))
+		if dm.message != "" {
+			msgs = appendUnique(msgs, dm.message)
 		}
 	}
 	return msgs, reasons
@@ -649,30 +640,16 @@ func intersectSorted(a, b []string) []string {
 
 // unionSorted returns the sorted union of a and b (both sorted).
 func unionSorted(a, b []string) []string {
-	out := make([]string, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch {
-		case j == len(b) || (i < len(a) && a[i] < b[j]):
-			out = append(out, a[i])
-			i++
-		case i == len(a) || b[j] < a[i]:
-			out = append(out, b[j])
-			j++
-		default:
-			out = append(out, a[i])
-			i, j = i+1, j+1
-		}
-	}
-	return out
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
-// verdictReasons are the operator-facing reasons of a verdict: the
-// reason the policy gave, then what it says removed the tool, each named
-// with its package and file (the filters that dropped it are the engine's
-// record of their results).
-func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filterResult) []string {
-	var out []string
+// verdictReasons are the operator-facing reasons of a verdict and what
+// of the operator's removed the tool: the reason the policy gave, then
+// each filter that dropped it (the engine's record of their results) and
+// each rule that hid it, named with its package and file.
+func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filterResult) (out []string, by []Decider) {
 	switch {
 	case vm.reason != "":
 		out = append(out, vm.reason)
@@ -680,23 +657,23 @@ func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filt
 		out = append(out, fmt.Sprintf("%q: %s by rule %q of %s, which gives no reason", tool, vm.verdict, vm.rule, decisionQuery))
 	}
 	for _, m := range vm.by {
-		switch m.rule {
-		case "prepare_tools":
-			if dispatch == nil {
-				continue
-			}
+		switch {
+		case m.rule == "prepare_tools" && dispatch != nil:
 			for _, id := range dispatch.droppedBy[tool] {
-				file := ""
+				dc := Decider{Kind: "filter", Name: filterRoot + "." + id + ".prepare_tools"}
 				if f := s.filters[id]; f != nil {
-					file = f.at
+					dc.Location = f.at
 				}
-				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
+				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, dc.Location))
+				by = append(by, dc)
 			}
-		case "hide":
-			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", m.pkg, s.ruleFile(m.pkg, "hide")))
+		case m.rule == "hide":
+			dc := Decider{Kind: "hide", Name: "policycheck.rules." + m.pkg + ".hide", Location: s.ruleFile(m.pkg, "hide")}
+			out = append(out, fmt.Sprintf("hidden by an operator rule, %s (%s), for this request", dc.Name, dc.Location))
+			by = append(by, dc)
 		}
 	}
-	return out
+	return out, by
 }
 
 // Decider is what of the operator's gave a call its verdict: a rule
@@ -731,30 +708,6 @@ func (s *snapshot) answerers(ds []ruleAnswer, rule string) []Decider {
 	return out
 }
 
-// removers are the filters and hide rules that removed the called tool
-// of an unknown_tool verdict, as verdictReasons names them.
-func (s *snapshot) removers(tool string, vm *policyVerdict, dispatch *filterResult) []Decider {
-	var out []Decider
-	for _, m := range vm.by {
-		switch m.rule {
-		case "prepare_tools":
-			if dispatch == nil {
-				continue
-			}
-			for _, id := range dispatch.droppedBy[tool] {
-				dc := Decider{Kind: "filter", Name: filterRoot + "." + id + ".prepare_tools"}
-				if f := s.filters[id]; f != nil {
-					dc.Location = f.at
-				}
-				out = append(out, dc)
-			}
-		case "hide":
-			out = append(out, Decider{Kind: "hide", Name: "policycheck.rules." + m.pkg + ".hide", Location: s.ruleFile(m.pkg, "hide")})
-		}
-	}
-	return out
-}
-
 // DecidedByOperator returns what of the operator's gave the call its verdict: the
 // rules, filters, schema or approval (none for a verdict of the gate
 // alone or of a failed-closed decision). Explanations read it; it is not
@@ -767,6 +720,14 @@ func (s *snapshot) ruleFile(pkg, rule string) string {
 	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
 	if loc := s.rules[path.String()]; loc != nil {
 		return fmt.Sprintf("%s:%d:%d", loc.File, loc.Row, loc.Col)
+	}
+	return ""
+}
+
+// ruleWhere is " (FILE:ROW:COL)" of ruleFile, or "" when it has none.
+func (s *snapshot) ruleWhere(pkg, rule string) string {
+	if loc := s.ruleFile(pkg, rule); loc != "" {
+		return " (" + loc + ")"
 	}
 	return ""
 }
@@ -787,7 +748,7 @@ type stepJSON struct {
 // themselves (internal/jsonout); a Run's decision is followed by "step"
 // and "retries".
 func (d *Decision) MarshalJSON() ([]byte, error) {
-	if !d.run {
+	if d == nil || !d.run {
 		return jsonout.Marshal((*plainDecision)(d))
 	}
 	retries := d.Retries

@@ -296,16 +296,16 @@ func (e *Engine) CacheStats() (hits, misses int64, entries int) {
 // context over 4,096 bytes of JSON is converted every time and counted
 // in neither.
 func (e *Engine) ContextCacheStats() (hits, misses int64, entries int) {
-	c := e.snap.Load().contexts
-	hits, misses = c.Lookups()
-	entries, _ = c.Stats()
-	return hits, misses, entries
+	return lookups(e.snap.Load().contexts)
 }
 
 // DecisionCacheStats reports decision-memo hits, misses and entries (all
 // zero when the memo is off; see DecisionCache).
 func (e *Engine) DecisionCacheStats() (hits, misses int64, entries int) {
-	c := e.snap.Load().decisions
+	return lookups(e.snap.Load().decisions)
+}
+
+func lookups[T any](c *lru.Cache[T]) (hits, misses int64, entries int) {
 	hits, misses = c.Lookups()
 	entries, _ = c.Stats()
 	return hits, misses, entries
@@ -404,16 +404,6 @@ func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) 
 	return d, err
 }
 
-// hasFlows reports whether every call of d carries its flows.
-func hasFlows(d *facts.Dispatch) bool {
-	for _, c := range d.Calls {
-		if c.Flows == nil {
-			return false
-		}
-	}
-	return true
-}
-
 // Input returns the input document the decision query would receive for
 // req, as JSON-compatible values (sets become sorted arrays): what
 // `policycheck facts --format input` prints and opa test fixtures hold.
@@ -440,23 +430,11 @@ func isTool(reg *facts.Registry, name string) bool {
 	return ok
 }
 
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+var equalStrings = slices.Equal[[]string]
 
 func appendUnique(s []string, v string) []string {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
+	if slices.Contains(s, v) {
+		return s
 	}
 	return append(s, v)
 }

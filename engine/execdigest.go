@@ -27,19 +27,3 @@ func (d *Decision) ExecutionDigest(i int) (digest string, ok bool) {
 	}
 	return trust.CallDigest(c.ToolCallID, c.Tool, args), true
 }
-
-// sign is the receipt of call i of d signed by s for the run runID, or
-// "" when the call does not execute (see WithReceipts).
-func (d *Decision) sign(i int, s *trust.Signer, runID string) (string, error) {
-	digest, ok := d.ExecutionDigest(i)
-	if !ok {
-		return "", nil
-	}
-	c := &d.Calls[i]
-	cl := trust.Claims{RunID: runID, ToolCallID: c.ToolCallID, Tool: c.Tool, Digest: digest,
-		PolicyRevision: d.PolicyRevision, RegistryRevision: d.RegistryRevision}
-	if c.Approval != nil && c.Approval.Applied {
-		cl.Approvals = []ApprovalOutcome{*c.Approval}
-	}
-	return s.Sign(cl)
-}

@@ -16,10 +16,8 @@ func (s *snapshot) panicked(req Request, dc *decideConfig, v any, stack []byte) 
 	if p.facts == nil {
 		p.facts = s.factsAfterPanic(req)
 	}
-	o := newOutcome(p.facts)
-	o.errors = []string{fmt.Sprintf("internal error: the engine panicked while deciding, so the decision fails closed (a bug: please report it): %v", v)}
+	o := s.check(p, evaluated{fault: fmt.Sprintf("internal error: the engine panicked while deciding, so the decision fails closed (a bug: please report it): %v", v)})
 	o.panicStack = stack
-	o.close()
 	d, err := s.assemble(p, o, dc)
 	return d, p, err
 }

@@ -130,16 +130,19 @@ func (e *Engine) NewRun(opts ...RunOption) *Run {
 		stepFailed:    map[string]struct{}{},
 		stepSucceeded: map[string]struct{}{},
 	}
-	r.tracker = r.newTracker(reg, e.FactOptions())
+	r.retrack(reg, e.FactOptions())
 	return r
 }
 
-// newTracker is the run's tracker over reg keeping the optional facts o.
-func (r *Run) newTracker(reg *facts.Registry, o facts.Options) *facts.Tracker {
+// retrack gives the run a tracker over reg keeping the optional facts o,
+// holding the run's history.
+func (r *Run) retrack(reg *facts.Registry, o facts.Options) {
 	if r.cfg.evidence != nil {
-		return facts.NewVouchedTracker(reg, o, r.cfg.evidence)
+		r.tracker = facts.NewVouchedTracker(reg, o, r.cfg.evidence)
+	} else {
+		r.tracker = facts.NewTrackerWith(reg, o)
 	}
-	return facts.NewTrackerWith(reg, o)
+	r.tracker.Append(r.history...)
 }
 
 // Rebind makes the run's later steps decide with e, an engine compiled
@@ -215,10 +218,10 @@ func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts .
 // error from before is returned with no decision, and the run is as it
 // was, as for any Step that returns no decision: the sidecar's last
 // chance to refuse a step it cannot answer without changing the run.
-func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, before func(*Decision) error, opts ...DecideOption) (d *Decision, err error) {
+func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, before func(*Decision) error, opts ...DecideOption) (answered *Decision, err error) {
 	n := len(r.history)
 	defer func() {
-		if d == nil {
+		if answered == nil {
 			// No decision came back (an error, or a panic on its way
 			// up): the run is as it was, so the client's retry of the
 			// same step is accepted.
@@ -229,6 +232,7 @@ func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, be
 	r.tracker.Append(r.history[n:]...)
 	faults.At(ctx, faults.RunStep)
 
+	var d *Decision
 	var plan stepPlan
 	// A Reload may swap the registry: derive over the one that decides.
 	for attempt := 0; ; attempt++ {
@@ -236,8 +240,7 @@ func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, be
 		// not keep (after a Rebind or Reload): track them from the start.
 		if reg, fo := r.e.Registry(), r.e.FactOptions(); reg != r.reg || fo != r.tracker.Options() {
 			r.reg = reg
-			r.tracker = r.newTracker(reg, fo)
-			r.tracker.Append(r.history...)
+			r.retrack(reg, fo)
 		}
 		f := r.tracker.FactsWith(r.tracker.Options())
 		s := r.e.snap.Load()
@@ -283,17 +286,14 @@ func (r *Run) plan(d *Decision) stepPlan {
 		return stepPlan{last: -1, retries: []Retry{}}
 	}
 	p := stepPlan{last: last, advance: last != r.dispatched, step: r.step}
-	retries, refused := r.retries, func(n string) bool { _, ok := r.refused[n]; return ok }
+	retries, freed := r.retries, map[string]struct{}(nil)
 	if p.advance {
+		// The carry-over first: the counts, and the free refusals of the
+		// step that ends.
 		p.step++
-		retries = r.carry()
-		refused = func(n string) bool {
-			_, ok := r.refused[n]
-			_, now := r.stepFree[n]
-			return ok || now
-		}
+		retries, freed = r.carry(), r.stepFree
 	}
-	p.retries, p.free, p.charged = r.account(d, retries, refused)
+	p.retries, p.free, p.charged = r.account(d, retries, freed)
 	return p
 }
 
@@ -321,8 +321,7 @@ func (r *Run) rewind(n int) {
 	}
 	clear(r.history[n:])
 	r.history = r.history[:n]
-	r.tracker = r.newTracker(r.reg, r.tracker.Options())
-	r.tracker.Append(r.history...)
+	r.retrack(r.reg, r.tracker.Options())
 }
 
 // carry is the carry-over of spec X8: the counts the next step starts
@@ -355,9 +354,10 @@ func (r *Run) advance() {
 
 // account judges the refusals of d's calls, in order, from the counts
 // the step started with and the names whose free availability refusal
-// earlier steps used: the step's free and charged names replace what an
-// earlier decision of the same step accounted.
-func (r *Run) account(d *Decision, retries map[string]int, refused func(string) bool) (out []Retry, free, charged map[string]struct{}) {
+// earlier steps used (r.refused, and freed when the step is new): the
+// step's free and charged names replace what an earlier decision of the
+// same step accounted.
+func (r *Run) account(d *Decision, retries map[string]int, freed map[string]struct{}) (out []Retry, free, charged map[string]struct{}) {
 	free, charged = map[string]struct{}{}, map[string]struct{}{}
 	out = make([]Retry, len(d.Calls))
 	for i, c := range d.Calls {
@@ -367,7 +367,9 @@ func (r *Run) account(d *Decision, retries map[string]int, refused func(string) 
 			rt.Budget = r.cfg.defaultRetries
 			rt.Charged = true
 		case NotAvailableYet:
-			if _, now := free[c.Tool]; refused(c.Tool) || now {
+			_, before := r.refused[c.Tool]
+			_, earlier := freed[c.Tool]
+			if _, now := free[c.Tool]; before || earlier || now {
 				rt.Charged = true
 			} else {
 				rt.Free = true

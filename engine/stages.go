@@ -10,27 +10,11 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/faults"
+	"github.com/policycheck/policycheck/trust"
 )
 
-// A decision is made in four stages, each a function that returns a
-// value the next one reads; Decide, Explain and Run.Step call the same
-// four through decide:
-//
-//	prepare  → prepared:  the facts, the filters, the calls' arguments read
-//	                      and validated, the approvals bound, the input
-//	evaluate → evaluated: the policy's result, from the memo or Rego, or
-//	                      why the decision fails closed (a fault)
-//	check    → outcome:   the result held to the invariants (invariants.go);
-//	                      a fault, a broken invariant or a failed filter
-//	                      makes it the fail-closed outcome, here and only here
-//	assemble → *Decision: the one place a Decision is built, approvals,
-//	                      receipts (WithReceipts) and a run's accounting
-//	                      included; nothing changes it afterwards
-//
-// Fail-closed is a value: evaluate returns it as a fault, check as an
-// outcome that is closed.
-
-// decide runs the four stages on req. A panic on the way (a bug) is
+// decide runs the four stages of a decision (see the package doc) on req:
+// Decide, Explain and Run.Step all call it. A panic on the way (a bug) is
 // recovered as a decision failed closed (Decision.Panicked).
 func (s *snapshot) decide(ctx context.Context, req Request, dc *decideConfig) (d *Decision, p *prepared, err error) {
 	defer func() {
@@ -107,6 +91,11 @@ func (s *snapshot) derive(h facts.History, v *evidenceVoucher) (*facts.Facts, fa
 	return &f, h
 }
 
+// notCarried ends the reason of a decision whose policies read an
+// optional fact the request cannot give.
+const notCarried = ", which the request's facts do not carry (a decision-log event logged without them, " +
+	"or a facts.Tracker built without Engine.FactOptions) and no history gives"
+
 // prepare is the first stage: the facts (derived, or the request's with
 // the optional facts the policies read), the filters of the active sets,
 // the approvals bound to the calls, the calls' arguments read and
@@ -129,12 +118,10 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 		} else {
 			// Nothing says what the calls were: the decision fails
 			// closed rather than let the policies count none.
-			missing = "the policies read input.facts.tool_calls, which the request's facts do not carry " +
-				"(a decision-log event logged without them, or a facts.Tracker built without Engine.FactOptions) " +
-				"and no history gives"
+			missing = "the policies read input.facts.tool_calls" + notCarried
 		}
 	}
-	if s.opts.Flows && f.Dispatch != nil && !hasFlows(f.Dispatch) {
+	if s.opts.Flows && f.Dispatch != nil && slices.ContainsFunc(f.Dispatch.Calls, func(c facts.Call) bool { return c.Flows == nil }) {
 		if req.History != nil {
 			flows, truncated := facts.Flows(req.History, s.reg, s.opts)
 			withFlows, d := *f, *f.Dispatch
@@ -147,9 +134,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 			withFlows.Dispatch, withFlows.FlowIndexTruncated = &d, truncated
 			f = &withFlows
 		} else if missing == "" {
-			missing = "the policies read input.call.flows, which the request's facts do not carry " +
-				"(a decision-log event logged without them, or a facts.Tracker built without Engine.FactOptions) " +
-				"and no history gives"
+			missing = "the policies read input.call.flows" + notCarried
 		}
 	}
 	ctxTerm, ctxDigest, err := s.contextValue(req.Context)
@@ -205,7 +190,7 @@ func (s *snapshot) evaluate(ctx context.Context, p *prepared, dc *decideConfig) 
 		dc.beforeEval(ctx)
 	}
 	if dc.perCall {
-		res, fault := s.evalPerCall(ctx, p.input, errForcedPerCall)
+		res, fault := s.evalPerCall(ctx, p, errForcedPerCall)
 		return evaluated{res: res, fault: fault}
 	}
 	// A decision whose filters failed is not memoised: it fails closed
@@ -219,22 +204,22 @@ func (s *snapshot) evaluate(ctx context.Context, p *prepared, dc *decideConfig) 
 			return evaluated{res: e.unpack(&s.known)}
 		}
 	}
-	res, fault := s.eval(ctx, p.input)
+	res, fault := s.eval(ctx, p)
 	if res == nil {
 		key = ""
 	}
 	return evaluated{res: res, fault: fault, put: key}
 }
 
-// eval runs the decision query on input and returns the policy's result,
+// eval runs the decision query on p's input and returns the policy's result,
 // decoded, or why the decision fails closed.
-func (s *snapshot) eval(ctx context.Context, input ast.Value) (*policyResult, string) {
-	rs, err := s.decision.Eval(ctx, s.evalWith(input)...)
+func (s *snapshot) eval(ctx context.Context, p *prepared) (*policyResult, string) {
+	rs, err := s.decision.Eval(ctx, s.evalWith(p.input)...)
 	switch {
 	case err != nil:
 		// An error in the rules about one call fails that call closed,
 		// not the decision (percall.go).
-		return s.evalPerCall(ctx, input, err)
+		return s.evalPerCall(ctx, p, err)
 	case len(rs) == 0 || len(rs[0].Expressions) == 0:
 		return nil, "policy decision is undefined: " + s.query + " produced no result"
 	}
@@ -277,9 +262,9 @@ func newOutcome(f *facts.Facts) *outcome {
 }
 
 // check is the third stage: the policy's result held to the invariants
-// (fill). A fault of evaluate, a broken invariant that fails the
-// decision or a failed filter makes the outcome closed: the one place a
-// decision fails closed, besides a recovered panic.
+// (fill). A fault (of evaluate, or a recovered panic), a broken invariant
+// that fails the decision or a failed filter makes the outcome closed:
+// the one place a decision fails closed.
 func (s *snapshot) check(p *prepared, ev evaluated) *outcome {
 	o := newOutcome(p.facts)
 	fault := ev.fault
@@ -342,13 +327,18 @@ func (s *snapshot) assemble(p *prepared, o *outcome, dc *decideConfig) (*Decisio
 		dv.Available = o.dispatchAvailable
 		d.Dispatch = &dv
 	}
-	if dc.signer != nil {
-		for i := range d.Calls {
-			receipt, err := d.sign(i, dc.signer, dc.runID)
-			if err != nil {
+	for i := 0; dc.signer != nil && i < len(d.Calls); i++ {
+		if digest, ok := d.ExecutionDigest(i); ok {
+			c := &d.Calls[i]
+			cl := trust.Claims{RunID: dc.runID, ToolCallID: c.ToolCallID, Tool: c.Tool, Digest: digest,
+				PolicyRevision: d.PolicyRevision, RegistryRevision: d.RegistryRevision}
+			if c.Approval != nil && c.Approval.Applied {
+				cl.Approvals = []ApprovalOutcome{*c.Approval}
+			}
+			var err error
+			if c.Receipt, err = dc.signer.Sign(cl); err != nil {
 				return nil, fmt.Errorf("%w (call %d): %w", ErrSign, i, err)
 			}
-			d.Calls[i].Receipt = receipt
 		}
 	}
 	if dc.account != nil {
