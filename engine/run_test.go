@@ -521,7 +521,10 @@ func TestRunNextRequestDecisions(t *testing.T) {
 
 // TestRunMatchesDecide: at every prefix of every conformance history, fed
 // one message at a time, the run's decision is the stateless Decide's on
-// the full prefix, fingerprint included.
+// the full prefix, fingerprint included, and so is Explain's: the three
+// entry points call the same stages (prepare, evaluate, check, assemble),
+// so they agree on the JSON and on what the JSON leaves out (each call's
+// rule, part, capability, fail-closed mark and deciders).
 func TestRunMatchesDecide(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range conformance.Cases(t) {
@@ -551,6 +554,17 @@ func TestRunMatchesDecide(t *testing.T) {
 				require.NoError(t, err)
 				require.JSONEq(t, string(wantJSON), string(gotJSON), "prefix of %d messages", n)
 				require.Len(t, sd.Retries, len(sd.Calls))
+				x, err := e.Explain(ctx, engine.Request{History: h[:n], Context: ctxDoc})
+				require.NoError(t, err)
+				explained, err := json.Marshal(x.Decision)
+				require.NoError(t, err)
+				require.Equal(t, string(wantJSON), string(explained), "Explain's decision, prefix of %d messages", n)
+				for i, c := range want.Calls {
+					for _, other := range []engine.CallVerdict{sd.Calls[i], x.Decision.Calls[i]} {
+						require.Equal(t, []any{c.Rule, c.Part, c.Capability, c.FailClosed, c.DecidedByOperator()},
+							[]any{other.Rule, other.Part, other.Capability, other.FailClosed, other.DecidedByOperator()}, "call %d, prefix of %d messages", i, n)
+					}
+				}
 			}
 		})
 	}
