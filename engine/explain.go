@@ -102,7 +102,7 @@ type flowExplained struct {
 	// Path is the JSON pointer of the value in the call's arguments.
 	Path string `json:"path"`
 	// Match is "exact" or "contains".
-	Match  string           `json:"match"`
+	Match  string     `json:"match"`
 	Source flowSource `json:"source"`
 }
 
