@@ -32,7 +32,8 @@ const (
 // Decision is the outcome of one evaluation, in the shape of the decision
 // document (docs/decision.md, what `policycheck eval` prints). Every name
 // list is sorted and never nil; lists with the same content may share
-// storage, so treat them as read-only.
+// storage, so treat them as read-only. The engine builds a Decision in
+// one place and never changes it once returned.
 //
 // A decision can fail closed without Decide returning an error: when the
 // policy errs, its deadline (WithDeadline) runs out, its result is

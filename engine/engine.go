@@ -356,9 +356,10 @@ type decideConfig struct {
 	// the run runID (WithReceipts).
 	signer *trust.Signer
 	runID  string
-	// account, set by a Run's step, is the step's number and retry
-	// accounting of the decision being assembled.
-	account func(*Decision) (int, []Retry)
+	// run, for a Run's step, accounts in plan for the decision being
+	// assembled (its Step and Retries).
+	run  *Run
+	plan *stepPlan
 }
 
 // WithReceipts signs, as the decision is assembled, an execution receipt

@@ -245,10 +245,7 @@ func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, be
 		f := r.tracker.FactsWith(r.tracker.Options())
 		s := r.e.snap.Load()
 		dc := s.config(opts)
-		dc.account = func(d *Decision) (int, []Retry) {
-			plan = r.plan(d)
-			return plan.step, plan.retries
-		}
+		dc.run, dc.plan = r, &plan
 		// The history too: a Reload between here and the decision may
 		// bring policies that read optional facts the tracker lacks.
 		if d, _, err = s.decide(ctx, Request{Facts: &f, History: r.history, Context: ctxDoc}, &dc); err != nil {
@@ -287,9 +284,7 @@ func (r *Run) plan(d *Decision) stepPlan {
 	}
 	p := stepPlan{last: last, advance: last != r.dispatched, step: r.step}
 	retries, freed := r.retries, map[string]struct{}(nil)
-	if p.advance {
-		// The carry-over first: the counts, and the free refusals of the
-		// step that ends.
+	if p.advance { // the carry-over first
 		p.step++
 		retries, freed = r.carry(), r.stepFree
 	}
@@ -358,8 +353,13 @@ func (r *Run) advance() {
 // step's free and charged names replace what an earlier decision of the
 // same step accounted.
 func (r *Run) account(d *Decision, retries map[string]int, freed map[string]struct{}) (out []Retry, free, charged map[string]struct{}) {
-	free, charged = map[string]struct{}{}, map[string]struct{}{}
 	out = make([]Retry, len(d.Calls))
+	mark := func(m *map[string]struct{}, tool string) {
+		if *m == nil {
+			*m = map[string]struct{}{}
+		}
+		(*m)[tool] = struct{}{}
+	}
 	for i, c := range d.Calls {
 		rt := Retry{Count: retries[c.Tool], Budget: r.budget(c.Tool)}
 		switch c.Verdict {
@@ -373,7 +373,7 @@ func (r *Run) account(d *Decision, retries map[string]int, freed map[string]stru
 				rt.Charged = true
 			} else {
 				rt.Free = true
-				free[c.Tool] = struct{}{}
+				mark(&free, c.Tool)
 			}
 		case Denied:
 			rt.Charged = !c.FailClosed
@@ -386,7 +386,7 @@ func (r *Run) account(d *Decision, retries map[string]int, freed map[string]stru
 				rt.Exceeded = true
 				rt.Message = exceededMessage(c.Tool, rt.Budget)
 			} else {
-				charged[c.Tool] = struct{}{}
+				mark(&charged, c.Tool)
 			}
 		}
 		out[i] = rt

@@ -33,7 +33,7 @@ func (s *snapshot) decide(ctx context.Context, req Request, dc *decideConfig) (d
 	faults.At(ctx, faults.EngineDecide)
 	ev := s.evaluate(ctx, p, dc)
 	o := s.check(p, ev)
-	if ev.put != "" && !o.closed && ctx.Err() == nil {
+	if ev.put != "" && ev.res != nil && !o.closed && ctx.Err() == nil {
 		s.decisions.Put(ev.put, packEntry(ev.res, &s.known))
 	}
 	d, err = s.assemble(p, o, dc)
@@ -68,6 +68,7 @@ type prepared struct {
 	// missing says which optional fact the policies read that the
 	// request could not give: the decision fails closed.
 	missing string
+	checked outcome // the check stage's (here: one allocation less)
 }
 
 // at is element i of a per-call slice, or nil when there is none.
@@ -195,20 +196,17 @@ func (s *snapshot) evaluate(ctx context.Context, p *prepared, dc *decideConfig) 
 	}
 	// A decision whose filters failed is not memoised: it fails closed
 	// whatever the policy says, and a filter error may be a timeout.
-	var key string
+	ev := evaluated{}
 	if s.decisions != nil && len(p.filterErrors) == 0 {
-		key = inputKey(p.input)
-		if e, hit := s.decisions.Get(key); hit {
+		ev.put = inputKey(p.input)
+		if e, hit := s.decisions.Get(ev.put); hit {
 			// The name lists come out as new slices: no decision shares
 			// them with another.
 			return evaluated{res: e.unpack(&s.known)}
 		}
 	}
-	res, fault := s.eval(ctx, p)
-	if res == nil {
-		key = ""
-	}
-	return evaluated{res: res, fault: fault, put: key}
+	ev.res, ev.fault = s.eval(ctx, p)
+	return ev
 }
 
 // eval runs the decision query on p's input and returns the policy's result,
@@ -239,8 +237,7 @@ func (s *snapshot) eval(ctx context.Context, p *prepared) (*policyResult, string
 // Decision.
 type outcome struct {
 	available, advertised, wouldHide []string
-	// dispatch: the facts have a dispatch; dispatchAvailable is then what
-	// its calls may execute.
+	// dispatch: the facts have one, whose calls may execute dispatchAvailable.
 	dispatch          bool
 	dispatchAvailable []string
 	calls             []CallVerdict
@@ -250,9 +247,10 @@ type outcome struct {
 	panicStack        []byte
 }
 
-func newOutcome(f *facts.Facts) *outcome {
-	o := &outcome{available: []string{}, advertised: []string{}, calls: []CallVerdict{}}
-	if fd := f.Dispatch; fd != nil {
+func newOutcome(p *prepared) *outcome {
+	o := &p.checked
+	*o = outcome{available: []string{}, advertised: []string{}, calls: []CallVerdict{}}
+	if fd := p.facts.Dispatch; fd != nil {
 		o.dispatch, o.dispatchAvailable = true, []string{}
 		for _, c := range fd.Calls {
 			o.calls = append(o.calls, CallVerdict{ToolCallID: c.ToolCallID, Tool: c.Tool, Part: c.Part})
@@ -266,7 +264,7 @@ func newOutcome(f *facts.Facts) *outcome {
 // that fails the decision or a failed filter makes the outcome closed:
 // the one place a decision fails closed.
 func (s *snapshot) check(p *prepared, ev evaluated) *outcome {
-	o := newOutcome(p.facts)
+	o := newOutcome(p)
 	fault := ev.fault
 	if ev.res != nil {
 		if err := o.fill(s, p, ev.res); err != nil {
@@ -341,9 +339,9 @@ func (s *snapshot) assemble(p *prepared, o *outcome, dc *decideConfig) (*Decisio
 			}
 		}
 	}
-	if dc.account != nil {
-		d.run = true
-		d.Step, d.Retries = dc.account(d)
+	if dc.run != nil {
+		*dc.plan = dc.run.plan(d)
+		d.run, d.Step, d.Retries = true, dc.plan.step, dc.plan.retries
 	}
 	return d, nil
 }
