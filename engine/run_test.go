@@ -18,6 +18,7 @@ import (
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
 	"github.com/policycheck/policycheck/internal/faults"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -727,6 +728,7 @@ func BenchmarkRunStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			cpu := cputime.PerOp(b)
 			i := 0
 			for b.Loop() {
 				id := fmt.Sprintf("b%d", i)
@@ -739,17 +741,20 @@ func BenchmarkRunStep(b *testing.B) {
 					b.Fatal(err, sd.Calls)
 				}
 			}
+			cpu()
 		})
 		b.Run(fmt.Sprintf("decide/history=%d", n), func(b *testing.B) {
 			full := append(append(facts.History{}, h...),
 				runRequest(runReturnPart("get_time", "p", facts.ToolKindNone)), runResponse(runCallPart("get_time", "x")))
 			b.ReportAllocs()
+			cpu := cputime.PerOp(b)
 			for b.Loop() {
 				d, err := e.Decide(ctx, engine.Request{History: full})
 				if err != nil || d.Calls[0].Verdict != engine.Execute {
 					b.Fatal(err)
 				}
 			}
+			cpu()
 		})
 	}
 }
