@@ -166,11 +166,7 @@ func approvalRequiredText(s *snapshot, tool string, vm *policyVerdict) (string, 
 			}
 			continue
 		}
-		where := ""
-		if file := s.ruleFile(pkg, "require_approval"); file != "" {
-			where = " (" + file + ")"
-		}
-		reasons = append(reasons, fmt.Sprintf("approval required by policycheck.rules.%s%s: %s", pkg, where, reason))
+		reasons = append(reasons, fmt.Sprintf("approval required by policycheck.rules.%s%s: %s", pkg, s.ruleWhere(pkg, "require_approval"), reason))
 		if msg != "" {
 			msgs = appendUnique(msgs, msg)
 		}
@@ -182,22 +178,19 @@ func approvalRequiredText(s *snapshot, tool string, vm *policyVerdict) (string, 
 }
 
 // finishApprovals records, once the verdicts are final, what became of
-// each approval the request carried, on its calls and in d.Approvals, and
-// hands out what the approver and the harness need: on approval_required
-// the call's arguments and digest, on an execute an approval applied to
-// the arguments to execute.
-func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, binds []*binding) {
-	d.approvals = approvals
+// each approval the request carried, on its calls (verdicts) and in the
+// list it returns (Decision.Approvals), and hands out what the approver
+// and the harness need: on approval_required the call's arguments and
+// digest, on an execute an approval applied to the arguments to execute.
+func finishApprovals(p *prepared, verdicts []CallVerdict) []ApprovalOutcome {
+	f, approvals := p.facts, p.approvals
 	var calls []facts.Call
 	if f.Dispatch != nil {
 		calls = f.Dispatch.Calls
 	}
-	for i := range d.Calls {
-		c := &d.Calls[i]
-		var b *binding
-		if binds != nil {
-			b = binds[i]
-		}
+	for i := range verdicts {
+		c := &verdicts[i]
+		b := at(p.binds, i)
 		switch {
 		case c.Verdict == ApprovalRequired:
 			c.Args = normalizeArgs(calls[i].Args)
@@ -216,7 +209,7 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 			continue
 		}
 		a := b.approval
-		o := &ApprovalOutcome{ToolCallID: b.id, Kind: a.Kind, Approvers: approversOf(a), Digest: a.Digest, Override: a.OverrideArgs != nil, Why: b.why}
+		o := outcomeOf(b.id, a, b.why)
 		if b.bound {
 			switch {
 			case c.FailClosed:
@@ -246,12 +239,13 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 		c.Reasons = append(c.Reasons, fmt.Sprintf("approval for tool_call_id %q (%s by %s): %s", b.id, a.Kind, approversText(a), o.Why))
 	}
 	if len(approvals) == 0 {
-		return
+		return nil
 	}
+	var out []ApprovalOutcome
 	for _, id := range slices.Sorted(maps.Keys(approvals)) {
 		a := approvals[id]
 		var o *ApprovalOutcome
-		for _, c := range d.Calls {
+		for _, c := range verdicts {
 			if c.Approval != nil && c.Approval.ToolCallID == id && (o == nil || c.Approval.Applied && !o.Applied) {
 				o = c.Approval
 			}
@@ -261,17 +255,20 @@ func (d *Decision) finishApprovals(f *facts.Facts, approvals facts.Approvals, bi
 			if f.Dispatch == nil {
 				why = "not applied: the history does not end with a response, so there is no call to approve"
 			}
-			o = &ApprovalOutcome{ToolCallID: id, Kind: a.Kind, Approvers: approversOf(a), Digest: a.Digest, Override: a.OverrideArgs != nil, Why: why}
+			o = outcomeOf(id, a, why)
 		}
-		d.Approvals = append(d.Approvals, *o)
+		out = append(out, *o)
 	}
+	return out
 }
 
-func approversOf(a facts.Approval) []string {
-	if a.Approvers == nil {
-		return []string{}
+// outcomeOf is the outcome of approval a for tool_call_id id, why as said.
+func outcomeOf(id string, a facts.Approval, why string) *ApprovalOutcome {
+	approvers := a.Approvers
+	if approvers == nil {
+		approvers = []string{}
 	}
-	return a.Approvers
+	return &ApprovalOutcome{ToolCallID: id, Kind: a.Kind, Approvers: approvers, Digest: a.Digest, Override: a.OverrideArgs != nil, Why: why}
 }
 
 // normalizeArgs returns a call's raw args as the policies see them (JSON

@@ -32,7 +32,8 @@ const (
 // Decision is the outcome of one evaluation, in the shape of the decision
 // document (docs/decision.md, what `policycheck eval` prints). Every name
 // list is sorted and never nil; lists with the same content may share
-// storage, so treat them as read-only.
+// storage, so treat them as read-only. The engine builds a Decision in
+// one place and never changes it once returned.
 //
 // A decision can fail closed without Decide returning an error: when the
 // policy errs, its deadline (WithDeadline) runs out, its result is
@@ -44,10 +45,10 @@ const (
 type Decision struct {
 	Fingerprint string         `json:"fingerprint"`
 	Window      facts.Position `json:"window"`
-	Facts       FactsView      `json:"facts"`
+	Facts       factsView      `json:"facts"`
 	Available   []string       `json:"available"`
 	Advertised  []string       `json:"advertised"`
-	Dispatch    *DispatchView  `json:"dispatch,omitempty"`
+	Dispatch    *dispatchView  `json:"dispatch,omitempty"`
 	Calls       []CallVerdict  `json:"calls"`
 	// Approvals records each approval the request carried: who answered
 	// what and whether it applied (absent when the request carried none).
@@ -69,6 +70,17 @@ type Decision struct {
 	// PolicyRevision and RegistryRevision identify what decided.
 	PolicyRevision   string `json:"-"`
 	RegistryRevision string `json:"-"`
+	// Step and Retries are the section of a decision made by a Run
+	// (Run.Step), which its JSON writes after the decision's members as
+	// "step" and "retries": Step is the number (from 1) of the dispatch
+	// the decision judged, 0 when the history does not end with a
+	// response; Retries holds one entry per call, parallel to Calls.
+	// Decide leaves them out.
+	Step    int     `json:"-"`
+	Retries []Retry `json:"-"`
+
+	// run: the decision is a Run's step (its JSON has the step section).
+	run bool
 
 	facts   *facts.Facts
 	removal *removal  // what removed tools, read by Removed
@@ -174,21 +186,21 @@ func (d *Decision) Removed(tool string) []string {
 	return out
 }
 
-// FactsView is the facts block of the decision.
-type FactsView struct {
+// factsView is the facts block of the decision.
+type factsView struct {
 	Discovered         []string `json:"discovered"`
 	Loaded             []string `json:"loaded"`
 	Returned           []string `json:"returned"`
 	ActiveCapabilities []string `json:"active_capabilities"`
 }
 
-// DispatchView is the dispatch block of a decision and of a FactsReport:
+// dispatchView is the dispatch block of a decision and of a FactsReport:
 // the dispatch facts and, in a decision, what they make available.
-type DispatchView struct {
+type dispatchView struct {
 	Provider           *string        `json:"provider"`
 	Window             facts.Position `json:"window"`
 	Loaded             []string       `json:"loaded"`
-	Evidence           EvidenceView   `json:"evidence"`
+	Evidence           evidenceView   `json:"evidence"`
 	ActiveCapabilities []string       `json:"active_capabilities"`
 	// Available is what the dispatch facts make available: in a decision
 	// never nil (an empty list is written), in a FactsReport nil and not
@@ -196,8 +208,8 @@ type DispatchView struct {
 	Available []string `json:"available,omitzero"`
 }
 
-// EvidenceView is the anchored evidence.
-type EvidenceView struct {
+// evidenceView is the anchored evidence.
+type evidenceView struct {
 	Discovered []string `json:"discovered"`
 	Loaded     []string `json:"loaded"`
 }
@@ -264,49 +276,6 @@ func (d *Decision) FailedClosed() bool { return len(d.Errors) > 0 }
 // FactsUsed returns the facts the decision was made on.
 func (d *Decision) FactsUsed() *facts.Facts { return d.facts }
 
-func newDecision(f *facts.Facts) *Decision {
-	r := ReportFacts(f)
-	d := &Decision{
-		Window:     r.Window,
-		Facts:      r.Facts,
-		Available:  []string{},
-		Advertised: []string{},
-		Calls:      []CallVerdict{},
-		facts:      f,
-
-		UnverifiedEvidence: unverified(f.Unvouched),
-	}
-	if fd := f.Dispatch; fd != nil {
-		dv := *r.Dispatch
-		dv.Available = []string{}
-		d.Dispatch = &dv
-		for _, c := range fd.Calls {
-			d.Calls = append(d.Calls, CallVerdict{ToolCallID: c.ToolCallID, Tool: c.Tool, Part: c.Part})
-		}
-	}
-	return d
-}
-
-// failClosed makes every registry tool unavailable and denies every call.
-func (d *Decision) failClosed(s *snapshot, why string) {
-	if why != "" {
-		d.Errors = appendUnique(d.Errors, why)
-	}
-	d.Available, d.Advertised, d.WouldHide = []string{}, []string{}, nil
-	if d.Dispatch != nil {
-		d.Dispatch.Available = []string{}
-	}
-	for i := range d.Calls {
-		c := &d.Calls[i]
-		c.Verdict = Denied
-		c.Message = failClosedMessage(c.Tool)
-		c.Capability = ""
-		c.FailClosed = true
-		c.WouldDeny, c.ArgsErrors = nil, nil
-		c.Reasons = append([]string{}, d.Errors...)
-	}
-}
-
 // setNames returns the elements of a set of strings, sorted; ok is false
 // when the set holds anything but strings. OPA's sets hand out their
 // elements only sorted with its generic term order, which costs more than
@@ -366,33 +335,33 @@ func subsetSorted(a, b []string) bool {
 }
 
 func contains(sorted []string, s string) bool {
-	i := sort.SearchStrings(sorted, s)
-	return i < len(sorted) && sorted[i] == s
+	_, found := slices.BinarySearch(sorted, s)
+	return found
 }
 
-// fill reads the policy's decision document and holds it to the
+// fill reads the policy's decision document into o and holds it to the
 // invariants (invariants.go) that make advertisement, the gate and the
-// messages agree.
-func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterResult) error {
+// messages agree. An error fails the decision closed.
+func (o *outcome) fill(s *snapshot, p *prepared, res *policyResult) error {
 	// An operator rule whose value the contract could not check at load
 	// and the gate found of a refused shape fails the decision closed.
 	if len(res.ruleErrors) > 0 {
 		return s.ruleError(&res.ruleErrors[0])
 	}
-	d.Available, d.Advertised = res.available, res.advertised
+	o.available, o.advertised = res.available, res.advertised
 	hidden := make(map[string]bool, len(res.hidden))
 	for _, n := range res.hidden {
 		hidden[n] = true
 	}
-	d.removal = &removal{s: s, next: next, dispatch: dispatch, hidden: hidden}
-	if d.Dispatch != nil && res.dispatchErr == nil {
-		d.Dispatch.Available = res.dispatchAvailable
+	o.removal = &removal{s: s, next: p.next, dispatch: p.dispatch, hidden: hidden}
+	if o.dispatch && res.dispatchErr == nil {
+		o.dispatchAvailable = res.dispatchAvailable
 	}
-	a := answer{s: s, d: d, res: res, dispatch: dispatch, hidden: hidden}
+	a := answer{s: s, o: o, p: p, res: res, hidden: hidden}
 	if _, err := checkInvariants(a, onAnswer); err != nil {
 		return err
 	}
-	if d.Dispatch == nil {
+	if !o.dispatch {
 		return nil
 	}
 	if res.dispatchErr != nil {
@@ -400,7 +369,7 @@ func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterRe
 	}
 	for i := range res.verdicts {
 		vm := &res.verdicts[i]
-		c := &d.Calls[i]
+		c := &o.calls[i]
 		c.Verdict, c.Rule = vm.verdict, vm.rule
 		a.i, a.vm, a.c = i, vm, c
 		replaced, err := checkInvariants(a, beforeVerdict)
@@ -410,7 +379,7 @@ func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterRe
 		if replaced {
 			continue
 		}
-		d.readVerdict(s, a)
+		a.readVerdict()
 		if _, err := checkInvariants(a, afterVerdict); err != nil {
 			return err
 		}
@@ -419,21 +388,20 @@ func (d *Decision) fill(s *snapshot, res *policyResult, next, dispatch *filterRe
 }
 
 // readVerdict gives call a.i the policy's verdict's message and reasons.
-func (d *Decision) readVerdict(s *snapshot, a answer) {
-	c, vm := a.c, a.vm
+func (a answer) readVerdict() {
+	s, c, vm, dispatch := a.s, a.c, a.vm, a.p.dispatch
 	switch c.Verdict {
 	case UnknownTool:
-		c.Message = UnknownToolMessage(c.Tool, d.Dispatch.Available, len(d.Dispatch.Available) == 0 && resolvedEmpty(s, a.dispatch, a.hidden))
-		c.Reasons = s.verdictReasons(c.Tool, vm, a.dispatch)
-		c.deciders = s.removers(c.Tool, vm, a.dispatch)
+		c.Message = UnknownToolMessage(c.Tool, a.o.dispatchAvailable, len(a.o.dispatchAvailable) == 0 && resolvedEmpty(s, dispatch, a.hidden))
+		c.Reasons, c.deciders = s.verdictReasons(c.Tool, vm, dispatch)
 	case NotAvailableYet:
 		c.Capability = vm.capability
 		c.Message = NotAvailableMessage(c.Tool, c.Capability)
-		c.Reasons = s.verdictReasons(c.Tool, vm, a.dispatch)
+		c.Reasons, _ = s.verdictReasons(c.Tool, vm, dispatch)
 	case Denied:
 		if c.Rule == ruleApprovalDenied {
 			// The invariant approval_denied_bound held: a denial is bound.
-			b := d.bindingOf(a.i)
+			b := at(a.p.binds, a.i)
 			c.Message = denialMessage(b.approval)
 			c.Reasons = []string{fmt.Sprintf("denied by %s through the approval bound to this call", approversText(b.approval))}
 			c.deciders = []Decider{{Kind: "approval", Name: "denied by " + approversText(b.approval)}}
@@ -470,15 +438,6 @@ func resolvedEmpty(s *snapshot, dispatch *filterResult, hidden map[string]bool) 
 	return true
 }
 
-// argsProblemsOf returns why call i's arguments fail its tool's schema,
-// or nil when they validate (or the tool has none).
-func (d *Decision) argsProblemsOf(i int) *argsInvalid {
-	if d.argsProblems == nil {
-		return nil
-	}
-	return d.argsProblems[i]
-}
-
 // checkArgs gives call i, whose arguments fail its tool's schema, the
 // verdict invalid_args, whatever the policy said after the gate: only an
 // unknown_tool or not_available_yet refusal, or a denial made because the
@@ -486,9 +445,9 @@ func (d *Decision) argsProblemsOf(i int) *argsInvalid {
 // so itself; a replacement availability policy that does not know the
 // verdict cannot execute such a call, nor have it approved or denied by
 // a rule.
-func (d *Decision) checkArgs(i int) {
-	probs := d.argsProblemsOf(i)
-	c := &d.Calls[i]
+func (a answer) checkArgs() {
+	probs := at(a.p.invalid, a.i)
+	c := a.c
 	if probs == nil || c.Verdict == UnknownTool || c.Verdict == NotAvailableYet || c.FailClosed {
 		return
 	}
@@ -583,14 +542,6 @@ func readTerm(a facts.Args) (*ast.Term, *facts.ArgsProblem) {
 	return ast.NewTerm(v), nil
 }
 
-// bindingOf returns the approval binding of call i, or nil.
-func (d *Decision) bindingOf(i int) *binding {
-	if d.binds == nil {
-		return nil
-	}
-	return d.binds[i]
-}
-
 // unresolved says why tool is outside the resolved tool set of the
 // dispatch (a registry tool no dispatch filter dropped and no rule hid, or
 // a framework tool present: load_capability while a capability is
@@ -636,10 +587,6 @@ func firstFlagged(as []ruleAnswer) *flaggedValue {
 func (s *snapshot) ruleError(f *flaggedValue) error {
 	pkg, rule := f.pkg, f.rule
 	path := ast.Ref{ast.DefaultRootDocument, ast.StringTerm("policycheck"), ast.StringTerm("rules"), ast.StringTerm(pkg), ast.StringTerm(rule)}
-	where := ""
-	if loc := s.ruleFile(pkg, rule); loc != "" {
-		where = " (" + loc + ")"
-	}
 	v, _ := json.Marshal(f.value)
 	want := "a set of tool names (none of them load_capability or search_tools, framework tools no rule can hide)"
 	switch rule {
@@ -649,12 +596,13 @@ func (s *snapshot) ruleError(f *flaggedValue) error {
 		want = `an approval request: an object {"reason": ..., "message": ...} of strings`
 	}
 	return fmt.Errorf("operator rule %s%s yielded %s, which is not %s: the decision fails closed",
-		strings.TrimPrefix(path.String(), "data."), where, v, want)
+		strings.TrimPrefix(path.String(), "data."), s.ruleWhere(pkg, rule), v, want)
 }
 
 func denialText(s *snapshot, tool string, vm *policyVerdict) (string, []string) {
 	if vm.rule == "filter_error" {
-		return failClosedMessage(tool), s.verdictReasons(tool, vm, nil)
+		reasons, _ := s.verdictReasons(tool, vm, nil)
+		return failClosedMessage(tool), reasons
 	}
 	msgs, reasons := denialTextOf(s, vm.denials, "denied by")
 	if len(msgs) == 0 {
@@ -672,14 +620,9 @@ func denialText(s *snapshot, tool string, vm *policyVerdict) (string, []string) 
 // REASON").
 func denialTextOf(s *snapshot, ds []ruleAnswer, verb string) (msgs, reasons []string) {
 	for _, dm := range ds {
-		pkg, reason, msg := dm.pkg, dm.reason, dm.message
-		where := ""
-		if file := s.ruleFile(pkg, "deny"); file != "" {
-			where = " (" + file + ")"
-		}
-		reasons = append(reasons, fmt.Sprintf("%s policycheck.rules.%s%s: %s", verb, pkg, where, reason))
-		if msg != "" {
-			msgs = appendUnique(msgs, msg)
+		reasons = append(reasons, fmt.Sprintf("%s policycheck.rules.%s%s: %s", verb, dm.pkg, s.ruleWhere(dm.pkg, "deny"), dm.reason))
+		if dm.message != "" {
+			msgs = appendUnique(msgs, dm.message)
 		}
 	}
 	return msgs, reasons
@@ -698,30 +641,16 @@ func intersectSorted(a, b []string) []string {
 
 // unionSorted returns the sorted union of a and b (both sorted).
 func unionSorted(a, b []string) []string {
-	out := make([]string, 0, len(a)+len(b))
-	i, j := 0, 0
-	for i < len(a) || j < len(b) {
-		switch {
-		case j == len(b) || (i < len(a) && a[i] < b[j]):
-			out = append(out, a[i])
-			i++
-		case i == len(a) || b[j] < a[i]:
-			out = append(out, b[j])
-			j++
-		default:
-			out = append(out, a[i])
-			i, j = i+1, j+1
-		}
-	}
-	return out
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
 }
 
-// verdictReasons are the operator-facing reasons of a verdict: the
-// reason the policy gave, then what it says removed the tool, each named
-// with its package and file (the filters that dropped it are the engine's
-// record of their results).
-func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filterResult) []string {
-	var out []string
+// verdictReasons are the operator-facing reasons of a verdict and what
+// of the operator's removed the tool: the reason the policy gave, then
+// each filter that dropped it (the engine's record of their results) and
+// each rule that hid it, named with its package and file.
+func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filterResult) (out []string, by []Decider) {
 	switch {
 	case vm.reason != "":
 		out = append(out, vm.reason)
@@ -729,23 +658,23 @@ func (s *snapshot) verdictReasons(tool string, vm *policyVerdict, dispatch *filt
 		out = append(out, fmt.Sprintf("%q: %s by rule %q of %s, which gives no reason", tool, vm.verdict, vm.rule, decisionQuery))
 	}
 	for _, m := range vm.by {
-		switch m.rule {
-		case "prepare_tools":
-			if dispatch == nil {
-				continue
-			}
+		switch {
+		case m.rule == "prepare_tools" && dispatch != nil:
 			for _, id := range dispatch.droppedBy[tool] {
-				file := ""
+				dc := Decider{Kind: "filter", Name: filterRoot + "." + id + ".prepare_tools"}
 				if f := s.filters[id]; f != nil {
-					file = f.at
+					dc.Location = f.at
 				}
-				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, file))
+				out = append(out, fmt.Sprintf("dropped by filter %s.%s (%s): a filtered tool is unknown", filterRoot, id, dc.Location))
+				by = append(by, dc)
 			}
-		case "hide":
-			out = append(out, fmt.Sprintf("hidden by an operator rule, policycheck.rules.%s.hide (%s), for this request", m.pkg, s.ruleFile(m.pkg, "hide")))
+		case m.rule == "hide":
+			dc := Decider{Kind: "hide", Name: "policycheck.rules." + m.pkg + ".hide", Location: s.ruleFile(m.pkg, "hide")}
+			out = append(out, fmt.Sprintf("hidden by an operator rule, %s (%s), for this request", dc.Name, dc.Location))
+			by = append(by, dc)
 		}
 	}
-	return out
+	return out, by
 }
 
 // Decider is what of the operator's gave a call its verdict: a rule
@@ -780,30 +709,6 @@ func (s *snapshot) answerers(ds []ruleAnswer, rule string) []Decider {
 	return out
 }
 
-// removers are the filters and hide rules that removed the called tool
-// of an unknown_tool verdict, as verdictReasons names them.
-func (s *snapshot) removers(tool string, vm *policyVerdict, dispatch *filterResult) []Decider {
-	var out []Decider
-	for _, m := range vm.by {
-		switch m.rule {
-		case "prepare_tools":
-			if dispatch == nil {
-				continue
-			}
-			for _, id := range dispatch.droppedBy[tool] {
-				dc := Decider{Kind: "filter", Name: filterRoot + "." + id + ".prepare_tools"}
-				if f := s.filters[id]; f != nil {
-					dc.Location = f.at
-				}
-				out = append(out, dc)
-			}
-		case "hide":
-			out = append(out, Decider{Kind: "hide", Name: "policycheck.rules." + m.pkg + ".hide", Location: s.ruleFile(m.pkg, "hide")})
-		}
-	}
-	return out
-}
-
 // DecidedByOperator returns what of the operator's gave the call its verdict: the
 // rules, filters, schema or approval (none for a verdict of the gate
 // alone or of a failed-closed decision). Explanations read it; it is not
@@ -820,12 +725,36 @@ func (s *snapshot) ruleFile(pkg, rule string) string {
 	return ""
 }
 
+// ruleWhere is " (FILE:ROW:COL)" of ruleFile, or "" when it has none.
+func (s *snapshot) ruleWhere(pkg, rule string) string {
+	if loc := s.ruleFile(pkg, rule); loc != "" {
+		return " (" + loc + ")"
+	}
+	return ""
+}
+
 // plainDecision is a Decision without its MarshalJSON, for encoding/json.
 type plainDecision Decision
 
+// stepJSON is the JSON of a Run's decision: the decision's members, then
+// "step" and "retries".
+type stepJSON struct {
+	*plainDecision
+	Step    int     `json:"step"`
+	Retries []Retry `json:"retries"`
+}
+
 // MarshalJSON writes the decision exactly as docs/decision.md describes,
 // as every JSON output of policycheck writes strings: <, > and & as
-// themselves (internal/ground/jsonout).
+// themselves (internal/ground/jsonout); a Run's decision is followed by "step"
+// and "retries".
 func (d *Decision) MarshalJSON() ([]byte, error) {
-	return jsonout.Marshal((*plainDecision)(d))
+	if d == nil || !d.run {
+		return jsonout.Marshal((*plainDecision)(d))
+	}
+	retries := d.Retries
+	if retries == nil {
+		retries = []Retry{}
+	}
+	return jsonout.Marshal(stepJSON{(*plainDecision)(d), d.Step, retries})
 }

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"runtime/debug"
 	"slices"
 	"sort"
 	"strconv"
@@ -19,9 +18,9 @@ import (
 	"github.com/open-policy-agent/opa/v1/ast"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/internal/ground/faults"
 	"github.com/policycheck/policycheck/internal/ground/lru"
 	"github.com/policycheck/policycheck/internal/ground/regoutil"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // Option configures an Engine at construction.
@@ -297,16 +296,16 @@ func (e *Engine) CacheStats() (hits, misses int64, entries int) {
 // context over 4,096 bytes of JSON is converted every time and counted
 // in neither.
 func (e *Engine) ContextCacheStats() (hits, misses int64, entries int) {
-	c := e.snap.Load().contexts
-	hits, misses = c.Lookups()
-	entries, _ = c.Stats()
-	return hits, misses, entries
+	return lookups(e.snap.Load().contexts)
 }
 
 // DecisionCacheStats reports decision-memo hits, misses and entries (all
 // zero when the memo is off; see DecisionCache).
 func (e *Engine) DecisionCacheStats() (hits, misses int64, entries int) {
-	c := e.snap.Load().decisions
+	return lookups(e.snap.Load().decisions)
+}
+
+func lookups[T any](c *lru.Cache[T]) (hits, misses int64, entries int) {
 	hits, misses = c.Lookups()
 	entries, _ = c.Stats()
 	return hits, misses, entries
@@ -353,7 +352,29 @@ type decideConfig struct {
 	// evidence, when set, vouches for the evidence of a history the
 	// decision derives its facts from (VerifiedEvidence).
 	evidence *evidenceVoucher
+	// signer, when set, signs the receipts of the executing calls for
+	// the run runID (WithReceipts).
+	signer *trust.Signer
+	runID  string
+	// run, for a Run's step, accounts in plan for the decision being
+	// assembled (its Step and Retries).
+	run  *Run
+	plan *stepPlan
 }
+
+// WithReceipts signs, as the decision is assembled, an execution receipt
+// for each call that executes (CallVerdict.Receipt) with s, for the run
+// runID ("" for a stateless decision; a Run's steps pass the run's id).
+// A receipt that cannot be signed is an error: no decision is returned,
+// and a Run's step leaves the run as it was. With s nil nothing is
+// signed.
+func WithReceipts(s *trust.Signer, runID string) DecideOption {
+	return func(c *decideConfig) { c.signer, c.runID = s, runID }
+}
+
+// ErrSign is the error, wrapped, of a decision whose receipt could not
+// be signed (WithReceipts).
+var ErrSign = errors.New("engine: an execution receipt could not be signed")
 
 // WithApprovals sets the approvals of a decision whose Request carries
 // none (see Request.Approvals): the way to hand them to Run.Step, and to
@@ -372,234 +393,16 @@ func WithDeadline(d time.Duration) DecideOption { return func(c *decideConfig) {
 // call denied) and say why in Decision.Errors, so a nil error does not
 // mean the policy decided: check Decision.FailedClosed. An error is
 // returned only for input the engine cannot represent (a context that is
-// not JSON).
+// not JSON) and for a receipt that cannot be signed (WithReceipts).
 //
 // A panic on the decision's path (a bug) is recovered: Decide returns a
 // decision failed closed with the panic in Errors (Decision.Panicked),
 // never a crash of the caller.
-func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (d *Decision, err error) {
+func (e *Engine) Decide(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
 	s := e.snap.Load()
-	defer func() {
-		if v := recover(); v != nil {
-			d, err = s.panicked(req, v, debug.Stack()), nil
-		}
-	}()
-	return s.decideRequest(ctx, req, opts...)
-}
-
-// decideRequest is Decide without its recovery.
-func (s *snapshot) decideRequest(ctx context.Context, req Request, opts ...DecideOption) (*Decision, error) {
-	dc := decideConfig{deadline: s.deadline}
-	for _, o := range opts {
-		o(&dc)
-	}
-	if req.Approvals == nil {
-		req.Approvals = dc.approvals
-	}
-	if dc.evidence != nil && req.Facts == nil {
-		f := facts.DeriveVouched(req.History, s.reg, s.opts, dc.evidence)
-		req.Facts = &f
-	}
-	if dc.deadline > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, dc.deadline)
-		defer cancel()
-	}
-	p, err := s.prepare(ctx, req)
-	if err != nil {
-		return nil, err
-	}
-	faults.At(ctx, faults.EngineDecide)
-	f, next, dispatch, input := p.facts, p.next, p.dispatch, p.input
-	d := newDecision(f)
-	d.binds = p.binds
-	d.argsProblems = p.invalid
-	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
-	d.input = input
-	// The fingerprint of the filter keys used for dispatch, or for the
-	// next request when there is none: each filter result carries the one
-	// of the active set it was composed for.
-	d.Fingerprint = next.fingerprint
-	if f.Dispatch != nil {
-		d.Fingerprint = dispatch.fingerprint
-	}
-
-	// The decision memo (memo.go). A decision whose filters failed is not
-	// memoised: it fails closed whatever the policy says, and a filter
-	// error may be a timeout.
-	memo := s.decisions
-	if len(next.errors)+len(dispatch.errors) > 0 {
-		memo = nil
-	}
-	if err := ctx.Err(); err != nil {
-		// Past the deadline before evaluation. OPA notices a
-		// cancellation only while it evaluates, so a quick query could
-		// still finish: fail closed whether or not the memo holds the
-		// result.
-		d.failClosed(s, fmt.Sprintf("policy evaluation failed: the decision's deadline passed before evaluation: %v", err))
-	} else if p.missing != "" {
-		d.failClosed(s, p.missing)
-	} else {
-		if dc.beforeEval != nil {
-			dc.beforeEval(ctx)
-		}
-		if dc.perCall {
-			if res := s.evalPerCall(ctx, d, input, errForcedPerCall); res != nil {
-				if err := d.fill(s, res, next, dispatch); err != nil {
-					d.failClosed(s, err.Error())
-				} else {
-					d.removal.input = input
-				}
-			}
-		} else {
-			s.decide(ctx, d, input, memo, next, dispatch)
-		}
-	}
-	for _, fe := range append(append([]filterError{}, next.errors...), dispatch.errors...) {
-		d.Errors = appendUnique(d.Errors, fmt.Sprintf("filter %s.%s (%s) failed: %s", filterRoot, fe.Capability, fe.File, fe.Message))
-	}
-	if len(next.errors)+len(dispatch.errors) > 0 {
-		d.failClosed(s, "")
-	}
-	d.finishApprovals(f, req.Approvals, p.binds)
-	return d, nil
-}
-
-// decide fills d with the policy's result for input: from the memo when
-// it holds one, else by evaluating the decision query (and remembering a
-// result that filled d without error).
-func (s *snapshot) decide(ctx context.Context, d *Decision, input ast.Value, memo *lru.Cache[memoEntry], next, dispatch *filterResult) {
-	var key string
-	var res *policyResult
-	hit := false
-	if memo != nil {
-		key = inputKey(input)
-		var e memoEntry
-		if e, hit = memo.Get(key); hit {
-			// The name lists come out as new slices: a caller that
-			// writes to its decision cannot change another request's.
-			res = e.unpack(&s.known)
-		}
-	}
-	if !hit {
-		if res = s.eval(ctx, d, input); res == nil {
-			return
-		}
-	}
-	if err := d.fill(s, res, next, dispatch); err != nil {
-		d.failClosed(s, err.Error())
-		return
-	}
-	d.removal.input = input
-	if !hit && memo != nil && ctx.Err() == nil {
-		memo.Put(key, packEntry(res, &s.known))
-	}
-}
-
-// eval runs the decision query on input and returns the policy's result,
-// decoded; on an error, an undefined result or a result that does not
-// decode it fails d closed and returns nil.
-func (s *snapshot) eval(ctx context.Context, d *Decision, input ast.Value) *policyResult {
-	rs, err := s.decision.Eval(ctx, s.evalWith(input)...)
-	switch {
-	case err != nil:
-		// An error in the rules about one call fails that call closed,
-		// not the decision (percall.go).
-		return s.evalPerCall(ctx, d, input, err)
-	case len(rs) == 0 || len(rs[0].Expressions) == 0:
-		d.failClosed(s, "policy decision is undefined: "+s.query+" produced no result")
-	default:
-		term, isTerm := rs[0].Expressions[0].Value.(*ast.Term)
-		if !isTerm {
-			d.failClosed(s, "policy decision is not an object")
-			return nil
-		}
-		res, err := decodeResult(term, s.names)
-		if err != nil {
-			d.failClosed(s, err.Error())
-			return nil
-		}
-		return res
-	}
-	return nil
-}
-
-// prepared is a decision's input before evaluation.
-type prepared struct {
-	facts          *facts.Facts
-	next, dispatch *filterResult
-	input          ast.Value
-	ctxDigest      string
-	binds          []*binding
-	// invalid: why each call's arguments fail its tool's schema (nil
-	// when all validate).
-	invalid []*argsInvalid
-	// missing says which optional fact the policies read that the
-	// request could not give: the decision fails closed.
-	missing string
-}
-
-func (s *snapshot) prepare(ctx context.Context, req Request) (*prepared, error) {
-	f := req.Facts
-	if f == nil {
-		derived := facts.DeriveWith(req.History, s.reg, s.opts)
-		f = &derived
-	}
-	missing := ""
-	if s.opts.ToolCalls && f.ToolCalls == nil {
-		if req.History != nil {
-			withCalls := *f
-			withCalls.ToolCalls = facts.ToolCalls(req.History)
-			f = &withCalls
-		} else {
-			// Nothing says what the calls were: the decision fails
-			// closed rather than let the policies count none.
-			missing = "the policies read input.facts.tool_calls, which the request's facts do not carry " +
-				"(a decision-log event logged without them, or a facts.Tracker built without Engine.FactOptions) " +
-				"and no history gives"
-		}
-	}
-	if s.opts.Flows && f.Dispatch != nil && !hasFlows(f.Dispatch) {
-		if req.History != nil {
-			flows, truncated := facts.Flows(req.History, s.reg, s.opts)
-			withFlows, d := *f, *f.Dispatch
-			d.Calls = slices.Clone(d.Calls)
-			for i := range d.Calls {
-				if i < len(flows) {
-					d.Calls[i].Flows = flows[i]
-				}
-			}
-			withFlows.Dispatch, withFlows.FlowIndexTruncated = &d, truncated
-			f = &withFlows
-		} else if missing == "" {
-			missing = "the policies read input.call.flows, which the request's facts do not carry " +
-				"(a decision-log event logged without them, or a facts.Tracker built without Engine.FactOptions) " +
-				"and no history gives"
-		}
-	}
-	ctxTerm, ctxDigest, err := s.contextValue(req.Context)
-	if err != nil {
-		return nil, err
-	}
-	next := s.runFilters(ctx, f.ActiveCapabilities, ctxTerm, ctxDigest)
-	dispatch := next
-	if f.Dispatch != nil && !equalStrings(f.Dispatch.ActiveCapabilities, f.ActiveCapabilities) {
-		dispatch = s.runFilters(ctx, f.Dispatch.ActiveCapabilities, ctxTerm, ctxDigest)
-	}
-	binds := bindApprovals(f, req.Approvals)
-	reads, invalid := readCalls(s.reg, f, binds)
-	return &prepared{facts: f, next: next, dispatch: dispatch, input: buildInput(f, next, dispatch, ctxTerm, &s.known, binds, reads, invalid, s.opts),
-		ctxDigest: ctxDigest, binds: binds, invalid: invalid, missing: missing}, nil
-}
-
-// hasFlows reports whether every call of d carries its flows.
-func hasFlows(d *facts.Dispatch) bool {
-	for _, c := range d.Calls {
-		if c.Flows == nil {
-			return false
-		}
-	}
-	return true
+	dc := s.config(opts)
+	d, _, err := s.decide(ctx, req, &dc)
+	return d, err
 }
 
 // Input returns the input document the decision query would receive for
@@ -607,7 +410,7 @@ func hasFlows(d *facts.Dispatch) bool {
 // `policycheck facts --format input` prints and opa test fixtures hold.
 func (e *Engine) Input(ctx context.Context, req Request) (any, error) {
 	s := e.snap.Load()
-	p, err := s.prepare(ctx, req)
+	p, err := s.prepare(ctx, req, &decideConfig{})
 	if err != nil {
 		return nil, err
 	}
@@ -628,23 +431,11 @@ func isTool(reg *facts.Registry, name string) bool {
 	return ok
 }
 
-func equalStrings(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
-}
+var equalStrings = slices.Equal[[]string]
 
 func appendUnique(s []string, v string) []string {
-	for _, x := range s {
-		if x == v {
-			return s
-		}
+	if slices.Contains(s, v) {
+		return s
 	}
 	return append(s, v)
 }

@@ -136,7 +136,7 @@ func TestVerifiedEvidenceNeverAddsTools(t *testing.T) {
 				d, err := run.Step(ctx, full.history[from:i+1], full.context)
 				require.NoError(t, err)
 				from = i + 1
-				check(t, e, len(pc.filters) == 0, full.history[:i+1], full.context, d.Decision)
+				check(t, e, len(pc.filters) == 0, full.history[:i+1], full.context, d)
 			}
 		})
 	}

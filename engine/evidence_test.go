@@ -29,7 +29,7 @@ deny contains {"reason": "no searching", "message": "No searching."} if input.ca
 	require.NoError(t, err)
 	require.Len(t, whole, 4)
 
-	step := func(t *testing.T, e *engine.Engine, redecide func(*engine.Run)) *engine.StepDecision {
+	step := func(t *testing.T, e *engine.Engine, redecide func(*engine.Run)) *engine.Decision {
 		t.Helper()
 		run := e.NewRun(engine.RunVerifiedEvidence(nil, "r"))
 		_, err := run.Step(ctx, whole[:2], nil)

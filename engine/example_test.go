@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"crypto/ed25519"
 	"encoding/json"
 	"fmt"
 	"log"
@@ -10,6 +11,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // exampleRegistry is a registry as an operator writes it (YAML).
@@ -364,8 +366,10 @@ func ExampleRun_StepWith() {
 	if _, err := r.Step(ctx, h[:3], nil); err != nil {
 		log.Fatal(err)
 	}
-	sign := func(d *engine.Decision) error { return fmt.Errorf("sign %d calls: the key is gone", len(d.Calls)) }
-	if _, err := r.StepWith(ctx, h[3:], nil, sign); err != nil {
+	// The last word sees the final decision (receipts signed with
+	// WithReceipts, step and retries set) before the run records it.
+	audit := func(d *engine.Decision) error { return fmt.Errorf("audit %d calls: the sink is down", len(d.Calls)) }
+	if _, err := r.StepWith(ctx, h[3:], nil, audit); err != nil {
 		fmt.Println("refused:", err)
 	}
 	fmt.Println("messages:", r.Len(), "steps:", r.Steps())
@@ -376,7 +380,36 @@ func ExampleRun_StepWith() {
 	}
 	fmt.Println("messages:", r.Len(), "steps:", r.Steps(), "c1:", sd.Calls[0].Verdict)
 	// Output:
-	// refused: sign 4 calls: the key is gone
+	// refused: audit 4 calls: the sink is down
 	// messages: 3 steps: 0
 	// messages: 4 steps: 1 c1: execute
+}
+
+func ExampleWithReceipts() {
+	signer, err := trust.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
+	if err != nil {
+		log.Fatal(err)
+	}
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	// The receipts are signed as the decision is assembled: the decision
+	// comes back final, and is never changed afterwards.
+	d, err := exampleEngine().Decide(context.Background(), engine.Request{History: h}, engine.WithReceipts(signer, ""))
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, c := range d.Calls {
+		fmt.Println(c.Tool, c.Verdict, "receipt:", c.Receipt != "")
+	}
+	// The tool service checks the receipt before it runs the call.
+	c := d.Calls[0]
+	fmt.Println("verifies:", signer.VerifyReceipt(c.Receipt, "", c.ToolCallID, c.Tool, h[3].Parts[0].Args) == nil)
+	// Output:
+	// read_secret execute receipt: true
+	// delete_secret unknown_tool receipt: false
+	// search_docs not_available_yet receipt: false
+	// send_email unknown_tool receipt: false
+	// verifies: true
 }

@@ -22,32 +22,8 @@ func (d *Decision) ExecutionDigest(i int) (digest string, ok bool) {
 	}
 	c := &d.Calls[i]
 	args := d.facts.Dispatch.Calls[i].Args
-	if b := d.bindingOf(i); b != nil && c.Approval != nil && c.Approval.Applied && b.approval.OverrideArgs != nil {
+	if b := at(d.binds, i); b != nil && c.Approval != nil && c.Approval.Applied && b.approval.OverrideArgs != nil {
 		args = b.approval.OverrideArgs
 	}
 	return trust.CallDigest(c.ToolCallID, c.Tool, args), true
-}
-
-// Stamp signs with s a receipt for every call of d that executes, over
-// its ExecutionDigest; runID is the run d is a step of ("" for a
-// stateless decision).
-func (d *Decision) Stamp(s *trust.Signer, runID string) error {
-	for i := range d.Calls {
-		c := &d.Calls[i]
-		digest, ok := d.ExecutionDigest(i)
-		if !ok {
-			continue
-		}
-		cl := trust.Claims{RunID: runID, ToolCallID: c.ToolCallID, Tool: c.Tool, Digest: digest,
-			PolicyRevision: d.PolicyRevision, RegistryRevision: d.RegistryRevision}
-		if c.Approval != nil && c.Approval.Applied {
-			cl.Approvals = []ApprovalOutcome{*c.Approval}
-		}
-		r, err := s.Sign(cl)
-		if err != nil {
-			return err
-		}
-		c.Receipt = r
-	}
-	return nil
 }

@@ -29,12 +29,12 @@ type Explanation struct {
 	// but reveal or load nothing (a framework tool's name without the
 	// tool_kind that types it, a typed load that pairs with nothing), in
 	// history order: why a tool can be "never revealed" after all.
-	NearMisses []NearMiss `json:"near_misses"`
+	NearMisses []nearMiss `json:"near_misses"`
 }
 
-// NearMiss is one part that looks like a search or a load but does not
+// nearMiss is one part that looks like a search or a load but does not
 // count.
-type NearMiss struct {
+type nearMiss struct {
 	At facts.Position `json:"at"`
 	// Why says so in words: "message 2, part 0 is a `search_tools`
 	// return without `tool_kind: tool-search`: not counted".
@@ -51,12 +51,12 @@ type ToolExplained struct {
 	// Reveals are the parts that revealed a search-gated tool, and Loads
 	// the load pairs of a capability-gated tool's owner, in history order
 	// (absent for the other gates): where the evidence of Why sits.
-	Reveals []RevealAt `json:"reveals,omitempty"`
-	Loads   []LoadAt   `json:"loads,omitempty"`
+	Reveals []revealAt `json:"reveals,omitempty"`
+	Loads   []loadAt   `json:"loads,omitempty"`
 }
 
-// RevealAt is one part that revealed a tool.
-type RevealAt struct {
+// revealAt is one part that revealed a tool.
+type revealAt struct {
 	At facts.Position `json:"at"`
 	// Kind says what revealed it: "search return", "provider-side search
 	// return", "legacy search metadata" or "tool-availability delta".
@@ -68,9 +68,9 @@ type RevealAt struct {
 	InDispatchWindow *bool `json:"in_dispatch_window,omitempty"`
 }
 
-// LoadAt is one complete load pair of a capability: its call and the
+// loadAt is one complete load pair of a capability: its call and the
 // return that answered it.
-type LoadAt struct {
+type loadAt struct {
 	Capability       string         `json:"capability"`
 	Call             facts.Position `json:"call"`
 	Return           facts.Position `json:"return"`
@@ -85,7 +85,7 @@ type CallExplained struct {
 	// DecidedBy is the policy rule whose answer is the verdict, with where
 	// it is defined (absent when the engine itself decided: a failed-closed
 	// decision).
-	DecidedBy *RuleRef `json:"decided_by,omitempty"`
+	DecidedBy *ruleLocation `json:"decided_by,omitempty"`
 	// Deciders are the operator's rules, filters, schema or approval that
 	// gave the verdict (CallVerdict.DecidedByOperator), which DecidedBy,
 	// the shipped rule applying them, only carries out.
@@ -94,28 +94,28 @@ type CallExplained struct {
 	// policies read flows, are the call's argument values that came from
 	// earlier tool returns (input.call.flows), each with its source: where
 	// the value the refusal may be about was returned.
-	Flows []FlowExplained `json:"flows,omitempty"`
+	Flows []flowExplained `json:"flows,omitempty"`
 }
 
-// FlowExplained is one flow of a call's argument from a tool return.
-type FlowExplained struct {
+// flowExplained is one flow of a call's argument from a tool return.
+type flowExplained struct {
 	// Path is the JSON pointer of the value in the call's arguments.
 	Path string `json:"path"`
 	// Match is "exact" or "contains".
-	Match  string           `json:"match"`
-	Source FlowSourceReport `json:"source"`
+	Match  string     `json:"match"`
+	Source flowSource `json:"source"`
 }
 
-// FlowSourceReport is the return part a flowing value came from.
-type FlowSourceReport struct {
+// flowSource is the return part a flowing value came from.
+type flowSource struct {
 	ToolCallID *string        `json:"tool_call_id"`
 	Tool       string         `json:"tool"`
 	Labels     []string       `json:"labels"`
 	At         facts.Position `json:"at"`
 }
 
-// RuleRef names a Rego rule and where it is defined.
-type RuleRef struct {
+// ruleLocation names a Rego rule and where it is defined.
+type ruleLocation struct {
 	Package string `json:"package"`
 	Rule    string `json:"rule"`
 	// Location is FILE:ROW:COL of the rule's first definition ("" when
@@ -143,37 +143,21 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 	if req.History == nil && req.Facts != nil {
 		return nil, errors.New("engine: Explain needs Request.History: provenance is read from the history, not from facts")
 	}
-	var dc decideConfig
-	for _, o := range opts {
-		o(&dc)
-	}
-	traced := req.History
-	if req.Facts == nil {
-		var f facts.Facts
-		if dc.evidence != nil {
-			var unv []facts.Unvouched
-			traced, unv = facts.VouchHistory(req.History, dc.evidence)
-			f = facts.DeriveWith(traced, s.reg, s.opts)
-			f.Unvouched = unv
-		} else {
-			f = facts.DeriveWith(req.History, s.reg, s.opts)
-		}
-		req.Facts = &f
-	}
-	d, err := e.Decide(ctx, req, opts...)
+	dc := s.config(opts)
+	d, p, err := s.decide(ctx, req, &dc)
 	if err != nil {
 		return nil, err
 	}
-	f := req.Facts
-	tr := facts.TraceHistory(traced)
+	f := p.facts
+	tr := facts.TraceHistory(p.traced)
 	x := &Explanation{Decision: d, Compactions: tr.Compactions}
 	if x.Compactions == nil {
 		x.Compactions = []facts.Position{}
 	}
-	x.NearMisses = []NearMiss{}
+	x.NearMisses = []nearMiss{}
 	var searchMisses, loadMisses int
 	for _, nm := range tr.NearMisses {
-		x.NearMisses = append(x.NearMisses, NearMiss{At: nm.At, Why: fmt.Sprintf("%s is %s: not counted", pos(nm.At), nm.Why)})
+		x.NearMisses = append(x.NearMisses, nearMiss{At: nm.At, Why: fmt.Sprintf("%s is %s: not counted", pos(nm.At), nm.Why)})
 		if nm.Load {
 			loadMisses++
 		} else {
@@ -219,7 +203,7 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 					where = "before the compaction boundary, so hidden again"
 				}
 				te.Why = append(te.Why, fmt.Sprintf("revealed by a %s at %s (%s)", r.Kind, pos(r.At), where))
-				te.Reveals = append(te.Reveals, RevealAt{At: r.At, Kind: r.Kind, InWindow: inWindow(r.At, f.Window), InDispatchWindow: inDispatch(r.At)})
+				te.Reveals = append(te.Reveals, revealAt{At: r.At, Kind: r.Kind, InWindow: inWindow(r.At, f.Window), InDispatchWindow: inDispatch(r.At)})
 			}
 			if len(tr.Reveals[name]) == 0 {
 				te.Why = append(te.Why, "never revealed in this history")
@@ -235,7 +219,7 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 					where = "split by or before the compaction boundary, so it no longer counts"
 				}
 				te.Why = append(te.Why, fmt.Sprintf("loaded by the call at %s answered at %s (%s)", pos(l.Call), pos(l.Return), where))
-				te.Loads = append(te.Loads, LoadAt{Capability: t.Capability, Call: l.Call, Return: l.Return,
+				te.Loads = append(te.Loads, loadAt{Capability: t.Capability, Call: l.Call, Return: l.Return,
 					InWindow: inWindow(l.Call, f.Window), InDispatchWindow: inDispatch(l.Call)})
 			}
 			if len(tr.Loads[t.Capability]) == 0 {
@@ -258,7 +242,7 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 			ce.Why = append(ce.Why, "decided by the engine: the decision failed closed")
 		case c.Rule == rulePolicyError:
 			ce.Why = append(ce.Why, "decided by the engine: a rule about this call raised an error, so this call fails closed and the others are decided as usual")
-		case c.Verdict == InvalidArgs && d.argsProblemsOf(i) != nil && d.argsProblemsOf(i).unreadable:
+		case c.Verdict == InvalidArgs && at(d.argsProblems, i) != nil && at(d.argsProblems, i).unreadable:
 			ce.Why = append(ce.Why, "decided by the engine, which reads every call's arguments once, strictly, after the availability gate and before any operator rule, and refuses arguments it cannot read exactly one way")
 		case c.Verdict == InvalidArgs:
 			ce.Why = append(ce.Why, "decided by the engine, which validates every call's arguments against its tool's parameters_json_schema after the availability gate and before any operator rule")
@@ -323,7 +307,7 @@ func nearMisses(n int, kind string) string {
 
 // explainFlows returns the flows of the dispatched call at part, when
 // the facts carry them.
-func explainFlows(f *facts.Facts, part int) []FlowExplained {
+func explainFlows(f *facts.Facts, part int) []flowExplained {
 	if f == nil || f.Dispatch == nil {
 		return nil
 	}
@@ -331,10 +315,10 @@ func explainFlows(f *facts.Facts, part int) []FlowExplained {
 		if c.Part != part {
 			continue
 		}
-		var out []FlowExplained
+		var out []flowExplained
 		for _, fl := range c.Flows {
-			out = append(out, FlowExplained{Path: fl.Path, Match: fl.Match.String(),
-				Source: FlowSourceReport{ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At}})
+			out = append(out, flowExplained{Path: fl.Path, Match: fl.Match.String(),
+				Source: flowSource{ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At}})
 		}
 		return out
 	}
@@ -342,7 +326,7 @@ func explainFlows(f *facts.Facts, part int) []FlowExplained {
 }
 
 // flowWhy says where a flowing value came from, in words.
-func flowWhy(fl FlowExplained) string {
+func flowWhy(fl flowExplained) string {
 	arg := "argument " + strconv.Quote(fl.Path)
 	if fl.Path == "" {
 		arg = "the arguments"
@@ -387,8 +371,8 @@ func quoteList(s []string) string {
 }
 
 // ruleRef locates rule name of the module defining package path.
-func (s *snapshot) ruleRef(path, name string) *RuleRef {
-	ref := &RuleRef{Package: strings.TrimPrefix(path, "data."), Rule: name}
+func (s *snapshot) ruleRef(path, name string) *ruleLocation {
+	ref := &ruleLocation{Package: strings.TrimPrefix(path, "data."), Rule: name}
 	file := s.fileOf(path)
 	m := s.compiler.Modules[file]
 	if m == nil {

@@ -46,8 +46,13 @@ func TestExplainPlacesTheEvidence(t *testing.T) {
 	}
 	require.NotNil(t, secretOp)
 	yes := true
-	assert.Equal(t, []engine.LoadAt{{Capability: "secrets", Call: facts.Position{Message: 1, Part: 0}, Return: facts.Position{Message: 2, Part: 0},
-		InWindow: false, InDispatchWindow: &yes}}, secretOp.Loads)
+	require.Len(t, secretOp.Loads, 1)
+	l := secretOp.Loads[0]
+	assert.Equal(t, "secrets", l.Capability)
+	assert.Equal(t, facts.Position{Message: 1, Part: 0}, l.Call)
+	assert.Equal(t, facts.Position{Message: 2, Part: 0}, l.Return)
+	assert.False(t, l.InWindow)
+	assert.Equal(t, &yes, l.InDispatchWindow)
 	require.Len(t, x.Calls, 1)
 	d := x.Calls[0].DecidedBy
 	require.NotNil(t, d)

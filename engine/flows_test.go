@@ -122,7 +122,7 @@ func TestRunFindsFlows(t *testing.T) {
 			require.NoError(t, err)
 			d, err := eng.Decide(ctx, engine.Request{History: h[:n]})
 			require.NoError(t, err)
-			last = verdicts(sd.Decision)
+			last = verdicts(sd)
 			assert.Equal(t, verdicts(d), last, "%s: prefix of %d messages", note, n)
 		}
 		assert.Equal(t, tc.want, last, note)

@@ -43,13 +43,14 @@ const (
 )
 
 // answer is the policy's answer being held to the invariants: the
-// decision being filled, and for a call stage, the call.
+// outcome being filled from it, what was prepared, and for a call stage,
+// the call.
 type answer struct {
-	s        *snapshot
-	d        *Decision
-	res      *policyResult
-	dispatch *filterResult
-	hidden   map[string]bool
+	s      *snapshot
+	o      *outcome
+	p      *prepared
+	res    *policyResult
+	hidden map[string]bool
 	// The call: its index, the policy's verdict and the decision's.
 	i  int
 	vm *policyVerdict
@@ -72,20 +73,20 @@ var invariants = []invariant{
 		description: "a tool is advertised only if it is available: any other the policy advertises is withheld, and the decision says so",
 		stage:       onAnswer,
 		check: func(a answer) (bool, error) {
-			d := a.d
+			o := a.o
 			// Both are sorted: one merge walk.
-			if subsetSorted(d.Advertised, d.Available) {
+			if subsetSorted(o.advertised, o.available) {
 				return false, nil
 			}
-			adv := make([]string, 0, len(d.Advertised))
-			for _, n := range d.Advertised {
-				if contains(d.Available, n) {
+			adv := make([]string, 0, len(o.advertised))
+			for _, n := range o.advertised {
+				if contains(o.available, n) {
 					adv = append(adv, n)
 				} else {
-					d.Errors = appendUnique(d.Errors, fmt.Sprintf("policy advertised %q without making it available; withheld", n))
+					o.errors = appendUnique(o.errors, fmt.Sprintf("policy advertised %q without making it available; withheld", n))
 				}
 			}
-			d.Advertised = adv
+			o.advertised = adv
 			return false, nil
 		},
 	},
@@ -94,11 +95,11 @@ var invariants = []invariant{
 		description: "would_hide names only tools available on the next request or at dispatch: a log-only rule reports what it would hide of what the model could use",
 		stage:       onAnswer,
 		check: func(a answer) (bool, error) {
-			d := a.d
-			d.WouldHide = intersectSorted(a.res.wouldHide, d.Available)
-			if d.Dispatch != nil && a.res.dispatchErr == nil {
-				if more := intersectSorted(a.res.wouldHide, d.Dispatch.Available); len(more) > 0 {
-					d.WouldHide = unionSorted(d.WouldHide, more)
+			o := a.o
+			o.wouldHide = intersectSorted(a.res.wouldHide, o.available)
+			if o.dispatch && a.res.dispatchErr == nil {
+				if more := intersectSorted(a.res.wouldHide, o.dispatchAvailable); len(more) > 0 {
+					o.wouldHide = unionSorted(o.wouldHide, more)
 				}
 			}
 			return false, nil
@@ -109,10 +110,10 @@ var invariants = []invariant{
 		description: "the policy gives one verdict per call of the dispatched response, else the decision fails closed",
 		stage:       onAnswer,
 		check: func(a answer) (bool, error) {
-			if a.d.Dispatch == nil || a.res.dispatchErr != nil || len(a.res.verdicts) == len(a.d.Calls) {
+			if !a.o.dispatch || a.res.dispatchErr != nil || len(a.res.verdicts) == len(a.o.calls) {
 				return false, nil
 			}
-			return false, fmt.Errorf("policy decision: verdicts must hold one verdict per call (%d calls)", len(a.d.Calls))
+			return false, fmt.Errorf("policy decision: verdicts must hold one verdict per call (%d calls)", len(a.o.calls))
 		},
 	},
 	{
@@ -133,9 +134,9 @@ var invariants = []invariant{
 		stage:       beforeVerdict,
 		verdict:     Execute,
 		check: func(a answer) (bool, error) {
-			if why := a.s.unresolved(a.c.Tool, a.dispatch, a.hidden); why != "" {
+			if why := a.s.unresolved(a.c.Tool, a.p.dispatch, a.hidden); why != "" {
 				a.deny(fmt.Sprintf("policy said execute for %q, which %s; denied", a.c.Tool, why))
-				a.d.Errors = appendUnique(a.d.Errors, a.c.Reasons[0])
+				a.o.errors = appendUnique(a.o.errors, a.c.Reasons[0])
 				return true, nil
 			}
 			return false, nil
@@ -150,7 +151,7 @@ var invariants = []invariant{
 			if a.vm.rule != ruleApprovalDenied {
 				return false, nil
 			}
-			if b := a.d.bindingOf(a.i); b != nil && b.bound && b.approval.Kind == facts.ToolDenied {
+			if b := at(a.p.binds, a.i); b != nil && b.bound && b.approval.Kind == facts.ToolDenied {
 				return false, nil
 			}
 			a.deny("policy said approval_denied for a call no denial is bound to; denied")
@@ -183,7 +184,7 @@ var invariants = []invariant{
 		stage:       afterVerdict,
 		verdict:     ApprovalRequired,
 		check: func(a answer) (bool, error) {
-			if why := a.s.unresolved(a.c.Tool, a.dispatch, a.hidden); why != "" || !contains(a.d.Dispatch.Available, a.c.Tool) {
+			if why := a.s.unresolved(a.c.Tool, a.p.dispatch, a.hidden); why != "" || !contains(a.o.dispatchAvailable, a.c.Tool) {
 				a.deny(fmt.Sprintf("policy said approval_required for %q, which its own dispatch availability excludes; denied", a.c.Tool))
 			}
 			return false, nil
@@ -195,7 +196,7 @@ var invariants = []invariant{
 		stage:       afterVerdict,
 		verdict:     Execute,
 		check: func(a answer) (bool, error) {
-			if !contains(a.d.Dispatch.Available, a.c.Tool) {
+			if !contains(a.o.dispatchAvailable, a.c.Tool) {
 				a.deny(fmt.Sprintf("policy said execute for %q, which its own dispatch availability excludes; denied", a.c.Tool))
 				a.c.WouldDeny = nil
 			}
@@ -208,7 +209,7 @@ var invariants = []invariant{
 		stage:       afterVerdict,
 		verdict:     InvalidArgs,
 		check: func(a answer) (bool, error) {
-			if a.d.argsProblemsOf(a.i) == nil {
+			if at(a.p.invalid, a.i) == nil {
 				a.deny(fmt.Sprintf("policy said invalid_args for %q, whose arguments validate; denied", a.c.Tool))
 			}
 			return false, nil
@@ -220,7 +221,7 @@ var invariants = []invariant{
 			"(only unknown_tool, not_available_yet or a fail-closed denial come before it, spec X2)",
 		stage: afterVerdict,
 		check: func(a answer) (bool, error) {
-			a.d.checkArgs(a.i)
+			a.checkArgs()
 			return false, nil
 		},
 	},

@@ -115,69 +115,43 @@ func isCancel(ctx context.Context, err error) bool {
 	return ctx.Err() != nil || topdown.IsCancel(err) || errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// dispatchCalls is the number of calls in input.dispatch.calls.
-func dispatchCalls(input ast.Value) int {
-	obj, ok := input.(ast.Object)
-	if !ok {
-		return 0
-	}
-	dt := obj.Get(ast.StringTerm("dispatch"))
-	if dt == nil {
-		return 0
-	}
-	do, ok := dt.Value.(ast.Object)
-	if !ok {
-		return 0
-	}
-	ct := do.Get(ast.StringTerm("calls"))
-	if ct == nil {
-		return 0
-	}
-	arr, ok := ct.Value.(*ast.Array)
-	if !ok {
-		return 0
-	}
-	return arr.Len()
-}
-
 // evalPerCall answers a decision whose combined evaluation failed with
 // combined: the decision without verdicts, then each call's verdict on
 // its own, a call whose verdict errs denied with rulePolicyError. It
-// fails d closed and returns nil when the error cannot be confined to
-// calls: a cancellation, no per-call queries, or an error outside the
-// verdicts (with no calls, the decision without verdicts is the whole
-// decision: its error is the combined one).
-func (s *snapshot) evalPerCall(ctx context.Context, d *Decision, input ast.Value, combined error) *policyResult {
+// returns why the decision fails closed instead when the error cannot be
+// confined to calls: a cancellation, no per-call queries, or an error
+// outside the verdicts (with no calls, the decision without verdicts is
+// the whole decision: its error is the combined one).
+func (s *snapshot) evalPerCall(ctx context.Context, p *prepared, combined error) (*policyResult, string) {
+	input := p.input
 	if s.perCall == nil || isCancel(ctx, combined) {
-		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", combined))
-		return nil
+		return nil, fmt.Sprintf("policy evaluation failed: %v", combined)
 	}
 	rs, err := s.perCall.rest.Eval(ctx, s.evalWith(input)...)
 	if err != nil {
-		d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
-		return nil
+		return nil, fmt.Sprintf("policy evaluation failed: %v", err)
 	}
 	res, err := decodeBinding(rs, s.names)
 	if err != nil {
-		d.failClosed(s, err.Error())
-		return nil
+		return nil, err.Error()
 	}
 	if len(res.ruleErrors) > 0 || res.dispatchErr != nil {
-		return res // fill fails the decision closed naming them
+		return res, "" // check fails the decision closed naming them
 	}
-	n := dispatchCalls(input)
+	var n int
+	if p.facts.Dispatch != nil {
+		n = len(p.facts.Dispatch.Calls) // input.dispatch.calls
+	}
 	res.verdicts = make([]policyVerdict, n)
 	for i := range n {
 		q, err := s.perCall.verdictQuery(ctx, i)
 		if err != nil {
-			d.failClosed(s, err.Error())
-			return nil
+			return nil, err.Error()
 		}
 		rs, err := q.Eval(ctx, s.evalWith(input)...)
 		switch {
 		case err != nil && isCancel(ctx, err):
-			d.failClosed(s, fmt.Sprintf("policy evaluation failed: %v", err))
-			return nil
+			return nil, fmt.Sprintf("policy evaluation failed: %v", err)
 		case err != nil:
 			res.verdicts[i] = policyVerdict{verdict: Denied, rule: rulePolicyError, reason: s.callRuleError(err)}
 			continue
@@ -186,20 +160,11 @@ func (s *snapshot) evalPerCall(ctx context.Context, d *Decision, input ast.Value
 		if len(rs) > 0 {
 			x, _ = rs[0].Bindings["x"].(*ast.Term)
 		}
-		obj, ok := ast.Object(nil), false
-		if x != nil {
-			obj, ok = x.Value.(ast.Object)
-		}
-		if !ok {
-			d.failClosed(s, fmt.Sprintf("policy decision: verdict %d is not an object", i))
-			return nil
-		}
-		if err := decodeVerdict(obj, &res.verdicts[i]); err != nil {
-			d.failClosed(s, fmt.Sprintf("policy decision: verdict %d: %v", i, err))
-			return nil
+		if err := decodeVerdictAt(x, i, &res.verdicts[i]); err != nil {
+			return nil, err.Error()
 		}
 	}
-	return res
+	return res, ""
 }
 
 // decodeBinding decodes the decision object bound to x.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/trust"
@@ -31,14 +32,11 @@ func BenchmarkDecideRefund(b *testing.B) {
 			b.ReportAllocs()
 			cpu := cputime.PerOp(b)
 			for b.Loop() {
-				d, err := eng.Decide(ctx, req)
+				d, err := eng.Decide(ctx, req, engine.WithReceipts(tc.signer, ""))
 				if err != nil {
 					b.Fatal(err)
 				}
 				if tc.signer != nil {
-					if err := d.Stamp(tc.signer, ""); err != nil {
-						b.Fatal(err)
-					}
 					if d.Calls[0].Receipt == "" {
 						b.Fatal("no receipt")
 					}

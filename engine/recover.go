@@ -7,19 +7,19 @@ import (
 )
 
 // panicked is the decision of a request whose decision panicked: failed
-// closed, every call denied, the panic in Errors. Its facts are the
-// request's, derived again when it gave none; a derivation that panics
-// too leaves them empty (no call is then listed, and none executes).
-func (s *snapshot) panicked(req Request, v any, stack []byte) *Decision {
-	f := req.Facts
-	if f == nil {
-		f = s.factsAfterPanic(req)
+// closed, every call denied, the panic in Errors, assembled as any other.
+// Its facts are the request's, derived again when it gave none; a
+// derivation that panics too leaves them empty (no call is then listed,
+// and none executes).
+func (s *snapshot) panicked(req Request, dc *decideConfig, v any, stack []byte) (*Decision, *prepared, error) {
+	p := &prepared{facts: req.Facts, traced: req.History}
+	if p.facts == nil {
+		p.facts = s.factsAfterPanic(req)
 	}
-	d := newDecision(f)
-	d.PolicyRevision, d.RegistryRevision = s.rev, s.regRev
-	d.panicStack = stack
-	d.failClosed(s, fmt.Sprintf("internal error: the engine panicked while deciding, so the decision fails closed (a bug: please report it): %v", v))
-	return d
+	o := s.check(p, evaluated{fault: fmt.Sprintf("internal error: the engine panicked while deciding, so the decision fails closed (a bug: please report it): %v", v)})
+	o.panicStack = stack
+	d, err := s.assemble(p, o, dc)
+	return d, p, err
 }
 
 // factsAfterPanic derives the request's facts, or none when that panics.
@@ -29,8 +29,8 @@ func (s *snapshot) factsAfterPanic(req Request) (f *facts.Facts) {
 			f = &facts.Facts{}
 		}
 	}()
-	derived := facts.DeriveWith(req.History, s.reg, s.opts)
-	return &derived
+	f, _ = s.derive(req.History, nil)
+	return f
 }
 
 // Panicked reports whether the decision failed closed because the engine

@@ -7,25 +7,25 @@ import "github.com/policycheck/policycheck/facts"
 // output (docs/decision.md).
 type FactsReport struct {
 	Window facts.Position `json:"window"`
-	Facts  FactsView      `json:"facts"`
+	Facts  factsView      `json:"facts"`
 	// Dispatch is the dispatch block without its Available (nil: the
 	// facts decide nothing).
-	Dispatch *DispatchView `json:"dispatch,omitempty"`
+	Dispatch *dispatchView `json:"dispatch,omitempty"`
 }
 
 // ReportFacts builds the FactsReport of f. The slices are shared with f.
 func ReportFacts(f *facts.Facts) FactsReport {
 	out := FactsReport{
 		Window: f.Window,
-		Facts: FactsView{
+		Facts: factsView{
 			Discovered: f.Discovered, Loaded: f.Loaded, Returned: f.Returned,
 			ActiveCapabilities: f.ActiveCapabilities,
 		},
 	}
 	if d := f.Dispatch; d != nil {
-		out.Dispatch = &DispatchView{
+		out.Dispatch = &dispatchView{
 			Provider: d.Provider, Window: d.Window, Loaded: d.Loaded,
-			Evidence:           EvidenceView{Discovered: d.Evidence.Discovered, Loaded: d.Evidence.Loaded},
+			Evidence:           evidenceView{Discovered: d.Evidence.Discovered, Loaded: d.Evidence.Loaded},
 			ActiveCapabilities: d.ActiveCapabilities,
 		}
 	}

@@ -221,15 +221,26 @@ func decodeVerdicts(t *ast.Term) ([]policyVerdict, error) {
 	}
 	out := make([]policyVerdict, len(list))
 	for i, x := range list {
-		obj, ok := x.Value.(ast.Object)
-		if !ok {
-			return nil, fmt.Errorf("policy decision: verdict %d is not an object", i)
-		}
-		if err := decodeVerdict(obj, &out[i]); err != nil {
-			return nil, fmt.Errorf("policy decision: verdict %d: %w", i, err)
+		if err := decodeVerdictAt(x, i, &out[i]); err != nil {
+			return nil, err
 		}
 	}
 	return out, nil
+}
+
+// decodeVerdictAt decodes verdict i, t (nil: not an object), into v.
+func decodeVerdictAt(t *ast.Term, i int, v *policyVerdict) error {
+	var obj ast.Object
+	if t != nil {
+		obj, _ = t.Value.(ast.Object)
+	}
+	if obj == nil {
+		return fmt.Errorf("policy decision: verdict %d is not an object", i)
+	}
+	if err := decodeVerdict(obj, v); err != nil {
+		return fmt.Errorf("policy decision: verdict %d: %w", i, err)
+	}
+	return nil
 }
 
 func decodeVerdict(obj ast.Object, v *policyVerdict) error {

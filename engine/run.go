@@ -8,7 +8,6 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/ground/faults"
-	"github.com/policycheck/policycheck/internal/ground/jsonout"
 )
 
 // RunOption configures a Run.
@@ -131,16 +130,19 @@ func (e *Engine) NewRun(opts ...RunOption) *Run {
 		stepFailed:    map[string]struct{}{},
 		stepSucceeded: map[string]struct{}{},
 	}
-	r.tracker = r.newTracker(reg, e.FactOptions())
+	r.retrack(reg, e.FactOptions())
 	return r
 }
 
-// newTracker is the run's tracker over reg keeping the optional facts o.
-func (r *Run) newTracker(reg *facts.Registry, o facts.Options) *facts.Tracker {
+// retrack gives the run a tracker over reg keeping the optional facts o,
+// holding the run's history.
+func (r *Run) retrack(reg *facts.Registry, o facts.Options) {
 	if r.cfg.evidence != nil {
-		return facts.NewVouchedTracker(reg, o, r.cfg.evidence)
+		r.tracker = facts.NewVouchedTracker(reg, o, r.cfg.evidence)
+	} else {
+		r.tracker = facts.NewTrackerWith(reg, o)
 	}
-	return facts.NewTrackerWith(reg, o)
+	r.tracker.Append(r.history...)
 }
 
 // Rebind makes the run's later steps decide with e, an engine compiled
@@ -167,44 +169,15 @@ type Retry struct {
 	Message string `json:"message,omitempty"`
 }
 
-// StepDecision is a Decision made by a Run, with the retry accounting of
-// each call.
-type StepDecision struct {
-	*Decision
-	// Step is the number (from 1) of the dispatch this decision judged;
-	// 0 when the history does not end with a response.
-	Step int
-	// Retries holds one entry per call, parallel to Decision.Calls.
-	Retries []Retry
-}
-
-// Err returns an *ExceededError for the first call whose refusal exceeded
-// its budget, or nil.
-func (d *StepDecision) Err() error {
+// Err returns, for a Run's decision, an *ExceededError for the first
+// call whose refusal exceeded its budget, or nil.
+func (d *Decision) Err() error {
 	for i, r := range d.Retries {
 		if r.Exceeded {
 			return &ExceededError{Tool: d.Calls[i].Tool, Budget: r.Budget}
 		}
 	}
 	return nil
-}
-
-// stepJSON is the JSON form of a StepDecision: the decision's members
-// (none when it is nil), then "step" and "retries".
-type stepJSON struct {
-	*plainDecision
-	Step    int     `json:"step"`
-	Retries []Retry `json:"retries"`
-}
-
-// MarshalJSON writes the decision's JSON (docs/decision.md) followed by
-// "step" and "retries".
-func (d *StepDecision) MarshalJSON() ([]byte, error) {
-	retries := d.Retries
-	if retries == nil {
-		retries = []Retry{}
-	}
-	return jsonout.Marshal(stepJSON{(*plainDecision)(d.Decision), d.Step, retries})
 }
 
 // ExceededError is a charged failure of a tool whose retry count has
@@ -225,28 +198,30 @@ func exceededMessage(tool string, budget int) string {
 // Step appends msgs to the run's history and decides on the whole of it,
 // with ctxDoc as input.context (see Request.Context). When the history
 // then ends with a response, the decision judges its calls and accounts
-// for their refusals (see Run for steps and same-step rebuilds). The run
-// keeps references to msgs: callers must not modify them afterwards.
+// for their refusals (see Run for steps and same-step rebuilds): its
+// Step and Retries. The run keeps references to msgs: callers must not
+// modify them afterwards.
 //
-// The decision equals Decide on the same history; the error is Decide's.
-// A Step that returns no decision (an error, or a panic it lets through)
-// leaves the run as it was: its messages are not kept, so the client may
-// send the same step again.
-func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts ...DecideOption) (*StepDecision, error) {
+// The decision equals Decide on the same history, made by the same
+// stages; the error is Decide's. A Step that returns no decision (an
+// error, or a panic it lets through) leaves the run as it was: its
+// messages are not kept, so the client may send the same step again.
+func (r *Run) Step(ctx context.Context, msgs []facts.Message, ctxDoc any, opts ...DecideOption) (*Decision, error) {
 	return r.StepWith(ctx, msgs, ctxDoc, nil, opts...)
 }
 
 // StepWith is Step with a last word before the run records the step:
 // before, when not nil, is called with the decision once it is made and
-// before the run advances, accounts for its refusals or judges its
-// evidence. An error from before is returned with no decision, and the run
-// is as it was, as for any Step that returns no decision. The sidecar
-// signs the decision's receipts there, so that a step it cannot answer
-// never changes the run.
-func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, before func(*Decision) error, opts ...DecideOption) (sd *StepDecision, err error) {
+// assembled (its receipts signed with WithReceipts, its Step and Retries
+// set) and before the run advances, accounts for its refusals or judges
+// its evidence. before must not change the decision, which is final. An
+// error from before is returned with no decision, and the run is as it
+// was, as for any Step that returns no decision: the sidecar's last
+// chance to refuse a step it cannot answer without changing the run.
+func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, before func(*Decision) error, opts ...DecideOption) (answered *Decision, err error) {
 	n := len(r.history)
 	defer func() {
-		if sd == nil {
+		if answered == nil {
 			// No decision came back (an error, or a panic on its way
 			// up): the run is as it was, so the client's retry of the
 			// same step is accepted.
@@ -258,20 +233,22 @@ func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, be
 	faults.At(ctx, faults.RunStep)
 
 	var d *Decision
+	var plan stepPlan
 	// A Reload may swap the registry: derive over the one that decides.
 	for attempt := 0; ; attempt++ {
 		// Or the engine's policies read optional facts the tracker does
 		// not keep (after a Rebind or Reload): track them from the start.
 		if reg, fo := r.e.Registry(), r.e.FactOptions(); reg != r.reg || fo != r.tracker.Options() {
 			r.reg = reg
-			r.tracker = r.newTracker(reg, fo)
-			r.tracker.Append(r.history...)
+			r.retrack(reg, fo)
 		}
 		f := r.tracker.FactsWith(r.tracker.Options())
+		s := r.e.snap.Load()
+		dc := s.config(opts)
+		dc.run, dc.plan = r, &plan
 		// The history too: a Reload between here and the decision may
 		// bring policies that read optional facts the tracker lacks.
-		d, err = r.e.Decide(ctx, Request{Facts: &f, History: r.history, Context: ctxDoc}, opts...)
-		if err != nil {
+		if d, _, err = s.decide(ctx, Request{Facts: &f, History: r.history, Context: ctxDoc}, &dc); err != nil {
 			return nil, err
 		}
 		if r.e.Registry() == r.reg || attempt == 2 {
@@ -283,22 +260,51 @@ func (r *Run) StepWith(ctx context.Context, msgs []facts.Message, ctxDoc any, be
 			return nil, err
 		}
 	}
+	r.commit(plan, d)
+	return d, nil
+}
 
-	sd = &StepDecision{Decision: d, Retries: []Retry{}}
+// stepPlan is a step's accounting, computed as its decision is
+// assembled and recorded (commit) only once the step is answered.
+type stepPlan struct {
+	// last is the index of the response judged, -1 when the history
+	// does not end with a response (nothing is accounted).
+	last          int
+	advance       bool // a new step: the carry-over runs first
+	step          int
+	retries       []Retry
+	free, charged map[string]struct{}
+}
+
+// plan accounts for d's refusals without recording anything.
+func (r *Run) plan(d *Decision) stepPlan {
 	last := len(r.history) - 1
 	if d.Dispatch == nil || last < 0 || r.history[last].Kind != facts.Response {
-		return sd, nil
+		return stepPlan{last: -1, retries: []Retry{}}
 	}
-	if last != r.dispatched {
+	p := stepPlan{last: last, advance: last != r.dispatched, step: r.step}
+	retries, freed := r.retries, map[string]struct{}(nil)
+	if p.advance { // the carry-over first
+		p.step++
+		retries, freed = r.carry(), r.stepFree
+	}
+	p.retries, p.free, p.charged = r.account(d, retries, freed)
+	return p
+}
+
+// commit records a step's accounting once the step is answered.
+func (r *Run) commit(p stepPlan, d *Decision) {
+	if p.last < 0 {
+		return
+	}
+	if p.advance {
 		r.advance()
-		r.dispatched = last
+		r.dispatched = p.last
 	}
 	if r.cfg.evidence != nil {
-		r.cfg.evidence.judge(last, d)
+		r.cfg.evidence.judge(p.last, d)
 	}
-	sd.Step = r.step
-	sd.Retries = r.account(d)
-	return sd, nil
+	r.stepFree, r.stepCharged = p.free, p.charged
 }
 
 // rewind drops the messages a failed Step appended after the first n and
@@ -310,12 +316,12 @@ func (r *Run) rewind(n int) {
 	}
 	clear(r.history[n:])
 	r.history = r.history[:n]
-	r.tracker = r.newTracker(r.reg, r.tracker.Options())
-	r.tracker.Append(r.history...)
+	r.retrack(r.reg, r.tracker.Options())
 }
 
-// advance starts a new step: the carry-over of spec X8.
-func (r *Run) advance() {
+// carry is the carry-over of spec X8: the counts the next step starts
+// with.
+func (r *Run) carry() map[string]int {
 	next := make(map[string]int, len(r.retries))
 	for n, c := range r.retries {
 		if _, ok := r.stepSucceeded[n]; !ok {
@@ -327,7 +333,12 @@ func (r *Run) advance() {
 			next[n] = r.retries[n] + 1
 		}
 	}
-	r.retries = next
+	return next
+}
+
+// advance starts a new step: the carry-over of spec X8.
+func (r *Run) advance() {
+	r.retries = r.carry()
 	maps.Copy(r.refused, r.stepFree)
 	clear(r.stepFree)
 	clear(r.stepCharged)
@@ -336,27 +347,33 @@ func (r *Run) advance() {
 	r.step++
 }
 
-// account judges the refusals of d's calls, in order, from the state the
-// step started with: it replaces what an earlier decision of the same step
-// accounted.
-func (r *Run) account(d *Decision) []Retry {
-	clear(r.stepFree)
-	clear(r.stepCharged)
-	out := make([]Retry, len(d.Calls))
+// account judges the refusals of d's calls, in order, from the counts
+// the step started with and the names whose free availability refusal
+// earlier steps used (r.refused, and freed when the step is new): the
+// step's free and charged names replace what an earlier decision of the
+// same step accounted.
+func (r *Run) account(d *Decision, retries map[string]int, freed map[string]struct{}) (out []Retry, free, charged map[string]struct{}) {
+	out = make([]Retry, len(d.Calls))
+	mark := func(m *map[string]struct{}, tool string) {
+		if *m == nil {
+			*m = map[string]struct{}{}
+		}
+		(*m)[tool] = struct{}{}
+	}
 	for i, c := range d.Calls {
-		rt := Retry{Count: r.retries[c.Tool], Budget: r.budget(c.Tool)}
+		rt := Retry{Count: retries[c.Tool], Budget: r.budget(c.Tool)}
 		switch c.Verdict {
 		case UnknownTool:
 			rt.Budget = r.cfg.defaultRetries
 			rt.Charged = true
 		case NotAvailableYet:
 			_, before := r.refused[c.Tool]
-			_, now := r.stepFree[c.Tool]
-			if before || now {
+			_, earlier := freed[c.Tool]
+			if _, now := free[c.Tool]; before || earlier || now {
 				rt.Charged = true
 			} else {
 				rt.Free = true
-				r.stepFree[c.Tool] = struct{}{}
+				mark(&free, c.Tool)
 			}
 		case Denied:
 			rt.Charged = !c.FailClosed
@@ -369,12 +386,12 @@ func (r *Run) account(d *Decision) []Retry {
 				rt.Exceeded = true
 				rt.Message = exceededMessage(c.Tool, rt.Budget)
 			} else {
-				r.stepCharged[c.Tool] = struct{}{}
+				mark(&charged, c.Tool)
 			}
 		}
 		out[i] = rt
 	}
-	return out
+	return out, free, charged
 }
 
 // budget returns a resolved tool's retry budget.

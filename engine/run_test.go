@@ -18,6 +18,7 @@ import (
 	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/conformance/runner"
 	"github.com/policycheck/policycheck/internal/ground/faults"
+	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -106,19 +107,19 @@ type runStep struct {
 // runScript plays steps on a new run of e: each response follows a request
 // holding the previous step's outcomes (retry prompts for refusals and
 // reported failures, returns otherwise).
-func runScript(t *testing.T, e *engine.Engine, steps []runStep, opts ...engine.RunOption) []*engine.StepDecision {
+func runScript(t *testing.T, e *engine.Engine, steps []runStep, opts ...engine.RunOption) []*engine.Decision {
 	t.Helper()
 	ctx := context.Background()
 	r := e.NewRun(opts...)
 	next := []facts.Message{runPrompt()}
-	var out []*engine.StepDecision
+	var out []*engine.Decision
 	for i, st := range steps {
 		parts := make([]facts.Part, len(st.calls))
 		for j, tool := range st.calls {
 			parts[j] = runCallPart(tool, fmt.Sprintf("s%dc%d", i+1, j))
 		}
 		msgs := append(next, runResponse(parts...))
-		var sd *engine.StepDecision
+		var sd *engine.Decision
 		for k := 0; k <= st.rebuild; k++ {
 			var err error
 			sd, err = r.Step(ctx, msgs, nil)
@@ -521,7 +522,10 @@ func TestRunNextRequestDecisions(t *testing.T) {
 
 // TestRunMatchesDecide: at every prefix of every conformance history, fed
 // one message at a time, the run's decision is the stateless Decide's on
-// the full prefix, fingerprint included.
+// the full prefix, fingerprint included, and so is Explain's: the three
+// entry points call the same stages (prepare, evaluate, check, assemble),
+// so they agree on the JSON and on what the JSON leaves out (each call's
+// rule, part, capability, fail-closed mark and deciders).
 func TestRunMatchesDecide(t *testing.T) {
 	ctx := context.Background()
 	for _, c := range conformance.Cases(t) {
@@ -540,10 +544,28 @@ func TestRunMatchesDecide(t *testing.T) {
 				require.NoError(t, err)
 				wantJSON, err := json.Marshal(want)
 				require.NoError(t, err)
-				gotJSON, err := json.Marshal(sd.Decision)
+				gotJSON, err := json.Marshal(sd)
+				require.NoError(t, err)
+				// The run's decision is Decide's with its step section.
+				var got map[string]json.RawMessage
+				require.NoError(t, json.Unmarshal(gotJSON, &got))
+				delete(got, "step")
+				delete(got, "retries")
+				gotJSON, err = json.Marshal(got)
 				require.NoError(t, err)
 				require.JSONEq(t, string(wantJSON), string(gotJSON), "prefix of %d messages", n)
 				require.Len(t, sd.Retries, len(sd.Calls))
+				x, err := e.Explain(ctx, engine.Request{History: h[:n], Context: ctxDoc})
+				require.NoError(t, err)
+				explained, err := json.Marshal(x.Decision)
+				require.NoError(t, err)
+				require.Equal(t, string(wantJSON), string(explained), "Explain's decision, prefix of %d messages", n)
+				for i, c := range want.Calls {
+					for _, other := range []engine.CallVerdict{sd.Calls[i], x.Decision.Calls[i]} {
+						require.Equal(t, []any{c.Rule, c.Part, c.Capability, c.FailClosed, c.DecidedByOperator()},
+							[]any{other.Rule, other.Part, other.Capability, other.FailClosed, other.DecidedByOperator()}, "call %d, prefix of %d messages", i, n)
+					}
+				}
 			}
 		})
 	}
@@ -706,6 +728,7 @@ func BenchmarkRunStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			b.ReportAllocs()
+			cpu := cputime.PerOp(b)
 			i := 0
 			for b.Loop() {
 				id := fmt.Sprintf("b%d", i)
@@ -718,17 +741,20 @@ func BenchmarkRunStep(b *testing.B) {
 					b.Fatal(err, sd.Calls)
 				}
 			}
+			cpu()
 		})
 		b.Run(fmt.Sprintf("decide/history=%d", n), func(b *testing.B) {
 			full := append(append(facts.History{}, h...),
 				runRequest(runReturnPart("get_time", "p", facts.ToolKindNone)), runResponse(runCallPart("get_time", "x")))
 			b.ReportAllocs()
+			cpu := cputime.PerOp(b)
 			for b.Loop() {
 				d, err := e.Decide(ctx, engine.Request{History: full})
 				if err != nil || d.Calls[0].Verdict != engine.Execute {
 					b.Fatal(err)
 				}
 			}
+			cpu()
 		})
 	}
 }

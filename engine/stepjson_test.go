@@ -14,8 +14,9 @@ import (
 // TestStepDecisionJSON: a run's decision is written as one JSON object,
 // the decision's members in docs/decision.md's order and then "step" and
 // "retries", strings written as every policycheck JSON output writes them
-// (<, > and & as themselves); a StepDecision without its decision is
-// {"step", "retries"}.
+// (<, > and & as themselves); a stateless decision of the same history
+// is the same members without "step" and "retries"; a run's decision of a
+// history that ends with a request has step 0 and no retries.
 func TestStepDecisionJSON(t *testing.T) {
 	reg := mustRegistry(t, `{"capabilities": [], "tools": [{"name": "get_time"}]}`)
 	e := mustEngine(t, reg)
@@ -31,7 +32,9 @@ func TestStepDecisionJSON(t *testing.T) {
 	require.NotContains(t, string(got), `\u003c`)
 
 	// The members: the decision's, in its order, then step and retries.
-	dec, err := sd.Decision.MarshalJSON()
+	d, err := e.Decide(context.Background(), engine.Request{History: h})
+	require.NoError(t, err)
+	dec, err := d.MarshalJSON()
 	require.NoError(t, err)
 	require.True(t, bytes.HasPrefix(got, dec[:len(dec)-1]), "the decision's members do not come first:\n%s", got)
 	require.Equal(t, len(dec)-1, bytes.Index(got, []byte(`,"step":1,"retries":[`)), "step and retries do not follow the decision:\n%s", got)
@@ -42,8 +45,9 @@ func TestStepDecisionJSON(t *testing.T) {
 	require.NoError(t, json.Unmarshal(m["retries"], &retries))
 	require.Len(t, retries, 2)
 
-	empty, err := (&engine.StepDecision{Step: 3}).MarshalJSON()
+	req, err := e.NewRun().Step(context.Background(), h[:1], nil)
 	require.NoError(t, err)
-	require.JSONEq(t, `{"step":3,"retries":[]}`, string(empty))
-	require.Equal(t, `{"step":3,"retries":[]}`, string(empty))
+	got, err = req.MarshalJSON()
+	require.NoError(t, err)
+	require.True(t, bytes.HasSuffix(got, []byte(`,"step":0,"retries":[]}`)), "%s", got)
 }

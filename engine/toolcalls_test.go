@@ -138,7 +138,7 @@ func TestRunCountsToolCalls(t *testing.T) {
 		require.NoError(t, err)
 		d, err := eng.Decide(ctx, engine.Request{History: h[:n]})
 		require.NoError(t, err)
-		last = verdicts(sd.Decision)
+		last = verdicts(sd)
 		assert.Equal(t, verdicts(d), last, "prefix of %d messages", n)
 	}
 	assert.Equal(t, map[string]string{"b4": "denied", "b5": "denied"}, last)

@@ -400,13 +400,9 @@ func (s *Server) handleDecide(r *http.Request, body []byte) (any, *Error) {
 	var claim *approvalClaim
 	req.approvals, claim = s.claimApprovals(req.approvals, "")
 	defer claim.release()
-	d, err := req.eng.Decide(r.Context(), req.engineRequest(), s.evidence()...)
+	d, err := req.eng.Decide(r.Context(), req.engineRequest(), append(s.evidence(), s.receipts(""))...)
 	if err != nil {
-		s.metrics.evalError(epDecide)
-		return nil, contextError(err)
-	}
-	if herr := s.stamp(d, ""); herr != nil {
-		return nil, herr
+		return nil, s.decideError(epDecide, err)
 	}
 	claim.settle(d)
 	s.observe(r, epDecide, "", req.st, d, req.context, req.history.count, len(body), start)

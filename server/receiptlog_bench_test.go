@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/internal/testkit/receiptcases"
 	"github.com/policycheck/policycheck/trust"
@@ -39,14 +40,13 @@ func BenchmarkLogReceipts(b *testing.B) {
 			b.ReportAllocs()
 			cpu := cputime.PerOp(b)
 			for b.Loop() {
-				d, err := eng.Decide(ctx, req)
+				var opts []engine.DecideOption
+				if tc.stamp {
+					opts = append(opts, engine.WithReceipts(signer, ""))
+				}
+				d, err := eng.Decide(ctx, req, opts...)
 				if err != nil {
 					b.Fatal(err)
-				}
-				if tc.stamp {
-					if err := d.Stamp(signer, ""); err != nil {
-						b.Fatal(err)
-					}
 				}
 				if tc.record {
 					custom := map[string]any{}
@@ -63,11 +63,8 @@ func BenchmarkLogReceipts(b *testing.B) {
 	}
 	// record alone, on one signed decision: the log's share measured
 	// without the decision's noise around it.
-	d, err := eng.Decide(ctx, req)
+	d, err := eng.Decide(ctx, req, engine.WithReceipts(signer, ""))
 	if err != nil {
-		b.Fatal(err)
-	}
-	if err := d.Stamp(signer, ""); err != nil {
 		b.Fatal(err)
 	}
 	b.Run("record", func(b *testing.B) {

@@ -2,6 +2,7 @@ package server
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -29,17 +30,23 @@ func (s *Server) claimApprovals(a facts.Approvals, run string) (facts.Approvals,
 	return s.spent.claim(a, run)
 }
 
-// stamp signs d's executing calls when the server signs receipts; a
-// signature that cannot be made fails the request (500) rather than
-// answering an execute the tool service would refuse.
-func (s *Server) stamp(d *engine.Decision, run string) *Error {
-	if s.cfg.Receipts == nil {
-		return nil
-	}
-	if err := d.Stamp(s.cfg.Receipts, run); err != nil {
+// receipts is the decision option that signs the executing calls'
+// receipts of a decision of run ("" stateless) when the server signs
+// receipts: a signature that cannot be made fails the decision (see
+// signError) rather than answer an execute the tool service would refuse.
+func (s *Server) receipts(run string) engine.DecideOption {
+	return engine.WithReceipts(s.cfg.Receipts, run)
+}
+
+// decideError is the answer to a decision of endpoint ep that returned
+// an error: a receipt that could not be signed (500), else input the
+// engine cannot represent (400, counted as an evaluation error).
+func (s *Server) decideError(ep string, err error) *Error {
+	if errors.Is(err, engine.ErrSign) {
 		return &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 	}
-	return nil
+	s.metrics.evalError(ep)
+	return contextError(err)
 }
 
 // recordSignatures adds to a decision-log event's custom what the

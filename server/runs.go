@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -74,13 +73,13 @@ func runGeneration(prev, id, regKey string, messages []byte) string {
 // runAnswer is a run step's answer: the step decision's JSON with the
 // run's generation as its last member, "generation".
 type runAnswer struct {
-	*engine.StepDecision
+	*engine.Decision
 	generation string
 }
 
 // MarshalJSON writes the step decision's members, then "generation".
 func (a runAnswer) MarshalJSON() ([]byte, error) {
-	raw, err := a.StepDecision.MarshalJSON()
+	raw, err := a.Decision.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
@@ -264,26 +263,20 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	rn.run.Rebind(eng)
 	approvals, claim := s.claimApprovals(approvals, id)
 	defer claim.release()
-	// The receipts are signed before the run records the step: a step
-	// answered with no decision leaves the run as it was (engine.Run.StepWith).
-	d, err := rn.run.StepWith(r.Context(), msgs, ctxDoc, func(d *engine.Decision) error {
+	// The receipts are signed as the decision is assembled, before the run
+	// records the step: a step answered with no decision (a receipt that
+	// cannot be signed, or a failure in StepWith's last word) leaves the
+	// run as it was (engine.Run.StepWith).
+	d, err := rn.run.StepWith(r.Context(), msgs, ctxDoc, func(*engine.Decision) error {
 		faults.At(r.Context(), faults.ServerStamp)
-		if herr := s.stamp(d, id); herr != nil {
-			return herr
-		}
 		return nil
-	}, engine.WithApprovals(approvals))
-	var stampErr *Error
-	switch {
-	case errors.As(err, &stampErr):
-		return nil, stampErr
-	case err != nil:
-		s.metrics.evalError(epRun)
-		return nil, contextError(err)
+	}, engine.WithApprovals(approvals), s.receipts(id))
+	if err != nil {
+		return nil, s.decideError(epRun, err)
 	}
 	rn.gen = runGeneration(rn.gen, id, rn.regKey, b.Messages)
-	claim.settle(d.Decision)
-	s.observe(r, epRun, id, st, d.Decision, ctxDoc, rn.run.Len(), len(body), start)
+	claim.settle(d)
+	s.observe(r, epRun, id, st, d, ctxDoc, rn.run.Len(), len(body), start)
 	return runAnswer{d, rn.gen}, nil
 }
 

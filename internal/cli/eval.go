@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -82,14 +83,15 @@ other approval is not applied, and the decision's "approvals" says why (docs/tru
 			if verified {
 				opts = append(opts, engine.VerifiedEvidence(signer))
 			}
+			if signer != nil {
+				opts = append(opts, engine.WithReceipts(signer, ""))
+			}
 			d, err := eng.Decide(cmd.Context(), req, opts...)
+			if errors.Is(err, engine.ErrSign) {
+				return err
+			}
 			if err != nil {
 				return badInput(err)
-			}
-			if signer != nil {
-				if err := d.Stamp(signer, ""); err != nil {
-					return err
-				}
 			}
 			if err := render.Write(cmd.OutOrStdout(), f, &render.Doc{Decision: d}); err != nil {
 				return err

@@ -211,10 +211,7 @@ replayed.` + exitCodes("0  the replay ran; no change matched --fail-on and every
 			if err != nil {
 				return err
 			}
-			ro := replay.Options{Workers: workers, ReceiptKeys: receiptKeys, ReceiptKeysFrom: receiptKeysFrom, ApproverKeys: approverKeys}
-			if signer != nil {
-				ro.Sign = func(d *engine.Decision, run string) error { return d.Stamp(signer, run) }
-			}
+			ro := replay.Options{Workers: workers, ReceiptKeys: receiptKeys, ReceiptKeysFrom: receiptKeysFrom, ApproverKeys: approverKeys, Receipts: signer}
 			prog := stderrProgress(cmd, "replay", len(runs))
 			ro.Progress = prog
 			rep, err := replay.Replay(cmd.Context(), sides, runs, ro)

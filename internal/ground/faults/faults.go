@@ -17,8 +17,9 @@ const (
 	// RunStep is inside engine.Run.Step, after the step's messages are
 	// appended to the run and before the decision.
 	RunStep = "engine.run.step"
-	// ServerStamp is inside the sidecar's run step, where it signs a
-	// decision's receipts before the run records the step.
+	// ServerStamp is inside the sidecar's run step, after the decision
+	// and its receipts (engine.WithReceipts) are made and before the run
+	// records the step (engine.Run.StepWith's last word).
 	ServerStamp = "server.stamp"
 )
 

@@ -39,6 +39,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/trust"
 )
 
 // Run is one recorded run: a History replayed prefix by prefix, or the
@@ -88,11 +89,11 @@ type Options struct {
 	Progress Progress
 	// Decide are options of every decision of both sides.
 	Decide []engine.DecideOption
-	// Sign, when set, signs the execution receipts of a candidate
-	// decision (engine.Decision.Stamp) whose calls' verdicts changed to
-	// execute, with the run's id: the changes show the receipt the
+	// Receipts, when set, signs the execution receipts of the candidate's
+	// decisions (engine.WithReceipts) with the run's id: the changes of
+	// calls whose verdicts changed to execute show the receipt the
 	// candidate would hand out.
-	Sign func(d *engine.Decision, run string) error
+	Receipts *trust.Signer
 	// ReceiptKeys, when set, verify the receipts the logged decisions
 	// recorded instead of the keys each event records (custom.receipt_keys);
 	// ReceiptKeysFrom names them in the report.
@@ -196,26 +197,30 @@ func Replay(ctx context.Context, sides Sides, runs []*Run, opts Options) (*Repor
 
 // replayRun decides one run's steps with both sides.
 func replayRun(ctx context.Context, sides Sides, r *Run, o Options) (*tally, error) {
-	t := &tally{run: r.ID, transitions: map[string]int{}, sign: o.Sign}
+	t := &tally{run: r.ID, transitions: map[string]int{}}
 	opts := o.Decide
+	if r.History != nil && r.Approvals != nil {
+		opts = append(slices.Clip(opts), engine.WithApprovals(r.Approvals))
+	}
+	candOpts := opts
+	if o.Receipts != nil {
+		candOpts = append(slices.Clip(opts), engine.WithReceipts(o.Receipts, r.ID))
+	}
 	if r.History != nil {
 		rb, rc := sides.Baseline.NewRun(), sides.Candidate.NewRun()
-		if r.Approvals != nil {
-			opts = append(slices.Clip(opts), engine.WithApprovals(r.Approvals))
-		}
 		for i := range r.History {
 			msg := r.History[i : i+1]
 			db, err := rb.Step(ctx, msg, r.Context, opts...)
 			if err != nil {
 				return nil, err
 			}
-			dc, err := rc.Step(ctx, msg, r.Context, opts...)
+			dc, err := rc.Step(ctx, msg, r.Context, candOpts...)
 			if err != nil {
 				return nil, err
 			}
-			t.compare(i, db.Decision, dc.Decision)
+			t.compare(i, db, dc)
 		}
-		return t, t.signErr
+		return t, nil
 	}
 	for _, st := range r.Steps {
 		approvals, err := t.audit.judgeApprovals(r.ID, st, o.ApproverKeys)
@@ -228,13 +233,13 @@ func replayRun(ctx context.Context, sides Sides, r *Run, o Options) (*tally, err
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.Source, err)
 		}
-		dc, err := sides.Candidate.Decide(ctx, req, opts...)
+		dc, err := sides.Candidate.Decide(ctx, req, candOpts...)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", st.Source, err)
 		}
 		t.compare(st.Message, db, dc)
 	}
-	return t, t.signErr
+	return t, nil
 }
 
 // Compare returns the changes between two decisions of one step (a
@@ -256,10 +261,6 @@ type tally struct {
 	failClosed           FailClosed
 	wouldDeny            FailClosed
 	changes              []Change
-	// sign signs a candidate decision's receipts (Options.Sign); signErr
-	// is its first error.
-	sign    func(*engine.Decision, string) error
-	signErr error
 	// audit is what the run's logged decisions recorded, verified.
 	audit audit
 }
@@ -343,10 +344,6 @@ func (t *tally) compare(msg int, b, c *engine.Decision) {
 			}
 			if bc.Verdict == cc.Verdict {
 				continue
-			}
-			if t.sign != nil && cc.Verdict == engine.Execute && cc.Receipt == "" && t.signErr == nil {
-				t.signErr = t.sign(c, t.run)
-				cc = c.Calls[i]
 			}
 			t.changes = append(t.changes, Change{Run: t.run, Message: msg, Kind: KindCall, ToolCallID: bc.ToolCallID, Tool: bc.Tool,
 				Part: bc.Part, Transition: tr,
