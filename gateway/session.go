@@ -489,4 +489,3 @@ func upstreamFailure(err error) string {
 	}
 	return "its server failed while running it"
 }
-
