@@ -480,7 +480,7 @@ func (g *Gateway) failed(s *session, ts, name, id, msg string) *mcp.CallToolResu
 
 func upstreamFailure(err error) string {
 	switch {
-	case errors.Is(err, errUnavailable):
+	case errors.Is(err, errUnavailable), errors.Is(err, errNotOffered):
 		return err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return "its server did not answer in time"
