@@ -76,7 +76,9 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 	if err != nil {
 		return nil, fmt.Errorf("writing the session's history: %w", err)
 	}
-	opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
+	if g.cfg.DecisionDeadline > 0 {
+		opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
+	}
 	d, err := s.run.StepWith(ctx, msgs, s.ctxDoc, func(d *engine.Decision) error {
 		if g.cfg.Receipts == nil {
 			return nil
