@@ -59,6 +59,9 @@ type Config struct {
 	MaxResultBytes int64
 	// CallTimeout bounds one forwarded call (default 60s).
 	CallTimeout time.Duration
+	// ApprovalTimeout bounds how long an elicitation waits for a person
+	// (default 10m); no answer leaves the call unapproved.
+	ApprovalTimeout time.Duration
 	// DecisionDeadline bounds one decision (0: the engine's default).
 	DecisionDeadline time.Duration
 	// MaxSessions bounds the sessions held (default 10,000); SessionTTL
@@ -87,6 +90,9 @@ func (c *Config) defaults() {
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 60 * time.Second
+	}
+	if c.ApprovalTimeout <= 0 {
+		c.ApprovalTimeout = 10 * time.Minute
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 10_000
