@@ -61,11 +61,11 @@ func TestSignedApprovalInMeta(t *testing.T) {
 		return res.Content[0].(*mcp.TextContent).Text, res.IsError
 	}
 
-	_, digest, run := ask()
+	_, digest, _ := ask()
 	if msg, isErr := callMeta(mcp.Meta{"policycheck/approval": sign(digest, "gs_elsewhere")}); !isErr {
 		t.Fatalf("an approval signed for another run executed: %q", msg)
 	}
-	_, digest, run = ask()
+	_, digest, run := ask()
 	if msg, isErr := callMeta(mcp.Meta{"policycheck/approval": sign(digest, run)}); isErr {
 		t.Fatalf("a signed approval did not apply: %q", msg)
 	}
