@@ -35,6 +35,7 @@ type gatewayFlags struct {
 	maxBody      int64
 	callTimeout  time.Duration
 	approvalTTL  time.Duration
+	deadline     time.Duration
 	maxSessions  int
 	sessionTTL   time.Duration
 	startTimeout time.Duration
@@ -77,6 +78,7 @@ history, for explain, facts and replay.` +
 	fl.StringVar(&f.decisionLog, "decision-log", "", "append one JSON line per decided call (session, principal, the decision) to this file; - for stderr")
 	fl.Int64Var(&f.maxBody, "max-body", 4<<20, "largest HTTP request body, and largest upstream result kept, in bytes")
 	fl.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "how long a forwarded call may take")
+	fl.DurationVar(&f.deadline, "decision-deadline", 0, "how long one decision may take before it fails closed (0: the engine's default)")
 	fl.DurationVar(&f.approvalTTL, "approval-timeout", 10*time.Minute, "how long an elicitation waits for a person's answer")
 	fl.IntVar(&f.maxSessions, "max-sessions", 10_000, "most sessions held (an idle one past --session-ttl makes room)")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", time.Hour, "how long an idle session is kept")
@@ -104,17 +106,18 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 		return badInput(err)
 	}
 	cfg := gateway.Config{
-		Registry:        reg,
-		AllowedOrigins:  f.origins,
-		MaxBodyBytes:    f.maxBody,
-		MaxResultBytes:  f.maxBody,
-		CallTimeout:     f.callTimeout,
-		ApprovalTimeout: f.approvalTTL,
-		MaxSessions:     f.maxSessions,
-		SessionTTL:      f.sessionTTL,
-		StartTimeout:    f.startTimeout,
-		Imports:         map[string]string{},
-		Logger:          slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),
+		Registry:         reg,
+		AllowedOrigins:   f.origins,
+		MaxBodyBytes:     f.maxBody,
+		MaxResultBytes:   f.maxBody,
+		CallTimeout:      f.callTimeout,
+		ApprovalTimeout:  f.approvalTTL,
+		DecisionDeadline: f.deadline,
+		MaxSessions:      f.maxSessions,
+		SessionTTL:       f.sessionTTL,
+		StartTimeout:     f.startTimeout,
+		Imports:          map[string]string{},
+		Logger:           slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),
 	}
 	stderr := cmd.ErrOrStderr()
 	cfg.EngineOptions = []engine.Option{engine.PolicyPaths(f.policies...),
