@@ -42,6 +42,8 @@ type session struct {
 	lastUsed time.Time
 	// awaiting is the call waiting for a person's answer, if any.
 	awaiting *awaiting
+	// bytes is the size of msgs.
+	bytes int64
 }
 
 func newSessionID() string {
@@ -91,6 +93,7 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 	s.pending = false
 	if extra != nil {
 		s.msgs = append(s.msgs, extra)
+		s.bytes += int64(len(extra))
 	}
 	return d, nil
 }
@@ -99,6 +102,7 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 // until the next call or listing gives it to the run.
 func (s *session) answer(msg []byte) {
 	s.msgs = append(s.msgs, msg)
+	s.bytes += int64(len(msg))
 	s.pending = true
 	s.list = nil
 }
@@ -199,6 +203,10 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 	if len(name) > maxToolName {
 		g.metrics.refusedBeforeDecision.Add(1)
 		return toolError(fmt.Sprintf("A tool name is at most %d bytes.", maxToolName))
+	}
+	if s.bytes > g.cfg.MaxSessionBytes {
+		g.metrics.refusedBeforeDecision.Add(1)
+		return toolError(fmt.Sprintf("This session's history has reached %d bytes, the most the gateway keeps; start a new session.", g.cfg.MaxSessionBytes))
 	}
 	if env.requestState != "" {
 		return g.resume(ctx, s, name, args, env, start)
