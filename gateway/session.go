@@ -469,7 +469,9 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	}
 	p := &mcp.CallToolParams{Name: rt.tool, Arguments: sendArgs}
 	if c.Receipt != "" {
-		p.Meta = mcp.Meta{"policycheck/receipt": c.Receipt}
+		// What a tool service needs to verify the receipt
+		// (trust.Verify): the call as the gateway judged it.
+		p.Meta = mcp.Meta{"policycheck/receipt": c.Receipt, "policycheck/run": s.id, "policycheck/tool_call_id": id, "policycheck/tool": name}
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
 	res, err := up.call(cctx, p)
