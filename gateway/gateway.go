@@ -133,6 +133,9 @@ type Gateway struct {
 
 	logMu   sync.Mutex
 	metrics metrics
+
+	// jobs feeds the deciders (deciders.go).
+	jobs chan deciderJob
 }
 
 // New starts the upstreams, waits for their first tool lists (at most
@@ -168,6 +171,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	gctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
+	g.startDeciders(gctx)
 	for _, name := range g.upOrder {
 		u := g.ups[name]
 		g.wg.Add(1)

@@ -81,12 +81,16 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 	if g.cfg.DecisionDeadline > 0 {
 		opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
 	}
-	d, err := s.run.StepWith(ctx, msgs, s.ctxDoc, func(d *engine.Decision) error {
-		if g.cfg.Receipts == nil {
-			return nil
-		}
-		return d.Stamp(g.cfg.Receipts, s.id)
-	}, opts...)
+	var d *engine.StepDecision
+	err = g.decide(ctx, func() (err error) {
+		d, err = s.run.StepWith(ctx, msgs, s.ctxDoc, func(d *engine.Decision) error {
+			if g.cfg.Receipts == nil {
+				return nil
+			}
+			return d.Stamp(g.cfg.Receipts, s.id)
+		}, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
