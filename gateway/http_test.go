@@ -303,3 +303,31 @@ func TestStdioUpstreamCrash(t *testing.T) {
 		t.Fatalf("after the restart: %q", msg)
 	}
 }
+
+// TestElicitationOverHTTP: approval by elicitation on the three protocol
+// versions over streamable HTTP (2026-07-28 through an input-required
+// result and a stateless retry).
+func TestElicitationOverHTTP(t *testing.T) {
+	for _, v := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
+		t.Run(v, func(t *testing.T) {
+			_, srv, f := httpGateway(t)
+			tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}
+			c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, &mcp.ClientOptions{
+				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+			})
+			cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: v})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if msg, isErr := call(t, cs, "deploy", map[string]any{"env": "prod"}); isErr {
+				t.Fatalf("accepted deploy: %q", msg)
+			}
+			if f.calls.Load() != 1 {
+				t.Fatalf("upstream calls %d", f.calls.Load())
+			}
+		})
+	}
+}
