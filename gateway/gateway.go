@@ -194,7 +194,10 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			return nil, ctx.Err()
 		}
 	}
-	reg, rt, err := effectiveRegistry(cfg.Registry, rt, listed, cfg.Imports)
+	reg, rt, err := effectiveRegistry(cfg.Registry, rt, listed, cfg.Imports, func(tool, reason string) {
+		g.log.Warn("an upstream inputSchema does not compile: every call of the tool is refused until the registry gives it a parameters_json_schema",
+			"tool", tool, "reason", reason)
+	})
 	if err != nil {
 		g.Close()
 		return nil, err

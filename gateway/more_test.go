@@ -185,3 +185,22 @@ func TestSessionHistoryBound(t *testing.T) {
 		t.Fatalf("last answer %q", msg)
 	}
 }
+
+// TestUpstreamSchemaThatDoesNotCompile: the tool stays, and every call
+// of it is refused with invalid_args, until the registry gives a schema.
+func TestUpstreamSchemaThatDoesNotCompile(t *testing.T) {
+	f := newFakeUpstream()
+	f.srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: json.RawMessage(`{"type":"object","properties":{"p":{"$ref":"https://example.com/elsewhere.json"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			t.Error("a call with an uncompilable schema was forwarded")
+			return &mcp.CallToolResult{}, nil
+		})
+	g := newTestGateway(t, f, nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"p": "x"}); !isErr {
+		t.Fatalf("read_file: %q", msg)
+	}
+	if _, isErr := call(t, cs, "transfer_funds", map[string]any{}); !isErr {
+		t.Fatal("the other tools should still be decided as before")
+	}
+}
