@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -120,8 +122,6 @@ func (c *Config) defaults() {
 type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
-	eng     *engine.Engine
-	routes  map[string]route
 	ups     map[string]*upstream
 	upOrder []string
 	cancel  context.CancelFunc
@@ -136,6 +136,11 @@ type Gateway struct {
 
 	// jobs feeds the deciders (deciders.go).
 	jobs chan deciderJob
+
+	baseRoutes map[string]route
+	gctx       context.Context
+	built      atomic.Pointer[built]
+	rebuildMu  sync.Mutex
 }
 
 // New starts the upstreams, waits for their first tool lists (at most
@@ -180,36 +185,101 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			u.supervise(gctx)
 		}()
 	}
+	g.baseRoutes, g.gctx = rt, gctx
 	listed := map[string]map[string]*mcp.Tool{}
 	deadline := time.NewTimer(cfg.StartTimeout)
 	defer deadline.Stop()
+	timedOut := false
 	for _, name := range g.upOrder {
+		if timedOut {
+			select {
+			case <-g.ups[name].listed:
+				listed[name] = g.ups[name].snapshot()
+			default:
+				g.log.Warn("upstream did not list its tools in time; the registry takes its schemas when it does", "upstream", name)
+			}
+			continue
+		}
 		select {
 		case <-g.ups[name].listed:
 			listed[name] = g.ups[name].snapshot()
 		case <-deadline.C:
-			g.log.Warn("upstream did not list its tools in time; its tools keep the registry's schemas", "upstream", name)
+			timedOut = true
+			g.log.Warn("upstream did not list its tools in time; the registry takes its schemas when it does", "upstream", name)
 		case <-ctx.Done():
 			g.Close()
 			return nil, ctx.Err()
 		}
 	}
-	reg, rt, err := effectiveRegistry(cfg.Registry, rt, listed, cfg.Imports, func(tool, reason string) {
+	b, err := g.build(ctx, listed)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.built.Store(b)
+	for _, name := range g.upOrder {
+		if _, ok := listed[name]; ok {
+			continue
+		}
+		u := g.ups[name]
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			select {
+			case <-u.listed:
+				g.rebuild(name)
+			case <-gctx.Done():
+			}
+		}()
+	}
+	return g, nil
+}
+
+// built is what the gateway decides with: the engine over the effective
+// registry, the routes, and the first listing of each upstream it took
+// (later listings never change it: they would widen it).
+type built struct {
+	eng    *engine.Engine
+	routes map[string]route
+	listed map[string]map[string]*mcp.Tool
+}
+
+// build compiles the policies over the effective registry of listed.
+func (g *Gateway) build(ctx context.Context, listed map[string]map[string]*mcp.Tool) (*built, error) {
+	reg, rt, err := effectiveRegistry(g.cfg.Registry, g.baseRoutes, listed, g.cfg.Imports, func(tool, reason string) {
 		g.log.Warn("an upstream inputSchema does not compile: every call of the tool is refused until the registry gives it a parameters_json_schema",
 			"tool", tool, "reason", reason)
 	})
 	if err != nil {
-		g.Close()
 		return nil, err
 	}
-	g.routes = rt
-	eng, err := engine.New(ctx, append(slices.Clone(cfg.EngineOptions), engine.Registry(reg))...)
+	eng, err := engine.New(ctx, append(slices.Clone(g.cfg.EngineOptions), engine.Registry(reg))...)
 	if err != nil {
-		g.Close()
 		return nil, err
 	}
-	g.eng = eng
-	return g, nil
+	return &built{eng: eng, routes: rt, listed: listed}, nil
+}
+
+// rebuild takes the first listing of an upstream that listed after New:
+// its schemas, hints and imports join the registry, and sessions decide
+// with the new engine from their next step (engine.Run.Rebind). A
+// failure keeps what the gateway had.
+func (g *Gateway) rebuild(name string) {
+	g.rebuildMu.Lock()
+	defer g.rebuildMu.Unlock()
+	cur := g.built.Load()
+	if _, ok := cur.listed[name]; ok {
+		return
+	}
+	listed := maps.Clone(cur.listed)
+	listed[name] = g.ups[name].snapshot()
+	b, err := g.build(g.gctx, listed)
+	if err != nil {
+		g.log.Error("the registry could not take a late upstream's listing; its tools keep what the registry says", "upstream", name, "error", err)
+		return
+	}
+	g.built.Store(b)
+	g.log.Info("the registry took a late upstream's listing", "upstream", name)
 }
 
 // Close stops the upstreams and waits for them.
@@ -219,9 +289,9 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
-// Engine returns the engine the gateway decides with (its registry is the
-// effective one).
-func (g *Gateway) Engine() *engine.Engine { return g.eng }
+// Engine returns the engine the gateway decides with now (its registry is
+// the effective one).
+func (g *Gateway) Engine() *engine.Engine { return g.built.Load().eng }
 
 // Health is what /health answers.
 type Health struct {
@@ -301,7 +371,8 @@ func (g *Gateway) sessionFor(p Principal, handle string) (*session, error) {
 			return nil, errTooManySessions
 		}
 	}
-	s := &session{id: newSessionID(), principal: p.Name, ctxDoc: p.Context, run: g.eng.NewRun(), lastUsed: now}
+	eng := g.Engine()
+	s := &session{id: newSessionID(), principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now}
 	g.sessions[key] = s
 	g.byID[s.id] = s
 	g.metrics.sessions.Add(1)
@@ -372,7 +443,8 @@ func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResu
 		return nil, errors.New("the tool list could not be decided")
 	}
 	g.metrics.lists.Add(1)
-	reg := g.eng.Registry()
+	b := g.built.Load()
+	reg := b.eng.Registry()
 	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, 0, len(d.Advertised))}
 	res.Cacheable = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
 	for _, name := range d.Advertised {
@@ -384,7 +456,7 @@ func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResu
 			res.Tools = append(res.Tools, loadToolDef(reg))
 			continue
 		}
-		t, ok := g.toolDef(reg, name)
+		t, ok := g.toolDef(b, name)
 		if ok {
 			res.Tools = append(res.Tools, t)
 		}
@@ -395,8 +467,9 @@ func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResu
 // toolDef is a registry tool's definition as listed: its upstream's,
 // renamed, with the registry's description and schema where it gives
 // them. A tool its upstream does not list now is left out.
-func (g *Gateway) toolDef(reg *facts.Registry, name string) (*mcp.Tool, bool) {
-	rt, ok := g.routes[name]
+func (g *Gateway) toolDef(b *built, name string) (*mcp.Tool, bool) {
+	reg := b.eng.Registry()
+	rt, ok := b.routes[name]
 	if !ok {
 		return nil, false
 	}

@@ -204,3 +204,40 @@ func TestUpstreamSchemaThatDoesNotCompile(t *testing.T) {
 		t.Fatal("the other tools should still be decided as before")
 	}
 }
+
+// TestLateUpstream: an upstream that lists after StartTimeout joins the
+// registry when it does: its schema holds the next call of a session
+// that started before.
+func TestLateUpstream(t *testing.T) {
+	f := newFakeUpstream()
+	release := make(chan struct{})
+	spec := f.upstreamSpec("files")
+	inner := spec.Transport
+	spec.Transport = func() (mcp.Transport, error) {
+		<-release
+		return inner()
+	}
+	g := newTestGateway(t, f, func(c *gateway.Config) {
+		c.Upstreams = []gateway.Upstream{spec}
+		c.StartTimeout = 10 * time.Millisecond
+	})
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if msg, _ := call(t, cs, "read_file", map[string]any{"path": 5}); !strings.Contains(msg, "not available right now") {
+		t.Fatalf("before the upstream is up: %q", msg)
+	}
+	before := g.Engine()
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Engine() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the late listing was not taken")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": 5}); !isErr || !strings.Contains(msg, "/path") {
+		t.Fatalf("after: %q", msg)
+	}
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "a"}); isErr {
+		t.Fatalf("after: %q", msg)
+	}
+}

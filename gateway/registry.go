@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -104,7 +105,7 @@ func effectiveRegistry(base *facts.Registry, rt map[string]route, listed map[str
 		}
 		t.Labels = append(slices.Clone(t.Labels), hintLabels(up.Annotations)...)
 	}
-	rt = maps(rt)
+	rt = maps.Clone(rt)
 	mapped := map[route]bool{}
 	for _, r := range rt {
 		mapped[r] = true
@@ -197,12 +198,4 @@ func refuseBadUpstreamSchemas(base *facts.Registry, tools []facts.Tool, err erro
 		replaced = true
 	}
 	return replaced
-}
-
-func maps(m map[string]route) map[string]route {
-	out := make(map[string]route, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
-	return out
 }

@@ -44,6 +44,8 @@ type session struct {
 	awaiting *awaiting
 	// bytes is the size of msgs.
 	bytes int64
+	// eng is the engine the run decides with.
+	eng *engine.Engine
 }
 
 func newSessionID() string {
@@ -80,6 +82,11 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 	}
 	if g.cfg.DecisionDeadline > 0 {
 		opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
+	}
+	if eng := g.Engine(); eng != s.eng {
+		// A late upstream's listing rebuilt the registry.
+		s.run.Rebind(eng)
+		s.eng = eng
 	}
 	var d *engine.StepDecision
 	err = g.decide(ctx, func() (err error) {
@@ -228,7 +235,7 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 		}
 		s.answer(requestMessage(a.ts, retryPart(nil, a.ts, a.name, noApprovalMessage, a.id)))
 	}
-	reg := g.eng.Registry()
+	reg := s.eng.Registry()
 	var pc pendingCall
 	switch name {
 	case facts.SearchTool:
@@ -385,7 +392,7 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 	g.logDecision(s, d, c, time.Since(start))
 	g.metrics.verdict(c.Verdict)
 	defer func() { g.metrics.observe(time.Since(start)) }()
-	reg := g.eng.Registry()
+	reg := s.eng.Registry()
 
 	if c.Verdict != engine.Execute {
 		msg := c.Message
@@ -460,7 +467,7 @@ func metaResult(content []byte) *mcp.CallToolResult {
 
 // forward sends an executed call to its upstream and records the result.
 func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict, name string, args []byte, id, ts string) *mcp.CallToolResult {
-	rt, ok := g.routes[name]
+	rt, ok := g.built.Load().routes[name]
 	up := g.ups[rt.upstream]
 	if !ok || up == nil {
 		// Only a registry tool executes, and every one has a route.
