@@ -331,3 +331,34 @@ func TestElicitationOverHTTP(t *testing.T) {
 		})
 	}
 }
+
+// TestSessionIDOfAnotherPrincipal: bob presenting alice's Mcp-Session-Id
+// is refused and never reaches her session.
+func TestSessionIDOfAnotherPrincipal(t *testing.T) {
+	_, srv, f := httpGateway(t)
+	alice := httpClient(t, srv.URL, aliceToken, "2025-11-25")
+	call(t, alice, "search_tools", map[string]any{"queries": []string{"write"}})
+	sid := alice.ID()
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"files/write_file","arguments":{}}}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bobToken)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if f.calls.Load() != 0 {
+		t.Fatal("bob's call ran")
+	}
+}
