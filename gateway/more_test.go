@@ -241,3 +241,23 @@ func TestLateUpstream(t *testing.T) {
 		t.Fatalf("after: %q", msg)
 	}
 }
+
+// TestUpstreamToolError: an upstream isError result reaches the client as
+// it is and the history as a retry prompt (pydantic-ai's MCP client
+// raises ModelRetry), not as a successful return.
+func TestUpstreamToolError(t *testing.T) {
+	f := newFakeUpstream()
+	f.srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such file"}}}, nil
+		})
+	g := newTestGateway(t, f, nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "a"}); !isErr || msg != "no such file" {
+		t.Fatalf("%q %v", msg, isErr)
+	}
+	h := string(onlyHistory(t, g))
+	if !strings.Contains(h, `{"content":"no such file","tool_name":"read_file","tool_call_id":"gw_1"`) || !strings.Contains(h, `"part_kind":"retry-prompt"`) {
+		t.Fatalf("history:\n%s", h)
+	}
+}
