@@ -162,7 +162,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		if _, dup := g.ups[u.Name]; dup {
 			return nil, fmt.Errorf("gateway: upstream %q is defined twice", u.Name)
 		}
-		g.ups[u.Name] = newUpstream(u, cfg.Logger)
+		up := newUpstream(u, cfg.Logger)
+		up.onList = g.notifyAll
+		g.ups[u.Name] = up
 		g.upOrder = append(g.upOrder, u.Name)
 	}
 	for name := range cfg.Imports {
@@ -502,4 +504,20 @@ func (g *Gateway) SessionIDs() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// notifyAll tells every session's latest connection that its tool list
+// may have changed (an upstream's listing changed).
+func (g *Gateway) notifyAll() {
+	g.mu.Lock()
+	var fs []func()
+	for _, s := range g.sessions {
+		if f := s.notifier.Load(); f != nil {
+			fs = append(fs, *f)
+		}
+	}
+	g.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 }

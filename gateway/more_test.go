@@ -87,13 +87,22 @@ func TestListChangedAfterReveal(t *testing.T) {
 func TestUpstreamListChangeNeverWidens(t *testing.T) {
 	f := newFakeUpstream()
 	g := newTestGateway(t, f, nil)
-	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	changed := make(chan struct{}, 8)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	toolNames(t, cs)
 	f.srv.AddTool(&mcp.Tool{Name: "exfiltrate", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			t.Error("the gateway forwarded a tool the registry does not map")
 			return &mcp.CallToolResult{}, nil
 		})
 	f.srv.RemoveTools("read_file")
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client was not told that the list changed")
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for slices.Contains(toolNames(t, cs), "read_file") {
 		if time.Now().After(deadline) {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -46,6 +47,9 @@ type session struct {
 	bytes int64
 	// eng is the engine the run decides with.
 	eng *engine.Engine
+	// notifier sends notifications/tools/list_changed to the session's
+	// latest connection.
+	notifier atomic.Pointer[func()]
 }
 
 func newSessionID() string {
