@@ -496,12 +496,18 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 		msg := fmt.Sprintf("The tool %s failed: %s.", pyQuote(name), upstreamFailure(err))
 		return g.failed(s, ts, name, id, msg)
 	}
+	// The client gets the result, not the upstream's _meta (its identity,
+	// its protocol's fields).
+	out := &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
+	if out.Content == nil {
+		out.Content = []mcp.Content{}
+	}
 	if res.IsError {
 		// pydantic-ai's MCP client raises ModelRetry with the error text.
 		text := resultText(res)
 		s.answer(requestMessage(ts, retryPart(nil, ts, name, text, id)))
 		_ = s.run.ReportFailure(name)
-		return res
+		return out
 	}
 	content, err := resultContent(res)
 	if err == nil && int64(len(content)) > g.cfg.MaxResultBytes {
@@ -518,7 +524,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	}
 	s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, "", "success", c.Receipt)))
 	s.run.ReportSuccess(name)
-	return res
+	return out
 }
 
 // failed records an executed call that did not complete (its upstream
