@@ -270,3 +270,17 @@ func TestUpstreamToolError(t *testing.T) {
 		t.Fatalf("history:\n%s", h)
 	}
 }
+
+// TestForwardedResultCarriesNoUpstreamMeta: the upstream's _meta (its
+// server info) does not reach the client.
+func TestForwardedResultCarriesNoUpstreamMeta(t *testing.T) {
+	g := newTestGateway(t, newFakeUpstream(), nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "a"}})
+	if err != nil || res.IsError {
+		t.Fatal(err, res)
+	}
+	if raw, _ := json.Marshal(res); strings.Contains(string(raw), `"files"`) {
+		t.Fatalf("the upstream's identity reached the client: %s", raw)
+	}
+}
