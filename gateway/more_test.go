@@ -284,3 +284,26 @@ func TestForwardedResultCarriesNoUpstreamMeta(t *testing.T) {
 		t.Fatalf("the upstream's identity reached the client: %s", raw)
 	}
 }
+
+// TestAllowAllRegistry: docs/gateway.md's allow-all recipe: an always-on
+// capability and --import make every listed tool callable.
+func TestAllowAllRegistry(t *testing.T) {
+	f := newFakeUpstream()
+	g, err := gateway.New(context.Background(), gateway.Config{
+		Registry:  mustRegistry(t, "capabilities:\n  - id: everything\n"),
+		Upstreams: []gateway.Upstream{f.upstreamSpec("files")},
+		Imports:   map[string]string{"files": "everything"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	got := toolNames(t, cs)
+	if !slices.Equal(got, []string{"delete_everything", "deploy", "issue_refund", "read_file", "transfer_funds", "write_file"}) {
+		t.Fatalf("tools/list = %v", got)
+	}
+	if msg, isErr := call(t, cs, "delete_everything", map[string]any{}); isErr {
+		t.Fatal(msg)
+	}
+}
