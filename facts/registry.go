@@ -48,6 +48,10 @@ type Tool struct {
 	// RequiresApproval: every call of the tool needs a person's approval
 	// (Registry.ApprovalTools).
 	RequiresApproval bool `json:"requires_approval,omitempty"`
+	// Upstream names the MCP server that serves the tool behind
+	// `policycheck gateway` (docs/gateway.md); "" for none. No decision
+	// reads it.
+	Upstream string `json:"upstream,omitempty"`
 }
 
 // Gate says what makes a registry tool callable (conformance README).

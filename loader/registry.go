@@ -38,6 +38,8 @@ type registryDoc struct {
 		ParametersJSONSchema json.RawMessage `json:"parameters_json_schema"`
 		// RequiresApproval: every call of the tool needs approval.
 		RequiresApproval bool `json:"requires_approval"`
+		// Upstream: the gateway's upstream MCP server (docs/gateway.md).
+		Upstream string `json:"upstream"`
 	} `json:"tools"`
 	// ContextSchema: facts.NewRegistry compiles it.
 	ContextSchema json.RawMessage `json:"context_schema"`
@@ -91,7 +93,8 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 	tools := make([]facts.Tool, len(rd.Tools))
 	for i, t := range rd.Tools {
 		tools[i] = facts.Tool{Name: t.Name, DeferLoading: t.DeferLoading, Description: t.Description, MaxRetries: t.MaxRetries,
-			ParametersJSONSchema: t.ParametersJSONSchema, Labels: t.Labels, RequiresApproval: t.RequiresApproval}
+			ParametersJSONSchema: t.ParametersJSONSchema, Labels: t.Labels, RequiresApproval: t.RequiresApproval,
+			Upstream: t.Upstream}
 		if t.Capability != nil {
 			tools[i].Capability = *t.Capability
 		}
