@@ -273,3 +273,24 @@ func (env *envelope) refuseUnknown(known []string) *Error {
 	return badRequest(CodeSchema, strconv.Quote(key)+" is not a member this endpoint reads: it reads "+strings.Join(names, ", "),
 		"/"+wire.PointerToken(key))
 }
+
+// skimEnvelope reads a request body's envelope with wire.SkimEnvelope
+// (each member's value strict, the history's elements skimmed for the
+// decoder) and turns its error into the request's 400.
+func skimEnvelope(body []byte, known []string, hooks arrayHooks, arrays ...string) (*wire.Envelope, *Error) {
+	env, err := wire.SkimEnvelope(body, wire.EnvelopeSpec{File: "request", Known: known, Arrays: arrays,
+		MaxDepth: loader.DefaultMaxDepth, Resume: hooks.resume, Decode: hooks.decode})
+	if err != nil {
+		return nil, envelopeError(err)
+	}
+	return env, nil
+}
+
+// envelopeError is a body the envelope skim refused, as a 400: its byte
+// offset and what was found there, or that the body is no object.
+func envelopeError(e *wire.Error) *Error {
+	if e.Kind == wire.KindSchema {
+		return badRequest(CodeSyntax, "the body "+e.Msg, "")
+	}
+	return badRequest(CodeSyntax, "invalid JSON at byte "+strconv.Itoa(e.Offset)+": "+strings.TrimPrefix(e.Msg, "invalid JSON: "), e.Pointer)
+}
