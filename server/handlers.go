@@ -262,11 +262,11 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	if herr != nil {
 		return nil, herr
 	}
-	c, herr := s.parseContext(env.members["context"])
+	c, herr := s.parseContext(env.Members["context"])
 	if herr != nil {
 		return nil, herr
 	}
-	approvals, herr := parseApprovals(env.members["approvals"])
+	approvals, herr := parseApprovals(env.Members["approvals"])
 	if herr != nil {
 		return nil, herr
 	}

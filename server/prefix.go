@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // prefixCache lets a stateless client that resends its whole, growing
@@ -134,16 +136,15 @@ func (c *prefixCache) admit(msgs [][]byte) bool {
 // firstKey hashes the first element of a history array; ok is false when
 // the array is empty or its first element does not scan.
 func (c *prefixCache) firstKey(arr []byte) (key [2]uint64, ok bool) {
-	s := &jscan{b: arr, i: 1, depth: 1}
-	s.ws()
-	start := s.i
-	if s.i >= len(arr) || arr[s.i] == ']' {
+	start := wire.SkipSpace(arr, 1)
+	if start >= len(arr) || arr[start] == ']' {
 		return key, false
 	}
-	if s.fastSkip("") != nil {
+	end, err := wire.SkimValue("request", arr, start, loader.DefaultMaxDepth-1)
+	if err != nil {
 		return key, false
 	}
-	return c.hash.key(arr[start:s.i]), true
+	return c.hash.key(arr[start:end]), true
 }
 
 // find returns the longest remembered prefix of the history array arr
