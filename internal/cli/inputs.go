@@ -29,6 +29,9 @@ type inputFlags struct {
 	noSchema   bool
 	approvals  string
 	flows      flowFlags
+	// transcript keeps the history's transcript as the loader reads it
+	// (explain --format html draws its page from it).
+	transcript bool
 }
 
 func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
@@ -61,10 +64,11 @@ func (f *inputFlags) registerApprovals(cmd *cobra.Command) {
 type inputs struct {
 	reg     *facts.Registry
 	history facts.History
-	// historyJSON is the history as read (explain's page shows its parts).
-	historyJSON []byte
-	context     any
-	approvals   facts.Approvals
+	// transcript is the history's transcript, when the flags asked for
+	// it (explain's page shows its parts).
+	transcript *loader.Transcript
+	context    any
+	approvals  facts.Approvals
 }
 
 // request is the engine request for the loaded inputs.
@@ -126,11 +130,19 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	}
 	lim := f.limits
 	lim.MaxBytes = f.maxBytes
-	h, err := loader.Reader{Limits: lim, Schema: !f.noSchema}.Read(name, data)
+	reader := loader.Reader{Limits: lim, Schema: !f.noSchema}
+	in := &inputs{reg: reg}
+	if f.transcript {
+		in.transcript, err = reader.ReadTranscript(name, data)
+		if err == nil {
+			in.history = in.transcript.History
+		}
+	} else {
+		in.history, err = reader.Read(name, data)
+	}
 	if err != nil {
 		return nil, badInput(historyFormatHint(data, err))
 	}
-	in := &inputs{reg: reg, history: h, historyJSON: data}
 	if f.context != "" {
 		if in.context, err = readContext(cmd, f.context, reg); err != nil {
 			return nil, err
