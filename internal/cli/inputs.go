@@ -267,16 +267,38 @@ func historyFormatHint(data []byte, err error) error {
 		return err
 	}
 	hint := ""
-	var msgs []map[string]json.RawMessage
-	if json.Unmarshal(data, &msgs) == nil && len(msgs) > 0 {
-		if _, ok := msgs[0]["role"]; ok {
-			hint = `this looks like an OpenAI-style message list ("role", "content"), not pydantic-ai's; `
-		}
+	if openAIStyle(data) {
+		hint = `this looks like an OpenAI-style message list ("role", "content"), not pydantic-ai's; `
 	}
 	out := *le
 	out.Msg = le.Msg + "; " + hint + historyFormatNote
 	return &out
 }
+
+// openAIStyle reports whether data is a JSON array of objects (or nulls)
+// whose first is an object with a "role": an OpenAI-style message list.
+// It sniffs the format by wire's skims; the history is read by the loader
+// alone.
+func openAIStyle(data []byte) bool {
+	if !wire.Valid(data, sniffDepth) {
+		return false
+	}
+	elems, _, err := wire.SkimArray("", data, 0, sniffDepth)
+	if err != nil || len(elems) == 0 {
+		return false
+	}
+	for _, e := range elems {
+		if e[0] != '{' && e[0] != 'n' {
+			return false
+		}
+	}
+	env, serr := wire.SkimEnvelope(elems[0], wire.EnvelopeSpec{Known: []string{"role"}, MaxDepth: sniffDepth})
+	return serr == nil && env.Members["role"] != nil
+}
+
+// sniffDepth bounds the nesting a format sniff reads (as encoding/json's
+// own limit did).
+const sniffDepth = 10000
 
 const historyFormatNote = `a history is a pydantic-ai ModelMessagesTypeAdapter dump, a JSON list of ` +
 	`{"kind": "request"|"response", "parts": [...]} messages (docs/input.md, "The history", shows one)`

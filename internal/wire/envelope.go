@@ -285,3 +285,31 @@ func (s *envScan) element(ptr string) *Error {
 	}
 	return nil
 }
+
+// SkimArray returns the elements of the array that begins at b[i] (after
+// any whitespace) and the offset just past it, each element passed over
+// as SkimValue does: an array or object structurally, any other value
+// strictly (at most maxDepth levels). It reads what kind of document a
+// file holds (a history, a list of decision-log events) before the
+// reader of that kind reads it strictly. An error is an *Error: of
+// KindSchema when the value is not an array, else as SkimEnvelope's.
+func SkimArray(file string, b []byte, i, maxDepth int) (elems [][]byte, end int, err *Error) {
+	s := &envScan{b: b, i: i, spec: &EnvelopeSpec{File: file, MaxDepth: maxDepth}}
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '[' {
+		return nil, s.i, s.at(KindSchema, "must be a JSON array", "")
+	}
+	elems = [][]byte{}
+	if err := s.value(&elems, ""); err != nil {
+		return nil, s.i, err
+	}
+	return elems, s.i, nil
+}
+
+// Valid reports whether b is one JSON value, read strictly (Skip: UTF-8
+// only, no number extension, at most maxDepth levels), with nothing but
+// whitespace around it.
+func Valid(b []byte, maxDepth int) bool {
+	end, err := Skip("", b, 0, maxDepth)
+	return err == nil && SkipSpace(b, end) == len(b)
+}
