@@ -20,8 +20,11 @@
 //     builds each decision's small input directly as an ast.Value, in
 //     the shape of contract.Input (internal/contract/document.go, the one
 //     definition of the input document; docs/docs_test.go holds the two
-//     together both ways). inputdoc.go reads it back (FactsFromInput),
-//     through a reader that refuses a path contract.Input lacks.
+//     together both ways); each field that comes from the facts is one
+//     docField (its key, how it is written, how it is read back), which
+//     inputdoc.go reads back (FactsFromInput) through a reader that
+//     refuses a path contract.Input lacks. A filter's input is built
+//     there too, once (filterInput, FilterInput for policycheck check).
 //   - engine.go is the Engine: an immutable snapshot swapped atomically by
 //     Reload, Decide (the filters of an active set through the filter
 //     cache, which keeps their composed results per active set and
