@@ -418,7 +418,7 @@ func (s *setTerms) of(names []string) *ast.Term {
 // (the policies may read them) and the facts carry them: facts.tool_calls,
 // facts.flow_index_truncated and each call's flows.
 func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, reads []callArgs, invalid []*argsInvalid, opts facts.Options) ast.Value {
-	w := &docWriter{sets: &setTerms{known: known}, known: known}
+	w := &docWriter{sets: setTerms{known: known}, known: known}
 	factsObj := objectOf(w, factsFields, f)
 	if opts.ToolCalls && f.ToolCalls != nil {
 		factsObj.Insert(keyTerm("tool_calls"), toolCallsTerm(w, f.ToolCalls))
@@ -431,10 +431,10 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 	for i, e := range allErrs {
 		errTerms[i] = ast.ObjectTerm(item("capability", ast.StringTerm(e.Capability)), item("message", ast.StringTerm(e.Message)))
 	}
-	nextTerm := next.term(w.sets)
+	nextTerm := next.term(&w.sets)
 	dispatchTerm := nextTerm
 	if dispatch != next {
-		dispatchTerm = dispatch.term(w.sets)
+		dispatchTerm = dispatch.term(&w.sets)
 	}
 	filters := ast.ObjectTerm(
 		item("next", nextTerm),
@@ -459,9 +459,7 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 			if binds != nil && binds[i] != nil && binds[i].bound && (invalid == nil || invalid[i] == nil) {
 				approval, args = approvalTerm(binds[i].approval, args, reads[i].override)
 			}
-			call := ast.NewObject(item("index", ast.IntNumberTerm(i)))
-			putFields(w, call, callFields, c)
-			call.Insert(keyTerm("args"), args)
+			call := objectOf(w, callFields, c, item("index", ast.IntNumberTerm(i)), item("args", args))
 			if opts.Flows && c.Flows != nil {
 				call.Insert(keyTerm("flows"), flowsTerm(w, c.Flows))
 			}
@@ -475,9 +473,7 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 			}
 			calls[i] = ast.NewTerm(call)
 		}
-		dobj := objectOf(w, dispatchFields, d)
-		dobj.Insert(keyTerm("calls"), ast.ArrayTerm(calls...))
-		in.Insert(keyTerm("dispatch"), ast.NewTerm(dobj))
+		in.Insert(keyTerm("dispatch"), ast.NewTerm(objectOf(w, dispatchFields, d, item("calls", ast.ArrayTerm(calls...)))))
 	}
 	return in
 }
@@ -520,7 +516,7 @@ func flowsTerm(w *docWriter, flows []facts.Flow) *ast.Term {
 // docWriter is what writing a field needs: the decision's set terms and
 // the snapshot's name terms.
 type docWriter struct {
-	sets  *setTerms
+	sets  setTerms
 	known *nameTerms
 }
 
@@ -534,18 +530,15 @@ type docField[T any] struct {
 	get func(r *inputReader, v any, ptr string, x *T)
 }
 
-// putFields writes fields of x into obj.
-func putFields[T any](w *docWriter, obj ast.Object, fields []docField[T], x *T) {
+// objectOf is the object of fields of x and the extra items, built in
+// one piece (ast.NewObject keeps its members in one allocation).
+func objectOf[T any](w *docWriter, fields []docField[T], x *T, extra ...[2]*ast.Term) ast.Object {
+	var buf [10][2]*ast.Term
+	items := buf[:0]
 	for i := range fields {
-		obj.Insert(keyTerm(fields[i].key), fields[i].put(w, x))
+		items = append(items, item(fields[i].key, fields[i].put(w, x)))
 	}
-}
-
-// objectOf is the object of fields of x.
-func objectOf[T any](w *docWriter, fields []docField[T], x *T) ast.Object {
-	obj := ast.NewObject()
-	putFields(w, obj, fields, x)
-	return obj
+	return ast.NewObject(append(items, extra...)...)
 }
 
 // setField is a list of names the policy reads as a set.

@@ -339,6 +339,14 @@ type history struct {
 	keptBody bool // the prefix cache keeps the body's bytes
 }
 
+// The members of a stateless request's body, and the one whose elements
+// the envelope keeps (package variables: the skim's spec does not let a
+// list given to it stay on the stack).
+var (
+	statelessMembers = []string{"registry", "history", "context", "approvals"}
+	statelessArrays  = []string{"history"}
+)
+
 // stateless scans a /v1/decide, /v1/facts or /v1/explain body and decodes
 // its history; engineFor picks the engine from the registry member. With
 // resume, a history that begins with a remembered prefix resumes from it
@@ -366,8 +374,8 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 			return len(hit.hist)
 		}
 	}
-	known := []string{"registry", "history", "context", "approvals"}
-	env, herr := scanEnvelopeWith(body, known, hooks, "history")
+	known := statelessMembers
+	env, herr := scanEnvelopeWith(body, known, hooks, statelessArrays...)
 	if herr == nil {
 		herr = refuseUnknown(env, known)
 	}
@@ -392,7 +400,7 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		// history is decoded, and errors reported, as without the cache.
 		in.prefixes.fallbacks.Add(1)
 		hooks.resume = nil
-		env, herr = scanEnvelopeWith(body, known, hooks, "history")
+		env, herr = scanEnvelopeWith(body, known, hooks, statelessArrays...)
 		if herr != nil {
 			return nil, nil, nil, herr
 		}

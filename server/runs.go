@@ -152,6 +152,14 @@ func conflict(msg string) *Error {
 		Message: msg + ": resend the whole history as \"messages\" with \"offset\": 0"}
 }
 
+// The members of a run step's body, and the one whose elements the
+// envelope keeps (package variables: the skim's spec does not let a list
+// given to it stay on the stack).
+var (
+	runMembers = []string{"offset", "messages", "context", "registry", "approvals", "generation"}
+	runArrays  = []string{"messages"}
+)
+
 func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	start := time.Now()
 	st := s.state.Load()
@@ -162,8 +170,8 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr := checkRunID(id); herr != nil {
 		return nil, herr
 	}
-	known := []string{"offset", "messages", "context", "registry", "approvals", "generation"}
-	env, herr := scanEnvelope(body, known, "messages")
+	known := runMembers
+	env, herr := scanEnvelope(body, known, runArrays...)
 	if herr == nil {
 		herr = refuseUnknown(env, known)
 	}

@@ -3,6 +3,7 @@ package wire
 import (
 	"bytes"
 	"slices"
+	"strings"
 )
 
 // SkimDepth bounds the nesting of a kept array's elements, which the
@@ -66,7 +67,7 @@ type Envelope struct {
 // member's value it is in ("" outside any, or inside a kept array whose
 // prefix resumed).
 func SkimEnvelope(body []byte, spec EnvelopeSpec) (*Envelope, *Error) {
-	s := &envScan{b: body, spec: &spec}
+	s := &envScan{b: body, spec: spec}
 	env := &Envelope{Members: map[string][]byte{}, Elements: map[string][][]byte{}}
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '{' {
@@ -157,7 +158,7 @@ type envScan struct {
 	b     []byte
 	i     int
 	depth int
-	spec  *EnvelopeSpec
+	spec  EnvelopeSpec
 	// What the last kept array's skim saw (see Envelope).
 	arrStart, lastEnd, resumedN int
 }
@@ -169,8 +170,12 @@ func syntaxAt(file string, b []byte, off int, msg, ptr string) *Error {
 	return e
 }
 
+// file is the input's name for an error (a copy: the spec, which
+// holds the caller's lists, is not kept past the skim).
+func (s *envScan) file() string { return strings.Clone(s.spec.File) }
+
 func (s *envScan) at(kind ErrorKind, msg, ptr string) *Error {
-	e := syntaxAt(s.spec.File, s.b, s.i, msg, ptr)
+	e := syntaxAt(s.file(), s.b, s.i, msg, ptr)
 	e.Kind = kind
 	return e
 }
@@ -197,9 +202,10 @@ func (s *envScan) sepOrClose(close byte) (closed bool, err *Error) {
 // skip checks the value at s.i, the member ptr's or inside it, strictly
 // (Skip), within what is left of MaxDepth at the skim's depth.
 func (s *envScan) skip(ptr string) *Error {
-	end, le := Skip(s.spec.File, s.b, s.i, s.spec.MaxDepth-s.depth)
+	end, le := Skip("", s.b, s.i, s.spec.MaxDepth-s.depth)
 	if le != nil {
 		s.i = le.Offset
+		le.File = s.file()
 		le.Pointer = ptr + le.Pointer
 		le.Line = 1 + bytes.Count(s.b[:min(s.i, len(s.b))], []byte{'\n'})
 		le.Column = s.i - bytes.LastIndexByte(s.b[:min(s.i, len(s.b))], '\n')
@@ -294,7 +300,7 @@ func (s *envScan) element(ptr string) *Error {
 // reader of that kind reads it strictly. An error is an *Error: of
 // KindSchema when the value is not an array, else as SkimEnvelope's.
 func SkimArray(file string, b []byte, i, maxDepth int) (elems [][]byte, end int, err *Error) {
-	s := &envScan{b: b, i: i, spec: &EnvelopeSpec{File: file, MaxDepth: maxDepth}}
+	s := &envScan{b: b, i: i, spec: EnvelopeSpec{File: file, MaxDepth: maxDepth}}
 	s.ws()
 	if s.i >= len(s.b) || s.b[s.i] != '[' {
 		return nil, s.i, s.at(KindSchema, "must be a JSON array", "")
