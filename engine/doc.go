@@ -8,7 +8,10 @@
 //   - prepare → prepared: the facts (verified evidence vouched), the
 //     capability filters (filter cache), the calls' arguments read once and
 //     validated against their tools' schemas, the approvals bound
-//     (approvals.go), the input document (input.go, contract.Input).
+//     (approvals.go), the input document (input.go, contract.Input: each
+//     field that comes from the facts is one docField, written there and
+//     read back by inputdoc.go's FactsFromInput; a filter's input is built
+//     there once, filterInput, FilterInput for policycheck check).
 //   - evaluate → evaluated: the policy's result (result.go,
 //     contract.Result) from the decision memo (memo.go) or one evaluation
 //     of data.policycheck.availability.decision (percall.go confines an

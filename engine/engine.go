@@ -523,11 +523,7 @@ type filterEval struct {
 // order) and no map of the names kept.
 func (s *snapshot) evalFilter(ctx context.Context, flt *filter, active, ctxTerm *ast.Term) *filterEval {
 	entry := &filterEval{}
-	input := ast.NewObject(
-		item("tools", s.toolsInput),
-		item("context", ctxTerm),
-		item("active_capabilities", active),
-	)
+	input := filterInput(s.toolsInput, ctxTerm, active)
 	rs, err := flt.query.Eval(ctx, s.evalWith(input)...)
 	if err != nil {
 		entry.err = err.Error()

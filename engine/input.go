@@ -136,6 +136,27 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 	return data, ast.ArrayTerm(list...), hex.EncodeToString(sum[:])
 }
 
+// filterInput is the input document of a capability filter
+// (contract.FilterInput), built here alone: the registry's tools as the
+// filters see them (registryData), the request context and the active
+// capability set.
+func filterInput(tools, ctxTerm, active *ast.Term) ast.Object {
+	return ast.NewObject(
+		item("tools", tools),
+		item("context", ctxTerm),
+		item("active_capabilities", active),
+	)
+}
+
+// FilterInput returns the input document a capability filter
+// (prepare_tools) reads for reg, with an empty context and the
+// capabilities active, in their order: the document the engine builds for
+// a decision's filters, which policycheck check evaluates a filter with.
+func FilterInput(reg *facts.Registry, active []string) ast.Value {
+	_, tools, _ := registryData(reg)
+	return filterInput(tools, ast.ObjectTerm(), arrayOf(active))
+}
+
 // RegistryDocument returns data.policycheck.registry as the policies see
 // it for reg, as JSON-compatible values (sets become sorted arrays): what
 // a fixture for stock `opa test` holds in place of the engine's data.
@@ -384,7 +405,9 @@ func (s *setTerms) of(names []string) *ast.Term {
 
 // buildInput builds the input document of the decision query: the facts
 // as sets, the filter results and the context. It is built once per
-// decision as an ast.Value: no JSON round trip.
+// decision as an ast.Value: no JSON round trip; the fields that come
+// from the facts are written by their one definition (docField below),
+// which FactsFromInput reads back.
 // A call's args are its arguments as readCalls read them (reads, parallel
 // to the calls). A call with a bound approval (binds, parallel to the
 // calls) carries it as approval, and its args are the ones it would
@@ -395,29 +418,23 @@ func (s *setTerms) of(names []string) *ast.Term {
 // (the policies may read them) and the facts carry them: facts.tool_calls,
 // facts.flow_index_truncated and each call's flows.
 func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, reads []callArgs, invalid []*argsInvalid, opts facts.Options) ast.Value {
-	sets := &setTerms{known: known}
-	factsObj := ast.ObjectTerm(
-		item("window", posTerm(f.Window)),
-		item("discovered", sets.of(f.Discovered)),
-		item("loaded", sets.of(f.Loaded)),
-		item("returned", sets.of(f.Returned)),
-		item("active_capabilities", sets.of(f.ActiveCapabilities)),
-	)
+	w := &docWriter{sets: setTerms{known: known}, known: known}
+	factsObj := objectOf(w, factsFields, f)
 	if opts.ToolCalls && f.ToolCalls != nil {
-		factsObj.Value.(ast.Object).Insert(keyTerm("tool_calls"), toolCallsTerm(f.ToolCalls, known))
+		factsObj.Insert(keyTerm("tool_calls"), toolCallsTerm(w, f.ToolCalls))
 	}
 	if opts.Flows {
-		factsObj.Value.(ast.Object).Insert(keyTerm("flow_index_truncated"), ast.BooleanTerm(f.FlowIndexTruncated))
+		factsObj.Insert(keyTerm("flow_index_truncated"), ast.BooleanTerm(f.FlowIndexTruncated))
 	}
 	allErrs := append(append([]filterError{}, next.errors...), dispatch.errors...)
 	errTerms := make([]*ast.Term, len(allErrs))
 	for i, e := range allErrs {
 		errTerms[i] = ast.ObjectTerm(item("capability", ast.StringTerm(e.Capability)), item("message", ast.StringTerm(e.Message)))
 	}
-	nextTerm := next.term(sets)
+	nextTerm := next.term(&w.sets)
 	dispatchTerm := nextTerm
 	if dispatch != next {
-		dispatchTerm = dispatch.term(sets)
+		dispatchTerm = dispatch.term(&w.sets)
 	}
 	filters := ast.ObjectTerm(
 		item("next", nextTerm),
@@ -425,17 +442,15 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		item("errors", ast.ArrayTerm(errTerms...)),
 	)
 	in := ast.NewObject(
-		item("facts", factsObj),
-		item("outgoing", ast.ObjectTerm(
-			item("discovered", sets.of(f.Outgoing.Discovered)),
-			item("loaded", sets.of(f.Outgoing.Loaded)),
-		)),
+		item("facts", ast.NewTerm(factsObj)),
+		item("outgoing", ast.NewTerm(objectOf(w, outgoingFields, &f.Outgoing))),
 		item("filters", filters),
 		item("context", ctxTerm),
 	)
 	if d := f.Dispatch; d != nil {
 		calls := make([]*ast.Term, len(d.Calls))
-		for i, c := range d.Calls {
+		for i := range d.Calls {
+			c := &d.Calls[i]
 			args := reads[i].own
 			if args == nil {
 				args = ast.NullTerm() // unreadable: invalid_args below
@@ -444,16 +459,9 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 			if binds != nil && binds[i] != nil && binds[i].bound && (invalid == nil || invalid[i] == nil) {
 				approval, args = approvalTerm(binds[i].approval, args, reads[i].override)
 			}
-			call := ast.NewObject(
-				item("index", ast.IntNumberTerm(i)),
-				item("part", ast.IntNumberTerm(c.Part)),
-				item("tool", known.term(c.Tool)),
-				item("tool_call_id", nullableString(c.ToolCallID)),
-				item("tool_kind", toolKindTerm(c.ToolKind)),
-				item("args", args),
-			)
+			call := objectOf(w, callFields, c, item("index", ast.IntNumberTerm(i)), item("args", args))
 			if opts.Flows && c.Flows != nil {
-				call.Insert(keyTerm("flows"), flowsTerm(c.Flows, known))
+				call.Insert(keyTerm("flows"), flowsTerm(w, c.Flows))
 			}
 			switch {
 			case invalid != nil && invalid[i] != nil:
@@ -465,67 +473,235 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 			}
 			calls[i] = ast.NewTerm(call)
 		}
-		in.Insert(keyTerm("dispatch"), ast.ObjectTerm(
-			item("provider", nullableString(d.Provider)),
-			item("window", posTerm(d.Window)),
-			item("loaded", sets.of(d.Loaded)),
-			item("evidence", ast.ObjectTerm(
-				item("discovered", sets.of(d.Evidence.Discovered)),
-				item("loaded", sets.of(d.Evidence.Loaded)),
-			)),
-			item("active_capabilities", sets.of(d.ActiveCapabilities)),
-			item("same_response", ast.ObjectTerm(
-				item("revealed", sets.of(d.SameResponse.Revealed)),
-				item("pending_loads", sets.of(d.SameResponse.PendingLoads)),
-			)),
-			item("calls", ast.ArrayTerm(calls...)),
-		))
+		in.Insert(keyTerm("dispatch"), ast.NewTerm(objectOf(w, dispatchFields, d, item("calls", ast.ArrayTerm(calls...)))))
 	}
 	return in
 }
 
 // toolCallsTerm is input.facts.tool_calls: tool name -> its calls, in
 // history order.
-func toolCallsTerm(calls []facts.ToolCallRecord, known *nameTerms) *ast.Term {
+func toolCallsTerm(w *docWriter, calls []facts.ToolCallRecord) *ast.Term {
 	byTool := map[string][]*ast.Term{}
 	var order []string
-	for _, c := range calls {
+	for i := range calls {
+		c := &calls[i]
 		if _, ok := byTool[c.Tool]; !ok {
 			order = append(order, c.Tool)
 		}
-		byTool[c.Tool] = append(byTool[c.Tool], ast.ObjectTerm(
-			item("tool_call_id", nullableString(c.ToolCallID)),
-			item("message", ast.IntNumberTerm(c.Message)),
-			item("part", ast.IntNumberTerm(c.Part)),
-			item("timestamp", timestampTerm(c.Timestamp)),
-			item("outcome", ast.StringTerm(c.Outcome.String())),
-			item("args", argsTerm(c.Args)),
-		))
+		byTool[c.Tool] = append(byTool[c.Tool], ast.NewTerm(objectOf(w, toolCallFields, c)))
 	}
 	obj := ast.NewObject()
 	for _, tool := range order {
-		obj.Insert(known.term(tool), ast.ArrayTerm(byTool[tool]...))
+		obj.Insert(w.known.term(tool), ast.ArrayTerm(byTool[tool]...))
 	}
 	return ast.NewTerm(obj)
 }
 
 // flowsTerm is a call's flows (input.call.flows).
-func flowsTerm(flows []facts.Flow, known *nameTerms) *ast.Term {
+func flowsTerm(w *docWriter, flows []facts.Flow) *ast.Term {
 	out := make([]*ast.Term, len(flows))
-	for i, fl := range flows {
-		out[i] = ast.ObjectTerm(
-			item("path", ast.StringTerm(fl.Path)),
-			item("match", keyTerm(fl.Match.String())),
-			item("source", ast.ObjectTerm(
-				item("tool_call_id", nullableString(fl.Source.ToolCallID)),
-				item("tool", known.term(fl.Source.Tool)),
-				item("labels", arrayOf(fl.Source.Labels)),
-				item("message", ast.IntNumberTerm(fl.Source.At.Message)),
-				item("part", ast.IntNumberTerm(fl.Source.At.Part)),
-			)),
-		)
+	for i := range flows {
+		out[i] = ast.NewTerm(objectOf(w, flowFields, &flows[i]))
 	}
 	return ast.ArrayTerm(out...)
+}
+
+// The input document, defined once for both directions: each field of an
+// object that comes from the facts is one docField, its key with how the
+// engine writes it from the facts (buildInput) and how FactsFromInput
+// reads the facts back from a document (inputdoc.go). The filter results
+// and a call's index and invalid_args are the engine's own, written only;
+// internal/contract declares every key and its type.
+
+// docWriter is what writing a field needs: the decision's set terms and
+// the snapshot's name terms.
+type docWriter struct {
+	sets  setTerms
+	known *nameTerms
+}
+
+// docField is one field of an object of the input document whose Go value
+// is a T.
+type docField[T any] struct {
+	key string
+	put func(w *docWriter, x *T) *ast.Term
+	// get reads the field's value v (at pointer ptr) into x; nil for a
+	// field the reader does not read back.
+	get func(r *inputReader, v any, ptr string, x *T)
+}
+
+// objectOf is the object of fields of x and the extra items, built in
+// one piece (ast.NewObject keeps its members in one allocation).
+func objectOf[T any](w *docWriter, fields []docField[T], x *T, extra ...[2]*ast.Term) ast.Object {
+	var buf [10][2]*ast.Term
+	items := buf[:0]
+	for i := range fields {
+		items = append(items, item(fields[i].key, fields[i].put(w, x)))
+	}
+	return ast.NewObject(append(items, extra...)...)
+}
+
+// setField is a list of names the policy reads as a set.
+func setField[T any](key string, of func(*T) *[]string) docField[T] {
+	return docField[T]{key: key,
+		put: func(w *docWriter, x *T) *ast.Term { return w.sets.of(*of(x)) },
+		get: func(r *inputReader, v any, ptr string, x *T) { *of(x) = r.names(v, ptr) }}
+}
+
+// posField is a position (message and part).
+func posField[T any](key string, of func(*T) *facts.Position) docField[T] {
+	return docField[T]{key: key,
+		put: func(_ *docWriter, x *T) *ast.Term { return posTerm(*of(x)) },
+		get: func(r *inputReader, v any, ptr string, x *T) { *of(x) = r.position(v, ptr) }}
+}
+
+// intField is a whole number.
+func intField[T any](key string, of func(*T) *int) docField[T] {
+	return docField[T]{key: key,
+		put: func(_ *docWriter, x *T) *ast.Term { return ast.IntNumberTerm(*of(x)) },
+		get: func(r *inputReader, v any, ptr string, x *T) { *of(x) = r.int(v, ptr) }}
+}
+
+// idField is a string or null (a tool_call_id, a provider).
+func idField[T any](key string, of func(*T) **string) docField[T] {
+	return docField[T]{key: key,
+		put: func(_ *docWriter, x *T) *ast.Term { return nullableString(*of(x)) },
+		get: func(r *inputReader, v any, ptr string, x *T) { *of(x) = r.nullableString(v, ptr) }}
+}
+
+// toolField is a tool name.
+func toolField[T any](key string, of func(*T) *string) docField[T] {
+	return docField[T]{key: key,
+		put: func(w *docWriter, x *T) *ast.Term { return w.known.term(*of(x)) },
+		get: func(r *inputReader, v any, ptr string, x *T) { *of(x) = r.string(v, ptr) }}
+}
+
+// objField is an object of fields of its own.
+func objField[T, U any](key string, fields []docField[U], of func(*T) *U) docField[T] {
+	return docField[T]{key: key,
+		put: func(w *docWriter, x *T) *ast.Term { return ast.NewTerm(objectOf(w, fields, of(x))) },
+		get: func(r *inputReader, v any, ptr string, x *T) { readFields(r, r.object(v, ptr), ptr, fields, of(x)) }}
+}
+
+// input.facts (tool_calls and flow_index_truncated, which the policies
+// may not read, are written on demand: buildInput).
+var factsFields = []docField[facts.Facts]{
+	posField("window", func(f *facts.Facts) *facts.Position { return &f.Window }),
+	setField("discovered", func(f *facts.Facts) *[]string { return &f.Discovered }),
+	setField("loaded", func(f *facts.Facts) *[]string { return &f.Loaded }),
+	setField("returned", func(f *facts.Facts) *[]string { return &f.Returned }),
+	setField("active_capabilities", func(f *facts.Facts) *[]string { return &f.ActiveCapabilities }),
+}
+
+// input.outgoing.
+var outgoingFields = []docField[facts.Outgoing]{
+	setField("discovered", func(o *facts.Outgoing) *[]string { return &o.Discovered }),
+	setField("loaded", func(o *facts.Outgoing) *[]string { return &o.Loaded }),
+}
+
+// input.dispatch (its calls: dispatchCalls).
+var dispatchFields = []docField[facts.Dispatch]{
+	idField("provider", func(d *facts.Dispatch) **string { return &d.Provider }),
+	posField("window", func(d *facts.Dispatch) *facts.Position { return &d.Window }),
+	setField("loaded", func(d *facts.Dispatch) *[]string { return &d.Loaded }),
+	objField("evidence", []docField[facts.Evidence]{
+		setField("discovered", func(e *facts.Evidence) *[]string { return &e.Discovered }),
+		setField("loaded", func(e *facts.Evidence) *[]string { return &e.Loaded }),
+	}, func(d *facts.Dispatch) *facts.Evidence { return &d.Evidence }),
+	setField("active_capabilities", func(d *facts.Dispatch) *[]string { return &d.ActiveCapabilities }),
+	objField("same_response", []docField[facts.SameResponse]{
+		setField("revealed", func(s *facts.SameResponse) *[]string { return &s.Revealed }),
+		setField("pending_loads", func(s *facts.SameResponse) *[]string { return &s.PendingLoads }),
+	}, func(d *facts.Dispatch) *facts.SameResponse { return &d.SameResponse }),
+}
+
+// A call of input.dispatch.calls, but its index, args, approval, flows
+// and invalid_args (buildInput, FactsFromInput).
+var callFields = []docField[facts.Call]{
+	intField("part", func(c *facts.Call) *int { return &c.Part }),
+	toolField("tool", func(c *facts.Call) *string { return &c.Tool }),
+	idField("tool_call_id", func(c *facts.Call) **string { return &c.ToolCallID }),
+	{key: "tool_kind",
+		put: func(_ *docWriter, c *facts.Call) *ast.Term { return toolKindTerm(c.ToolKind) },
+		get: func(r *inputReader, v any, ptr string, c *facts.Call) {
+			switch v {
+			case nil:
+			case facts.ToolKindSearch.String():
+				c.ToolKind = facts.ToolKindSearch
+			case facts.ToolKindLoad.String():
+				c.ToolKind = facts.ToolKindLoad
+			default:
+				if r.err == nil {
+					r.fail(ptr, `null, "tool-search" or "capability-load"`)
+				}
+			}
+		}},
+}
+
+// A call of input.facts.tool_calls (the key above it is its Tool).
+var toolCallFields = []docField[facts.ToolCallRecord]{
+	idField("tool_call_id", func(c *facts.ToolCallRecord) **string { return &c.ToolCallID }),
+	intField("message", func(c *facts.ToolCallRecord) *int { return &c.Message }),
+	intField("part", func(c *facts.ToolCallRecord) *int { return &c.Part }),
+	{key: "timestamp",
+		put: func(_ *docWriter, c *facts.ToolCallRecord) *ast.Term { return timestampTerm(c.Timestamp) },
+		get: func(r *inputReader, v any, ptr string, c *facts.ToolCallRecord) {
+			switch v.(type) {
+			case nil:
+			case string, float64, json.Number:
+				c.Timestamp = r.json(v, ptr)
+			default:
+				r.fail(ptr, "a string, a number or null")
+			}
+		}},
+	{key: "outcome",
+		put: func(_ *docWriter, c *facts.ToolCallRecord) *ast.Term { return ast.StringTerm(c.Outcome.String()) },
+		get: func(r *inputReader, v any, ptr string, c *facts.ToolCallRecord) {
+			switch v {
+			case facts.CallPending.String():
+			case facts.CallReturned.String():
+				c.Outcome = facts.CallReturned
+			case facts.CallRetried.String():
+				c.Outcome = facts.CallRetried
+			default:
+				if r.err == nil {
+					r.fail(ptr, `"returned", "retried" or "pending"`)
+				}
+			}
+		}},
+	{key: "args",
+		put: func(_ *docWriter, c *facts.ToolCallRecord) *ast.Term { return argsTerm(c.Args) },
+		get: func(r *inputReader, v any, ptr string, c *facts.ToolCallRecord) { c.Args = r.json(v, ptr) }},
+}
+
+// An entry of a call's flows.
+var flowFields = []docField[facts.Flow]{
+	{key: "path",
+		put: func(_ *docWriter, fl *facts.Flow) *ast.Term { return ast.StringTerm(fl.Path) },
+		get: func(r *inputReader, v any, ptr string, fl *facts.Flow) { fl.Path = r.string(v, ptr) }},
+	{key: "match",
+		put: func(_ *docWriter, fl *facts.Flow) *ast.Term { return keyTerm(fl.Match.String()) },
+		get: func(r *inputReader, v any, ptr string, fl *facts.Flow) {
+			switch v {
+			case facts.FlowExact.String():
+				fl.Match = facts.FlowExact
+			case facts.FlowContains.String():
+				fl.Match = facts.FlowContains
+			default:
+				if r.err == nil {
+					r.fail(ptr, `"exact" or "contains"`)
+				}
+			}
+		}},
+	objField("source", []docField[facts.FlowSource]{
+		idField("tool_call_id", func(s *facts.FlowSource) **string { return &s.ToolCallID }),
+		toolField("tool", func(s *facts.FlowSource) *string { return &s.Tool }),
+		{key: "labels", // a list, not a set
+			put: func(_ *docWriter, s *facts.FlowSource) *ast.Term { return arrayOf(s.Labels) },
+			get: func(r *inputReader, v any, ptr string, s *facts.FlowSource) { s.Labels = r.names(v, ptr) }},
+		intField("message", func(s *facts.FlowSource) *int { return &s.At.Message }),
+		intField("part", func(s *facts.FlowSource) *int { return &s.At.Part }),
+	}, func(fl *facts.Flow) *facts.FlowSource { return &fl.Source }),
 }
 
 // timestampTerm is a message timestamp as the history wrote it: a

@@ -47,14 +47,9 @@ func (d *Decision) InputDocument() (any, error) {
 func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 	r := inputReader{}
 	root := r.object(doc, "")
+	f := &facts.Facts{}
 	fo := r.object(r.field(root, "facts", ""), "/facts")
-	f := &facts.Facts{
-		Window:             r.position(r.field(fo, "window", "/facts"), "/facts/window"),
-		Discovered:         r.names(fo, "discovered", "/facts"),
-		Loaded:             r.names(fo, "loaded", "/facts"),
-		Returned:           r.names(fo, "returned", "/facts"),
-		ActiveCapabilities: r.names(fo, "active_capabilities", "/facts"),
-	}
+	readFields(&r, fo, "/facts", factsFields, f)
 	if tc, ok := r.opt(fo, "tool_calls", "/facts"); ok {
 		f.ToolCalls = r.toolCalls(tc, "/facts/tool_calls")
 	}
@@ -65,8 +60,7 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 		}
 		f.FlowIndexTruncated = b
 	}
-	out := r.object(r.field(root, "outgoing", ""), "/outgoing")
-	f.Outgoing = facts.Outgoing{Discovered: r.names(out, "discovered", "/outgoing"), Loaded: r.names(out, "loaded", "/outgoing")}
+	readFields(&r, r.object(r.field(root, "outgoing", ""), "/outgoing"), "/outgoing", outgoingFields, &f.Outgoing)
 	var ctxDoc any
 	var approvals facts.Approvals
 	if root != nil {
@@ -74,17 +68,8 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 	}
 	if raw, ok := r.opt(root, "dispatch", ""); ok && raw != nil {
 		do := r.object(raw, "/dispatch")
-		ev := r.object(r.field(do, "evidence", "/dispatch"), "/dispatch/evidence")
-		sr := r.object(r.field(do, "same_response", "/dispatch"), "/dispatch/same_response")
-		d := &facts.Dispatch{
-			Provider:           r.nullableString(r.field(do, "provider", "/dispatch"), "/dispatch/provider"),
-			Window:             r.position(r.field(do, "window", "/dispatch"), "/dispatch/window"),
-			Loaded:             r.names(do, "loaded", "/dispatch"),
-			Evidence:           facts.Evidence{Discovered: r.names(ev, "discovered", "/dispatch/evidence"), Loaded: r.names(ev, "loaded", "/dispatch/evidence")},
-			ActiveCapabilities: r.names(do, "active_capabilities", "/dispatch"),
-			SameResponse:       facts.SameResponse{Revealed: r.names(sr, "revealed", "/dispatch/same_response"), PendingLoads: r.names(sr, "pending_loads", "/dispatch/same_response")},
-			Calls:              []facts.Call{},
-		}
+		d := &facts.Dispatch{Calls: []facts.Call{}}
+		readFields(&r, do, "/dispatch", dispatchFields, d)
 		calls, ok := r.field(do, "calls", "/dispatch").([]any)
 		if !ok && r.err == nil {
 			r.fail("/dispatch/calls", "an array")
@@ -92,22 +77,8 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 		for i, c := range calls {
 			ptr := fmt.Sprintf("/dispatch/calls/%d", i)
 			co := r.object(c, ptr)
-			call := facts.Call{
-				Part:       r.int(r.field(co, "part", ptr), ptr+"/part"),
-				Tool:       r.string(r.field(co, "tool", ptr), ptr+"/tool"),
-				ToolCallID: r.nullableString(r.field(co, "tool_call_id", ptr), ptr+"/tool_call_id"),
-			}
-			switch k := r.field(co, "tool_kind", ptr); k {
-			case nil:
-			case facts.ToolKindSearch.String():
-				call.ToolKind = facts.ToolKindSearch
-			case facts.ToolKindLoad.String():
-				call.ToolKind = facts.ToolKindLoad
-			default:
-				if r.err == nil {
-					r.fail(ptr+"/tool_kind", `null, "tool-search" or "capability-load"`)
-				}
-			}
+			var call facts.Call
+			readFields(&r, co, ptr, callFields, &call)
 			if co != nil {
 				args, _ := r.opt(co, "args", ptr)
 				call.Args = r.json(args, ptr+"/args")
@@ -152,34 +123,8 @@ func (r *inputReader) toolCalls(v any, ptr string) []facts.ToolCallRecord {
 		}
 		for i, e := range entries {
 			eptr := fmt.Sprintf("%s/%d", lptr, i)
-			eo := r.object(e, eptr)
-			rec := facts.ToolCallRecord{
-				Tool:       tool,
-				ToolCallID: r.nullableString(r.field(eo, "tool_call_id", eptr), eptr+"/tool_call_id"),
-				Message:    r.int(r.field(eo, "message", eptr), eptr+"/message"),
-				Part:       r.int(r.field(eo, "part", eptr), eptr+"/part"),
-			}
-			switch ts := r.field(eo, "timestamp", eptr); ts.(type) {
-			case nil:
-			case string, float64, json.Number:
-				rec.Timestamp = r.json(ts, eptr+"/timestamp")
-			default:
-				r.fail(eptr+"/timestamp", "a string, a number or null")
-			}
-			switch o := r.field(eo, "outcome", eptr); o {
-			case facts.CallPending.String():
-			case facts.CallReturned.String():
-				rec.Outcome = facts.CallReturned
-			case facts.CallRetried.String():
-				rec.Outcome = facts.CallRetried
-			default:
-				if r.err == nil {
-					r.fail(eptr+"/outcome", `"returned", "retried" or "pending"`)
-				}
-			}
-			if eo != nil {
-				rec.Args = r.json(r.field(eo, "args", eptr), eptr+"/args")
-			}
+			rec := facts.ToolCallRecord{Tool: tool}
+			readFields(r, r.object(e, eptr), eptr, toolCallFields, &rec)
 			out = append(out, rec)
 		}
 	}
@@ -202,27 +147,8 @@ func (r *inputReader) flows(v any, ptr string) []facts.Flow {
 	out := []facts.Flow{}
 	for i, e := range list {
 		eptr := fmt.Sprintf("%s/%d", ptr, i)
-		eo := r.object(e, eptr)
-		fl := facts.Flow{Path: r.string(r.field(eo, "path", eptr), eptr+"/path")}
-		switch m := r.field(eo, "match", eptr); m {
-		case facts.FlowExact.String():
-			fl.Match = facts.FlowExact
-		case facts.FlowContains.String():
-			fl.Match = facts.FlowContains
-		default:
-			if r.err == nil {
-				r.fail(eptr+"/match", `"exact" or "contains"`)
-			}
-		}
-		sptr := eptr + "/source"
-		so := r.object(r.field(eo, "source", eptr), sptr)
-		fl.Source = facts.FlowSource{
-			ToolCallID: r.nullableString(r.field(so, "tool_call_id", sptr), sptr+"/tool_call_id"),
-			Tool:       r.string(r.field(so, "tool", sptr), sptr+"/tool"),
-			Labels:     r.names(so, "labels", sptr),
-			At: facts.Position{Message: r.int(r.field(so, "message", sptr), sptr+"/message"),
-				Part: r.int(r.field(so, "part", sptr), sptr+"/part")},
-		}
+		var fl facts.Flow
+		readFields(r, r.object(e, eptr), eptr, flowFields, &fl)
 		out = append(out, fl)
 	}
 	return out
@@ -342,18 +268,18 @@ func contractPath(ptr, key string) string {
 	return b.String()
 }
 
-func (r *inputReader) names(m map[string]any, key, ptr string) []string {
-	v := r.field(m, key, ptr)
+// names reads a list of names (at pointer ptr), sorted.
+func (r *inputReader) names(v any, ptr string) []string {
 	list, ok := v.([]any)
 	if !ok {
-		r.fail(ptr+"/"+key, "an array of strings")
+		r.fail(ptr, "an array of strings")
 		return []string{}
 	}
 	out := make([]string, 0, len(list))
 	for i, e := range list {
 		s, ok := e.(string)
 		if !ok {
-			r.fail(fmt.Sprintf("%s/%s/%d", ptr, key, i), "a string")
+			r.fail(fmt.Sprintf("%s/%d", ptr, i), "a string")
 			continue
 		}
 		out = append(out, s)
@@ -398,4 +324,14 @@ func (r *inputReader) int(v any, ptr string) int {
 func (r *inputReader) position(v any, ptr string) facts.Position {
 	m := r.object(v, ptr)
 	return facts.Position{Message: r.int(r.field(m, "message", ptr), ptr+"/message"), Part: r.int(r.field(m, "part", ptr), ptr+"/part")}
+}
+
+// readFields reads the fields of m (at pointer ptr) that the document's
+// definition (docField) reads back into x, each of them required.
+func readFields[T any](r *inputReader, m map[string]any, ptr string, fields []docField[T], x *T) {
+	for i := range fields {
+		if f := &fields[i]; f.get != nil {
+			f.get(r, r.field(m, f.key, ptr), ptr+"/"+f.key, x)
+		}
+	}
 }

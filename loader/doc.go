@@ -1,6 +1,8 @@
 // Package loader reads and validates policycheck's inputs: pydantic-ai
 // message histories (DecodeHistory, DecodeMessages, and DecodeArray for
-// a history inside a larger document, decoded by concurrent goroutines),
+// a history inside a larger document, decoded by concurrent goroutines;
+// DecodeTranscript keeps what each message and part says, for a page
+// that shows the conversation),
 // tool registries in YAML or JSON (ReadRegistry, ParseRegistry),
 // against the JSON Schemas in schema/ that ship with the project
 // (ValidateHistoryBytes, ValidateHistorySchema, ValidateRegistrySchema).
@@ -9,7 +11,9 @@
 // reader of JSON bytes; every other JSON input (a context, approvals, a
 // JSON registry, the members of a sidecar request) is checked by the
 // same scanner (wire.Skip): JSON and UTF-8 as strictly as a history,
-// without the number extensions only a history may hold.
+// without the number extensions only a history may hold. Outside this
+// package no production code decodes a history with encoding/json
+// (docs' TestOneReaderOfHistories).
 //
 // The history decoder is the definition of the history format: a
 // single-pass validating scanner whose rules the history schema states

@@ -133,3 +133,31 @@ func ExamplePointerToken() {
 	// Output:
 	// /tools/a~1b~0c
 }
+
+// A transcript keeps, beside the facts model, what each message and part
+// says: what a page for people shows of a history.
+func ExampleDecodeTranscript() {
+	data := []byte(`[
+ {"kind": "request", "parts": [{"part_kind": "user-prompt", "content": "weather in Paris?"}]},
+ {"kind": "response", "model_name": "gpt-5", "provider_name": "openai", "parts": [
+   {"part_kind": "text", "content": "Looking it up."},
+   {"part_kind": "tool-call", "tool_name": "get_forecast", "args": {"city": "Paris"}, "tool_call_id": "c1"}]}
+]`)
+	t, err := loader.DecodeTranscript("run.json", data, loader.DefaultLimits())
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i, m := range t.Messages {
+		fmt.Printf("%d %s model=%q\n", i, t.History[i].Kind, m.Model)
+		for j, text := range m.Texts {
+			fmt.Printf("  %s %s\n", t.History[i].Parts[j].Kind, text)
+		}
+	}
+	// Output:
+	// 0 request model=""
+	//   user-prompt "weather in Paris?"
+	// 1 response model="gpt-5"
+	//   text "Looking it up."
+	//   tool-call {"city": "Paris"}
+}

@@ -83,10 +83,14 @@ func (l Limits) depth() int {
 // The returned history's Part.Args alias data: data must not be modified
 // while the history is in use.
 func DecodeHistory(file string, data []byte, lim Limits) (facts.History, error) {
+	return decodeHistory(file, data, lim, nil)
+}
+
+func decodeHistory(file string, data []byte, lim Limits, tr *Transcript) (facts.History, error) {
 	if lim.MaxBytes > 0 && int64(len(data)) > lim.MaxBytes {
 		return nil, overBytes(file, len(data), lim.MaxBytes)
 	}
-	d := &historyDecoder{Scanner: wire.Scanner{Data: data, File: file, MaxDepth: lim.depth()}, lim: lim}
+	d := &historyDecoder{Scanner: wire.Scanner{Data: data, File: file, MaxDepth: lim.depth()}, lim: lim, tr: tr}
 	h, err := d.history()
 	if err != nil {
 		return nil, err
@@ -125,6 +129,11 @@ type historyDecoder struct {
 	totalParts int
 	parts      []facts.Part      // scratch buffer reused across messages
 	interned   map[string]string // see internAt
+	// tr, when set, receives what each message and part says for a
+	// reader (DecodeTranscript); texts is its scratch buffer of one
+	// message's part texts.
+	tr    *Transcript
+	texts [][]byte
 }
 
 // JSON value types, as a bit mask of what a key accepts.
@@ -307,6 +316,7 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 			}
 			partsSeen = true
 			parts = parts[:0]
+			d.texts = d.texts[:0]
 			s := d.I
 			err := d.Array(func(j int) *Error {
 				if d.lim.MaxPartsPerMessage > 0 && j >= d.lim.MaxPartsPerMessage {
@@ -400,7 +410,25 @@ func (d *historyDecoder) message() (facts.Message, *Error) {
 	// Never nil, whether or not the decoder has held parts before: a
 	// history decoded in pieces equals the history decoded whole.
 	m.Parts = append(make([]facts.Part, 0, len(parts)), parts...)
+	if d.tr != nil {
+		tm := TranscriptMessage{Texts: append([][]byte(nil), d.texts...)}
+		if tm.Model, err = d.shownString(spans[mModelName], "model_name"); err != nil {
+			return m, err
+		}
+		if tm.Provider, err = d.shownString(spans[mProviderName], "provider_name"); err != nil {
+			return m, err
+		}
+		d.tr.Messages = append(d.tr.Messages, tm)
+	}
 	return m, nil
+}
+
+// shownString is the string at sp, "" when it is absent or not a string.
+func (d *historyDecoder) shownString(sp wire.Span, name string) (string, *Error) {
+	if !sp.Present() || d.Data[sp.S] != '"' {
+		return "", nil
+	}
+	return d.internAt(sp, name)
 }
 
 func (d *historyDecoder) checkType(sp wire.Span, name string, allowed jtype) *Error {
@@ -586,6 +614,9 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 	if err != nil {
 		return p, err
 	}
+	if d.tr != nil {
+		d.texts = append(d.texts, d.shownText(&sp))
+	}
 	if !sp[pPartKind].Present() {
 		return p, d.Fail(KindSchema, "missing required key \"part_kind\"")
 	}
@@ -664,6 +695,18 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 		return p, d.provider(&p, sp[pProviderName])
 	}
 	return p, nil
+}
+
+// shownText is what a part says, for a reader: the raw JSON of its
+// content, else of its args, tools_added or added, the first present and
+// not null (nil when none).
+func (d *historyDecoder) shownText(sp *[pCount]wire.Span) []byte {
+	for _, k := range []int{pContent, pArgs, pToolsAdded, pAdded} {
+		if v := sp[k]; v.Present() && !bytes.Equal(d.Data[v.S:v.E], []byte("null")) {
+			return d.Data[v.S:v.E]
+		}
+	}
+	return nil
 }
 
 func nonNilNames(s []string) []string {

@@ -2,13 +2,13 @@ package server
 
 import (
 	"bytes"
-	"encoding/json"
 	"net/http"
 	"strconv"
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/output/explainpage"
 	"github.com/policycheck/policycheck/internal/output/render"
+	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server/internal/httpreq"
 )
 
@@ -33,16 +33,16 @@ func explainMedia(r *http.Request) (string, *Error) {
 // htmlPage is an answer written as an HTML page rather than JSON.
 type htmlPage []byte
 
-// explainPage renders x, explained from the body's history, as a page.
-func explainPage(x *engine.Explanation, body []byte) (htmlPage, *Error) {
-	var env struct {
-		History json.RawMessage `json:"history"`
-	}
-	if err := json.Unmarshal(body, &env); err != nil {
+// explainPage renders x, explained from history (the body's history
+// member), as a page: the loader reads the history's transcript
+// (loader.DecodeTranscript), under the limits its decode just passed.
+func explainPage(x *engine.Explanation, history []byte, lim loader.Limits) (htmlPage, *Error) {
+	t, err := loader.DecodeTranscript("request", history, lim)
+	if err != nil {
 		return nil, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: "explain page: " + err.Error()}
 	}
 	var buf bytes.Buffer
-	if err := render.Write(&buf, render.HTML, &render.Doc{Explanation: x, History: env.History}); err != nil {
+	if err := render.Write(&buf, render.HTML, &render.Doc{Explanation: x, Transcript: t}); err != nil {
 		return nil, &Error{Status: http.StatusInternalServerError, Code: CodeInternal, Message: err.Error()}
 	}
 	return htmlPage(buf.Bytes()), nil

@@ -227,7 +227,10 @@ type request struct {
 	st      *policyState
 	eng     *engine.Engine
 	history *history
-	context any
+	// historyJSON is the body's history member, as the history decoder
+	// read it.
+	historyJSON []byte
+	context     any
 	// approvals are DeferredToolResults.approvals with each call's
 	// digest (loader.ParseApprovalsMap); /v1/facts refuses them.
 	approvals facts.Approvals
@@ -262,15 +265,15 @@ func (s *Server) parse(ctx context.Context, body []byte, resume bool) (*request,
 	if herr != nil {
 		return nil, herr
 	}
-	c, herr := s.parseContext(env.members["context"])
+	c, herr := s.parseContext(env.Members["context"])
 	if herr != nil {
 		return nil, herr
 	}
-	approvals, herr := parseApprovals(env.members["approvals"])
+	approvals, herr := parseApprovals(env.Members["approvals"])
 	if herr != nil {
 		return nil, herr
 	}
-	return &request{st: st, eng: eng, history: h, context: c, approvals: s.checkApprovals(approvals, "")}, nil
+	return &request{st: st, eng: eng, history: h, historyJSON: env.Members["history"], context: c, approvals: s.checkApprovals(approvals, "")}, nil
 }
 
 // contextError is the 400 of an engine's refusal of a request: at the
@@ -463,7 +466,7 @@ func (s *Server) handleExplain(r *http.Request, body []byte) (any, *Error) {
 	}
 	s.observe(r, epExplain, "", req.st, x.Decision, req.context, req.history.count, len(body), start)
 	if media == mediaHTML {
-		return explainPage(x, body)
+		return explainPage(x, req.historyJSON, s.intake.reader.Limits)
 	}
 	return x, nil
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/ground/jsonout"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/server/internal/httpreq"
 )
@@ -338,11 +339,19 @@ type history struct {
 	keptBody bool // the prefix cache keeps the body's bytes
 }
 
+// The members of a stateless request's body, and the one whose elements
+// the envelope keeps (package variables: the skim's spec does not let a
+// list given to it stay on the stack).
+var (
+	statelessMembers = []string{"registry", "history", "context", "approvals"}
+	statelessArrays  = []string{"history"}
+)
+
 // stateless scans a /v1/decide, /v1/facts or /v1/explain body and decodes
 // its history; engineFor picks the engine from the registry member. With
 // resume, a history that begins with a remembered prefix resumes from it
 // (explanations, which need every message, do not ask).
-func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []byte) (*engine.Engine, *Error)) (*envelope, *engine.Engine, *history, *Error) {
+func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []byte) (*engine.Engine, *Error)) (*wire.Envelope, *engine.Engine, *history, *Error) {
 	var hit *prefixEntry
 	// decoded is the last history array the scan decoded; an array that
 	// resumed, or did not decode, leaves it nil.
@@ -365,23 +374,23 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 			return len(hit.hist)
 		}
 	}
-	known := []string{"registry", "history", "context", "approvals"}
-	env, herr := scanEnvelopeWith(body, known, hooks, "history")
+	known := statelessMembers
+	env, herr := scanEnvelopeWith(body, known, hooks, statelessArrays...)
 	if herr == nil {
-		herr = env.refuseUnknown(known)
+		herr = refuseUnknown(env, known)
 	}
 	if herr != nil {
 		return nil, nil, nil, herr
 	}
-	raw := env.members["history"]
+	raw := env.Members["history"]
 	if isNull(raw) {
 		return nil, nil, nil, badRequest(CodeSchema, "history is required (a JSON array of messages)", "/history")
 	}
-	eng, herr := engineFor(env.members["registry"])
+	eng, herr := engineFor(env.Members["registry"])
 	if herr != nil {
 		return nil, nil, nil, herr
 	}
-	if hit != nil && env.resumedN > 0 {
+	if hit != nil && env.ResumedN > 0 {
 		if h := in.resume(hit, env, body, eng.Registry(), eng.FactOptions()); h != nil {
 			in.prefixes.hits.Add(1)
 			return env, eng, h, nil
@@ -391,16 +400,16 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		// history is decoded, and errors reported, as without the cache.
 		in.prefixes.fallbacks.Add(1)
 		hooks.resume = nil
-		env, herr = scanEnvelopeWith(body, known, hooks, "history")
+		env, herr = scanEnvelopeWith(body, known, hooks, statelessArrays...)
 		if herr != nil {
 			return nil, nil, nil, herr
 		}
-		raw = env.members["history"]
+		raw = env.Members["history"]
 	}
 	var h facts.History
 	// The envelope keeps elements only when the last history member is
 	// an array: an earlier one's decode does not stand for a later string.
-	if _, isArray := env.elements["history"]; isArray && decoded != nil {
+	if _, isArray := env.Elements["history"]; isArray && decoded != nil {
 		h = decoded.Messages
 	} else {
 		// Not an array, or one the decoder refused: its error, as the
@@ -420,14 +429,14 @@ func (in *intake) stateless(body []byte, resume bool, engineFor func(registry []
 		if resume {
 			pc.misses.Add(1)
 		}
-		if !pc.admit(env.elements["history"]) {
+		if !pc.admit(env.Elements["history"]) {
 			return env, eng, &history{messages: h, count: len(h)}, nil
 		}
 		parts := 0
 		for i := range h {
 			parts += len(h[i].Parts)
 		}
-		e := newPrefixEntry(pc.hash.key(env.elements["history"][0]), body[env.arrStart:env.lastEnd])
+		e := newPrefixEntry(pc.hash.key(env.Elements["history"][0]), body[env.ArrStart:env.LastEnd])
 		e.count, e.parts, e.reg, e.history = len(h), parts, eng.Registry(), h
 		pc.put(e)
 		return env, eng, &history{messages: h, count: len(h), keptBody: true}, nil
@@ -461,17 +470,17 @@ func (in *intake) pieceBytes() int {
 // whole history must be decoded instead: the registry differs, a new
 // message is invalid, a limit is reached, or another request took the
 // prefix first.
-func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *facts.Registry, opts facts.Options) *history {
+func (in *intake) resume(hit *prefixEntry, env *wire.Envelope, body []byte, reg *facts.Registry, opts facts.Options) *history {
 	if hit.reg != reg || hit.tracker != nil && hit.tracker.Options() != opts {
 		// Another registry, or policies that read optional facts the
 		// prefix's tracker does not keep.
 		return nil
 	}
 	lim := in.reader.Limits
-	elems := env.elements["history"]
+	elems := env.Elements["history"]
 	total := hit.count + len(elems)
 	if (lim.MaxMessages > 0 && total > lim.MaxMessages) ||
-		(lim.MaxBytes > 0 && int64(len(env.members["history"])) > lim.MaxBytes) {
+		(lim.MaxBytes > 0 && int64(len(env.Members["history"])) > lim.MaxBytes) {
 		return nil
 	}
 	var msgs []facts.Message
@@ -514,7 +523,7 @@ func (in *intake) resume(hit *prefixEntry, env *envelope, body []byte, reg *fact
 	if len(elems) > 0 {
 		// The cache's own copy of the bytes, grown in place when it has
 		// room (readers of hit only read below its length).
-		tail := body[env.arrStart+len(hit.hist) : env.lastEnd]
+		tail := body[env.ArrStart+len(hit.hist) : env.LastEnd]
 		if hit.owned && cap(hit.hist)-len(hit.hist) >= len(tail) {
 			next.hist = append(hit.hist, tail...)
 		} else {

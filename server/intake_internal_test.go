@@ -50,7 +50,7 @@ func TestDecodedInTheScanIsDecodeHistory(t *testing.T) {
 		if herr != nil {
 			continue // not a body the envelope reads: never decoded
 		}
-		h := env.members["history"]
+		h := env.Members["history"]
 		want, wantErr := loader.DecodeHistory("request", h, plenty)
 		limits := []loader.Limits{plenty}
 		if wantErr == nil {

@@ -2,13 +2,16 @@ package server
 
 import (
 	"bytes"
-	"container/list"
 	"hash/maphash"
 	"slices"
+	"strconv"
 	"sync"
 	"sync/atomic"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/ground/lru"
+	"github.com/policycheck/policycheck/internal/ground/wire"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // prefixCache lets a stateless client that resends its whole, growing
@@ -25,7 +28,9 @@ import (
 // shared) and the extended history is stored in its place; a concurrent
 // request for the same prefix finds it gone and takes the full path.
 // Entries are grouped by a hash of their first message and bounded by an
-// estimate of the memory they hold, least recently used first out.
+// estimate of the memory they hold, least recently used first out: an
+// internal/lru cache sized by that estimate (lru.NewSized) keeps them, and
+// the buckets index its entries by their first message.
 //
 // A history is admitted on its second sight. The first time a history is
 // decoded whole, the cache notes only a fingerprint of its messages; it
@@ -40,11 +45,13 @@ import (
 // what to keep; a resume still needs the same bytes. Safe for concurrent
 // use.
 type prefixCache struct {
+	// mu guards the buckets and the entries' keys, and orders every use
+	// of entries (which has its own lock) with them.
 	mu      sync.Mutex
 	max     int
-	bytes   int
-	ll      *list.List // of *prefixEntry, most recently used first
+	entries *lru.Cache[*prefixEntry] // by key, sized by cost
 	buckets map[[2]uint64][]*prefixEntry
+	nextKey uint64
 	hash    hasher
 	// Fingerprints of histories seen once (see admit), the oldest
 	// forgotten first: seenOrder is a ring of seenMax.
@@ -78,7 +85,7 @@ type prefixEntry struct {
 	// tracker only if a later request extends it.
 	tracker *facts.Tracker
 	history facts.History
-	el      *list.Element // nil once taken or evicted
+	key     string // its key in entries; "" until put, once taken or evicted
 }
 
 func newPrefixEntry(first [2]uint64, hist []byte) *prefixEntry {
@@ -89,7 +96,8 @@ func newPrefixCache(maxBytes int, firstSight bool) *prefixCache {
 	if maxBytes <= 0 {
 		return nil
 	}
-	return &prefixCache{max: maxBytes, ll: list.New(), buckets: map[[2]uint64][]*prefixEntry{}, hash: newHasher(),
+	return &prefixCache{max: maxBytes, entries: lru.NewSized(maxBytes, func(e *prefixEntry) int { return e.cost }),
+		buckets: map[[2]uint64][]*prefixEntry{}, hash: newHasher(),
 		seen: map[uint64]struct{}{}, firstSight: firstSight}
 }
 
@@ -134,16 +142,15 @@ func (c *prefixCache) admit(msgs [][]byte) bool {
 // firstKey hashes the first element of a history array; ok is false when
 // the array is empty or its first element does not scan.
 func (c *prefixCache) firstKey(arr []byte) (key [2]uint64, ok bool) {
-	s := &jscan{b: arr, i: 1, depth: 1}
-	s.ws()
-	start := s.i
-	if s.i >= len(arr) || arr[s.i] == ']' {
+	start := wire.SkipSpace(arr, 1)
+	if start >= len(arr) || arr[start] == ']' {
 		return key, false
 	}
-	if s.fastSkip("") != nil {
+	end, err := wire.SkimValue("request", arr, start, loader.DefaultMaxDepth-1)
+	if err != nil {
 		return key, false
 	}
-	return c.hash.key(arr[start:s.i]), true
+	return c.hash.key(arr[start:end]), true
 }
 
 // find returns the longest remembered prefix of the history array arr
@@ -195,17 +202,17 @@ func (h hasher) key(b []byte) [2]uint64 {
 func (c *prefixCache) take(e *prefixEntry) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if e.el == nil {
+	if e.key == "" {
 		return false
 	}
-	c.remove(e)
+	c.entries.Delete(e.key)
+	c.unbucket(e)
 	return true
 }
 
-func (c *prefixCache) remove(e *prefixEntry) {
-	c.ll.Remove(e.el)
-	e.el = nil
-	c.bytes -= e.cost
+// unbucket drops e, gone from entries, from its bucket.
+func (c *prefixCache) unbucket(e *prefixEntry) {
+	e.key = ""
 	b := c.buckets[e.first]
 	for i, x := range b {
 		if x == e {
@@ -234,11 +241,11 @@ func (c *prefixCache) put(e *prefixEntry) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	e.el = c.ll.PushFront(e)
-	c.bytes += e.cost
+	c.nextKey++
+	e.key = strconv.FormatUint(c.nextKey, 36)
 	c.buckets[e.first] = append(c.buckets[e.first], e)
-	for c.bytes > c.max {
-		c.remove(c.ll.Back().Value.(*prefixEntry))
+	for _, old := range c.entries.PutEvicting(e.key, e) {
+		c.unbucket(old)
 	}
 }
 
@@ -251,9 +258,8 @@ func (c *prefixCache) holds(buf []byte) bool {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for el := c.ll.Front(); el != nil; el = el.Next() {
-		h := el.Value.(*prefixEntry).hist
-		if h = h[:cap(h)]; len(h) > 0 && &h[len(h)-1] == &buf[len(buf)-1] {
+	for _, e := range c.entries.Values() {
+		if h := e.hist[:cap(e.hist)]; len(h) > 0 && &h[len(h)-1] == &buf[len(buf)-1] {
 			return true
 		}
 	}
@@ -265,5 +271,6 @@ func (c *prefixCache) holds(buf []byte) bool {
 func (c *prefixCache) stats() (entries, bytes, noted int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.ll.Len(), c.bytes, len(c.seen)
+	n, _ := c.entries.Stats()
+	return n, c.entries.Weight(), len(c.seen)
 }

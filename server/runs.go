@@ -151,6 +151,14 @@ func conflict(msg string) *Error {
 		Message: msg + ": resend the whole history as \"messages\" with \"offset\": 0"}
 }
 
+// The members of a run step's body, and the one whose elements the
+// envelope keeps (package variables: the skim's spec does not let a list
+// given to it stay on the stack).
+var (
+	runMembers = []string{"offset", "messages", "context", "registry", "approvals", "generation"}
+	runArrays  = []string{"messages"}
+)
+
 func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	start := time.Now()
 	st := s.state.Load()
@@ -161,17 +169,17 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr := checkRunID(id); herr != nil {
 		return nil, herr
 	}
-	known := []string{"offset", "messages", "context", "registry", "approvals", "generation"}
-	env, herr := scanEnvelope(body, known, "messages")
+	known := runMembers
+	env, herr := scanEnvelope(body, known, runArrays...)
 	if herr == nil {
-		herr = env.refuseUnknown(known)
+		herr = refuseUnknown(env, known)
 	}
 	if herr != nil {
 		return nil, herr
 	}
-	b := runBody{Messages: env.members["messages"], Context: env.members["context"], Registry: env.members["registry"],
-		Approvals: env.members["approvals"]}
-	if raw, ok := env.members["offset"]; ok && !isNull(raw) {
+	b := runBody{Messages: env.Members["messages"], Context: env.Members["context"], Registry: env.Members["registry"],
+		Approvals: env.Members["approvals"]}
+	if raw, ok := env.Members["offset"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &b.Offset); err != nil {
 			return nil, badRequest(CodeSchema, "offset must be a whole number", "/offset")
 		}
@@ -179,7 +187,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if b.Offset == nil {
 		return nil, badRequest(CodeSchema, "offset is required: the number of messages already sent for this run (0 to start it)", "/offset")
 	}
-	if raw, ok := env.members["generation"]; ok && !isNull(raw) {
+	if raw, ok := env.Members["generation"]; ok && !isNull(raw) {
 		if err := json.Unmarshal(raw, &b.Generation); err != nil || b.Generation == "" {
 			return nil, badRequest(CodeSchema, "generation must be the string the run's previous answer gave as its generation", "/generation")
 		}
@@ -206,7 +214,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		return nil, herr
 	}
 	approvals = s.checkApprovals(approvals, id)
-	msgs, herr := s.intake.appended(b.Messages, env.elements["messages"], offset)
+	msgs, herr := s.intake.appended(b.Messages, env.Elements["messages"], offset)
 	if herr != nil {
 		return nil, herr
 	}

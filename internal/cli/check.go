@@ -727,15 +727,7 @@ func setOfStrings(t types.Type) typeAnswer {
 // set of strings, or "" (also when it is undefined: that depends on the
 // context the operator sends).
 func evalFilterShape(ctx context.Context, c *ast.Compiler, ref ast.Ref, reg *facts.Registry) string {
-	tools := make([]any, 0, len(reg.Tools()))
-	for _, t := range reg.Tools() {
-		var capability any
-		if t.Capability != "" {
-			capability = t.Capability
-		}
-		tools = append(tools, map[string]any{"name": t.Name, "capability": capability, "defer_loading": t.DeferLoading})
-	}
-	caps := make([]any, 0, len(reg.Capabilities()))
+	caps := make([]string, 0, len(reg.Capabilities()))
 	for _, cp := range reg.Capabilities() {
 		caps = append(caps, cp.ID)
 	}
@@ -744,7 +736,7 @@ func evalFilterShape(ctx context.Context, c *ast.Compiler, ref ast.Ref, reg *fac
 		ast.Assign.Expr(ast.VarTerm("s"), ast.CallTerm(ast.RefTerm(ast.VarTerm("is_set")), ast.VarTerm("x"))),
 	)
 	rs, err := rego.New(rego.ParsedQuery(body), rego.Compiler(c),
-		rego.Input(map[string]any{"tools": tools, "context": map[string]any{}, "active_capabilities": caps}),
+		rego.ParsedInput(engine.FilterInput(reg, caps)),
 	).Eval(ctx)
 	if err != nil {
 		return "fails: " + err.Error()

@@ -51,6 +51,7 @@ explain signs nothing: its --receipt-key is only the key whose receipts count, a
 			if signer != nil && !verified {
 				return badInput(errors.New("--receipt-key on explain is the key whose receipts count with --evidence verified; explain signs nothing, and --evidence is not verified"))
 			}
+			in.transcript = f == render.HTML
 			loaded, eng, err := in.loadEngine(cmd)
 			if err != nil {
 				return err
@@ -63,7 +64,7 @@ explain signs nothing: its --receipt-key is only the key whose receipts count, a
 			if err != nil {
 				return badInput(err)
 			}
-			return render.Write(cmd.OutOrStdout(), f, &render.Doc{Explanation: x, History: loaded.historyJSON})
+			return render.Write(cmd.OutOrStdout(), f, &render.Doc{Explanation: x, Transcript: loaded.transcript})
 		},
 	}
 	in.register(cmd, true)

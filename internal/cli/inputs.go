@@ -29,6 +29,9 @@ type inputFlags struct {
 	noSchema   bool
 	approvals  string
 	flows      flowFlags
+	// transcript keeps the history's transcript as the loader reads it
+	// (explain --format html draws its page from it).
+	transcript bool
 }
 
 func (f *inputFlags) register(cmd *cobra.Command, withPolicy bool) {
@@ -61,10 +64,11 @@ func (f *inputFlags) registerApprovals(cmd *cobra.Command) {
 type inputs struct {
 	reg     *facts.Registry
 	history facts.History
-	// historyJSON is the history as read (explain's page shows its parts).
-	historyJSON []byte
-	context     any
-	approvals   facts.Approvals
+	// transcript is the history's transcript, when the flags asked for
+	// it (explain's page shows its parts).
+	transcript *loader.Transcript
+	context    any
+	approvals  facts.Approvals
 }
 
 // request is the engine request for the loaded inputs.
@@ -126,11 +130,19 @@ func (f *inputFlags) load(cmd *cobra.Command) (*inputs, error) {
 	}
 	lim := f.limits
 	lim.MaxBytes = f.maxBytes
-	h, err := loader.Reader{Limits: lim, Schema: !f.noSchema}.Read(name, data)
+	reader := loader.Reader{Limits: lim, Schema: !f.noSchema}
+	in := &inputs{reg: reg}
+	if f.transcript {
+		in.transcript, err = reader.ReadTranscript(name, data)
+		if err == nil {
+			in.history = in.transcript.History
+		}
+	} else {
+		in.history, err = reader.Read(name, data)
+	}
 	if err != nil {
 		return nil, badInput(historyFormatHint(data, err))
 	}
-	in := &inputs{reg: reg, history: h, historyJSON: data}
 	if f.context != "" {
 		if in.context, err = readContext(cmd, f.context, reg); err != nil {
 			return nil, err
@@ -255,16 +267,38 @@ func historyFormatHint(data []byte, err error) error {
 		return err
 	}
 	hint := ""
-	var msgs []map[string]json.RawMessage
-	if json.Unmarshal(data, &msgs) == nil && len(msgs) > 0 {
-		if _, ok := msgs[0]["role"]; ok {
-			hint = `this looks like an OpenAI-style message list ("role", "content"), not pydantic-ai's; `
-		}
+	if openAIStyle(data) {
+		hint = `this looks like an OpenAI-style message list ("role", "content"), not pydantic-ai's; `
 	}
 	out := *le
 	out.Msg = le.Msg + "; " + hint + historyFormatNote
 	return &out
 }
+
+// openAIStyle reports whether data is a JSON array of objects (or nulls)
+// whose first is an object with a "role": an OpenAI-style message list.
+// It sniffs the format by wire's skims; the history is read by the loader
+// alone.
+func openAIStyle(data []byte) bool {
+	if !wire.Valid(data, sniffDepth) {
+		return false
+	}
+	elems, _, err := wire.SkimArray("", data, 0, sniffDepth)
+	if err != nil || len(elems) == 0 {
+		return false
+	}
+	for _, e := range elems {
+		if e[0] != '{' && e[0] != 'n' {
+			return false
+		}
+	}
+	env, serr := wire.SkimEnvelope(elems[0], wire.EnvelopeSpec{Known: []string{"role"}, MaxDepth: sniffDepth})
+	return serr == nil && env.Members["role"] != nil
+}
+
+// sniffDepth bounds the nesting a format sniff reads (as encoding/json's
+// own limit did).
+const sniffDepth = 10000
 
 const historyFormatNote = `a history is a pydantic-ai ModelMessagesTypeAdapter dump, a JSON list of ` +
 	`{"kind": "request"|"response", "parts": [...]} messages (docs/input.md, "The history", shows one)`

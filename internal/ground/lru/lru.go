@@ -1,8 +1,9 @@
 // Package lru is the one bounded, least-recently-used map of policycheck,
 // with an optional idle TTL checked lazily and hit and miss counts: the
 // engine's filter cache, context cache and decision memo, and the
-// sidecar's table of engines compiled for requests' registries and its
-// table of incremental runs (docs/caches.md lists every cache).
+// sidecar's table of engines compiled for requests' registries, its
+// table of incremental runs and its prefix cache, bounded by the memory
+// its entries hold (NewSized; docs/caches.md lists every cache).
 package lru
 
 import (
@@ -24,15 +25,20 @@ type Cache[V any] struct {
 	now   func() time.Time
 	ll    *list.List
 	items map[string]*list.Element
+	// size weighs a value against max (nil: each weighs 1); held is the
+	// weight of the entries kept.
+	size func(V) int
+	held int
 
 	evictions    int64
 	hits, misses atomic.Int64
 }
 
 type lruEntry[V any] struct {
-	key  string
-	val  V
-	used time.Time // last use; kept only with a TTL
+	key    string
+	val    V
+	weight int
+	used   time.Time // last use; kept only with a TTL
 }
 
 // New returns a cache of at most max entries (at least one), each
@@ -46,6 +52,23 @@ func New[V any](max int, ttl time.Duration, now func() time.Time) *Cache[V] {
 		now = time.Now
 	}
 	return &Cache[V]{max: max, ttl: ttl, now: now, ll: list.New(), items: map[string]*list.Element{}}
+}
+
+// NewSized returns a cache bounded by the total weight of its values,
+// size(v) each, rather than by their number: Put evicts the least
+// recently used entries while the total is over max (a value heavier
+// than max evicts everything, itself too). It has no TTL.
+func NewSized[V any](max int, size func(V) int) *Cache[V] {
+	c := New[V](max, 0, nil)
+	c.size = size
+	return c
+}
+
+func (c *Cache[V]) weigh(v V) int {
+	if c.size == nil {
+		return 1
+	}
+	return c.size(v)
 }
 
 func (c *Cache[V]) expired(e *lruEntry[V], now time.Time) bool {
@@ -96,23 +119,52 @@ func (c *Cache[V]) Put(key string, val V) {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.put(key, val, nil)
+}
+
+// PutEvicting is Put that returns the values it evicted, least recently
+// used first, for an owner that indexes them elsewhere too.
+func (c *Cache[V]) PutEvicting(key string, val V) []V {
+	if c == nil {
+		return nil
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var evicted []V
+	c.put(key, val, &evicted)
+	return evicted
+}
+
+func (c *Cache[V]) put(key string, val V, evicted *[]V) {
 	now := c.clock()
+	w := c.weigh(val)
 	if el, ok := c.items[key]; ok {
 		e := el.Value.(*lruEntry[V])
-		e.val, e.used = val, now
+		c.held += w - e.weight
+		e.val, e.weight, e.used = val, w, now
 		c.ll.MoveToFront(el)
+		for c.held > c.max && c.ll.Len() > 0 { // a heavier value
+			c.evict(c.ll.Back(), evicted)
+		}
 		return
 	}
-	c.items[key] = c.ll.PushFront(&lruEntry[V]{key: key, val: val, used: now})
-	for c.ll.Len() > c.max {
-		c.remove(c.ll.Back())
-		c.evictions++
+	c.items[key] = c.ll.PushFront(&lruEntry[V]{key: key, val: val, weight: w, used: now})
+	c.held += w
+	for c.held > c.max && c.ll.Len() > 0 {
+		c.evict(c.ll.Back(), evicted)
 	}
 	// Expired entries sit at the back: sweep them.
 	for back := c.ll.Back(); back != nil && c.expired(back.Value.(*lruEntry[V]), now); back = c.ll.Back() {
-		c.remove(back)
-		c.evictions++
+		c.evict(back, evicted)
 	}
+}
+
+func (c *Cache[V]) evict(el *list.Element, evicted *[]V) {
+	if evicted != nil {
+		*evicted = append(*evicted, el.Value.(*lruEntry[V]).val)
+	}
+	c.remove(el)
+	c.evictions++
 }
 
 // Delete drops the entry under key, if any.
@@ -129,7 +181,9 @@ func (c *Cache[V]) Delete(key string) {
 
 func (c *Cache[V]) remove(el *list.Element) {
 	c.ll.Remove(el)
-	delete(c.items, el.Value.(*lruEntry[V]).key)
+	e := el.Value.(*lruEntry[V])
+	c.held -= e.weight
+	delete(c.items, e.key)
 }
 
 // Clear drops every entry.
@@ -141,6 +195,7 @@ func (c *Cache[V]) Clear() {
 	defer c.mu.Unlock()
 	c.ll.Init()
 	clear(c.items)
+	c.held = 0
 }
 
 // Values returns the live values, most recently used first.
@@ -175,4 +230,15 @@ func (c *Cache[V]) Lookups() (hits, misses int64) {
 		return 0, 0
 	}
 	return c.hits.Load(), c.misses.Load()
+}
+
+// Weight returns the total weight of the entries kept: their number, but
+// for a cache made by NewSized.
+func (c *Cache[V]) Weight() int {
+	if c == nil {
+		return 0
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held
 }

@@ -125,3 +125,27 @@ func TestNilCacheKeepsNothing(t *testing.T) {
 	h, m := c.Lookups()
 	require.Zero(t, h+m)
 }
+
+// TestSizedEvictsByWeight: a sized cache keeps what its bound weighs,
+// least recently used out, and says what it evicted.
+func TestSizedEvictsByWeight(t *testing.T) {
+	c := lru.NewSized[int](10, func(v int) int { return v })
+	require.Empty(t, c.PutEvicting("a", 4))
+	require.Empty(t, c.PutEvicting("b", 5))
+	require.Equal(t, 9, c.Weight())
+	require.Equal(t, []int{4}, c.PutEvicting("c", 3)) // 12 > 10: a goes
+	require.Equal(t, 8, c.Weight())
+	require.Equal(t, []int{5}, c.PutEvicting("c", 9)) // c grows: b goes
+	require.Equal(t, 9, c.Weight())
+	require.Equal(t, []int{9, 11}, c.PutEvicting("f", 11)) // heavier than the bound: everything goes
+	require.Zero(t, c.Weight())
+	c.Put("d", 2)
+	c.Delete("d")
+	require.Zero(t, c.Weight())
+	c.Put("e", 1)
+	c.Clear()
+	require.Zero(t, c.Weight())
+	n, ev := c.Stats()
+	require.Zero(t, n)
+	require.Equal(t, int64(4), ev)
+}

@@ -2,8 +2,9 @@
 // reader of JSON input goes through it: the history decoder (package
 // loader, which builds on Scanner), the checks of the other JSON inputs (a
 // context, approvals, a JSON registry, each member of a sidecar request:
-// Skip), the sidecar's request envelope and the splitting of a history
-// among goroutines (the structural readers of skim.go), the indenter of
+// Skip), the sidecar's request envelope (SkimEnvelope, envelope.go) and
+// the splitting of a history among goroutines (the structural readers of
+// skim.go), the indenter of
 // the JSON policycheck writes (internal/ground/jsonout, StringEnd), and the flow
 // index's walk of a tool return's content (package facts, Scanner).
 //

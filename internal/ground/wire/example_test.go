@@ -46,3 +46,20 @@ func ExampleSkip() {
 	//  {"user": "ana", "groups": ["ops"]}
 	// /user 11 invalid JSON: lone UTF-16 surrogate \udc00
 }
+
+// A request body's envelope: the members a handler reads, the elements of
+// its history, and the names of members it does not read.
+func ExampleSkimEnvelope() {
+	body := []byte(`{"history": [{"kind": "request"}, {"kind": "response"}], "context": {"user": "ana"}, "extra": 1}`)
+	env, err := wire.SkimEnvelope(body, wire.EnvelopeSpec{File: "request", Known: []string{"history", "context"}, Arrays: []string{"history"}, MaxDepth: 200})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(string(env.Members["context"]), len(env.Elements["history"]), env.Unknown)
+	_, err = wire.SkimEnvelope([]byte(`{"context": {"user": "ana"}} x`), wire.EnvelopeSpec{File: "request", MaxDepth: 200})
+	fmt.Println(err)
+	// Output:
+	// {"user": "ana"} 2 [extra]
+	// request: (root): invalid JSON: unexpected data after the object (line 1, column 30)
+}

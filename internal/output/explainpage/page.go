@@ -24,6 +24,8 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/ground/wire"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // CSP is the page's Content-Security-Policy: nothing is loaded and no
@@ -40,29 +42,22 @@ const maxBody = 4000
 // maxFirst bounds a part's first line in its summary.
 const maxFirst = 160
 
-// Write renders x, the explanation of the history whose JSON is history,
-// as an HTML page: the explanation's form in internal/output/render's HTML
-// renderer, through which explain --format html and the sidecar draw it. history must be the document x was decided from (a
-// JSON array of messages); a history that does not parse is an error.
-func Write(w io.Writer, x *engine.Explanation, history []byte) error {
-	var msgs []rawMessage
-	if err := json.Unmarshal(history, &msgs); err != nil {
-		return fmt.Errorf("explain page: reading the history: %w", err)
+// Write renders x, the explanation of the history t holds, as an HTML
+// page: the explanation's form in internal/output/render's HTML renderer,
+// through which explain --format html and the sidecar draw it. t must be
+// the history x was decided from, as the loader read it
+// (loader.DecodeTranscript): the page reads nothing of the history again.
+func Write(w io.Writer, x *engine.Explanation, t *loader.Transcript) error {
+	if t == nil || len(t.Messages) != len(t.History) {
+		return fmt.Errorf("explain page: no transcript of the history")
 	}
-	p := build(x, msgs)
+	p := build(x, t)
 	var buf bytes.Buffer
 	if err := pageTemplate.Execute(&buf, p); err != nil {
 		return fmt.Errorf("explain page: %w", err)
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
-}
-
-type rawMessage struct {
-	Kind         string                       `json:"kind"`
-	ProviderName *string                      `json:"provider_name"`
-	ModelName    *string                      `json:"model_name"`
-	Parts        []map[string]json.RawMessage `json:"parts"`
 }
 
 type page struct {
@@ -161,8 +156,9 @@ type callRow struct {
 
 func partAnchor(p facts.Position) string { return fmt.Sprintf("m%dp%d", p.Message, p.Part) }
 
-func build(x *engine.Explanation, msgs []rawMessage) *page {
+func build(x *engine.Explanation, t *loader.Transcript) *page {
 	d := x.Decision
+	msgs := t.History
 	p := &page{X: x, Messages: len(msgs), Framework: FrameworkTools(d.Available), Approvals: d.Approvals,
 		WouldHide: d.WouldHide, Errors: d.Errors, Policies: x.Policies}
 	p.Cons = &window{Name: "conservative", At: d.Window, Whole: len(x.Compactions) == 0 && d.Window == (facts.Position{}), Text: x.Window}
@@ -173,30 +169,29 @@ func build(x *engine.Explanation, msgs []rawMessage) *page {
 			p.Disp.Provider = *d.Dispatch.Provider
 		}
 	}
-	// The parts, with the raw JSON's display text.
+	// The parts, with the text the transcript keeps of each.
 	var all [][]*part
 	views := make([]*message, len(msgs))
 	for i, m := range msgs {
-		mv := &message{Index: i, Kind: m.Kind}
-		if m.ProviderName != nil {
-			mv.Provider = *m.ProviderName
-		}
-		if m.ModelName != nil {
-			mv.Model = *m.ModelName
-		}
+		tm := t.Messages[i]
+		mv := &message{Index: i, Kind: m.Kind.String(), Provider: tm.Provider, Model: tm.Model}
 		mv.Dispatch = p.Disp != nil && i == len(msgs)-1
 		for j, rp := range m.Parts {
 			pos := facts.Position{Message: i, Part: j}
-			pv := &part{Message: i, Index: j, Kind: str(rp["part_kind"]), Name: str(rp["tool_name"]), CallID: str(rp["tool_call_id"]),
+			pv := &part{Message: i, Index: j, Kind: rp.Kind.String(), Name: rp.ToolName, CallID: rp.ToolCallID,
 				InCons: !pos.Before(p.Cons.At), HasDisp: p.Disp != nil}
 			if p.Disp != nil {
 				pv.InDisp = !pos.Before(p.Disp.At)
 			}
-			pv.Compaction = pv.Kind == "compaction"
-			if pv.Kind == "tool-availability-delta" {
-				pv.Added = added(rp)
+			pv.Compaction = rp.Kind == facts.Compaction
+			if rp.Kind == facts.ToolAvailabilityDelta {
+				pv.Added = added(rp.Reveals)
 			}
-			pv.First, pv.Body, pv.More = content(rp)
+			var text []byte
+			if j < len(tm.Texts) {
+				text = tm.Texts[j]
+			}
+			pv.First, pv.Body, pv.More = content(text)
 			if pos == p.Cons.At {
 				pv.Boundaries = append(pv.Boundaries, p.Cons)
 			}
@@ -391,47 +386,26 @@ func FrameworkTools(names []string) []string {
 	return out
 }
 
-// added reads the tools an availability delta adds (tools_added, or its
-// input alias added when tools_added is absent).
-func added(rp map[string]json.RawMessage) []string {
-	var names []string
-	raw, ok := rp["tools_added"]
-	if !ok {
-		raw = rp["added"]
-	}
-	_ = json.Unmarshal(raw, &names)
+// added is the tools an availability delta adds (its tools_added, or its
+// input alias added when tools_added is absent: the loader's
+// facts.Part.Reveals).
+func added(names []string) []string {
 	if len(names) == 0 {
 		return []string{"no tool"}
 	}
 	return names
 }
 
-// str reads a JSON string member ("" for absent, null or not a string).
-func str(raw json.RawMessage) string {
-	var s string
-	if len(raw) == 0 || json.Unmarshal(raw, &s) != nil {
-		return ""
-	}
-	return s
-}
-
 // content returns a part's first line, its body (bounded) and how many
-// bytes of the body were left out.
-func content(rp map[string]json.RawMessage) (first, body string, more int) {
-	var raw json.RawMessage
-	for _, k := range []string{"content", "args", "tools_added", "added"} {
-		if v, ok := rp[k]; ok && string(v) != "null" {
-			raw = v
-			break
-		}
-	}
+// bytes of the body were left out, from raw, the JSON of what the part
+// says (loader.TranscriptMessage.Texts).
+func content(raw []byte) (first, body string, more int) {
 	if raw == nil {
 		return "", "", 0
 	}
-	var s string
 	compact := ""
-	if json.Unmarshal(raw, &s) == nil {
-		body = s
+	if raw[0] == '"' {
+		body = wire.Unescape(raw)
 	} else {
 		var c bytes.Buffer
 		if json.Compact(&c, raw) == nil {

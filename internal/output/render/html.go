@@ -12,7 +12,7 @@ import (
 
 // htmlRenderer writes a document as one self-contained HTML page (no
 // script, nothing loaded): the explanation's page (internal/output/explainpage,
-// which needs the Doc's History) or the replay report's.
+// which needs the Doc's Transcript) or the replay report's.
 type htmlRenderer struct{}
 
 func (htmlRenderer) Render(w io.Writer, d *Doc) error {
@@ -22,7 +22,7 @@ func (htmlRenderer) Render(w io.Writer, d *Doc) error {
 	}
 	switch v := v.(type) {
 	case *engine.Explanation:
-		return explainpage.Write(w, v, d.History)
+		return explainpage.Write(w, v, d.Transcript)
 	case *replay.Report:
 		return htmlReplay(w, v)
 	}

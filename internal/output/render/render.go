@@ -35,6 +35,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/internal/output/replay"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // Format names an output format.
@@ -103,9 +104,10 @@ type Doc struct {
 	// FailOn is the --fail-on gate a replay's changes are judged by: in
 	// junit, each change it matches is a failure. Not a section.
 	FailOn *replay.Gate
-	// History is the JSON of the history decided: the explanation's
-	// page draws the conversation from it.
-	History []byte
+	// Transcript is the history decided, as the loader read it
+	// (loader.DecodeTranscript): the explanation's page draws the
+	// conversation from it.
+	Transcript *loader.Transcript
 }
 
 // section returns the one section set, or an error.

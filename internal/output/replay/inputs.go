@@ -19,6 +19,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -161,7 +162,7 @@ func textEvent(name string, line []byte) ([]byte, error) {
 		if key == "msg" {
 			msg = val
 		}
-		if t := strings.TrimSpace(val); t != "" && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
+		if t := strings.TrimSpace(val); t != "" && (t[0] == '{' || t[0] == '[') && wire.Valid([]byte(t), sniffDepth) {
 			fields[key] = json.RawMessage(t)
 		} else {
 			fields[key], _ = json.Marshal(val)
@@ -216,12 +217,12 @@ func (l *inputLoader) file(path string) error {
 			first, firstNo = t, lr.line
 		}
 	}
-	if first[0] == '[' && !json.Valid(first) {
+	if first[0] == '[' && !wire.Valid(first, sniffDepth) {
 		data, err := lr.rest(first)
 		if err != nil {
 			return err
 		}
-		if trimmed := bytes.TrimSpace(data); json.Valid(trimmed) {
+		if trimmed := bytes.TrimSpace(data); wire.Valid(trimmed, sniffDepth) {
 			return l.array(path, trimmed)
 		}
 		return l.line(path, firstNo, first) // not a document: the line's error
@@ -265,11 +266,7 @@ func (l *inputLoader) line(path string, n int, b []byte) error {
 	case b[0] == '[':
 		return l.history(name, b)
 	case b[0] == '{':
-		var rec struct {
-			Msg   *string         `json:"msg"`
-			Level json.RawMessage `json:"level"`
-		}
-		if json.Unmarshal(b, &rec) == nil && rec.Msg != nil && rec.Level != nil && *rec.Msg != consoleDecisionMsg {
+		if msg, ok := logRecordMsg(b); ok && msg != consoleDecisionMsg {
 			// serve --log-format json: a record that is not a
 			// decision (the startup record, a plugin's message).
 			l.skipped++
@@ -380,18 +377,39 @@ func (lr *lineReader) readError(err error) error {
 	return &loader.Error{File: lr.path, Kind: loader.KindIO, Msg: err.Error()}
 }
 
-// array reads a JSON array: a decision-log upload when its first element
-// is an object with a decision_id, a history otherwise.
+// sniffDepth bounds the nesting of what the format sniffing reads (as
+// encoding/json's own limit did); the reader of each kind of document
+// applies its own limits after.
+const sniffDepth = 10000
+
+// logRecordMsg reads what a line of serve --log-format json says: its
+// msg, when the line is a JSON object with a string msg and a level.
+func logRecordMsg(b []byte) (string, bool) {
+	env, err := wire.SkimEnvelope(b, wire.EnvelopeSpec{Known: []string{"msg", "level"}, MaxDepth: sniffDepth})
+	if err != nil {
+		return "", false
+	}
+	msg, hasLevel := env.Members["msg"], env.Members["level"] != nil
+	if len(msg) == 0 || msg[0] != '"' || !hasLevel {
+		return "", false
+	}
+	return wire.Unescape(msg), true
+}
+
+// array reads a JSON array (data holds one, checked): a decision-log
+// upload when its first element is an object with a string decision_id,
+// a history otherwise, which the loader reads.
 func (l *inputLoader) array(path string, data []byte) error {
-	var elems []json.RawMessage
-	if err := json.Unmarshal(data, &elems); err != nil {
-		return &loader.Error{File: path, Kind: loader.KindSyntax, Msg: "invalid JSON: " + err.Error()}
+	elems, _, err := wire.SkimArray(path, data, 0, sniffDepth)
+	if err != nil {
+		return err
 	}
 	if len(elems) > 0 {
-		var probe struct {
-			DecisionID *string `json:"decision_id"`
+		var id []byte
+		if env, err := wire.SkimEnvelope(elems[0], wire.EnvelopeSpec{Known: []string{"decision_id"}, MaxDepth: sniffDepth}); err == nil {
+			id = env.Members["decision_id"]
 		}
-		if json.Unmarshal(elems[0], &probe) == nil && probe.DecisionID != nil {
+		if len(id) > 0 && id[0] == '"' {
 			for i, e := range elems {
 				if err := l.event(path, fmt.Sprintf("/%d", i), e); err != nil {
 					return err
