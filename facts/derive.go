@@ -40,8 +40,8 @@ type Facts struct {
 	// flows.
 	FlowIndexTruncated bool
 	// Unvouched is the evidence a Voucher did not vouch for, in history
-	// order (DeriveVouched, NewVouchedTracker): it counts for nothing
-	// above. Nil when no Voucher was asked.
+	// order (VouchedBy): it counts for nothing above. Nil when no Voucher
+	// was asked.
 	Unvouched []Unvouched
 }
 

@@ -8,9 +8,11 @@
 //     after decoding (package loader turns the wire JSON into this model;
 //     this package never parses a history). It imports neither
 //     encoding/json, nor a JSON Schema library, nor OPA: the few JSON
-//     bytes it must read (a call's arguments, [ReadArgs]; the contents
-//     of tool returns, for flows) are read by its internal package
-//     facts/internal/jsonvalue over the module's one JSON scanner.
+//     bytes it must read (a call's arguments, [ReadArgs]; a request's
+//     context, [Registry.ValidateContext]; the contents of tool returns,
+//     for flows) are read by its internal package facts/internal/jsonvalue
+//     with the module's one JSON scanner (and, for a return's content the
+//     scanner refuses, encoding/json, as the flows have always read it).
 //   - [Registry] is the shared, read-only tool and capability
 //     configuration. It is immutable once built and safe for concurrent
 //     use. It holds each tool's parameters_json_schema and the
