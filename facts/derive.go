@@ -256,7 +256,7 @@ func Derive(h History, reg *Registry, opts ...Option) Facts {
 // Option is an optional part of a derivation (Derive, NewTracker): an
 // Options value, the optional facts to derive, or VouchedBy, the
 // evidence to count. A later option replaces an earlier one of its kind.
-type Option interface{ apply(*settings) }
+type Option interface{ isOption() }
 
 // settings are a derivation's options.
 type settings struct {
@@ -264,19 +264,26 @@ type settings struct {
 	vouch Voucher
 }
 
+// settingsOf reads the options with a type switch, not a method: the
+// options then stay on the caller's stack.
 func settingsOf(opts []Option) settings {
 	var s settings
 	for _, o := range opts {
-		o.apply(&s)
+		switch o := o.(type) {
+		case Options:
+			s.opts = o
+		case vouchedBy:
+			s.vouch = o.v
+		}
 	}
 	return s
 }
 
-func (o Options) apply(s *settings) { s.opts = o }
+func (Options) isOption() {}
 
 type vouchedBy struct{ v Voucher }
 
-func (o vouchedBy) apply(s *settings) { s.vouch = o.v }
+func (vouchedBy) isOption() {}
 
 // VouchedBy makes a reveal or a load count only where v vouches for the
 // call that produced it (verified evidence, VouchHistory); the rest is
