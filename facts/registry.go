@@ -151,8 +151,11 @@ func (r *Registry) compileSchema(ptr, field string, tool int, raw []byte) (*Args
 			"or build it with facts.WithSchemaCompiler(loader.CompileSchema)"}
 	}
 	sch, sptr, err := r.compile(field, tool, raw)
-	if err != nil {
+	switch {
+	case err != nil:
 		return nil, &RegistryError{ptr + sptr, err.Error()}
+	case sch == nil:
+		return nil, &RegistryError{ptr, field + ": the schema compiler returned no schema"}
 	}
 	return &ArgsSchema{sch}, nil
 }

@@ -119,8 +119,9 @@ func TestArgsSchemaExpansionLimit(t *testing.T) {
 }
 
 // TestSchemaNeedsCompiler: package facts compiles no JSON Schema; a
-// registry with a schema and no compiler is refused, naming the schema,
-// never built as if the schema were not there.
+// registry with a schema and no compiler (or a compiler that returns no
+// schema) is refused, naming the schema, never built as if the schema
+// were not there.
 func TestSchemaNeedsCompiler(t *testing.T) {
 	_, err := facts.NewRegistry(nil, []facts.Tool{{Name: "transfer_funds", ParametersJSONSchema: json.RawMessage(transferSchema)}})
 	require.Error(t, err)
@@ -128,4 +129,8 @@ func TestSchemaNeedsCompiler(t *testing.T) {
 	_, err = facts.NewRegistry(nil, nil, facts.WithContextSchema(json.RawMessage(`{"type": "object"}`)))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/context_schema: context_schema needs a schema compiler")
+	none := func(string, int, []byte) (facts.Schema, string, error) { return nil, "", nil }
+	_, err = facts.NewRegistry(nil, []facts.Tool{{Name: "t", ParametersJSONSchema: json.RawMessage(`{}`)}}, facts.WithSchemaCompiler(none))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the schema compiler returned no schema")
 }
