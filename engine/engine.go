@@ -269,7 +269,7 @@ func (e *Engine) Registry() *facts.Registry { return e.snap.Load().reg }
 // FactOptions returns the optional facts the current policies may read
 // (input.facts.tool_calls, input.call.flows) with their settings: a Request whose Facts come from a
 // facts.Tracker should carry them (a tracker built with
-// facts.NewTrackerWith and these options, read with FactsWith), or the
+// facts.NewTracker and these options, read with FactsWith), or the
 // decision derives them from Request.History.
 func (e *Engine) FactOptions() facts.Options { return e.snap.Load().opts }
 

@@ -45,7 +45,7 @@ func VerifiedEvidence(v ReceiptVerifier) DecideOption {
 }
 
 // EvidenceVoucher is the facts.Voucher of VerifiedEvidence, for callers
-// that derive facts themselves (facts.DeriveVouched).
+// that derive facts themselves (facts.Derive with facts.VouchedBy).
 func EvidenceVoucher(v ReceiptVerifier) facts.Voucher { return &evidenceVoucher{v: v} }
 
 // RunVerifiedEvidence makes a Run count a reveal or a load only where the

@@ -138,9 +138,9 @@ func (e *Engine) NewRun(opts ...RunOption) *Run {
 // holding the run's history.
 func (r *Run) retrack(reg *facts.Registry, o facts.Options) {
 	if r.cfg.evidence != nil {
-		r.tracker = facts.NewVouchedTracker(reg, o, r.cfg.evidence)
+		r.tracker = facts.NewTracker(reg, o, facts.VouchedBy(r.cfg.evidence))
 	} else {
-		r.tracker = facts.NewTrackerWith(reg, o)
+		r.tracker = facts.NewTracker(reg, o)
 	}
 	r.tracker.Append(r.history...)
 }

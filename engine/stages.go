@@ -87,7 +87,7 @@ func (s *snapshot) derive(h facts.History, v *evidenceVoucher) (*facts.Facts, fa
 	if v != nil {
 		h, unv = facts.VouchHistory(h, v)
 	}
-	f := facts.DeriveWith(h, s.reg, s.opts)
+	f := facts.Derive(h, s.reg, s.opts)
 	f.Unvouched = unv
 	return &f, h
 }

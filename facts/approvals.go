@@ -1,7 +1,5 @@
 package facts
 
-import "encoding/json"
-
 // Approval kinds, as pydantic-ai's DeferredToolResults writes them.
 const (
 	ToolApproved = "tool-approved"
@@ -26,7 +24,7 @@ type Approval struct {
 	// OverrideArgs, for an approval, are the arguments to execute instead
 	// of the model's (the raw JSON of an object, as loader checked it);
 	// nil when none.
-	OverrideArgs json.RawMessage
+	OverrideArgs []byte
 	// Message, for a denial, is what the model is told; "" means
 	// DefaultDenialMessage.
 	Message string

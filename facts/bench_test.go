@@ -93,7 +93,7 @@ func BenchmarkDeriveFlows(b *testing.B) {
 			cpu := cputime.Start()
 			for b.Loop() {
 				cpu.Tick()
-				_ = facts.DeriveWith(in.h, in.reg, facts.Options{Flows: on})
+				_ = facts.Derive(in.h, in.reg, facts.Options{Flows: on})
 			}
 			cpu.Report(b)
 		})

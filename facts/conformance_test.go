@@ -95,12 +95,12 @@ func TestTrackerEqualsDeriveOnEveryPrefix(t *testing.T) {
 			reg := caseRegistry(t, c.Registry)
 			h, err := loader.DecodeHistory(c.File, c.History, loader.DefaultLimits())
 			require.NoError(t, err)
-			tr := facts.NewTrackerWith(reg, allOptions)
+			tr := facts.NewTracker(reg, allOptions)
 			require.Equal(t, facts.Derive(nil, reg), tr.Facts(), "empty history")
 			for n := 1; n <= len(h); n++ {
 				tr.Append(h[n-1])
 				require.Equal(t, facts.Derive(h[:n], reg), tr.Facts(), "prefix of %d messages", n)
-				require.Equal(t, facts.DeriveWith(h[:n], reg, allOptions), tr.FactsWith(allOptions), "prefix of %d messages, every option", n)
+				require.Equal(t, facts.Derive(h[:n], reg, allOptions), tr.FactsWith(allOptions), "prefix of %d messages, every option", n)
 				require.Equal(t, bruteToolCalls(h[:n]), tr.FactsWith(allOptions).ToolCalls, "tool calls of the prefix of %d messages", n)
 				// The name lists are the caller's own: writing over them
 				// changes nothing the tracker answers next.

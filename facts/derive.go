@@ -40,8 +40,8 @@ type Facts struct {
 	// flows.
 	FlowIndexTruncated bool
 	// Unvouched is the evidence a Voucher did not vouch for, in history
-	// order (DeriveVouched, NewVouchedTracker): it counts for nothing
-	// above. Nil when no Voucher was asked.
+	// order (VouchedBy): it counts for nothing above. Nil when no Voucher
+	// was asked.
 	Unvouched []Unvouched
 }
 
@@ -230,23 +230,66 @@ func Loaded(h History, start Position) []string {
 
 // Derive computes the facts of h by transcribing the reference rules
 // literally: each window is located first, then parsed. It is the
-// specification the incremental Tracker is tested against. It fills none
-// of the facts Options asks for: see DeriveWith.
-func Derive(h History, reg *Registry) Facts {
-	return DeriveWith(h, reg, Options{})
-}
-
-// DeriveWith is Derive, with the optional facts o asks for.
-func DeriveWith(h History, reg *Registry, o Options) Facts {
+// specification the incremental Tracker is tested against. Of the
+// optional facts, it fills those its options ask for (Options); with
+// VouchedBy, it derives over h without the evidence the voucher does not
+// vouch for (VouchHistory) and lists that evidence in Facts.Unvouched.
+func Derive(h History, reg *Registry, opts ...Option) Facts {
+	s := settingsOf(opts)
+	var unv []Unvouched
+	if s.vouch != nil {
+		h, unv = VouchHistory(h, s.vouch)
+	}
 	f := derive(h, reg)
-	if o.ToolCalls {
+	if s.opts.ToolCalls {
 		f.ToolCalls = ToolCalls(h)
 	}
-	if o.Flows {
-		f.FlowIndexTruncated = flowsOf(h, reg, o, f.Dispatch)
+	if s.opts.Flows {
+		f.FlowIndexTruncated = flowsOf(h, reg, s.opts, f.Dispatch)
+	}
+	if s.vouch != nil {
+		f.Unvouched = unv
 	}
 	return f
 }
+
+// Option is an optional part of a derivation (Derive, NewTracker): an
+// Options value, the optional facts to derive, or VouchedBy, the
+// evidence to count. A later option replaces an earlier one of its kind.
+type Option interface{ isOption() }
+
+// settings are a derivation's options.
+type settings struct {
+	opts  Options
+	vouch Voucher
+}
+
+// settingsOf reads the options with a type switch, not a method: the
+// options then stay on the caller's stack.
+func settingsOf(opts []Option) settings {
+	var s settings
+	for _, o := range opts {
+		switch o := o.(type) {
+		case Options:
+			s.opts = o
+		case vouchedBy:
+			s.vouch = o.v
+		}
+	}
+	return s
+}
+
+func (Options) isOption() {}
+
+type vouchedBy struct{ v Voucher }
+
+func (vouchedBy) isOption() {}
+
+// VouchedBy makes a reveal or a load count only where v vouches for the
+// call that produced it (verified evidence, VouchHistory); the rest is
+// listed in Facts.Unvouched. A nil v vouches for nothing and lists
+// nothing: every piece counts, as without the option.
+func VouchedBy(v Voucher) Option { return vouchedBy{v} }
 
 // flowsOf fills the flows of d's calls (d may be nil) from the returns of
 // h and reports whether the index was truncated.
@@ -267,7 +310,7 @@ func flowsOf(h History, reg *Registry, o Options, d *Dispatch) bool {
 
 // Flows returns, for the calls of the response h ends with (in order),
 // the argument values that came from earlier returns, and whether the
-// index was truncated: the flows DeriveWith fills for o. Nil calls when
+// index was truncated: the flows Derive fills for o. Nil calls when
 // h does not end with a response.
 func Flows(h History, reg *Registry, o Options) ([][]Flow, bool) {
 	if len(h) == 0 || h[len(h)-1].Kind != Response {

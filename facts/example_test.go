@@ -113,3 +113,34 @@ func ExampleTracker() {
 	// after a compaction: {3 0} loaded: [] messages: 4
 	// same as Derive: true
 }
+
+// Derive's options: the tool calls of the whole history (Options) and
+// verified evidence (VouchedBy): a load counts only where the caller
+// vouches for the call that produced it; the rest is listed.
+func ExampleDerive_options() {
+	reg := exampleRegistry()
+	h := facts.History{
+		{Kind: facts.Response, Parts: []facts.Part{loadCall("l1", "vault")}},
+		{Kind: facts.Request, Parts: []facts.Part{loadReturn("l1")}},
+		{Kind: facts.Response, Parts: []facts.Part{toolCall("read_secret", "c1")}},
+	}
+	noReceipt := facts.VoucherFunc(func(c facts.Claim) string { return "no receipt for " + c.Call.ToolCallID })
+
+	f := facts.Derive(h, reg, facts.Options{ToolCalls: true})
+	fmt.Println("loaded:", f.Loaded, "calls:", len(f.ToolCalls))
+
+	f = facts.Derive(h, reg, facts.Options{ToolCalls: true}, facts.VouchedBy(noReceipt))
+	fmt.Println("vouched, loaded:", f.Loaded)
+	for _, u := range f.Unvouched {
+		fmt.Println("unvouched:", u.Why)
+	}
+
+	tr := facts.NewTracker(reg, facts.VouchedBy(noReceipt))
+	tr.Append(h...)
+	fmt.Println("tracker agrees:", reflect.DeepEqual(tr.Facts(), facts.Derive(h, reg, facts.VouchedBy(noReceipt))))
+	// Output:
+	// loaded: [vault] calls: 2
+	// vouched, loaded: []
+	// unvouched: no receipt for l1
+	// tracker agrees: true
+}

@@ -76,7 +76,7 @@ func TestFlowMatchingIsBounded(t *testing.T) {
 	assert.True(t, truncated, "a call past its budget makes the flows incomplete")
 	require.Len(t, calls, 2)
 	assert.Len(t, calls[0], 1)
-	f := DeriveWith(h, reg, Options{Flows: true})
+	f := Derive(h, reg, Options{Flows: true})
 	assert.True(t, f.FlowIndexTruncated)
 	h[3].Parts = h[3].Parts[:1]
 	_, truncated = Flows(h, reg, Options{Flows: true})

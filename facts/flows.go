@@ -1,13 +1,10 @@
 package facts
 
 import (
-	"bytes"
-	"encoding/json"
-	"maps"
-	"math"
 	"slices"
-	"strconv"
 	"strings"
+
+	"github.com/policycheck/policycheck/facts/internal/jsonvalue"
 )
 
 // Flows: which argument values of a dispatched call came from an earlier
@@ -18,9 +15,12 @@ import (
 // a string of that return's content of at least the minimum length
 // (Options.FlowMinLength). A return's strings are every JSON string of
 // its content (object keys included) and, recursively, the strings of a
-// string that is itself JSON-encoded (an object or array, up to
-// flowNestDepth levels). A number leaf of the arguments flows from a
-// return holding an equal non-trivial number (flowNumberNonTrivial).
+// string that is itself JSON-encoded (an object or array, up to four
+// levels). A number leaf of the arguments flows from a return holding an
+// equal non-trivial number: one whose shortest decimal form has at least
+// five significant digits (12345, 4999.99 and 0.031415 are; 2024, 10000,
+// 250.5, 0.5 and 1e21 are not). The walks of a return's bytes and of a
+// call's arguments are package jsonvalue's (facts/internal/jsonvalue).
 //
 // Search: the index keeps each distinct return string once, with its
 // sources, under its first FlowMinLength bytes. A leaf of n bytes is
@@ -44,12 +44,6 @@ const (
 	// decimal form): past it the index stops growing and
 	// Facts.FlowIndexTruncated says so.
 	DefaultFlowIndexCap = 8 << 20
-	// flowNestDepth is how many levels of JSON encoded inside a string
-	// of a return are read.
-	flowNestDepth = 4
-	// flowSignificantDigits is the number of significant digits a number
-	// needs to be matched (flowNumberNonTrivial).
-	flowSignificantDigits = 5
 	// FlowCallCompareBudget bounds the matching of one call's arguments:
 	// the bytes of indexed strings compared with its string leaves, each
 	// string found under a window's prefix counting its length. Past it
@@ -116,43 +110,11 @@ func (o Options) flowIndexCap() int {
 }
 
 // ArgsValue returns a call's raw arguments as the policies read them
-// (ReadArgs's Value): the JSON value (numbers as json.Number), with a
+// (ReadArgs's Value): the JSON value (numbers as encoding/json's
+// json.Number), with a
 // string that holds a JSON object read as that object; nil when absent,
 // null, or not readable exactly one way (Args.Problem).
 func ArgsValue(raw []byte) any { return ReadArgs(raw).Value }
-
-// flowNumberKey returns the key of a non-trivial number: its shortest
-// decimal form as a float64. A number is non-trivial when that form has
-// at least flowSignificantDigits significant digits: 12345, 4999.99 and
-// 0.031415 are; 2024, 10000, 250.5, 0.5 and 1e21 are not. Small and
-// round numbers (counts, years, limits, amounts like 500) are in every
-// tool's output; a five-digit value is rarely there by chance.
-func flowNumberKey(n json.Number) (string, bool) {
-	k, ok := appendFlowNumberKey(nil, []byte(n))
-	return string(k), ok
-}
-
-// appendFlowNumberKey appends to dst the key of the number whose JSON
-// text is n (flowNumberKey).
-func appendFlowNumberKey(dst, n []byte) ([]byte, bool) {
-	f, err := strconv.ParseFloat(string(n), 64)
-	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		return dst, false
-	}
-	l := len(dst)
-	dst = strconv.AppendFloat(dst, f, 'e', -1, 64) // d.ddde±xx
-	mant := dst[l : l+bytes.IndexByte(dst[l:], 'e')]
-	digits := 0
-	for i := 0; i < len(mant); i++ {
-		if mant[i] >= '0' && mant[i] <= '9' {
-			digits++
-		}
-	}
-	if digits < flowSignificantDigits {
-		return dst[:l], false
-	}
-	return dst, true
-}
 
 // flowString is one distinct indexed string and its sources (indexes
 // into flowIndex.sources, in history order, without repeats).
@@ -171,7 +133,7 @@ type flowIndex struct {
 	byPrefix    map[string][]*flowString
 	nums        map[string][]int32
 	// walk is the scratch of addPart, made on first use.
-	walk *flowWalker
+	walk *jsonvalue.Walker
 	// block holds the flowStrings last allocated (newString).
 	block []flowString
 }
@@ -198,10 +160,10 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 		return
 	}
 	if x.walk == nil {
-		x.walk = &flowWalker{minLen: x.minLen}
+		x.walk = jsonvalue.NewWalker(x.minLen)
 	}
 	w := x.walk
-	if !w.walkContent(p.Content) {
+	if !w.Walk(p.Content) {
 		return
 	}
 	src := FlowSource{Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
@@ -211,15 +173,16 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	}
 	x.sources = append(x.sources, src)
 	si := int32(len(x.sources) - 1)
-	for i := range w.leaves {
-		l := &w.leaves[i]
-		if x.used+l.e-l.s > x.cap {
+	leaves := w.Leaves()
+	for i := range leaves {
+		l := &leaves[i]
+		if x.used+l.Len() > x.cap {
 			x.truncated = true
 			return
 		}
-		x.used += l.e - l.s
-		b := w.bytes(l)
-		if l.num {
+		x.used += l.Len()
+		b := w.Bytes(l)
+		if l.Num() {
 			if ns, ok := x.nums[string(b)]; !ok || ns[len(ns)-1] != si {
 				x.nums[string(b)] = append(ns, si)
 			}
@@ -256,61 +219,6 @@ func toolLabels(reg *Registry, tool string) []string {
 		}
 	}
 	return []string{}
-}
-
-// walkFlowValue calls fn, in a fixed order, for every string of v of at
-// least minLen bytes and for the key of every non-trivial number: depth
-// first, an object's keys sorted, each key before its value, a string
-// before the strings JSON-encoded in it. It stops when fn returns false.
-// The index's walk of a content's bytes (flowWalker, flowscan.go)
-// follows it, and calls it for what the wire scanner refuses.
-func walkFlowValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) bool {
-	switch v := v.(type) {
-	case string:
-		if len(v) >= minLen && !fn(v, false) {
-			return false
-		}
-		if depth < flowNestDepth {
-			if inner, ok := nestedJSON(v); ok {
-				return walkFlowValue(inner, depth+1, minLen, fn)
-			}
-		}
-	case json.Number:
-		if k, ok := flowNumberKey(v); ok {
-			return fn(k, true)
-		}
-	case []any:
-		for _, e := range v {
-			if !walkFlowValue(e, depth, minLen, fn) {
-				return false
-			}
-		}
-	case map[string]any:
-		for _, k := range slices.Sorted(maps.Keys(v)) {
-			if len(k) >= minLen && !fn(k, false) {
-				return false
-			}
-			if !walkFlowValue(v[k], depth, minLen, fn) {
-				return false
-			}
-		}
-	}
-	return true
-}
-
-// nestedJSON decodes a string that holds a JSON object or array.
-func nestedJSON(s string) (any, bool) {
-	t := strings.TrimSpace(s)
-	if t == "" || (t[0] != '{' && t[0] != '[') || !json.Valid([]byte(t)) {
-		return nil, false
-	}
-	var v any
-	dec := json.NewDecoder(strings.NewReader(t))
-	dec.UseNumber()
-	if dec.Decode(&v) != nil {
-		return nil, false
-	}
-	return v, true
 }
 
 // flowHit is one (leaf, source) pair found.
@@ -398,31 +306,13 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 	out := []Flow{}
 	hits := map[Position]*flowHit{}
 	srcOf := map[Position]FlowSource{}
-	var visit func(v any, path string)
-	visit = func(v any, path string) {
-		switch v := v.(type) {
-		case string:
-			for _, x := range idx {
-				x.matchString(v, b, hits, srcOf)
+	jsonvalue.VisitArgs(ArgsValue(args), func(path, leaf string, num bool) {
+		for _, x := range idx {
+			if num {
+				x.matchNumber(leaf, hits, srcOf)
+			} else {
+				x.matchString(leaf, b, hits, srcOf)
 			}
-		case json.Number:
-			if k, ok := flowNumberKey(v); ok {
-				for _, x := range idx {
-					x.matchNumber(k, hits, srcOf)
-				}
-			}
-		case []any:
-			for i, e := range v {
-				visit(e, path+"/"+strconv.Itoa(i))
-			}
-			return
-		case map[string]any:
-			for _, k := range slices.Sorted(maps.Keys(v)) {
-				visit(v[k], path+"/"+pointerToken(k))
-			}
-			return
-		default:
-			return
 		}
 		if len(hits) == 0 {
 			return
@@ -449,17 +339,8 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 		}
 		clear(hits)
 		clear(srcOf)
-	}
-	visit(ArgsValue(args), "")
+	})
 	return out
-}
-
-// pointerToken escapes a key as a JSON pointer token (RFC 6901).
-func pointerToken(k string) string {
-	if !strings.ContainsAny(k, "~/") {
-		return k
-	}
-	return strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
 }
 
 // dispatchFlows fills the flows of the calls of R (message r) from base,

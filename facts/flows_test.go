@@ -376,7 +376,7 @@ func flowRegistry(t *testing.T) *facts.Registry {
 
 // TestFlowsAgreeWithBruteForce compares the flows of random histories,
 // whose calls copy returned values, with the brute-force definition, and
-// the Tracker with DeriveWith on every prefix, under random minimum
+// the Tracker with Derive on every prefix, under random minimum
 // lengths and caps (small ones truncate the index).
 func TestFlowsAgreeWithBruteForce(t *testing.T) {
 	reg := flowRegistry(t)
@@ -395,10 +395,10 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 			o.FlowIndexCap = 1 + g.rnd.IntN(300)
 			limit = o.FlowIndexCap
 		}
-		tr := facts.NewTrackerWith(reg, o)
+		tr := facts.NewTracker(reg, o)
 		for n := 1; n <= len(h); n++ {
 			tr.Append(h[n-1])
-			got := facts.DeriveWith(h[:n], reg, o)
+			got := facts.Derive(h[:n], reg, o)
 			require.Equal(t, got, tr.FactsWith(o), "seed %d, prefix of %d messages", seed, n)
 			want, trunc := bruteFlows(h[:n], reg, o.FlowMinLength, limit)
 			require.Equal(t, trunc, got.FlowIndexTruncated, "seed %d, prefix %d: truncated", seed, n)
@@ -438,7 +438,7 @@ func TestFlowsOnlyWhenAsked(t *testing.T) {
 	for _, c := range facts.Derive(h, reg).Dispatch.Calls {
 		require.Nil(t, c.Flows)
 	}
-	for _, c := range facts.DeriveWith(h, reg, facts.Options{Flows: true}).Dispatch.Calls {
+	for _, c := range facts.Derive(h, reg, facts.Options{Flows: true}).Dispatch.Calls {
 		require.NotNil(t, c.Flows)
 	}
 }
@@ -458,7 +458,7 @@ func TestFlowsExample(t *testing.T) {
 		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "send_email", ToolCallID: "c1", HasToolCallID: true,
 			Args: []byte(`{"to":"sk-live-4242","body":"the pin is hunter22, ok?","n":123456,"c":7,"s":"abc","part":"sk-live"}`)}}},
 	}
-	f := facts.DeriveWith(h, reg, facts.Options{Flows: true})
+	f := facts.Derive(h, reg, facts.Options{Flows: true})
 	src := facts.FlowSource{ToolCallID: &id, Tool: "read_secret", Labels: []string{"secret"}, At: facts.Position{}}
 	require.Equal(t, []facts.Flow{
 		{Path: "/body", Match: facts.FlowContains, Source: src},
@@ -466,7 +466,7 @@ func TestFlowsExample(t *testing.T) {
 		{Path: "/to", Match: facts.FlowExact, Source: src},
 	}, f.Dispatch.Calls[0].Flows)
 	require.False(t, f.FlowIndexTruncated)
-	f = facts.DeriveWith(h, reg, facts.Options{Flows: true, FlowIndexCap: 5})
+	f = facts.Derive(h, reg, facts.Options{Flows: true, FlowIndexCap: 5})
 	require.True(t, f.FlowIndexTruncated)
 	require.Equal(t, []facts.Flow{}, f.Dispatch.Calls[0].Flows)
 }

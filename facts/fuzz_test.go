@@ -97,25 +97,25 @@ func deriveProperties(t *testing.T, seed int64, messages, tools, caps, compactio
 // compares it with Derive on every prefix.
 func checkTrackerPrefixes(t *testing.T, h facts.History, reg *facts.Registry) {
 	t.Helper()
-	tr := facts.NewTrackerWith(reg, allOptions)
+	tr := facts.NewTracker(reg, allOptions)
 	require.Equal(t, facts.Derive(nil, reg), tr.Facts(), "empty history")
 	for n := 1; n <= len(h); n++ {
 		tr.Append(h[n-1])
 		require.Equal(t, n, tr.Len())
 		require.Equal(t, facts.Derive(h[:n], reg), tr.Facts(), "prefix of %d messages", n)
-		require.Equal(t, facts.DeriveWith(h[:n], reg, allOptions), tr.FactsWith(allOptions), "prefix of %d messages, every option", n)
+		require.Equal(t, facts.Derive(h[:n], reg, allOptions), tr.FactsWith(allOptions), "prefix of %d messages, every option", n)
 	}
 	plain := facts.NewTracker(reg)
 	plain.Append(h...)
 	require.Nil(t, plain.FactsWith(allOptions).ToolCalls, "a tracker keeps only the optional facts it was built for")
 	require.Nil(t, plain.Facts().Unvouched, "a tracker without a Voucher lists no unvouched evidence")
 
-	// Verified evidence: a vouched tracker agrees with DeriveVouched on
+	// Verified evidence: a vouched tracker agrees with Derive with the voucher on
 	// every prefix, and removing evidence never adds any.
-	vt := facts.NewVouchedTracker(reg, allOptions, oddCallsUnvouched)
+	vt := facts.NewTracker(reg, allOptions, facts.VouchedBy(oddCallsUnvouched))
 	for n := 1; n <= len(h); n++ {
 		vt.Append(h[n-1])
-		want := facts.DeriveVouched(h[:n], reg, allOptions, oddCallsUnvouched)
+		want := facts.Derive(h[:n], reg, allOptions, facts.VouchedBy(oddCallsUnvouched))
 		require.Equal(t, want, vt.FactsWith(allOptions), "vouched, prefix of %d messages", n)
 		all := facts.Derive(h[:n], reg)
 		requireSubset(t, want.Discovered, all.Discovered, "vouched discovered")
@@ -183,7 +183,7 @@ func checkInvariants(t *testing.T, h facts.History, reg *facts.Registry) {
 	t.Helper()
 	f := facts.Derive(h, reg)
 	require.Nil(t, f.ToolCalls, "tool calls only when asked for")
-	require.Equal(t, bruteToolCalls(h), facts.DeriveWith(h, reg, allOptions).ToolCalls, "tool calls")
+	require.Equal(t, bruteToolCalls(h), facts.Derive(h, reg, allOptions).ToolCalls, "tool calls")
 
 	requireWindow(t, h, f.Window, "window")
 	for _, list := range [][]string{f.Discovered, f.Loaded, f.Returned, f.ActiveCapabilities, f.Outgoing.Discovered, f.Outgoing.Loaded} {

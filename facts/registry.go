@@ -1,11 +1,12 @@
 package facts
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
 	"sort"
+
+	"github.com/policycheck/policycheck/facts/internal/jsonvalue"
 )
 
 // Reserved framework tool names (spec X9, S2): a registry tool may not use them.
@@ -36,11 +37,12 @@ type Tool struct {
 	Description  string `json:"description,omitempty"`
 	// MaxRetries is the tool's retry budget; nil means the default of 1.
 	MaxRetries *int `json:"max_retries,omitempty"`
-	// ParametersJSONSchema is the JSON Schema of the tool's arguments
-	// (pydantic-ai's ToolDefinition.parameters_json_schema), or nil for
-	// none. NewRegistry compiles it; a call whose arguments fail it gets
-	// the verdict invalid_args before any rule sees it.
-	ParametersJSONSchema json.RawMessage `json:"parameters_json_schema,omitempty"`
+	// ParametersJSONSchema is the JSON of the JSON Schema of the tool's
+	// arguments (pydantic-ai's ToolDefinition.parameters_json_schema), or
+	// nil for none. NewRegistry compiles it with the registry's
+	// SchemaCompiler (WithSchemaCompiler); a call whose arguments fail it
+	// gets the verdict invalid_args before any rule sees it.
+	ParametersJSONSchema []byte `json:"parameters_json_schema,omitempty"`
 	// Labels are the tool's labels. Registry.Tools and Registry.Tool
 	// return the effective ones: the tool's own and its capability's,
 	// sorted, without duplicates, never nil.
@@ -111,7 +113,8 @@ type Registry struct {
 	schemas     []*ArgsSchema       // per tool (registry order); nil for none
 	approval    []string            // sorted tools needing approval, own or their capability's
 	ctxSchema   *ArgsSchema         // the compiled context_schema; nil for none
-	ctxRaw      json.RawMessage     // its JSON
+	ctxRaw      []byte              // its JSON
+	compile     SchemaCompiler      // WithSchemaCompiler's; nil for none
 }
 
 // RegistryOption sets a part of a registry beyond its capabilities and
@@ -119,21 +122,42 @@ type Registry struct {
 type RegistryOption func(*Registry) error
 
 // WithContextSchema gives the registry a JSON Schema of the request
-// context (input.context; the registry's context_schema). NewRegistry
-// compiles it within the bounds of a tool's parameters_json_schema
-// (MaxArgsSchemaExpansion); nil means none.
-func WithContextSchema(raw json.RawMessage) RegistryOption {
+// context (input.context; the registry's context_schema), as JSON.
+// NewRegistry compiles it with the registry's SchemaCompiler, as a
+// tool's parameters_json_schema; nil means none.
+func WithContextSchema(raw []byte) RegistryOption {
 	return func(r *Registry) error {
-		if raw == nil {
-			return nil
-		}
-		sch, sptr, err := compileSchema(contextSchemaURL, "context_schema", raw)
-		if err != nil {
-			return &RegistryError{"/context_schema" + sptr, err.Error()}
-		}
-		r.ctxSchema, r.ctxRaw = sch, slices.Clone(raw)
+		r.ctxRaw = slices.Clone(raw)
 		return nil
 	}
+}
+
+// WithSchemaCompiler gives NewRegistry what compiles the registry's JSON
+// Schemas (each tool's parameters_json_schema, the context_schema):
+// loader.CompileSchema, with which package loader builds the registries
+// it reads. A registry with a schema and no compiler is refused.
+func WithSchemaCompiler(c SchemaCompiler) RegistryOption {
+	return func(r *Registry) error {
+		r.compile = c
+		return nil
+	}
+}
+
+// compileSchema compiles one of the registry's schemas (SchemaCompiler),
+// at ptr in the registry document.
+func (r *Registry) compileSchema(ptr, field string, tool int, raw []byte) (*ArgsSchema, error) {
+	if r.compile == nil {
+		return nil, &RegistryError{ptr, field + " needs a schema compiler: read the registry with package loader, " +
+			"or build it with facts.WithSchemaCompiler(loader.CompileSchema)"}
+	}
+	sch, sptr, err := r.compile(field, tool, raw)
+	switch {
+	case err != nil:
+		return nil, &RegistryError{ptr + sptr, err.Error()}
+	case sch == nil:
+		return nil, &RegistryError{ptr, field + ": the schema compiler returned no schema"}
+	}
+	return &ArgsSchema{sch}, nil
 }
 
 // NewRegistry validates and indexes a registry, with its options. It
@@ -150,6 +174,11 @@ func NewRegistry(caps []Capability, tools []Tool, opts ...RegistryOption) (*Regi
 		ownedTools:  map[string][]string{},
 	}
 	var errs []error
+	for _, o := range opts {
+		if err := o(r); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	for i, c := range r.caps {
 		r.caps[i].Labels = normLabels(c.Labels)
 		errs = append(errs, labelErrors(fmt.Sprintf("/capabilities/%d/labels", i), c.Labels)...)
@@ -202,9 +231,9 @@ func NewRegistry(caps []Capability, tools []Tool, opts ...RegistryOption) (*Regi
 			if r.schemas == nil {
 				r.schemas = make([]*ArgsSchema, len(r.tools))
 			}
-			sch, sptr, err := compileArgsSchema(i, t.ParametersJSONSchema)
+			sch, err := r.compileSchema(ptr+"/parameters_json_schema", "parameters_json_schema", i, t.ParametersJSONSchema)
 			if err != nil {
-				errs = append(errs, &RegistryError{ptr + "/parameters_json_schema" + sptr, err.Error()})
+				errs = append(errs, err)
 			}
 			r.schemas[i] = sch
 		}
@@ -240,10 +269,12 @@ func NewRegistry(caps []Capability, tools []Tool, opts ...RegistryOption) (*Regi
 			r.approval = append(r.approval, t.Name)
 		}
 	}
-	for _, o := range opts {
-		if err := o(r); err != nil {
+	if r.ctxRaw != nil {
+		sch, err := r.compileSchema("/context_schema", "context_schema", -1, r.ctxRaw)
+		if err != nil {
 			errs = append(errs, err)
 		}
+		r.ctxSchema = sch
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
@@ -367,7 +398,7 @@ func (r *Registry) ContextSchema() *ArgsSchema { return r.ctxSchema }
 
 // ContextSchemaJSON returns the registry's context_schema as JSON, or nil
 // for none.
-func (r *Registry) ContextSchemaJSON() json.RawMessage { return r.ctxRaw }
+func (r *Registry) ContextSchemaJSON() []byte { return r.ctxRaw }
 
 // ValidateContext validates a request context's JSON (input.context)
 // against the registry's context_schema: nil when it validates or there
@@ -377,13 +408,9 @@ func (r *Registry) ValidateContext(raw []byte) (probs []ArgsProblem, omitted int
 	if r.ctxSchema == nil {
 		return nil, 0
 	}
-	v, err := decodeArgs(trimSpace(raw), MaxArgsDepth)
-	if err != nil {
-		return []ArgsProblem{*problemOf(err)}, 0
-	}
-	if !validationSteps(r.ctxSchema, v) {
-		return []ArgsProblem{{Reason: fmt.Sprintf("validating this context against the registry's context_schema would take more than %d steps: send a smaller or less deeply nested context",
-			MaxArgsValidationSteps)}}, 0
+	v, p := jsonvalue.Decode(raw)
+	if p != nil {
+		return []ArgsProblem{*problemOf(p)}, 0
 	}
 	return r.ctxSchema.validate(v)
 }

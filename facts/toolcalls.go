@@ -1,7 +1,8 @@
 package facts
 
-// Options asks Derive and the Tracker for facts that cost more than the
-// others and that only some policies read. The zero value asks for none.
+// Options, an Option of Derive and NewTracker, asks for the facts that
+// cost more than the others and that only some policies read. The zero
+// value asks for none.
 type Options struct {
 	// ToolCalls fills Facts.ToolCalls.
 	ToolCalls bool

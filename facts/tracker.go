@@ -29,7 +29,7 @@ type Tracker struct {
 	// outcomes holds, per tool_call_id, the first tool-return or
 	// retry-prompt part with it (Call.Answered).
 	outcomes map[string]Position
-	// opts are the optional facts the tracker keeps (NewTrackerWith).
+	// opts are the optional facts the tracker keeps (NewTracker).
 	opts Options
 	// log holds the tool calls of the folded messages (Facts.ToolCalls)
 	// when opts asks for them.
@@ -38,7 +38,7 @@ type Tracker struct {
 	// for flows (nil otherwise).
 	flows *flowIndex
 	// vouch, when set, removes the evidence its Voucher does not vouch
-	// for from each message as it is appended (NewVouchedTracker).
+	// for from each message as it is appended (NewTracker with VouchedBy).
 	vouch *vouching
 }
 
@@ -89,19 +89,22 @@ func newWindow(start Position, conservative bool) *window {
 	return w
 }
 
-// NewTracker returns a tracker for an empty history, keeping none of the
-// optional facts.
-func NewTracker(reg *Registry) *Tracker { return NewTrackerWith(reg, Options{}) }
-
-// NewTrackerWith returns a tracker for an empty history that keeps the
-// optional facts o asks for, at their cost per appended message (the tool
-// calls keep each call's arguments, which alias the decoded messages).
-func NewTrackerWith(reg *Registry, o Options) *Tracker {
+// NewTracker returns a tracker for an empty history. With Options, it
+// keeps the optional facts they ask for, at their cost per appended
+// message (the tool calls keep each call's arguments, which alias the
+// decoded messages). With VouchedBy, it reads each appended message
+// without the evidence the voucher does not vouch for (VouchHistory) and
+// Facts lists that evidence in Unvouched; it then equals Derive with the
+// same voucher over the same history when the voucher answers each claim
+// as it did when the claim's message was appended.
+func NewTracker(reg *Registry, opts ...Option) *Tracker {
+	s := settingsOf(opts)
+	o := s.opts
 	var fx *flowIndex
 	if o.Flows {
 		fx = newFlowIndex(o)
 	}
-	return &Tracker{
+	t := &Tracker{
 		flows:      fx,
 		opts:       o,
 		reg:        reg,
@@ -111,17 +114,9 @@ func NewTrackerWith(reg *Registry, o Options) *Tracker {
 		callIDs:    map[string]struct{}{},
 		outcomes:   map[string]Position{},
 	}
-}
-
-// NewVouchedTracker is NewTrackerWith, for a history whose evidence
-// counts only where v vouches for it: each appended message is read
-// without the evidence v does not vouch for (VouchHistory), and Facts
-// lists that evidence in Unvouched. It equals DeriveVouched over the same
-// history when v answers each claim as it did when the claim's message
-// was appended.
-func NewVouchedTracker(reg *Registry, o Options, v Voucher) *Tracker {
-	t := NewTrackerWith(reg, o)
-	t.vouch = newVouching(v)
+	if s.vouch != nil {
+		t.vouch = newVouching(s.vouch)
+	}
 	return t
 }
 
@@ -225,7 +220,7 @@ func (w *window) apply(part *Part) {
 
 // FactsWith returns the facts of the history appended so far with the
 // optional facts o asks for that the tracker keeps (Options); one it does
-// not keep stays nil. With o within Options, it equals DeriveWith over
+// not keep stays nil. With o within Options, it equals Derive with o over
 // the same history.
 func (t *Tracker) FactsWith(o Options) Facts {
 	f := t.Facts()

@@ -33,8 +33,8 @@ type Claim struct {
 // Voucher says whether a claim's evidence counts: "" when the caller
 // vouches for the call that produced it, else why not (a sentence for
 // people). It is called once per claim, in history order, by both Derive
-// (DeriveVouched) and the Tracker (NewVouchedTracker): a Voucher that
-// answers the same claim the same way makes them agree.
+// and the Tracker (each given VouchedBy): a Voucher that answers the same
+// claim the same way makes them agree.
 type Voucher interface {
 	Vouch(c Claim) string
 }
@@ -179,15 +179,6 @@ func VouchHistory(h History, v Voucher) (History, []Unvouched) {
 		out = h
 	}
 	return out, nonNilUnvouched(s.out)
-}
-
-// DeriveVouched is DeriveWith over h without the evidence v does not
-// vouch for (VouchHistory), with that evidence in Facts.Unvouched.
-func DeriveVouched(h History, reg *Registry, o Options, v Voucher) Facts {
-	hv, unv := VouchHistory(h, v)
-	f := DeriveWith(hv, reg, o)
-	f.Unvouched = unv
-	return f
 }
 
 func nonNilUnvouched(u []Unvouched) []Unvouched {

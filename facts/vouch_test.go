@@ -55,7 +55,7 @@ func TestVouchHistory(t *testing.T) {
 	assert.True(t, asked[1].Load)
 	assert.Equal(t, "vault", asked[1].Call.LoadID)
 
-	after := facts.DeriveVouched(h, reg, facts.Options{}, refuseAll)
+	after := facts.Derive(h, reg, facts.Options{}, facts.VouchedBy(refuseAll))
 	assert.Empty(t, after.Discovered)
 	assert.Empty(t, after.Loaded)
 	assert.Equal(t, unv, after.Unvouched)
@@ -63,7 +63,7 @@ func TestVouchHistory(t *testing.T) {
 	assert.NotSame(t, &h[2], &hv[2])
 
 	all := facts.VoucherFunc(func(facts.Claim) string { return "" })
-	f := facts.DeriveVouched(h, reg, facts.Options{}, all)
+	f := facts.Derive(h, reg, facts.Options{}, facts.VouchedBy(all))
 	assert.Equal(t, []string{"search_docs"}, f.Discovered, "the vouched search still reveals")
 	assert.Equal(t, []string{"vault"}, f.Loaded)
 	assert.Len(t, f.Unvouched, 3, "the orphan, the delta and the return to a non-search call never count")

@@ -11,6 +11,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // route is where a registry tool is served: the upstream and the tool's
@@ -146,12 +147,12 @@ func effectiveRegistry(base *facts.Registry, rt map[string]route, listed map[str
 			rt[n] = route{u, n}
 		}
 	}
-	reg, err := facts.NewRegistry(base.Capabilities(), tools, facts.WithContextSchema(base.ContextSchemaJSON()))
+	reg, err := facts.NewRegistry(base.Capabilities(), tools, facts.WithContextSchema(base.ContextSchemaJSON()), facts.WithSchemaCompiler(loader.CompileSchema))
 	if err != nil && refuseBadUpstreamSchemas(base, tools, err, warn) {
 		// An upstream schema the validator cannot compile now refuses
 		// every call (invalid_args, saying so): give the tool a
 		// parameters_json_schema in the registry to call it.
-		reg, err = facts.NewRegistry(base.Capabilities(), tools, facts.WithContextSchema(base.ContextSchemaJSON()))
+		reg, err = facts.NewRegistry(base.Capabilities(), tools, facts.WithContextSchema(base.ContextSchemaJSON()), facts.WithSchemaCompiler(loader.CompileSchema))
 	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("the registry with its upstreams' schemas and hints: %w", err)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -160,4 +161,31 @@ func ExampleDecodeTranscript() {
 	// 1 response model="gpt-5"
 	//   text "Looking it up."
 	//   tool-call {"city": "Paris"}
+}
+
+// CompileSchema is the facts.SchemaCompiler ParseRegistry builds its
+// registries with; a registry built in Go compiles its schemas with it
+// too.
+func ExampleCompileSchema() {
+	reg, err := facts.NewRegistry(nil, []facts.Tool{{Name: "transfer_funds",
+		ParametersJSONSchema: []byte(`{"type": "object", "properties": {"amount": {"type": "number"}}, "required": ["amount"]}`)}},
+		facts.WithSchemaCompiler(loader.CompileSchema))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	sch := reg.ArgsSchema("transfer_funds")
+	fmt.Println("requires amount:", sch.Requires("amount"))
+	probs, _ := sch.ValidateArgs([]byte(`{"amount": "5000"}`))
+	for _, p := range probs {
+		fmt.Println(p)
+	}
+
+	_, err = facts.NewRegistry(nil, []facts.Tool{{Name: "t", ParametersJSONSchema: []byte(`{"$ref": "https://example.com/s.json"}`)}},
+		facts.WithSchemaCompiler(loader.CompileSchema))
+	fmt.Println(err)
+	// Output:
+	// requires amount: true
+	// /amount: got string, want number
+	// /tools/0/parameters_json_schema: parameters_json_schema does not compile: failing loading "https://example.com/s.json": a parameters_json_schema must be self-contained: it refers to https://example.com/s.json, which is not read
 }

@@ -34,14 +34,14 @@ type registryDoc struct {
 		Description  string   `json:"description"`
 		MaxRetries   *int     `json:"max_retries"`
 		Labels       []string `json:"labels"`
-		// ParametersJSONSchema: facts.NewRegistry compiles it.
+		// ParametersJSONSchema: compiled by CompileSchema (argschema.go).
 		ParametersJSONSchema json.RawMessage `json:"parameters_json_schema"`
 		// RequiresApproval: every call of the tool needs approval.
 		RequiresApproval bool `json:"requires_approval"`
 		// Upstream: the gateway's upstream MCP server (docs/gateway.md).
 		Upstream string `json:"upstream"`
 	} `json:"tools"`
-	// ContextSchema: facts.NewRegistry compiles it.
+	// ContextSchema: compiled by CompileSchema (argschema.go).
 	ContextSchema json.RawMessage `json:"context_schema"`
 }
 
@@ -99,7 +99,7 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 			tools[i].Capability = *t.Capability
 		}
 	}
-	reg, err := facts.NewRegistry(caps, tools, facts.WithContextSchema(rd.ContextSchema))
+	reg, err := facts.NewRegistry(caps, tools, facts.WithContextSchema(rd.ContextSchema), facts.WithSchemaCompiler(CompileSchema))
 	if err != nil {
 		return nil, registryErrors(file, err)
 	}

@@ -421,7 +421,7 @@ func (s *Server) handleFacts(r *http.Request, body []byte) (any, *Error) {
 	}
 	if s.cfg.VerifiedEvidence {
 		// The facts the decision would be made on.
-		f := facts.DeriveVouched(req.history.messages, req.eng.Registry(), req.eng.FactOptions(), engine.EvidenceVoucher(s.cfg.Receipts))
+		f := facts.Derive(req.history.messages, req.eng.Registry(), req.eng.FactOptions(), facts.VouchedBy(engine.EvidenceVoucher(s.cfg.Receipts)))
 		req.history.facts = &f
 	}
 	if req.approvals != nil {

@@ -511,7 +511,7 @@ func (in *intake) resume(hit *prefixEntry, env *wire.Envelope, body []byte, reg 
 	}
 	tr := hit.tracker
 	if tr == nil {
-		tr = facts.NewTrackerWith(reg, opts)
+		tr = facts.NewTracker(reg, opts)
 		tr.Append(hit.history...)
 	}
 	tr.Append(msgs...)

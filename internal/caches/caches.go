@@ -162,10 +162,10 @@ var Table = []Cache{
 		NoBench:      "off the evaluated path: taken only when a rule about a call raised an error, to confine it to that call",
 	},
 	{
-		Name: "facts.argschemas", Kind: Prepared, File: "facts/argschema.go", Decl: "ArgsSchema",
-		Keeps:        "each tool's parameters_json_schema, compiled",
+		Name: "loader.argschemas", Kind: Prepared, File: "loader/argschema.go", Decl: "argsSchema",
+		Keeps:        "each tool's parameters_json_schema and the context_schema, compiled when the registry is read (held by the facts.Registry)",
 		Key:          "the registry",
-		Bound:        "one per tool of the registry",
+		Bound:        "one per schema of the registry (its tools' and its context's)",
 		Invalidation: "a registry is immutable; a new one compiles its own",
 		NoMetric:     "nothing to count: compiled with the registry",
 		NoBench:      "prepared once with the registry; BenchmarkDecideArgsValidation measures validation",

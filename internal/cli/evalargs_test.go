@@ -108,7 +108,7 @@ func TestEvalHugeNumberArgs(t *testing.T) {
 }
 
 // TestRegistrySchemaExpansionRefused (issue 43, item 3): a registry whose
-// schema expands past facts.MaxArgsSchemaExpansion subschemas (anyOf over
+// schema expands past loader.MaxArgsSchemaExpansion subschemas (anyOf over
 // $refs, 2^22: a 2 KB request took 13.6 s and 3.9 GB to validate) is
 // refused at load, by eval and by serve before it listens: exit 2, the
 // file and the pointer of the subschema.

@@ -1,4 +1,4 @@
-package facts
+package loader
 
 import (
 	"fmt"
@@ -179,7 +179,7 @@ type stepCount struct {
 // MaxArgsValidationSteps. Without a recursion, the visits are at most the
 // schema's expansion for each value of v: when that product is within the
 // bound, nothing more is counted (an ordinary call).
-func validationSteps(a *ArgsSchema, v any) bool {
+func validationSteps(a *argsSchema, v any) bool {
 	if !a.recursive && a.expansion*nodes(v, MaxArgsValidationSteps) <= MaxArgsValidationSteps {
 		return true
 	}

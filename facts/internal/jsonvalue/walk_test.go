@@ -1,4 +1,4 @@
-package facts
+package jsonvalue
 
 import (
 	"bytes"
@@ -13,8 +13,8 @@ import (
 )
 
 // The oracle of the differential test and the fuzz target below: the
-// walk the index's semantics are defined by, walkFlowValue over the value
-// encoding/json decodes from the content (flows.go keeps it, as the
+// walk the index's semantics are defined by, walkValue over the value
+// encoding/json decodes from the content (walk.go keeps it, as the
 // fallback for what the wire scanner refuses).
 
 type oracleLeaf struct {
@@ -23,7 +23,7 @@ type oracleLeaf struct {
 }
 
 // oracleFlowLeaves is whether the content is indexed and the leaves
-// walkFlowValue visits in it, in order.
+// walkValue visits in it, in order.
 func oracleFlowLeaves(content []byte, minLen int) ([]oracleLeaf, bool) {
 	var v any
 	dec := json.NewDecoder(bytes.NewReader(content))
@@ -32,7 +32,7 @@ func oracleFlowLeaves(content []byte, minLen int) ([]oracleLeaf, bool) {
 		return nil, false
 	}
 	out := []oracleLeaf{}
-	walkFlowValue(v, 0, minLen, func(s string, isNum bool) bool {
+	walkValue(v, 0, minLen, func(s string, isNum bool) bool {
 		out = append(out, oracleLeaf{s, isNum})
 		return true
 	})
@@ -40,19 +40,19 @@ func oracleFlowLeaves(content []byte, minLen int) ([]oracleLeaf, bool) {
 }
 
 // scannedFlowLeaves is the walk under test, its leaves as the oracle's.
-func scannedFlowLeaves(w *flowWalker, content []byte) ([]oracleLeaf, bool) {
-	if !w.walkContent(content) {
+func scannedFlowLeaves(w *Walker, content []byte) ([]oracleLeaf, bool) {
+	if !w.Walk(content) {
 		return nil, false
 	}
 	out := []oracleLeaf{}
 	for i := range w.leaves {
-		out = append(out, oracleLeaf{string(w.bytes(&w.leaves[i])), w.leaves[i].num})
+		out = append(out, oracleLeaf{string(w.Bytes(&w.leaves[i])), w.leaves[i].num})
 	}
 	return out, true
 }
 
 // checkFlowWalk compares the two walks of content.
-func checkFlowWalk(t testing.TB, w *flowWalker, content []byte) {
+func checkFlowWalk(t testing.TB, w *Walker, content []byte) {
 	t.Helper()
 	want, wantOK := oracleFlowLeaves(content, w.minLen)
 	got, gotOK := scannedFlowLeaves(w, content)
@@ -197,7 +197,7 @@ func TestFlowWalkMatchesDecodedWalk(t *testing.T) {
 	g := &flowContentGen{rnd: rand.New(rand.NewPCG(33, 1))}
 	seen := map[string]int{}
 	for i := range 20000 {
-		w := &flowWalker{minLen: 1 + i%10}
+		w := &Walker{minLen: 1 + i%10}
 		c := g.content()
 		checkFlowWalk(t, w, c)
 		_, ok := oracleFlowLeaves(c, w.minLen)
@@ -210,7 +210,7 @@ func TestFlowWalkMatchesDecodedWalk(t *testing.T) {
 		}
 	}
 	for _, c := range deepFlowContents() {
-		checkFlowWalk(t, &flowWalker{minLen: 4}, c)
+		checkFlowWalk(t, &Walker{minLen: 4}, c)
 	}
 	// Each kind of content was generated often enough to mean something.
 	require.Greater(t, seen["valid=true"], 10000, "%v", seen)
@@ -223,7 +223,7 @@ func TestFlowWalkMatchesDecodedWalk(t *testing.T) {
 // does, the leaves of each its own.
 func TestFlowWalkReusesScratch(t *testing.T) {
 	g := &flowContentGen{rnd: rand.New(rand.NewPCG(33, 2))}
-	w := &flowWalker{minLen: 3}
+	w := &Walker{minLen: 3}
 	for range 3000 {
 		checkFlowWalk(t, w, g.content())
 	}
@@ -236,6 +236,6 @@ func FuzzFlowWalk(f *testing.F) {
 		f.Add(g.content(), uint8(1+g.rnd.IntN(10)))
 	}
 	f.Fuzz(func(t *testing.T, content []byte, minLen uint8) {
-		checkFlowWalk(t, &flowWalker{minLen: 1 + int(minLen%16)}, content)
+		checkFlowWalk(t, &Walker{minLen: 1 + int(minLen%16)}, content)
 	})
 }

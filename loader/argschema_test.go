@@ -1,4 +1,4 @@
-package facts_test
+package loader_test
 
 import (
 	"encoding/json"
@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
 )
 
 const transferSchema = `{"type": "object",
@@ -18,7 +19,8 @@ const transferSchema = `{"type": "object",
 
 func schemaRegistry(t testing.TB, schema string) (*facts.Registry, error) {
 	t.Helper()
-	return facts.NewRegistry(nil, []facts.Tool{{Name: "get_time"}, {Name: "transfer_funds", ParametersJSONSchema: json.RawMessage(schema)}})
+	return facts.NewRegistry(nil, []facts.Tool{{Name: "get_time"}, {Name: "transfer_funds", ParametersJSONSchema: json.RawMessage(schema)}},
+		facts.WithSchemaCompiler(loader.CompileSchema))
 }
 
 // TestArgsSchemaCompile: a schema that does not compile, is not an
@@ -103,15 +105,32 @@ func expandingSchema(n int) string {
 }
 
 // TestArgsSchemaExpansionLimit (issue 43, item 3): a schema whose
-// subschemas, with every $ref followed, pass facts.MaxArgsSchemaExpansion
+// subschemas, with every $ref followed, pass loader.MaxArgsSchemaExpansion
 // is refused at load, naming the tool's schema and the subschema where the
 // expansion passes the limit; one just under the limit loads.
 func TestArgsSchemaExpansionLimit(t *testing.T) {
 	_, err := schemaRegistry(t, expandingSchema(22))
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "/tools/1/parameters_json_schema/$defs/a")
-	assert.Contains(t, err.Error(), fmt.Sprintf("more than %d subschemas", facts.MaxArgsSchemaExpansion))
+	assert.Contains(t, err.Error(), fmt.Sprintf("more than %d subschemas", loader.MaxArgsSchemaExpansion))
 
 	_, err = schemaRegistry(t, expandingSchema(10)) // about 4,000 subschemas
 	require.NoError(t, err)
+}
+
+// TestSchemaNeedsCompiler: package facts compiles no JSON Schema; a
+// registry with a schema and no compiler (or a compiler that returns no
+// schema) is refused, naming the schema, never built as if the schema
+// were not there.
+func TestSchemaNeedsCompiler(t *testing.T) {
+	_, err := facts.NewRegistry(nil, []facts.Tool{{Name: "transfer_funds", ParametersJSONSchema: json.RawMessage(transferSchema)}})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/tools/0/parameters_json_schema: parameters_json_schema needs a schema compiler")
+	_, err = facts.NewRegistry(nil, nil, facts.WithContextSchema(json.RawMessage(`{"type": "object"}`)))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "/context_schema: context_schema needs a schema compiler")
+	none := func(string, int, []byte) (facts.Schema, string, error) { return nil, "", nil }
+	_, err = facts.NewRegistry(nil, []facts.Tool{{Name: "t", ParametersJSONSchema: json.RawMessage(`{}`)}}, facts.WithSchemaCompiler(none))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "the schema compiler returned no schema")
 }

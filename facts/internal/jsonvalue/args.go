@@ -1,0 +1,254 @@
+// Package jsonvalue reads JSON bytes into the values package facts
+// reasons about, so that facts itself reads no JSON: a call's arguments
+// read strictly once (numbers as encoding/json's json.Number, which the
+// policy input and the call digest take as numbers), and the flow index's
+// walk of a return's content (the leaves a value holds, read from its
+// bytes with the wire scanner, encoding/json for what the scanner
+// refuses). Only facts imports it.
+package jsonvalue
+
+import (
+	"encoding/json"
+	"strconv"
+	"strings"
+
+	"github.com/policycheck/policycheck/internal/ground/wire"
+)
+
+// Bounds of what ReadArgs reads exactly (facts.MaxArgsNumberDigits,
+// facts.MaxArgsNumberExponent and facts.MaxArgsDepth document them).
+const (
+	MaxNumberDigits   = 400
+	MaxNumberExponent = 400
+	MaxDepth          = 200
+)
+
+// MaxReason bounds a problem's pointer and reason (Clip).
+const MaxReason = 160
+
+// Problem is why a value cannot be read exactly one way: the JSON pointer
+// of the offending value ("" for the whole) and what is wrong, each
+// clipped (Clip).
+type Problem struct {
+	Pointer, Reason string
+}
+
+// Read is a call's arguments read once (facts.Args).
+type Read struct {
+	// Value is what the policies read; nil for null, absent or
+	// unreadable arguments.
+	Value any
+	// Problem is why the arguments cannot be read; nil when they read.
+	Problem *Problem
+	// Validated is what a schema validates (a string is parsed as JSON,
+	// an empty one and null are {}).
+	Validated any
+	// NotJSON, clipped, says why a string that holds no JSON fails any
+	// schema; "" otherwise.
+	NotJSON string
+}
+
+// ReadArgs reads a call's raw arguments as facts.ReadArgs documents.
+func ReadArgs(raw []byte) Read {
+	raw = trimSpace(raw)
+	if len(raw) == 0 || string(raw) == "null" {
+		return Read{Validated: map[string]any{}}
+	}
+	v, err := decode(raw, MaxDepth)
+	if err != nil {
+		return Read{Problem: problemOf(err)}
+	}
+	s, isStr := v.(string)
+	if !isStr {
+		return Read{Value: v, Validated: v}
+	}
+	inner := trimSpace([]byte(s))
+	if len(inner) == 0 {
+		return Read{Value: s, Validated: map[string]any{}}
+	}
+	iv, err := decode(inner, MaxDepth)
+	switch {
+	case err == nil:
+	case err.Kind == wire.KindSyntax && !err.complete && !strings.Contains(err.Msg, "lone UTF-16 surrogate"):
+		// No JSON value: the string is the arguments (and fails any
+		// schema). A lone surrogate escape is refused instead: a lax
+		// reader (encoding/json) reads it as U+FFFD and the string as
+		// JSON, so the rules and a tool service would read two things.
+		return Read{Value: s, NotJSON: Clip("the arguments are not valid JSON: " + strings.TrimPrefix(err.Msg, "invalid JSON: "))}
+	default:
+		return Read{Problem: problemOf(err)}
+	}
+	if _, isObj := iv.(map[string]any); isObj {
+		return Read{Value: iv, Validated: iv}
+	}
+	return Read{Value: s, Validated: iv}
+}
+
+// Decode reads one JSON value, with space around it, as ReadArgs reads
+// arguments that are not a string (facts.Registry.ValidateContext's
+// reading of a context).
+func Decode(raw []byte) (any, *Problem) {
+	v, err := decode(trimSpace(raw), MaxDepth)
+	if err != nil {
+		return nil, problemOf(err)
+	}
+	return v, nil
+}
+
+// readError is a reading error; complete says a whole JSON value was read
+// before it (data after it, or a key twice, not a broken value).
+type readError struct {
+	*wire.Error
+	complete bool
+}
+
+func problemOf(err *readError) *Problem {
+	if err.Kind == wire.KindSyntax && !err.complete {
+		// As the schema check has always said it, at the root.
+		return &Problem{Reason: Clip("the arguments are not valid JSON: " + strings.TrimPrefix(err.Msg, "invalid JSON: "))}
+	}
+	return &Problem{Pointer: Clip(err.Pointer), Reason: Clip(err.Msg)}
+}
+
+func trimSpace(b []byte) []byte {
+	for len(b) > 0 && wire.IsSpace(b[0]) {
+		b = b[1:]
+	}
+	for len(b) > 0 && wire.IsSpace(b[len(b)-1]) {
+		b = b[:len(b)-1]
+	}
+	return b
+}
+
+// decode decodes one JSON value that must fill data.
+func decode(data []byte, maxDepth int) (any, *readError) {
+	d := decoder{Scanner: wire.Scanner{Data: data, MaxDepth: maxDepth, Strict: true}}
+	v, err := d.value()
+	if err != nil {
+		return nil, &readError{Error: err, complete: err.Kind == wire.KindSchema}
+	}
+	if d.WS(); d.I < len(d.Data) { // not Peek: it reads a NUL byte as the end
+		e := d.Syntax("the arguments hold one JSON value followed by other data (at byte %d): send exactly one JSON object", d.I)
+		return nil, &readError{Error: e, complete: true}
+	}
+	return v, nil
+}
+
+type decoder struct{ wire.Scanner }
+
+// value decodes the value at the scanner: objects as map[string]any
+// (refusing a key given twice), arrays as []any, numbers as json.Number
+// (refusing one out of bounds).
+func (d *decoder) value() (any, *wire.Error) {
+	switch c := d.Peek(); {
+	case c == '{':
+		m := map[string]any{}
+		err := d.Object(func(key []byte) *wire.Error {
+			if _, dup := m[string(key)]; dup {
+				return d.Fail(wire.KindSchema, "the key %s appears more than once in this object: send each key once", strconv.Quote(clipText(string(key))))
+			}
+			v, err := d.value()
+			if err != nil {
+				return err
+			}
+			m[string(key)] = v
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return m, nil
+	case c == '[':
+		a := []any{}
+		err := d.Array(func(int) *wire.Error {
+			v, err := d.value()
+			if err != nil {
+				return err
+			}
+			a = append(a, v)
+			return nil
+		})
+		if err != nil {
+			return nil, err
+		}
+		return a, nil
+	case c == '"':
+		return d.ReadString()
+	case c == 't':
+		return true, d.Literal("true")
+	case c == 'f':
+		return false, d.Literal("false")
+	case c == 'n':
+		return nil, d.Literal("null")
+	case c == '-' || ('0' <= c && c <= '9'):
+		s := d.I
+		if err := d.SkipNumber(); err != nil {
+			return nil, err
+		}
+		n := string(d.Data[s:d.I])
+		if !numberInBounds(n) {
+			return nil, d.Fail(wire.KindSchema, "the number %s is out of range: a number here may spell at most %d digits and an exponent from -%d to %d",
+				clipText(n), MaxNumberDigits, MaxNumberExponent, MaxNumberExponent)
+		}
+		return json.Number(n), nil
+	}
+	// NaN, Infinity or a byte no value begins with: the scanner's error.
+	_, err := d.SkipValue()
+	if err == nil {
+		err = d.Unexpected()
+	}
+	return nil, err
+}
+
+// numberInBounds reports whether the JSON number n spells at most
+// MaxNumberDigits digits and an exponent within ±MaxNumberExponent.
+func numberInBounds(n string) bool {
+	digits, i := 0, 0
+	for ; i < len(n) && n[i] != 'e' && n[i] != 'E'; i++ {
+		if '0' <= n[i] && n[i] <= '9' {
+			digits++
+		}
+	}
+	if digits > MaxNumberDigits {
+		return false
+	}
+	if i == len(n) {
+		return true
+	}
+	exp := strings.TrimLeft(strings.TrimLeft(n[i+1:], "+-"), "0")
+	if len(exp) > 6 {
+		return false
+	}
+	if exp == "" { // all zeros
+		return true
+	}
+	e, err := strconv.Atoi(exp)
+	return err == nil && e <= MaxNumberExponent
+}
+
+// clipText shortens a number or key quoted in a reason.
+func clipText(s string) string {
+	if len(s) <= 24 {
+		return s
+	}
+	cut := 20
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// Clip bounds a problem's pointer or reason to MaxReason bytes, cut at a
+// rune's start, "..." marking the cut.
+func Clip(s string) string {
+	if len(s) <= MaxReason {
+		return s
+	}
+	cut := MaxReason - 3
+	for cut > 0 && !isRuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
