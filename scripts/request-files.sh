@@ -7,6 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 out=${1:-$(mktemp -d)}
+rm -rf "$out/step" "$out/decide"
 bin=$(mktemp)
 go build -cover -covermode=atomic -coverpkg=./... -o "$bin" ./internal/testkit/requestfiles
 GOCOVERDIR=$out "$bin" "$out" 2>/dev/null
