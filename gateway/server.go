@@ -51,7 +51,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 				if lr.Params != nil {
 					meta = lr.Params.Meta
 				}
-				s, err := g.sessionOf(req, meta, principalOf)
+				s, err := g.sessionOf(ctx, req, meta, principalOf)
 				if err != nil {
 					return nil, err
 				}
@@ -62,7 +62,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 				if !ok || cr.Params == nil {
 					return nil, errors.New("tools/call: unexpected request")
 				}
-				s, err := g.sessionOf(req, cr.Params.Meta, principalOf)
+				s, err := g.sessionOf(ctx, req, cr.Params.Meta, principalOf)
 				if err != nil {
 					return nil, err
 				}
@@ -76,7 +76,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 						env.elicit = cr.Session.Elicit
 					}
 				}
-				return g.call(ctx, s, cr.Params.Name, cr.Params.Arguments, env), nil
+				return g.callShared(ctx, s, cr.Params.Name, cr.Params.Arguments, env), nil
 			}
 			return next(ctx, method, req)
 		}
@@ -89,7 +89,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 // _meta "policycheck/session") on a stateless request, else the principal
 // alone. A principal never reaches another's session: the principal is
 // part of the key whatever the handle says.
-func (g *Gateway) sessionOf(req mcp.Request, meta mcp.Meta, principalOf func(mcp.Request) (Principal, error)) (*session, error) {
+func (g *Gateway) sessionOf(ctx context.Context, req mcp.Request, meta mcp.Meta, principalOf func(mcp.Request) (Principal, error)) (*session, error) {
 	p, err := principalOf(req)
 	if err != nil {
 		return nil, err
@@ -103,7 +103,7 @@ func (g *Gateway) sessionOf(req mcp.Request, meta mcp.Meta, principalOf func(mcp
 		}
 		handle = "meta:" + h
 	}
-	return g.sessionFor(p, handle)
+	return g.sessionFor(ctx, p, handle)
 }
 
 // principalHTTP is the principal of a request that came over HTTP: the
@@ -225,7 +225,7 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the history needs an operator token", http.StatusForbidden)
 		return
 	}
-	h, ok := g.History(r.PathValue("id"))
+	h, ok := g.history(r.Context(), r.PathValue("id"))
 	if !ok {
 		http.Error(w, "no such session", http.StatusNotFound)
 		return
