@@ -84,10 +84,10 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 	return srv
 }
 
-// sessionOf finds the session a request belongs to: (principal,
-// Mcp-Session-Id) on a stateful session, (principal, the handle in
-// _meta "policycheck/session") on a stateless request, else the principal
-// alone. A principal never reaches another's session: the principal is
+// sessionOf finds the session a request belongs to: (principal, the
+// handle in _meta "policycheck/session") when the request sends one,
+// else (principal, Mcp-Session-Id) on a stateful session, else the
+// principal alone. A principal never reaches another's session: the principal is
 // part of the key whatever the handle says.
 func (g *Gateway) sessionOf(ctx context.Context, req mcp.Request, meta mcp.Meta, principalOf func(mcp.Request) (Principal, error)) (*session, error) {
 	p, err := principalOf(req)
@@ -95,13 +95,16 @@ func (g *Gateway) sessionOf(ctx context.Context, req mcp.Request, meta mcp.Meta,
 		return nil, err
 	}
 	handle := "principal"
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
-		handle = "mcp-session-id:" + ss.ID()
-	} else if h, ok := meta[metaHandle].(string); ok {
+	if h, ok := meta[metaHandle].(string); ok {
+		// A handle the client sends names its session on any protocol
+		// version: it outlives the MCP session, which the SDK keeps in
+		// one replica (docs/gateway.md, "Several replicas").
 		if !validHandle(h) {
 			return nil, fmt.Errorf("_meta %q must be 1 to %d bytes of printable UTF-8", metaHandle, maxHandle)
 		}
 		handle = "meta:" + h
+	} else if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
+		handle = "mcp-session-id:" + ss.ID()
 	}
 	return g.sessionFor(ctx, p, handle)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/policycheck/policycheck/gateway"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
 )
 
@@ -250,10 +251,7 @@ func TestTwoReplicasServeOneSessionConcurrently(t *testing.T) {
 // the messages it has not seen (the other replica's last call and its
 // answer, then its own call): no call derives the session again.
 func TestReplicaResumesFromTheStoredLength(t *testing.T) {
-	calls := 10_000
-	if testing.Short() {
-		calls = 1000
-	}
+	calls := racetest.Size(10_000, 500)
 	st := sessionstore.NewMemory(sessionstore.Options{})
 	a, b := newReplica(t, st, nil), newReplica(t, st, nil)
 	alice := gateway.Principal{Name: "alice"}

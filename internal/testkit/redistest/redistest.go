@@ -122,3 +122,7 @@ func (s *Server) Restart(t testing.TB) {
 	s.Kill()
 	s.start(t)
 }
+
+// SetAOF says whether the server's next start (Restart) persists with
+// AOF.
+func (s *Server) SetAOF(aof bool) { s.aof = aof }
