@@ -502,11 +502,11 @@ func deref(p *string) string {
 func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lastUsed = time.Now()
 	if err := s.sync(ctx, g); err != nil {
 		g.metrics.storeErrors.Add(1)
 		return nil, errors.New(storeMessage(g, err))
 	}
+	s.lastUsed = time.Now()
 	d, err := s.listDecision(ctx, g)
 	if err != nil {
 		g.metrics.decideErrors.Add(1)

@@ -60,9 +60,6 @@ type session struct {
 	// approved are the approvals the current call was decided with,
 	// noted with its answer.
 	approved facts.Approvals
-	// lost: the store lost the session's history; every call fails
-	// closed.
-	lost bool
 }
 
 func newSessionID() string {

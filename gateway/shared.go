@@ -142,8 +142,11 @@ func (s *session) flush(ctx context.Context, g *Gateway) error {
 // sync takes what the store holds past what this replica saw and gives
 // it to the run, call by call.
 func (s *session) sync(ctx context.Context, g *Gateway) error {
-	if s.lost {
-		return errLost
+	if time.Since(s.lastUsed) > g.cfg.SessionTTL {
+		// Idle here past the TTL: what this replica derived may be the
+		// history of a session the store expired since; derive again
+		// from what the store holds (nothing, for an expired session).
+		s.reset(g)
 	}
 	if len(s.notes) > 0 {
 		// A flush that did not happen: derive again from the store.
@@ -154,10 +157,13 @@ func (s *session) sync(ctx context.Context, g *Gateway) error {
 		return err
 	}
 	if st.Lost || st.Len < s.saved {
-		s.lost = true
+		// The store lost what this replica saw (or another replica said
+		// so): the session fails closed on every replica for the TTL,
+		// never goes on from a shorter history.
 		if !st.Lost {
 			_ = g.store.MarkLost(ctx, s.key)
 		}
+		s.reset(g)
 		return errLost
 	}
 	if len(entries) == 0 {

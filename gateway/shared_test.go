@@ -454,3 +454,33 @@ func TestRedisRestart(t *testing.T) {
 		})
 	}
 }
+
+// TestIdleSessionExpires: a session idle past --session-ttl is gone: its
+// next call starts an empty session (the tool its search revealed is not
+// available), on the memory store as on Redis.
+func TestIdleSessionExpires(t *testing.T) {
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			ttl := func(c *gateway.Config) { c.SessionTTL = 300 * time.Millisecond }
+			var r *replica
+			if store == "memory" {
+				r = newReplica(t, nil, ttl)
+			} else {
+				srv := redistest.Start(t, false)
+				r = newReplica(t, redisStore(t, srv, sessionstore.Options{TTL: 300 * time.Millisecond}), ttl)
+			}
+			cs := connect(t, r.g, gateway.Principal{Name: "alice"}, nil)
+			if _, _, err := callErr(cs, script(0)); err != nil {
+				t.Fatal(err)
+			}
+			if _, isErr, _ := callErr(cs, script(1)); isErr {
+				t.Fatal("the revealed tool, at once, was refused")
+			}
+			time.Sleep(500 * time.Millisecond)
+			text, isErr, err := callErr(cs, script(1))
+			if err != nil || !isErr || !strings.Contains(text, "not available") {
+				t.Fatalf("the revealed tool after the TTL: %q %v %v", text, isErr, err)
+			}
+		})
+	}
+}
