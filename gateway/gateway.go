@@ -401,7 +401,7 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string) (*
 	id, err := g.store.Open(ctx, key, newSessionID())
 	if err != nil {
 		g.metrics.storeErrors.Add(1)
-		return nil, errors.New(storeDownMessage)
+		return nil, errors.New("the gateway's session store cannot be reached")
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

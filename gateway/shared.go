@@ -85,7 +85,7 @@ const (
 	danglingMessage  = "The gateway lost this call's answer (the replica that held it stopped before it answered); it may or may not have run."
 )
 
-var errLost = errors.New(lostMessage)
+var errLost = errors.New("the session's history is no longer in the session store")
 
 // storeMessage is the model-facing message of a store error.
 func storeMessage(g *Gateway, err error) string {
