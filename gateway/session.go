@@ -292,10 +292,10 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 		if env.inputRequired && env.elicit == nil {
 			// Ask through an input-required result; the run waits.
 			a := &awaiting{state: newSessionID(), name: name, args: args, id: id, ts: ts, call: pc, sd: sd}
+			s.await(a)
 			if err := s.flush(ctx, g); err != nil {
 				return g.storeFailure(s, err)
 			}
-			s.awaiting = a
 			g.logDecision(s, d, c, time.Since(start))
 			return inputRequired(a.state, approvalQuestion(c))
 		}
@@ -306,10 +306,10 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 			// The call waits for the same call again carrying a signed
 			// approval of this one (its tool_call_id and digest, for the
 			// session as the run).
+			s.await(&awaiting{name: name, args: args, id: id, ts: ts, call: pc, sd: sd})
 			if err := s.flush(ctx, g); err != nil {
 				return g.storeFailure(s, err)
 			}
-			s.awaiting = &awaiting{name: name, args: args, id: id, ts: ts, call: pc, sd: sd}
 			g.logDecision(s, d, c, time.Since(start))
 			g.metrics.verdict(c.Verdict)
 			return toolError(fmt.Sprintf("%s A person must approve this call: call it again with the same arguments and, in _meta %q, "+

@@ -40,10 +40,44 @@ type note struct {
 	Success   string          `json:"s,omitempty"`
 	Failure   string          `json:"f,omitempty"`
 	Approvals facts.Approvals `json:"a,omitempty"`
+	// Await, on a call, is the approval it waits for across requests (an
+	// input-required result or a signed approval): the request that
+	// answers it may reach another replica.
+	Await *awaitNote `json:"w,omitempty"`
+}
+
+// awaitNote is an awaiting call as stored (its decision is the one its
+// replay makes).
+type awaitNote struct {
+	State   string              `json:"state,omitempty"`
+	Name    string              `json:"name"`
+	Args    json.RawMessage     `json:"args"`
+	ID      string              `json:"id"`
+	TS      string              `json:"ts"`
+	Kind    string              `json:"kind,omitempty"`
+	Queries []string            `json:"queries,omitempty"`
+	LoadID  string              `json:"load_id,omitempty"`
+	Probs   []facts.ArgsProblem `json:"probs,omitempty"`
+}
+
+func awaitOf(a *awaiting) *awaitNote {
+	return &awaitNote{State: a.state, Name: a.name, Args: a.args, ID: a.id, TS: a.ts,
+		Kind: a.call.kind, Queries: a.call.queries, LoadID: a.call.loadID, Probs: a.call.metaProbs}
+}
+
+func (w *awaitNote) awaiting(sd *engine.Decision) *awaiting {
+	return &awaiting{state: w.State, name: w.Name, args: w.Args, id: w.ID, ts: w.TS, sd: sd,
+		call: pendingCall{kind: w.Kind, queries: w.Queries, loadID: w.LoadID, metaProbs: w.Probs}}
+}
+
+// await records a as the call the session waits on, in the call's note.
+func (s *session) await(a *awaiting) {
+	s.awaiting = a
+	s.notes[len(s.notes)-1].Await = awaitOf(a)
 }
 
 func (n note) encode() string {
-	if n.Kind == noteCall || (n.Success == "" && n.Failure == "" && n.Approvals == nil) {
+	if n.Success == "" && n.Failure == "" && n.Approvals == nil && n.Await == nil {
 		return n.Kind
 	}
 	b, _ := json.Marshal(n) // plain fields always marshal
@@ -189,10 +223,16 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 	switch n.Kind {
 	case noteCall:
 		s.seq++
-		if _, err := s.stepQuiet(ctx, g, e.Msg); err != nil {
+		d, err := s.stepQuiet(ctx, g, e.Msg)
+		if err != nil {
 			return err
 		}
+		s.awaiting = nil
+		if n.Await != nil && len(d.Calls) == 1 {
+			s.awaiting = n.Await.awaiting(d)
+		}
 	case noteAnswer:
+		s.awaiting = nil
 		if n.Approvals != nil {
 			if _, err := s.stepQuiet(ctx, g, nil, engine.WithApprovals(n.Approvals)); err != nil {
 				return err

@@ -5,8 +5,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -482,5 +486,114 @@ func TestIdleSessionExpires(t *testing.T) {
 				t.Fatalf("the revealed tool after the TTL: %q %v %v", text, isErr, err)
 			}
 		})
+	}
+}
+
+// alternate sends each request to the next of its servers in turn, as
+// HAProxy's round robin does.
+type alternate struct {
+	mu    sync.Mutex
+	hosts []string
+	next  int
+	token string
+	// answers are the requests that carried an answer to an
+	// input-required result (their headers and bodies).
+	answers []recorded
+}
+
+type recorded struct {
+	header http.Header
+	body   []byte
+}
+
+func (a *alternate) RoundTrip(r *http.Request) (*http.Response, error) {
+	a.mu.Lock()
+	host := a.hosts[a.next%len(a.hosts)]
+	a.next++
+	a.mu.Unlock()
+	if r.Body != nil {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			return nil, err
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		if bytes.Contains(body, []byte(`"requestState"`)) {
+			a.mu.Lock()
+			a.answers = append(a.answers, recorded{r.Header.Clone(), body})
+			a.mu.Unlock()
+		}
+	}
+	r = r.Clone(r.Context())
+	r.URL.Host, r.Host = host, host
+	r.Header.Set("Authorization", "Bearer "+a.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// TestApprovalAcrossReplicas: on 2026-07-28 a call needing approval is
+// answered input-required by one replica and its retry, carrying the
+// person's accept, reaches the other: the call runs once there. The same
+// answer sent again, to either replica, runs nothing: the approval was
+// used.
+func TestApprovalAcrossReplicas(t *testing.T) {
+	srv := redistest.Start(t, false)
+	st := redisStore(t, srv, sessionstore.Options{})
+	principals := func(c *gateway.Config) {
+		c.Principals = gateway.NewPrincipals(map[string]gateway.Principal{aliceToken: {Name: "alice"}})
+	}
+	a, b := newReplica(t, st, principals), newReplica(t, st, principals)
+	var hosts []string
+	for _, r := range []*replica{a, b} {
+		hs := httptest.NewServer(r.g.Handler())
+		t.Cleanup(hs.Close)
+		hosts = append(hosts, strings.TrimPrefix(hs.URL, "http://"))
+	}
+	rr := &alternate{hosts: hosts, token: aliceToken}
+	var asked atomic.Int64
+	c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, &mcp.ClientOptions{
+		ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			asked.Add(1)
+			return &mcp.ElicitResult{Action: "accept"}, nil
+		},
+	})
+	tr := &mcp.StreamableClientTransport{Endpoint: "http://" + hosts[0] + "/mcp", HTTPClient: &http.Client{Transport: rr}, MaxRetries: -1}
+	cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cs.Close()
+	rr.mu.Lock()
+	rr.next = 0 // the call on a, its retry on b
+	rr.mu.Unlock()
+	text, isErr, err := callErr(cs, scriptCall{"deploy", map[string]any{"env": "prod"}})
+	if err != nil || isErr {
+		t.Fatalf("the approved deploy: %q %v %v", text, isErr, err)
+	}
+	if asked.Load() != 1 || a.f.calls.Load() != 0 || b.f.calls.Load() != 1 {
+		t.Fatalf("asked %d, ran on a %d and on b %d; want 1, 0, 1", asked.Load(), a.f.calls.Load(), b.f.calls.Load())
+	}
+	// The accept sent again, to each replica: refused, nothing run.
+	if len(rr.answers) != 1 {
+		t.Fatalf("%d answers to an input-required result sent, want 1", len(rr.answers))
+	}
+	for _, host := range hosts {
+		req, _ := http.NewRequest(http.MethodPost, "http://"+host+"/mcp", bytes.NewReader(rr.answers[0].body))
+		req.Header = rr.answers[0].header.Clone()
+		req.Header.Set("Authorization", "Bearer "+aliceToken)
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if !bytes.Contains(body, []byte("no call waiting for approval")) {
+			t.Fatalf("the accept sent again to %s: %s", host, body)
+		}
+	}
+	if a.f.calls.Load()+b.f.calls.Load() != 1 {
+		t.Fatalf("the accept sent again ran the call: %d runs", a.f.calls.Load()+b.f.calls.Load())
+	}
+	history, _ := a.g.History(a.g.SessionIDs()[0])
+	if n := len(storedCalls(t, history)); n != 1 {
+		t.Fatalf("%d calls stored, want 1", n)
 	}
 }
