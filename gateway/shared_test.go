@@ -597,3 +597,56 @@ func TestApprovalAcrossReplicas(t *testing.T) {
 		t.Fatalf("%d calls stored, want 1", n)
 	}
 }
+
+// leaseless is a replica whose lease has always run out: it stopped
+// (SIGKILL, SIGSTOP) while its call ran, as far as the others can tell.
+type leaseless struct{ sessionstore.Store }
+
+func (leaseless) Lock(context.Context, string) (func(), error) { return func() {}, nil }
+
+// TestCallOfAStoppedReplicaIsAnsweredAsLost: a replica stops while its
+// call runs at the upstream (the call is in the store, its answer never
+// comes): the session's next call, on another replica, answers it as
+// failed (whether it ran is not known: not charged) and goes on; what
+// the stopped replica writes when it comes back is refused.
+func TestCallOfAStoppedReplicaIsAnsweredAsLost(t *testing.T) {
+	srv := redistest.Start(t, false)
+	st := redisStore(t, srv, sessionstore.Options{})
+	a, b := newReplica(t, leaseless{st}, nil), newReplica(t, st, nil)
+	started, release := make(chan struct{}), make(chan struct{})
+	a.f.srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			close(started)
+			<-release
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "late"}}}, nil
+		})
+	alice := gateway.Principal{Name: "alice"}
+	ca, cb := connect(t, a.g, alice, nil), connect(t, b.g, alice, nil)
+	done := make(chan string)
+	go func() {
+		text, _, _ := callErr(ca, scriptCall{"read_file", map[string]any{"path": "/slow"}})
+		done <- text
+	}()
+	<-started
+	if text, isErr, err := callErr(cb, scriptCall{"read_file", map[string]any{"path": "/x"}}); err != nil || isErr {
+		t.Fatalf("the next call, on the other replica: %q %v %v", text, isErr, err)
+	}
+	close(release)
+	<-done
+	history, _ := b.g.History(b.g.SessionIDs()[0])
+	var msgs []struct {
+		Kind  string `json:"kind"`
+		Parts []struct {
+			ID      string `json:"tool_call_id"`
+			Outcome string `json:"outcome"`
+			Content any    `json:"content"`
+		} `json:"parts"`
+	}
+	if err := json.Unmarshal(history, &msgs); err != nil {
+		t.Fatal(err)
+	}
+	if len(msgs) != 4 || msgs[1].Parts[0].ID != "gw_1" || msgs[1].Parts[0].Outcome != "failed" ||
+		!strings.Contains(fmt.Sprint(msgs[1].Parts[0].Content), "may or may not have run") || msgs[2].Parts[0].ID != "gw_2" {
+		t.Fatalf("the history: %s", history)
+	}
+}
