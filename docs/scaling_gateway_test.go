@@ -5,12 +5,14 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -229,12 +231,22 @@ func readDecisionLogs(t *testing.T, files map[string]string) map[string]map[stri
 	return out
 }
 
-// TestScalingGateway runs scaling.md's gateway section: see "What the
-// gateway test checks" there.
-func TestScalingGateway(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts Redis, three gateways and HAProxy")
-	}
+// gwCluster is scaling.md's gateway deployment.
+type gwCluster struct {
+	rds        *redistest.Server
+	procs      []*gwProc
+	proxy      string
+	tokens     map[string]string
+	principals []string
+	logs       map[string]string // replica → its decision log
+	path       string
+}
+
+// startGatewayCluster starts scaling.md's gateway section: Redis with
+// AOF, the gateways (replicas of them; with 1, HAProxy's three server
+// lines name the same one) and HAProxy.
+func startGatewayCluster(t *testing.T, replicas int) *gwCluster {
+	t.Helper()
 	haproxy := haproxyBin(t)
 	rds := redistest.Start(t, true)
 	bin := servetest.Build(t)
@@ -265,7 +277,7 @@ func TestScalingGateway(t *testing.T) {
 	require.Len(t, lines, 1, "scaling.md shows one gateway command line")
 	upstream := fmt.Sprintf("'env PC_GATEWAY_UPSTREAM=1 %s -test.run=^TestGatewayUpstreamHelper$'", self)
 	ports := freePorts(t, 4)
-	procs := make([]*gwProc, 3)
+	procs := make([]*gwProc, replicas)
 	logs := map[string]string{}
 	for i := range procs {
 		name := fmt.Sprintf("g%d", i+1)
@@ -283,7 +295,9 @@ func TestScalingGateway(t *testing.T) {
 			line = strings.Replace(line, from, to, 1)
 		}
 		procs[i] = &gwProc{name: name, port: ports[1+i], line: line}
-		t.Setenv(fmt.Sprintf("PC_REPLICA%d_PORT", i+1), strconv.Itoa(ports[1+i]))
+	}
+	for i := range 3 {
+		t.Setenv(fmt.Sprintf("PC_REPLICA%d_PORT", i+1), strconv.Itoa(ports[1+min(i, replicas-1)]))
 	}
 	t.Setenv("PC_FRONTEND_PORT", strconv.Itoa(ports[0]))
 	path := os.Getenv("PATH")
@@ -319,6 +333,17 @@ func TestScalingGateway(t *testing.T) {
 		return resp.StatusCode == http.StatusOK
 	}, 10*time.Second, 20*time.Millisecond, "HAProxy does not answer /health: %s\ng1: %s", &said, procs[0].log)
 
+	return &gwCluster{rds: rds, procs: procs, proxy: proxy, tokens: tokens, principals: principals, logs: logs, path: path}
+}
+
+// TestScalingGateway runs scaling.md's gateway section: see "What the
+// gateway test checks" there.
+func TestScalingGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis, three gateways and HAProxy")
+	}
+	c := startGatewayCluster(t, 3)
+	rds, procs, proxy, tokens, principals, logs, path := c.rds, c.procs, c.proxy, c.tokens, c.principals, c.logs, c.path
 	// Four sessions through HAProxy, concurrently: steps 0-7, then g2
 	// killed, steps 8-11, g2 restarted, steps 12-15.
 	calls := map[string][]gwCall{}
@@ -477,4 +502,49 @@ func referenceDecisions(t *testing.T, calls map[string][]gwCall) map[string]map[
 		out[l.Principal][l.Call] = l.Decision
 	}
 	return out
+}
+
+var gatewayBench = flag.Bool("gateway-bench", false, "TestScalingGatewayBench: calls per second and latency through HAProxy with one gateway and with three")
+
+// TestScalingGatewayBench measures scaling.md's gateway deployment (real
+// processes: Redis, the gateways, HAProxy): five clients at once, each a
+// session of read_file calls through HAProxy, with one gateway and with
+// three: calls per second and the per-call p50 and p99. BENCHMARKS.md
+// ("Gateway replicas") reports its figures.
+func TestScalingGatewayBench(t *testing.T) {
+	if !*gatewayBench {
+		t.Skip("a measurement: run with -args -gateway-bench")
+	}
+	const calls = 300
+	for _, n := range []int{1, 3} {
+		c := startGatewayCluster(t, n)
+		var mu sync.Mutex
+		var lat []time.Duration
+		var wg sync.WaitGroup
+		start := time.Now()
+		for _, p := range c.principals {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cs := gwClient(t, c.proxy, c.tokens[p])
+				for i := range calls {
+					t0 := time.Now()
+					_, isErr, err := gwDo(cs, gwCall{"read_file", map[string]any{"path": fmt.Sprintf("/f%d", i)}})
+					d := time.Since(t0)
+					if err != nil || isErr {
+						t.Errorf("%s call %d: %v %v", p, i, err, isErr)
+						return
+					}
+					mu.Lock()
+					lat = append(lat, d)
+					mu.Unlock()
+				}
+			}()
+		}
+		wg.Wait()
+		took := time.Since(start)
+		slices.Sort(lat)
+		t.Logf("gateways=%d: %d sessions of %d calls at once through HAProxy: %.0f calls/s, per call p50 %v p99 %v",
+			n, len(c.principals), calls, float64(len(lat))/took.Seconds(), lat[len(lat)/2].Round(10*time.Microsecond), lat[len(lat)*99/100].Round(10*time.Microsecond))
+	}
 }
