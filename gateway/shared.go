@@ -13,6 +13,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // A session's history lives in the session store (--session-store), where
@@ -270,16 +271,12 @@ func (s *session) answerDangling() {
 	if s.awaiting != nil || s.pending || len(s.msgs) == 0 || !bytes.HasSuffix(s.msgs[len(s.msgs)-1], responseSuffix) {
 		return
 	}
-	var resp struct {
-		Parts []struct {
-			ToolName   string `json:"tool_name"`
-			ToolCallID string `json:"tool_call_id"`
-		} `json:"parts"`
-	}
-	if json.Unmarshal(s.msgs[len(s.msgs)-1], &resp) != nil || len(resp.Parts) != 1 {
+	last := s.msgs[len(s.msgs)-1]
+	msgs, err := loader.DecodeMessages("gateway session "+s.id, append(append([]byte{'['}, last...), ']'), 0, loader.Limits{})
+	if err != nil || len(msgs) != 1 || len(msgs[0].Parts) != 1 {
 		return
 	}
-	p := resp.Parts[0]
+	p := msgs[0].Parts[0]
 	ts := timestamp(time.Now())
 	content, _ := json.Marshal(danglingMessage)
 	s.answer(requestMessage(ts, returnPart(nil, ts, p.ToolName, content, p.ToolCallID, "", "failed", "")))
