@@ -61,8 +61,8 @@ func TestFlowsInTheInputOnlyWhenRead(t *testing.T) {
 	assert.Equal(t, []any{}, calls[0].(map[string]any)["flows"])
 	b, err := json.Marshal(calls[1].(map[string]any)["flows"])
 	require.NoError(t, err)
-	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "source":
-		{"tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "message": 4, "part": 0}}]`, string(b))
+	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "token": null, "source":
+		{"kind": "tool-return", "tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "message": 4, "part": 0}}]`, string(b))
 
 	f, ctxDoc, approvals, err := engine.FactsFromInput(any(back))
 	require.NoError(t, err)

@@ -166,12 +166,17 @@ type flowIndex struct {
 	toks        map[string]*flowToken
 	tokByPrefix map[string][]*flowToken
 	idents      map[string]*flowToken
-	used        int
-	truncated   bool
-	sources     []FlowSource
-	strs        map[string]*flowString
-	byPrefix    map[string][]*flowString
-	nums        map[string][]int32
+	// cut and cutText are the scratch of cutTokens; tokBlock holds the
+	// flowTokens last allocated.
+	cut       []cutToken
+	cutText   []byte
+	tokBlock  []flowToken
+	used      int
+	truncated bool
+	sources   []FlowSource
+	strs      map[string]*flowString
+	byPrefix  map[string][]*flowString
+	nums      map[string][]int32
 	// walk is the scratch of addPart, made on first use.
 	walk *jsonvalue.Walker
 	// block holds the flowStrings last allocated (newString).
@@ -236,7 +241,7 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 		b := w.Bytes(l)
 		n := l.Len()
 		if x.tokens && !l.Num() {
-			n += x.tokenBytes(string(b))
+			n += x.cutTokens(b)
 		}
 		if x.used+n > x.cap {
 			x.truncated = true
@@ -257,41 +262,58 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 			fs.srcs = append(fs.srcs, si)
 		}
 		if x.tokens {
-			x.addTokens(fs.s, si)
+			x.addTokens(si)
 		}
 	}
 }
 
-// tokenBytes is the bytes of s's tokens, every one counted: what
-// indexing them adds to the cap's count.
-func (x *flowIndex) tokenBytes(s string) int {
+// cutToken is one token of the string being indexed: its class and its
+// bytes, text[s:e] of the index's scratch.
+type cutToken struct {
+	cls  TokenClass
+	s, e int
+}
+
+// cutTokens cuts the string b into its tokens (held in x's scratch until
+// addTokens) and returns their bytes, every one counted: what indexing
+// them adds to the cap's count.
+func (x *flowIndex) cutTokens(b []byte) int {
+	x.cut, x.cutText = x.cut[:0], x.cutText[:0]
 	n := 0
-	count := func(_ TokenClass, t string) { n += len(t) }
-	textTokens(s, x.minLen, count)
-	identTokens(s, x.minLen, count)
+	keep := func(c TokenClass, t string) {
+		x.cut = append(x.cut, cutToken{cls: c, s: len(x.cutText), e: len(x.cutText) + len(t)})
+		x.cutText = append(x.cutText, t...)
+		n += len(t)
+	}
+	s := string(b)
+	textTokens(s, x.minLen, keep)
+	identTokens(s, x.minLen, keep)
 	return n
 }
 
-// addTokens indexes the tokens of string s of source si.
-func (x *flowIndex) addTokens(s string, si int32) {
-	textTokens(s, x.minLen, func(c TokenClass, t string) {
-		ft := x.toks[t]
-		if ft == nil {
-			ft = &flowToken{s: t}
-			x.toks[t] = ft
-			pre := t[:x.minLen]
-			x.tokByPrefix[pre] = append(x.tokByPrefix[pre], ft)
+// addTokens indexes the tokens cutTokens cut, of source si.
+func (x *flowIndex) addTokens(si int32) {
+	for _, ct := range x.cut {
+		t := x.cutText[ct.s:ct.e]
+		m := x.toks
+		if ct.cls < TokenPairValue {
+			m = x.idents
 		}
-		ft.add(si, c)
-	})
-	identTokens(s, x.minLen, func(c TokenClass, t string) {
-		ft := x.idents[t]
+		ft := m[string(t)]
 		if ft == nil {
-			ft = &flowToken{s: t}
-			x.idents[t] = ft
+			if len(x.tokBlock) == cap(x.tokBlock) {
+				x.tokBlock = make([]flowToken, 0, 64)
+			}
+			x.tokBlock = append(x.tokBlock, flowToken{s: string(t)})
+			ft = &x.tokBlock[len(x.tokBlock)-1]
+			m[ft.s] = ft
+			if ct.cls >= TokenPairValue {
+				pre := ft.s[:x.minLen]
+				x.tokByPrefix[pre] = append(x.tokByPrefix[pre], ft)
+			}
 		}
-		ft.add(si, c)
-	})
+		ft.add(si, ct.cls)
+	}
 }
 
 // newString adds s to the index, without sources. The flowStrings are
