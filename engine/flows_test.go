@@ -242,6 +242,13 @@ func TestFlowsFromPromptsAndTokens(t *testing.T) {
 		require.NoError(t, err)
 		return string(b)
 	}
+	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies/exfiltration"), engine.FlowTokens(true))
+	require.NoError(t, err)
+	x, err := eng.Explain(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	require.Len(t, x.Calls, 1)
+	assert.Contains(t, x.Calls[0].Why, `argument "/from" holds a value of the user-prompt at message 0, part 0`)
+	assert.Contains(t, x.Calls[0].Why, `argument "/to" holds a token (iban) of a string returned by "secret_op" (tool_call_id "v1", labels "secret") at message 2, part 0`)
 	prompt := `{"path": "/from", "match": "exact", "token": null,
 		"source": {"kind": "user-prompt", "tool_call_id": null, "tool": null, "labels": [], "message": 0, "part": 0}}`
 	assert.JSONEq(t, `[`+prompt+`]`, flowsOf())

@@ -106,7 +106,7 @@ func TestExplainShowsFlowSources(t *testing.T) {
 	assert.Equal(t, "x1", x.Calls[0].ID)
 	assert.Empty(t, x.Calls[0].Flows, "an executed call lists no flows")
 	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "source":
-		{"tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "at": {"message": 4, "part": 0}}}]`, string(x.Calls[1].Flows))
+		{"kind": "tool-return", "tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "at": {"message": 4, "part": 0}}}]`, string(x.Calls[1].Flows))
 
 	res = run(t, "", append(base, "--format", "html")...)
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
