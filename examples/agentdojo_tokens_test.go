@@ -11,6 +11,7 @@ import (
 
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/testkit/gen"
+	"github.com/policycheck/policycheck/internal/testkit/racetest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -52,7 +53,8 @@ func (c tokenCounts) table(groups ...string) string {
 // item 2; docs/flows.md, "Tokens"): on the AgentDojo-style runs, the
 // token flows of the benign calls (the user's own task: each one asks
 // when its source is labelled) and of the injected ones; on generated
-// histories (internal/testkit/gen, 1,000 messages, three seeds), the
+// histories (internal/testkit/gen, 1,000 messages, three seeds; one
+// under the race detector, and in full without it: scripts/test.sh), the
 // token flows of every call, all by chance. go test ./examples -run
 // TestTokenFlowClasses -v prints the table docs/flows.md shows.
 func TestTokenFlowClasses(t *testing.T) {
@@ -79,7 +81,7 @@ func TestTokenFlowClasses(t *testing.T) {
 		}
 	}
 	calls := 0
-	for seed := int64(1); seed <= 3; seed++ {
+	for seed := int64(1); seed <= int64(racetest.Size(3, 1)); seed++ {
 		g := gen.Default(1000)
 		reg, err := loader.ParseRegistry("gen.json", gen.Registry(seed, g))
 		require.NoError(t, err)

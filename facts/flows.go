@@ -8,7 +8,12 @@ import (
 )
 
 // Flows: which argument values of a dispatched call came from an earlier
-// tool return (input.call.flows, docs/flows.md).
+// tool return or prompt (input.call.flows, docs/flows.md). The sources
+// are the tool-return, builtin-tool-return, user-prompt and system-prompt
+// parts (isFlowSource); "return" below is any of them. With
+// Options.FlowTokens the strings' tokens are indexed too (flowtokens.go):
+// those compared as they are searched like the strings, window by
+// window, the identifiers looked up by their normalised form.
 //
 // The returns' strings are the unit: a string leaf of a call's arguments
 // flows from a return when it equals ("exact") or contains ("contains")
