@@ -107,9 +107,9 @@ without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoing
 without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
 without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory|TestVerifiedEvidenceNeverAddsTools'
 without_race+='|TestPerCallEvaluationDecidesAsTheCombined'
-without_race+='|TestReplicaResumesFromTheStoredLength'
+without_race+='|TestReplicaResumesFromTheStoredLength|TestTokenFlowClasses'
 mutation_log=$(mktemp)
-go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/ground/wire ./internal/testkit/gen ./engine ./internal/cli ./gateway \
+go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/ground/wire ./internal/testkit/gen ./engine ./internal/cli ./gateway ./examples \
 	>"$mutation_log" 2>&1 &
 mutation_pid=$!
 trap 'kill "$mutation_pid" 2>/dev/null || true; rm -rf "$mutation_log" "$tools"' EXIT
