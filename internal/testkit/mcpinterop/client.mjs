@@ -64,7 +64,7 @@ async function connect(name) {
 		});
 	}
 	await client.connect(transport);
-	conns[name] = { client, seen };
+	conns[name] = { client, seen, transport };
 	return conns[name];
 }
 
@@ -72,7 +72,8 @@ const results = [];
 for (const step of script.steps) {
 	const out = { connection: step.connection, op: step.op };
 	try {
-		const { client, seen } = await connect(step.connection);
+		const { client, seen, transport } = await connect(step.connection);
+		if (transport.protocolVersion) out.protocol = transport.protocolVersion;
 		if (step.op === "list") {
 			const r = await client.listTools();
 			out.tools = r.tools.map((t) => ({ name: t.name, description: t.description ?? "" }));

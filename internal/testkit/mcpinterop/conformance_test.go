@@ -2,17 +2,25 @@ package mcpinterop_test
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"sort"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/internal/conformance"
 	"github.com/policycheck/policycheck/internal/testkit/mcpinterop"
 )
+
+var update = flag.Bool("update", false, "rewrite docs/gateway-interop.md's conformance table from this run")
 
 // freePort is a loopback port nothing listens on just now.
 func freePort(t *testing.T) int {
@@ -83,4 +91,159 @@ func TestConformanceUpstreamAlone(t *testing.T) {
 		t.Logf("%s: %d passed, %d failed", name, r.Passed, r.Failed)
 		require.True(t, r.OK(), "%s: %v", name, r.Failures)
 	}
+}
+
+// interopDoc is the page that records the comparison.
+func interopDoc() string {
+	return filepath.Join(conformance.ModuleRoot(), "docs", "gateway-interop.md")
+}
+
+// cell is a scenario's result as the table shows it.
+func cell(r mcpinterop.ScenarioResult, ok bool) string {
+	if !ok {
+		return "not run"
+	}
+	if r.OK() {
+		return fmt.Sprintf("pass (%d)", r.Passed)
+	}
+	msg := strings.Join(r.Failures, "; ")
+	msg = strings.NewReplacer("|", "\\|", "\n", " ").Replace(msg)
+	if len(msg) > 160 {
+		msg = msg[:157] + "..."
+	}
+	return fmt.Sprintf("**fail** (%d of %d): %s", r.Failed, r.Passed+r.Failed, msg)
+}
+
+// conformanceTable is the markdown table of both runs, one row per
+// scenario either ran.
+func conformanceTable(alone, through map[string]mcpinterop.ScenarioResult) string {
+	names := map[string]bool{}
+	for n := range alone {
+		names[n] = true
+	}
+	for n := range through {
+		names[n] = true
+	}
+	var sorted []string
+	for n := range names {
+		sorted = append(sorted, n)
+	}
+	sort.Strings(sorted)
+	var b strings.Builder
+	b.WriteString("| scenario | upstream alone | through the gateway |\n| --- | --- | --- |\n")
+	passedAlone, passedThrough := 0, 0
+	for _, n := range sorted {
+		a, aok := alone[n]
+		g, gok := through[n]
+		if aok && a.OK() {
+			passedAlone++
+		}
+		if gok && g.OK() {
+			passedThrough++
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", n, cell(a, aok), cell(g, gok))
+	}
+	fmt.Fprintf(&b, "| **scenarios passed** | **%d of %d** | **%d of %d** |\n", passedAlone, len(sorted), passedThrough, len(sorted))
+	return b.String()
+}
+
+// docTable is the conformance table in docs/gateway-interop.md: the lines
+// from its header row to the first line that is not a table row.
+func docTable(doc string) (start, end int, ok bool) {
+	start = strings.Index(doc, "| scenario | upstream alone | through the gateway |")
+	if start < 0 {
+		return 0, 0, false
+	}
+	end = start
+	for end < len(doc) && doc[end] == '|' {
+		nl := strings.IndexByte(doc[end:], '\n')
+		if nl < 0 {
+			return start, len(doc), true
+		}
+		end += nl + 1
+	}
+	return start, end, true
+}
+
+// TestConformanceThroughGateway: the conformance suite's server scenarios
+// run against the Go SDK's everything-server alone and through
+// `policycheck gateway` in front of it (over stdio, the allow-all
+// registry testdata/conformance/registry.yaml, no token file). The
+// gateway passes every scenario the upstream passes alone, but for the
+// known gaps testdata/conformance/gateway-gaps.txt lists with why (the
+// test fails on a failure not listed, and on a listed scenario that
+// passes); both results are docs/gateway-interop.md's table (-update
+// rewrites it from this run).
+func TestConformanceThroughGateway(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the conformance suite")
+	}
+	deps := mcpinterop.Deps(t)
+	server := mcpinterop.BuildEverythingServer(t)
+	alone := runConformance(t, deps, startEverythingServer(t, server))
+	gw := startGateway(t, policycheckBin(t),
+		"--registry", filepath.Join(mcpinterop.Here(), "testdata", "conformance", "registry.yaml"),
+		upstreamFlag("everything", []string{server}),
+	)
+	// The suite's dns-rebinding scenario sends Host and Origin headers of
+	// localhost with the URL's port: the URL names localhost.
+	through := runConformance(t, deps, strings.Replace(gw.URL, "127.0.0.1", "localhost", 1))
+
+	table := conformanceTable(alone, through)
+	raw, err := os.ReadFile(interopDoc())
+	require.NoError(t, err)
+	doc := string(raw)
+	start, end, ok := docTable(doc)
+	require.True(t, ok, "docs/gateway-interop.md has no conformance table")
+	if *update {
+		doc = doc[:start] + table + doc[end:]
+		require.NoError(t, os.WriteFile(interopDoc(), []byte(doc), 0o644))
+	} else {
+		assert.Equal(t, table, doc[start:end], "docs/gateway-interop.md's conformance table is not this run's: "+
+			"go test ./internal/testkit/mcpinterop -run TestConformanceThroughGateway -update")
+	}
+	gaps := gatewayGaps(t)
+	for _, name := range scenarios(alone) {
+		a := alone[name]
+		if !a.OK() {
+			continue
+		}
+		g, ran := through[name]
+		_, known := gaps[name]
+		switch {
+		case !ran:
+			t.Errorf("%s: the upstream alone passes (%d checks), through the gateway it did not run", name, a.Passed)
+		case !g.OK() && !known:
+			t.Errorf("%s: the upstream alone passes (%d checks), through the gateway it fails: %v", name, a.Passed, g.Failures)
+		case !g.OK():
+			t.Logf("%s: a known gap of the gateway (testdata/conformance/gateway-gaps.txt): %v", name, g.Failures)
+		case known:
+			t.Errorf("%s passes through the gateway now: take it out of testdata/conformance/gateway-gaps.txt", name)
+		}
+	}
+	for name := range gaps {
+		if _, ok := alone[name]; !ok {
+			t.Errorf("testdata/conformance/gateway-gaps.txt lists %s, which the suite did not run", name)
+		}
+	}
+}
+
+// gatewayGaps reads testdata/conformance/gateway-gaps.txt: the scenarios
+// the upstream passes alone that fail through the gateway today, each
+// with why.
+func gatewayGaps(t *testing.T) map[string]string {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join(mcpinterop.Here(), "testdata", "conformance", "gateway-gaps.txt"))
+	require.NoError(t, err)
+	gaps := map[string]string{}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if line == "" || strings.HasPrefix(line, "#") {
+			continue
+		}
+		name, why, ok := strings.Cut(line, " # ")
+		require.True(t, ok && why != "", "gateway-gaps.txt: %q says no why", line)
+		require.NotContains(t, gaps, name, "gateway-gaps.txt: %s twice", name)
+		gaps[name] = why
+	}
+	return gaps
 }

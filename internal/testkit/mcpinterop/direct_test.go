@@ -14,16 +14,47 @@ import (
 	"github.com/policycheck/policycheck/internal/testkit/mcpinterop"
 )
 
-// clients are the two MCP clients every script runs with.
-var clients = []struct {
+// client is an MCP client that runs scripts: the Go SDK's, asking for a
+// protocol version, or the TypeScript SDK's.
+type client struct {
 	name string
-	run  func(ctx context.Context, deps string, s mcpinterop.Script) ([]mcpinterop.StepResult, error)
-}{
-	{"go-sdk", func(ctx context.Context, _ string, s mcpinterop.Script) ([]mcpinterop.StepResult, error) {
-		return mcpinterop.RunGo(ctx, s)
-	}},
-	{"typescript-sdk", mcpinterop.RunTS},
+	// protocol is the version the client asks for and, here, gets: every
+	// server it meets speaks it.
+	protocol string
+	run      func(ctx context.Context, deps string, s mcpinterop.Script) ([]mcpinterop.StepResult, error)
 }
+
+// goClient is the Go SDK's client asking for protocol (its latest when
+// empty).
+func goClient(name, protocol string) client {
+	return client{name, protocol, func(ctx context.Context, _ string, s mcpinterop.Script) ([]mcpinterop.StepResult, error) {
+		if protocol != "" {
+			conns := map[string]mcpinterop.Connection{}
+			for n, c := range s.Connections {
+				c.Protocol = protocol
+				conns[n] = c
+			}
+			s.Connections = conns
+		}
+		return mcpinterop.RunGo(ctx, s)
+	}}
+}
+
+// clients are the MCP clients every script runs with: the Go SDK's at
+// its latest protocol version (2026-07-28, stateless: no session, no
+// notifications, approval by an input-required result) and at the two
+// before it (sessions by Mcp-Session-Id, approval by elicitation), and
+// the TypeScript SDK's (2025-11-25, its latest).
+var clients = []client{
+	goClient("go-sdk", ""),
+	goClient("go-sdk-2025-11-25", "2025-11-25"),
+	goClient("go-sdk-2025-06-18", "2025-06-18"),
+	{"typescript-sdk", "2025-11-25", mcpinterop.RunTS},
+}
+
+// stateless says the protocol version has no sessions (2026-07-28 and
+// later).
+func stateless(protocol string) bool { return protocol >= "2026-07-28" }
 
 // TestUpstreamsDirect: with no gateway between them, both clients list
 // and call each npm reference server over stdio. It is the baseline the
@@ -34,7 +65,7 @@ func TestUpstreamsDirect(t *testing.T) {
 		t.Skip("runs the npm reference servers")
 	}
 	deps := mcpinterop.Deps(t)
-	for _, client := range clients {
+	for _, client := range []client{clients[0], clients[len(clients)-1]} {
 		t.Run(client.name, func(t *testing.T) {
 			root := t.TempDir()
 			memory := filepath.Join(t.TempDir(), "memory.jsonl")

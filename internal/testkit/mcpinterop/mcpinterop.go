@@ -134,8 +134,12 @@ type Script struct {
 // Connection is one client's connection: to a streamable HTTP URL (with
 // a bearer token when Token is set) or to a stdio command. Elicit is how
 // the client answers an elicitation request ("accept", "decline",
-// "cancel"); empty declares no elicitation capability.
+// "cancel"); empty declares no elicitation capability. Protocol is the
+// protocol version the Go SDK's client asks for (empty: its latest,
+// 2026-07-28); the TypeScript client always asks for its latest,
+// 2025-11-25.
 type Connection struct {
+	Protocol      string            `json:"protocol,omitempty"`
 	URL           string            `json:"url,omitempty"`
 	Token         string            `json:"token,omitempty"`
 	Command       []string          `json:"command,omitempty"`
@@ -157,8 +161,11 @@ type Step struct {
 // or the error (a JSON-RPC error or a failed connection); the
 // elicitation requests the client answered during it and the
 // notifications/tools/list_changed counted since the step before.
+// Protocol is the protocol version the connection negotiated (empty over
+// stdio with the TypeScript client, whose stdio transport keeps none).
 type StepResult struct {
 	Connection   string        `json:"connection"`
+	Protocol     string        `json:"protocol,omitempty"`
 	Op           string        `json:"op"`
 	Name         string        `json:"name,omitempty"`
 	Tools        []ToolSeen    `json:"tools,omitempty"`
@@ -291,7 +298,7 @@ func RunGo(ctx context.Context, script Script) ([]StepResult, error) {
 			}
 			transport = &mcp.CommandTransport{Command: cmd}
 		}
-		session, err := client.Connect(ctx, transport, nil)
+		session, err := client.Connect(ctx, transport, &mcp.ClientSessionOptions{ProtocolVersion: spec.Protocol})
 		if err != nil {
 			return nil, fmt.Errorf("connecting %s: %w", name, err)
 		}
@@ -308,6 +315,7 @@ func RunGo(ctx context.Context, script Script) ([]StepResult, error) {
 			results = append(results, out)
 			continue
 		}
+		out.Protocol = c.session.InitializeResult().ProtocolVersion
 		switch step.Op {
 		case "list":
 			r, err := c.session.ListTools(ctx, &mcp.ListToolsParams{})
