@@ -129,6 +129,7 @@ var commands = []func() *cobra.Command{
 	newTestCmd,
 	newCheckCmd,
 	newServeCmd,
+	newGatewayCmd,
 	newReplayCmd,
 	newReceiptCmd,
 	newPoliciesCmd,

@@ -1,0 +1,413 @@
+package gateway
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"sync"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+	"github.com/policycheck/policycheck/trust"
+)
+
+// Config configures a Gateway. Registry and Upstreams are required.
+type Config struct {
+	// Registry is the operator's registry: its tools name their upstream
+	// (docs/gateway.md).
+	Registry *facts.Registry
+	// EngineOptions compile the policies (engine.PolicyPaths, ...); the
+	// gateway adds engine.Registry with the effective registry.
+	EngineOptions []engine.Option
+	// Upstreams are the MCP servers behind the gateway.
+	Upstreams []Upstream
+	// Imports maps an upstream's name to a registry capability: the tools
+	// it lists at start that no registry tool maps are imported into that
+	// capability under their own names (--import NAME=CAPABILITY).
+	Imports map[string]string
+	// Principals maps bearer tokens to principals; nil: no tokens, every
+	// HTTP client is the principal "anonymous" and no history is served.
+	Principals *Principals
+	// Receipts, when set, signs an execution receipt for every call judged
+	// execute; it reaches the upstream in the call's _meta
+	// ("policycheck/receipt") and the history in the return's metadata.
+	Receipts *trust.Signer
+	// Approvals, when set, checks signed approvals a call carries in its
+	// _meta ("policycheck/approval").
+	Approvals *trust.ApprovalVerifier
+	// AllowedOrigins are the Origin header values accepted; a request
+	// with any other Origin is refused 403.
+	AllowedOrigins []string
+	// MaxBodyBytes bounds an HTTP request's body (default 4 MiB).
+	MaxBodyBytes int64
+	// MaxDepth bounds the nesting of every JSON value the gateway reads
+	// or keeps: bodies, arguments, results (default
+	// loader.DefaultMaxDepth).
+	MaxDepth int
+	// MaxResultBytes bounds an upstream result as kept in the history
+	// (default 4 MiB); a larger one fails the call.
+	MaxResultBytes int64
+	// CallTimeout bounds one forwarded call (default 60s).
+	CallTimeout time.Duration
+	// DecisionDeadline bounds one decision (0: the engine's default).
+	DecisionDeadline time.Duration
+	// MaxSessions bounds the sessions held (default 10,000); SessionTTL
+	// drops a session idle for that long (default 1h).
+	MaxSessions int
+	SessionTTL  time.Duration
+	// StartTimeout is how long New waits for each upstream's first tool
+	// list (default 30s); an upstream that has not listed by then keeps
+	// starting in the background.
+	StartTimeout time.Duration
+	// DecisionLog, when set, receives one JSON line per decided call.
+	DecisionLog io.Writer
+	// Logger logs upstream and session events (default: discard).
+	Logger *slog.Logger
+}
+
+func (c *Config) defaults() {
+	if c.MaxBodyBytes <= 0 {
+		c.MaxBodyBytes = 4 << 20
+	}
+	if c.MaxDepth <= 0 {
+		c.MaxDepth = loader.DefaultMaxDepth
+	}
+	if c.MaxResultBytes <= 0 {
+		c.MaxResultBytes = 4 << 20
+	}
+	if c.CallTimeout <= 0 {
+		c.CallTimeout = 60 * time.Second
+	}
+	if c.MaxSessions <= 0 {
+		c.MaxSessions = 10_000
+	}
+	if c.SessionTTL <= 0 {
+		c.SessionTTL = time.Hour
+	}
+	if c.StartTimeout <= 0 {
+		c.StartTimeout = 30 * time.Second
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+}
+
+// Gateway is an MCP server in front of upstream MCP servers that decides
+// every tools/list and tools/call with the engine on the session's
+// history. It is safe for concurrent use.
+type Gateway struct {
+	cfg     Config
+	log     *slog.Logger
+	eng     *engine.Engine
+	routes  map[string]route
+	ups     map[string]*upstream
+	upOrder []string
+	cancel  context.CancelFunc
+	wg      sync.WaitGroup
+
+	mu       sync.Mutex
+	sessions map[string]*session // by principal NUL handle
+	byID     map[string]*session
+
+	logMu   sync.Mutex
+	metrics metrics
+}
+
+// New starts the upstreams, waits for their first tool lists (at most
+// cfg.StartTimeout each), builds the effective registry and compiles the
+// policies. Close stops the upstreams.
+func New(ctx context.Context, cfg Config) (*Gateway, error) {
+	cfg.defaults()
+	if cfg.Registry == nil {
+		return nil, errors.New("gateway: a registry is required")
+	}
+	if len(cfg.Upstreams) == 0 {
+		return nil, errors.New("gateway: at least one upstream is required")
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, ups: map[string]*upstream{}, sessions: map[string]*session{}, byID: map[string]*session{}}
+	for _, u := range cfg.Upstreams {
+		if !upstreamName.MatchString(u.Name) {
+			return nil, fmt.Errorf("gateway: upstream name %q is not a letter or digit followed by up to 63 letters, digits, '_', '.' or '-'", u.Name)
+		}
+		if _, dup := g.ups[u.Name]; dup {
+			return nil, fmt.Errorf("gateway: upstream %q is defined twice", u.Name)
+		}
+		g.ups[u.Name] = newUpstream(u, cfg.Logger)
+		g.upOrder = append(g.upOrder, u.Name)
+	}
+	for name := range cfg.Imports {
+		if _, ok := g.ups[name]; !ok {
+			return nil, fmt.Errorf("gateway: --import %s: no upstream is named %q", name, name)
+		}
+	}
+	rt, err := routes(cfg.Registry, g.upOrder)
+	if err != nil {
+		return nil, err
+	}
+	gctx, cancel := context.WithCancel(context.Background())
+	g.cancel = cancel
+	for _, name := range g.upOrder {
+		u := g.ups[name]
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			u.supervise(gctx)
+		}()
+	}
+	listed := map[string]map[string]*mcp.Tool{}
+	deadline := time.NewTimer(cfg.StartTimeout)
+	defer deadline.Stop()
+	for _, name := range g.upOrder {
+		select {
+		case <-g.ups[name].listed:
+			listed[name] = g.ups[name].snapshot()
+		case <-deadline.C:
+			g.log.Warn("upstream did not list its tools in time; its tools keep the registry's schemas", "upstream", name)
+		case <-ctx.Done():
+			g.Close()
+			return nil, ctx.Err()
+		}
+	}
+	reg, rt, err := effectiveRegistry(cfg.Registry, rt, listed, cfg.Imports)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.routes = rt
+	eng, err := engine.New(ctx, append(slices.Clone(cfg.EngineOptions), engine.Registry(reg))...)
+	if err != nil {
+		g.Close()
+		return nil, err
+	}
+	g.eng = eng
+	return g, nil
+}
+
+// Close stops the upstreams and waits for them.
+func (g *Gateway) Close() error {
+	g.cancel()
+	g.wg.Wait()
+	return nil
+}
+
+// Engine returns the engine the gateway decides with (its registry is the
+// effective one).
+func (g *Gateway) Engine() *engine.Engine { return g.eng }
+
+// Health is what /health answers.
+type Health struct {
+	Status    string           `json:"status"`
+	Upstreams []UpstreamHealth `json:"upstreams"`
+	Sessions  int              `json:"sessions"`
+}
+
+// Health reports each upstream's state; Status is "ok" when every
+// upstream is up, else "degraded".
+func (g *Gateway) Health() Health {
+	h := Health{Status: "ok", Upstreams: []UpstreamHealth{}}
+	for _, name := range g.upOrder {
+		uh := g.ups[name].health()
+		if uh.State != StateUp {
+			h.Status = "degraded"
+		}
+		h.Upstreams = append(h.Upstreams, uh)
+	}
+	g.mu.Lock()
+	h.Sessions = len(g.sessions)
+	g.mu.Unlock()
+	return h
+}
+
+// The principal of requests that carry no token, when no token file is
+// configured, and of stdio.
+const (
+	anonymous      = "anonymous"
+	stdioPrincipal = "stdio"
+)
+
+// maxHandle bounds a session handle sent in _meta.
+const maxHandle = 256
+
+// metaHandle is the session handle a stateless request sends in _meta.
+const metaHandle = "policycheck/session"
+
+func validHandle(h string) bool {
+	return h != "" && len(h) <= maxHandle && utf8.ValidString(h) && !containsFunc(h, func(r rune) bool { return !unicode.IsPrint(r) })
+}
+
+func containsFunc(s string, f func(rune) bool) bool {
+	for _, r := range s {
+		if f(r) {
+			return true
+		}
+	}
+	return false
+}
+
+// errTooManySessions refuses a new session when MaxSessions are held and
+// none is idle past SessionTTL.
+var errTooManySessions = errors.New("the gateway holds as many sessions as it may; try again later")
+
+// sessionFor returns the session of (principal, handle), creating it.
+func (g *Gateway) sessionFor(p Principal, handle string) (*session, error) {
+	key := p.Name + "\x00" + handle
+	now := time.Now()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if s, ok := g.sessions[key]; ok {
+		return s, nil
+	}
+	if len(g.sessions) >= g.cfg.MaxSessions {
+		for k, s := range g.sessions {
+			if s.mu.TryLock() {
+				idle := now.Sub(s.lastUsed) > g.cfg.SessionTTL
+				s.mu.Unlock()
+				if idle {
+					delete(g.sessions, k)
+					delete(g.byID, s.id)
+				}
+			}
+		}
+		if len(g.sessions) >= g.cfg.MaxSessions {
+			return nil, errTooManySessions
+		}
+	}
+	s := &session{id: newSessionID(), principal: p.Name, ctxDoc: p.Context, run: g.eng.NewRun(), lastUsed: now}
+	g.sessions[key] = s
+	g.byID[s.id] = s
+	g.metrics.sessions.Add(1)
+	return s, nil
+}
+
+// History returns a session's history as pydantic-ai JSON; ok is false
+// for an unknown id.
+func (g *Gateway) History(id string) (history []byte, ok bool) {
+	g.mu.Lock()
+	s, ok := g.byID[id]
+	g.mu.Unlock()
+	if !ok {
+		return nil, false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return historyJSON(s.msgs), true
+}
+
+// logDecision writes the decision-log line of a call.
+func (g *Gateway) logDecision(s *session, d *engine.Decision, c *engine.CallVerdict, took time.Duration) {
+	if g.cfg.DecisionLog == nil {
+		return
+	}
+	raw, err := d.MarshalJSON()
+	if err != nil {
+		g.log.Error("decision log", "error", err)
+		return
+	}
+	line, err := json.Marshal(struct {
+		Time      string          `json:"time"`
+		Session   string          `json:"session"`
+		Principal string          `json:"principal"`
+		Call      string          `json:"tool_call_id"`
+		Tool      string          `json:"tool"`
+		Verdict   string          `json:"verdict"`
+		Micros    int64           `json:"decision_us"`
+		Decision  json.RawMessage `json:"decision"`
+	}{timestamp(time.Now()), s.id, s.principal, deref(c.ToolCallID), c.Tool, c.Verdict, took.Microseconds(), raw})
+	if err != nil {
+		g.log.Error("decision log", "error", err)
+		return
+	}
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	_, _ = g.cfg.DecisionLog.Write(append(line, '\n'))
+}
+
+func deref(p *string) string {
+	if p == nil {
+		return ""
+	}
+	return *p
+}
+
+// listTools answers tools/list: what the policy advertises to this
+// session, each upstream tool as its upstream lists it now (under its
+// registry name), the meta-tools as the gateway defines them.
+func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResult, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastUsed = time.Now()
+	d, err := s.listDecision(ctx, g)
+	if err != nil {
+		g.metrics.decideErrors.Add(1)
+		g.log.Error("a listing could not be decided", "session", s.id, "error", err)
+		return nil, errors.New("the tool list could not be decided")
+	}
+	g.metrics.lists.Add(1)
+	reg := g.eng.Registry()
+	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, 0, len(d.Advertised))}
+	res.Cacheable = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
+	for _, name := range d.Advertised {
+		switch name {
+		case facts.SearchTool:
+			res.Tools = append(res.Tools, searchToolDef())
+			continue
+		case facts.LoadCapabilityTool:
+			res.Tools = append(res.Tools, loadToolDef(reg))
+			continue
+		}
+		t, ok := g.toolDef(reg, name)
+		if ok {
+			res.Tools = append(res.Tools, t)
+		}
+	}
+	return res, nil
+}
+
+// toolDef is a registry tool's definition as listed: its upstream's,
+// renamed, with the registry's description and schema where it gives
+// them. A tool its upstream does not list now is left out.
+func (g *Gateway) toolDef(reg *facts.Registry, name string) (*mcp.Tool, bool) {
+	rt, ok := g.routes[name]
+	if !ok {
+		return nil, false
+	}
+	up, ok := g.ups[rt.upstream].tool(rt.tool)
+	if !ok {
+		return nil, false
+	}
+	t := *up
+	t.Name = name
+	// The registry's (effective) schema is the one calls are held to.
+	if rt, _ := reg.Tool(name); rt.ParametersJSONSchema != nil {
+		t.InputSchema = json.RawMessage(rt.ParametersJSONSchema)
+	}
+	if rt, _ := reg.Tool(name); rt.Description != "" {
+		t.Description = rt.Description
+	}
+	if t.InputSchema == nil {
+		t.InputSchema = json.RawMessage(`{"type":"object"}`)
+	}
+	return &t, true
+}
+
+// SessionIDs returns the ids of the sessions held, sorted.
+func (g *Gateway) SessionIDs() []string {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	out := make([]string, 0, len(g.byID))
+	for id := range g.byID {
+		out = append(out, id)
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,76 @@
+package gateway
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// metrics are the gateway's counters, served at /metrics in Prometheus'
+// text format.
+type metrics struct {
+	lists                 atomic.Int64
+	sessions              atomic.Int64
+	decideErrors          atomic.Int64
+	upstreamErrors        atomic.Int64
+	refusedBatches        atomic.Int64
+	refusedBeforeDecision atomic.Int64
+	callNanos             atomic.Int64
+	callCount             atomic.Int64
+
+	mu       sync.Mutex
+	verdicts map[string]int64
+}
+
+func (m *metrics) verdict(v string) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if m.verdicts == nil {
+		m.verdicts = map[string]int64{}
+	}
+	m.verdicts[v]++
+}
+
+func (m *metrics) observe(d time.Duration) {
+	m.callNanos.Add(int64(d))
+	m.callCount.Add(1)
+}
+
+func (g *Gateway) writeMetrics(w io.Writer) {
+	m := &g.metrics
+	p := func(name, help, typ string, v any) {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s %s\n%s %v\n", name, help, name, typ, name, v)
+	}
+	m.mu.Lock()
+	names := make([]string, 0, len(m.verdicts))
+	for v := range m.verdicts {
+		names = append(names, v)
+	}
+	sort.Strings(names)
+	fmt.Fprintf(w, "# HELP policycheck_gateway_calls_total Calls decided, by verdict.\n# TYPE policycheck_gateway_calls_total counter\n")
+	for _, v := range names {
+		fmt.Fprintf(w, "policycheck_gateway_calls_total{verdict=%q} %d\n", v, m.verdicts[v])
+	}
+	m.mu.Unlock()
+	p("policycheck_gateway_call_seconds_sum", "Time spent on calls (decision and forwarding).", "counter", float64(m.callNanos.Load())/1e9)
+	p("policycheck_gateway_call_seconds_count", "Calls timed.", "counter", m.callCount.Load())
+	p("policycheck_gateway_lists_total", "tools/list requests answered.", "counter", m.lists.Load())
+	p("policycheck_gateway_sessions_total", "Sessions started.", "counter", m.sessions.Load())
+	p("policycheck_gateway_decide_errors_total", "Calls and listings that could not be decided (answered closed).", "counter", m.decideErrors.Load())
+	p("policycheck_gateway_upstream_errors_total", "Forwarded calls that failed at their upstream.", "counter", m.upstreamErrors.Load())
+	p("policycheck_gateway_batches_refused_total", "Batched JSON-RPC requests refused.", "counter", m.refusedBatches.Load())
+	p("policycheck_gateway_calls_refused_unread_total", "Calls refused before a decision (arguments not an object, name too long).", "counter", m.refusedBeforeDecision.Load())
+	fmt.Fprintf(w, "# HELP policycheck_gateway_upstream_up Whether each upstream is connected.\n# TYPE policycheck_gateway_upstream_up gauge\n")
+	for _, name := range g.upOrder {
+		h := g.ups[name].health()
+		up := 0
+		if h.State == StateUp {
+			up = 1
+		}
+		fmt.Fprintf(w, "policycheck_gateway_upstream_up{upstream=%q} %d\n", name, up)
+		fmt.Fprintf(w, "policycheck_gateway_upstream_restarts{upstream=%q} %d\n", name, h.Restarts)
+	}
+}

@@ -1,0 +1,287 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"strings"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/policycheck/policycheck/internal/wire"
+)
+
+// version is the gateway's MCP implementation version.
+const version = "1"
+
+// listChangedProbe is the tool added and removed at once to make the SDK
+// send notifications/tools/list_changed to one client: the gateway's
+// listing never shows it.
+const listChangedProbe = "policycheck_list_changed"
+
+// newServer is the MCP server of one client connection (one per stateful
+// session, one per stateless request, one for stdio): tools/list and
+// tools/call are the gateway's; it offers no other feature.
+func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *mcp.Server {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "policycheck-gateway", Version: version}, &mcp.ServerOptions{
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+	})
+	notify := func() {
+		srv.AddTool(&mcp.Tool{Name: listChangedProbe, InputSchema: json.RawMessage(`{"type":"object"}`)},
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return nil, errors.New("not a tool")
+			})
+		srv.RemoveTools(listChangedProbe)
+	}
+	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			switch method {
+			case "tools/list":
+				lr, ok := req.(*mcp.ListToolsRequest)
+				if !ok {
+					return nil, errors.New("tools/list: unexpected request")
+				}
+				var meta mcp.Meta
+				if lr.Params != nil {
+					meta = lr.Params.Meta
+				}
+				s, err := g.sessionOf(req, meta, principalOf)
+				if err != nil {
+					return nil, err
+				}
+				return g.listTools(ctx, s)
+			case "tools/call":
+				cr, ok := req.(*mcp.CallToolRequest)
+				if !ok || cr.Params == nil {
+					return nil, errors.New("tools/call: unexpected request")
+				}
+				s, err := g.sessionOf(req, cr.Params.Meta, principalOf)
+				if err != nil {
+					return nil, err
+				}
+				env := callEnv{meta: cr.Params.Meta, notify: notify,
+					requestState: cr.Params.RequestState, inputResponses: cr.Params.InputResponses}
+				if caps := cr.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
+					if cr.ProtocolVersion() >= "2026-07-28" {
+						env.inputRequired = true
+					} else if cr.Session != nil {
+						env.elicit = cr.Session.Elicit
+					}
+				}
+				return g.call(ctx, s, cr.Params.Name, cr.Params.Arguments, env), nil
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return srv
+}
+
+// sessionOf finds the session a request belongs to: (principal,
+// Mcp-Session-Id) on a stateful session, (principal, the handle in
+// _meta "policycheck/session") on a stateless request, else the principal
+// alone. A principal never reaches another's session: the principal is
+// part of the key whatever the handle says.
+func (g *Gateway) sessionOf(req mcp.Request, meta mcp.Meta, principalOf func(mcp.Request) (Principal, error)) (*session, error) {
+	p, err := principalOf(req)
+	if err != nil {
+		return nil, err
+	}
+	handle := "principal"
+	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
+		handle = "mcp-session-id:" + ss.ID()
+	} else if h, ok := meta[metaHandle].(string); ok {
+		if !validHandle(h) {
+			return nil, fmt.Errorf("_meta %q must be 1 to %d bytes of printable UTF-8", metaHandle, maxHandle)
+		}
+		handle = "meta:" + h
+	}
+	return g.sessionFor(p, handle)
+}
+
+// principalHTTP is the principal of a request that came over HTTP: the
+// bearer token's, or anonymous without a token file.
+func (g *Gateway) principalHTTP(req mcp.Request) (Principal, error) {
+	if g.cfg.Principals == nil {
+		return Principal{Name: anonymous}, nil
+	}
+	ti := req.GetExtra()
+	if ti == nil || ti.TokenInfo == nil {
+		return Principal{}, errors.New("no principal")
+	}
+	p, ok := ti.TokenInfo.Extra["principal"].(Principal)
+	if !ok {
+		return Principal{}, errors.New("no principal")
+	}
+	return p, nil
+}
+
+// ServeStdio serves one client over stdin and stdout (the principal
+// "stdio", with no context) until the client leaves or ctx ends.
+func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
+	if t == nil {
+		t = &mcp.StdioTransport{}
+	}
+	srv := g.newServer(func(mcp.Request) (Principal, error) { return Principal{Name: stdioPrincipal}, nil })
+	return srv.Run(ctx, t)
+}
+
+// Connect serves one client on transport t as principal p (embedders,
+// tests: mcp.NewInMemoryTransports).
+func (g *Gateway) Connect(ctx context.Context, t mcp.Transport, p Principal) (*mcp.ServerSession, error) {
+	srv := g.newServer(func(mcp.Request) (Principal, error) { return p, nil })
+	return srv.Connect(ctx, t, nil)
+}
+
+// Handler is the gateway's HTTP interface: MCP over streamable HTTP at
+// /mcp (stateful sessions for protocol versions up to 2025-11-25,
+// stateless for 2026-07-28 and later), GET /health, GET /metrics and
+// GET /v1/sessions/{id}/history (operator token).
+func (g *Gateway) Handler() http.Handler {
+	principalOf := g.principalHTTP
+	probe := g.newServer(principalOf)
+	getServer := func(r *http.Request) *mcp.Server {
+		if r.Header.Get("Mcp-Session-Id") != "" {
+			// An existing session keeps its server; this one only
+			// answers the SDK's protocol-version check.
+			return probe
+		}
+		return g.newServer(principalOf)
+	}
+	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		SessionTimeout:      g.cfg.SessionTTL,
+		MaxRequestBodyBytes: g.cfg.MaxBodyBytes,
+	})
+	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
+		Stateless:           true,
+		MaxRequestBodyBytes: g.cfg.MaxBodyBytes,
+	})
+	var mcpH http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if v := r.Header.Get("Mcp-Protocol-Version"); v >= "2026-07-28" {
+			stateless.ServeHTTP(w, r)
+			return
+		}
+		stateful.ServeHTTP(w, r)
+	})
+	mcpH = g.guardBody(mcpH)
+	if g.cfg.Principals != nil {
+		mcpH = auth.RequireBearerToken(g.verifyToken, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(mcpH)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/mcp", mcpH)
+	mux.HandleFunc("GET /health", func(w http.ResponseWriter, _ *http.Request) {
+		h := g.Health()
+		w.Header().Set("Content-Type", "application/json")
+		if h.Status != "ok" {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		_ = json.NewEncoder(w).Encode(h)
+	})
+	mux.HandleFunc("GET /metrics", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+		g.writeMetrics(w)
+	})
+	mux.HandleFunc("GET /v1/sessions/{id}/history", g.handleHistory)
+	return g.guardOrigin(mux)
+}
+
+// verifyToken maps a bearer token to its principal.
+func (g *Gateway) verifyToken(_ context.Context, token string, _ *http.Request) (*auth.TokenInfo, error) {
+	p, ok := g.cfg.Principals.lookup(token)
+	if !ok {
+		return nil, auth.ErrInvalidToken
+	}
+	return &auth.TokenInfo{UserID: p.Name, Extra: map[string]any{"principal": p}}, nil
+}
+
+// handleHistory serves a session's history to an operator token.
+func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
+	if g.cfg.Principals == nil {
+		http.Error(w, "the history needs an operator token, and the gateway has no --token-file", http.StatusForbidden)
+		return
+	}
+	fields := strings.Fields(r.Header.Get("Authorization"))
+	if len(fields) != 2 || !strings.EqualFold(fields[0], "bearer") {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "no bearer token", http.StatusUnauthorized)
+		return
+	}
+	p, ok := g.cfg.Principals.lookup(fields[1])
+	if !ok {
+		w.Header().Set("WWW-Authenticate", "Bearer")
+		http.Error(w, "invalid token", http.StatusUnauthorized)
+		return
+	}
+	if !p.Operator {
+		http.Error(w, "the history needs an operator token", http.StatusForbidden)
+		return
+	}
+	h, ok := g.History(r.PathValue("id"))
+	if !ok {
+		http.Error(w, "no such session", http.StatusNotFound)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_, _ = w.Write(h)
+}
+
+// guardOrigin refuses a request whose Origin is not allowed (DNS
+// rebinding: a browser page reaching a local gateway).
+func (g *Gateway) guardOrigin(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(g.cfg.AllowedOrigins, o) {
+			http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not allowed (--allow-origin)", o), http.StatusForbidden)
+			return
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// guardBody reads a POST's body within MaxBodyBytes and refuses a
+// batched JSON-RPC request and JSON that breaks the depth limit or is not
+// strict JSON, before the SDK reads it.
+func (g *Gateway) guardBody(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodPost || r.Body == nil {
+			next.ServeHTTP(w, r)
+			return
+		}
+		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, g.cfg.MaxBodyBytes))
+		if err != nil {
+			var mbe *http.MaxBytesError
+			if errors.As(err, &mbe) {
+				http.Error(w, fmt.Sprintf("request body exceeds %d bytes", mbe.Limit), http.StatusRequestEntityTooLarge)
+				return
+			}
+			http.Error(w, "reading the body: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		t := bytes.TrimLeft(body, " \t\r\n")
+		if len(t) > 0 && t[0] == '[' {
+			g.metrics.refusedBatches.Add(1)
+			writeRPCError(w, -32600, "batched JSON-RPC requests are refused by this gateway: send one request per message")
+			return
+		}
+		if end, serr := wire.Skip("body", body, 0, g.cfg.MaxDepth); serr != nil {
+			writeRPCError(w, -32700, "the body is not acceptable JSON: "+serr.Msg)
+			return
+		} else if len(bytes.TrimSpace(body[end:])) > 0 {
+			writeRPCError(w, -32700, "the body holds data after its JSON value")
+			return
+		}
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		r.ContentLength = int64(len(body))
+		next.ServeHTTP(w, r)
+	})
+}
+
+func writeRPCError(w http.ResponseWriter, code int, msg string) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusBadRequest)
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+}

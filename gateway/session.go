@@ -1,0 +1,491 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/internal/wire"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// session is one principal's conversation through the gateway: the
+// history the gateway wrote from what it saw, kept as an engine.Run so
+// that each call is decided incrementally (a call never derives the
+// whole session again).
+type session struct {
+	mu        sync.Mutex
+	id        string // public: decision logs, GET /v1/sessions/{id}/history
+	principal string
+	ctxDoc    any
+	run       *engine.Run
+	// msgs are the history's messages as JSON, in order; the last one is
+	// pending when pending is true: a request the run has not been given
+	// yet (it is given with the next call or listing).
+	msgs    [][]byte
+	pending bool
+	seq     int
+	// list is the decision for the next request, while no message came
+	// since.
+	list     *engine.Decision
+	lastUsed time.Time
+	// awaiting is the call waiting for a person's answer, if any.
+	awaiting *awaiting
+}
+
+func newSessionID() string {
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	return "gs_" + hex.EncodeToString(b[:])
+}
+
+// historyLimits bound what a session's messages may hold.
+func (g *Gateway) historyLimits() loader.Limits {
+	return loader.Limits{MaxDepth: g.cfg.MaxDepth}
+}
+
+// step gives the run the pending request (if any) and extra (a response,
+// or nothing), and decides. On an error nothing changes.
+func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...engine.DecideOption) (*engine.StepDecision, error) {
+	var buf []byte
+	buf = append(buf, '[')
+	first := len(s.msgs)
+	if s.pending {
+		first--
+		buf = append(buf, s.msgs[first]...)
+	}
+	if extra != nil {
+		if len(buf) > 1 {
+			buf = append(buf, ',')
+		}
+		buf = append(buf, extra...)
+	}
+	buf = append(buf, ']')
+	msgs, err := loader.DecodeMessages("gateway session "+s.id, buf, s.run.Len(), g.historyLimits())
+	if err != nil {
+		return nil, fmt.Errorf("writing the session's history: %w", err)
+	}
+	opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
+	d, err := s.run.StepWith(ctx, msgs, s.ctxDoc, func(d *engine.Decision) error {
+		if g.cfg.Receipts == nil {
+			return nil
+		}
+		return d.Stamp(g.cfg.Receipts, s.id)
+	}, opts...)
+	if err != nil {
+		return nil, err
+	}
+	s.pending = false
+	if extra != nil {
+		s.msgs = append(s.msgs, extra)
+	}
+	return d, nil
+}
+
+// answer records the request that answers the current call: pending
+// until the next call or listing gives it to the run.
+func (s *session) answer(msg []byte) {
+	s.msgs = append(s.msgs, msg)
+	s.pending = true
+	s.list = nil
+}
+
+// listDecision is the decision for the session's next request.
+func (s *session) listDecision(ctx context.Context, g *Gateway) (*engine.Decision, error) {
+	if s.list != nil && !s.pending {
+		return s.list, nil
+	}
+	sd, err := s.step(ctx, g, nil)
+	if err != nil {
+		return nil, err
+	}
+	s.list = sd.Decision
+	return s.list, nil
+}
+
+// toolError is an isError result carrying msg for the model.
+func toolError(msg string) *mcp.CallToolResult {
+	return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: msg}}}
+}
+
+// callArgs returns the call's arguments as a JSON object: "{}" for none.
+func (g *Gateway) callArgs(raw json.RawMessage) ([]byte, error) {
+	t := bytes.TrimSpace(raw)
+	if len(t) == 0 || bytes.Equal(t, []byte("null")) {
+		return []byte("{}"), nil
+	}
+	if t[0] != '{' {
+		return nil, errors.New("the arguments must be a JSON object")
+	}
+	end, serr := wire.Skip("arguments", t, 0, g.cfg.MaxDepth)
+	if serr != nil {
+		return nil, fmt.Errorf("the arguments: %s", serr.Msg)
+	}
+	if len(bytes.TrimSpace(t[end:])) > 0 {
+		return nil, errors.New("the arguments: data after the JSON object")
+	}
+	return t, nil
+}
+
+// callEnv is what a call brings beside its name and arguments.
+type callEnv struct {
+	meta mcp.Meta
+	// elicit asks the client's person, when the client can be asked
+	// during the call (protocol versions before 2026-07-28).
+	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+	// inputRequired: the client takes input-required results (2026-07-28
+	// multi round-trip requests) and declared elicitation.
+	inputRequired bool
+	// requestState and inputResponses are a retried call's answer to an
+	// input-required result.
+	requestState   string
+	inputResponses mcp.InputResponseMap
+	// notify tells the client that its tool list changed.
+	notify func()
+}
+
+// awaiting is a call of the session that waits for a person's answer
+// through an input-required result: the run's history ends with its
+// response until the client retries it with the answer, or calls
+// something else (then no one approved it).
+type awaiting struct {
+	state string
+	name  string
+	args  []byte
+	id    string
+	ts    string
+	call  pendingCall
+	sd    *engine.StepDecision
+}
+
+// pendingCall is what executing a call needs beside its decision.
+type pendingCall struct {
+	kind      string
+	queries   []string
+	loadID    string
+	metaProbs []facts.ArgsProblem
+}
+
+// noApprovalMessage answers a call left waiting for an approval.
+const noApprovalMessage = "No person approved this call; it was not run."
+
+// call decides and carries out one tools/call of the session.
+func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs json.RawMessage, env callEnv) *mcp.CallToolResult {
+	start := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.lastUsed = start
+	args, err := g.callArgs(rawArgs)
+	if err != nil {
+		g.metrics.refusedBeforeDecision.Add(1)
+		return toolError(err.Error() + ".")
+	}
+	if len(name) > maxToolName {
+		g.metrics.refusedBeforeDecision.Add(1)
+		return toolError(fmt.Sprintf("A tool name is at most %d bytes.", maxToolName))
+	}
+	if env.requestState != "" {
+		return g.resume(ctx, s, name, args, env, start)
+	}
+	if a := s.awaiting; a != nil {
+		s.awaiting = nil
+		s.answer(requestMessage(a.ts, retryPart(nil, a.ts, a.name, noApprovalMessage, a.id)))
+		_ = s.run.ReportFailure(a.name)
+	}
+	reg := g.eng.Registry()
+	var pc pendingCall
+	switch name {
+	case facts.SearchTool:
+		var typed bool
+		pc.queries, typed, pc.metaProbs = searchArgs(args)
+		if typed && len(reg.SearchGatedTools()) > 0 {
+			pc.kind = kindSearch
+		}
+	case facts.LoadCapabilityTool:
+		var typed bool
+		pc.loadID, typed, pc.metaProbs = loadArgs(args)
+		if typed && reg.HasLoadCapability() {
+			pc.kind = kindLoad
+		}
+	}
+	s.seq++
+	id := "gw_" + strconv.Itoa(s.seq)
+	ts := timestamp(start)
+	resp := callMessage(nil, ts, name, args, id, pc.kind)
+	sd, err := s.step(ctx, g, resp)
+	if err != nil {
+		s.seq--
+		g.metrics.decideErrors.Add(1)
+		g.log.Error("a call could not be decided", "session", s.id, "error", err)
+		return toolError("The call could not be decided; it was not run.")
+	}
+	if len(sd.Calls) != 1 {
+		g.metrics.decideErrors.Add(1)
+		return toolError("The call could not be decided; it was not run.")
+	}
+	d, c := sd.Decision, &sd.Calls[0]
+	if c.Verdict == engine.ApprovalRequired {
+		if env.inputRequired && env.elicit == nil {
+			// Ask through an input-required result; the run waits.
+			a := &awaiting{state: newSessionID(), name: name, args: args, id: id, ts: ts, call: pc, sd: sd}
+			s.awaiting = a
+			g.logDecision(s, d, c, time.Since(start))
+			return inputRequired(a.state, approvalQuestion(c))
+		}
+		if env.elicit != nil {
+			c, d = g.approveWith(ctx, s, sd, g.elicitApproval(ctx, s, c, env.elicit))
+		} else if ap := g.signedApproval(s, c, env.meta); ap != nil {
+			c, d = g.approveWith(ctx, s, sd, ap)
+		}
+	}
+	return g.finish(ctx, s, d, c, name, args, id, ts, pc, env, start)
+}
+
+// resume takes a retried call's answer to an input-required result.
+func (g *Gateway) resume(ctx context.Context, s *session, name string, args []byte, env callEnv, start time.Time) *mcp.CallToolResult {
+	a := s.awaiting
+	if a == nil || a.state != env.requestState || a.name != name || !bytes.Equal(a.args, args) {
+		return toolError("This answer is for no call waiting for approval in this session; call the tool again.")
+	}
+	s.awaiting = nil
+	c := &a.sd.Calls[0]
+	var approvals facts.Approvals
+	if r, ok := env.inputResponses["approval"].(*mcp.ElicitResult); ok {
+		approvals = elicited(s, c, r)
+	}
+	d := a.sd.Decision
+	if approvals != nil {
+		c, d = g.approveWith(ctx, s, a.sd, approvals)
+	}
+	return g.finish(ctx, s, d, c, name, args, a.id, a.ts, a.call, env, start)
+}
+
+// inputRequired is a 2026-07-28 input-required result asking question.
+func inputRequired(state string, question *mcp.ElicitParams) *mcp.CallToolResult {
+	var res mcp.CallToolResult
+	// The result type is set by decoding: the SDK keeps it unexported.
+	_ = json.Unmarshal([]byte(`{"content":[],"resultType":"input_required"}`), &res)
+	res.InputRequests = mcp.InputRequestMap{"approval": question}
+	res.RequestState = state
+	return &res
+}
+
+// approvalQuestion is the elicitation that asks for a call's approval.
+func approvalQuestion(c *engine.CallVerdict) *mcp.ElicitParams {
+	args, _ := json.Marshal(c.Args)
+	return &mcp.ElicitParams{
+		Message:         fmt.Sprintf("%s\n\nTool: %s\nArguments: %s\nDigest: %s\n\nAccept to run this call once.", c.Message, c.Tool, args, c.Digest),
+		RequestedSchema: json.RawMessage(`{"type":"object","properties":{}}`),
+	}
+}
+
+// elicited is the approval an elicitation answer gives: an accept
+// approves this one call (its tool_call_id and digest), anything else
+// denies it.
+func elicited(s *session, c *engine.CallVerdict, r *mcp.ElicitResult) facts.Approvals {
+	kind := facts.ToolDenied
+	if r != nil && r.Action == "accept" {
+		kind = facts.ToolApproved
+	}
+	return facts.Approvals{*c.ToolCallID: {Kind: kind, Digest: c.Digest, Approvers: []string{s.principal + " (elicitation)"}}}
+}
+
+// elicitApproval asks the client's person during the call.
+func (g *Gateway) elicitApproval(ctx context.Context, s *session, c *engine.CallVerdict, elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)) facts.Approvals {
+	res, err := elicit(ctx, approvalQuestion(c))
+	if err != nil {
+		g.log.Info("elicitation failed", "session", s.id, "error", err)
+		return nil
+	}
+	return elicited(s, c, res)
+}
+
+// signedApproval is a signed approval the call carries in its _meta
+// ("policycheck/approval"), checked against the approver keys; nil
+// without one or without approver keys.
+func (g *Gateway) signedApproval(s *session, c *engine.CallVerdict, meta mcp.Meta) facts.Approvals {
+	raw, ok := meta["policycheck/approval"]
+	if !ok || g.cfg.Approvals == nil || c.ToolCallID == nil {
+		return nil
+	}
+	b, err := json.Marshal(map[string]any{*c.ToolCallID: raw})
+	if err != nil {
+		return nil
+	}
+	approvals, err := loader.ParseApprovalsMap("_meta", "/policycheck~1approval", b)
+	if err != nil {
+		return nil
+	}
+	return g.cfg.Approvals.Check(approvals, s.id)
+}
+
+// approveWith decides the call again with approvals, as a same-step
+// rebuild of the run.
+func (g *Gateway) approveWith(ctx context.Context, s *session, sd *engine.StepDecision, approvals facts.Approvals) (*engine.CallVerdict, *engine.Decision) {
+	c := &sd.Calls[0]
+	if approvals == nil {
+		return c, sd.Decision
+	}
+	sd2, err := s.step(ctx, g, nil, engine.WithApprovals(approvals))
+	if err != nil || len(sd2.Calls) != 1 {
+		return c, sd.Decision
+	}
+	return &sd2.Calls[0], sd2.Decision
+}
+
+// finish carries out a decided call: a refusal is answered and recorded
+// as a retry prompt; an execute runs a meta-tool or is forwarded.
+func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c *engine.CallVerdict, name string, args []byte, id, ts string, pc pendingCall, env callEnv, start time.Time) *mcp.CallToolResult {
+	g.logDecision(s, d, c, time.Since(start))
+	g.metrics.verdict(c.Verdict)
+	defer func() { g.metrics.observe(time.Since(start)) }()
+	reg := g.eng.Registry()
+
+	if c.Verdict != engine.Execute {
+		msg := c.Message
+		if c.Verdict == engine.ApprovalRequired {
+			msg += fmt.Sprintf(" A person must approve this call (digest %s); this client cannot be asked.", c.Digest)
+		}
+		s.answer(requestMessage(ts, retryPart(nil, ts, name, msg, id)))
+		if c.Verdict != engine.Denied || !d.FailedClosed() {
+			_ = s.run.ReportFailure(name)
+		}
+		return toolError(msg)
+	}
+
+	switch {
+	case name == facts.SearchTool && pc.kind == kindSearch && pc.metaProbs == nil:
+		names, ok := search(pc.queries, searchCorpus(reg, d), d.Facts.Discovered)
+		if !ok {
+			return g.retry(s, ts, name, id, emptyQueryMessage)
+		}
+		content := searchContent(names)
+		s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, kindSearch, "success", c.Receipt)))
+		s.run.ReportSuccess(name)
+		if len(names) > 0 && env.notify != nil {
+			env.notify()
+		}
+		return metaResult(content)
+	case name == facts.LoadCapabilityTool && pc.kind == kindLoad:
+		retryMsg, content, added := loadOutcome(reg, d, pc.loadID)
+		if retryMsg != "" {
+			return g.retry(s, ts, name, id, retryMsg)
+		}
+		parts := [][]byte{returnPart(nil, ts, name, content, id, kindLoad, "success", c.Receipt)}
+		if len(added) > 0 {
+			parts = append(parts, deltaPart(nil, added, id))
+		}
+		s.answer(requestMessage(ts, parts...))
+		s.run.ReportSuccess(name)
+		if env.notify != nil {
+			env.notify()
+		}
+		return metaResult(content)
+	case name == facts.SearchTool || name == facts.LoadCapabilityTool:
+		probs := pc.metaProbs
+		if probs == nil {
+			probs = []facts.ArgsProblem{{Pointer: "", Reason: "the arguments do not have the tool's shape"}}
+		}
+		return g.retry(s, ts, name, id, engine.InvalidArgsMessage(probs, 0))
+	}
+	return g.forward(ctx, s, c, name, args, id, ts)
+}
+
+// maxToolName bounds a called name.
+const maxToolName = 1024
+
+// retry answers the call with a retry prompt: an argument-validation
+// retry or a refused meta-tool call, charged as pydantic-ai charges it.
+func (g *Gateway) retry(s *session, ts, name, id, msg string) *mcp.CallToolResult {
+	s.answer(requestMessage(ts, retryPart(nil, ts, name, msg, id)))
+	_ = s.run.ReportFailure(name)
+	return toolError(msg)
+}
+
+func metaResult(content []byte) *mcp.CallToolResult {
+	var structured any
+	_ = json.Unmarshal(content, &structured)
+	return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: string(content)}}, StructuredContent: structured}
+}
+
+// forward sends an executed call to its upstream and records the result.
+func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict, name string, args []byte, id, ts string) *mcp.CallToolResult {
+	rt, ok := g.routes[name]
+	up := g.ups[rt.upstream]
+	if !ok || up == nil {
+		// Only a registry tool executes, and every one has a route.
+		return g.failed(s, ts, name, id, "The tool has no server; it was not run.")
+	}
+	var sendArgs any = json.RawMessage(args)
+	if c.Args != nil {
+		// An approver's override_args.
+		sendArgs = c.Args
+	}
+	p := &mcp.CallToolParams{Name: rt.tool, Arguments: sendArgs}
+	if c.Receipt != "" {
+		p.Meta = mcp.Meta{"policycheck/receipt": c.Receipt}
+	}
+	cctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
+	res, err := up.call(cctx, p)
+	cancel()
+	if err != nil {
+		g.metrics.upstreamErrors.Add(1)
+		msg := fmt.Sprintf("The tool %s failed: %s.", pyQuote(name), upstreamFailure(err))
+		return g.failed(s, ts, name, id, msg)
+	}
+	if res.IsError {
+		// pydantic-ai's MCP client raises ModelRetry with the error text.
+		text := resultText(res)
+		s.answer(requestMessage(ts, retryPart(nil, ts, name, text, id)))
+		_ = s.run.ReportFailure(name)
+		return res
+	}
+	content, err := resultContent(res)
+	if err == nil && int64(len(content)) > g.cfg.MaxResultBytes {
+		err = fmt.Errorf("its result is larger than %d bytes", g.cfg.MaxResultBytes)
+	}
+	if err == nil {
+		if _, serr := wire.Skip("result", content, 0, g.cfg.MaxDepth); serr != nil {
+			err = fmt.Errorf("its result cannot be kept: %s", serr.Msg)
+		}
+	}
+	if err != nil {
+		g.metrics.upstreamErrors.Add(1)
+		return g.failed(s, ts, name, id, fmt.Sprintf("The tool %s failed: %s.", pyQuote(name), err))
+	}
+	s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, "", "success", c.Receipt)))
+	s.run.ReportSuccess(name)
+	return res
+}
+
+// failed records an executed call that did not complete (its upstream
+// is down, crashed, timed out or answered what cannot be kept): a
+// tool-return with outcome failed, not charged (spec X8).
+func (g *Gateway) failed(s *session, ts, name, id, msg string) *mcp.CallToolResult {
+	content, _ := json.Marshal(msg)
+	s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, "", "failed", "")))
+	return toolError(msg)
+}
+
+func upstreamFailure(err error) string {
+	switch {
+	case errors.Is(err, errUnavailable):
+		return err.Error()
+	case errors.Is(err, context.DeadlineExceeded):
+		return "its server did not answer in time"
+	case errors.Is(err, mcp.ErrConnectionClosed):
+		return "its server stopped while running it"
+	}
+	return "its server failed while running it"
+}
