@@ -73,9 +73,9 @@ func sessionScript(url, root string) mcpinterop.Script {
 			stepBeforeSearch: {Connection: "alice", Op: "call", Name: "read_graph"},
 			stepBeforeLoad: {Connection: "alice", Op: "call", Name: "create_entities", Arguments: map[string]any{"entities": []any{
 				map[string]any{"name": "early", "entityType": "component", "observations": []any{"before the load"}}}}},
-			stepSearch:       {Connection: "alice", Op: "call", Name: "search_tools", Arguments: map[string]any{"queries": []any{"knowledge graph"}}},
-			stepRevealed:     {Connection: "alice", Op: "call", Name: "read_graph"},
-			stepListAgain:    {Connection: "alice", Op: "list"},
+			stepSearch:    {Connection: "alice", Op: "call", Name: "search_tools", Arguments: map[string]any{"queries": []any{"knowledge graph"}}},
+			stepRevealed:  {Connection: "alice", Op: "call", Name: "read_graph"},
+			stepListAgain: {Connection: "alice", Op: "list"},
 			stepDenied: {Connection: "alice", Op: "call", Name: "move_file", Arguments: map[string]any{
 				"source": filepath.Join(root, "a.txt"), "destination": filepath.Join(root, "b.txt")}},
 			stepApproved: {Connection: "alice", Op: "call", Name: "write_file", Arguments: map[string]any{
