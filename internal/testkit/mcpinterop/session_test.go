@@ -275,3 +275,60 @@ func checkSession(t *testing.T, client client, res []mcpinterop.StepResult, root
 	assertExecuted(t, res[stepEcho], "bob's echo")
 	assert.Contains(t, res[stepEcho].Result.Text(), "bob was here")
 }
+
+// TestGatewayOverStdio: a desktop client runs `policycheck gateway
+// --stdio` as its MCP server's command. Both SDKs' clients, over stdio,
+// list (hidden and deferred tools absent, the meta-tools present), are
+// refused a hidden tool, search, call the revealed tool on the upstream,
+// and have a call approved by elicitation.
+func TestGatewayOverStdio(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs the gateway in front of the npm reference servers")
+	}
+	deps := mcpinterop.Deps(t)
+	bin := policycheckBin(t)
+	here := mcpinterop.Here()
+	for _, client := range []client{clients[0], clients[len(clients)-1]} {
+		t.Run(client.name, func(t *testing.T) {
+			root := t.TempDir()
+			memoryFile := filepath.Join(t.TempDir(), "memory.jsonl")
+			command := []string{bin, "gateway", "--stdio",
+				"--registry", filepath.Join(here, "testdata", "session", "registry.yaml"),
+				"--policy", filepath.Join(here, "testdata", "session", "policy"),
+				upstreamFlag("everything", mcpinterop.Upstream(deps, "everything")),
+				upstreamFlag("files", mcpinterop.Upstream(deps, "filesystem", root)),
+				upstreamFlag("memory", append([]string{"/usr/bin/env", "MEMORY_FILE_PATH=" + memoryFile}, mcpinterop.Upstream(deps, "memory")...)),
+			}
+			script := mcpinterop.Script{
+				Connections: map[string]mcpinterop.Connection{"desktop": {Command: command, Elicit: "accept"}},
+				Steps: []mcpinterop.Step{
+					{Connection: "desktop", Op: "list"},
+					{Connection: "desktop", Op: "call", Name: "get-env"},
+					{Connection: "desktop", Op: "call", Name: "search_tools", Arguments: map[string]any{"queries": []any{"knowledge graph"}}},
+					{Connection: "desktop", Op: "call", Name: "read_graph"},
+					{Connection: "desktop", Op: "call", Name: "write_file", Arguments: map[string]any{
+						"path": filepath.Join(root, "desktop.txt"), "content": "approved on the desktop"}},
+				},
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			defer cancel()
+			res, err := client.run(ctx, deps, script)
+			require.NoError(t, err)
+			require.Len(t, res, len(script.Steps))
+			require.Empty(t, res[0].Error)
+			assert.Subset(t, res[0].Names(), []string{"echo", "write_file", "search_tools", "load_capability"})
+			for _, name := range append(slices.Clone(hiddenTools), "read_graph", "create_entities") {
+				assert.NotContains(t, res[0].Names(), name, "the list")
+			}
+			assertRefusedQuietly(t, res[1], "the hidden get-env", hiddenTools[1:]...)
+			assertExecuted(t, res[2], "search_tools")
+			assert.Contains(t, res[2].Result.Text(), "read_graph")
+			assertExecuted(t, res[3], "read_graph after the search")
+			assertExecuted(t, res[4], "write_file approved by elicitation")
+			assert.Len(t, res[4].Elicitations, 1)
+			written, err := os.ReadFile(filepath.Join(root, "desktop.txt"))
+			require.NoError(t, err)
+			assert.Equal(t, "approved on the desktop", string(written))
+		})
+	}
+}
