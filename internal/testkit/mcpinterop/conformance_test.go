@@ -114,15 +114,23 @@ func cell(r mcpinterop.ScenarioResult, ok bool) string {
 	return fmt.Sprintf("**fail** (%d of %d): %s", r.Failed, r.Passed+r.Failed, msg)
 }
 
-// conformanceTable is the markdown table of both runs, one row per
-// scenario either ran.
-func conformanceTable(alone, through map[string]mcpinterop.ScenarioResult) string {
+// run is one run of the suite: the table's column head and the results.
+type run struct {
+	head string
+	res  map[string]mcpinterop.ScenarioResult
+}
+
+// tableHead begins the conformance table's header row.
+const tableHead = "| scenario | upstream alone |"
+
+// conformanceTable is the markdown table of the runs, one column each,
+// one row per scenario any ran.
+func conformanceTable(runs ...run) string {
 	names := map[string]bool{}
-	for n := range alone {
-		names[n] = true
-	}
-	for n := range through {
-		names[n] = true
+	for _, r := range runs {
+		for n := range r.res {
+			names[n] = true
+		}
 	}
 	var sorted []string
 	for n := range names {
@@ -130,27 +138,35 @@ func conformanceTable(alone, through map[string]mcpinterop.ScenarioResult) strin
 	}
 	sort.Strings(sorted)
 	var b strings.Builder
-	b.WriteString("| scenario | upstream alone | through the gateway |\n| --- | --- | --- |\n")
-	passedAlone, passedThrough := 0, 0
-	for _, n := range sorted {
-		a, aok := alone[n]
-		g, gok := through[n]
-		if aok && a.OK() {
-			passedAlone++
-		}
-		if gok && g.OK() {
-			passedThrough++
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | %s |\n", n, cell(a, aok), cell(g, gok))
+	b.WriteString("| scenario |")
+	for _, r := range runs {
+		b.WriteString(" " + r.head + " |")
 	}
-	fmt.Fprintf(&b, "| **scenarios passed** | **%d of %d** | **%d of %d** |\n", passedAlone, len(sorted), passedThrough, len(sorted))
+	b.WriteString("\n| --- |" + strings.Repeat(" --- |", len(runs)) + "\n")
+	passed := make([]int, len(runs))
+	for _, n := range sorted {
+		fmt.Fprintf(&b, "| `%s` |", n)
+		for i, r := range runs {
+			res, ok := r.res[n]
+			if ok && res.OK() {
+				passed[i]++
+			}
+			b.WriteString(" " + cell(res, ok) + " |")
+		}
+		b.WriteString("\n")
+	}
+	b.WriteString("| **scenarios passed** |")
+	for _, p := range passed {
+		fmt.Fprintf(&b, " **%d of %d** |", p, len(sorted))
+	}
+	b.WriteString("\n")
 	return b.String()
 }
 
 // docTable is the conformance table in docs/gateway-interop.md: the lines
 // from its header row to the first line that is not a table row.
 func docTable(doc string) (start, end int, ok bool) {
-	start = strings.Index(doc, "| scenario | upstream alone | through the gateway |")
+	start = strings.Index(doc, tableHead)
 	if start < 0 {
 		return 0, 0, false
 	}
@@ -167,8 +183,9 @@ func docTable(doc string) (start, end int, ok bool) {
 
 // TestConformanceThroughGateway: the conformance suite's server scenarios
 // run against the Go SDK's everything-server alone and through
-// `policycheck gateway` in front of it (over stdio, the allow-all
-// registry testdata/conformance/registry.yaml, no token file). The
+// `policycheck gateway` in front of it (the allow-all registry
+// testdata/conformance/registry.yaml, no token file), once with the
+// upstream run over stdio and once reached over streamable HTTP. The
 // gateway passes every scenario the upstream passes alone, but for the
 // known gaps testdata/conformance/gateway-gaps.txt lists with why (the
 // test fails on a failure not listed, and on a listed scenario that
@@ -181,15 +198,21 @@ func TestConformanceThroughGateway(t *testing.T) {
 	deps := mcpinterop.Deps(t)
 	server := mcpinterop.BuildEverythingServer(t)
 	alone := runConformance(t, deps, startEverythingServer(t, server))
-	gw := startGateway(t, policycheckBin(t),
-		"--registry", filepath.Join(mcpinterop.Here(), "testdata", "conformance", "registry.yaml"),
-		upstreamFlag("everything", []string{server}),
-	)
+	registry := filepath.Join(mcpinterop.Here(), "testdata", "conformance", "registry.yaml")
 	// The suite's dns-rebinding scenario sends Host and Origin headers of
 	// localhost with the URL's port: the URL names localhost.
-	through := runConformance(t, deps, strings.Replace(gw.URL, "127.0.0.1", "localhost", 1))
-
-	table := conformanceTable(alone, through)
+	throughStdio := runConformance(t, deps, strings.Replace(startGateway(t, policycheckBin(t),
+		"--registry", registry, upstreamFlag("everything", []string{server}),
+	).URL, "127.0.0.1", "localhost", 1))
+	throughHTTP := runConformance(t, deps, strings.Replace(startGateway(t, policycheckBin(t),
+		"--registry", registry, "--upstream", "everything="+startEverythingServer(t, server),
+	).URL, "127.0.0.1", "localhost", 1))
+	runs := []run{
+		{"upstream alone", alone},
+		{"through the gateway, upstream over stdio", throughStdio},
+		{"through the gateway, upstream over HTTP", throughHTTP},
+	}
+	table := conformanceTable(runs...)
 	raw, err := os.ReadFile(interopDoc())
 	require.NoError(t, err)
 	doc := string(raw)
@@ -203,22 +226,24 @@ func TestConformanceThroughGateway(t *testing.T) {
 			"go test ./internal/testkit/mcpinterop -run TestConformanceThroughGateway -update")
 	}
 	gaps := gatewayGaps(t)
-	for _, name := range scenarios(alone) {
-		a := alone[name]
-		if !a.OK() {
-			continue
-		}
-		g, ran := through[name]
-		_, known := gaps[name]
-		switch {
-		case !ran:
-			t.Errorf("%s: the upstream alone passes (%d checks), through the gateway it did not run", name, a.Passed)
-		case !g.OK() && !known:
-			t.Errorf("%s: the upstream alone passes (%d checks), through the gateway it fails: %v", name, a.Passed, g.Failures)
-		case !g.OK():
-			t.Logf("%s: a known gap of the gateway (testdata/conformance/gateway-gaps.txt): %v", name, g.Failures)
-		case known:
-			t.Errorf("%s passes through the gateway now: take it out of testdata/conformance/gateway-gaps.txt", name)
+	for _, through := range runs[1:] {
+		for _, name := range scenarios(alone) {
+			a := alone[name]
+			if !a.OK() {
+				continue
+			}
+			g, ran := through.res[name]
+			_, known := gaps[name]
+			switch {
+			case !ran:
+				t.Errorf("%s: the upstream alone passes (%d checks), %s it did not run", name, a.Passed, through.head)
+			case !g.OK() && !known:
+				t.Errorf("%s: the upstream alone passes (%d checks), %s it fails: %v", name, a.Passed, through.head, g.Failures)
+			case !g.OK():
+				t.Logf("%s: a known gap of the gateway (testdata/conformance/gateway-gaps.txt), %s: %v", name, through.head, g.Failures)
+			case known:
+				t.Errorf("%s passes %s now: take it out of testdata/conformance/gateway-gaps.txt", name, through.head)
+			}
 		}
 	}
 	for name := range gaps {
