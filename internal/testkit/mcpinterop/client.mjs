@@ -64,7 +64,7 @@ async function connect(name) {
 		});
 	}
 	await client.connect(transport);
-	conns[name] = { client, seen, transport };
+	conns[name] = { client, seen, transport, meta: spec.meta };
 	return conns[name];
 }
 
@@ -72,14 +72,14 @@ const results = [];
 for (const step of script.steps) {
 	const out = { connection: step.connection, op: step.op };
 	try {
-		const { client, seen, transport } = await connect(step.connection);
+		const { client, seen, transport, meta } = await connect(step.connection);
 		if (transport.protocolVersion) out.protocol = transport.protocolVersion;
 		if (step.op === "list") {
-			const r = await client.listTools();
+			const r = await client.listTools(meta ? { _meta: meta } : undefined);
 			out.tools = r.tools.map((t) => ({ name: t.name, description: t.description ?? "" }));
 		} else if (step.op === "call") {
 			out.name = step.name;
-			const r = await client.callTool({ name: step.name, arguments: step.arguments ?? {} });
+			const r = await client.callTool({ name: step.name, arguments: step.arguments ?? {}, ...(meta ? { _meta: meta } : {}) });
 			out.result = { content: r.content ?? [], isError: r.isError === true, structuredContent: r.structuredContent ?? null };
 		} else {
 			throw new Error(`unknown op ${step.op}`);

@@ -22,6 +22,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"os/exec"
@@ -146,6 +147,9 @@ type Connection struct {
 	Env           map[string]string `json:"env,omitempty"`
 	Elicit        string            `json:"elicit,omitempty"`
 	ElicitContent map[string]any    `json:"elicitContent,omitempty"`
+	// Meta is the _meta every list and call request carries (a session
+	// handle, say).
+	Meta map[string]any `json:"meta,omitempty"`
 }
 
 // Step is one request on a connection: "list" (tools/list) or "call"
@@ -232,7 +236,10 @@ func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
 
 // goConn is a Go SDK client session and what reached it.
 type goConn struct {
-	session      *mcp.ClientSession
+	session *mcp.ClientSession
+	// meta is the connection's _meta; each request gets a copy, which the
+	// SDK adds its own keys to (the protocol version on 2026-07-28).
+	meta         mcp.Meta
 	mu           sync.Mutex
 	elicitations []Elicitation
 	listChanged  int
@@ -256,7 +263,7 @@ func RunGo(ctx context.Context, script Script) ([]StepResult, error) {
 		if !ok {
 			return nil, fmt.Errorf("the script names no connection %s", name)
 		}
-		c := &goConn{}
+		c := &goConn{meta: spec.Meta}
 		opts := &mcp.ClientOptions{
 			ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) {
 				c.mu.Lock()
@@ -318,7 +325,7 @@ func RunGo(ctx context.Context, script Script) ([]StepResult, error) {
 		out.Protocol = c.session.InitializeResult().ProtocolVersion
 		switch step.Op {
 		case "list":
-			r, err := c.session.ListTools(ctx, &mcp.ListToolsParams{})
+			r, err := c.session.ListTools(ctx, &mcp.ListToolsParams{Meta: maps.Clone(c.meta)})
 			if err != nil {
 				out.Error = err.Error()
 				break
@@ -332,7 +339,7 @@ func RunGo(ctx context.Context, script Script) ([]StepResult, error) {
 			if args == nil {
 				args = map[string]any{}
 			}
-			r, err := c.session.CallTool(ctx, &mcp.CallToolParams{Name: step.Name, Arguments: args})
+			r, err := c.session.CallTool(ctx, &mcp.CallToolParams{Meta: maps.Clone(c.meta), Name: step.Name, Arguments: args})
 			if err != nil {
 				out.Error = err.Error()
 				break

@@ -48,6 +48,11 @@ const (
 	stepEcho
 )
 
+// sharedHandle is the session handle alice and bob both send in _meta:
+// on 2026-07-28, which has no Mcp-Session-Id, it names the session; the
+// principal still keeps their sessions apart.
+var sharedHandle = map[string]any{"policycheck/session": "the-same-handle"}
+
 // sessionScript is the scripted session of issue 45 item 8, against the
 // gateway at url, with files under root: alice lists (hidden tools
 // absent, meta-tools present), calls a hidden tool (refused exactly as a
@@ -58,13 +63,14 @@ const (
 // operator's rule, has a call approved by elicitation (the client
 // accepts), has the same call refused on a connection that cannot be
 // asked, loads a capability and calls its tool; then bob, another
-// principal, sees nothing of alice's session.
+// principal, sees nothing of alice's session, though he sends the session
+// handle she sends.
 func sessionScript(url, root string) mcpinterop.Script {
 	return mcpinterop.Script{
 		Connections: map[string]mcpinterop.Connection{
-			"alice":        {URL: url, Token: aliceToken, Elicit: "accept"},
+			"alice":        {URL: url, Token: aliceToken, Elicit: "accept", Meta: sharedHandle},
 			"alice-no-ask": {URL: url, Token: aliceToken},
-			"bob":          {URL: url, Token: bobToken, Elicit: "accept"},
+			"bob":          {URL: url, Token: bobToken, Elicit: "accept", Meta: sharedHandle},
 		},
 		Steps: []mcpinterop.Step{
 			stepList:         {Connection: "alice", Op: "list"},
