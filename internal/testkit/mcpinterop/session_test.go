@@ -2,7 +2,11 @@ package mcpinterop_test
 
 import (
 	"context"
+	"encoding/json"
+	"io"
+	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -17,8 +21,9 @@ import (
 
 // The principals of the scripted session's token file.
 const (
-	aliceToken = "alice-token-0123456789abcdef"
-	bobToken   = "bob-token-0123456789abcdef"
+	aliceToken    = "alice-token-0123456789abcdef"
+	bobToken      = "bob-token-0123456789abcdef"
+	operatorToken = "operator-token-0123456789abcdef"
 )
 
 // hiddenTools are tools the upstreams list that the session's registry
@@ -100,20 +105,28 @@ func sessionScript(url, root string) mcpinterop.Script {
 	}
 }
 
+// sessionRegistry is the scripted session's registry.
+func sessionRegistry() string {
+	return filepath.Join(mcpinterop.Here(), "testdata", "session", "registry.yaml")
+}
+
 // startSessionGateway starts the gateway in front of the three npm
-// reference servers, with the session's registry, policy and token file;
-// files are served under root, the memory server keeps its graph in
-// memoryFile.
-func startSessionGateway(t *testing.T, deps, root, memoryFile string) *gatewayProc {
+// reference servers, with the session's registry, policy and token file
+// (alice, bob, and an operator who may read histories), its decision log
+// written to decisionLog; files are served under root, the memory server
+// keeps its graph in memoryFile.
+func startSessionGateway(t *testing.T, deps, root, memoryFile, decisionLog string) *gatewayProc {
 	t.Helper()
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	require.NoError(t, os.WriteFile(tokens, []byte(`{"tokens": [
 		{"token": "`+aliceToken+`", "principal": "alice"},
-		{"token": "`+bobToken+`", "principal": "bob"}
+		{"token": "`+bobToken+`", "principal": "bob"},
+		{"token": "`+operatorToken+`", "principal": "ops", "operator": true}
 	]}`), 0o600))
 	here := mcpinterop.Here()
 	return startGateway(t, policycheckBin(t),
-		"--registry", filepath.Join(here, "testdata", "session", "registry.yaml"),
+		"--decision-log", decisionLog,
+		"--registry", sessionRegistry(),
 		"--policy", filepath.Join(here, "testdata", "session", "policy"),
 		"--token-file", tokens,
 		upstreamFlag("everything", mcpinterop.Upstream(deps, "everything")),
@@ -160,7 +173,8 @@ func TestScriptedSessionThroughGateway(t *testing.T) {
 			root := t.TempDir()
 			memoryFile := filepath.Join(t.TempDir(), "memory.jsonl")
 			require.NoError(t, os.WriteFile(filepath.Join(root, "a.txt"), []byte("stays put"), 0o600))
-			gw := startSessionGateway(t, deps, root, memoryFile)
+			decisionLog := filepath.Join(t.TempDir(), "decisions.jsonl")
+			gw := startSessionGateway(t, deps, root, memoryFile, decisionLog)
 			script := sessionScript(gw.URL, root)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 			defer cancel()
@@ -168,6 +182,7 @@ func TestScriptedSessionThroughGateway(t *testing.T) {
 			require.NoError(t, err)
 			require.Len(t, res, len(script.Steps))
 			checkSession(t, client, res, root, memoryFile)
+			checkHistories(t, gw, decisionLog)
 		})
 	}
 }
@@ -337,4 +352,67 @@ func TestGatewayOverStdio(t *testing.T) {
 			assert.Equal(t, "approved on the desktop", string(written))
 		})
 	}
+}
+
+// checkHistories: the histories the gateway wrote from what the real
+// upstreams answered are pydantic-ai histories the rest of policycheck
+// reads. Each session in the decision log is served to the operator
+// (GET /v1/sessions/{id}/history) and `policycheck facts` derives its
+// facts: alice's session has read_graph discovered (by her search) and
+// notes loaded, bob's neither, and his history holds server-everything's
+// echo.
+func checkHistories(t *testing.T, gw *gatewayProc, decisionLog string) {
+	t.Helper()
+	raw, err := os.ReadFile(decisionLog)
+	require.NoError(t, err)
+	sessions := map[string]string{} // session id -> principal
+	for _, line := range strings.Split(strings.TrimSpace(string(raw)), "\n") {
+		var entry struct {
+			Session   string `json:"session"`
+			Principal string `json:"principal"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &entry), line)
+		require.NotEmpty(t, entry.Session, line)
+		sessions[entry.Session] = entry.Principal
+	}
+	var aliceSearched, bobEchoed bool
+	for id, principal := range sessions {
+		req, err := http.NewRequest(http.MethodGet, gw.Base+"/v1/sessions/"+id+"/history", nil)
+		require.NoError(t, err)
+		req.Header.Set("Authorization", "Bearer "+operatorToken)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		history, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, resp.StatusCode, "%s: %s", id, history)
+		path := filepath.Join(t.TempDir(), "history.json")
+		require.NoError(t, os.WriteFile(path, history, 0o600))
+		cmd := exec.Command(policycheckBin(t), "facts", "--registry", sessionRegistry(), "--history", path)
+		out, err := cmd.Output()
+		require.NoError(t, err, "policycheck facts on %s's session %s: %s", principal, id, history)
+		var doc struct {
+			Facts struct {
+				Discovered         []string `json:"discovered"`
+				ActiveCapabilities []string `json:"active_capabilities"`
+			} `json:"facts"`
+		}
+		require.NoError(t, json.Unmarshal(out, &doc), "%s", out)
+		facts := doc.Facts
+		switch principal {
+		case "alice":
+			if slices.Contains(facts.Discovered, "read_graph") {
+				aliceSearched = true
+				assert.Contains(t, facts.ActiveCapabilities, "notes", "alice's session that searched also loaded notes")
+			}
+		case "bob":
+			assert.NotContains(t, facts.Discovered, "read_graph", "bob's session")
+			assert.NotContains(t, facts.ActiveCapabilities, "notes", "bob's session")
+			if strings.Contains(string(history), "Echo: bob was here") {
+				bobEchoed = true
+			}
+		}
+	}
+	assert.True(t, aliceSearched, "no session of alice's has read_graph discovered")
+	assert.True(t, bobEchoed, "no session of bob's holds the upstream's echo")
 }
