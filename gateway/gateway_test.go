@@ -15,6 +15,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/gateway"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -321,4 +322,13 @@ func TestConcurrentSessions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+}
+
+func mustRegistry(t testing.TB, y string) *facts.Registry {
+	t.Helper()
+	reg, err := loader.ParseRegistry("registry.yaml", []byte(y))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
 }

@@ -76,7 +76,9 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 	if err != nil {
 		return nil, fmt.Errorf("writing the session's history: %w", err)
 	}
-	opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
+	if g.cfg.DecisionDeadline > 0 {
+		opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
+	}
 	d, err := s.run.StepWith(ctx, msgs, s.ctxDoc, func(d *engine.Decision) error {
 		if g.cfg.Receipts == nil {
 			return nil
@@ -480,7 +482,7 @@ func (g *Gateway) failed(s *session, ts, name, id, msg string) *mcp.CallToolResu
 
 func upstreamFailure(err error) string {
 	switch {
-	case errors.Is(err, errUnavailable):
+	case errors.Is(err, errUnavailable), errors.Is(err, errNotOffered):
 		return err.Error()
 	case errors.Is(err, context.DeadlineExceeded):
 		return "its server did not answer in time"

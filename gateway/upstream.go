@@ -220,8 +220,12 @@ func (u *upstream) snapshot() map[string]*mcp.Tool {
 	return u.tools
 }
 
-// errUnavailable is a call to an upstream that is not connected.
-var errUnavailable = errors.New("its server is not available right now")
+// errUnavailable is a call to an upstream that is not connected;
+// errNotOffered one to a tool the upstream does not list now.
+var (
+	errUnavailable = errors.New("its server is not available right now")
+	errNotOffered  = errors.New("its server does not offer it now")
+)
 
 // call forwards one call; the upstream must list the tool now.
 func (u *upstream) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
@@ -233,7 +237,7 @@ func (u *upstream) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallTo
 		return nil, errUnavailable
 	}
 	if !listed {
-		return nil, errors.New("its server does not offer it now")
+		return nil, errNotOffered
 	}
 	return cs.CallTool(ctx, p)
 }

@@ -1,0 +1,170 @@
+package gateway_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/policycheck/policycheck/gateway"
+)
+
+// syncBuffer is a bytes.Buffer safe for the gateway's writes and the
+// test's reads.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestDecisionLogCarriesSessionAndPrincipal: one line per call, with the
+// session id the history endpoint takes and the principal.
+func TestDecisionLogCarriesSessionAndPrincipal(t *testing.T) {
+	var log syncBuffer
+	g := newTestGateway(t, newFakeUpstream(), func(c *gateway.Config) { c.DecisionLog = &log })
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	call(t, cs, "read_file", map[string]any{"path": "a"})
+	call(t, cs, "transfer_funds", map[string]any{})
+	lines := strings.Split(strings.TrimSpace(log.String()), "\n")
+	if len(lines) != 2 {
+		t.Fatalf("%d lines:\n%s", len(lines), log.String())
+	}
+	var e struct {
+		Session, Principal, Tool, Verdict string
+		Decision                          struct {
+			Calls []struct{ Verdict string } `json:"calls"`
+		}
+	}
+	if err := json.Unmarshal([]byte(lines[1]), &e); err != nil {
+		t.Fatal(err)
+	}
+	if e.Session != g.SessionIDs()[0] || e.Principal != "alice" || e.Tool != "transfer_funds" || e.Verdict != "denied" ||
+		len(e.Decision.Calls) != 1 || e.Decision.Calls[0].Verdict != "denied" {
+		t.Fatalf("entry %+v", e)
+	}
+}
+
+// TestListChangedAfterReveal: a client that listens is told after a
+// search reveals something and after a load.
+func TestListChangedAfterReveal(t *testing.T) {
+	g := newTestGateway(t, newFakeUpstream(), nil)
+	changed := make(chan struct{}, 4)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	toolNames(t, cs)
+	call(t, cs, "search_tools", map[string]any{"queries": []string{"write"}})
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no notifications/tools/list_changed after a reveal")
+	}
+	if got := toolNames(t, cs); !slices.Contains(got, "files/write_file") || slices.Contains(got, "policycheck_list_changed") {
+		t.Fatalf("tools/list = %v", got)
+	}
+}
+
+// TestUpstreamListChangeNeverWidens: a tool the upstream starts listing
+// later is refused as unknown; one it stops listing is refused with a
+// message and left out of the list.
+func TestUpstreamListChangeNeverWidens(t *testing.T) {
+	f := newFakeUpstream()
+	g := newTestGateway(t, f, nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	f.srv.AddTool(&mcp.Tool{Name: "exfiltrate", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			t.Error("the gateway forwarded a tool the registry does not map")
+			return &mcp.CallToolResult{}, nil
+		})
+	f.srv.RemoveTools("read_file")
+	deadline := time.Now().Add(5 * time.Second)
+	for slices.Contains(toolNames(t, cs), "read_file") {
+		if time.Now().After(deadline) {
+			t.Fatalf("the upstream's change was not read: %+v", g.Health())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := toolNames(t, cs); slices.Contains(got, "exfiltrate") {
+		t.Fatalf("tools/list = %v", got)
+	}
+	if msg, isErr := call(t, cs, "exfiltrate", map[string]any{}); !isErr || !strings.Contains(msg, "Unknown tool name") {
+		t.Fatalf("exfiltrate: %q", msg)
+	}
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "a"}); !isErr || !strings.Contains(msg, "does not offer it now") {
+		t.Fatalf("read_file: %q", msg)
+	}
+}
+
+// TestSearchNamesNoHiddenTool: a search matches registry tools only;
+// an upstream tool the registry lacks is never named.
+func TestSearchNamesNoHiddenTool(t *testing.T) {
+	g := newTestGateway(t, newFakeUpstream(), nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	msg, isErr := call(t, cs, "search_tools", map[string]any{"queries": []string{"delete every file"}})
+	if isErr || strings.Contains(msg, "delete_everything") {
+		t.Fatalf("search: %q", msg)
+	}
+	msg, isErr = call(t, cs, "search_tools", map[string]any{"queries": []string{"!!!"}})
+	if !isErr || msg != "Please provide at least one non-empty search query." {
+		t.Fatalf("empty search: %q", msg)
+	}
+	msg, isErr = call(t, cs, "search_tools", map[string]any{"queries": []string{"x"}, "limit": 3})
+	if !isErr || !strings.Contains(msg, "/limit") {
+		t.Fatalf("extra key: %q", msg)
+	}
+	msg, isErr = call(t, cs, "load_capability", map[string]any{"id": "nope"})
+	if !isErr || msg != "No capability found with id 'nope'." {
+		t.Fatalf("unknown capability: %q", msg)
+	}
+}
+
+// TestImportAndHints: --import brings an upstream's unmapped tools into a
+// capability; annotations reach the registry as upstream_hint labels.
+func TestImportAndHints(t *testing.T) {
+	g := newTestGateway(t, newFakeUpstream(), func(c *gateway.Config) { c.Imports = map[string]string{"files": "refunds"} })
+	reg := g.Engine().Registry()
+	tl, ok := reg.Tool("delete_everything")
+	if !ok || tl.Capability != "refunds" {
+		t.Fatalf("delete_everything not imported into refunds: %+v %v", tl, ok)
+	}
+	if _, ok := reg.Tool("write_file"); ok {
+		t.Fatal("write_file, mapped as files/write_file, was imported again")
+	}
+	rf, _ := reg.Tool("read_file")
+	if !slices.Contains(rf.Labels, "upstream_hint:readOnlyHint=true") {
+		t.Fatalf("read_file labels %v", rf.Labels)
+	}
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if _, isErr := call(t, cs, "delete_everything", map[string]any{}); !isErr {
+		t.Fatal("an imported tool ran before its capability was loaded")
+	}
+	call(t, cs, "load_capability", map[string]any{"id": "refunds"})
+	if msg, isErr := call(t, cs, "delete_everything", map[string]any{}); isErr {
+		t.Fatalf("imported tool after the load: %q", msg)
+	}
+}
+
+func TestRegistryToolWithoutUpstream(t *testing.T) {
+	reg := mustRegistry(t, "tools:\n  - name: orphan\n")
+	_, err := gateway.New(context.Background(), gateway.Config{Registry: reg, Upstreams: []gateway.Upstream{newFakeUpstream().upstreamSpec("files")}})
+	if err == nil || !strings.Contains(err.Error(), `/tools/0: tool "orphan" names no upstream`) {
+		t.Fatalf("err = %v", err)
+	}
+}
