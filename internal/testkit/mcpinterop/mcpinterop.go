@@ -406,10 +406,11 @@ type ScenarioResult struct {
 // OK says the scenario passed: no check failed.
 func (r ScenarioResult) OK() bool { return r.Failed == 0 }
 
-// Conformance runs the conformance suite's server scenarios (the active
-// suite of spec version 2025-11-25, or the one scenario when scenario is
-// not empty) against the MCP server at url, and returns each scenario's
-// result as the suite's checks.json files say.
+// Conformance runs the conformance suite's server scenarios of spec
+// version 2025-11-25 (all of them: the active suite and the pending
+// json-schema-2020-12 and server-sse-polling; or the one scenario when
+// scenario is not empty) against the MCP server at url, and returns each
+// scenario's result as the suite's checks.json files say.
 func Conformance(ctx context.Context, deps, url, scenario string) (map[string]ScenarioResult, string, error) {
 	out, err := os.MkdirTemp("", "mcpinterop-conformance")
 	if err != nil {
@@ -417,7 +418,7 @@ func Conformance(ctx context.Context, deps, url, scenario string) (map[string]Sc
 	}
 	defer os.RemoveAll(out)
 	suite := filepath.Join(deps, "node_modules", "@modelcontextprotocol", "conformance", "dist", "index.js")
-	args := []string{suite, "server", "--url", url, "--spec-version", "2025-11-25", "-o", out}
+	args := []string{suite, "server", "--url", url, "--spec-version", "2025-11-25", "--suite", "all", "-o", out}
 	if scenario != "" {
 		args = append(args, "--scenario", scenario)
 	}
