@@ -101,7 +101,9 @@ func BenchmarkListTools1000(b *testing.B) {
 	for i := range n {
 		name := fmt.Sprintf("tool_%04d", i)
 		f.srv.AddTool(&mcp.Tool{Name: name, Description: "Tool number " + name, InputSchema: json.RawMessage(`{"type":"object","properties":{"x":{"type":"string"}}}`)},
-			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) { return &mcp.CallToolResult{}, nil })
+			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+				return &mcp.CallToolResult{}, nil
+			})
 		fmt.Fprintf(&reg, "  - name: %s\n    upstream: files\n", name)
 	}
 	r := mustRegistry(b, reg.String())

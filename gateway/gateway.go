@@ -59,8 +59,14 @@ type Config struct {
 	MaxResultBytes int64
 	// CallTimeout bounds one forwarded call (default 60s).
 	CallTimeout time.Duration
+	// ApprovalTimeout bounds how long an elicitation waits for a person
+	// (default 10m); no answer leaves the call unapproved.
+	ApprovalTimeout time.Duration
 	// DecisionDeadline bounds one decision (0: the engine's default).
 	DecisionDeadline time.Duration
+	// MaxSessionBytes bounds one session's history (default 64 MiB): a
+	// call to a session past it is refused.
+	MaxSessionBytes int64
 	// MaxSessions bounds the sessions held (default 10,000); SessionTTL
 	// drops a session idle for that long (default 1h).
 	MaxSessions int
@@ -87,6 +93,12 @@ func (c *Config) defaults() {
 	}
 	if c.CallTimeout <= 0 {
 		c.CallTimeout = 60 * time.Second
+	}
+	if c.MaxSessionBytes <= 0 {
+		c.MaxSessionBytes = 64 << 20
+	}
+	if c.ApprovalTimeout <= 0 {
+		c.ApprovalTimeout = 10 * time.Minute
 	}
 	if c.MaxSessions <= 0 {
 		c.MaxSessions = 10_000

@@ -113,14 +113,24 @@ func newTestGateway(t testing.TB, f *fakeUpstream, extra func(*gateway.Config)) 
 // connect is a Go SDK client of g as principal p.
 func connect(t testing.TB, g *gateway.Gateway, p gateway.Principal, opts *mcp.ClientOptions) *mcp.ClientSession {
 	t.Helper()
+	return connectVersion(t, g, p, "", opts)
+}
+
+// connectVersion is connect asking for a protocol version ("" for the
+// SDK's latest).
+func connectVersion(t testing.TB, g *gateway.Gateway, p gateway.Principal, version string, opts *mcp.ClientOptions) *mcp.ClientSession {
+	t.Helper()
 	ct, st := mcp.NewInMemoryTransports()
 	if _, err := g.Connect(context.Background(), st, p); err != nil {
 		t.Fatal(err)
 	}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, opts)
-	cs, err := c.Connect(context.Background(), ct, nil)
+	cs, err := c.Connect(context.Background(), ct, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
 		t.Fatal(err)
+	}
+	if version != "" && cs.InitializeResult().ProtocolVersion != version {
+		t.Fatalf("negotiated %s, want %s", cs.InitializeResult().ProtocolVersion, version)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
 	return cs
@@ -233,6 +243,9 @@ func TestScriptedSession(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the history does not decode: %v\n%s", err, h)
 	}
+	if err := loader.ValidateHistoryBytes("history", h); err != nil {
+		t.Fatalf("the history breaks the history schema: %v", err)
+	}
 	d, err := g.Engine().Decide(context.Background(), engine.Request{History: hist})
 	if err != nil {
 		t.Fatal(err)
@@ -273,12 +286,21 @@ func TestSecondPrincipalSeesNothing(t *testing.T) {
 	}
 }
 
+// TestApprovalByElicitation: on 2025-11-25 the gateway sends
+// elicitation/create during the call; on 2026-07-28 it answers an
+// input-required result that the SDK client fulfils and retries.
 func TestApprovalByElicitation(t *testing.T) {
+	for _, v := range []string{"2025-11-25", "2026-07-28"} {
+		t.Run(v, func(t *testing.T) { testApprovalByElicitation(t, v) })
+	}
+}
+
+func testApprovalByElicitation(t *testing.T, version string) {
 	f := newFakeUpstream()
 	g := newTestGateway(t, f, nil)
 	var asked atomic.Int64
 	answer := "accept"
-	cs := connect(t, g, gateway.Principal{Name: "alice"}, &mcp.ClientOptions{
+	cs := connectVersion(t, g, gateway.Principal{Name: "alice"}, version, &mcp.ClientOptions{
 		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 			asked.Add(1)
 			if !strings.Contains(req.Params.Message, "deploy") || !strings.Contains(req.Params.Message, "sha256:") {

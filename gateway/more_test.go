@@ -168,3 +168,20 @@ func TestRegistryToolWithoutUpstream(t *testing.T) {
 		t.Fatalf("err = %v", err)
 	}
 }
+
+// TestSessionHistoryBound: a session past MaxSessionBytes refuses calls.
+func TestSessionHistoryBound(t *testing.T) {
+	f := newFakeUpstream()
+	g := newTestGateway(t, f, func(c *gateway.Config) { c.MaxSessionBytes = 2000 })
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	var msg string
+	for range 20 {
+		var isErr bool
+		if msg, isErr = call(t, cs, "read_file", map[string]any{"path": "a"}); isErr {
+			break
+		}
+	}
+	if !strings.Contains(msg, "start a new session") {
+		t.Fatalf("last answer %q", msg)
+	}
+}

@@ -121,11 +121,13 @@ func (g *Gateway) principalHTTP(req mcp.Request) (Principal, error) {
 	return p, nil
 }
 
-// ServeStdio serves one client over stdin and stdout (the principal
-// "stdio", with no context) until the client leaves or ctx ends.
+// ServeStdio serves one client over t, or over stdin and stdout when t
+// is nil (the principal "stdio", with no context), until the client
+// leaves or ctx ends. On stdin a batched request, a message over
+// MaxBodyBytes or JSON deeper than MaxDepth ends the connection.
 func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	if t == nil {
-		t = &mcp.StdioTransport{}
+		t = g.stdioTransport()
 	}
 	srv := g.newServer(func(mcp.Request) (Principal, error) { return Principal{Name: stdioPrincipal}, nil })
 	return srv.Run(ctx, t)

@@ -42,6 +42,8 @@ type session struct {
 	lastUsed time.Time
 	// awaiting is the call waiting for a person's answer, if any.
 	awaiting *awaiting
+	// bytes is the size of msgs.
+	bytes int64
 }
 
 func newSessionID() string {
@@ -91,6 +93,7 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 	s.pending = false
 	if extra != nil {
 		s.msgs = append(s.msgs, extra)
+		s.bytes += int64(len(extra))
 	}
 	return d, nil
 }
@@ -99,6 +102,7 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 // until the next call or listing gives it to the run.
 func (s *session) answer(msg []byte) {
 	s.msgs = append(s.msgs, msg)
+	s.bytes += int64(len(msg))
 	s.pending = true
 	s.list = nil
 }
@@ -179,6 +183,9 @@ type pendingCall struct {
 	metaProbs []facts.ArgsProblem
 }
 
+// metaApproval is the _meta key of a signed approval.
+const metaApproval = "policycheck/approval"
+
 // noApprovalMessage answers a call left waiting for an approval.
 const noApprovalMessage = "No person approved this call; it was not run."
 
@@ -197,13 +204,25 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 		g.metrics.refusedBeforeDecision.Add(1)
 		return toolError(fmt.Sprintf("A tool name is at most %d bytes.", maxToolName))
 	}
+	if s.bytes > g.cfg.MaxSessionBytes {
+		g.metrics.refusedBeforeDecision.Add(1)
+		return toolError(fmt.Sprintf("This session's history has reached %d bytes, the most the gateway keeps; start a new session.", g.cfg.MaxSessionBytes))
+	}
 	if env.requestState != "" {
 		return g.resume(ctx, s, name, args, env, start)
 	}
 	if a := s.awaiting; a != nil {
 		s.awaiting = nil
+		if _, signed := env.meta[metaApproval]; signed && a.state == "" && a.name == name && bytes.Equal(a.args, args) {
+			// The same call again, with a signed approval of the call
+			// that waits.
+			c, d := &a.sd.Calls[0], a.sd.Decision
+			if ap := g.signedApproval(s, c, env.meta); ap != nil {
+				c, d = g.approveWith(ctx, s, a.sd, ap)
+			}
+			return g.finish(ctx, s, d, c, name, args, a.id, a.ts, a.call, env, start)
+		}
 		s.answer(requestMessage(a.ts, retryPart(nil, a.ts, a.name, noApprovalMessage, a.id)))
-		_ = s.run.ReportFailure(a.name)
 	}
 	reg := g.eng.Registry()
 	var pc pendingCall
@@ -245,10 +264,18 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 			g.logDecision(s, d, c, time.Since(start))
 			return inputRequired(a.state, approvalQuestion(c))
 		}
-		if env.elicit != nil {
+		switch {
+		case env.elicit != nil:
 			c, d = g.approveWith(ctx, s, sd, g.elicitApproval(ctx, s, c, env.elicit))
-		} else if ap := g.signedApproval(s, c, env.meta); ap != nil {
-			c, d = g.approveWith(ctx, s, sd, ap)
+		case g.cfg.Approvals != nil:
+			// The call waits for the same call again carrying a signed
+			// approval of this one (its tool_call_id and digest, for the
+			// session as the run).
+			s.awaiting = &awaiting{name: name, args: args, id: id, ts: ts, call: pc, sd: sd}
+			g.logDecision(s, d, c, time.Since(start))
+			g.metrics.verdict(c.Verdict)
+			return toolError(fmt.Sprintf("%s A person must approve this call: call it again with the same arguments and, in _meta %q, "+
+				"an approval signed for tool_call_id %s, digest %s, run %s.", c.Message, metaApproval, id, c.Digest, s.id))
 		}
 	}
 	return g.finish(ctx, s, d, c, name, args, id, ts, pc, env, start)
@@ -305,6 +332,8 @@ func elicited(s *session, c *engine.CallVerdict, r *mcp.ElicitResult) facts.Appr
 
 // elicitApproval asks the client's person during the call.
 func (g *Gateway) elicitApproval(ctx context.Context, s *session, c *engine.CallVerdict, elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)) facts.Approvals {
+	ctx, cancel := context.WithTimeout(ctx, g.cfg.ApprovalTimeout)
+	defer cancel()
 	res, err := elicit(ctx, approvalQuestion(c))
 	if err != nil {
 		g.log.Info("elicitation failed", "session", s.id, "error", err)
@@ -317,7 +346,7 @@ func (g *Gateway) elicitApproval(ctx context.Context, s *session, c *engine.Call
 // ("policycheck/approval"), checked against the approver keys; nil
 // without one or without approver keys.
 func (g *Gateway) signedApproval(s *session, c *engine.CallVerdict, meta mcp.Meta) facts.Approvals {
-	raw, ok := meta["policycheck/approval"]
+	raw, ok := meta[metaApproval]
 	if !ok || g.cfg.Approvals == nil || c.ToolCallID == nil {
 		return nil
 	}
@@ -359,9 +388,13 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 		if c.Verdict == engine.ApprovalRequired {
 			msg += fmt.Sprintf(" A person must approve this call (digest %s); this client cannot be asked.", c.Digest)
 		}
-		s.answer(requestMessage(ts, retryPart(nil, ts, name, msg, id)))
-		if c.Verdict != engine.Denied || !d.FailedClosed() {
-			_ = s.run.ReportFailure(name)
+		// The run accounted for the refusal when it decided (spec X8).
+		if c.Verdict == engine.Denied && c.Approval != nil && c.Approval.Applied && c.Approval.Kind == facts.ToolDenied {
+			// A person's denial: the return pydantic-ai writes for it.
+			content, _ := json.Marshal(msg)
+			s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, pc.kind, "denied", "")))
+		} else {
+			s.answer(requestMessage(ts, retryPart(nil, ts, name, msg, id)))
 		}
 		return toolError(msg)
 	}
@@ -436,7 +469,9 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	}
 	p := &mcp.CallToolParams{Name: rt.tool, Arguments: sendArgs}
 	if c.Receipt != "" {
-		p.Meta = mcp.Meta{"policycheck/receipt": c.Receipt}
+		// What a tool service needs to verify the receipt
+		// (trust.Verify): the call as the gateway judged it.
+		p.Meta = mcp.Meta{"policycheck/receipt": c.Receipt, "policycheck/run": s.id, "policycheck/tool_call_id": id, "policycheck/tool": name}
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
 	res, err := up.call(cctx, p)

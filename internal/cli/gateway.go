@@ -34,6 +34,9 @@ type gatewayFlags struct {
 	decisionLog  string
 	maxBody      int64
 	callTimeout  time.Duration
+	approvalTTL  time.Duration
+	deadline     time.Duration
+	sessionBytes int64
 	maxSessions  int
 	sessionTTL   time.Duration
 	startTimeout time.Duration
@@ -76,6 +79,9 @@ history, for explain, facts and replay.` +
 	fl.StringVar(&f.decisionLog, "decision-log", "", "append one JSON line per decided call (session, principal, the decision) to this file; - for stderr")
 	fl.Int64Var(&f.maxBody, "max-body", 4<<20, "largest HTTP request body, and largest upstream result kept, in bytes")
 	fl.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "how long a forwarded call may take")
+	fl.DurationVar(&f.deadline, "decision-deadline", 0, "how long one decision may take before it fails closed (0: the engine's default)")
+	fl.DurationVar(&f.approvalTTL, "approval-timeout", 10*time.Minute, "how long an elicitation waits for a person's answer")
+	fl.Int64Var(&f.sessionBytes, "max-session-bytes", 64<<20, "largest history one session may hold, in bytes; a call to a session past it is refused")
 	fl.IntVar(&f.maxSessions, "max-sessions", 10_000, "most sessions held (an idle one past --session-ttl makes room)")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", time.Hour, "how long an idle session is kept")
 	fl.DurationVar(&f.startTimeout, "start-timeout", 30*time.Second, "how long to wait for each upstream's first tool list at start")
@@ -102,16 +108,19 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 		return badInput(err)
 	}
 	cfg := gateway.Config{
-		Registry:       reg,
-		AllowedOrigins: f.origins,
-		MaxBodyBytes:   f.maxBody,
-		MaxResultBytes: f.maxBody,
-		CallTimeout:    f.callTimeout,
-		MaxSessions:    f.maxSessions,
-		SessionTTL:     f.sessionTTL,
-		StartTimeout:   f.startTimeout,
-		Imports:        map[string]string{},
-		Logger:         slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),
+		Registry:         reg,
+		AllowedOrigins:   f.origins,
+		MaxBodyBytes:     f.maxBody,
+		MaxResultBytes:   f.maxBody,
+		CallTimeout:      f.callTimeout,
+		ApprovalTimeout:  f.approvalTTL,
+		DecisionDeadline: f.deadline,
+		MaxSessionBytes:  f.sessionBytes,
+		MaxSessions:      f.maxSessions,
+		SessionTTL:       f.sessionTTL,
+		StartTimeout:     f.startTimeout,
+		Imports:          map[string]string{},
+		Logger:           slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),
 	}
 	stderr := cmd.ErrOrStderr()
 	cfg.EngineOptions = []engine.Option{engine.PolicyPaths(f.policies...),
