@@ -282,6 +282,7 @@ func checkSession(t *testing.T, client client, res []mcpinterop.StepResult, root
 	// bob sees nothing of alice's session: not the tool her search
 	// revealed, not the capability she loaded.
 	require.Empty(t, res[stepBobList].Error)
+	assert.Equal(t, res[stepList].Names(), res[stepBobList].Names(), "bob's list is alice's first")
 	assert.NotContains(t, res[stepBobList].Names(), "read_graph", "bob's list")
 	assert.NotContains(t, res[stepBobList].Names(), "create_entities", "bob's list")
 	// Bob's calls of them are refused in the words alice's were before
