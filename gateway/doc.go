@@ -7,7 +7,8 @@
 // The map:
 //
 //   - gateway.go is the Gateway: Config, New (start the upstreams, build
-//     the effective registry, compile the policies), the session table
+//     the effective registry, compile the policies; again when an upstream
+//     first lists late), the session table
 //     keyed by (principal, handle), tools/list (the decision's advertised
 //     tools, each as its upstream lists it now, and the meta-tools), the
 //     decision log, History and Health.
@@ -34,7 +35,10 @@
 //     connection whose middleware takes tools/list and tools/call,
 //     stateful sessions up to 2025-11-25 and stateless requests from
 //     2026-07-28, bearer tokens, Origin, batches and body limits, /health,
-//     /metrics, the history endpoint; principals.go reads --token-file.
+//     /metrics, the history endpoint; principals.go reads --token-file;
+//     stdio.go holds stdin to the same guards.
+//   - deciders.go runs decisions on long-lived goroutines, whose stacks
+//     stay grown for Rego's recursion.
 //
 // Everything a client or an upstream sends is hostile: the tool name is
 // the JSON-RPC body's, arguments must be a JSON object within the depth

@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -120,8 +122,6 @@ func (c *Config) defaults() {
 type Gateway struct {
 	cfg     Config
 	log     *slog.Logger
-	eng     *engine.Engine
-	routes  map[string]route
 	ups     map[string]*upstream
 	upOrder []string
 	cancel  context.CancelFunc
@@ -133,6 +133,14 @@ type Gateway struct {
 
 	logMu   sync.Mutex
 	metrics metrics
+
+	// jobs feeds the deciders (deciders.go).
+	jobs chan deciderJob
+
+	baseRoutes map[string]route
+	gctx       context.Context
+	built      atomic.Pointer[built]
+	rebuildMu  sync.Mutex
 }
 
 // New starts the upstreams, waits for their first tool lists (at most
@@ -154,7 +162,9 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		if _, dup := g.ups[u.Name]; dup {
 			return nil, fmt.Errorf("gateway: upstream %q is defined twice", u.Name)
 		}
-		g.ups[u.Name] = newUpstream(u, cfg.Logger)
+		up := newUpstream(u, cfg.Logger)
+		up.onList = g.notifyAll
+		g.ups[u.Name] = up
 		g.upOrder = append(g.upOrder, u.Name)
 	}
 	for name := range cfg.Imports {
@@ -168,6 +178,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	gctx, cancel := context.WithCancel(context.Background())
 	g.cancel = cancel
+	g.startDeciders(gctx)
 	for _, name := range g.upOrder {
 		u := g.ups[name]
 		g.wg.Add(1)
@@ -176,33 +187,101 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 			u.supervise(gctx)
 		}()
 	}
+	g.baseRoutes, g.gctx = rt, gctx
 	listed := map[string]map[string]*mcp.Tool{}
 	deadline := time.NewTimer(cfg.StartTimeout)
 	defer deadline.Stop()
+	timedOut := false
 	for _, name := range g.upOrder {
+		if timedOut {
+			select {
+			case <-g.ups[name].listed:
+				listed[name] = g.ups[name].snapshot()
+			default:
+				g.log.Warn("upstream did not list its tools in time; the registry takes its schemas when it does", "upstream", name)
+			}
+			continue
+		}
 		select {
 		case <-g.ups[name].listed:
 			listed[name] = g.ups[name].snapshot()
 		case <-deadline.C:
-			g.log.Warn("upstream did not list its tools in time; its tools keep the registry's schemas", "upstream", name)
+			timedOut = true
+			g.log.Warn("upstream did not list its tools in time; the registry takes its schemas when it does", "upstream", name)
 		case <-ctx.Done():
 			g.Close()
 			return nil, ctx.Err()
 		}
 	}
-	reg, rt, err := effectiveRegistry(cfg.Registry, rt, listed, cfg.Imports)
+	b, err := g.build(ctx, listed)
 	if err != nil {
 		g.Close()
 		return nil, err
 	}
-	g.routes = rt
-	eng, err := engine.New(ctx, append(slices.Clone(cfg.EngineOptions), engine.Registry(reg))...)
-	if err != nil {
-		g.Close()
-		return nil, err
+	g.built.Store(b)
+	for _, name := range g.upOrder {
+		if _, ok := listed[name]; ok {
+			continue
+		}
+		u := g.ups[name]
+		g.wg.Add(1)
+		go func() {
+			defer g.wg.Done()
+			select {
+			case <-u.listed:
+				g.rebuild(name)
+			case <-gctx.Done():
+			}
+		}()
 	}
-	g.eng = eng
 	return g, nil
+}
+
+// built is what the gateway decides with: the engine over the effective
+// registry, the routes, and the first listing of each upstream it took
+// (later listings never change it: they would widen it).
+type built struct {
+	eng    *engine.Engine
+	routes map[string]route
+	listed map[string]map[string]*mcp.Tool
+}
+
+// build compiles the policies over the effective registry of listed.
+func (g *Gateway) build(ctx context.Context, listed map[string]map[string]*mcp.Tool) (*built, error) {
+	reg, rt, err := effectiveRegistry(g.cfg.Registry, g.baseRoutes, listed, g.cfg.Imports, func(tool, reason string) {
+		g.log.Warn("an upstream inputSchema does not compile: every call of the tool is refused until the registry gives it a parameters_json_schema",
+			"tool", tool, "reason", reason)
+	})
+	if err != nil {
+		return nil, err
+	}
+	eng, err := engine.New(ctx, append(slices.Clone(g.cfg.EngineOptions), engine.Registry(reg))...)
+	if err != nil {
+		return nil, err
+	}
+	return &built{eng: eng, routes: rt, listed: listed}, nil
+}
+
+// rebuild takes the first listing of an upstream that listed after New:
+// its schemas, hints and imports join the registry, and sessions decide
+// with the new engine from their next step (engine.Run.Rebind). A
+// failure keeps what the gateway had.
+func (g *Gateway) rebuild(name string) {
+	g.rebuildMu.Lock()
+	defer g.rebuildMu.Unlock()
+	cur := g.built.Load()
+	if _, ok := cur.listed[name]; ok {
+		return
+	}
+	listed := maps.Clone(cur.listed)
+	listed[name] = g.ups[name].snapshot()
+	b, err := g.build(g.gctx, listed)
+	if err != nil {
+		g.log.Error("the registry could not take a late upstream's listing; its tools keep what the registry says", "upstream", name, "error", err)
+		return
+	}
+	g.built.Store(b)
+	g.log.Info("the registry took a late upstream's listing", "upstream", name)
 }
 
 // Close stops the upstreams and waits for them.
@@ -212,9 +291,9 @@ func (g *Gateway) Close() error {
 	return nil
 }
 
-// Engine returns the engine the gateway decides with (its registry is the
-// effective one).
-func (g *Gateway) Engine() *engine.Engine { return g.eng }
+// Engine returns the engine the gateway decides with now (its registry is
+// the effective one).
+func (g *Gateway) Engine() *engine.Engine { return g.built.Load().eng }
 
 // Health is what /health answers.
 type Health struct {
@@ -294,7 +373,8 @@ func (g *Gateway) sessionFor(p Principal, handle string) (*session, error) {
 			return nil, errTooManySessions
 		}
 	}
-	s := &session{id: newSessionID(), principal: p.Name, ctxDoc: p.Context, run: g.eng.NewRun(), lastUsed: now}
+	eng := g.Engine()
+	s := &session{id: newSessionID(), principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now}
 	g.sessions[key] = s
 	g.byID[s.id] = s
 	g.metrics.sessions.Add(1)
@@ -365,7 +445,8 @@ func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResu
 		return nil, errors.New("the tool list could not be decided")
 	}
 	g.metrics.lists.Add(1)
-	reg := g.eng.Registry()
+	b := g.built.Load()
+	reg := b.eng.Registry()
 	res := &mcp.ListToolsResult{Tools: make([]*mcp.Tool, 0, len(d.Advertised))}
 	res.Cacheable = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
 	for _, name := range d.Advertised {
@@ -377,7 +458,7 @@ func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResu
 			res.Tools = append(res.Tools, loadToolDef(reg))
 			continue
 		}
-		t, ok := g.toolDef(reg, name)
+		t, ok := g.toolDef(b, name)
 		if ok {
 			res.Tools = append(res.Tools, t)
 		}
@@ -388,8 +469,9 @@ func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResu
 // toolDef is a registry tool's definition as listed: its upstream's,
 // renamed, with the registry's description and schema where it gives
 // them. A tool its upstream does not list now is left out.
-func (g *Gateway) toolDef(reg *facts.Registry, name string) (*mcp.Tool, bool) {
-	rt, ok := g.routes[name]
+func (g *Gateway) toolDef(b *built, name string) (*mcp.Tool, bool) {
+	reg := b.eng.Registry()
+	rt, ok := b.routes[name]
 	if !ok {
 		return nil, false
 	}
@@ -422,4 +504,20 @@ func (g *Gateway) SessionIDs() []string {
 	}
 	slices.Sort(out)
 	return out
+}
+
+// notifyAll tells every session's latest connection that its tool list
+// may have changed (an upstream's listing changed).
+func (g *Gateway) notifyAll() {
+	g.mu.Lock()
+	var fs []func()
+	for _, s := range g.sessions {
+		if f := s.notifier.Load(); f != nil {
+			fs = append(fs, *f)
+		}
+	}
+	g.mu.Unlock()
+	for _, f := range fs {
+		f()
+	}
 }

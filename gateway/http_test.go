@@ -303,3 +303,62 @@ func TestStdioUpstreamCrash(t *testing.T) {
 		t.Fatalf("after the restart: %q", msg)
 	}
 }
+
+// TestElicitationOverHTTP: approval by elicitation on the three protocol
+// versions over streamable HTTP (2026-07-28 through an input-required
+// result and a stateless retry).
+func TestElicitationOverHTTP(t *testing.T) {
+	for _, v := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
+		t.Run(v, func(t *testing.T) {
+			_, srv, f := httpGateway(t)
+			tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}
+			c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, &mcp.ClientOptions{
+				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+					return &mcp.ElicitResult{Action: "accept"}, nil
+				},
+			})
+			cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: v})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer cs.Close()
+			if msg, isErr := call(t, cs, "deploy", map[string]any{"env": "prod"}); isErr {
+				t.Fatalf("accepted deploy: %q", msg)
+			}
+			if f.calls.Load() != 1 {
+				t.Fatalf("upstream calls %d", f.calls.Load())
+			}
+		})
+	}
+}
+
+// TestSessionIDOfAnotherPrincipal: bob presenting alice's Mcp-Session-Id
+// is refused and never reaches her session.
+func TestSessionIDOfAnotherPrincipal(t *testing.T) {
+	_, srv, f := httpGateway(t)
+	alice := httpClient(t, srv.URL, aliceToken, "2025-11-25")
+	call(t, alice, "search_tools", map[string]any{"queries": []string{"write"}})
+	sid := alice.ID()
+	if sid == "" {
+		t.Fatal("no session id")
+	}
+	body := `{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"files/write_file","arguments":{}}}`
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+bobToken)
+	req.Header.Set("Mcp-Session-Id", sid)
+	req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden {
+		b, _ := io.ReadAll(resp.Body)
+		t.Fatalf("status %d: %s", resp.StatusCode, b)
+	}
+	if f.calls.Load() != 0 {
+		t.Fatal("bob's call ran")
+	}
+}

@@ -87,13 +87,22 @@ func TestListChangedAfterReveal(t *testing.T) {
 func TestUpstreamListChangeNeverWidens(t *testing.T) {
 	f := newFakeUpstream()
 	g := newTestGateway(t, f, nil)
-	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	changed := make(chan struct{}, 8)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, &mcp.ClientOptions{
+		ToolListChangedHandler: func(context.Context, *mcp.ToolListChangedRequest) { changed <- struct{}{} },
+	})
+	toolNames(t, cs)
 	f.srv.AddTool(&mcp.Tool{Name: "exfiltrate", InputSchema: json.RawMessage(`{"type":"object"}`)},
 		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			t.Error("the gateway forwarded a tool the registry does not map")
 			return &mcp.CallToolResult{}, nil
 		})
 	f.srv.RemoveTools("read_file")
+	select {
+	case <-changed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the client was not told that the list changed")
+	}
 	deadline := time.Now().Add(5 * time.Second)
 	for slices.Contains(toolNames(t, cs), "read_file") {
 		if time.Now().After(deadline) {
@@ -183,5 +192,118 @@ func TestSessionHistoryBound(t *testing.T) {
 	}
 	if !strings.Contains(msg, "start a new session") {
 		t.Fatalf("last answer %q", msg)
+	}
+}
+
+// TestUpstreamSchemaThatDoesNotCompile: the tool stays, and every call
+// of it is refused with invalid_args, until the registry gives a schema.
+func TestUpstreamSchemaThatDoesNotCompile(t *testing.T) {
+	f := newFakeUpstream()
+	f.srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: json.RawMessage(`{"type":"object","properties":{"p":{"$ref":"https://example.com/elsewhere.json"}}}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			t.Error("a call with an uncompilable schema was forwarded")
+			return &mcp.CallToolResult{}, nil
+		})
+	g := newTestGateway(t, f, nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"p": "x"}); !isErr {
+		t.Fatalf("read_file: %q", msg)
+	}
+	if _, isErr := call(t, cs, "transfer_funds", map[string]any{}); !isErr {
+		t.Fatal("the other tools should still be decided as before")
+	}
+}
+
+// TestLateUpstream: an upstream that lists after StartTimeout joins the
+// registry when it does: its schema holds the next call of a session
+// that started before.
+func TestLateUpstream(t *testing.T) {
+	f := newFakeUpstream()
+	release := make(chan struct{})
+	spec := f.upstreamSpec("files")
+	inner := spec.Transport
+	spec.Transport = func() (mcp.Transport, error) {
+		<-release
+		return inner()
+	}
+	g := newTestGateway(t, f, func(c *gateway.Config) {
+		c.Upstreams = []gateway.Upstream{spec}
+		c.StartTimeout = 10 * time.Millisecond
+	})
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if msg, _ := call(t, cs, "read_file", map[string]any{"path": 5}); !strings.Contains(msg, "not available right now") {
+		t.Fatalf("before the upstream is up: %q", msg)
+	}
+	before := g.Engine()
+	close(release)
+	deadline := time.Now().Add(5 * time.Second)
+	for g.Engine() == before {
+		if time.Now().After(deadline) {
+			t.Fatal("the late listing was not taken")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": 5}); !isErr || !strings.Contains(msg, "/path") {
+		t.Fatalf("after: %q", msg)
+	}
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "a"}); isErr {
+		t.Fatalf("after: %q", msg)
+	}
+}
+
+// TestUpstreamToolError: an upstream isError result reaches the client as
+// it is and the history as a retry prompt (pydantic-ai's MCP client
+// raises ModelRetry), not as a successful return.
+func TestUpstreamToolError(t *testing.T) {
+	f := newFakeUpstream()
+	f.srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "no such file"}}}, nil
+		})
+	g := newTestGateway(t, f, nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "a"}); !isErr || msg != "no such file" {
+		t.Fatalf("%q %v", msg, isErr)
+	}
+	h := string(onlyHistory(t, g))
+	if !strings.Contains(h, `{"content":"no such file","tool_name":"read_file","tool_call_id":"gw_1"`) || !strings.Contains(h, `"part_kind":"retry-prompt"`) {
+		t.Fatalf("history:\n%s", h)
+	}
+}
+
+// TestForwardedResultCarriesNoUpstreamMeta: the upstream's _meta (its
+// server info) does not reach the client.
+func TestForwardedResultCarriesNoUpstreamMeta(t *testing.T) {
+	g := newTestGateway(t, newFakeUpstream(), nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	res, err := cs.CallTool(t.Context(), &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "a"}})
+	if err != nil || res.IsError {
+		t.Fatal(err, res)
+	}
+	if raw, _ := json.Marshal(res); strings.Contains(string(raw), `"files"`) {
+		t.Fatalf("the upstream's identity reached the client: %s", raw)
+	}
+}
+
+// TestAllowAllRegistry: docs/gateway.md's allow-all recipe: an always-on
+// capability and --import make every listed tool callable.
+func TestAllowAllRegistry(t *testing.T) {
+	f := newFakeUpstream()
+	g, err := gateway.New(context.Background(), gateway.Config{
+		Registry:  mustRegistry(t, "capabilities:\n  - id: everything\n"),
+		Upstreams: []gateway.Upstream{f.upstreamSpec("files")},
+		Imports:   map[string]string{"files": "everything"},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer g.Close()
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	got := toolNames(t, cs)
+	if !slices.Equal(got, []string{"delete_everything", "deploy", "issue_refund", "read_file", "transfer_funds", "write_file"}) {
+		t.Fatalf("tools/list = %v", got)
+	}
+	if msg, isErr := call(t, cs, "delete_everything", map[string]any{}); isErr {
+		t.Fatal(msg)
 	}
 }

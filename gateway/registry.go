@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -83,7 +84,7 @@ func routes(reg *facts.Registry, upstreams []string) (map[string]route, error) {
 // the upstream tools imported into a capability (--import). listed holds
 // each upstream's first listing (absent for an upstream that did not
 // answer in time: its tools keep what the registry says).
-func effectiveRegistry(base *facts.Registry, rt map[string]route, listed map[string]map[string]*mcp.Tool, imports map[string]string) (*facts.Registry, map[string]route, error) {
+func effectiveRegistry(base *facts.Registry, rt map[string]route, listed map[string]map[string]*mcp.Tool, imports map[string]string, warn func(tool, reason string)) (*facts.Registry, map[string]route, error) {
 	tools := slices.Clone(base.Tools())
 	for i := range tools {
 		t := &tools[i]
@@ -104,7 +105,7 @@ func effectiveRegistry(base *facts.Registry, rt map[string]route, listed map[str
 		}
 		t.Labels = append(slices.Clone(t.Labels), hintLabels(up.Annotations)...)
 	}
-	rt = maps(rt)
+	rt = maps.Clone(rt)
 	mapped := map[route]bool{}
 	for _, r := range rt {
 		mapped[r] = true
@@ -146,16 +147,55 @@ func effectiveRegistry(base *facts.Registry, rt map[string]route, listed map[str
 		}
 	}
 	reg, err := facts.NewRegistry(base.Capabilities(), tools, facts.WithContextSchema(base.ContextSchemaJSON()))
+	if err != nil && refuseBadUpstreamSchemas(base, tools, err, warn) {
+		// An upstream schema the validator cannot compile now refuses
+		// every call (invalid_args, saying so): give the tool a
+		// parameters_json_schema in the registry to call it.
+		reg, err = facts.NewRegistry(base.Capabilities(), tools, facts.WithContextSchema(base.ContextSchemaJSON()))
+	}
 	if err != nil {
 		return nil, nil, fmt.Errorf("the registry with its upstreams' schemas and hints: %w", err)
 	}
 	return reg, rt, nil
 }
 
-func maps(m map[string]route) map[string]route {
-	out := make(map[string]route, len(m))
-	for k, v := range m {
-		out[k] = v
+// refusingSchema is the schema of a tool whose upstream inputSchema does
+// not compile: no arguments satisfy it.
+var refusingSchema = json.RawMessage(`{"not":{},"description":"the upstream's inputSchema does not compile; the registry must give this tool a parameters_json_schema"}`)
+
+// refuseBadUpstreamSchemas replaces, in tools, each schema that came from
+// an upstream (not from the registry) and that err says does not compile
+// with refusingSchema. It reports whether it replaced any; an error about
+// anything else is left for the caller.
+func refuseBadUpstreamSchemas(base *facts.Registry, tools []facts.Tool, err error, warn func(tool, reason string)) bool {
+	var leaves []error
+	var walk func(error)
+	walk = func(e error) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok {
+			for _, x := range j.Unwrap() {
+				walk(x)
+			}
+			return
+		}
+		leaves = append(leaves, e)
 	}
-	return out
+	walk(err)
+	replaced := false
+	for _, e := range leaves {
+		var re *facts.RegistryError
+		if !errors.As(e, &re) {
+			return false
+		}
+		var i int
+		if _, serr := fmt.Sscanf(re.Pointer, "/tools/%d/parameters_json_schema", &i); serr != nil || i < 0 || i >= len(tools) {
+			return false
+		}
+		if own, ok := base.Tool(tools[i].Name); ok && own.ParametersJSONSchema != nil {
+			return false // the registry's own schema: its author's to fix
+		}
+		tools[i].ParametersJSONSchema = refusingSchema
+		warn(tools[i].Name, re.Msg)
+		replaced = true
+	}
+	return replaced
 }

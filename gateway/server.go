@@ -55,6 +55,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 				if err != nil {
 					return nil, err
 				}
+				s.notifier.Store(&notify)
 				return g.listTools(ctx, s)
 			case "tools/call":
 				cr, ok := req.(*mcp.CallToolRequest)
@@ -65,6 +66,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 				if err != nil {
 					return nil, err
 				}
+				s.notifier.Store(&notify)
 				env := callEnv{meta: cr.Params.Meta, notify: notify,
 					requestState: cr.Params.RequestState, inputResponses: cr.Params.InputResponses}
 				if caps := cr.ClientCapabilities(); caps != nil && caps.Elicitation != nil {

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -44,6 +45,11 @@ type session struct {
 	awaiting *awaiting
 	// bytes is the size of msgs.
 	bytes int64
+	// eng is the engine the run decides with.
+	eng *engine.Engine
+	// notifier sends notifications/tools/list_changed to the session's
+	// latest connection.
+	notifier atomic.Pointer[func()]
 }
 
 func newSessionID() string {
@@ -81,12 +87,21 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 	if g.cfg.DecisionDeadline > 0 {
 		opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
 	}
-	d, err := s.run.StepWith(ctx, msgs, s.ctxDoc, func(d *engine.Decision) error {
-		if g.cfg.Receipts == nil {
-			return nil
-		}
-		return d.Stamp(g.cfg.Receipts, s.id)
-	}, opts...)
+	if eng := g.Engine(); eng != s.eng {
+		// A late upstream's listing rebuilt the registry.
+		s.run.Rebind(eng)
+		s.eng = eng
+	}
+	var d *engine.StepDecision
+	err = g.decide(ctx, func() (err error) {
+		d, err = s.run.StepWith(ctx, msgs, s.ctxDoc, func(d *engine.Decision) error {
+			if g.cfg.Receipts == nil {
+				return nil
+			}
+			return d.Stamp(g.cfg.Receipts, s.id)
+		}, opts...)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -224,7 +239,7 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 		}
 		s.answer(requestMessage(a.ts, retryPart(nil, a.ts, a.name, noApprovalMessage, a.id)))
 	}
-	reg := g.eng.Registry()
+	reg := s.eng.Registry()
 	var pc pendingCall
 	switch name {
 	case facts.SearchTool:
@@ -381,7 +396,7 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 	g.logDecision(s, d, c, time.Since(start))
 	g.metrics.verdict(c.Verdict)
 	defer func() { g.metrics.observe(time.Since(start)) }()
-	reg := g.eng.Registry()
+	reg := s.eng.Registry()
 
 	if c.Verdict != engine.Execute {
 		msg := c.Message
@@ -456,7 +471,7 @@ func metaResult(content []byte) *mcp.CallToolResult {
 
 // forward sends an executed call to its upstream and records the result.
 func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict, name string, args []byte, id, ts string) *mcp.CallToolResult {
-	rt, ok := g.routes[name]
+	rt, ok := g.built.Load().routes[name]
 	up := g.ups[rt.upstream]
 	if !ok || up == nil {
 		// Only a registry tool executes, and every one has a route.
@@ -481,12 +496,18 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 		msg := fmt.Sprintf("The tool %s failed: %s.", pyQuote(name), upstreamFailure(err))
 		return g.failed(s, ts, name, id, msg)
 	}
+	// The client gets the result, not the upstream's _meta (its identity,
+	// its protocol's fields).
+	out := &mcp.CallToolResult{Content: res.Content, StructuredContent: res.StructuredContent, IsError: res.IsError}
+	if out.Content == nil {
+		out.Content = []mcp.Content{}
+	}
 	if res.IsError {
 		// pydantic-ai's MCP client raises ModelRetry with the error text.
 		text := resultText(res)
 		s.answer(requestMessage(ts, retryPart(nil, ts, name, text, id)))
 		_ = s.run.ReportFailure(name)
-		return res
+		return out
 	}
 	content, err := resultContent(res)
 	if err == nil && int64(len(content)) > g.cfg.MaxResultBytes {
@@ -503,7 +524,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	}
 	s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, "", "success", c.Receipt)))
 	s.run.ReportSuccess(name)
-	return res
+	return out
 }
 
 // failed records an executed call that did not complete (its upstream

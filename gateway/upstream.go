@@ -1,7 +1,9 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -60,7 +62,8 @@ const (
 type upstream struct {
 	spec Upstream
 	log  *slog.Logger
-	// onList is called after each listing that changed the tool set.
+	// onList, set before supervise, is called after a listing that
+	// changed the tool set an earlier one read.
 	onList func()
 
 	mu       sync.Mutex
@@ -196,10 +199,11 @@ func (u *upstream) list(ctx context.Context, cs *mcp.ClientSession) error {
 		params = &mcp.ListToolsParams{Cursor: res.NextCursor}
 	}
 	u.mu.Lock()
+	old := u.tools
 	u.tools = tools
 	u.mu.Unlock()
 	u.once.Do(func() { close(u.listed) })
-	if u.onList != nil {
+	if old != nil && u.onList != nil && !sameTools(old, tools) {
 		u.onList()
 	}
 	return nil
@@ -255,4 +259,23 @@ func (u *upstream) health() UpstreamHealth {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return UpstreamHealth{Name: u.spec.Name, State: u.state, Tools: len(u.tools), Restarts: u.restarts, LastError: u.lastErr}
+}
+
+// sameTools reports whether two listings hold the same definitions.
+func sameTools(a, b map[string]*mcp.Tool) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for n, t := range a {
+		u, ok := b[n]
+		if !ok {
+			return false
+		}
+		ta, _ := json.Marshal(t)
+		tb, _ := json.Marshal(u)
+		if !bytes.Equal(ta, tb) {
+			return false
+		}
+	}
+	return true
 }

@@ -173,7 +173,9 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 	if f.stdio {
 		err := g.ServeStdio(ctx, nil)
 		if err != nil && !errors.Is(err, io.EOF) && ctx.Err() == nil {
-			return fmt.Errorf("stdio: %w", err)
+			// The client broke the protocol (a batch, an over-long or
+			// over-deep message): the connection ended, closed.
+			return badInput(fmt.Errorf("stdio: %w", err))
 		}
 		return nil
 	}
