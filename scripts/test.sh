@@ -71,6 +71,15 @@ if [ "${CI:-}" = "true" ] && ! command -v xmllint >/dev/null 2>&1; then
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libxml2-utils
 fi
 
+# The MCP interoperability tests (internal/testkit/mcpinterop: the npm
+# reference servers, the TypeScript SDK, the conformance suite and the
+# Node 22 it runs on, pinned by the package-lock.json there) need their
+# packages installed; outside CI they skip with a message without them
+# (scripts/mcp-deps.sh installs them by hand).
+if [ "${CI:-}" = "true" ]; then
+	scripts/mcp-deps.sh
+fi
+
 echo "== gofmt"
 unformatted=$(gofmt -l $(git ls-files '*.go'))
 if [ -n "$unformatted" ]; then
