@@ -173,11 +173,27 @@ func (b gwBearer) RoundTrip(r *http.Request) (*http.Response, error) {
 // gateway at url.
 func gwClient(t *testing.T, url, token string) *mcp.ClientSession {
 	t.Helper()
-	tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: gwBearer{token}}, MaxRetries: -1}
-	cs, err := mcp.NewClient(&mcp.Implementation{Name: "scaling-test"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+	// The SDK falls back to a 2025-11-25 session when its server/discover
+	// fails (a replica killed while the request was on its way): such a
+	// session lives in one replica, and round robin sends its next request
+	// elsewhere. A client connects again then, as docs/scaling.md says.
+	var err error
+	for range 5 {
+		tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: gwBearer{token}}, MaxRetries: -1}
+		var cs *mcp.ClientSession
+		cs, err = mcp.NewClient(&mcp.Implementation{Name: "scaling-test"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
+		if err == nil && cs.InitializeResult().ProtocolVersion == "2026-07-28" {
+			t.Cleanup(func() { _ = cs.Close() })
+			return cs
+		}
+		if err == nil {
+			_ = cs.Close()
+			err = fmt.Errorf("connected on %s, not 2026-07-28", cs.InitializeResult().ProtocolVersion)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 	require.NoError(t, err)
-	t.Cleanup(func() { _ = cs.Close() })
-	return cs
+	return nil
 }
 
 func gwDo(cs *mcp.ClientSession, c gwCall) (string, bool, error) {
