@@ -7,7 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -238,15 +240,52 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 }
 
 // guardOrigin refuses a request whose Origin is not allowed (DNS
-// rebinding: a browser page reaching a local gateway).
+// rebinding: a browser page reaching a local gateway). Accepted: the
+// gateway's own loopback origin (originAllowed) and AllowedOrigins.
 func (g *Gateway) guardOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(g.cfg.AllowedOrigins, o) {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(g.cfg.AllowedOrigins, o) && !sameLoopbackOrigin(r, o) {
 			http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not allowed (--allow-origin)", o), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sameLoopbackOrigin reports whether origin is the gateway's own loopback
+// origin: its hostname is localhost, 127.0.0.1 or [::1] and its port is
+// the one the gateway listens on (the connection's local port), or the
+// request's Host port when the Host too names a loopback host (a port
+// forwarded to the gateway). A non-loopback Origin is never accepted
+// here, even one equal to the Host: in a DNS-rebinding attack both name
+// the attacker's domain.
+func sameLoopbackOrigin(r *http.Request, origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	if !loopbackHost(u.Hostname()) {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if _, lp, err := net.SplitHostPort(la.String()); err == nil && lp == port {
+			return true
+		}
+	}
+	if hh, hp, err := net.SplitHostPort(r.Host); err == nil && loopbackHost(hh) && hp == port {
+		return true
+	}
+	return false
+}
+
+// loopbackHost reports whether a URL hostname (brackets removed) is
+// localhost, 127.0.0.1 or ::1.
+func loopbackHost(h string) bool {
+	return strings.EqualFold(h, "localhost") || h == "127.0.0.1" || h == "::1"
 }
 
 // guardBody reads a POST's body within MaxBodyBytes and refuses a
