@@ -29,11 +29,15 @@ const listChangedProbe = "policycheck_list_changed"
 
 // newServer is the MCP server of one client connection (one per stateful
 // session, one per stateless request, one for stdio): tools/list and
-// tools/call are the gateway's; it offers no other feature.
+// tools/call are the gateway's; resources, prompts and completions are
+// forwarded to the upstreams when Config.Forward turns them on
+// (forward.go).
 func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "policycheck-gateway", Version: version}, &mcp.ServerOptions{
+	opts := &mcp.ServerOptions{
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	}
+	g.serverOptions(opts)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "policycheck-gateway", Version: version}, opts)
 	notify := func() {
 		srv.AddTool(&mcp.Tool{Name: listChangedProbe, InputSchema: json.RawMessage(`{"type":"object"}`)},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -79,6 +83,9 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 					}
 				}
 				return g.callShared(ctx, s, cr.Params.Name, cr.Params.Arguments, env), nil
+			}
+			if res, ok, err := g.forwarded(ctx, method, req); ok {
+				return res, err
 			}
 			return next(ctx, method, req)
 		}
