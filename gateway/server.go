@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the gateway relays logging, sampling and elicitation of protocol versions before 2026-07-28, which deprecates logging and sampling (SEP-2577).
+
 package gateway
 
 import (
@@ -34,7 +36,9 @@ const listChangedProbe = "policycheck_list_changed"
 // (forward.go).
 func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *mcp.Server {
 	opts := &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
+		// Logging: the upstreams' log messages during a call are
+		// relayed to its client (relay.go).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 	}
 	g.serverOptions(opts)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "policycheck-gateway", Version: version}, opts)
@@ -74,7 +78,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 				}
 				s.notifier.Store(&notify)
 				env := callEnv{meta: cr.Params.Meta, notify: notify,
-					requestState: cr.Params.RequestState, inputResponses: cr.Params.InputResponses}
+					requestState: cr.Params.RequestState, inputResponses: cr.Params.InputResponses, relay: relayFor(ctx, cr)}
 				if caps := cr.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
 					if cr.ProtocolVersion() >= "2026-07-28" {
 						env.inputRequired = true
