@@ -31,8 +31,15 @@
 //   - upstream.go keeps each upstream connected (stdio command, streamable
 //     HTTP URL or a caller's transport), restarted with backoff, its tool
 //     list read again on list_changed.
+//   - relay.go takes what an upstream sends during a forwarded call to the
+//     client that made it: progress by token; log messages, elicitation
+//     and sampling only while that call is the upstream's only one.
+//   - forward.go forwards resources, prompts and completions when
+//     Config.Forward names them (no policy judges them), routed to the one
+//     upstream that offers what a request names.
 //   - server.go is the MCP and HTTP surface: one SDK server per client
-//     connection whose middleware takes tools/list and tools/call,
+//     connection whose middleware takes tools/list and tools/call (and the
+//     forwarded methods),
 //     stateful sessions up to 2025-11-25 and stateless requests from
 //     2026-07-28, bearer tokens, Origin, batches and body limits, /health,
 //     /metrics, the history endpoint; principals.go reads --token-file;

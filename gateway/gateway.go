@@ -48,8 +48,13 @@ type Config struct {
 	// Approvals, when set, checks signed approvals a call carries in its
 	// _meta ("policycheck/approval").
 	Approvals *trust.ApprovalVerifier
-	// AllowedOrigins are the Origin header values accepted; a request
-	// with any other Origin is refused 403.
+	// Forward turns on forwarding resources, prompts and completions to
+	// the upstreams (--forward); none is by default. No policy judges
+	// what they carry.
+	Forward Forwarding
+	// AllowedOrigins are the Origin header values accepted besides the
+	// gateway's own loopback origin; a request with any other Origin is
+	// refused 403.
 	AllowedOrigins []string
 	// MaxBodyBytes bounds an HTTP request's body (default 4 MiB).
 	MaxBodyBytes int64

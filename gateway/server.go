@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the gateway relays logging, sampling and elicitation of protocol versions before 2026-07-28, which deprecates logging and sampling (SEP-2577).
+
 package gateway
 
 import (
@@ -7,7 +9,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 
@@ -27,11 +31,17 @@ const listChangedProbe = "policycheck_list_changed"
 
 // newServer is the MCP server of one client connection (one per stateful
 // session, one per stateless request, one for stdio): tools/list and
-// tools/call are the gateway's; it offers no other feature.
+// tools/call are the gateway's; resources, prompts and completions are
+// forwarded to the upstreams when Config.Forward turns them on
+// (forward.go).
 func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "policycheck-gateway", Version: version}, &mcp.ServerOptions{
-		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}},
-	})
+	opts := &mcp.ServerOptions{
+		// Logging: the upstreams' log messages during a call are
+		// relayed to its client (relay.go).
+		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
+	}
+	g.serverOptions(opts)
+	srv := mcp.NewServer(&mcp.Implementation{Name: "policycheck-gateway", Version: version}, opts)
 	notify := func() {
 		srv.AddTool(&mcp.Tool{Name: listChangedProbe, InputSchema: json.RawMessage(`{"type":"object"}`)},
 			func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
@@ -68,7 +78,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 				}
 				s.notifier.Store(&notify)
 				env := callEnv{meta: cr.Params.Meta, notify: notify,
-					requestState: cr.Params.RequestState, inputResponses: cr.Params.InputResponses}
+					requestState: cr.Params.RequestState, inputResponses: cr.Params.InputResponses, relay: relayFor(ctx, cr)}
 				if caps := cr.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
 					if cr.ProtocolVersion() >= "2026-07-28" {
 						env.inputRequired = true
@@ -77,6 +87,9 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 					}
 				}
 				return g.callShared(ctx, s, cr.Params.Name, cr.Params.Arguments, env), nil
+			}
+			if res, ok, err := g.forwarded(ctx, method, req); ok {
+				return res, err
 			}
 			return next(ctx, method, req)
 		}
@@ -238,15 +251,52 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 }
 
 // guardOrigin refuses a request whose Origin is not allowed (DNS
-// rebinding: a browser page reaching a local gateway).
+// rebinding: a browser page reaching a local gateway). Accepted: the
+// gateway's own loopback origin (originAllowed) and AllowedOrigins.
 func (g *Gateway) guardOrigin(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(g.cfg.AllowedOrigins, o) {
+		if o := r.Header.Get("Origin"); o != "" && !slices.Contains(g.cfg.AllowedOrigins, o) && !sameLoopbackOrigin(r, o) {
 			http.Error(w, fmt.Sprintf("Forbidden: Origin %q is not allowed (--allow-origin)", o), http.StatusForbidden)
 			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// sameLoopbackOrigin reports whether origin is the gateway's own loopback
+// origin: its hostname is localhost, 127.0.0.1 or [::1] and its port is
+// the one the gateway listens on (the connection's local port), or the
+// request's Host port when the Host too names a loopback host (a port
+// forwarded to the gateway). A non-loopback Origin is never accepted
+// here, even one equal to the Host: in a DNS-rebinding attack both name
+// the attacker's domain.
+func sameLoopbackOrigin(r *http.Request, origin string) bool {
+	u, err := url.Parse(origin)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.User != nil || u.Path != "" || u.RawQuery != "" || u.Fragment != "" {
+		return false
+	}
+	if !loopbackHost(u.Hostname()) {
+		return false
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	if la, ok := r.Context().Value(http.LocalAddrContextKey).(net.Addr); ok {
+		if _, lp, err := net.SplitHostPort(la.String()); err == nil && lp == port {
+			return true
+		}
+	}
+	if hh, hp, err := net.SplitHostPort(r.Host); err == nil && loopbackHost(hh) && hp == port {
+		return true
+	}
+	return false
+}
+
+// loopbackHost reports whether a URL hostname (brackets removed) is
+// localhost, 127.0.0.1 or ::1.
+func loopbackHost(h string) bool {
+	return strings.EqualFold(h, "localhost") || h == "127.0.0.1" || h == "::1"
 }
 
 // guardBody reads a POST's body within MaxBodyBytes and refuses a

@@ -192,6 +192,8 @@ type callEnv struct {
 	inputResponses mcp.InputResponseMap
 	// notify tells the client that its tool list changed.
 	notify func()
+	// relay takes what the upstream sends during the call to the client.
+	relay *relay
 }
 
 // awaiting is a call of the session that waits for a person's answer
@@ -478,7 +480,7 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 		}
 		return g.retry(s, ts, name, id, engine.InvalidArgsMessage(probs, 0))
 	}
-	return g.forward(ctx, s, c, name, args, id, ts)
+	return g.forward(ctx, s, c, name, args, id, ts, env.relay)
 }
 
 // maxToolName bounds a called name.
@@ -499,7 +501,7 @@ func metaResult(content []byte) *mcp.CallToolResult {
 }
 
 // forward sends an executed call to its upstream and records the result.
-func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict, name string, args []byte, id, ts string) *mcp.CallToolResult {
+func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict, name string, args []byte, id, ts string, r *relay) *mcp.CallToolResult {
 	rt, ok := g.built.Load().routes[name]
 	up := g.ups[rt.upstream]
 	if !ok || up == nil {
@@ -518,7 +520,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 		p.Meta = mcp.Meta{"policycheck/receipt": c.Receipt, "policycheck/run": s.id, "policycheck/tool_call_id": id, "policycheck/tool": name}
 	}
 	cctx, cancel := context.WithTimeout(ctx, g.cfg.CallTimeout)
-	res, err := up.call(cctx, p)
+	res, err := up.call(cctx, p, r)
 	cancel()
 	if err != nil {
 		g.metrics.upstreamErrors.Add(1)

@@ -1,3 +1,5 @@
+//lint:file-ignore SA1019 the gateway relays logging, sampling and elicitation of protocol versions before 2026-07-28, which deprecates logging and sampling (SEP-2577).
+
 package gateway
 
 import (
@@ -74,6 +76,10 @@ type upstream struct {
 	restarts int
 	listed   chan struct{} // closed after the first listing
 	once     sync.Once
+	// relays are the calls in flight, by the progress token the upstream
+	// was sent (relay.go).
+	relays   map[string]*relay
+	relaySeq uint64
 }
 
 // Backoff of restarts: from minBackoff, doubling, at most maxBackoff; a
@@ -137,7 +143,21 @@ func (u *upstream) connectOnce(ctx context.Context) error {
 		return err
 	}
 	client := mcp.NewClient(&mcp.Implementation{Name: "policycheck-gateway", Version: "1"}, &mcp.ClientOptions{
-		Capabilities: &mcp.ClientCapabilities{},
+		// Elicitation and sampling are relayed to the client of the call
+		// that asks, when it declared them (relay.go).
+		Capabilities: &mcp.ClientCapabilities{Elicitation: &mcp.ElicitationCapabilities{}, Sampling: &mcp.SamplingCapabilities{}},
+		ElicitationHandler: func(_ context.Context, req *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
+			return u.relayElicit(req.Params)
+		},
+		CreateMessageHandler: func(_ context.Context, req *mcp.CreateMessageRequest) (*mcp.CreateMessageResult, error) {
+			return u.relaySample(req.Params)
+		},
+		LoggingMessageHandler: func(_ context.Context, req *mcp.LoggingMessageRequest) {
+			u.relayLog(req.Params)
+		},
+		ProgressNotificationHandler: func(ctx context.Context, req *mcp.ProgressNotificationClientRequest) {
+			u.relayProgress(ctx, req.Params)
+		},
 		ToolListChangedHandler: func(_ context.Context, req *mcp.ToolListChangedRequest) {
 			s := req.Session
 			go func() {
@@ -149,8 +169,23 @@ func (u *upstream) connectOnce(ctx context.Context) error {
 			}()
 		},
 	})
+	client.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
+		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if er, ok := req.(*mcp.ElicitRequest); ok && method == "elicitation/create" {
+				// Straight to the client: it judges the schema, as it
+				// would the upstream's own (the SDK's client accepts
+				// fewer schemas than the protocol allows).
+				return u.relayElicit(er.Params)
+			}
+			return next(ctx, method, req)
+		}
+	})
 	cctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	cs, err := client.Connect(cctx, t, nil)
+	// 2025-11-25, not the SDK's latest: on 2026-07-28 a server cannot
+	// log, elicit or sample during a call but through input-required
+	// results, which the gateway does not relay (docs/gateway.md,
+	// "Protocol versions").
+	cs, err := client.Connect(cctx, t, &mcp.ClientSessionOptions{ProtocolVersion: upstreamProtocol})
 	cancel()
 	if err != nil {
 		return fmt.Errorf("connecting: %w", err)
@@ -164,12 +199,26 @@ func (u *upstream) connectOnce(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("listing its tools: %w", err)
 	}
+	if ir := cs.InitializeResult(); ir != nil && ir.Capabilities != nil && ir.Capabilities.Logging != nil && ir.ProtocolVersion < "2026-07-28" {
+		// Every message is asked for; each client gets those at or above
+		// the level it set (relay.go). On 2026-07-28 and later the level
+		// goes with each call.
+		lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+		if err := cs.SetLoggingLevel(lctx, &mcp.SetLoggingLevelParams{Level: "debug"}); err != nil {
+			u.log.Warn("setting the upstream's log level failed", "upstream", u.spec.Name, "error", err)
+		}
+		cancel()
+	}
 	u.mu.Lock()
 	u.state, u.sess, u.lastErr = StateUp, cs, ""
 	u.mu.Unlock()
 	u.log.Info("upstream up", "upstream", u.spec.Name)
 	return cs.Wait()
 }
+
+// upstreamProtocol is the protocol version the gateway asks its
+// upstreams for.
+const upstreamProtocol = "2025-11-25"
 
 // maxUpstreamTools bounds one upstream's listing.
 const maxUpstreamTools = 100_000
@@ -231,8 +280,10 @@ var (
 	errNotOffered  = errors.New("its server does not offer it now")
 )
 
-// call forwards one call; the upstream must list the tool now.
-func (u *upstream) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallToolResult, error) {
+// call forwards one call; the upstream must list the tool now. r, when
+// set, is the calling client's: what the upstream sends during the call
+// is relayed to it.
+func (u *upstream) call(ctx context.Context, p *mcp.CallToolParams, r *relay) (*mcp.CallToolResult, error) {
 	u.mu.Lock()
 	cs, state := u.sess, u.state
 	_, listed := u.tools[p.Name]
@@ -242,6 +293,20 @@ func (u *upstream) call(ctx context.Context, p *mcp.CallToolParams) (*mcp.CallTo
 	}
 	if !listed {
 		return nil, errNotOffered
+	}
+	if r != nil {
+		token, end := u.begin(r)
+		defer end()
+		meta := mcp.Meta{}
+		for k, v := range p.Meta {
+			meta[k] = v
+		}
+		meta["progressToken"] = token
+		meta[mcp.MetaKeyLogLevel] = "debug"
+		p.Meta = meta
+		res, err := cs.CallTool(ctx, p)
+		r.settle()
+		return res, err
 	}
 	return cs.CallTool(ctx, p)
 }

@@ -31,6 +31,7 @@ type gatewayFlags struct {
 	tokenFile    string
 	imports      []string
 	origins      []string
+	forward      []string
 	decisionLog  string
 	maxBody      int64
 	callTimeout  time.Duration
@@ -77,7 +78,8 @@ history, for explain, facts and replay.` +
 	fl.BoolVar(&f.stdio, "stdio", false, "serve one client over stdin and stdout instead of HTTP (desktop MCP clients)")
 	fl.StringVar(&f.tokenFile, "token-file", "", "JSON file mapping bearer tokens to principals and their context (docs/gateway.md); without it every HTTP client is the principal anonymous")
 	fl.StringArrayVar(&f.imports, "import", nil, "NAME=CAPABILITY: the tools upstream NAME lists at start that no registry tool maps join the registry's capability CAPABILITY under their own names; repeatable")
-	fl.StringArrayVar(&f.origins, "allow-origin", nil, "an Origin header value to accept (a request with any other Origin is refused 403); repeatable")
+	fl.StringArrayVar(&f.origins, "allow-origin", nil, "an Origin header value to accept besides the gateway's own loopback origin (a request with any other Origin is refused 403); repeatable")
+	fl.StringSliceVar(&f.forward, "forward", nil, "MCP features besides tools to forward to the upstreams, comma-separated: resources, prompts, completions (default none); no policy judges what they carry (docs/gateway.md)")
 	fl.StringVar(&f.decisionLog, "decision-log", "", "append one JSON line per decided call (session, principal, the decision) to this file; - for stderr")
 	fl.Int64Var(&f.maxBody, "max-body", 4<<20, "largest HTTP request body, and largest upstream result kept, in bytes")
 	fl.DurationVar(&f.callTimeout, "call-timeout", 60*time.Second, "how long a forwarded call may take")
@@ -107,11 +109,16 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 	if f.stdio && f.tokenFile != "" {
 		return badInput(errors.New("--token-file needs HTTP: a stdio client has no bearer token (it is the principal stdio)"))
 	}
+	forward, err := gateway.ParseForward(f.forward)
+	if err != nil {
+		return badInput(err)
+	}
 	reg, err := loader.ReadRegistry(f.registry)
 	if err != nil {
 		return badInput(err)
 	}
 	cfg := gateway.Config{
+		Forward:          forward,
 		Registry:         reg,
 		AllowedOrigins:   f.origins,
 		MaxBodyBytes:     f.maxBody,

@@ -35,6 +35,7 @@ func TestGatewayBadUsage(t *testing.T) {
 		{"undefined upstream", []string{"gateway", "--registry", orphan, "--upstream", "files=true", "--start-timeout", "1ms"}, `names upstream "nowhere"`},
 		{"upstream pattern", []string{"gateway", "--registry", badName, "--upstream", "files=true"}, "/tools/0/upstream"},
 		{"bad import", []string{"gateway", "--registry", reg, "--upstream", "files=true", "--import", "files"}, "want NAME=CAPABILITY"},
+		{"unknown forward", []string{"gateway", "--registry", reg, "--upstream", "files=true", "--forward", "resources,sampling"}, `"sampling" is not resources, prompts, completions or none`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			res := run(t, "", tc.args...)

@@ -188,7 +188,7 @@ func docTable(doc string) (start, end int, ok bool) {
 // run against the Go SDK's everything-server alone and through
 // `policycheck gateway` in front of it (the allow-all registry
 // testdata/conformance/registry.yaml with --import everything=everything,
-// no token file), once with the
+// --forward resources,prompts,completions, no token file), once with the
 // upstream run over stdio and once reached over streamable HTTP. The
 // gateway passes every scenario the upstream passes alone, but for the
 // known gaps testdata/conformance/gateway-gaps.txt lists with why (the
@@ -206,10 +206,10 @@ func TestConformanceThroughGateway(t *testing.T) {
 	// The suite's dns-rebinding scenario sends Host and Origin headers of
 	// localhost with the URL's port: the URL names localhost.
 	throughStdio := runConformance(t, deps, strings.Replace(startGateway(t, policycheckBin(t),
-		"--registry", registry, "--import", "everything=everything", upstreamFlag("everything", []string{server}),
+		"--registry", registry, "--import", "everything=everything", "--forward", "resources,prompts,completions", upstreamFlag("everything", []string{server}),
 	).URL, "127.0.0.1", "localhost", 1))
 	throughHTTP := runConformance(t, deps, strings.Replace(startGateway(t, policycheckBin(t),
-		"--registry", registry, "--import", "everything=everything", "--upstream", "everything="+startEverythingServer(t, server),
+		"--registry", registry, "--import", "everything=everything", "--forward", "resources,prompts,completions", "--upstream", "everything="+startEverythingServer(t, server),
 	).URL, "127.0.0.1", "localhost", 1))
 	runs := []run{
 		{"upstream alone", "", alone},
