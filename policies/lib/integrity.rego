@@ -39,7 +39,10 @@ consequential(tool) if data.policycheck.registry.tools[tool].consequential == tr
 #   user or system prompt part is trusted; a return has its tool's label
 #   as the engine wrote it on the source, or the defaults (untrusted,
 #   internal) when the registry sets no flow label.
-source_label(src) := {"integrity": "trusted", "confidentiality": object.get(src, "confidentiality", _default_confidentiality)} if {
+source_label(src) := {
+	"integrity": "trusted",
+	"confidentiality": object.get(src, "confidentiality", _default_confidentiality),
+} if {
 	src.kind in _prompt_kinds
 } else := {
 	"integrity": object.get(src, "integrity", _default_integrity),
@@ -169,10 +172,16 @@ flow_violation_reasons(call) := [reason |
 	some f in object.get(call, "flows", [])
 	label := source_label(f.source)
 	_rank[label.confidentiality] > _rank[clearance(call.tool)]
-	reason := sprintf("argument %v of %v carries a %v value from %v (tool_call_id %v, message %v, part %v), above its clearance %v", [
-		_pointer(f.path), call.tool, label.confidentiality, object.get(f.source, "tool", null),
-		object.get(f.source, "tool_call_id", null), f.source.message, f.source.part, clearance(call.tool),
-	])
+	reason := sprintf(
+		concat("", [
+			"argument %v of %v carries a %v value from %v (tool_call_id %v, message %v, part %v), ",
+			"above its clearance %v",
+		]),
+		[
+			_pointer(f.path), call.tool, label.confidentiality, object.get(f.source, "tool", null),
+			object.get(f.source, "tool_call_id", null), f.source.message, f.source.part, clearance(call.tool),
+		],
+	)
 ]
 
 _pointer(p) := "(the whole arguments)" if p == ""

@@ -10,7 +10,10 @@ import data.policycheck.lib
 
 registry := {"tools": {
 	"send_money": {"name": "send_money", "consequential": true, "clearance": "internal"},
-	"read_inbox": {"name": "read_inbox", "consequential": false, "integrity": "untrusted", "confidentiality": "confidential"},
+	"read_inbox": {
+		"name": "read_inbox", "consequential": false,
+		"integrity": "untrusted", "confidentiality": "confidential",
+	},
 	"get_balance": {"name": "get_balance", "consequential": false, "integrity": "trusted", "confidentiality": "secret"},
 	"post_public": {"name": "post_public", "consequential": true, "clearance": "public"},
 	"plain": {"name": "plain"},
@@ -116,7 +119,8 @@ test_permitted_flow_refuses_a_value_above_the_clearance if {
 }
 
 test_permitted_flow_within_the_clearance if {
-	call := {"tool": "send_money", "flows": [{"path": "/to", "match": "exact", "source": src("plain", "untrusted", "internal", 4)}]}
+	flow := {"path": "/to", "match": "exact", "source": src("plain", "untrusted", "internal", 4)}
+	call := {"tool": "send_money", "flows": [flow]}
 	lib.permitted_flow(call) with data.policycheck.registry as registry
 		with input as {"facts": {"flow_index_truncated": false}}
 }
