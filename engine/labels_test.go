@@ -16,9 +16,9 @@ import (
 
 func integrityFixture(t *testing.T, history string) (*engine.Engine, *facts.Registry, facts.History) {
 	t.Helper()
-	reg, err := loader.ReadRegistry("../examples/registries/integrity.yaml")
+	reg, err := loader.ReadRegistry("../examples/integrity/registry.yaml")
 	require.NoError(t, err)
-	raw, err := os.ReadFile("../examples/histories/integrity-" + history + ".json")
+	raw, err := os.ReadFile("../examples/integrity/histories/" + history + ".json")
 	require.NoError(t, err)
 	h, err := loader.DecodeHistory(history, raw, loader.DefaultLimits())
 	require.NoError(t, err)

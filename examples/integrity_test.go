@@ -13,7 +13,7 @@ import (
 )
 
 // TestIntegrityExample: the integrity example (examples/policies/integrity,
-// its registry examples/registries/integrity.yaml) asks a person before a
+// its registry examples/integrity/registry.yaml) asks a person before a
 // consequential call whose recipient came from an untrusted file, also
 // when the file was read before a compaction; denies publishing a secret
 // statement; lets the gift to a contact from the trusted address book
@@ -26,26 +26,26 @@ func TestIntegrityExample(t *testing.T) {
 		reasons  map[string]string
 	}{
 		{note: "the bill's IBAN waits for approval, the secret statement is not published, the gift executes",
-			history:  "integrity-pay-bill",
+			history:  "pay-bill",
 			verdicts: map[string]string{"p1": "approval_required", "p2": "execute", "r1": "denied"},
 			reasons: map[string]string{
 				"p1": "argument /recipient of send_money is untrusted: it carries a value from tool-return (read_file untrusted, tool_call_id f1, message 2, part 0)",
 				"r1": "argument /text of post_review carries a secret value from get_statement (tool_call_id s1, message 2, part 2), above its clearance public",
 			}},
 		{note: "the taint survives a compaction",
-			history:  "integrity-after-compaction",
+			history:  "after-compaction",
 			verdicts: map[string]string{"p1": "approval_required"},
 			reasons: map[string]string{
 				"p1": "argument /recipient of send_money is untrusted: no trusted source gave it, and the window held read_file's return (tool_call_id f1, call at message 1, part 0, through a compaction summary)",
 			}},
 		{note: "a window of trusted returns: the call executes",
-			history:  "integrity-clean",
+			history:  "clean",
 			verdicts: map[string]string{"p1": "execute"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.note, func(t *testing.T) {
 			var out, errb bytes.Buffer
-			code := cli.Run([]string{"eval", "--registry", "registries/integrity.yaml", "--history", "histories/" + tc.history + ".json",
+			code := cli.Run([]string{"eval", "--registry", "integrity/registry.yaml", "--history", "integrity/histories/" + tc.history + ".json",
 				"--policy", "policies/integrity"}, strings.NewReader(""), &out, &errb)
 			require.Equal(t, cli.ExitOK, code, errb.String())
 			var d decision

@@ -138,3 +138,15 @@ test_consequential_reads_the_registry if {
 	not lib.consequential("read_inbox") with data.policycheck.registry as registry
 	not lib.consequential("unknown") with data.policycheck.registry as registry
 }
+
+test_reasons_name_a_window_return_seen_directly_and_the_whole_arguments if {
+	w := window(true, [{
+		"tool": "read_inbox", "tool_call_id": "c2", "message": 1, "part": 0,
+		"summarised": false, "integrity": "untrusted", "confidentiality": "confidential",
+	}])
+	call := {"tool": "send_money", "window": w, "args_integrity": {"": "untrusted"}, "flows": []}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument (the whole arguments) of send_money is untrusted: no trusted source gave it, and the window held ",
+		"read_inbox's return (tool_call_id c2, call at message 1, part 0)",
+	])] with data.policycheck.registry as registry
+}

@@ -9,7 +9,7 @@
 #   person's approval; a call that carries a value above its tool's
 #   clearance (lib.permitted_flow) is denied. Fails closed: a
 #   consequential call whose flows cannot be relied on waits for approval
-#   too. The labels are the registry's (examples/registries/integrity.yaml).
+#   too. The labels are the registry's (examples/integrity/registry.yaml).
 package policycheck.rules.integrity
 
 import data.policycheck.lib

@@ -5,7 +5,7 @@
 #   untrusted argument in an untrusted window asks, until approved; a call
 #   that carries a value above its clearance is denied, approved or not; a
 #   trusted action executes; a consequential call whose flows cannot be
-#   relied on asks. The verdicts on examples/histories/integrity-*.json
+#   relied on asks. The verdicts on examples/integrity/histories/*.json
 #   are pinned through eval (examples/integrity_test.go).
 package policycheck.rules.integrity_test
 
