@@ -93,18 +93,16 @@ clearance(tool) := object.get(data.policycheck.registry.tools, [tool, "clearance
 #   input recorded without them) is not a trusted action.
 trusted_action(call) if not consequential(call.tool)
 
+# (A call that is not consequential is one by the rule above: the two
+# below need not say it is. Without args_integrity, `every` has no domain
+# and is not true.)
 trusted_action(call) if {
-	consequential(call.tool)
-	is_object(call.args_integrity)
 	every level in call.args_integrity {
 		level in {"trusted", "declassified"}
 	}
 }
 
-trusted_action(call) if {
-	consequential(call.tool)
-	call.window.untrusted == false
-}
+trusted_action(call) if call.window.untrusted == false
 
 # METADATA
 # title: untrusted_action_reasons
@@ -115,13 +113,12 @@ trusted_action(call) if {
 #   untrusted returns in the window; empty for a trusted action.
 untrusted_action_reasons(call) := [] if trusted_action(call)
 
-else := reasons if {
-	is_object(call.args_integrity)
-	reasons := [_untrusted_reason(call, path) |
-		some path, level in call.args_integrity
-		level == "untrusted"
-	]
-	count(reasons) > 0
+# (Not a trusted action with args_integrity: some argument is untrusted.)
+else := [_untrusted_reason(call, path) |
+	some path, level in call.args_integrity
+	level == "untrusted"
+] if {
+	call.args_integrity
 } else := [sprintf("%v is consequential and what its arguments and window hold could not be checked", [call.tool])]
 
 _untrusted_reason(call, path) := sprintf("argument %v of %v is untrusted: it carries %v", [

@@ -150,3 +150,19 @@ test_reasons_name_a_window_return_seen_directly_and_the_whole_arguments if {
 		"read_inbox's return (tool_call_id c2, call at message 1, part 0)",
 	])] with data.policycheck.registry as registry
 }
+
+test_a_call_that_is_not_consequential_has_no_reasons if {
+	call := {"tool": "plain", "window": inbox_window, "args_integrity": {"/x": "untrusted"}}
+	lib.untrusted_action_reasons(call) == [] with data.policycheck.registry as registry
+}
+
+test_a_flow_at_another_argument_is_not_the_source if {
+	call := {
+		"tool": "send_money", "window": inbox_window, "args_integrity": {"/to": "untrusted", "/memo": "trusted"},
+		"flows": [{"path": "/memo", "match": "exact", "source": user_src}],
+	}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"read_inbox's return (tool_call_id c2, call at message 1, part 0, through a compaction summary)",
+	])] with data.policycheck.registry as registry
+}
