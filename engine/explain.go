@@ -96,11 +96,11 @@ type CallExplained struct {
 	// the value the refusal may be about was returned.
 	Flows []flowExplained `json:"flows,omitempty"`
 	// ArgsIntegrity, on a refused call when the policies read
-	// input.call.args_integrity, is each argument value's integrity
+	// input.call.args_integrity and the registry sets flow labels, is each argument value's integrity
 	// ("trusted", "declassified" or "untrusted"; labels.go).
 	ArgsIntegrity map[string]string `json:"args_integrity,omitempty"`
 	// Window, on a refused call when the policies read
-	// input.call.window, is what the model's window held before the
+	// input.call.window and the registry sets flow labels, is what the model's window held before the
 	// call: whether anything untrusted, the highest confidentiality, and
 	// the untrusted returns (through a compaction summary or not).
 	Window *windowExplained `json:"window,omitempty"`
@@ -375,9 +375,11 @@ func flowWhy(fl flowExplained) string {
 }
 
 // explainLabels adds to a refused call what the policies read of its
-// labels: each argument's integrity and the window's, in words too.
+// labels: each argument's integrity and the window's, in words too. Only
+// for a registry that sets flow labels: without any, every tool has the
+// defaults and the labels say nothing about the refusal.
 func (s *snapshot) explainLabels(ce *CallExplained, f *facts.Facts, part int) {
-	if f == nil || f.Dispatch == nil {
+	if f == nil || f.Dispatch == nil || !s.reg.UsesFlowLabels() {
 		return
 	}
 	i := slices.IndexFunc(f.Dispatch.Calls, func(c facts.Call) bool { return c.Part == part })
