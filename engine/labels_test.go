@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -136,5 +137,38 @@ func TestExplainShowsTheLabels(t *testing.T) {
 		if c.Verdict == engine.Execute {
 			assert.Nil(t, c.Window, "an executed call's labels are not explained")
 		}
+	}
+}
+
+// TestLabelReadsFollowThePolicies: a policy set pays for the facts the
+// label fields are built from only when it may read them: through
+// lib.trusted_action the window (tool calls) and args_integrity (flows),
+// through lib.permitted_flow the flows alone, through lib.consequential
+// neither; a direct reference counts as one.
+func TestLabelReadsFollowThePolicies(t *testing.T) {
+	ctx := context.Background()
+	_, reg, _ := integrityFixture(t, "clean")
+	cases := map[string]struct {
+		body string
+		want facts.Options
+	}{
+		"trusted_action":  {"not lib.trusted_action(input.call)", facts.Options{ToolCalls: true, Flows: true}},
+		"permitted_flow":  {"not lib.permitted_flow(input.call)", facts.Options{Flows: true}},
+		"consequential":   {"lib.consequential(input.call.tool)", facts.Options{}},
+		"window directly": {"input.call.window.untrusted", facts.Options{ToolCalls: true}},
+		"args_integrity":  {`input.call.args_integrity["/to"] == "untrusted"`, facts.Options{Flows: true}},
+		"the whole call":  {"count(input.call) > 0", facts.Options{ToolCalls: true, Flows: true}},
+	}
+	for note, tc := range cases {
+		imp := ""
+		if strings.Contains(tc.body, "lib.") {
+			imp = "import data.policycheck.lib\n\n"
+		}
+		text := "package policycheck.rules.x\n\n" + imp + "deny contains \"no\" if {\n\t" + tc.body + "\n}\n"
+		eng, err := engine.New(ctx, engine.Registry(reg), engine.Modules(engine.Source{File: "x.rego", Text: text}))
+		require.NoError(t, err, note)
+		got := eng.FactOptions()
+		got.FlowMinLength, got.FlowIndexCap = 0, 0
+		assert.Equal(t, tc.want, got, note)
 	}
 }
