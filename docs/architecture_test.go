@@ -427,6 +427,7 @@ func historyShaped(e ast.Expr) bool {
 // too. The number is how many of the calls (Unmarshal, NewDecoder, a
 // Decode into a local whose type the scan reads) the function makes.
 var allowedDecodes = map[string]string{
+	"gateway/shared.go decodeNote Unmarshal":                           "a stored history entry's note (the gateway's own accounting of a call: success, failure, approvals), not a message",
 	"gateway/meta.go searchArgs Unmarshal":                             "a search_tools call's arguments, read for the search the gateway runs once the engine (facts.ReadArgs) judged the call",
 	"gateway/meta.go loadArgs Unmarshal":                               "a load_capability call's arguments, read for the load once the engine judged the call",
 	"gateway/principals.go ParseTokenFile NewDecoder":                  "--token-file, the operator's tokens and principals",

@@ -45,6 +45,8 @@ type config struct {
 	// flowMinLength and flowIndexCap are the flow options (0: the
 	// defaults of package facts).
 	flowMinLength, flowIndexCap int
+	// flowTokens: input.call.flows match by token too.
+	flowTokens bool
 }
 
 // The engine's caches by their names in docs/caches.md.
@@ -105,6 +107,12 @@ func FlowMinLength(n int) Option { return func(c *config) { c.flowMinLength = n 
 // for input.call.flows (default facts.DefaultFlowIndexCap); past it
 // input.facts.flow_index_truncated is true. It must be at least 1.
 func FlowIndexCap(n int) Option { return func(c *config) { c.flowIndexCap = n } }
+
+// FlowTokens turns token matching of input.call.flows on or off (default
+// off): a source's strings are indexed by token too (lines, key-value
+// values, runs, emails, URLs, IBANs, digit runs; docs/flows.md), and an
+// argument holding one flows with match "token" (facts.FlowTokens).
+func FlowTokens(on bool) Option { return func(c *config) { c.flowTokens = on } }
 
 // Engine evaluates decisions. It compiles its policies once, prepares its
 // queries once, and is safe for concurrent use: the compiled snapshot
@@ -194,6 +202,7 @@ func build(ctx context.Context, cfg config) (*snapshot, error) {
 	}
 	if c.opts.Flows {
 		c.opts.FlowMinLength, c.opts.FlowIndexCap = cfg.flowMinLength, cfg.flowIndexCap
+		c.opts.FlowTokens = cfg.flowTokens
 	}
 	mods := make([]string, 0, len(ps.modules))
 	for n := range ps.modules {

@@ -117,13 +117,18 @@ type windowExplained struct {
 type flowExplained struct {
 	// Path is the JSON pointer of the value in the call's arguments.
 	Path string `json:"path"`
-	// Match is "exact" or "contains".
-	Match  string     `json:"match"`
+	// Match is "exact", "contains" or "token".
+	Match string `json:"match"`
+	// Token is the token's class when Match is "token".
+	Token  string     `json:"token,omitempty"`
 	Source flowSource `json:"source"`
 }
 
 // flowSource is the return part a flowing value came from.
 type flowSource struct {
+	// Kind is the source part's kind (tool-return, builtin-tool-return,
+	// user-prompt, system-prompt).
+	Kind       string         `json:"kind"`
 	ToolCallID *string        `json:"tool_call_id"`
 	Tool       string         `json:"tool"`
 	Labels     []string       `json:"labels"`
@@ -338,12 +343,12 @@ func explainFlows(reg *facts.Registry, f *facts.Facts, part int) []flowExplained
 		}
 		var out []flowExplained
 		for _, fl := range c.Flows {
-			src := flowSource{ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At}
+			src := flowSource{Kind: fl.Source.Kind.String(), ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At}
 			if reg.UsesFlowLabels() {
 				l := sourceLabel(reg, &fl.Source)
 				src.Integrity, src.Confidentiality = l.Integrity, l.Confidentiality
 			}
-			out = append(out, flowExplained{Path: fl.Path, Match: fl.Match.String(), Source: src})
+			out = append(out, flowExplained{Path: fl.Path, Match: fl.Match.String(), Token: fl.Token.String(), Source: src})
 		}
 		return out
 	}
@@ -357,8 +362,15 @@ func flowWhy(fl flowExplained) string {
 		arg = "the arguments"
 	}
 	how := "holds a value"
-	if fl.Match == facts.FlowContains.String() {
+	switch fl.Match {
+	case facts.FlowContains.String():
 		how = "contains a string"
+	case facts.FlowToken.String():
+		how = "holds a token (" + fl.Token + ") of a string"
+	}
+	switch fl.Source.Kind {
+	case facts.UserPrompt.String(), facts.SystemPrompt.String():
+		return fmt.Sprintf("%s %s of the %s at %s", arg, how, fl.Source.Kind, pos(fl.Source.At))
 	}
 	id := "no tool_call_id"
 	if fl.Source.ToolCallID != nil {

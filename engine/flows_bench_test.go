@@ -34,7 +34,8 @@ deny contains "secret" if input.call.tool == "never_called"
 // record of five strings and a number) and one response whose call
 // copies a returned string into its arguments to a Run that already
 // holds that history, and decides. flows=on with a rule reading
-// input.call.flows, flows=off with one that does not; the memo off.
+// input.call.flows, flows=off with one that does not, flows=tokens the
+// first with token matching on (engine.FlowTokens); the memo off.
 func BenchmarkFlows(b *testing.B) {
 	ctx := context.Background()
 	in := benchInputs(b, 1000, 100)
@@ -42,13 +43,14 @@ func BenchmarkFlows(b *testing.B) {
 	for len(h) > 0 && h[len(h)-1].Kind != facts.Response {
 		h = h[:len(h)-1]
 	}
-	for _, on := range []bool{false, true} {
+	for _, mode := range []string{"off", "on", "tokens"} {
+		on := mode != "off"
 		e := newBenchEngine(b, in.reg, false, engine.DecisionCache(0),
-			engine.Modules(engine.Source{File: "flows.rego", Text: flowRules[on]}))
-		if e.FactOptions().Flows != on {
-			b.Fatalf("flows=%v: the engine builds flows: %v", on, e.FactOptions().Flows)
+			engine.Modules(engine.Source{File: "flows.rego", Text: flowRules[on]}), engine.FlowTokens(mode == "tokens"))
+		if e.FactOptions().Flows != on || e.FactOptions().FlowTokens != (mode == "tokens") {
+			b.Fatalf("flows=%v: the engine builds flows: %v", mode, e.FactOptions())
 		}
-		b.Run(fmt.Sprintf("never-seen/messages=%d/flows=%s", len(h), onOff(on)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("never-seen/messages=%d/flows=%s", len(h), mode), func(b *testing.B) {
 			b.ReportAllocs()
 			cpu := cputime.Start()
 			for b.Loop() {
@@ -59,7 +61,7 @@ func BenchmarkFlows(b *testing.B) {
 			}
 			cpu.Report(b)
 		})
-		b.Run(fmt.Sprintf("step/messages=%d/flows=%s", len(h), onOff(on)), func(b *testing.B) {
+		b.Run(fmt.Sprintf("step/messages=%d/flows=%s", len(h), mode), func(b *testing.B) {
 			r := e.NewRun()
 			if _, err := r.Step(ctx, h, nil); err != nil {
 				b.Fatal(err)
@@ -86,11 +88,4 @@ func BenchmarkFlows(b *testing.B) {
 			cpu.Report(b)
 		})
 	}
-}
-
-func onOff(on bool) string {
-	if on {
-		return "on"
-	}
-	return "off"
 }

@@ -61,8 +61,8 @@ func TestFlowsInTheInputOnlyWhenRead(t *testing.T) {
 	assert.Equal(t, []any{}, calls[0].(map[string]any)["flows"])
 	b, err := json.Marshal(calls[1].(map[string]any)["flows"])
 	require.NoError(t, err)
-	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "source":
-		{"tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "message": 4, "part": 0}}]`, string(b))
+	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "token": null, "source":
+		{"kind": "tool-return", "tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "message": 4, "part": 0}}]`, string(b))
 
 	f, ctxDoc, approvals, err := engine.FactsFromInput(any(back))
 	require.NoError(t, err)
@@ -199,4 +199,60 @@ deny contains "big" if {
 		require.NoError(t, err, note)
 		assert.Equal(t, tc.want, eng.FactOptions().Flows, note)
 	}
+}
+
+// TestFlowsFromPromptsAndTokens: a value copied from the user's prompt
+// (a list of strings: each one counts)
+// flows from a "user-prompt" source (tool and tool_call_id null, no
+// labels), and with engine.FlowTokens an IBAN cut out of a returned
+// string and re-spaced flows by token ("iban"); the logged input
+// document is read back to the same decision.
+func TestFlowsFromPromptsAndTokens(t *testing.T) {
+	ctx := context.Background()
+	reg, err := loader.ReadRegistry("../examples/registry.yaml")
+	require.NoError(t, err)
+	id := func(s string) (string, bool) { return s, true }
+	ret, hasRet := id("v1")
+	call, hasCall := id("x1")
+	h := facts.History{
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt, Content: []byte(`["pay the invoice from", "ops-payroll-2026"]`)}}},
+		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "secret_op", ToolCallID: ret, HasToolCallID: hasRet, Args: []byte(`{"name":"k"}`)}}},
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.ToolReturn, ToolName: "secret_op", ToolCallID: ret, HasToolCallID: hasRet,
+			Content: []byte(`"Invoice 7731. Pay to GB29 NWBK 6016 1331 9268 19 by Friday."`)}}},
+		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "transfer_funds", ToolCallID: call, HasToolCallID: hasCall,
+			Args: []byte(`{"from":"ops-payroll-2026","to":"GB29NWBK60161331926819"}`)}}},
+	}
+	flowsOf := func(opts ...engine.Option) string {
+		eng, err := engine.New(ctx, append([]engine.Option{engine.Registry(reg), engine.PolicyPaths("../examples/policies/exfiltration")}, opts...)...)
+		require.NoError(t, err)
+		d, err := eng.Decide(ctx, engine.Request{History: h})
+		require.NoError(t, err)
+		full, err := d.InputDocument()
+		require.NoError(t, err)
+		raw, err := json.Marshal(full)
+		require.NoError(t, err)
+		var back map[string]any
+		require.NoError(t, json.Unmarshal(raw, &back))
+		f, ctxDoc, approvals, err := engine.FactsFromInput(any(back))
+		require.NoError(t, err)
+		again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
+		require.NoError(t, err)
+		assert.Equal(t, verdicts(d), verdicts(again))
+		b, err := json.Marshal(back["dispatch"].(map[string]any)["calls"].([]any)[0].(map[string]any)["flows"])
+		require.NoError(t, err)
+		return string(b)
+	}
+	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies/exfiltration"), engine.FlowTokens(true))
+	require.NoError(t, err)
+	x, err := eng.Explain(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	require.Len(t, x.Calls, 1)
+	assert.Contains(t, x.Calls[0].Why, `argument "/from" holds a value of the user-prompt at message 0, part 0`)
+	assert.Contains(t, x.Calls[0].Why, `argument "/to" holds a token (iban) of a string returned by "secret_op" (tool_call_id "v1", labels "secret") at message 2, part 0`)
+	prompt := `{"path": "/from", "match": "exact", "token": null,
+		"source": {"kind": "user-prompt", "tool_call_id": null, "tool": null, "labels": [], "message": 0, "part": 0}}`
+	assert.JSONEq(t, `[`+prompt+`]`, flowsOf())
+	assert.JSONEq(t, `[`+prompt+`, {"path": "/to", "match": "token", "token": "iban",
+		"source": {"kind": "tool-return", "tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "message": 2, "part": 0}}]`,
+		flowsOf(engine.FlowTokens(true)))
 }

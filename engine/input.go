@@ -737,15 +737,67 @@ var flowFields = []docField[facts.Flow]{
 				fl.Match = facts.FlowExact
 			case facts.FlowContains.String():
 				fl.Match = facts.FlowContains
+			case facts.FlowToken.String():
+				fl.Match = facts.FlowToken
 			default:
 				if r.err == nil {
-					r.fail(ptr, `"exact" or "contains"`)
+					r.fail(ptr, `"exact", "contains" or "token"`)
 				}
 			}
 		}},
+	{key: "token", // null unless match is "token"
+		put: func(_ *docWriter, fl *facts.Flow) *ast.Term {
+			if fl.Token == 0 {
+				return ast.NullTerm()
+			}
+			return keyTerm(fl.Token.String())
+		},
+		get: func(r *inputReader, v any, ptr string, fl *facts.Flow) {
+			if v == nil {
+				return
+			}
+			s, _ := v.(string)
+			c, ok := facts.ParseTokenClass(s)
+			if !ok {
+				if r.err == nil {
+					r.fail(ptr, "null or a token class")
+				}
+				return
+			}
+			fl.Token = c
+		}},
 	objField("source", []docField[facts.FlowSource]{
+		{key: "kind",
+			put: func(_ *docWriter, s *facts.FlowSource) *ast.Term { return keyTerm(s.Kind.String()) },
+			get: func(r *inputReader, v any, ptr string, s *facts.FlowSource) {
+				str, _ := v.(string)
+				k, ok := facts.ParsePartKind(str)
+				switch k {
+				case facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt:
+				default:
+					ok = false
+				}
+				if !ok {
+					if r.err == nil {
+						r.fail(ptr, `"tool-return", "builtin-tool-return", "user-prompt" or "system-prompt"`)
+					}
+					return
+				}
+				s.Kind = k
+			}},
 		idField("tool_call_id", func(s *facts.FlowSource) **string { return &s.ToolCallID }),
-		toolField("tool", func(s *facts.FlowSource) *string { return &s.Tool }),
+		{key: "tool", // null for a prompt
+			put: func(w *docWriter, s *facts.FlowSource) *ast.Term {
+				if s.Kind == facts.UserPrompt || s.Kind == facts.SystemPrompt {
+					return ast.NullTerm()
+				}
+				return w.known.term(s.Tool)
+			},
+			get: func(r *inputReader, v any, ptr string, s *facts.FlowSource) {
+				if v != nil {
+					s.Tool = r.string(v, ptr)
+				}
+			}},
 		{key: "labels", // a list, not a set
 			put: func(_ *docWriter, s *facts.FlowSource) *ast.Term { return arrayOf(s.Labels) },
 			get: func(r *inputReader, v any, ptr string, s *facts.FlowSource) { s.Labels = r.names(v, ptr) }},

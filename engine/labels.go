@@ -53,12 +53,11 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	return lr
 }
 
-// sourceLabel is the label of a flow's source: its tool's returns'
-// (facts.Registry.ReturnLabel). A source without a tool is a part of the
-// prompt (a user or system prompt part, issue 47 item 1): the user's
-// or the operator's own words, trusted.
+// sourceLabel is the label of a flow's source: a user or system prompt
+// part is the user's or the operator's own words, trusted and internal;
+// a return has its tool's returns' label (facts.Registry.ReturnLabel).
 func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
-	if src.Tool == "" {
+	if src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt {
 		return facts.Label{Integrity: facts.IntegrityTrusted, Confidentiality: facts.DefaultConfidentiality}
 	}
 	return reg.ReturnLabel(src.Tool)

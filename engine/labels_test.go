@@ -75,8 +75,8 @@ func TestLabelsInTheInputOnlyWhenRead(t *testing.T) {
 		"message": 1, "part": 0, "summarised": false, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
 	b, err = json.Marshal(calls[2]["flows"])
 	require.NoError(t, err)
-	assert.JSONEq(t, `[{"path": "/text", "match": "contains", "source": {"tool_call_id": "s1", "tool": "get_statement", "labels": [],
-		"message": 2, "part": 2, "integrity": "trusted", "confidentiality": "secret"}}]`, string(b))
+	assert.JSONEq(t, `[{"path": "/text", "match": "contains", "token": null, "source": {"kind": "tool-return", "tool_call_id": "s1",
+		"tool": "get_statement", "labels": [], "message": 2, "part": 2, "integrity": "trusted", "confidentiality": "secret"}}]`, string(b))
 
 	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
 	require.NoError(t, err)

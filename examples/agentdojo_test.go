@@ -40,13 +40,16 @@ var agentDojoModes = []struct {
 	// shipped defaults.
 	paths []string
 	built bool
+	// tokens: the flows match by token too (engine.FlowTokens).
+	tokens bool
 }{
 	{name: "default", policy: "the shipped default policy", built: true},
 	{name: "verbatim flows", policy: "examples/policies/exfiltration (secret → external)",
 		paths: []string{"policies/exfiltration"}, built: true},
 	{name: "verbatim flows + untrusted", policy: "the same, and examples/agentdojo/policies/untrusted (untrusted → consequential)",
 		paths: []string{"policies/exfiltration", "agentdojo/policies/untrusted"}, built: true},
-	{name: "token flows", policy: "issue 47 item 2"},
+	{name: "token flows", policy: "the same two, the flows matched by token too (--flow-tokens)",
+		paths: []string{"policies/exfiltration", "agentdojo/policies/untrusted"}, built: true, tokens: true},
 	{name: "labels", policy: "examples/agentdojo/policies/labels (an untrusted source's value into a consequential call asks; a value above the sink's clearance is denied)",
 		paths: []string{"agentdojo/policies/labels"}, built: true},
 	{name: "strict trusted action", policy: "examples/policies/integrity (a consequential call that is not lib.trusted_action asks; lib.permitted_flow's violations are denied)",
@@ -182,7 +185,7 @@ func TestAgentDojoEvaluation(t *testing.T) {
 			if !mode.built {
 				continue
 			}
-			e, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths(mode.paths...))
+			e, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths(mode.paths...), engine.FlowTokens(mode.tokens))
 			require.NoError(t, err, mode.name)
 			for _, r := range m.Runs {
 				path := filepath.Join("agentdojo", suite, r.History)

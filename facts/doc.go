@@ -35,8 +35,9 @@
 //     only some policies read: the tool calls of the whole history
 //     ([ToolCalls]) and the flows of the dispatched calls ([Flow]: which
 //     argument values equal or contain a string, or equal a number, of an
-//     earlier tool return; flows.go), whose index of return strings the
-//     Tracker builds as messages arrive, bounded by a cap.
+//     earlier tool return or prompt, or, with Options.FlowTokens, hold one
+//     of its tokens; flows.go, flowtokens.go), whose index of source
+//     strings the Tracker builds as messages arrive, bounded by a cap.
 //   - [VouchedBy] makes a reveal or a load count only where a [Voucher]
 //     vouches for the call that produced it (verified evidence):
 //     [VouchHistory] removes the rest, and Derive and the Tracker given

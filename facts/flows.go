@@ -8,7 +8,12 @@ import (
 )
 
 // Flows: which argument values of a dispatched call came from an earlier
-// tool return (input.call.flows, docs/flows.md).
+// tool return or prompt (input.call.flows, docs/flows.md). The sources
+// are the tool-return, builtin-tool-return, user-prompt and system-prompt
+// parts (isFlowSource); "return" below is any of them. With
+// Options.FlowTokens the strings' tokens are indexed too (flowtokens.go):
+// those compared as they are searched like the strings, window by
+// window, the identifiers looked up by their normalised form.
 //
 // The returns' strings are the unit: a string leaf of a call's arguments
 // flows from a return when it equals ("exact") or contains ("contains")
@@ -64,23 +69,36 @@ const (
 	FlowExact FlowMatch = iota + 1
 	// FlowContains: the argument contains a string of the return.
 	FlowContains
+	// FlowToken: the argument holds a token of a string of the source
+	// (Options.FlowTokens; Flow.Token names its class), and neither
+	// equals nor contains a whole string of it.
+	FlowToken
 )
 
 // String returns the match's name in the input document.
 func (m FlowMatch) String() string {
-	if m == FlowContains {
+	switch m {
+	case FlowContains:
 		return "contains"
+	case FlowToken:
+		return "token"
 	}
 	return "exact"
 }
 
-// FlowSource is the return part a flowing value came from.
+// FlowSource is the part a flowing value came from: a tool return, a
+// builtin tool return, a user prompt or a system prompt.
 type FlowSource struct {
-	// ToolCallID is nil when the part has none.
+	// Kind is the source part's kind: ToolReturn, BuiltinToolReturn,
+	// UserPrompt or SystemPrompt.
+	Kind PartKind
+	// ToolCallID is nil when the part has none (always for a prompt).
 	ToolCallID *string
-	Tool       string
+	// Tool is the return's tool name; "" for a prompt.
+	Tool string
 	// Labels are the tool's effective registry labels (none for a tool
-	// the registry does not have). Shared: callers must not modify them.
+	// the registry does not have, nor for a prompt). Shared: callers
+	// must not modify them.
 	Labels []string
 	// At locates the return part in the whole history.
 	At Position
@@ -90,8 +108,11 @@ type FlowSource struct {
 type Flow struct {
 	// Path is the JSON pointer of the value in the call's arguments, as
 	// the policies read them (ArgsValue).
-	Path   string
-	Match  FlowMatch
+	Path  string
+	Match FlowMatch
+	// Token is the class of the token the value was found by when Match
+	// is FlowToken, else 0.
+	Token  TokenClass
 	Source FlowSource
 }
 
@@ -123,15 +144,44 @@ type flowString struct {
 	srcs []int32
 }
 
-// flowIndex holds the strings and numbers of a history's returns.
+// flowToken is one distinct token and its sources, each with the first
+// class (TokenClass order) it had there.
+type flowToken struct {
+	s    string
+	srcs []int32
+	cls  []TokenClass
+}
+
+func (t *flowToken) add(si int32, c TokenClass) {
+	if n := len(t.srcs); n > 0 && t.srcs[n-1] == si {
+		t.cls[n-1] = min(t.cls[n-1], c)
+		return
+	}
+	t.srcs = append(t.srcs, si)
+	t.cls = append(t.cls, c)
+}
+
+// flowIndex holds the strings and numbers of a history's sources.
 type flowIndex struct {
 	minLen, cap int
-	used        int
-	truncated   bool
-	sources     []FlowSource
-	strs        map[string]*flowString
-	byPrefix    map[string][]*flowString
-	nums        map[string][]int32
+	// tokens: the strings' tokens are indexed too (Options.FlowTokens):
+	// those compared as they are in toks and tokByPrefix, the
+	// identifiers by their normalised form in idents.
+	tokens      bool
+	toks        map[string]*flowToken
+	tokByPrefix map[string][]*flowToken
+	idents      map[string]*flowToken
+	// cut and cutText are the scratch of cutTokens; tokBlock holds the
+	// flowTokens last allocated.
+	cut       []cutToken
+	cutText   []byte
+	tokBlock  []flowToken
+	used      int
+	truncated bool
+	sources   []FlowSource
+	strs      map[string]*flowString
+	byPrefix  map[string][]*flowString
+	nums      map[string][]int32
 	// walk is the scratch of addPart, made on first use.
 	walk *jsonvalue.Walker
 	// block holds the flowStrings last allocated (newString).
@@ -139,22 +189,37 @@ type flowIndex struct {
 }
 
 func newFlowIndex(o Options) *flowIndex {
-	return &flowIndex{minLen: o.flowMinLength(), cap: o.flowIndexCap(),
+	x := &flowIndex{minLen: o.flowMinLength(), cap: o.flowIndexCap(), tokens: o.FlowTokens,
 		strs: map[string]*flowString{}, byPrefix: map[string][]*flowString{}, nums: map[string][]int32{}}
+	x.initTokens()
+	return x
+}
+
+func (x *flowIndex) initTokens() {
+	if x.tokens {
+		x.toks, x.tokByPrefix, x.idents = map[string]*flowToken{}, map[string][]*flowToken{}, map[string]*flowToken{}
+	}
 }
 
 // overlay returns an empty index with what is left of x's budget: the
 // returns of the response being dispatched, indexed without changing x.
 func (x *flowIndex) overlay() *flowIndex {
-	o := &flowIndex{minLen: x.minLen, cap: x.cap - x.used, truncated: x.truncated,
+	o := &flowIndex{minLen: x.minLen, cap: x.cap - x.used, truncated: x.truncated, tokens: x.tokens,
 		strs: map[string]*flowString{}, byPrefix: map[string][]*flowString{}, nums: map[string][]int32{}}
+	o.initTokens()
 	return o
 }
 
 // isFlowSource reports whether a part's content is indexed.
-func isFlowSource(p *Part) bool { return p.Kind == ToolReturn || p.Kind == BuiltinToolReturn }
+func isFlowSource(p *Part) bool {
+	switch p.Kind {
+	case ToolReturn, BuiltinToolReturn, UserPrompt, SystemPrompt:
+		return true
+	}
+	return false
+}
 
-// addPart indexes the content of return part p at pos.
+// addPart indexes the content of source part p at pos.
 func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	if x.truncated || len(p.Content) == 0 {
 		return
@@ -166,8 +231,10 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	if !w.Walk(p.Content) {
 		return
 	}
-	src := FlowSource{Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
-	if p.HasToolCallID {
+	src := FlowSource{Kind: p.Kind, Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
+	if p.Kind == UserPrompt || p.Kind == SystemPrompt {
+		src.Tool, src.Labels = "", []string{}
+	} else if p.HasToolCallID {
 		id := p.ToolCallID
 		src.ToolCallID = &id
 	}
@@ -176,12 +243,16 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	leaves := w.Leaves()
 	for i := range leaves {
 		l := &leaves[i]
-		if x.used+l.Len() > x.cap {
+		b := w.Bytes(l)
+		n := l.Len()
+		if x.tokens && !l.Num() {
+			n += x.cutTokens(b)
+		}
+		if x.used+n > x.cap {
 			x.truncated = true
 			return
 		}
-		x.used += l.Len()
-		b := w.Bytes(l)
+		x.used += n
 		if l.Num() {
 			if ns, ok := x.nums[string(b)]; !ok || ns[len(ns)-1] != si {
 				x.nums[string(b)] = append(ns, si)
@@ -195,6 +266,58 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 		if len(fs.srcs) == 0 || fs.srcs[len(fs.srcs)-1] != si {
 			fs.srcs = append(fs.srcs, si)
 		}
+		if x.tokens {
+			x.addTokens(si)
+		}
+	}
+}
+
+// cutToken is one token of the string being indexed: its class and its
+// bytes, text[s:e] of the index's scratch.
+type cutToken struct {
+	cls  TokenClass
+	s, e int
+}
+
+// cutTokens cuts the string b into its tokens (held in x's scratch until
+// addTokens) and returns their bytes, every one counted: what indexing
+// them adds to the cap's count.
+func (x *flowIndex) cutTokens(b []byte) int {
+	x.cut, x.cutText = x.cut[:0], x.cutText[:0]
+	n := 0
+	keep := func(c TokenClass, t string) {
+		x.cut = append(x.cut, cutToken{cls: c, s: len(x.cutText), e: len(x.cutText) + len(t)})
+		x.cutText = append(x.cutText, t...)
+		n += len(t)
+	}
+	s := string(b)
+	textTokens(s, x.minLen, keep)
+	identTokens(s, x.minLen, keep)
+	return n
+}
+
+// addTokens indexes the tokens cutTokens cut, of source si.
+func (x *flowIndex) addTokens(si int32) {
+	for _, ct := range x.cut {
+		t := x.cutText[ct.s:ct.e]
+		m := x.toks
+		if ct.cls < TokenPairValue {
+			m = x.idents
+		}
+		ft := m[string(t)]
+		if ft == nil {
+			if len(x.tokBlock) == cap(x.tokBlock) {
+				x.tokBlock = make([]flowToken, 0, 64)
+			}
+			x.tokBlock = append(x.tokBlock, flowToken{s: string(t)})
+			ft = &x.tokBlock[len(x.tokBlock)-1]
+			m[ft.s] = ft
+			if ct.cls >= TokenPairValue {
+				pre := ft.s[:x.minLen]
+				x.tokByPrefix[pre] = append(x.tokByPrefix[pre], ft)
+			}
+		}
+		ft.add(si, ct.cls)
 	}
 }
 
@@ -221,9 +344,11 @@ func toolLabels(reg *Registry, tool string) []string {
 	return []string{}
 }
 
-// flowHit is one (leaf, source) pair found.
+// flowHit is one (leaf, source) pair found: how it matched (exact,
+// contains, or by a token of class tok, the first in TokenClass order).
 type flowHit struct {
-	exact bool
+	exact, contains bool
+	tok             TokenClass
 }
 
 // flowBudget is what is left of the comparison budgets of a response
@@ -275,6 +400,44 @@ func (x *flowIndex) matchString(leaf string, b *flowBudget, hits map[Position]*f
 			}
 		}
 	}
+	if !x.tokens {
+		return
+	}
+	for i := 0; i+x.minLen <= len(leaf); i++ {
+		for _, ft := range x.tokByPrefix[leaf[i:i+x.minLen]] {
+			if len(ft.s) > len(leaf)-i {
+				continue
+			}
+			if !b.spend(len(ft.s)) {
+				return
+			}
+			if strings.HasPrefix(leaf[i:], ft.s) {
+				x.noteToken(ft, hits, srcOf)
+			}
+		}
+	}
+	identTokens(leaf, x.minLen, func(_ TokenClass, t string) {
+		if ft := x.idents[t]; ft != nil {
+			x.noteToken(ft, hits, srcOf)
+		}
+	})
+}
+
+// noteToken records in hits the sources of token ft, each with its
+// class.
+func (x *flowIndex) noteToken(ft *flowToken, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+	for k, si := range ft.srcs {
+		src := x.sources[si]
+		h := hits[src.At]
+		if h == nil {
+			h = &flowHit{}
+			hits[src.At] = h
+			srcOf[src.At] = src
+		}
+		if h.tok == 0 || ft.cls[k] < h.tok {
+			h.tok = ft.cls[k]
+		}
+	}
 }
 
 func (x *flowIndex) matchNumber(key string, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
@@ -293,6 +456,7 @@ func (x *flowIndex) note(srcs []int32, exact bool, hits map[Position]*flowHit, s
 			srcOf[src.At] = src
 		}
 		h.exact = h.exact || exact
+		h.contains = h.contains || !exact
 	}
 }
 
@@ -331,11 +495,16 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 			return 0
 		})
 		for _, p := range at {
-			m := FlowContains
-			if hits[p].exact {
-				m = FlowExact
+			f := Flow{Path: path, Match: FlowToken, Source: srcOf[p]}
+			switch h := hits[p]; {
+			case h.exact:
+				f.Match = FlowExact
+			case h.contains:
+				f.Match = FlowContains
+			default:
+				f.Token = h.tok
 			}
-			out = append(out, Flow{Path: path, Match: m, Source: srcOf[p]})
+			out = append(out, f)
 		}
 		clear(hits)
 		clear(srcOf)

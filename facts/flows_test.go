@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/rand/v2"
+	"regexp"
 	"sort"
 	"strconv"
 	"strings"
@@ -17,32 +18,46 @@ import (
 
 // bruteFlows is the definition of flows (docs/flows.md), transcribed
 // literally and independently of the index: every string and
-// non-trivial number of every return part, in history order, kept while
-// their bytes fit the cap; for each string leaf of a call's arguments,
-// every kept string of a return before the call that the leaf equals or
-// contains, and for each number leaf every equal kept number.
-func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int) ([][]facts.Flow, bool) {
+// non-trivial number of every source part (tool and builtin tool
+// returns, user and system prompts), in history order, and with tokens
+// on every token of each string (bruteTokens), kept while their bytes fit
+// the cap (a string with its tokens); for each string leaf of a call's
+// arguments, every kept string of a source before the call that the leaf
+// equals or contains, every token it contains or, for an identifier,
+// holds normalised, and for each number leaf every equal kept number.
+func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens bool) ([][]facts.Flow, bool) {
 	type occ struct {
-		s   string
-		num bool
-		at  facts.Position
-		src facts.FlowSource
+		s     string
+		num   bool
+		cls   facts.TokenClass
+		ident bool
+		at    facts.Position
+		src   facts.FlowSource
 	}
 	var occs []occ
 	used, truncated := 0, false
 	for m := range h {
 		for p := range h[m].Parts {
 			part := h[m].Parts[p]
-			if part.Kind != facts.ToolReturn && part.Kind != facts.BuiltinToolReturn || len(part.Content) == 0 {
+			switch part.Kind {
+			case facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt:
+			default:
 				continue
 			}
-			src := facts.FlowSource{Tool: part.ToolName, Labels: []string{}, At: facts.Position{Message: m, Part: p}}
-			if t, ok := reg.Tool(part.ToolName); ok {
-				src.Labels = t.Labels
+			if len(part.Content) == 0 {
+				continue
 			}
-			if part.HasToolCallID {
-				id := part.ToolCallID
-				src.ToolCallID = &id
+			src := facts.FlowSource{Kind: part.Kind, Tool: part.ToolName, Labels: []string{}, At: facts.Position{Message: m, Part: p}}
+			if part.Kind == facts.UserPrompt || part.Kind == facts.SystemPrompt {
+				src.Tool = ""
+			} else {
+				if t, ok := reg.Tool(part.ToolName); ok {
+					src.Labels = t.Labels
+				}
+				if part.HasToolCallID {
+					id := part.ToolCallID
+					src.ToolCallID = &id
+				}
 			}
 			var v any
 			dec := json.NewDecoder(bytes.NewReader(part.Content))
@@ -51,18 +66,33 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int) ([][]fa
 				continue
 			}
 			for _, o := range bruteStrings(v, 0, minLen) {
-				if truncated || used+len(o.s) > limit {
+				n := len(o.s)
+				var toks []bruteToken
+				if tokens && !o.num {
+					toks = bruteTokens(o.s, minLen)
+					for _, t := range toks {
+						n += len(t.s)
+					}
+				}
+				if truncated || used+n > limit {
 					truncated = true
 					break
 				}
-				used += len(o.s)
+				used += n
 				occs = append(occs, occ{s: o.s, num: o.num, at: src.At, src: src})
+				for _, t := range toks {
+					occs = append(occs, occ{s: t.s, cls: t.cls, ident: t.ident, at: src.At, src: src})
+				}
 			}
 		}
 	}
 	r := len(h) - 1
 	if r < 0 || h[r].Kind != facts.Response {
 		return nil, truncated
+	}
+	type hit struct {
+		m   facts.FlowMatch
+		cls facts.TokenClass
 	}
 	var out [][]facts.Flow
 	for p, part := range h[r].Parts {
@@ -72,25 +102,38 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int) ([][]fa
 		call := facts.Position{Message: r, Part: p}
 		flows := []facts.Flow{}
 		for _, leaf := range bruteLeaves(facts.ArgsValue(part.Args), "") {
-			match := map[facts.Position]facts.FlowMatch{}
+			idents := map[string]bool{}
+			if !leaf.num && len(leaf.s) >= minLen {
+				for _, t := range bruteTokens(leaf.s, minLen) {
+					if t.ident {
+						idents[t.s] = true
+					}
+				}
+			}
+			match := map[facts.Position]hit{}
 			srcs := map[facts.Position]facts.FlowSource{}
 			for _, o := range occs {
 				if !o.at.Before(call) {
 					continue
 				}
-				var m facts.FlowMatch
+				var h hit
 				switch {
 				case o.num != leaf.num:
-				case leaf.s == o.s:
-					m = facts.FlowExact
-				case !leaf.num && strings.Contains(leaf.s, o.s):
-					m = facts.FlowContains
+				case o.cls == 0 && leaf.s == o.s:
+					h.m = facts.FlowExact
+				case o.cls == 0 && !leaf.num && strings.Contains(leaf.s, o.s):
+					h.m = facts.FlowContains
+				case o.cls != 0 && !o.ident && strings.Contains(leaf.s, o.s),
+					o.cls != 0 && o.ident && idents[o.s]:
+					h = hit{facts.FlowToken, o.cls}
 				}
-				if m == 0 {
+				if h.m == 0 {
 					continue
 				}
-				if match[o.at] != facts.FlowExact {
-					match[o.at] = m
+				old, seen := match[o.at]
+				switch {
+				case !seen, h.m < old.m, h.m == old.m && h.cls < old.cls:
+					match[o.at] = h
 				}
 				srcs[o.at] = o.src
 			}
@@ -100,12 +143,125 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int) ([][]fa
 			}
 			sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 			for _, p := range at {
-				flows = append(flows, facts.Flow{Path: leaf.path, Match: match[p], Source: srcs[p]})
+				flows = append(flows, facts.Flow{Path: leaf.path, Match: match[p].m, Token: match[p].cls, Source: srcs[p]})
 			}
 		}
 		out = append(out, flows)
 	}
 	return out, truncated
+}
+
+type bruteToken struct {
+	s     string
+	cls   facts.TokenClass
+	ident bool
+}
+
+var (
+	bruteRun      = regexp.MustCompile(`\S+`)
+	bruteColon    = regexp.MustCompile(`^[A-Za-z][A-Za-z0-9_. -]*:[\t ]`)
+	bruteEquals   = regexp.MustCompile(`^[A-Za-z0-9_.-]+=`)
+	bruteLocal    = regexp.MustCompile(`[A-Za-z0-9._%+-]*$`)
+	bruteDomain   = regexp.MustCompile(`^[A-Za-z0-9.-]*`)
+	bruteURL      = regexp.MustCompile(`(?i)https?://[^\t\n\f\r "'<>` + "`" + `]+`)
+	bruteIBANHead = regexp.MustCompile(`^[A-Z]{2}[0-9]{2}[A-Z0-9]*`)
+	bruteGroup    = regexp.MustCompile(`^[ -][A-Z0-9]+`)
+	bruteDigits   = regexp.MustCompile(`^[0-9]+(?:[ -][0-9]+)*`)
+	bruteDate     = regexp.MustCompile(`^[0-9]{4}-[0-9]{2}-[0-9]{2}`)
+	bruteAlnum    = regexp.MustCompile(`^[A-Za-z0-9]`)
+)
+
+// bruteTokens lists the tokens of s (docs/flows.md, "Tokens") with
+// regular expressions: every one, repeats included.
+func bruteTokens(s string, minLen int) []bruteToken {
+	var out []bruteToken
+	add := func(cls facts.TokenClass, t string, ident bool) {
+		if len(t) >= minLen && (ident || t != s) {
+			out = append(out, bruteToken{t, cls, ident})
+		}
+	}
+	lines := strings.Split(s, "\n")
+	for _, l := range lines {
+		l = strings.Trim(l, " \t\n\f\r")
+		if len(lines) > 1 {
+			add(facts.TokenLine, l, false)
+		}
+		if m := bruteColon.FindString(l); m != "" {
+			add(facts.TokenPairValue, strings.Trim(l[len(m)-1:], " \t\n\f\r"), false)
+		}
+		for _, run := range bruteRun.FindAllString(l, -1) {
+			add(facts.TokenRun, run, false)
+			if m := bruteEquals.FindString(run); m != "" {
+				add(facts.TokenPairValue, strings.Trim(run[len(m):], `"'`), false)
+			}
+		}
+	}
+	alnumAt := func(i int) bool { return i >= 0 && i < len(s) && bruteAlnum.MatchString(s[i:]) }
+	for i := range len(s) {
+		if s[i] != '@' {
+			continue
+		}
+		local := strings.TrimLeft(bruteLocal.FindString(s[:i]), ".")
+		dom := strings.TrimRight(bruteDomain.FindString(s[i+1:]), ".-")
+		if local != "" && dom != "" && !strings.HasPrefix(dom, ".") && strings.Contains(dom, ".") {
+			add(facts.TokenEmail, strings.ToLower(local+"@"+dom), true)
+		}
+	}
+	for _, m := range bruteURL.FindAllStringIndex(s, -1) {
+		if alnumAt(m[0] - 1) {
+			continue
+		}
+		u := strings.TrimRight(s[m[0]:m[1]], ".,;:!?)]}")
+		_, rest, _ := strings.Cut(u, "://")
+		if rest == "" {
+			continue
+		}
+		scheme := u[:len(u)-len(rest)]
+		host, path := rest, ""
+		if k := strings.IndexAny(rest, "/?#"); k >= 0 {
+			host, path = rest[:k], rest[k:]
+		}
+		add(facts.TokenURL, strings.ToLower(scheme+host)+path, true)
+	}
+	for i := 0; i < len(s); i++ {
+		if alnumAt(i - 1) {
+			continue
+		}
+		head := bruteIBANHead.FindString(s[i:])
+		if head == "" {
+			continue
+		}
+		norm, e := head, i+len(head)
+		if len(head) == 4 {
+			for last := 4; last == 4; {
+				g := bruteGroup.FindString(s[e:])
+				if g == "" || len(g)-1 > 4 {
+					break
+				}
+				norm += g[1:]
+				last = len(g) - 1
+				e += len(g)
+			}
+		}
+		if len(norm) >= 15 && len(norm) <= 34 && !alnumAt(e) {
+			add(facts.TokenIBAN, norm, true)
+			i = e - 1
+		}
+	}
+	for i := 0; i < len(s); i++ {
+		if i > 0 && s[i-1] >= '0' && s[i-1] <= '9' {
+			continue
+		}
+		raw := bruteDigits.FindString(s[i:])
+		if raw == "" {
+			continue
+		}
+		if !bruteDate.MatchString(raw) {
+			add(facts.TokenDigits, strings.NewReplacer(" ", "", "-", "").Replace(raw), true)
+		}
+		i += len(raw) - 1
+	}
+	return out
 }
 
 type bruteString struct {
@@ -214,6 +370,68 @@ type flowHistory struct {
 
 var flowAlphabet = []byte("ab/~-")
 
+// tokenPieces are what texts are made of: identifiers, pairs, dates.
+var tokenPieces = []string{
+	"ann@ex.com", "Bob.x@Mail.ORG", "c+d@a-b.io.", "x@y", "HTTPS://Ex.com/aB?x=1", "http://WWW.Site.io/p.", "https://ex.com",
+	"GB29NWBK60161331926819", "GB29 NWBK 6016 1331 9268 19", "DE89-3704-0044-0532-0130-00", "XX12 AB12 3456 7890 1234",
+	"US133000000121212121212", "gb29nwbk60161331926819", "555-123-4567", "4111 1111 1111 1111", "2024-05-15 10", "12345678",
+	"1234 5", "Key: some value", "k=abc-def-gh", "k='quoted-val'", "Note: a:b", "9 to:x",
+}
+
+// text is a string of a few pieces and words, on one line or several.
+func (g *flowHistory) text() string {
+	seps := []string{" ", "\n", "  ", ", ", "\t", " \n "}
+	var b strings.Builder
+	for i := range 1 + g.rnd.IntN(5) {
+		if i > 0 {
+			b.WriteString(seps[g.rnd.IntN(len(seps))])
+		}
+		if g.rnd.IntN(3) == 0 {
+			b.WriteString(g.word())
+		} else {
+			b.WriteString(tokenPieces[g.rnd.IntN(len(tokenPieces))])
+		}
+	}
+	return b.String()
+}
+
+// variant is a piece of s (a line, a run, a piece) as a model might
+// write it: as it is, re-cased, or with an identifier's separators
+// changed.
+func (g *flowHistory) variant(s string) string {
+	parts := strings.Fields(s)
+	if lines := strings.Split(s, "\n"); g.rnd.IntN(2) == 0 && len(lines) > 1 {
+		parts = lines
+	}
+	if len(parts) == 0 {
+		return s
+	}
+	p := parts[g.rnd.IntN(len(parts))]
+	var in []string
+	for _, piece := range tokenPieces {
+		if strings.Contains(s, piece) {
+			in = append(in, piece)
+		}
+	}
+	if len(in) > 0 && g.rnd.IntN(3) > 0 {
+		p = in[g.rnd.IntN(len(in))]
+	}
+	if _, v, ok := strings.Cut(p, "="); ok && g.rnd.IntN(2) == 0 {
+		p = v // a pair's value alone
+	} else if _, v, ok := strings.Cut(p, ": "); ok && g.rnd.IntN(2) == 0 {
+		p = v
+	}
+	switch g.rnd.IntN(5) {
+	case 0:
+		p = strings.ToLower(p)
+	case 1:
+		p = strings.ToUpper(p)
+	case 2:
+		p = strings.NewReplacer(" ", "", "-", " ").Replace(p)
+	}
+	return g.word() + " " + p + " " + g.word()
+}
+
 func (g *flowHistory) word() string {
 	b := make([]byte, 1+g.rnd.IntN(14))
 	for i := range b {
@@ -239,6 +457,9 @@ func (g *flowHistory) value(depth int) any {
 	switch k := g.rnd.IntN(10); {
 	case k < 4 || depth > 2:
 		s := g.word()
+		if g.rnd.IntN(3) > 0 {
+			s = g.text()
+		}
 		if g.rnd.IntN(3) == 0 && len(g.pool) > 0 {
 			s = g.pool[g.rnd.IntN(len(g.pool))] // the same string again
 		}
@@ -276,7 +497,9 @@ func (g *flowHistory) arg() any {
 		}
 		return g.pool[g.rnd.IntN(len(g.pool))]
 	}
-	switch g.rnd.IntN(8) {
+	switch g.rnd.IntN(12) {
+	case 8, 9, 10, 11:
+		return g.variant(pick())
 	case 0:
 		return pick()
 	case 1:
@@ -336,9 +559,18 @@ func (g *flowHistory) history(n int) facts.History {
 		if m%2 == 0 {
 			msg := facts.Message{Kind: facts.Request}
 			for range g.rnd.IntN(3) {
-				if g.rnd.IntN(4) == 0 {
+				switch g.rnd.IntN(8) {
+				case 0:
 					msg.Parts = append(msg.Parts, facts.Part{Kind: facts.UserPrompt})
-				} else {
+				case 1:
+					p := g.returnPart(facts.UserPrompt, "")
+					p.HasToolCallID, p.ToolCallID = false, ""
+					msg.Parts = append(msg.Parts, p)
+				case 2:
+					p := g.returnPart(facts.SystemPrompt, "")
+					p.HasToolCallID, p.ToolCallID = false, ""
+					msg.Parts = append(msg.Parts, p)
+				default:
 					msg.Parts = append(msg.Parts, g.returnPart(facts.ToolReturn, tools[g.rnd.IntN(len(tools))]))
 				}
 			}
@@ -385,11 +617,13 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 		seeds = 50
 	}
 	found := map[facts.FlowMatch]int{}
+	tokens := map[facts.TokenClass]int{}
+	kinds := map[facts.PartKind]int{}
 	truncated := 0
 	for seed := range seeds {
 		g := &flowHistory{rnd: rand.New(rand.NewPCG(uint64(seed), 33))}
 		h := g.history(2 + g.rnd.IntN(14))
-		o := facts.Options{Flows: true, FlowMinLength: 1 + g.rnd.IntN(10)}
+		o := facts.Options{Flows: true, FlowMinLength: 1 + g.rnd.IntN(10), FlowTokens: seed%2 == 1}
 		limit := facts.DefaultFlowIndexCap
 		if seed%3 == 0 {
 			o.FlowIndexCap = 1 + g.rnd.IntN(300)
@@ -400,7 +634,7 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 			tr.Append(h[n-1])
 			got := facts.Derive(h[:n], reg, o)
 			require.Equal(t, got, tr.FactsWith(o), "seed %d, prefix of %d messages", seed, n)
-			want, trunc := bruteFlows(h[:n], reg, o.FlowMinLength, limit)
+			want, trunc := bruteFlows(h[:n], reg, o.FlowMinLength, limit, o.FlowTokens)
 			require.Equal(t, trunc, got.FlowIndexTruncated, "seed %d, prefix %d: truncated", seed, n)
 			if trunc {
 				truncated++
@@ -414,6 +648,8 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 				require.Equal(t, want[i], c.Flows, "seed %d, prefix %d, call %d (%s)", seed, n, i, c.Args)
 				for _, f := range c.Flows {
 					found[f.Match]++
+					tokens[f.Token]++
+					kinds[f.Source.Kind]++
 				}
 			}
 			flows, trunc2 := facts.Flows(h[:n], reg, o)
@@ -426,6 +662,14 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 	// The generator exercises what it is meant to.
 	require.Greater(t, found[facts.FlowExact], 100, "exact matches")
 	require.Greater(t, found[facts.FlowContains], 100, "contains matches")
+	atLeast := func(n int) int { return n * seeds / 800 } // half what 400 seeds give
+	require.Greater(t, found[facts.FlowToken], atLeast(100), "token matches")
+	for c := facts.TokenEmail; c <= facts.TokenRun; c++ {
+		require.Greater(t, tokens[c], atLeast(10), "token matches of class %s (%v)", c, tokens)
+	}
+	for _, k := range []facts.PartKind{facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt} {
+		require.Greater(t, kinds[k], atLeast(10), "flows from a %s", k)
+	}
 	require.Greater(t, truncated, 10, "truncated indexes")
 }
 
@@ -459,7 +703,7 @@ func TestFlowsExample(t *testing.T) {
 			Args: []byte(`{"to":"sk-live-4242","body":"the pin is hunter22, ok?","n":123456,"c":7,"s":"abc","part":"sk-live"}`)}}},
 	}
 	f := facts.Derive(h, reg, facts.Options{Flows: true})
-	src := facts.FlowSource{ToolCallID: &id, Tool: "read_secret", Labels: []string{"secret"}, At: facts.Position{}}
+	src := facts.FlowSource{Kind: facts.ToolReturn, ToolCallID: &id, Tool: "read_secret", Labels: []string{"secret"}, At: facts.Position{}}
 	require.Equal(t, []facts.Flow{
 		{Path: "/body", Match: facts.FlowContains, Source: src},
 		{Path: "/n", Match: facts.FlowExact, Source: src},

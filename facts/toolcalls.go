@@ -15,6 +15,11 @@ type Options struct {
 	// FlowIndexCap bounds the bytes of return strings indexed per
 	// history; 0 means DefaultFlowIndexCap.
 	FlowIndexCap int
+	// FlowTokens indexes the sources' strings by token too (lines, pair
+	// values, runs, emails, URLs, IBANs, digit runs; flowtokens.go): an
+	// argument holding one flows with match FlowToken. The tokens'
+	// bytes count against FlowIndexCap.
+	FlowTokens bool
 }
 
 // CallOutcome is what became of a tool call (ToolCallRecord.Outcome).

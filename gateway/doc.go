@@ -37,6 +37,13 @@
 //     2026-07-28, bearer tokens, Origin, batches and body limits, /health,
 //     /metrics, the history endpoint; principals.go reads --token-file;
 //     stdio.go holds stdin to the same guards.
+//   - shared.go keeps sessions in step with the session store
+//     (internal/sessionstore: in the process, or Redis shared by every
+//     replica): a call takes the session's lease, gives its run what
+//     other replicas appended since (call by call, as written), writes
+//     itself to the store, checked against the length it saw, before it
+//     is carried out, and its answer after; a lost or unreachable store
+//     fails calls closed.
 //   - deciders.go runs decisions on long-lived goroutines, whose stacks
 //     stay grown for Rego's recursion.
 //

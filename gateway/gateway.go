@@ -19,6 +19,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
 	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/trust"
 )
@@ -73,6 +74,18 @@ type Config struct {
 	// drops a session idle for that long (default 1h).
 	MaxSessions int
 	SessionTTL  time.Duration
+	// SessionStore is where sessions' histories are kept: "memory" (the
+	// default: in this process) or redis://HOST:PORT/DB, shared by every
+	// replica that names it (docs/gateway.md, "Several replicas"). Idle
+	// sessions expire from it after SessionTTL; a session past
+	// MaxSessionBytes fails its calls closed.
+	SessionStore string
+	// SessionLease bounds how long a replica that stopped mid-call keeps
+	// its session from the others (default 10s): a call holds the
+	// session's lease, renewed while it runs.
+	SessionLease time.Duration
+	// store, when set (tests), is used instead of opening SessionStore.
+	store sessionstore.Store
 	// StartTimeout is how long New waits for each upstream's first tool
 	// list (default 30s); an upstream that has not listed by then keeps
 	// starting in the background.
@@ -120,12 +133,15 @@ func (c *Config) defaults() {
 // every tools/list and tools/call with the engine on the session's
 // history. It is safe for concurrent use.
 type Gateway struct {
-	cfg     Config
-	log     *slog.Logger
-	ups     map[string]*upstream
-	upOrder []string
-	cancel  context.CancelFunc
-	wg      sync.WaitGroup
+	cfg   Config
+	log   *slog.Logger
+	store sessionstore.Store
+	// ownStore: the gateway opened store and closes it.
+	ownStore bool
+	ups      map[string]*upstream
+	upOrder  []string
+	cancel   context.CancelFunc
+	wg       sync.WaitGroup
 
 	mu       sync.Mutex
 	sessions map[string]*session // by principal NUL handle
@@ -155,11 +171,27 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, errors.New("gateway: at least one upstream is required")
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, ups: map[string]*upstream{}, sessions: map[string]*session{}, byID: map[string]*session{}}
+	g.store = cfg.store
+	if g.store == nil {
+		st, err := sessionstore.Open(ctx, cfg.SessionStore, sessionstore.Options{TTL: cfg.SessionTTL, MaxBytes: cfg.MaxSessionBytes,
+			Lease: cfg.SessionLease, LockWait: cfg.ApprovalTimeout + cfg.CallTimeout})
+		if err != nil {
+			return nil, fmt.Errorf("gateway: %w", err)
+		}
+		g.store, g.ownStore = st, true
+	}
+	closeStore := func() {
+		if g.ownStore {
+			_ = g.store.Close()
+		}
+	}
 	for _, u := range cfg.Upstreams {
 		if !upstreamName.MatchString(u.Name) {
+			closeStore()
 			return nil, fmt.Errorf("gateway: upstream name %q is not a letter or digit followed by up to 63 letters, digits, '_', '.' or '-'", u.Name)
 		}
 		if _, dup := g.ups[u.Name]; dup {
+			closeStore()
 			return nil, fmt.Errorf("gateway: upstream %q is defined twice", u.Name)
 		}
 		up := newUpstream(u, cfg.Logger)
@@ -169,11 +201,13 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	for name := range cfg.Imports {
 		if _, ok := g.ups[name]; !ok {
+			closeStore()
 			return nil, fmt.Errorf("gateway: --import %s: no upstream is named %q", name, name)
 		}
 	}
 	rt, err := routes(cfg.Registry, g.upOrder)
 	if err != nil {
+		closeStore()
 		return nil, err
 	}
 	gctx, cancel := context.WithCancel(context.Background())
@@ -288,6 +322,9 @@ func (g *Gateway) rebuild(name string) {
 func (g *Gateway) Close() error {
 	g.cancel()
 	g.wg.Wait()
+	if g.ownStore {
+		return g.store.Close()
+	}
 	return nil
 }
 
@@ -350,9 +387,22 @@ func containsFunc(s string, f func(rune) bool) bool {
 var errTooManySessions = errors.New("the gateway holds as many sessions as it may; try again later")
 
 // sessionFor returns the session of (principal, handle), creating it.
-func (g *Gateway) sessionFor(p Principal, handle string) (*session, error) {
+func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string) (*session, error) {
 	key := p.Name + "\x00" + handle
 	now := time.Now()
+	g.mu.Lock()
+	if s, ok := g.sessions[key]; ok {
+		g.mu.Unlock()
+		return s, nil
+	}
+	g.mu.Unlock()
+	// The session's public id is the one the store holds, the same on
+	// every replica.
+	id, err := g.store.Open(ctx, key, newSessionID())
+	if err != nil {
+		g.metrics.storeErrors.Add(1)
+		return nil, errors.New("the gateway's session store cannot be reached")
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if s, ok := g.sessions[key]; ok {
@@ -374,7 +424,7 @@ func (g *Gateway) sessionFor(p Principal, handle string) (*session, error) {
 		}
 	}
 	eng := g.Engine()
-	s := &session{id: newSessionID(), principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now}
+	s := &session{id: id, key: key, principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now}
 	g.sessions[key] = s
 	g.byID[s.id] = s
 	g.metrics.sessions.Add(1)
@@ -384,6 +434,21 @@ func (g *Gateway) sessionFor(p Principal, handle string) (*session, error) {
 // History returns a session's history as pydantic-ai JSON; ok is false
 // for an unknown id.
 func (g *Gateway) History(id string) (history []byte, ok bool) {
+	return g.history(context.Background(), id)
+}
+
+// history is the session's history as the store holds it (another
+// replica's session too), else as this replica holds it.
+func (g *Gateway) history(ctx context.Context, id string) ([]byte, bool) {
+	if key, ok, err := g.store.Lookup(ctx, id); err == nil && ok {
+		if entries, st, err := g.store.Load(ctx, key, 0); err == nil && !st.Lost && st.Len > 0 {
+			msgs := make([][]byte, len(entries))
+			for i, e := range entries {
+				msgs[i] = e.Msg
+			}
+			return historyJSON(msgs), true
+		}
+	}
 	g.mu.Lock()
 	s, ok := g.byID[id]
 	g.mu.Unlock()
@@ -437,6 +502,10 @@ func deref(p *string) string {
 func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if err := s.sync(ctx, g); err != nil {
+		g.metrics.storeErrors.Add(1)
+		return nil, errors.New(storeMessage(g, err))
+	}
 	s.lastUsed = time.Now()
 	d, err := s.listDecision(ctx, g)
 	if err != nil {

@@ -20,6 +20,10 @@ type metrics struct {
 	refusedBeforeDecision atomic.Int64
 	callNanos             atomic.Int64
 	callCount             atomic.Int64
+	// derived counts the messages given to sessions' runs: each once on
+	// a replica, however many replicas served the session.
+	derived     atomic.Int64
+	storeErrors atomic.Int64
 
 	mu       sync.Mutex
 	verdicts map[string]int64
@@ -63,6 +67,8 @@ func (g *Gateway) writeMetrics(w io.Writer) {
 	p("policycheck_gateway_upstream_errors_total", "Forwarded calls that failed at their upstream.", "counter", m.upstreamErrors.Load())
 	p("policycheck_gateway_batches_refused_total", "Batched JSON-RPC requests refused.", "counter", m.refusedBatches.Load())
 	p("policycheck_gateway_calls_refused_unread_total", "Calls refused before a decision (arguments not an object, name too long).", "counter", m.refusedBeforeDecision.Load())
+	p("policycheck_gateway_messages_derived_total", "History messages given to sessions' runs (each once per replica: a call derives only what the replica has not seen).", "counter", m.derived.Load())
+	p("policycheck_gateway_session_store_errors_total", "Calls and listings the session store failed closed (lost, conflicting, busy, full, unreachable).", "counter", m.storeErrors.Load())
 	fmt.Fprintf(w, "# HELP policycheck_gateway_upstream_up Whether each upstream is connected.\n# TYPE policycheck_gateway_upstream_up gauge\n")
 	for _, name := range g.upOrder {
 		h := g.ups[name].health()

@@ -51,7 +51,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 				if lr.Params != nil {
 					meta = lr.Params.Meta
 				}
-				s, err := g.sessionOf(req, meta, principalOf)
+				s, err := g.sessionOf(ctx, req, meta, principalOf)
 				if err != nil {
 					return nil, err
 				}
@@ -62,7 +62,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 				if !ok || cr.Params == nil {
 					return nil, errors.New("tools/call: unexpected request")
 				}
-				s, err := g.sessionOf(req, cr.Params.Meta, principalOf)
+				s, err := g.sessionOf(ctx, req, cr.Params.Meta, principalOf)
 				if err != nil {
 					return nil, err
 				}
@@ -76,7 +76,7 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 						env.elicit = cr.Session.Elicit
 					}
 				}
-				return g.call(ctx, s, cr.Params.Name, cr.Params.Arguments, env), nil
+				return g.callShared(ctx, s, cr.Params.Name, cr.Params.Arguments, env), nil
 			}
 			return next(ctx, method, req)
 		}
@@ -84,26 +84,29 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 	return srv
 }
 
-// sessionOf finds the session a request belongs to: (principal,
-// Mcp-Session-Id) on a stateful session, (principal, the handle in
-// _meta "policycheck/session") on a stateless request, else the principal
-// alone. A principal never reaches another's session: the principal is
+// sessionOf finds the session a request belongs to: (principal, the
+// handle in _meta "policycheck/session") when the request sends one,
+// else (principal, Mcp-Session-Id) on a stateful session, else the
+// principal alone. A principal never reaches another's session: the principal is
 // part of the key whatever the handle says.
-func (g *Gateway) sessionOf(req mcp.Request, meta mcp.Meta, principalOf func(mcp.Request) (Principal, error)) (*session, error) {
+func (g *Gateway) sessionOf(ctx context.Context, req mcp.Request, meta mcp.Meta, principalOf func(mcp.Request) (Principal, error)) (*session, error) {
 	p, err := principalOf(req)
 	if err != nil {
 		return nil, err
 	}
 	handle := "principal"
-	if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
-		handle = "mcp-session-id:" + ss.ID()
-	} else if h, ok := meta[metaHandle].(string); ok {
+	if h, ok := meta[metaHandle].(string); ok {
+		// A handle the client sends names its session on any protocol
+		// version: it outlives the MCP session, which the SDK keeps in
+		// one replica (docs/gateway.md, "Several replicas").
 		if !validHandle(h) {
 			return nil, fmt.Errorf("_meta %q must be 1 to %d bytes of printable UTF-8", metaHandle, maxHandle)
 		}
 		handle = "meta:" + h
+	} else if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
+		handle = "mcp-session-id:" + ss.ID()
 	}
-	return g.sessionFor(p, handle)
+	return g.sessionFor(ctx, p, handle)
 }
 
 // principalHTTP is the principal of a request that came over HTTP: the
@@ -225,7 +228,7 @@ func (g *Gateway) handleHistory(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "the history needs an operator token", http.StatusForbidden)
 		return
 	}
-	h, ok := g.History(r.PathValue("id"))
+	h, ok := g.history(r.Context(), r.PathValue("id"))
 	if !ok {
 		http.Error(w, "no such session", http.StatusNotFound)
 		return

@@ -50,6 +50,16 @@ type session struct {
 	// notifier sends notifications/tools/list_changed to the session's
 	// latest connection.
 	notifier atomic.Pointer[func()]
+
+	// key is the session's key in the table and in the session store.
+	key string
+	// saved is how many of msgs the session store holds; notes are the
+	// notes of msgs[saved:], written by flush (shared.go).
+	saved int
+	notes []note
+	// approved are the approvals the current call was decided with,
+	// noted with its answer.
+	approved facts.Approvals
 }
 
 func newSessionID() string {
@@ -66,6 +76,12 @@ func (g *Gateway) historyLimits() loader.Limits {
 // step gives the run the pending request (if any) and extra (a response,
 // or nothing), and decides. On an error nothing changes.
 func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...engine.DecideOption) (*engine.Decision, error) {
+	return s.stepWith(ctx, g, extra, true, opts...)
+}
+
+// stepWith is step, signing receipts when sign is true and a signer is
+// set.
+func (s *session) stepWith(ctx context.Context, g *Gateway, extra []byte, sign bool, opts ...engine.DecideOption) (*engine.Decision, error) {
 	var buf []byte
 	buf = append(buf, '[')
 	first := len(s.msgs)
@@ -92,7 +108,7 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 		s.run.Rebind(eng)
 		s.eng = eng
 	}
-	if g.cfg.Receipts != nil {
+	if g.cfg.Receipts != nil && sign {
 		opts = append(opts, engine.WithReceipts(g.cfg.Receipts, s.id))
 	}
 	var d *engine.Decision
@@ -103,9 +119,11 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 	if err != nil {
 		return nil, err
 	}
+	g.metrics.derived.Add(int64(len(msgs)))
 	s.pending = false
 	if extra != nil {
 		s.msgs = append(s.msgs, extra)
+		s.notes = append(s.notes, note{Kind: noteCall})
 		s.bytes += int64(len(extra))
 	}
 	return d, nil
@@ -114,6 +132,8 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 // answer records the request that answers the current call: pending
 // until the next call or listing gives it to the run.
 func (s *session) answer(msg []byte) {
+	s.notes = append(s.notes, note{Kind: noteAnswer, Approvals: s.approved})
+	s.approved = nil
 	s.msgs = append(s.msgs, msg)
 	s.bytes += int64(len(msg))
 	s.pending = true
@@ -202,11 +222,10 @@ const metaApproval = "policycheck/approval"
 // noApprovalMessage answers a call left waiting for an approval.
 const noApprovalMessage = "No person approved this call; it was not run."
 
-// call decides and carries out one tools/call of the session.
+// call decides and carries out one tools/call of the session; s.mu is
+// held and the session is in step with the store (callShared).
 func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs json.RawMessage, env callEnv) *mcp.CallToolResult {
 	start := time.Now()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	s.lastUsed = start
 	args, err := g.callArgs(rawArgs)
 	if err != nil {
@@ -273,7 +292,10 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 		if env.inputRequired && env.elicit == nil {
 			// Ask through an input-required result; the run waits.
 			a := &awaiting{state: newSessionID(), name: name, args: args, id: id, ts: ts, call: pc, sd: sd}
-			s.awaiting = a
+			s.await(a)
+			if err := s.flush(ctx, g); err != nil {
+				return g.storeFailure(s, err)
+			}
 			g.logDecision(s, d, c, time.Since(start))
 			return inputRequired(a.state, approvalQuestion(c))
 		}
@@ -284,7 +306,10 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 			// The call waits for the same call again carrying a signed
 			// approval of this one (its tool_call_id and digest, for the
 			// session as the run).
-			s.awaiting = &awaiting{name: name, args: args, id: id, ts: ts, call: pc, sd: sd}
+			s.await(&awaiting{name: name, args: args, id: id, ts: ts, call: pc, sd: sd})
+			if err := s.flush(ctx, g); err != nil {
+				return g.storeFailure(s, err)
+			}
 			g.logDecision(s, d, c, time.Since(start))
 			g.metrics.verdict(c.Verdict)
 			return toolError(fmt.Sprintf("%s A person must approve this call: call it again with the same arguments and, in _meta %q, "+
@@ -378,19 +403,25 @@ func (g *Gateway) signedApproval(s *session, c *engine.CallVerdict, meta mcp.Met
 // rebuild of the run.
 func (g *Gateway) approveWith(ctx context.Context, s *session, sd *engine.Decision, approvals facts.Approvals) (*engine.CallVerdict, *engine.Decision) {
 	c := &sd.Calls[0]
-	if approvals == nil {
+	if approvals == nil || !g.claimApprovals(ctx, s, approvals) {
 		return c, sd
 	}
 	sd2, err := s.step(ctx, g, nil, engine.WithApprovals(approvals))
 	if err != nil || len(sd2.Calls) != 1 {
 		return c, sd
 	}
+	s.approved = approvals
 	return &sd2.Calls[0], sd2
 }
 
 // finish carries out a decided call: a refusal is answered and recorded
 // as a retry prompt; an execute runs a meta-tool or is forwarded.
 func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c *engine.CallVerdict, name string, args []byte, id, ts string, pc pendingCall, env callEnv, start time.Time) *mcp.CallToolResult {
+	// The call is in the store before it is carried out: a replica that
+	// decided on a state the store has passed carries out nothing.
+	if err := s.flush(ctx, g); err != nil {
+		return g.storeFailure(s, err)
+	}
 	g.logDecision(s, d, c, time.Since(start))
 	g.metrics.verdict(c.Verdict)
 	defer func() { g.metrics.observe(time.Since(start)) }()
@@ -420,7 +451,7 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 		}
 		content := searchContent(names)
 		s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, kindSearch, "success", c.Receipt)))
-		s.run.ReportSuccess(name)
+		s.reportSuccess(name)
 		if len(names) > 0 && env.notify != nil {
 			env.notify()
 		}
@@ -435,7 +466,7 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 			parts = append(parts, deltaPart(nil, added, id))
 		}
 		s.answer(requestMessage(ts, parts...))
-		s.run.ReportSuccess(name)
+		s.reportSuccess(name)
 		if env.notify != nil {
 			env.notify()
 		}
@@ -457,7 +488,7 @@ const maxToolName = 1024
 // retry or a refused meta-tool call, charged as pydantic-ai charges it.
 func (g *Gateway) retry(s *session, ts, name, id, msg string) *mcp.CallToolResult {
 	s.answer(requestMessage(ts, retryPart(nil, ts, name, msg, id)))
-	_ = s.run.ReportFailure(name)
+	s.reportFailure(name)
 	return toolError(msg)
 }
 
@@ -504,7 +535,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 		// pydantic-ai's MCP client raises ModelRetry with the error text.
 		text := resultText(res)
 		s.answer(requestMessage(ts, retryPart(nil, ts, name, text, id)))
-		_ = s.run.ReportFailure(name)
+		s.reportFailure(name)
 		return out
 	}
 	content, err := resultContent(res)
@@ -521,7 +552,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 		return g.failed(s, ts, name, id, fmt.Sprintf("The tool %s failed: %s.", pyQuote(name), err))
 	}
 	s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, "", "success", c.Receipt)))
-	s.run.ReportSuccess(name)
+	s.reportSuccess(name)
 	return out
 }
 

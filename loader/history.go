@@ -693,6 +693,14 @@ func (d *historyDecoder) part() (facts.Part, *Error) {
 		}
 	case facts.Text, facts.Thinking:
 		return p, d.provider(&p, sp[pProviderName])
+	case facts.SystemPrompt, facts.UserPrompt:
+		// A prompt's content is a flow source (docs/flows.md).
+		if c := sp[pContent]; c.Present() {
+			p.Content = d.Data[c.S:c.E]
+			if d.Extended {
+				p.Content = wire.Standardize(p.Content)
+			}
+		}
 	}
 	return p, nil
 }

@@ -48,6 +48,18 @@ if [ "${CI:-}" = "true" ] && ! command -v haproxy >/dev/null 2>&1 && [ ! -x /usr
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq haproxy
 fi
 
+# The gateway's shared session store (issue 46) is tested against a real
+# redis-server (gateway/internal/sessionstore, gateway, and docs/scaling.md's
+# gateway section in docs.TestScalingGateway); outside CI those tests skip
+# with a message without it.
+if [ "${CI:-}" = "true" ] && ! command -v redis-server >/dev/null 2>&1 && [ ! -x /usr/bin/redis-server ]; then
+	echo "== installing redis-server (the gateway's session store tests)"
+	sudo=""
+	if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
+	$sudo apt-get update -qq
+	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq redis-server
+fi
+
 # The JUnit XML of test, check and replay --format junit is validated
 # against internal/cli/testdata/junit.xsd with xmllint; outside CI those
 # checks are skipped with a note without it.
@@ -57,6 +69,15 @@ if [ "${CI:-}" = "true" ] && ! command -v xmllint >/dev/null 2>&1; then
 	if [ "$(id -u)" != 0 ]; then sudo="sudo"; fi
 	$sudo apt-get update -qq
 	DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq libxml2-utils
+fi
+
+# The MCP interoperability tests (internal/testkit/mcpinterop: the npm
+# reference servers, the TypeScript SDK, the conformance suite and the
+# Node 22 it runs on, pinned by the package-lock.json there) need their
+# packages installed; outside CI they skip with a message without them
+# (scripts/mcp-deps.sh installs them by hand).
+if [ "${CI:-}" = "true" ]; then
+	scripts/mcp-deps.sh
 fi
 
 echo "== gofmt"
@@ -95,8 +116,9 @@ without_race+='|TestOneDefinitionOfAvailable|TestAdvertisedIsTheGateOverOutgoing
 without_race+='|TestReplacementCannotExecuteOutsideTheResolvedSet|TestApprovalsNeverBypassTheBinding'
 without_race+='|TestDecisionMemoAgreesWithEvaluation|TestExplainHTMLLargeHistory|TestVerifiedEvidenceNeverAddsTools'
 without_race+='|TestPerCallEvaluationDecidesAsTheCombined'
+without_race+='|TestReplicaResumesFromTheStoredLength|TestTokenFlowClasses'
 mutation_log=$(mktemp)
-go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/ground/wire ./internal/testkit/gen ./engine ./internal/cli \
+go test -count=1 -timeout 20m -run "^($without_race)\$" ./policies ./loader ./internal/ground/wire ./internal/testkit/gen ./engine ./internal/cli ./gateway ./examples \
 	>"$mutation_log" 2>&1 &
 mutation_pid=$!
 trap 'kill "$mutation_pid" 2>/dev/null || true; rm -rf "$mutation_log" "$tools"' EXIT

@@ -46,6 +46,9 @@ type Config struct {
 	// least 1.
 	FlowMinLength int `flag:"flow-min-length"`
 	FlowIndexCap  int `flag:"flow-index-cap"`
+	// FlowTokens turns token matching of the flows on (engine.FlowTokens;
+	// docs/flows.md), in the engine and the shadow engine.
+	FlowTokens bool `flag:"flow-tokens"`
 	// Engine are further engine options (policies as source text, an
 	// fs.FS, cache sizes, warning callbacks) applied after the fields
 	// above to every engine the server builds; engine.Registry and

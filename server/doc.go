@@ -21,10 +21,6 @@
 //   - runs.go: POST /v1/runs/{id}/decide, the incremental endpoint over a
 //     bounded, evicting table of engine.Run values (facts kept
 //     incrementally, retry accounting as the library keeps it);
-//   - envelope.go: one pass over a request body (members, checked by the
-//     history's JSON reader, internal/ground/wire's Skip, and the bytes of each
-//     message; it can resume after a known prefix of the history, and
-//     hands the rest of the history to the decoder);
 //   - prefix.go: the prefix cache: a stateless client that resends its
 //     growing history is resumed after the bytes of a history decided
 //     before, with the facts kept for it, and pays for its new messages

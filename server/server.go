@@ -420,7 +420,7 @@ func (s *Server) newEngine(ctx context.Context, st *policyState, reg *facts.Regi
 func (s *Server) engineOptions(st *policyState, reg *facts.Registry) []engine.Option {
 	opts := make([]engine.Option, 0, len(s.cfg.Engine)+len(st.extra)+7)
 	opts = append(opts, engine.DefaultDeadline(s.cfg.Timeout), engine.DecisionCache(s.cfg.DecisionCache),
-		engine.FlowMinLength(s.cfg.FlowMinLength), engine.FlowIndexCap(s.cfg.FlowIndexCap))
+		engine.FlowMinLength(s.cfg.FlowMinLength), engine.FlowIndexCap(s.cfg.FlowIndexCap), engine.FlowTokens(s.cfg.FlowTokens))
 	if len(s.cfg.Policies) > 0 {
 		opts = append(opts, engine.PolicyPaths(s.cfg.Policies...))
 	}

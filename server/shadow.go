@@ -62,7 +62,7 @@ func (p *shadowPolicy) revision() string {
 // files again) for reg.
 func (s *Server) compileShadow(ctx context.Context, reg *facts.Registry) (*shadowPolicy, error) {
 	opts := []engine.Option{engine.PolicyPaths(s.cfg.ShadowPolicies...), engine.DecisionCache(s.cfg.DecisionCache),
-		engine.FlowMinLength(s.cfg.FlowMinLength), engine.FlowIndexCap(s.cfg.FlowIndexCap)}
+		engine.FlowMinLength(s.cfg.FlowMinLength), engine.FlowIndexCap(s.cfg.FlowIndexCap), engine.FlowTokens(s.cfg.FlowTokens)}
 	if s.cfg.NoDefaults {
 		opts = append(opts, engine.WithoutDefaults())
 	}

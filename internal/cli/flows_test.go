@@ -2,6 +2,8 @@ package cli_test
 
 import (
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -104,9 +106,44 @@ func TestExplainShowsFlowSources(t *testing.T) {
 	assert.Equal(t, "x1", x.Calls[0].ID)
 	assert.Empty(t, x.Calls[0].Flows, "an executed call lists no flows")
 	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "source":
-		{"tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "at": {"message": 4, "part": 0}}}]`, string(x.Calls[1].Flows))
+		{"kind": "tool-return", "tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "at": {"message": 4, "part": 0}}}]`, string(x.Calls[1].Flows))
 
 	res = run(t, "", append(base, "--format", "html")...)
 	require.Equal(t, cli.ExitOK, res.code, res.stderr)
 	assert.Contains(t, res.stdout, `<li>argument &#34;/to&#34; contains a string returned by &#34;secret_op&#34; (tool_call_id &#34;v1&#34;, labels &#34;secret&#34;) at message 4, part 0</li>`)
+}
+
+// TestFlowTokensFlag: --flow-tokens reaches the engine of eval and serve.
+// The exfiltration example with the key returned inside a longer string
+// ("key: sk-live-… (rotate monthly)"): the transfer that carries the key
+// is not a verbatim copy of a returned string, so it executes without
+// the flag and waits for approval with it (a pair_value token).
+func TestFlowTokensFlag(t *testing.T) {
+	b, err := os.ReadFile(exHistory)
+	require.NoError(t, err)
+	const value = `"value": "sk-live-51Hx9QeT2vA7"`
+	require.Contains(t, string(b), value)
+	b = []byte(strings.Replace(string(b), value, `"value": "key: sk-live-51Hx9QeT2vA7 (rotate monthly)"`, 1))
+	path := filepath.Join(t.TempDir(), "inside.json")
+	require.NoError(t, os.WriteFile(path, b, 0o600))
+	verdicts := func(flags ...string) map[string]string {
+		res := run(t, "", append([]string{"eval", "--registry", exRegistry, "--history", path, "--policy", exPolicy}, flags...)...)
+		require.Equal(t, cli.ExitOK, res.code, res.stderr)
+		var d struct {
+			Calls []struct {
+				ID      string `json:"tool_call_id"`
+				Verdict string `json:"verdict"`
+			} `json:"calls"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(res.stdout), &d))
+		out := map[string]string{}
+		for _, c := range d.Calls {
+			out[c.ID] = c.Verdict
+		}
+		return out
+	}
+	assert.Equal(t, map[string]string{"x1": "execute", "x2": "execute"}, verdicts())
+	assert.Equal(t, map[string]string{"x1": "execute", "x2": "approval_required"}, verdicts("--flow-tokens"))
+	res := run(t, "", "serve", "--help")
+	assert.Contains(t, res.stdout+res.stderr, "--flow-tokens")
 }

@@ -39,6 +39,8 @@ type gatewayFlags struct {
 	sessionBytes int64
 	maxSessions  int
 	sessionTTL   time.Duration
+	sessionStore string
+	sessionLease time.Duration
 	startTimeout time.Duration
 	receipts     receiptFlags
 	approvers    approverKeysFlag
@@ -84,6 +86,8 @@ history, for explain, facts and replay.` +
 	fl.Int64Var(&f.sessionBytes, "max-session-bytes", 64<<20, "largest history one session may hold, in bytes; a call to a session past it is refused")
 	fl.IntVar(&f.maxSessions, "max-sessions", 10_000, "most sessions held (an idle one past --session-ttl makes room)")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", time.Hour, "how long an idle session is kept")
+	fl.StringVar(&f.sessionStore, "session-store", "memory", "where sessions' histories are kept: memory (this process) or redis://HOST:PORT/DB, shared by every replica that names it (docs/gateway.md, Several replicas)")
+	fl.DurationVar(&f.sessionLease, "session-lease", 10*time.Second, "with a shared store, how long a replica that stopped mid-call keeps its session from the other replicas")
 	fl.DurationVar(&f.startTimeout, "start-timeout", 30*time.Second, "how long to wait for each upstream's first tool list at start")
 	f.receipts.register(cmd)
 	f.approvers.register(cmd)
@@ -118,6 +122,8 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 		MaxSessionBytes:  f.sessionBytes,
 		MaxSessions:      f.maxSessions,
 		SessionTTL:       f.sessionTTL,
+		SessionStore:     f.sessionStore,
+		SessionLease:     f.sessionLease,
 		StartTimeout:     f.startTimeout,
 		Imports:          map[string]string{},
 		Logger:           slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),

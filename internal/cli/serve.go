@@ -225,6 +225,7 @@ not used): each request's receipts are verified afresh.` + exitCodes("0  stopped
 	fl.IntVar(&f.DecisionCache, "decision-cache", f.DecisionCache, "policy results kept per engine for inputs decided before (0: off; see engine.DecisionCache)")
 	fl.IntVar(&f.FlowMinLength, "flow-min-length", f.FlowMinLength, flowMinLengthUsage)
 	fl.IntVar(&f.FlowIndexCap, "flow-index-cap", f.FlowIndexCap, flowIndexCapUsage)
+	fl.BoolVar(&f.FlowTokens, "flow-tokens", f.FlowTokens, flowTokensUsage)
 	fl.IntVar(&f.PrefixCacheBytes, "prefix-cache-bytes", f.PrefixCacheBytes, "memory bound of the prefix cache that resumes a resent, growing history after its remembered beginning (0: off)")
 	fl.StringArrayVar(&f.ShadowPolicies, "shadow-policy", f.ShadowPolicies, "candidate policy file, directory or bundle evaluated beside the enforced policy, never changing an answer: disagreements in /metrics and the decision log (repeatable; needs --registry)")
 	fl.IntVar(&f.ShadowQueue, "shadow-queue", f.ShadowQueue, "decisions waiting for the shadow policy before further ones are dropped (counted)")

@@ -173,7 +173,7 @@ type InputCall struct {
 	Approval *InputApproval `json:"approval,omitempty"`
 	// Present (true) only when the call's arguments fail its tool's `parameters_json_schema`, or cannot be read exactly one way whatever the schema (a key twice, data after string arguments' JSON, a number past 400 digits or an exponent past ±400; docs/input.md): its `args` are then null and it carries no `approval`; its verdict is `invalid_args`, and no `deny` or `require_approval` rule is evaluated on it.
 	InvalidArgs bool `json:"invalid_args,omitempty"`
-	// Present only when a loaded policy reads it (the engine builds it on demand; `input.call.flows` in a rule). One entry per argument value that came from an earlier tool return, and per return it came from: a string of the arguments that equals or contains a string of at least `--flow-min-length` bytes (8 by default) of a `tool-return` or `builtin-tool-return` part's content, or a number equal to a number of five or more significant digits there (see docs/flows.md). In the order of the arguments (keys sorted), then of the returns.
+	// Present only when a loaded policy reads it (the engine builds it on demand; `input.call.flows` in a rule). One entry per argument value that came from an earlier source, and per source it came from: a string of the arguments that equals or contains a string of at least `--flow-min-length` bytes (8 by default) of a `tool-return`, `builtin-tool-return`, `user-prompt` or `system-prompt` part's content, or (with `--flow-tokens`) holds a token of one, or a number equal to a number of five or more significant digits there (see docs/flows.md). In the order of the arguments (keys sorted), then of the sources.
 	Flows []InputFlow `json:"flows,omitempty"`
 	// Present only when a loaded policy reads it (`input.call.window`; the stock `lib.trusted_action` does). What the model's window held before the dispatched response: every tool call of the history whose return (or retry prompt) the model was shown counts with its tool's registry label, a return before a compaction too (the summary carries its label: taint survives compaction). Provider-side (builtin) returns are not counted. See docs/registry.md, "Integrity and confidentiality".
 	Window *InputWindow `json:"window,omitempty"`
@@ -213,25 +213,29 @@ type InputWindowSource struct {
 type InputFlow struct {
 	// JSON pointer of the value in the call's own arguments (`""` for arguments that are themselves the value); an approval's `override_args` are not searched.
 	Path string `json:"path"`
-	// `exact` (the value equals a string or number of the return) or `contains` (the value contains a string of the return).
+	// `exact` (the value equals a string or number of the source), `contains` (the value contains a string of the source) or, only with `--flow-tokens`, `token` (neither, but the value holds a token of a string of the source: `token` names its class).
 	Match string `json:"match"`
-	// The return part the value came from, anywhere in the history (before a compaction too; in the dispatched response itself, a provider-side return before the call).
+	// Null unless `match` is `token`: the token's class, `email`, `url`, `iban`, `digits` (identifiers, compared normalised), `pair_value`, `line` or `run` (compared as they are); the first of them in that order when the value held tokens of several (docs/flows.md).
+	Token *string `json:"token"`
+	// The part the value came from, anywhere in the history (before a compaction too; in the dispatched response itself, a provider-side return before the call).
 	Source InputFlowSource `json:"source"`
 }
 
 // InputFlowSource is input.call.flows[].source.
 type InputFlowSource struct {
-	// The return's `tool_call_id`.
+	// The source part's `part_kind`: `tool-return`, `builtin-tool-return` (a provider-side return, kept distinct), `user-prompt` or `system-prompt`.
+	Kind string `json:"kind"`
+	// The return's `tool_call_id`; null for a prompt.
 	ToolCallID *string `json:"tool_call_id"`
-	// The return's `tool_name`.
-	Tool string `json:"tool"`
-	// That tool's registry labels, sorted (its own and its capability's; empty for a tool the registry does not have).
+	// The return's `tool_name`; null for a prompt.
+	Tool *string `json:"tool"`
+	// That tool's registry labels, sorted (its own and its capability's; empty for a tool the registry does not have, and for a prompt).
 	Labels []string `json:"labels"`
-	// Index of the message holding the return.
+	// Index of the message holding the source part.
 	Message int `json:"message"`
 	// Part index within that message.
 	Part int `json:"part"`
-	// Present only when the registry sets flow labels: the source's integrity (`trusted`, `untrusted`), its tool's (registry default `untrusted`).
+	// Present only when the registry sets flow labels: the source's integrity (`trusted`, `untrusted`): a prompt part's is `trusted`, a return's its tool's (registry default `untrusted`).
 	Integrity string `json:"integrity,omitempty"`
 	// Present only when the registry sets flow labels: the source's confidentiality (`public`, `internal`, `confidential`, `secret`), its tool's (registry default `internal`).
 	Confidentiality string `json:"confidentiality,omitempty"`

@@ -1,0 +1,270 @@
+package sessionstore
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Redis is a Store in a Redis server, shared by every replica that names
+// it. A session's keys (its entries, its meta hash, its lease) share one
+// hash tag; each history append is one Lua script that checks the length
+// first, so that it is atomic on the server.
+type Redis struct {
+	o  Options
+	rc *redis.Client
+}
+
+// NewRedis connects to the Redis server url names
+// (redis://[user:password@]HOST:PORT/DB) and checks that it answers.
+func NewRedis(ctx context.Context, url string, o Options) (*Redis, error) {
+	o.defaults()
+	opt, err := redis.ParseURL(url)
+	if err != nil {
+		return nil, fmt.Errorf("--session-store: %w", err)
+	}
+	rc := redis.NewClient(opt)
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := rc.Ping(pctx).Err(); err != nil {
+		_ = rc.Close()
+		return nil, fmt.Errorf("--session-store %s: the Redis server does not answer: %w", opt.Addr, err)
+	}
+	return &Redis{o: o, rc: rc}, nil
+}
+
+// keys are a session's Redis keys: its entries (a list), its meta hash
+// (id, bytes, lost) and its lease.
+func (r *Redis) keys(key string) (list, meta, lease string) {
+	sum := sha256.Sum256([]byte(key))
+	tag := "{" + hex.EncodeToString(sum[:16]) + "}"
+	return "policycheck:gw:" + tag + ":h", "policycheck:gw:" + tag + ":m", "policycheck:gw:" + tag + ":l"
+}
+
+func idKey(id string) string { return "policycheck:gw:id:" + id }
+
+// An entry is stored as its note, a NUL, its message (JSON holds no raw
+// NUL, nor does a note).
+func encode(e Entry) []byte {
+	b := make([]byte, 0, len(e.Note)+1+len(e.Msg))
+	b = append(b, e.Note...)
+	b = append(b, 0)
+	return append(b, e.Msg...)
+}
+
+func decode(s string) (Entry, error) {
+	b := []byte(s)
+	i := bytes.IndexByte(b, 0)
+	if i < 0 {
+		return Entry{}, errors.New("a stored entry has no note")
+	}
+	return Entry{Note: string(b[:i]), Msg: b[i+1:]}, nil
+}
+
+var openScript = redis.NewScript(`
+local id = redis.call('HGET', KEYS[1], 'id')
+if not id then
+  id = ARGV[1]
+  redis.call('HSET', KEYS[1], 'id', id)
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return id
+`)
+
+// Open implements Store.
+func (r *Redis) Open(ctx context.Context, key, id string) (string, error) {
+	_, meta, _ := r.keys(key)
+	got, err := openScript.Run(ctx, r.rc, []string{meta, idKey(id)}, id, r.o.TTL.Milliseconds(), key).Text()
+	if err != nil {
+		return "", fmt.Errorf("the session store: %w", err)
+	}
+	if got != id {
+		// The id a replica recorded first: renew its index too.
+		_ = r.rc.PExpire(ctx, idKey(got), r.o.TTL).Err()
+	}
+	return got, nil
+}
+
+var loadScript = redis.NewScript(`
+local n = redis.call('LLEN', KEYS[1])
+local lost = redis.call('HGET', KEYS[2], 'lost')
+local id = redis.call('HGET', KEYS[2], 'id')
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+if id then redis.call('PEXPIRE', ARGV[3] .. id, ARGV[2]) end
+local from = tonumber(ARGV[1])
+local out = {n, lost and 1 or 0}
+if from < n then
+  local es = redis.call('LRANGE', KEYS[1], from, -1)
+  for i = 1, #es do out[#out + 1] = es[i] end
+end
+return out
+`)
+
+// Load implements Store. It renews the session's TTL.
+func (r *Redis) Load(ctx context.Context, key string, from int) ([]Entry, State, error) {
+	list, meta, _ := r.keys(key)
+	res, err := loadScript.Run(ctx, r.rc, []string{list, meta}, from, r.o.TTL.Milliseconds(), "policycheck:gw:id:").Slice()
+	if err != nil {
+		return nil, State{}, fmt.Errorf("the session store: %w", err)
+	}
+	if len(res) < 2 {
+		return nil, State{}, errors.New("the session store answered a short load")
+	}
+	n, _ := res[0].(int64)
+	lost, _ := res[1].(int64)
+	st := State{Len: int(n), Lost: lost == 1}
+	var out []Entry
+	for _, v := range res[2:] {
+		s, ok := v.(string)
+		if !ok {
+			return nil, State{}, errors.New("the session store answered an entry that is not a string")
+		}
+		e, err := decode(s)
+		if err != nil {
+			return nil, State{}, err
+		}
+		out = append(out, e)
+	}
+	return out, st, nil
+}
+
+// appendScript: KEYS list, meta; ARGV at, ttl ms, max bytes, added bytes,
+// entries...
+var appendScript = redis.NewScript(`
+local n = redis.call('LLEN', KEYS[1])
+if n ~= tonumber(ARGV[1]) then return -1 end
+local b = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
+if b + tonumber(ARGV[4]) > tonumber(ARGV[3]) then return -2 end
+for i = 5, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
+redis.call('HINCRBY', KEYS[2], 'bytes', ARGV[4])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return n + #ARGV - 4
+`)
+
+// Append implements Store.
+func (r *Redis) Append(ctx context.Context, key string, at int, entries ...Entry) error {
+	list, meta, _ := r.keys(key)
+	args := make([]any, 0, 4+len(entries))
+	args = append(args, at, r.o.TTL.Milliseconds(), r.o.MaxBytes, size(entries))
+	for _, e := range entries {
+		args = append(args, encode(e))
+	}
+	n, err := appendScript.Run(ctx, r.rc, []string{list, meta}, args...).Int64()
+	switch {
+	case err != nil:
+		return fmt.Errorf("the session store: %w", err)
+	case n == -1:
+		return ErrConflict
+	case n == -2:
+		return ErrTooLarge
+	}
+	return nil
+}
+
+// MarkLost implements Store.
+func (r *Redis) MarkLost(ctx context.Context, key string) error {
+	_, meta, _ := r.keys(key)
+	if err := r.rc.HSet(ctx, meta, "lost", "1").Err(); err != nil {
+		return fmt.Errorf("the session store: %w", err)
+	}
+	return r.rc.PExpire(ctx, meta, r.o.TTL).Err()
+}
+
+var renewScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end
+return 0
+`)
+
+var releaseScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+`)
+
+// Lock implements Store: SET NX with the lease's expiry, renewed every
+// third of it while held. A replica that stops (SIGKILL, SIGSTOP) stops
+// renewing: the lease ends within Options.Lease.
+func (r *Redis) Lock(ctx context.Context, key string) (func(), error) {
+	_, _, lease := r.keys(key)
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	token := hex.EncodeToString(b[:])
+	deadline := time.Now().Add(r.o.LockWait)
+	for try := 0; ; try++ {
+		ok, err := r.rc.SetNX(ctx, lease, token, r.o.Lease).Result()
+		if err != nil {
+			return nil, fmt.Errorf("the session store: %w", err)
+		}
+		if ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			return nil, ErrBusy
+		}
+		if err := wait(ctx, try); err != nil {
+			return nil, err
+		}
+	}
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(r.o.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-t.C:
+				_ = renewScript.Run(context.Background(), r.rc, []string{lease}, token, r.o.Lease.Milliseconds()).Err()
+			}
+		}
+	}()
+	return func() {
+		close(stop)
+		<-done
+		_ = releaseScript.Run(context.Background(), r.rc, []string{lease}, token).Err()
+	}, nil
+}
+
+// Claim implements Store: SET NX of the claim, kept for the TTL.
+func (r *Redis) Claim(ctx context.Context, key, what string) (bool, error) {
+	_, meta, _ := r.keys(key)
+	sum := sha256.Sum256([]byte(what))
+	ok, err := r.rc.SetNX(ctx, meta+":claim:"+hex.EncodeToString(sum[:]), "1", r.o.TTL).Result()
+	if err != nil {
+		return false, fmt.Errorf("the session store: %w", err)
+	}
+	return ok, nil
+}
+
+// Lookup implements Store.
+func (r *Redis) Lookup(ctx context.Context, id string) (string, bool, error) {
+	key, err := r.rc.Get(ctx, idKey(id)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", false, nil
+	}
+	if err != nil {
+		return "", false, fmt.Errorf("the session store: %w", err)
+	}
+	return key, true, nil
+}
+
+// Close implements Store.
+func (r *Redis) Close() error { return r.rc.Close() }
+
+// Len is the stored length of key's history (tests).
+func (r *Redis) Len(ctx context.Context, key string) (int, error) {
+	list, _, _ := r.keys(key)
+	n, err := r.rc.LLen(ctx, list).Result()
+	return int(n), err
+}

@@ -1,0 +1,130 @@
+// Package sessionstore holds the gateway's session histories where every
+// replica of a gateway reads them: in the process (Memory, the default)
+// or in Redis (Redis). A history is a list of entries appended with a
+// check of its length, so that two replicas serving one session at once
+// never lose or reorder a message; a lease serializes the calls of a
+// session across replicas; idle sessions expire after the TTL; a session
+// past MaxBytes refuses appends; Claim makes an approval single use.
+package sessionstore
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// Entry is one message of a session's history as stored: the message's
+// JSON and the note its owner keeps beside it (what a replica that did
+// not write the message needs to derive it as its writer did).
+type Entry struct {
+	Note string
+	Msg  []byte
+}
+
+// State is what Load found.
+type State struct {
+	// Len is the number of entries the store holds for the session.
+	Len int
+	// Lost is true when a replica marked the session lost (MarkLost):
+	// the store once lost its history.
+	Lost bool
+}
+
+// Store is a session store. Keys are opaque strings; every method is
+// safe for concurrent use.
+type Store interface {
+	// Open returns the session's public id: id when the session is new
+	// (it is recorded), else the one recorded.
+	Open(ctx context.Context, key, id string) (string, error)
+	// Load returns the entries from index from on, and the state.
+	// When State.Len < from the store lost entries the caller saw.
+	Load(ctx context.Context, key string, from int) ([]Entry, State, error)
+	// Append appends entries when the history holds exactly at entries:
+	// else ErrConflict (another replica appended first); ErrTooLarge when
+	// the history would pass MaxBytes. Each append renews the TTL.
+	Append(ctx context.Context, key string, at int, entries ...Entry) error
+	// MarkLost records that the session's history was lost.
+	MarkLost(ctx context.Context, key string) error
+	// Lock takes the session's lease, waiting at most Options.LockWait
+	// (ErrBusy); release gives it back. The lease is renewed while held.
+	Lock(ctx context.Context, key string) (release func(), err error)
+	// Claim records what (within the session) as used: true the first
+	// time across every replica, false after.
+	Claim(ctx context.Context, key, what string) (bool, error)
+	// Lookup returns the key of the session with public id id.
+	Lookup(ctx context.Context, id string) (key string, ok bool, err error)
+	// Close releases the store's connections.
+	Close() error
+}
+
+// Errors the stores return.
+var (
+	ErrConflict = errors.New("the session's history changed on another replica")
+	ErrTooLarge = errors.New("the session's history is at its size limit")
+	ErrBusy     = errors.New("another call of the session is still running")
+)
+
+// Options bound a store.
+type Options struct {
+	// TTL is how long an idle session is kept (default 1h).
+	TTL time.Duration
+	// MaxBytes bounds a session's history (its messages' bytes, default
+	// 64 MiB).
+	MaxBytes int64
+	// Lease is how long a lease lasts unless renewed (default 10s); a
+	// replica that stops holding one frees the session after it.
+	Lease time.Duration
+	// LockWait bounds how long Lock waits (default 2m).
+	LockWait time.Duration
+}
+
+func (o *Options) defaults() {
+	if o.TTL <= 0 {
+		o.TTL = time.Hour
+	}
+	if o.MaxBytes <= 0 {
+		o.MaxBytes = 64 << 20
+	}
+	if o.Lease <= 0 {
+		o.Lease = 10 * time.Second
+	}
+	if o.LockWait <= 0 {
+		o.LockWait = 2 * time.Minute
+	}
+}
+
+// Open opens the store a --session-store value names: "memory" or
+// redis://HOST:PORT/DB (rediss:// for TLS).
+func Open(ctx context.Context, spec string, o Options) (Store, error) {
+	switch {
+	case spec == "" || spec == "memory":
+		return NewMemory(o), nil
+	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
+		return NewRedis(ctx, spec, o)
+	}
+	return nil, fmt.Errorf("--session-store %q: want memory or redis://HOST:PORT/DB", spec)
+}
+
+// size is the bytes entries count for against MaxBytes.
+func size(entries []Entry) int64 {
+	var n int64
+	for _, e := range entries {
+		n += int64(len(e.Msg))
+	}
+	return n
+}
+
+// wait sleeps before the next try of a lock, or returns ctx's error.
+func wait(ctx context.Context, try int) error {
+	d := time.Duration(min(1+try, 20)) * time.Millisecond
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
