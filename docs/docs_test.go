@@ -60,8 +60,8 @@ func declared(ps []contract.Path) map[string]field {
 
 // registryData documents data.policycheck.registry.
 var registryData = map[string]field{
-	"tools":                  {"object", "Tool name -> `{name, capability, defer_loading, gate, description, labels}`, and `parameters_json_schema` when the registry gives the tool one; `gate` is `none`, `search` or `capability`; `labels` is the sorted array of the tool's labels and its capability's."},
-	"capabilities":           {"object", "Capability id -> `{id, defer_loading, description, labels}`; `labels` is a sorted array."},
+	"tools":                  {"object", "Tool name -> `{name, capability, defer_loading, gate, description, labels}`, and `parameters_json_schema` when the registry gives the tool one; `gate` is `none`, `search` or `capability`; `labels` is the sorted array of the tool's labels and its capability's. When the registry sets any flow label (docs/registry.md, \"Integrity and confidentiality\"), every tool also carries its effective `integrity`, `confidentiality`, `clearance` (strings, defaults filled in) and `consequential` (boolean)."},
+	"capabilities":           {"object", "Capability id -> `{id, defer_loading, description, labels}`; `labels` is a sorted array; with the capability's own `integrity`, `confidentiality`, `clearance` and `consequential` when it sets them."},
 	"names":                  {"set of strings", "Every registry tool name."},
 	"always_available":       {"set of strings", "Tools available without any reveal or load."},
 	"search_gated":           {"set of strings", "Deferred tools a search reveals (no deferred owner)."},
@@ -353,6 +353,26 @@ func TestInputDocumentation(t *testing.T) {
 		assert.True(t, slices.Contains(d.Available, "get_time"),
 			"%s: a documented set, array or key is not what the engine hands over (see probePolicies)", name)
 	}
+	// A registry with flow labels and a policy set that reads them: the
+	// flow sources' labels, the window and args_integrity are sent.
+	labelled, err := loader.ReadRegistry("../examples/integrity/registry.yaml")
+	require.NoError(t, err)
+	withLabels, err := engine.New(ctx, engine.Registry(labelled), engine.Modules(probePolicies()[0]),
+		engine.PolicyPaths("../examples/policies/integrity"))
+	require.NoError(t, err)
+	raw, err := os.ReadFile("../examples/integrity/histories/pay-bill.json")
+	require.NoError(t, err)
+	h, err := loader.DecodeHistory("pay-bill", raw, loader.DefaultLimits())
+	require.NoError(t, err)
+	doc, err := withLabels.Input(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	enc, err := json.Marshal(doc)
+	require.NoError(t, err)
+	dec := json.NewDecoder(bytes.NewReader(enc))
+	dec.UseNumber()
+	var v any
+	require.NoError(t, dec.Decode(&v))
+	walk("", v, seen, opaque)
 	checkDeclared(t, "decision input", decisionInput, seen)
 
 	generated := map[string]string{

@@ -381,6 +381,9 @@ type compiled struct {
 	// opts are the optional facts the policies may read (factOptions):
 	// a decision builds those and no others.
 	opts facts.Options
+	// labels are the label fields of the calls the policies may read
+	// (labelOptions); opts includes the facts they are built from.
+	labels labelReads
 	// perCall confines a policy error to the call whose rules raised it
 	// (percall.go); nil when the policy set's verdicts are not the
 	// shipped gate's.
@@ -537,6 +540,7 @@ func compile(ctx context.Context, ps *policySet, reg *facts.Registry, regData as
 	}
 	out := &compiled{compiler: c, store: store, filters: map[string]*filter{}, rev: ps.rev, pure: pure(c), rules: locs,
 		query: "data." + contract.EntryPoint(c), opts: factOptions(c), unindexed: affixRuleIndexed(c)}
+	out.labels = labelOptions(c, &out.opts)
 	var err error
 	out.decision, err = prepareStrict(ctx, c, store, rego.Query(out.query))
 	if err != nil {

@@ -117,6 +117,7 @@ prepare_tools := {"read_secret"} if time.now_ns() > 0
 	// policies/lib/calls.rego
 	// policies/lib/flows.rego
 	// policies/lib/gate.rego
+	// policies/lib/integrity.rego
 	// policies/lib/lib.rego
 	// vault.rego
 	// policy: clock.rego:3:37: nondeterministic_builtin: filter data.policycheck.capabilities.vault reaches the nondeterministic built-in time.now_ns: filter results are cached, so they must be a pure function of their input

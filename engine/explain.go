@@ -95,6 +95,22 @@ type CallExplained struct {
 	// earlier tool returns (input.call.flows), each with its source: where
 	// the value the refusal may be about was returned.
 	Flows []flowExplained `json:"flows,omitempty"`
+	// ArgsIntegrity, on a refused call when the policies read
+	// input.call.args_integrity and the registry sets flow labels, is each argument value's integrity
+	// ("trusted", "declassified" or "untrusted"; labels.go).
+	ArgsIntegrity map[string]string `json:"args_integrity,omitempty"`
+	// Window, on a refused call when the policies read
+	// input.call.window and the registry sets flow labels, is what the model's window held before the
+	// call: whether anything untrusted, the highest confidentiality, and
+	// the untrusted returns (through a compaction summary or not).
+	Window *windowExplained `json:"window,omitempty"`
+}
+
+// windowExplained is input.call.window, explained.
+type windowExplained struct {
+	Untrusted       bool           `json:"untrusted"`
+	Confidentiality string         `json:"confidentiality"`
+	Sources         []windowSource `json:"sources"`
 }
 
 // flowExplained is one flow of a call's argument from a tool return.
@@ -117,6 +133,10 @@ type flowSource struct {
 	Tool       string         `json:"tool"`
 	Labels     []string       `json:"labels"`
 	At         facts.Position `json:"at"`
+	// Integrity and Confidentiality are the source's label, when the
+	// registry sets flow labels (docs/registry.md).
+	Integrity       string `json:"integrity,omitempty"`
+	Confidentiality string `json:"confidentiality,omitempty"`
 }
 
 // ruleLocation names a Rego rule and where it is defined.
@@ -275,10 +295,11 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 		if c.Verdict == Execute {
 			ce.Why = append(ce.Why, fmt.Sprintf("%q is in the dispatch-available set", c.Tool))
 		} else {
-			ce.Flows = explainFlows(d.FactsUsed(), c.Part)
+			ce.Flows = explainFlows(s.reg, d.FactsUsed(), c.Part)
 			for _, fl := range ce.Flows {
 				ce.Why = append(ce.Why, flowWhy(fl))
 			}
+			s.explainLabels(&ce, d.FactsUsed(), c.Part)
 		}
 		x.Calls = append(x.Calls, ce)
 	}
@@ -312,7 +333,7 @@ func nearMisses(n int, kind string) string {
 
 // explainFlows returns the flows of the dispatched call at part, when
 // the facts carry them.
-func explainFlows(f *facts.Facts, part int) []flowExplained {
+func explainFlows(reg *facts.Registry, f *facts.Facts, part int) []flowExplained {
 	if f == nil || f.Dispatch == nil {
 		return nil
 	}
@@ -322,8 +343,12 @@ func explainFlows(f *facts.Facts, part int) []flowExplained {
 		}
 		var out []flowExplained
 		for _, fl := range c.Flows {
-			out = append(out, flowExplained{Path: fl.Path, Match: fl.Match.String(), Token: fl.Token.String(),
-				Source: flowSource{Kind: fl.Source.Kind.String(), ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At}})
+			src := flowSource{Kind: fl.Source.Kind.String(), ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At}
+			if reg.UsesFlowLabels() {
+				l := sourceLabel(reg, &fl.Source)
+				src.Integrity, src.Confidentiality = l.Integrity, l.Confidentiality
+			}
+			out = append(out, flowExplained{Path: fl.Path, Match: fl.Match.String(), Token: fl.Token.String(), Source: src})
 		}
 		return out
 	}
@@ -355,7 +380,61 @@ func flowWhy(fl flowExplained) string {
 	if len(fl.Source.Labels) > 0 {
 		labels = "labels " + quoteList(fl.Source.Labels)
 	}
+	if fl.Source.Integrity != "" {
+		labels += ", " + fl.Source.Integrity + ", " + fl.Source.Confidentiality
+	}
 	return fmt.Sprintf("%s %s returned by %q (%s, %s) at %s", arg, how, fl.Source.Tool, id, labels, pos(fl.Source.At))
+}
+
+// explainLabels adds to a refused call what the policies read of its
+// labels: each argument's integrity and the window's, in words too. Only
+// for a registry that sets flow labels: without any, every tool has the
+// defaults and the labels say nothing about the refusal.
+func (s *snapshot) explainLabels(ce *CallExplained, f *facts.Facts, part int) {
+	if f == nil || f.Dispatch == nil || !s.reg.UsesFlowLabels() {
+		return
+	}
+	i := slices.IndexFunc(f.Dispatch.Calls, func(c facts.Call) bool { return c.Part == part })
+	if i < 0 {
+		return
+	}
+	if s.labels.argsIntegrity {
+		levels := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i])
+		if len(levels) > 0 {
+			ce.ArgsIntegrity = map[string]string{}
+		}
+		for _, a := range levels {
+			ce.ArgsIntegrity[a.Path] = a.Level
+			arg := "argument " + strconv.Quote(a.Path)
+			if a.Path == "" {
+				arg = "the arguments"
+			}
+			ce.Why = append(ce.Why, fmt.Sprintf("%s is %s", arg, a.Level))
+		}
+	}
+	if s.labels.window {
+		w := windowOf(s.reg, f)
+		ce.Window = &windowExplained{Untrusted: w.Label.Integrity == facts.IntegrityUntrusted, Confidentiality: w.Label.Confidentiality,
+			Sources: w.Sources}
+		if ce.Window.Sources == nil {
+			ce.Window.Sources = []windowSource{}
+		}
+		if !ce.Window.Untrusted {
+			ce.Why = append(ce.Why, "the window the model saw before the call held nothing untrusted (highest confidentiality "+
+				w.Label.Confidentiality+")")
+			return
+		}
+		var srcs []string
+		for _, src := range w.Sources {
+			how := ""
+			if src.Summarised {
+				how = ", through a compaction summary"
+			}
+			srcs = append(srcs, fmt.Sprintf("%q's return (call at %s%s)", src.Tool, pos(facts.Position{Message: src.Message, Part: src.Part}), how))
+		}
+		ce.Why = append(ce.Why, fmt.Sprintf("the window the model saw before the call held untrusted content (highest confidentiality %s): %s",
+			w.Label.Confidentiality, strings.Join(srcs, "; ")))
+	}
 }
 
 // anchoredEvidence says what the serving provider still sees beyond the

@@ -86,6 +86,16 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 				obj.Value.(ast.Object).Insert(ast.StringTerm("parameters_json_schema"), ast.NewTerm(v))
 			}
 		}
+		if reg.UsesFlowLabels() {
+			// Only when the registry sets some: a registry without them
+			// keeps its data, and so its revision.
+			l := reg.LabelsOf(t.Name)
+			o := obj.Value.(ast.Object)
+			o.Insert(keyTerm("integrity"), ast.StringTerm(l.Integrity))
+			o.Insert(keyTerm("confidentiality"), ast.StringTerm(l.Confidentiality))
+			o.Insert(keyTerm("clearance"), ast.StringTerm(l.Clearance))
+			o.Insert(keyTerm("consequential"), ast.BooleanTerm(l.Consequential))
+		}
 		tools.Insert(ast.StringTerm(t.Name), obj)
 		// Filters see every registry tool, never the framework tools.
 		list = append(list, ast.ObjectTerm(
@@ -98,12 +108,23 @@ func registryData(reg *facts.Registry) (ast.Value, *ast.Term, string) {
 	owned := ast.NewObject()
 	caps := ast.NewObject()
 	for _, c := range reg.Capabilities() {
-		caps.Insert(ast.StringTerm(c.ID), ast.ObjectTerm(
+		capObj := ast.NewObject(
 			item("id", ast.StringTerm(c.ID)),
 			item("defer_loading", ast.BooleanTerm(c.DeferLoading)),
 			item("description", ast.StringTerm(c.Description)),
 			item("labels", arrayOf(c.Labels)),
-		))
+		)
+		// A capability's own flow labels, those it sets (its tools
+		// carry the effective ones).
+		for k, v := range map[string]string{"integrity": c.Integrity, "confidentiality": c.Confidentiality, "clearance": c.Clearance} {
+			if v != "" {
+				capObj.Insert(keyTerm(k), ast.StringTerm(v))
+			}
+		}
+		if c.Consequential {
+			capObj.Insert(keyTerm("consequential"), ast.BooleanTerm(true))
+		}
+		caps.Insert(ast.StringTerm(c.ID), ast.NewTerm(capObj))
 		owned.Insert(ast.StringTerm(c.ID), setOf(reg.OwnedTools(c.ID)))
 		if c.DeferLoading {
 			capTools.Insert(ast.StringTerm(c.ID), setOf(reg.CapabilityTools(c.ID)))
@@ -417,8 +438,16 @@ func (s *setTerms) of(names []string) *ast.Term {
 // validate. The optional facts are in it when opts asks for them
 // (the policies may read them) and the facts carry them: facts.tool_calls,
 // facts.flow_index_truncated and each call's flows.
-func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, reads []callArgs, invalid []*argsInvalid, opts facts.Options) ast.Value {
+//
+// The label fields (labels.go) are written as the registry and the
+// policies ask: a flow source's integrity and confidentiality when the
+// registry sets flow labels, a call's window and args_integrity when
+// the policies may read them (lab.reads).
+func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term, known *nameTerms, binds []*binding, reads []callArgs, invalid []*argsInvalid, opts facts.Options, lab labelInput) ast.Value {
 	w := &docWriter{sets: setTerms{known: known}, known: known}
+	if lab.reg != nil && lab.reg.UsesFlowLabels() {
+		w.labels = lab.reg
+	}
 	factsObj := objectOf(w, factsFields, f)
 	if opts.ToolCalls && f.ToolCalls != nil {
 		factsObj.Insert(keyTerm("tool_calls"), toolCallsTerm(w, f.ToolCalls))
@@ -448,6 +477,11 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		item("context", ctxTerm),
 	)
 	if d := f.Dispatch; d != nil {
+		var window *ast.Term
+		if lab.reads.window {
+			cw := windowOf(lab.reg, f)
+			window = cw.term()
+		}
 		calls := make([]*ast.Term, len(d.Calls))
 		for i := range d.Calls {
 			c := &d.Calls[i]
@@ -462,6 +496,12 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 			call := objectOf(w, callFields, c, item("index", ast.IntNumberTerm(i)), item("args", args))
 			if opts.Flows && c.Flows != nil {
 				call.Insert(keyTerm("flows"), flowsTerm(w, c.Flows))
+			}
+			if window != nil {
+				call.Insert(keyTerm("window"), window)
+			}
+			if lab.reads.argsIntegrity && (invalid == nil || invalid[i] == nil) {
+				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c)))
 			}
 			switch {
 			case invalid != nil && invalid[i] != nil:
@@ -501,7 +541,14 @@ func toolCallsTerm(w *docWriter, calls []facts.ToolCallRecord) *ast.Term {
 func flowsTerm(w *docWriter, flows []facts.Flow) *ast.Term {
 	out := make([]*ast.Term, len(flows))
 	for i := range flows {
-		out[i] = ast.NewTerm(objectOf(w, flowFields, &flows[i]))
+		obj := objectOf(w, flowFields, &flows[i])
+		if w.labels != nil {
+			l := sourceLabel(w.labels, &flows[i].Source)
+			src := obj.Get(keyTerm("source")).Value.(ast.Object)
+			src.Insert(keyTerm("integrity"), ast.StringTerm(l.Integrity))
+			src.Insert(keyTerm("confidentiality"), ast.StringTerm(l.Confidentiality))
+		}
+		out[i] = ast.NewTerm(obj)
 	}
 	return ast.ArrayTerm(out...)
 }
@@ -518,6 +565,9 @@ func flowsTerm(w *docWriter, flows []facts.Flow) *ast.Term {
 type docWriter struct {
 	sets  setTerms
 	known *nameTerms
+	// labels is the registry when it sets flow labels: a flow source
+	// then carries its integrity and confidentiality (flowsTerm).
+	labels *facts.Registry
 }
 
 // docField is one field of an object of the input document whose Go value

@@ -33,7 +33,9 @@ func (d *Decision) InputDocument() (any, error) {
 // approvals as Request.Approvals, evaluates an input document equal to
 // doc's facts, calls and context, with the filters of the policy that
 // decides it. The filter results in doc are not read: they belong to the
-// policy that decided first.
+// policy that decided first. Nor are the labels (a call's window and
+// args_integrity, a flow source's integrity and confidentiality): the
+// engine writes them again from the facts and its registry.
 //
 // The approvals are the ones bound to a call (its
 // /dispatch/calls/N/approval, keyed by the call's tool_call_id); a call

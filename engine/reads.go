@@ -191,7 +191,17 @@ func inputAlias(e *ast.Expr) (ast.Var, ast.Ref, bool) {
 // whole): handing input.call, or an element of input.dispatch.calls, to
 // any other function of the library (the gate's verdict, lib.call_count)
 // reads no flows.
-var libFlowReaders = map[string]bool{"flows_labelled": true, "flows_complete": true}
+var libFlowReaders = map[string]bool{"flows_labelled": true, "flows_complete": true,
+	"permitted_flow": true, "untrusted_action_reasons": true, "flow_violation_reasons": true, "value_label": true}
+
+// libCallReaders are, for each field of a call the engine builds on
+// demand, the functions of the shipped library that read it of a call
+// handed to them (TestLibFlowReaders keeps the lists whole).
+var libCallReaders = map[string]map[string]bool{
+	"flows":          libFlowReaders,
+	"window":         {"trusted_action": true, "untrusted_action_reasons": true},
+	"args_integrity": {"trusted_action": true, "untrusted_action_reasons": true},
+}
 
 var libRef = ast.MustParseRef("data.policycheck.lib")
 
@@ -200,7 +210,7 @@ var libRef = ast.MustParseRef("data.policycheck.lib")
 // library's functions that read no flows does not read the flows of
 // the input documents it is handed (the other paths below them it may).
 func callMayRead(vis *ast.GenericVisitor, op ast.Ref, args []*ast.Term, resolve func(*ast.Term) (ast.Ref, bool), check func(ast.Ref), want inputPath) bool {
-	if len(want) > 0 && want[len(want)-1] == "flows" && op.HasPrefix(libRef) && !libFlowReaders[lastKey(op)] {
+	if readers, onDemand := libCallReaders[want[len(want)-1]]; len(want) > 0 && onDemand && op.HasPrefix(libRef) && !readers[lastKey(op)] {
 		for _, t := range args {
 			if _, ok := resolve(t); !ok {
 				vis.Walk(t)

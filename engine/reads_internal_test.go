@@ -11,12 +11,19 @@ import (
 	"github.com/policycheck/policycheck/policies"
 )
 
-// TestLibFlowReaders: every function of the shipped library whose body
-// names a field flows (call.flows, object.get(call, "flows", ...)) is in libFlowReaders, so that handing it
-// input.call counts as reading input.call.flows (reads.go), and every
-// name listed is such a function.
+// TestLibFlowReaders: for each field of a call the engine builds on
+// demand (libCallReaders: flows, window, args_integrity), every function
+// of the shipped library whose body names the field (call.flows,
+// object.get(call, "flows", ...)) is in its list, so that handing it
+// input.call counts as reading that field (reads.go), and every name
+// listed is such a function. A function that calls one that names the
+// field (its package's helpers included) reads it too.
 func TestLibFlowReaders(t *testing.T) {
-	readers := map[string]bool{}
+	readers := map[string]map[string]bool{}
+	for field := range libCallReaders {
+		readers[field] = map[string]bool{}
+	}
+	calls := map[string]map[string]bool{} // function -> the package's functions it calls
 	err := fs.WalkDir(policies.FS(), "lib", func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || !strings.HasSuffix(path, ".rego") || strings.HasSuffix(path, "_test.rego") {
 			return err
@@ -33,25 +40,54 @@ func TestLibFlowReaders(t *testing.T) {
 			if len(r.Head.Args) == 0 {
 				continue
 			}
-			found := false
-			ast.WalkTerms(r.Body, func(t *ast.Term) bool {
-				if s, ok := t.Value.(ast.String); ok && s == "flows" {
-					found = true
+			name := r.Head.Ref().String()
+			if calls[name] == nil {
+				calls[name] = map[string]bool{}
+			}
+			for rule := r; rule != nil; rule = rule.Else {
+				ast.WalkRefs(rule, func(ref ast.Ref) bool {
+					if v, ok := ref[0].Value.(ast.Var); ok && len(ref) == 1 {
+						calls[name][string(v)] = true
+					}
+					return false
+				})
+			}
+			for field := range libCallReaders {
+				names := func(t *ast.Term) bool {
+					s, ok := t.Value.(ast.String)
+					return ok && string(s) == field
 				}
-				return found
-			})
-			ast.WalkTerms(r.Head.Value, func(t *ast.Term) bool {
-				if s, ok := t.Value.(ast.String); ok && s == "flows" {
-					found = true
+				found := false
+				for rule := r; rule != nil && !found; rule = rule.Else {
+					ast.WalkTerms(rule, func(t *ast.Term) bool {
+						found = found || names(t)
+						return found
+					})
 				}
-				return found
-			})
-			if found {
-				readers[r.Head.Ref().String()] = true
+				if found {
+					readers[field][r.Head.Ref().String()] = true
+				}
 			}
 		}
 		return nil
 	})
 	require.NoError(t, err)
-	require.Equal(t, readers, libFlowReaders)
+	for field, want := range libCallReaders {
+		for grew := true; grew; {
+			grew = false
+			for fn, callees := range calls {
+				for callee := range callees {
+					if readers[field][callee] && !readers[field][fn] {
+						readers[field][fn], grew = true, true
+					}
+				}
+			}
+		}
+		for fn := range readers[field] {
+			if strings.HasPrefix(fn, "_") {
+				delete(readers[field], fn)
+			}
+		}
+		require.Equal(t, readers[field], want, field)
+	}
 }

@@ -50,8 +50,10 @@ var agentDojoModes = []struct {
 		paths: []string{"policies/exfiltration", "agentdojo/policies/untrusted"}, built: true},
 	{name: "token flows", policy: "the same two, the flows matched by token too (--flow-tokens)",
 		paths: []string{"policies/exfiltration", "agentdojo/policies/untrusted"}, built: true, tokens: true},
-	{name: "labels", policy: "issue 47 item 3"},
-	{name: "strict trusted action", policy: "issue 47 item 5"},
+	{name: "labels", policy: "examples/agentdojo/policies/labels (an untrusted source's value into a consequential call asks; a value above the sink's clearance is denied)",
+		paths: []string{"agentdojo/policies/labels"}, built: true},
+	{name: "strict trusted action", policy: "examples/policies/integrity (a consequential call that is not lib.trusted_action asks; lib.permitted_flow's violations are denied)",
+		paths: []string{"policies/integrity"}, built: true},
 }
 
 type agentDojoCall struct {

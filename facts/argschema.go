@@ -34,6 +34,13 @@ type Schema interface {
 	// PropertyNames are the names the top-level "properties" lists,
 	// sorted.
 	PropertyNames() []string
+	// Declassifies reports whether the schema constrains the value at
+	// the JSON pointer ptr of the arguments to few values: an enum or a
+	// const, a boolean, or an integer bounded below and above (the
+	// schema reached by "properties", "prefixItems" and "items" from the
+	// top, through $ref and allOf). A value so constrained carries
+	// little an attacker can choose (input.call.args_integrity).
+	Declassifies(ptr string) bool
 }
 
 // SchemaCompiler compiles one JSON Schema of a registry: field names it,
@@ -64,6 +71,10 @@ func (a *ArgsSchema) Lists(field string) bool { return a.s.Lists(field) }
 // PropertyNames are the names the schema's top-level "properties" lists,
 // sorted.
 func (a *ArgsSchema) PropertyNames() []string { return a.s.PropertyNames() }
+
+// Declassifies reports whether the schema constrains the argument value
+// at the JSON pointer ptr to few values (Schema.Declassifies).
+func (a *ArgsSchema) Declassifies(ptr string) bool { return a.s.Declassifies(ptr) }
 
 // ArgsProblem is one reason a call's arguments fail its tool's schema:
 // the JSON pointer of the offending value inside the arguments ("" for

@@ -145,6 +145,30 @@ func ExampleDerive_options() {
 	// tracker agrees: true
 }
 
+// A tool's flow labels: its own joined with its capability's (the lower
+// integrity, the higher confidentiality, the lower clearance), with the
+// defaults where neither sets one; a value's label is the join of its
+// sources'.
+func ExampleRegistry_LabelsOf() {
+	reg, err := facts.NewRegistry(
+		[]facts.Capability{{ID: "mail", FlowLabels: facts.FlowLabels{Integrity: "untrusted", Confidentiality: "confidential"}}},
+		[]facts.Tool{
+			{Name: "read_inbox", Capability: "mail", FlowLabels: facts.FlowLabels{Integrity: "trusted"}},
+			{Name: "get_contacts", FlowLabels: facts.FlowLabels{Integrity: "trusted"}},
+			{Name: "send_money", FlowLabels: facts.FlowLabels{Consequential: true}},
+		})
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Printf("%+v\n", reg.LabelsOf("read_inbox"))
+	fmt.Printf("%+v\n", reg.LabelsOf("send_money"))
+	fmt.Printf("%+v\n", reg.ReturnLabel("get_contacts").Join(reg.ReturnLabel("read_inbox")))
+	// Output:
+	// {Integrity:untrusted Confidentiality:confidential Clearance:internal Consequential:false}
+	// {Integrity:untrusted Confidentiality:internal Clearance:internal Consequential:true}
+	// {Integrity:untrusted Confidentiality:confidential}
+}
+
 // Flows from a prompt, and by token: the user's prompt is a source
 // (Kind UserPrompt, no tool), and with Options.FlowTokens an address
 // cut out of a returned mail body, re-cased, flows by its token class.

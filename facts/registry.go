@@ -26,6 +26,8 @@ type Capability struct {
 	// RequiresApproval: every call of every tool of the capability needs
 	// a person's approval (Registry.ApprovalTools).
 	RequiresApproval bool `json:"requires_approval,omitempty"`
+	// Flow labels its tools inherit (Tool's).
+	FlowLabels
 }
 
 // Tool is a registered tool.
@@ -54,6 +56,12 @@ type Tool struct {
 	// `policycheck gateway` (docs/gateway.md); "" for none. No decision
 	// reads it.
 	Upstream string `json:"upstream,omitempty"`
+	// FlowLabels are the tool's integrity, confidentiality, clearance
+	// and consequential mark (labels.go). Registry.Tools and
+	// Registry.Tool return the effective ones: the tool's own joined
+	// with its capability's, "" where neither sets one (the defaults
+	// apply: Registry.LabelsOf).
+	FlowLabels
 }
 
 // Gate says what makes a registry tool callable (conformance README).
@@ -115,6 +123,9 @@ type Registry struct {
 	ctxSchema   *ArgsSchema         // the compiled context_schema; nil for none
 	ctxRaw      []byte              // its JSON
 	compile     SchemaCompiler      // WithSchemaCompiler's; nil for none
+	// usesFlowLabels: some tool or capability sets a flow label
+	// (UsesFlowLabels).
+	usesFlowLabels bool
 }
 
 // RegistryOption sets a part of a registry beyond its capabilities and
@@ -182,6 +193,8 @@ func NewRegistry(caps []Capability, tools []Tool, opts ...RegistryOption) (*Regi
 	for i, c := range r.caps {
 		r.caps[i].Labels = normLabels(c.Labels)
 		errs = append(errs, labelErrors(fmt.Sprintf("/capabilities/%d/labels", i), c.Labels)...)
+		errs = append(errs, c.FlowLabels.errors(fmt.Sprintf("/capabilities/%d", i))...)
+		r.usesFlowLabels = r.usesFlowLabels || c.FlowLabels != FlowLabels{}
 		ptr := fmt.Sprintf("/capabilities/%d/id", i)
 		if c.ID == "" {
 			msg := "capability id must be a non-empty string"
@@ -208,8 +221,11 @@ func NewRegistry(caps []Capability, tools []Tool, opts ...RegistryOption) (*Regi
 		ptr := fmt.Sprintf("/tools/%d", i)
 		errs = append(errs, labelErrors(ptr+"/labels", t.Labels)...)
 		labels := slices.Clone(t.Labels)
+		errs = append(errs, t.FlowLabels.errors(ptr)...)
+		r.usesFlowLabels = r.usesFlowLabels || t.FlowLabels != FlowLabels{}
 		if j, ok := r.capIndex[t.Capability]; ok && t.Capability != "" {
 			labels = append(labels, r.caps[j].Labels...)
+			r.tools[i].FlowLabels = t.FlowLabels.inherit(r.caps[j].FlowLabels)
 		}
 		r.tools[i].Labels = normLabels(labels)
 		switch {

@@ -258,3 +258,85 @@ func pointerOf(loc []string) string {
 	}
 	return b.String()
 }
+
+// Declassifies reports whether the schema constrains the value at the
+// JSON pointer ptr of the arguments to few values (facts.Schema): an
+// enum or a const, the type boolean alone, or the type integer alone
+// with both a lower and an upper bound. The schema of the value is
+// reached from the top by "properties", "prefixItems" and "items"
+// (draft 2020-12, and the array form of older drafts), through $ref and
+// the members of allOf; a value the schema reaches only through anyOf,
+// oneOf, a conditional or patternProperties is not declassified.
+func (a *argsSchema) Declassifies(ptr string) bool {
+	if ptr != "" && !strings.HasPrefix(ptr, "/") {
+		return false
+	}
+	toks := strings.Split(ptr, "/")[1:]
+	for i, t := range toks {
+		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
+	}
+	return declassifies(a.sch, toks, 0)
+}
+
+// maxDeclassifyDepth bounds the $ref and allOf hops Declassifies follows
+// (a recursive schema would loop).
+const maxDeclassifyDepth = 64
+
+// declassifies reports whether sch, or a schema it conjoins ($ref,
+// allOf), constrains the value at toks below it.
+func declassifies(sch *jsonschema.Schema, toks []string, hops int) bool {
+	if sch == nil || hops > maxDeclassifyDepth {
+		return false
+	}
+	if declassifies(sch.Ref, toks, hops+1) {
+		return true
+	}
+	for _, s := range sch.AllOf {
+		if declassifies(s, toks, hops+1) {
+			return true
+		}
+	}
+	if len(toks) == 0 {
+		return constrained(sch)
+	}
+	tok, rest := toks[0], toks[1:]
+	if p, ok := sch.Properties[tok]; ok {
+		return declassifies(p, rest, hops+1)
+	}
+	i, err := strconv.Atoi(tok)
+	if err != nil || i < 0 {
+		return false
+	}
+	if i < len(sch.PrefixItems) {
+		return declassifies(sch.PrefixItems[i], rest, hops+1)
+	}
+	if sch.Items2020 != nil {
+		return declassifies(sch.Items2020, rest, hops+1)
+	}
+	switch items := sch.Items.(type) {
+	case *jsonschema.Schema:
+		return declassifies(items, rest, hops+1)
+	case []*jsonschema.Schema:
+		if i < len(items) {
+			return declassifies(items[i], rest, hops+1)
+		}
+	}
+	return false
+}
+
+// constrained reports whether sch alone admits few values.
+func constrained(sch *jsonschema.Schema) bool {
+	if sch.Enum != nil || sch.Const != nil {
+		return true
+	}
+	if sch.Types == nil {
+		return false
+	}
+	switch types := sch.Types.ToStrings(); {
+	case slices.Equal(types, []string{"boolean"}):
+		return true
+	case slices.Equal(types, []string{"integer"}):
+		return (sch.Minimum != nil || sch.ExclusiveMinimum != nil) && (sch.Maximum != nil || sch.ExclusiveMaximum != nil)
+	}
+	return false
+}

@@ -134,3 +134,72 @@ func TestSchemaNeedsCompiler(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "the schema compiler returned no schema")
 }
+
+// TestRegistryFlowLabels: the registry's integrity, confidentiality,
+// clearance and consequential fields are read, inherited from the
+// capability, and an unknown value is refused at its pointer.
+func TestRegistryFlowLabels(t *testing.T) {
+	reg, err := loader.ParseRegistry("r.yaml", []byte(`capabilities:
+  - id: mail
+    integrity: untrusted
+    confidentiality: confidential
+tools:
+  - name: read_mail
+    capability: mail
+    integrity: trusted
+  - name: send_money
+    clearance: public
+    consequential: true
+`))
+	require.NoError(t, err)
+	require.Equal(t, facts.FlowLabels{Integrity: "untrusted", Confidentiality: "confidential", Clearance: "internal"}, reg.LabelsOf("read_mail"))
+	require.Equal(t, facts.FlowLabels{Integrity: "untrusted", Confidentiality: "internal", Clearance: "public", Consequential: true}, reg.LabelsOf("send_money"))
+	for note, tc := range map[string]struct{ doc, ptr string }{
+		"tool integrity":       {"tools:\n  - name: a\n    integrity: high\n", "/tools/0/integrity"},
+		"tool clearance":       {"tools:\n  - name: a\n    clearance: top-secret\n", "/tools/0/clearance"},
+		"capability confident": {"capabilities:\n  - id: c\n    confidentiality: private\n", "/capabilities/0/confidentiality"},
+		"consequential string": {"tools:\n  - name: a\n    consequential: \"yes\"\n", "/tools/0/consequential"},
+	} {
+		_, err := loader.ParseRegistry("r.yaml", []byte(tc.doc))
+		require.Error(t, err, note)
+		var le *loader.Error
+		require.ErrorAs(t, err, &le, note)
+		require.Equal(t, tc.ptr, le.Pointer, note)
+	}
+}
+
+// TestSchemaDeclassifies: a value the tool's schema constrains to an
+// enum, a const, a boolean or an integer bounded on both sides is
+// declassified, through properties, items, $ref and allOf; a free
+// string, a half-bounded integer, a number and an unknown pointer are
+// not.
+func TestSchemaDeclassifies(t *testing.T) {
+	reg, err := loader.ParseRegistry("r.yaml", []byte(`tools:
+  - name: t
+    parameters_json_schema:
+      type: object
+      $defs:
+        currency: {enum: [EUR, USD]}
+      properties:
+        to: {type: string}
+        currency: {$ref: "#/$defs/currency"}
+        urgent: {type: boolean}
+        kind: {const: transfer}
+        count: {type: integer, minimum: 1, maximum: 10}
+        over: {type: integer, minimum: 1}
+        amount: {type: number, minimum: 0, maximum: 100}
+        tags: {type: array, items: {enum: [a, b]}}
+        pair: {type: array, prefixItems: [{type: boolean}, {type: string}]}
+        both: {allOf: [{type: string}, {enum: [x, y]}]}
+        "a/b": {type: boolean}
+`))
+	require.NoError(t, err)
+	sch := reg.ArgsSchema("t")
+	for ptr, want := range map[string]bool{
+		"/to": false, "/currency": true, "/urgent": true, "/kind": true, "/count": true, "/over": false,
+		"/amount": false, "/tags/3": true, "/pair/0": true, "/pair/1": false, "/both": true, "/a~1b": true,
+		"/nope": false, "": false, "to": false,
+	} {
+		require.Equal(t, want, sch.Declassifies(ptr), ptr)
+	}
+}

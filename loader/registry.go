@@ -26,6 +26,7 @@ type registryDoc struct {
 		Labels       []string `json:"labels"`
 		// RequiresApproval: every tool of the capability needs approval.
 		RequiresApproval bool `json:"requires_approval"`
+		facts.FlowLabels
 	} `json:"capabilities"`
 	Tools []struct {
 		Name         string   `json:"name"`
@@ -40,6 +41,7 @@ type registryDoc struct {
 		RequiresApproval bool `json:"requires_approval"`
 		// Upstream: the gateway's upstream MCP server (docs/gateway.md).
 		Upstream string `json:"upstream"`
+		facts.FlowLabels
 	} `json:"tools"`
 	// ContextSchema: compiled by CompileSchema (argschema.go).
 	ContextSchema json.RawMessage `json:"context_schema"`
@@ -88,13 +90,13 @@ func ParseRegistry(file string, data []byte) (*facts.Registry, error) {
 	caps := make([]facts.Capability, len(rd.Capabilities))
 	for i, c := range rd.Capabilities {
 		caps[i] = facts.Capability{ID: c.ID, DeferLoading: c.DeferLoading, Description: c.Description, Labels: c.Labels,
-			RequiresApproval: c.RequiresApproval}
+			RequiresApproval: c.RequiresApproval, FlowLabels: c.FlowLabels}
 	}
 	tools := make([]facts.Tool, len(rd.Tools))
 	for i, t := range rd.Tools {
 		tools[i] = facts.Tool{Name: t.Name, DeferLoading: t.DeferLoading, Description: t.Description, MaxRetries: t.MaxRetries,
 			ParametersJSONSchema: t.ParametersJSONSchema, Labels: t.Labels, RequiresApproval: t.RequiresApproval,
-			Upstream: t.Upstream}
+			Upstream: t.Upstream, FlowLabels: t.FlowLabels}
 		if t.Capability != nil {
 			tools[i].Capability = *t.Capability
 		}

@@ -175,6 +175,38 @@ type InputCall struct {
 	InvalidArgs bool `json:"invalid_args,omitempty"`
 	// Present only when a loaded policy reads it (the engine builds it on demand; `input.call.flows` in a rule). One entry per argument value that came from an earlier source, and per source it came from: a string of the arguments that equals or contains a string of at least `--flow-min-length` bytes (8 by default) of a `tool-return`, `builtin-tool-return`, `user-prompt` or `system-prompt` part's content, or (with `--flow-tokens`) holds a token of one, or a number equal to a number of five or more significant digits there (see docs/flows.md). In the order of the arguments (keys sorted), then of the sources.
 	Flows []InputFlow `json:"flows,omitempty"`
+	// Present only when a loaded policy reads it (`input.call.window`; the stock `lib.trusted_action` does). What the model's window held before the dispatched response: every tool call of the history whose return (or retry prompt) the model was shown counts with its tool's registry label, a return before a compaction too (the summary carries its label: taint survives compaction). Provider-side (builtin) returns are not counted. See docs/registry.md, "Integrity and confidentiality".
+	Window *InputWindow `json:"window,omitempty"`
+	// Present only when a loaded policy reads it (`input.call.args_integrity`; the stock `lib.trusted_action` does), and not on a call with `invalid_args`. JSON pointer of each string, number, boolean or null of the call's own arguments (keys sorted) → `trusted` (it equals a string or number of a trusted source: an `exact` flow from the user, the system prompt or a trusted tool), `declassified` (the tool's `parameters_json_schema` constrains it to an enum or const, a boolean, or an integer bounded on both sides; or it is a boolean or null), or `untrusted` (anything else: from an untrusted source, contained in a longer string, or from no source the flows see).
+	ArgsIntegrity any `json:"args_integrity,omitempty" jsontype:"object"`
+}
+
+// InputWindow is input.call.window.
+type InputWindow struct {
+	// Some return the model was shown is untrusted.
+	Untrusted bool `json:"untrusted"`
+	// The highest confidentiality of those returns (`public` when none).
+	Confidentiality string `json:"confidentiality"`
+	// The untrusted returns, in history order.
+	Sources []InputWindowSource `json:"sources"`
+}
+
+// InputWindowSource is one element of input.call.window.sources.
+type InputWindowSource struct {
+	// The tool whose return it is.
+	Tool string `json:"tool" names:"tool"`
+	// The call's `tool_call_id`.
+	ToolCallID *string `json:"tool_call_id"`
+	// Index of the message holding the call the return answered.
+	Message int `json:"message"`
+	// Part index of that call.
+	Part int `json:"part"`
+	// The call lies before the window's start: the model saw its return through a compaction summary, which carries its label.
+	Summarised bool `json:"summarised"`
+	// The return's integrity (`untrusted`).
+	Integrity string `json:"integrity"`
+	// The return's confidentiality.
+	Confidentiality string `json:"confidentiality"`
 }
 
 // InputFlow is one entry of input.call.flows.
@@ -203,6 +235,10 @@ type InputFlowSource struct {
 	Message int `json:"message"`
 	// Part index within that message.
 	Part int `json:"part"`
+	// Present only when the registry sets flow labels: the source's integrity (`trusted`, `untrusted`): a prompt part's is `trusted`, a return's its tool's (registry default `untrusted`).
+	Integrity string `json:"integrity,omitempty"`
+	// Present only when the registry sets flow labels: the source's confidentiality (`public`, `internal`, `confidential`, `secret`), its tool's (registry default `internal`).
+	Confidentiality string `json:"confidentiality,omitempty"`
 }
 
 // InputApproval is input.call.approval.

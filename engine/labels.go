@@ -1,0 +1,220 @@
+package engine
+
+import (
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/open-policy-agent/opa/v1/ast"
+
+	"github.com/policycheck/policycheck/facts"
+)
+
+// Labels (issue 47 items 3 and 4, docs/registry.md "Integrity and
+// confidentiality", docs/input.md): a flow source's integrity and
+// confidentiality, what the model's window held before a dispatched call
+// (input.call.window), and whether each argument value is trusted,
+// declassified or untrusted (input.call.args_integrity). The engine
+// builds the last two only for a policy set that may read them.
+
+// The argument integrity levels (input.call.args_integrity).
+const (
+	argTrusted      = "trusted"
+	argDeclassified = "declassified"
+	argUntrusted    = "untrusted"
+)
+
+// windowPaths and argsIntegrityPaths are the inputs the engine builds on
+// demand for labels.
+var (
+	windowPaths        = []inputPath{{"call", "window"}, {"dispatch", "calls", "*", "window"}}
+	argsIntegrityPaths = []inputPath{{"call", "args_integrity"}, {"dispatch", "calls", "*", "args_integrity"}}
+)
+
+// labelReads says which label fields of the calls the policies may read.
+type labelReads struct {
+	window, argsIntegrity bool
+}
+
+// labelOptions is what the compiled policies may read of the labels; it
+// widens opts to the facts those are built from (the window from the
+// tool calls, the argument integrity from the flows).
+func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
+	var lr labelReads
+	for _, p := range windowPaths {
+		lr.window = lr.window || mayRead(c, p)
+	}
+	for _, p := range argsIntegrityPaths {
+		lr.argsIntegrity = lr.argsIntegrity || mayRead(c, p)
+	}
+	opts.ToolCalls = opts.ToolCalls || lr.window
+	opts.Flows = opts.Flows || lr.argsIntegrity
+	return lr
+}
+
+// sourceLabel is the label of a flow's source: a user or system prompt
+// part is the user's or the operator's own words, trusted and internal;
+// a return has its tool's returns' label (facts.Registry.ReturnLabel).
+func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
+	if src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt {
+		return facts.Label{Integrity: facts.IntegrityTrusted, Confidentiality: facts.DefaultConfidentiality}
+	}
+	return reg.ReturnLabel(src.Tool)
+}
+
+// windowSource is a return the model saw before the dispatched response,
+// in its window or through a compaction summary written after it.
+type windowSource struct {
+	Tool       string  `json:"tool"`
+	ToolCallID *string `json:"tool_call_id"`
+	// Message and Part locate the call the return answered.
+	Message int `json:"message"`
+	Part    int `json:"part"`
+	// Summarised: the call lies before the window's start, so the model
+	// saw its return through a compaction summary, which carries its
+	// label.
+	Summarised      bool   `json:"summarised"`
+	Integrity       string `json:"integrity"`
+	Confidentiality string `json:"confidentiality"`
+}
+
+// callWindow is what the model saw before the dispatched response: the
+// join of the labels of every return it was shown (directly, or through
+// a compaction summary), and the untrusted ones.
+type callWindow struct {
+	Label   facts.Label
+	Sources []windowSource // the untrusted returns, in history order
+}
+
+// windowOf is the window of the dispatched response: every tool call
+// of the history with an outcome (its return, or the retry prompt that
+// answered it, was shown to the model) counts with its tool's label. A
+// compaction hides nothing: a summary written after an untrusted or
+// confidential return carries that label (taint survives compaction),
+// and the return is listed as summarised. Provider-side (builtin) tool
+// returns are not tool calls (facts.ToolCalls) and are not counted.
+func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
+	w := callWindow{Label: facts.Bottom}
+	start := f.Window
+	if f.Dispatch != nil {
+		start = f.Dispatch.Window
+	}
+	for i := range f.ToolCalls {
+		c := &f.ToolCalls[i]
+		if c.Outcome == facts.CallPending {
+			continue
+		}
+		l := reg.ReturnLabel(c.Tool)
+		w.Label = w.Label.Join(l)
+		if l.Integrity == facts.IntegrityUntrusted {
+			at := facts.Position{Message: c.Message, Part: c.Part}
+			w.Sources = append(w.Sources, windowSource{Tool: c.Tool, ToolCallID: c.ToolCallID, Message: c.Message, Part: c.Part,
+				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
+		}
+	}
+	return w
+}
+
+// term is input.call.window.
+func (w *callWindow) term() *ast.Term {
+	srcs := make([]*ast.Term, len(w.Sources))
+	for i, s := range w.Sources {
+		srcs[i] = ast.ObjectTerm(
+			item("tool", ast.StringTerm(s.Tool)),
+			item("tool_call_id", nullableString(s.ToolCallID)),
+			item("message", ast.IntNumberTerm(s.Message)),
+			item("part", ast.IntNumberTerm(s.Part)),
+			item("summarised", ast.BooleanTerm(s.Summarised)),
+			item("integrity", ast.StringTerm(s.Integrity)),
+			item("confidentiality", ast.StringTerm(s.Confidentiality)),
+		)
+	}
+	return ast.ObjectTerm(
+		item("untrusted", ast.BooleanTerm(w.Label.Integrity == facts.IntegrityUntrusted)),
+		item("confidentiality", ast.StringTerm(w.Label.Confidentiality)),
+		item("sources", ast.ArrayTerm(srcs...)),
+	)
+}
+
+// argIntegrity is one argument value's integrity.
+type argIntegrity struct {
+	Path  string
+	Level string
+}
+
+// argsIntegrityOf is the integrity of each leaf of a call's own
+// arguments (string, number, boolean, null; in the order of the
+// arguments, object keys sorted): "trusted" when it equals a string or
+// number of a trusted source (a flow "exact" from it: what the user, the
+// system prompt or a trusted tool wrote, wherever else it also
+// appears), else "declassified" when the tool's schema constrains it to
+// few values (facts.Schema.Declassifies) or it is a boolean or null
+// (one bit), else "untrusted": from an untrusted source, contained in a
+// longer string, or from nowhere the flows see (the model wrote it).
+func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
+	sch := reg.ArgsSchema(c.Tool)
+	var out []argIntegrity
+	var walk func(v any, ptr string)
+	walk = func(v any, ptr string) {
+		switch x := v.(type) {
+		case map[string]any:
+			keys := make([]string, 0, len(x))
+			for k := range x {
+				keys = append(keys, k)
+			}
+			sort.Strings(keys)
+			for _, k := range keys {
+				walk(x[k], ptr+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
+			}
+			return
+		case []any:
+			for i, e := range x {
+				walk(e, ptr+"/"+strconv.Itoa(i))
+			}
+			return
+		}
+		level := argUntrusted
+		switch {
+		case trustedFlow(reg, c.Flows, ptr):
+			level = argTrusted
+		case sch != nil && sch.Declassifies(ptr):
+			level = argDeclassified
+		case isBoolOrNull(v):
+			level = argDeclassified
+		}
+		out = append(out, argIntegrity{ptr, level})
+	}
+	if v := facts.ArgsValue(c.Args); v != nil {
+		walk(v, "")
+	}
+	return out
+}
+
+// trustedFlow reports whether the value at ptr equals a string or number
+// of a trusted source.
+func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string) bool {
+	return slices.ContainsFunc(flows, func(fl facts.Flow) bool {
+		return fl.Path == ptr && fl.Match == facts.FlowExact && sourceLabel(reg, &fl.Source).Integrity == facts.IntegrityTrusted
+	})
+}
+
+func isBoolOrNull(v any) bool {
+	_, isBool := v.(bool)
+	return isBool || v == nil
+}
+
+// argsIntegrityTerm is input.call.args_integrity: pointer -> level.
+func argsIntegrityTerm(levels []argIntegrity) *ast.Term {
+	obj := ast.NewObject()
+	for _, a := range levels {
+		obj.Insert(ast.StringTerm(a.Path), keyTerm(a.Level))
+	}
+	return ast.NewTerm(obj)
+}
+
+// labelInput is what buildInput needs to write the label fields.
+type labelInput struct {
+	reg   *facts.Registry
+	reads labelReads
+}

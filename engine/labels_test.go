@@ -1,0 +1,174 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+)
+
+func integrityFixture(t *testing.T, history string) (*engine.Engine, *facts.Registry, facts.History) {
+	t.Helper()
+	reg, err := loader.ReadRegistry("../examples/integrity/registry.yaml")
+	require.NoError(t, err)
+	raw, err := os.ReadFile("../examples/integrity/histories/" + history + ".json")
+	require.NoError(t, err)
+	h, err := loader.DecodeHistory(history, raw, loader.DefaultLimits())
+	require.NoError(t, err)
+	eng, err := engine.New(context.Background(), engine.Registry(reg), engine.PolicyPaths("../examples/policies/integrity"))
+	require.NoError(t, err)
+	return eng, reg, h
+}
+
+func callsOf(t *testing.T, doc any) []map[string]any {
+	t.Helper()
+	raw, err := json.Marshal(doc)
+	require.NoError(t, err)
+	var back map[string]any
+	require.NoError(t, json.Unmarshal(raw, &back))
+	var out []map[string]any
+	for _, c := range back["dispatch"].(map[string]any)["calls"].([]any) {
+		out = append(out, c.(map[string]any))
+	}
+	return out
+}
+
+// TestLabelsInTheInputOnlyWhenRead: input.call.window and
+// input.call.args_integrity are built for a policy set that reads them
+// (the integrity example), a flow source carries its integrity and
+// confidentiality when the registry sets flow labels, and the shipped
+// default policy builds none of them; a decision is decided again from
+// its logged input document with the same labels.
+func TestLabelsInTheInputOnlyWhenRead(t *testing.T) {
+	ctx := context.Background()
+	eng, reg, h := integrityFixture(t, "pay-bill")
+	plain, err := engine.New(ctx, engine.Registry(reg))
+	require.NoError(t, err)
+	assert.Equal(t, facts.Options{}, plain.FactOptions(), "the shipped policies read no labels")
+	doc, err := plain.Input(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	for _, c := range callsOf(t, doc) {
+		assert.NotContains(t, c, "window")
+		assert.NotContains(t, c, "args_integrity")
+	}
+
+	d, err := eng.Decide(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "approval_required", "p2": "execute", "r1": "denied"}, verdicts(d))
+	full, err := d.InputDocument()
+	require.NoError(t, err)
+	calls := callsOf(t, full)
+	assert.Equal(t, map[string]any{"/amount": "declassified", "/recipient": "untrusted", "/subject": "declassified"}, calls[0]["args_integrity"])
+	assert.Equal(t, map[string]any{"/amount": "declassified", "/recipient": "trusted", "/subject": "declassified"}, calls[1]["args_integrity"])
+	assert.Equal(t, map[string]any{"/shop": "untrusted", "/text": "untrusted"}, calls[2]["args_integrity"])
+	b, err := json.Marshal(calls[0]["window"])
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "secret", "sources": [{"tool": "read_file", "tool_call_id": "f1",
+		"message": 1, "part": 0, "summarised": false, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
+	b, err = json.Marshal(calls[2]["flows"])
+	require.NoError(t, err)
+	assert.JSONEq(t, `[{"path": "/text", "match": "contains", "token": null, "source": {"kind": "tool-return", "tool_call_id": "s1",
+		"tool": "get_statement", "labels": [], "message": 2, "part": 2, "integrity": "trusted", "confidentiality": "secret"}}]`, string(b))
+
+	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
+	require.NoError(t, err)
+	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
+	require.NoError(t, err)
+	againDoc, err := again.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, full, againDoc)
+}
+
+// TestTaintSurvivesCompaction: an untrusted return read before a
+// compaction still makes the window untrusted after it (the summary
+// carries its label), listed as summarised; a window of trusted returns
+// only is clean, and its consequential call a trusted action.
+func TestTaintSurvivesCompaction(t *testing.T) {
+	ctx := context.Background()
+	eng, _, h := integrityFixture(t, "after-compaction")
+	d, err := eng.Decide(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "approval_required"}, verdicts(d))
+	full, err := d.InputDocument()
+	require.NoError(t, err)
+	w := callsOf(t, full)[0]["window"].(map[string]any)
+	assert.Equal(t, true, w["untrusted"])
+	assert.Equal(t, true, w["sources"].([]any)[0].(map[string]any)["summarised"])
+
+	eng, _, h = integrityFixture(t, "clean")
+	d, err = eng.Decide(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "execute"}, verdicts(d))
+	full, err = d.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, map[string]any{"untrusted": false, "confidentiality": "internal", "sources": []any{}}, callsOf(t, full)[0]["window"])
+}
+
+// TestExplainShowsTheLabels: explain names, for a refused call, each
+// argument's integrity, the window's untrusted returns and each flow's
+// source with its label, in JSON and in words.
+func TestExplainShowsTheLabels(t *testing.T) {
+	ctx := context.Background()
+	eng, _, h := integrityFixture(t, "pay-bill")
+	x, err := eng.Explain(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	var refused *engine.CallExplained
+	for i := range x.Calls {
+		if x.Calls[i].Tool == "send_money" && x.Calls[i].Verdict != engine.Execute {
+			refused = &x.Calls[i]
+		}
+	}
+	require.NotNil(t, refused)
+	assert.Equal(t, map[string]string{"/amount": "declassified", "/recipient": "untrusted", "/subject": "declassified"}, refused.ArgsIntegrity)
+	require.NotNil(t, refused.Window)
+	assert.True(t, refused.Window.Untrusted)
+	assert.Contains(t, refused.Why, `argument "/recipient" holds a value returned by "read_file" (tool_call_id "f1", no labels, untrusted, internal) at message 2, part 0`)
+	assert.Contains(t, refused.Why, `argument "/recipient" is untrusted`)
+	assert.Contains(t, refused.Why, `the window the model saw before the call held untrusted content (highest confidentiality secret): "read_file"'s return (call at message 1, part 0)`)
+	for _, c := range x.Calls {
+		if c.Verdict == engine.Execute {
+			assert.Nil(t, c.Window, "an executed call's labels are not explained")
+		}
+	}
+}
+
+// TestLabelReadsFollowThePolicies: a policy set pays for the facts the
+// label fields are built from only when it may read them: through
+// lib.trusted_action the window (tool calls) and args_integrity (flows),
+// through lib.permitted_flow the flows alone, through lib.consequential
+// neither; a direct reference counts as one.
+func TestLabelReadsFollowThePolicies(t *testing.T) {
+	ctx := context.Background()
+	_, reg, _ := integrityFixture(t, "clean")
+	cases := map[string]struct {
+		body string
+		want facts.Options
+	}{
+		"trusted_action":  {"not lib.trusted_action(input.call)", facts.Options{ToolCalls: true, Flows: true}},
+		"permitted_flow":  {"not lib.permitted_flow(input.call)", facts.Options{Flows: true}},
+		"consequential":   {"lib.consequential(input.call.tool)", facts.Options{}},
+		"window directly": {"input.call.window.untrusted", facts.Options{ToolCalls: true}},
+		"args_integrity":  {`input.call.args_integrity["/to"] == "untrusted"`, facts.Options{Flows: true}},
+		"the whole call":  {"count(input.call) > 0", facts.Options{ToolCalls: true, Flows: true}},
+	}
+	for note, tc := range cases {
+		imp := ""
+		if strings.Contains(tc.body, "lib.") {
+			imp = "import data.policycheck.lib\n\n"
+		}
+		text := "package policycheck.rules.x\n\n" + imp + "deny contains \"no\" if {\n\t" + tc.body + "\n}\n"
+		eng, err := engine.New(ctx, engine.Registry(reg), engine.Modules(engine.Source{File: "x.rego", Text: text}))
+		require.NoError(t, err, note)
+		got := eng.FactOptions()
+		got.FlowMinLength, got.FlowIndexCap = 0, 0
+		assert.Equal(t, tc.want, got, note)
+	}
+}

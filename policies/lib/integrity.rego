@@ -1,0 +1,186 @@
+# Integrity and confidentiality, part of package policycheck.lib (the
+# package's METADATA is in lib.rego). The stock rules on the labels of a call's
+# values (docs/registry.md, "Integrity and confidentiality"): a trusted
+# action (a consequential call whose arguments the user, the system
+# prompt or a trusted tool gave, or whose window held nothing untrusted)
+# and a permitted flow (no value above the sink's clearance). They read
+# input.call.args_integrity, input.call.window and input.call.flows,
+# which the engine builds only for a policy set that reads them, and
+# the registry's integrity, confidentiality, clearance and consequential
+# fields (data.policycheck.registry.tools), with the registry's defaults
+# for a tool that sets none.
+package policycheck.lib
+
+# The registry's defaults (facts.DefaultIntegrity and the others): an
+# unlabelled tool's returns are untrusted and internal, its clearance
+# internal.
+_default_integrity := "untrusted"
+
+_default_confidentiality := "internal"
+
+_default_clearance := "internal"
+
+_rank := {"public": 0, "internal": 1, "confidential": 2, "secret": 3}
+
+_prompt_kinds := {"user-prompt", "system-prompt"}
+
+# METADATA
+# title: consequential
+# description: |
+#   The tool is marked consequential in the registry (its own
+#   `consequential: true` or its capability's): a call of it acts on the
+#   world.
+consequential(tool) if data.policycheck.registry.tools[tool].consequential == true
+
+# METADATA
+# title: source_label
+# description: |
+#   The label of a flow's source ({"integrity", "confidentiality"}): a
+#   user or system prompt part is trusted; a return has its tool's label
+#   as the engine wrote it on the source, or the defaults (untrusted,
+#   internal) when the registry sets no flow label.
+source_label(src) := {
+	"integrity": "trusted",
+	"confidentiality": object.get(src, "confidentiality", _default_confidentiality),
+} if {
+	src.kind in _prompt_kinds
+} else := {
+	"integrity": object.get(src, "integrity", _default_integrity),
+	"confidentiality": object.get(src, "confidentiality", _default_confidentiality),
+}
+
+# METADATA
+# title: value_label
+# description: |
+#   The label of the value at JSON pointer `path` of the call's arguments:
+#   the join of its sources' labels (the lowest integrity, the highest
+#   confidentiality); trusted and public when no flow reaches it.
+value_label(call, path) := {
+	"integrity": _lowest_integrity(labels),
+	"confidentiality": _highest_confidentiality(labels),
+} if {
+	labels := [source_label(f.source) | some f in object.get(call, "flows", []); f.path == path]
+}
+
+_lowest_integrity(labels) := "untrusted" if {
+	some l in labels
+	l.integrity == "untrusted"
+} else := "trusted"
+
+_highest_confidentiality(labels) := level if {
+	top := max(array.concat([0], [_rank[l.confidentiality] | some l in labels]))
+	some level, r in _rank
+	r == top
+}
+
+# METADATA
+# title: clearance
+# description: |
+#   The tool's clearance: the highest confidentiality a value may have to
+#   go into its arguments (the registry's, internal by default).
+clearance(tool) := object.get(data.policycheck.registry.tools, [tool, "clearance"], _default_clearance)
+
+# METADATA
+# title: trusted_action
+# description: |
+#   The call may act on the user's behalf: it is not consequential; or
+#   each argument value is trusted (equal to what the user, the system
+#   prompt or a trusted tool wrote) or declassified (the tool's schema
+#   constrains it to few values); or the window the model saw before it
+#   held nothing untrusted (a compaction summary written after an
+#   untrusted return counts as untrusted). Fails closed: a consequential
+#   call without input.call.args_integrity and input.call.window (an
+#   input recorded without them) is not a trusted action.
+trusted_action(call) if not consequential(call.tool)
+
+# (A call that is not consequential is one by the rule above: the two
+# below need not say it is. Without args_integrity, `every` has no domain
+# and is not true.)
+trusted_action(call) if {
+	every level in call.args_integrity {
+		level in {"trusted", "declassified"}
+	}
+}
+
+trusted_action(call) if call.window.untrusted == false
+
+# METADATA
+# title: untrusted_action_reasons
+# description: |
+#   Why the call is not a trusted action, one reason per untrusted
+#   argument value, naming where it came from (the source's tool,
+#   tool_call_id, message and part) or, for a value no flow reaches, the
+#   untrusted returns in the window; empty for a trusted action.
+untrusted_action_reasons(call) := [] if trusted_action(call)
+
+# (Not a trusted action with args_integrity: some argument is untrusted.)
+else := [_untrusted_reason(call, path) |
+	some path, level in call.args_integrity
+	level == "untrusted"
+] if {
+	call.args_integrity
+} else := [sprintf("%v is consequential and what its arguments and window hold could not be checked", [call.tool])]
+
+_untrusted_reason(call, path) := sprintf("argument %v of %v is untrusted: it carries %v", [
+	_pointer(path), call.tool,
+	concat("; ", [_source_words(f.source) | some f in call.flows; f.path == path]),
+]) if {
+	some f in object.get(call, "flows", [])
+	f.path == path
+} else := sprintf("argument %v of %v is untrusted: no trusted source gave it, and the window held %v", [
+	_pointer(path), call.tool,
+	concat("; ", [_window_words(s) | some s in object.get(call, ["window", "sources"], [])]),
+])
+
+_source_words(src) := sprintf("a value from %v (%v %v, tool_call_id %v, message %v, part %v)", [
+	object.get(src, "kind", "tool-return"), object.get(src, "tool", null),
+	label.integrity, object.get(src, "tool_call_id", null), src.message, src.part,
+]) if {
+	label := source_label(src)
+}
+
+_window_words(s) := sprintf("%v's return (tool_call_id %v, call at message %v, part %v%v)", [
+	s.tool, s.tool_call_id, s.message, s.part,
+	_summarised_words(s),
+])
+
+_summarised_words(s) := ", through a compaction summary" if s.summarised
+
+else := ""
+
+# METADATA
+# title: permitted_flow
+# description: |
+#   No argument value of the call is above its tool's clearance: every
+#   flow's source has a confidentiality at most the clearance. Fails
+#   closed: the flows must be complete (lib.flows_complete).
+permitted_flow(call) if {
+	flows_complete(call)
+	count(flow_violation_reasons(call)) == 0
+}
+
+# METADATA
+# title: flow_violation_reasons
+# description: |
+#   One reason per flow of the call whose source is above the tool's
+#   clearance, naming the argument, the source's tool, message and part,
+#   and both levels.
+flow_violation_reasons(call) := [reason |
+	some f in object.get(call, "flows", [])
+	label := source_label(f.source)
+	_rank[label.confidentiality] > _rank[clearance(call.tool)]
+	reason := sprintf(
+		concat("", [
+			"argument %v of %v carries a %v value from %v (tool_call_id %v, message %v, part %v), ",
+			"above its clearance %v",
+		]),
+		[
+			_pointer(f.path), call.tool, label.confidentiality, object.get(f.source, "tool", null),
+			object.get(f.source, "tool_call_id", null), f.source.message, f.source.part, clearance(call.tool),
+		],
+	)
+]
+
+_pointer(p) := "(the whole arguments)" if p == ""
+
+else := p

@@ -1,0 +1,168 @@
+# METADATA
+# title: policycheck.lib integrity tests
+# description: |
+#   The stock label rules: a trusted action and a permitted flow, the
+#   label of a value as the join of its sources', and the reasons naming
+#   each source's message and part.
+package policycheck.lib_integrity_test
+
+import data.policycheck.lib
+
+registry := {"tools": {
+	"send_money": {"name": "send_money", "consequential": true, "clearance": "internal"},
+	"read_inbox": {
+		"name": "read_inbox", "consequential": false,
+		"integrity": "untrusted", "confidentiality": "confidential",
+	},
+	"get_balance": {"name": "get_balance", "consequential": false, "integrity": "trusted", "confidentiality": "secret"},
+	"post_public": {"name": "post_public", "consequential": true, "clearance": "public"},
+	"plain": {"name": "plain"},
+}}
+
+src(tool, integrity, confidentiality, message) := {
+	"kind": "tool-return", "tool": tool, "tool_call_id": sprintf("c%v", [message]),
+	"labels": [], "message": message, "part": 0,
+	"integrity": integrity, "confidentiality": confidentiality,
+}
+
+user_src := {"kind": "user-prompt", "message": 0, "part": 0, "labels": []}
+
+window(untrusted, sources) := {"untrusted": untrusted, "confidentiality": "internal", "sources": sources}
+
+inbox_window := window(true, [{
+	"tool": "read_inbox", "tool_call_id": "c2", "message": 1, "part": 0,
+	"summarised": true, "integrity": "untrusted", "confidentiality": "confidential",
+}])
+
+test_a_call_that_is_not_consequential_is_a_trusted_action if {
+	lib.trusted_action({"tool": "plain"}) with data.policycheck.registry as registry
+	lib.untrusted_action_reasons({"tool": "plain"}) == [] with data.policycheck.registry as registry
+}
+
+test_trusted_action_with_trusted_or_declassified_arguments if {
+	call := {
+		"tool": "send_money", "window": inbox_window,
+		"args_integrity": {"/to": "trusted", "/amount": "declassified"},
+	}
+	lib.trusted_action(call) with data.policycheck.registry as registry
+}
+
+test_trusted_action_with_an_untrusted_argument_in_a_clean_window if {
+	call := {"tool": "send_money", "window": window(false, []), "args_integrity": {"/to": "untrusted"}}
+	lib.trusted_action(call) with data.policycheck.registry as registry
+}
+
+test_untrusted_argument_and_untrusted_window_is_not_a_trusted_action if {
+	call := {
+		"tool": "send_money", "window": inbox_window,
+		"args_integrity": {"/to": "untrusted", "/amount": "declassified"},
+		"flows": [{"path": "/to", "match": "contains", "source": src("read_inbox", "untrusted", "confidential", 2)}],
+	}
+	not lib.trusted_action(call) with data.policycheck.registry as registry
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: it carries a value from tool-return ",
+		"(read_inbox untrusted, tool_call_id c2, message 2, part 0)",
+	])] with data.policycheck.registry as registry
+}
+
+test_an_argument_no_flow_reaches_names_the_window if {
+	call := {"tool": "send_money", "window": inbox_window, "args_integrity": {"/to": "untrusted"}, "flows": []}
+	not lib.trusted_action(call) with data.policycheck.registry as registry
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"read_inbox's return (tool_call_id c2, call at message 1, part 0, through a compaction summary)",
+	])] with data.policycheck.registry as registry
+}
+
+test_a_consequential_call_without_its_labels_fails_closed if {
+	not lib.trusted_action({"tool": "send_money"}) with data.policycheck.registry as registry
+	lib.untrusted_action_reasons({"tool": "send_money"}) == [
+		"send_money is consequential and what its arguments and window hold could not be checked",
+	] with data.policycheck.registry as registry
+}
+
+test_source_label_trusts_prompt_parts_and_defaults_others if {
+	lib.source_label(user_src) == {"integrity": "trusted", "confidentiality": "internal"}
+	lib.source_label({"kind": "system-prompt", "message": 0, "part": 0}).integrity == "trusted"
+	lib.source_label({"tool": "x", "message": 1, "part": 0}) == {"integrity": "untrusted", "confidentiality": "internal"}
+	lib.source_label(src("get_balance", "trusted", "secret", 3)) == {"integrity": "trusted", "confidentiality": "secret"}
+}
+
+test_value_label_is_the_join_of_its_sources if {
+	call := {"tool": "send_money", "flows": [
+		{"path": "/to", "match": "exact", "source": src("get_balance", "trusted", "secret", 3)},
+		{"path": "/to", "match": "contains", "source": src("read_inbox", "untrusted", "confidential", 2)},
+		{"path": "/memo", "match": "exact", "source": user_src},
+	]}
+	lib.value_label(call, "/to") == {"integrity": "untrusted", "confidentiality": "secret"}
+	lib.value_label(call, "/memo") == {"integrity": "trusted", "confidentiality": "internal"}
+	lib.value_label(call, "/none") == {"integrity": "trusted", "confidentiality": "public"}
+}
+
+test_clearance_defaults_to_internal if {
+	lib.clearance("post_public") == "public" with data.policycheck.registry as registry
+	lib.clearance("plain") == "internal" with data.policycheck.registry as registry
+	lib.clearance("unknown") == "internal" with data.policycheck.registry as registry
+}
+
+test_permitted_flow_refuses_a_value_above_the_clearance if {
+	call := {"tool": "send_money", "flows": [
+		{"path": "/memo", "match": "contains", "source": src("get_balance", "trusted", "secret", 3)},
+		{"path": "/to", "match": "exact", "source": src("plain", "untrusted", "internal", 4)},
+	]}
+	not lib.permitted_flow(call) with data.policycheck.registry as registry
+		with input as {"facts": {"flow_index_truncated": false}}
+	lib.flow_violation_reasons(call) == [concat("", [
+		"argument /memo of send_money carries a secret value from get_balance ",
+		"(tool_call_id c3, message 3, part 0), above its clearance internal",
+	])] with data.policycheck.registry as registry
+}
+
+test_permitted_flow_within_the_clearance if {
+	flow := {"path": "/to", "match": "exact", "source": src("plain", "untrusted", "internal", 4)}
+	call := {"tool": "send_money", "flows": [flow]}
+	lib.permitted_flow(call) with data.policycheck.registry as registry
+		with input as {"facts": {"flow_index_truncated": false}}
+}
+
+test_permitted_flow_fails_closed_on_incomplete_flows if {
+	call := {"tool": "send_money", "flows": []}
+	not lib.permitted_flow(call) with data.policycheck.registry as registry
+		with input as {"facts": {"flow_index_truncated": true}}
+	not lib.permitted_flow({"tool": "send_money"}) with data.policycheck.registry as registry
+		with input as {"facts": {"flow_index_truncated": false}}
+}
+
+test_consequential_reads_the_registry if {
+	lib.consequential("send_money") with data.policycheck.registry as registry
+	not lib.consequential("read_inbox") with data.policycheck.registry as registry
+	not lib.consequential("unknown") with data.policycheck.registry as registry
+}
+
+test_reasons_name_a_window_return_seen_directly_and_the_whole_arguments if {
+	w := window(true, [{
+		"tool": "read_inbox", "tool_call_id": "c2", "message": 1, "part": 0,
+		"summarised": false, "integrity": "untrusted", "confidentiality": "confidential",
+	}])
+	call := {"tool": "send_money", "window": w, "args_integrity": {"": "untrusted"}, "flows": []}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument (the whole arguments) of send_money is untrusted: no trusted source gave it, and the window held ",
+		"read_inbox's return (tool_call_id c2, call at message 1, part 0)",
+	])] with data.policycheck.registry as registry
+}
+
+test_a_call_that_is_not_consequential_has_no_reasons if {
+	call := {"tool": "plain", "window": inbox_window, "args_integrity": {"/x": "untrusted"}}
+	lib.untrusted_action_reasons(call) == [] with data.policycheck.registry as registry
+}
+
+test_a_flow_at_another_argument_is_not_the_source if {
+	call := {
+		"tool": "send_money", "window": inbox_window, "args_integrity": {"/to": "untrusted", "/memo": "trusted"},
+		"flows": [{"path": "/memo", "match": "exact", "source": user_src}],
+	}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"read_inbox's return (tool_call_id c2, call at message 1, part 0, through a compaction summary)",
+	])] with data.policycheck.registry as registry
+}
