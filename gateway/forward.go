@@ -192,94 +192,88 @@ func (g *Gateway) single() (*mcp.ClientSession, bool, error) {
 	return live[0].cs, true, nil
 }
 
-// listResources lists the upstreams' resources: the only upstream's page
-// as it answers it, or every connected upstream's whole listing in one
-// page.
+// forwardList lists one kind of item of the upstreams: the only
+// upstream's page as it answers it (page, from cursor), or every
+// connected upstream's whole listing (all) in one page, at most
+// maxForwardedItems of them; what names the items in the error.
+func forwardList[T any](ctx context.Context, g *Gateway, cursor string, what string,
+	page func(*mcp.ClientSession, string) ([]T, string, error),
+	all func(context.Context, *mcp.ClientSession) ([]T, error)) ([]T, string, error) {
+	if cs, one, err := g.single(); one {
+		if err != nil {
+			return nil, "", err
+		}
+		return page(cs, cursor)
+	}
+	out := []T{}
+	for _, s := range g.liveSessions() {
+		items, err := all(ctx, s.cs)
+		if err != nil {
+			return nil, "", fmt.Errorf("upstream %s: %w", s.name, err)
+		}
+		out = append(out, items...)
+		if len(out) > maxForwardedItems {
+			return nil, "", fmt.Errorf("more than %d %s", maxForwardedItems, what)
+		}
+	}
+	return out, "", nil
+}
+
+// listResources lists the upstreams' resources (forwardList).
 func (g *Gateway) listResources(ctx context.Context, p *mcp.ListResourcesParams) (*mcp.ListResourcesResult, error) {
-	if cs, one, err := g.single(); one {
-		if err != nil {
-			return nil, err
-		}
-		var cursor string
-		if p != nil {
-			cursor = p.Cursor
-		}
-		r, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: cursor})
-		if err != nil {
-			return nil, err
-		}
-		return &mcp.ListResourcesResult{Resources: r.Resources, NextCursor: r.NextCursor}, nil
+	var cursor string
+	if p != nil {
+		cursor = p.Cursor
 	}
-	out := &mcp.ListResourcesResult{Resources: []*mcp.Resource{}}
-	for _, s := range g.liveSessions() {
-		rs, err := allResources(ctx, s.cs)
+	rs, next, err := forwardList(ctx, g, cursor, "resources", func(cs *mcp.ClientSession, c string) ([]*mcp.Resource, string, error) {
+		r, err := cs.ListResources(ctx, &mcp.ListResourcesParams{Cursor: c})
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %w", s.name, err)
+			return nil, "", err
 		}
-		out.Resources = append(out.Resources, rs...)
-		if len(out.Resources) > maxForwardedItems {
-			return nil, fmt.Errorf("more than %d resources", maxForwardedItems)
-		}
+		return r.Resources, r.NextCursor, nil
+	}, allResources)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return &mcp.ListResourcesResult{Resources: rs, NextCursor: next}, nil
 }
 
+// listTemplates lists the upstreams' resource templates (forwardList).
 func (g *Gateway) listTemplates(ctx context.Context, p *mcp.ListResourceTemplatesParams) (*mcp.ListResourceTemplatesResult, error) {
-	if cs, one, err := g.single(); one {
-		if err != nil {
-			return nil, err
-		}
-		var cursor string
-		if p != nil {
-			cursor = p.Cursor
-		}
-		r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: cursor})
-		if err != nil {
-			return nil, err
-		}
-		return &mcp.ListResourceTemplatesResult{ResourceTemplates: r.ResourceTemplates, NextCursor: r.NextCursor}, nil
+	var cursor string
+	if p != nil {
+		cursor = p.Cursor
 	}
-	out := &mcp.ListResourceTemplatesResult{ResourceTemplates: []*mcp.ResourceTemplate{}}
-	for _, s := range g.liveSessions() {
-		ts, err := allTemplates(ctx, s.cs)
+	ts, next, err := forwardList(ctx, g, cursor, "resource templates", func(cs *mcp.ClientSession, c string) ([]*mcp.ResourceTemplate, string, error) {
+		r, err := cs.ListResourceTemplates(ctx, &mcp.ListResourceTemplatesParams{Cursor: c})
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %w", s.name, err)
+			return nil, "", err
 		}
-		out.ResourceTemplates = append(out.ResourceTemplates, ts...)
-		if len(out.ResourceTemplates) > maxForwardedItems {
-			return nil, fmt.Errorf("more than %d resource templates", maxForwardedItems)
-		}
+		return r.ResourceTemplates, r.NextCursor, nil
+	}, allTemplates)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return &mcp.ListResourceTemplatesResult{ResourceTemplates: ts, NextCursor: next}, nil
 }
 
+// listPrompts lists the upstreams' prompts (forwardList).
 func (g *Gateway) listPrompts(ctx context.Context, p *mcp.ListPromptsParams) (*mcp.ListPromptsResult, error) {
-	if cs, one, err := g.single(); one {
-		if err != nil {
-			return nil, err
-		}
-		var cursor string
-		if p != nil {
-			cursor = p.Cursor
-		}
-		r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: cursor})
-		if err != nil {
-			return nil, err
-		}
-		return &mcp.ListPromptsResult{Prompts: r.Prompts, NextCursor: r.NextCursor}, nil
+	var cursor string
+	if p != nil {
+		cursor = p.Cursor
 	}
-	out := &mcp.ListPromptsResult{Prompts: []*mcp.Prompt{}}
-	for _, s := range g.liveSessions() {
-		ps, err := allPrompts(ctx, s.cs)
+	ps, next, err := forwardList(ctx, g, cursor, "prompts", func(cs *mcp.ClientSession, c string) ([]*mcp.Prompt, string, error) {
+		r, err := cs.ListPrompts(ctx, &mcp.ListPromptsParams{Cursor: c})
 		if err != nil {
-			return nil, fmt.Errorf("upstream %s: %w", s.name, err)
+			return nil, "", err
 		}
-		out.Prompts = append(out.Prompts, ps...)
-		if len(out.Prompts) > maxForwardedItems {
-			return nil, fmt.Errorf("more than %d prompts", maxForwardedItems)
-		}
+		return r.Prompts, r.NextCursor, nil
+	}, allPrompts)
+	if err != nil {
+		return nil, err
 	}
-	return out, nil
+	return &mcp.ListPromptsResult{Prompts: ps, NextCursor: next}, nil
 }
 
 // collect reads a whole listing from an SDK iterator, bounded.
