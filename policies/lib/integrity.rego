@@ -85,8 +85,7 @@ clearance(tool) := object.get(data.policycheck.registry.tools, [tool, "clearance
 # description: |
 #   The call may act on the user's behalf: it is not consequential; or
 #   each argument value is trusted (equal to what the user, the system
-#   prompt or a trusted tool wrote, or, with --flow-tokens, as a whole an
-#   email, URL, IBAN or digit run of theirs) or declassified (the tool's schema
+#   prompt or a trusted tool wrote) or declassified (the tool's schema
 #   constrains it to few values); or the window the model saw before it
 #   held nothing untrusted (a compaction summary written after an
 #   untrusted return counts as untrusted). Fails closed: a consequential
