@@ -120,7 +120,11 @@ type flowExplained struct {
 	// Match is "exact", "contains" or "token".
 	Match string `json:"match"`
 	// Token is the token's class when Match is "token".
-	Token  string     `json:"token,omitempty"`
+	Token string `json:"token,omitempty"`
+	// Whole, when Match is "token", is whether the whole value is the
+	// token (input.call.flows[].whole; an exact match always is, a
+	// contains match never).
+	Whole  *bool      `json:"whole,omitempty"`
 	Source flowSource `json:"source"`
 }
 
@@ -348,7 +352,11 @@ func explainFlows(reg *facts.Registry, f *facts.Facts, part int) []flowExplained
 				l := sourceLabel(reg, &fl.Source)
 				src.Integrity, src.Confidentiality = l.Integrity, l.Confidentiality
 			}
-			out = append(out, flowExplained{Path: fl.Path, Match: fl.Match.String(), Token: fl.Token.String(), Source: src})
+			fe := flowExplained{Path: fl.Path, Match: fl.Match.String(), Token: fl.Token.String(), Source: src}
+			if fl.Match == facts.FlowToken {
+				fe.Whole = &fl.Whole
+			}
+			out = append(out, fe)
 		}
 		return out
 	}
@@ -367,6 +375,9 @@ func flowWhy(fl flowExplained) string {
 		how = "contains a string"
 	case facts.FlowToken.String():
 		how = "holds a token (" + fl.Token + ") of a string"
+		if fl.Whole != nil && *fl.Whole {
+			how = "is, as a whole, a token (" + fl.Token + ") of a string"
+		}
 	}
 	switch fl.Source.Kind {
 	case facts.UserPrompt.String(), facts.SystemPrompt.String():

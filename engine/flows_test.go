@@ -61,7 +61,7 @@ func TestFlowsInTheInputOnlyWhenRead(t *testing.T) {
 	assert.Equal(t, []any{}, calls[0].(map[string]any)["flows"])
 	b, err := json.Marshal(calls[1].(map[string]any)["flows"])
 	require.NoError(t, err)
-	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "token": null, "source":
+	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "token": null, "whole": false, "source":
 		{"kind": "tool-return", "tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "message": 4, "part": 0}}]`, string(b))
 
 	f, ctxDoc, approvals, err := engine.FactsFromInput(any(back))
@@ -248,11 +248,11 @@ func TestFlowsFromPromptsAndTokens(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, x.Calls, 1)
 	assert.Contains(t, x.Calls[0].Why, `argument "/from" holds a value of the user-prompt at message 0, part 0`)
-	assert.Contains(t, x.Calls[0].Why, `argument "/to" holds a token (iban) of a string returned by "secret_op" (tool_call_id "v1", labels "secret") at message 2, part 0`)
-	prompt := `{"path": "/from", "match": "exact", "token": null,
+	assert.Contains(t, x.Calls[0].Why, `argument "/to" is, as a whole, a token (iban) of a string returned by "secret_op" (tool_call_id "v1", labels "secret") at message 2, part 0`)
+	prompt := `{"path": "/from", "match": "exact", "token": null, "whole": true,
 		"source": {"kind": "user-prompt", "tool_call_id": null, "tool": null, "labels": [], "message": 0, "part": 0}}`
 	assert.JSONEq(t, `[`+prompt+`]`, flowsOf())
-	assert.JSONEq(t, `[`+prompt+`, {"path": "/to", "match": "token", "token": "iban",
+	assert.JSONEq(t, `[`+prompt+`, {"path": "/to", "match": "token", "token": "iban", "whole": true,
 		"source": {"kind": "tool-return", "tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "message": 2, "part": 0}}]`,
 		flowsOf(engine.FlowTokens(true)))
 }

@@ -766,6 +766,18 @@ var flowFields = []docField[facts.Flow]{
 			}
 			fl.Token = c
 		}},
+	{key: "whole",
+		put: func(_ *docWriter, fl *facts.Flow) *ast.Term { return ast.BooleanTerm(fl.Whole) },
+		get: func(r *inputReader, v any, ptr string, fl *facts.Flow) {
+			b, ok := v.(bool)
+			if !ok {
+				if r.err == nil {
+					r.fail(ptr, "a boolean")
+				}
+				return
+			}
+			fl.Whole = b
+		}},
 	objField("source", []docField[facts.FlowSource]{
 		{key: "kind",
 			put: func(_ *docWriter, s *facts.FlowSource) *ast.Term { return keyTerm(s.Kind.String()) },

@@ -192,11 +192,29 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
 }
 
 // trustedFlow reports whether the value at ptr equals a string or number
-// of a trusted source.
+// of a trusted source, or is as a whole an identifier of one (a whole
+// token flow of an identifier class). A whole line, pair value or run
+// does not count: those classes are free text, and text a trusted source
+// holds may quote what an untrusted one wrote (docs/flows.md).
 func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string) bool {
 	return slices.ContainsFunc(flows, func(fl facts.Flow) bool {
-		return fl.Path == ptr && fl.Match == facts.FlowExact && sourceLabel(reg, &fl.Source).Integrity == facts.IntegrityTrusted
+		return fl.Path == ptr && trustingMatch(fl) && sourceLabel(reg, &fl.Source).Integrity == facts.IntegrityTrusted
 	})
+}
+
+// trustingMatch reports whether a flow's match makes its value the
+// source's: exact, or a whole token of an identifier class.
+func trustingMatch(fl facts.Flow) bool {
+	switch fl.Match {
+	case facts.FlowExact:
+		return true
+	case facts.FlowToken:
+		switch fl.Token {
+		case facts.TokenEmail, facts.TokenURL, facts.TokenIBAN, facts.TokenDigits:
+			return fl.Whole
+		}
+	}
+	return false
 }
 
 func isBoolOrNull(v any) bool {

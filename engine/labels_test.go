@@ -75,7 +75,7 @@ func TestLabelsInTheInputOnlyWhenRead(t *testing.T) {
 		"message": 1, "part": 0, "summarised": false, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
 	b, err = json.Marshal(calls[2]["flows"])
 	require.NoError(t, err)
-	assert.JSONEq(t, `[{"path": "/text", "match": "contains", "token": null, "source": {"kind": "tool-return", "tool_call_id": "s1",
+	assert.JSONEq(t, `[{"path": "/text", "match": "contains", "token": null, "whole": false, "source": {"kind": "tool-return", "tool_call_id": "s1",
 		"tool": "get_statement", "labels": [], "message": 2, "part": 2, "integrity": "trusted", "confidentiality": "secret"}}]`, string(b))
 
 	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
@@ -171,4 +171,70 @@ func TestLabelReadsFollowThePolicies(t *testing.T) {
 		got.FlowMinLength, got.FlowIndexCap = 0, 0
 		assert.Equal(t, tc.want, got, note)
 	}
+}
+
+// TestArgsIntegrityTrustsAWholeIdentifier: with engine.FlowTokens, an
+// argument that is as a whole an IBAN of the user's prompt (written
+// there spaced, inside a sentence) is trusted, and lib.trusted_action
+// lets its call through though the window holds an untrusted return; an argument that merely contains it, or a whole
+// run of the prompt (free text), stays untrusted; without token
+// matching the IBAN is untrusted too.
+func TestArgsIntegrityTrustsAWholeIdentifier(t *testing.T) {
+	ctx := context.Background()
+	reg, err := loader.ReadRegistry("../examples/integrity/registry.yaml")
+	require.NoError(t, err)
+	call := func(id, args string) facts.Part {
+		return facts.Part{Kind: facts.ToolCall, ToolName: "send_money", ToolCallID: id, HasToolCallID: true, Args: []byte(args)}
+	}
+	h := facts.History{
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt,
+			Content: []byte(`"Pay my rent of 950 to GB29 NWBK 6016 1331 9268 19 today, reference flat-4b-march."`)}}},
+		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "read_file", ToolCallID: "f1", HasToolCallID: true, Args: []byte(`{"path":"lease.txt"}`)}}},
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.ToolReturn, ToolName: "read_file", ToolCallID: "f1", HasToolCallID: true,
+			Content: []byte(`"Lease of flat 4b. The landlord's account: DE89 3704 0044 0532 0130 00."`)}}},
+		{Kind: facts.Response, Parts: []facts.Part{
+			call("w1", `{"recipient":"GB29NWBK60161331926819","amount":950,"subject":"rent"}`),
+			call("c1", `{"recipient":"IBAN GB29NWBK60161331926819","amount":950,"subject":"rent"}`),
+			call("r1", `{"recipient":"flat-4b-march.","amount":950,"subject":"rent"}`),
+		}},
+	}
+	integrity := func(opts ...engine.Option) (map[string]string, []map[string]any) {
+		eng, err := engine.New(ctx, append([]engine.Option{engine.Registry(reg), engine.PolicyPaths("../examples/policies/integrity")}, opts...)...)
+		require.NoError(t, err)
+		d, err := eng.Decide(ctx, engine.Request{History: h})
+		require.NoError(t, err)
+		full, err := d.InputDocument()
+		require.NoError(t, err)
+		return verdicts(d), callsOf(t, full)
+	}
+	v, calls := integrity(engine.FlowTokens(true))
+	assert.Equal(t, "trusted", calls[0]["args_integrity"].(map[string]any)["/recipient"])
+	assert.Equal(t, "untrusted", calls[1]["args_integrity"].(map[string]any)["/recipient"])
+	assert.Equal(t, "untrusted", calls[2]["args_integrity"].(map[string]any)["/recipient"])
+	flow := func(c map[string]any) map[string]any {
+		for _, f := range c["flows"].([]any) {
+			if f := f.(map[string]any); f["path"] == "/recipient" {
+				return f
+			}
+		}
+		return nil
+	}
+	assert.Equal(t, map[string]any{"match": "token", "token": "iban", "whole": true}, pick(flow(calls[0]), "match", "token", "whole"))
+	assert.Equal(t, map[string]any{"match": "token", "token": "iban", "whole": false}, pick(flow(calls[1]), "match", "token", "whole"))
+	assert.Equal(t, map[string]any{"match": "token", "token": "run", "whole": true}, pick(flow(calls[2]), "match", "token", "whole"))
+	assert.Equal(t, "execute", v["w1"], "a trusted action")
+	assert.NotEqual(t, "execute", v["c1"])
+	assert.NotEqual(t, "execute", v["r1"])
+
+	v, calls = integrity()
+	assert.Equal(t, "untrusted", calls[0]["args_integrity"].(map[string]any)["/recipient"])
+	assert.NotEqual(t, "execute", v["w1"])
+}
+
+func pick(m map[string]any, keys ...string) map[string]any {
+	out := map[string]any{}
+	for _, k := range keys {
+		out[k] = m[k]
+	}
+	return out
 }

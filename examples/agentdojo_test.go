@@ -54,6 +54,8 @@ var agentDojoModes = []struct {
 		paths: []string{"agentdojo/policies/labels"}, built: true},
 	{name: "strict trusted action", policy: "examples/policies/integrity (a consequential call that is not lib.trusted_action asks; lib.permitted_flow's violations are denied)",
 		paths: []string{"policies/integrity"}, built: true},
+	{name: "strict trusted action + token trust", policy: "the same, the flows matched by token too (--flow-tokens): an argument that is as a whole an email, URL, IBAN or digit run of the user's prompt is trusted",
+		paths: []string{"policies/integrity"}, built: true, tokens: true},
 }
 
 type agentDojoCall struct {

@@ -112,7 +112,14 @@ type Flow struct {
 	Match FlowMatch
 	// Token is the class of the token the value was found by when Match
 	// is FlowToken, else 0.
-	Token  TokenClass
+	Token TokenClass
+	// Whole: the value as a whole equals the source's string or token:
+	// true for FlowExact, false for FlowContains, and for FlowToken true
+	// when the whole value is one token of class Token (for an
+	// identifier, one identifier from its first byte to its last,
+	// equal once normalised; for the other classes, equal as is) rather
+	// than holds it among other text.
+	Whole  bool
 	Source FlowSource
 }
 
@@ -345,10 +352,12 @@ func toolLabels(reg *Registry, tool string) []string {
 }
 
 // flowHit is one (leaf, source) pair found: how it matched (exact,
-// contains, or by a token of class tok, the first in TokenClass order).
+// contains, or by a token of class tok, the first in TokenClass order,
+// whole when the leaf is one such token as a whole).
 type flowHit struct {
 	exact, contains bool
 	tok             TokenClass
+	whole           bool
 }
 
 // flowBudget is what is left of the comparison budgets of a response
@@ -412,20 +421,20 @@ func (x *flowIndex) matchString(leaf string, b *flowBudget, hits map[Position]*f
 				return
 			}
 			if strings.HasPrefix(leaf[i:], ft.s) {
-				x.noteToken(ft, hits, srcOf)
+				x.noteToken(ft, i == 0 && len(ft.s) == len(leaf), hits, srcOf)
 			}
 		}
 	}
-	identTokens(leaf, x.minLen, func(_ TokenClass, t string) {
+	identSpans(leaf, x.minLen, func(_ TokenClass, t string, i, e int) {
 		if ft := x.idents[t]; ft != nil {
-			x.noteToken(ft, hits, srcOf)
+			x.noteToken(ft, i == 0 && e == len(leaf), hits, srcOf)
 		}
 	})
 }
 
 // noteToken records in hits the sources of token ft, each with its
-// class.
-func (x *flowIndex) noteToken(ft *flowToken, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+// class; whole when the leaf is the token as a whole.
+func (x *flowIndex) noteToken(ft *flowToken, whole bool, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
 	for k, si := range ft.srcs {
 		src := x.sources[si]
 		h := hits[src.At]
@@ -434,8 +443,11 @@ func (x *flowIndex) noteToken(ft *flowToken, hits map[Position]*flowHit, srcOf m
 			hits[src.At] = h
 			srcOf[src.At] = src
 		}
-		if h.tok == 0 || ft.cls[k] < h.tok {
-			h.tok = ft.cls[k]
+		switch c := ft.cls[k]; {
+		case h.tok == 0 || c < h.tok:
+			h.tok, h.whole = c, whole
+		case c == h.tok:
+			h.whole = h.whole || whole
 		}
 	}
 }
@@ -498,11 +510,11 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 			f := Flow{Path: path, Match: FlowToken, Source: srcOf[p]}
 			switch h := hits[p]; {
 			case h.exact:
-				f.Match = FlowExact
+				f.Match, f.Whole = FlowExact, true
 			case h.contains:
 				f.Match = FlowContains
 			default:
-				f.Token = h.tok
+				f.Token, f.Whole = h.tok, h.whole
 			}
 			out = append(out, f)
 		}

@@ -24,7 +24,10 @@ import (
 // the cap (a string with its tokens); for each string leaf of a call's
 // arguments, every kept string of a source before the call that the leaf
 // equals or contains, every token it contains or, for an identifier,
-// holds normalised, and for each number leaf every equal kept number.
+// holds normalised, and for each number leaf every equal kept number;
+// whole when the leaf equals the string, equals the token (a text
+// token), or is, from its first byte to its last, one identifier whose
+// normalised form is the token.
 func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens bool) ([][]facts.Flow, bool) {
 	type occ struct {
 		s     string
@@ -91,8 +94,9 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 		return nil, truncated
 	}
 	type hit struct {
-		m   facts.FlowMatch
-		cls facts.TokenClass
+		m     facts.FlowMatch
+		cls   facts.TokenClass
+		whole bool
 	}
 	var out [][]facts.Flow
 	for p, part := range h[r].Parts {
@@ -102,11 +106,12 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 		call := facts.Position{Message: r, Part: p}
 		flows := []facts.Flow{}
 		for _, leaf := range bruteLeaves(facts.ArgsValue(part.Args), "") {
+			// idents: the leaf's identifiers, true when one is the whole leaf.
 			idents := map[string]bool{}
 			if !leaf.num && len(leaf.s) >= minLen {
 				for _, t := range bruteTokens(leaf.s, minLen) {
 					if t.ident {
-						idents[t.s] = true
+						idents[t.s] = idents[t.s] || t.full
 					}
 				}
 			}
@@ -120,12 +125,15 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 				switch {
 				case o.num != leaf.num:
 				case o.cls == 0 && leaf.s == o.s:
-					h.m = facts.FlowExact
+					h = hit{m: facts.FlowExact, whole: true}
 				case o.cls == 0 && !leaf.num && strings.Contains(leaf.s, o.s):
 					h.m = facts.FlowContains
-				case o.cls != 0 && !o.ident && strings.Contains(leaf.s, o.s),
-					o.cls != 0 && o.ident && idents[o.s]:
-					h = hit{facts.FlowToken, o.cls}
+				case o.cls != 0 && !o.ident && strings.Contains(leaf.s, o.s):
+					h = hit{facts.FlowToken, o.cls, leaf.s == o.s}
+				case o.cls != 0 && o.ident:
+					if full, ok := idents[o.s]; ok {
+						h = hit{facts.FlowToken, o.cls, full}
+					}
 				}
 				if h.m == 0 {
 					continue
@@ -134,6 +142,9 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 				switch {
 				case !seen, h.m < old.m, h.m == old.m && h.cls < old.cls:
 					match[o.at] = h
+				case h.m == old.m && h.cls == old.cls && h.whole:
+					old.whole = true
+					match[o.at] = old
 				}
 				srcs[o.at] = o.src
 			}
@@ -143,7 +154,7 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 			}
 			sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 			for _, p := range at {
-				flows = append(flows, facts.Flow{Path: leaf.path, Match: match[p].m, Token: match[p].cls, Source: srcs[p]})
+				flows = append(flows, facts.Flow{Path: leaf.path, Match: match[p].m, Token: match[p].cls, Whole: match[p].whole, Source: srcs[p]})
 			}
 		}
 		out = append(out, flows)
@@ -155,6 +166,8 @@ type bruteToken struct {
 	s     string
 	cls   facts.TokenClass
 	ident bool
+	// full: the token's bytes are the whole of s (for an identifier).
+	full bool
 }
 
 var (
@@ -175,9 +188,9 @@ var (
 // regular expressions: every one, repeats included.
 func bruteTokens(s string, minLen int) []bruteToken {
 	var out []bruteToken
-	add := func(cls facts.TokenClass, t string, ident bool) {
+	add := func(cls facts.TokenClass, t string, ident bool, span ...int) {
 		if len(t) >= minLen && (ident || t != s) {
-			out = append(out, bruteToken{t, cls, ident})
+			out = append(out, bruteToken{t, cls, ident, ident && span[0] == 0 && span[1] == len(s)})
 		}
 	}
 	lines := strings.Split(s, "\n")
@@ -204,7 +217,7 @@ func bruteTokens(s string, minLen int) []bruteToken {
 		local := strings.TrimLeft(bruteLocal.FindString(s[:i]), ".")
 		dom := strings.TrimRight(bruteDomain.FindString(s[i+1:]), ".-")
 		if local != "" && dom != "" && !strings.HasPrefix(dom, ".") && strings.Contains(dom, ".") {
-			add(facts.TokenEmail, strings.ToLower(local+"@"+dom), true)
+			add(facts.TokenEmail, strings.ToLower(local+"@"+dom), true, i-len(local), i+1+len(dom))
 		}
 	}
 	for _, m := range bruteURL.FindAllStringIndex(s, -1) {
@@ -221,7 +234,7 @@ func bruteTokens(s string, minLen int) []bruteToken {
 		if k := strings.IndexAny(rest, "/?#"); k >= 0 {
 			host, path = rest[:k], rest[k:]
 		}
-		add(facts.TokenURL, strings.ToLower(scheme+host)+path, true)
+		add(facts.TokenURL, strings.ToLower(scheme+host)+path, true, m[0], m[0]+len(u))
 	}
 	for i := 0; i < len(s); i++ {
 		if alnumAt(i - 1) {
@@ -244,7 +257,7 @@ func bruteTokens(s string, minLen int) []bruteToken {
 			}
 		}
 		if len(norm) >= 15 && len(norm) <= 34 && !alnumAt(e) {
-			add(facts.TokenIBAN, norm, true)
+			add(facts.TokenIBAN, norm, true, i, e)
 			i = e - 1
 		}
 	}
@@ -257,7 +270,7 @@ func bruteTokens(s string, minLen int) []bruteToken {
 			continue
 		}
 		if !bruteDate.MatchString(raw) {
-			add(facts.TokenDigits, strings.NewReplacer(" ", "", "-", "").Replace(raw), true)
+			add(facts.TokenDigits, strings.NewReplacer(" ", "", "-", "").Replace(raw), true, i, i+len(raw))
 		}
 		i += len(raw) - 1
 	}
@@ -397,7 +410,7 @@ func (g *flowHistory) text() string {
 
 // variant is a piece of s (a line, a run, a piece) as a model might
 // write it: as it is, re-cased, or with an identifier's separators
-// changed.
+// changed; alone (the whole value) or between two words.
 func (g *flowHistory) variant(s string) string {
 	parts := strings.Fields(s)
 	if lines := strings.Split(s, "\n"); g.rnd.IntN(2) == 0 && len(lines) > 1 {
@@ -429,7 +442,35 @@ func (g *flowHistory) variant(s string) string {
 	case 2:
 		p = strings.NewReplacer(" ", "", "-", " ").Replace(p)
 	}
+	if g.rnd.IntN(2) == 0 {
+		return p
+	}
 	return g.word() + " " + p + " " + g.word()
+}
+
+// piece is, alone, a token piece s holds, or a pair's value of it, or
+// else a run of s: an argument that is one token as a whole.
+func (g *flowHistory) piece(s string) string {
+	var in []string
+	for _, piece := range tokenPieces {
+		if strings.Contains(s, piece) {
+			in = append(in, piece)
+		}
+	}
+	if len(in) == 0 {
+		if f := strings.Fields(s); len(f) > 0 {
+			return f[g.rnd.IntN(len(f))]
+		}
+		return s
+	}
+	p := in[g.rnd.IntN(len(in))]
+	if _, v, ok := strings.Cut(p, "="); ok {
+		return strings.Trim(v, `"'`)
+	}
+	if _, v, ok := strings.Cut(p, ": "); ok {
+		return v
+	}
+	return p
 }
 
 func (g *flowHistory) word() string {
@@ -497,9 +538,11 @@ func (g *flowHistory) arg() any {
 		}
 		return g.pool[g.rnd.IntN(len(g.pool))]
 	}
-	switch g.rnd.IntN(12) {
+	switch g.rnd.IntN(14) {
 	case 8, 9, 10, 11:
 		return g.variant(pick())
+	case 12, 13:
+		return g.piece(pick())
 	case 0:
 		return pick()
 	case 1:
@@ -618,6 +661,7 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 	}
 	found := map[facts.FlowMatch]int{}
 	tokens := map[facts.TokenClass]int{}
+	whole := map[facts.TokenClass][2]int{} // token flows by class: [not whole, whole]
 	kinds := map[facts.PartKind]int{}
 	truncated := 0
 	for seed := range seeds {
@@ -649,6 +693,11 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 				for _, f := range c.Flows {
 					found[f.Match]++
 					tokens[f.Token]++
+					if f.Match == facts.FlowToken {
+						w := whole[f.Token]
+						w[btoi(f.Whole)]++
+						whole[f.Token] = w
+					}
 					kinds[f.Source.Kind]++
 				}
 			}
@@ -666,11 +715,16 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 	require.Greater(t, found[facts.FlowToken], atLeast(100), "token matches")
 	for c := facts.TokenEmail; c <= facts.TokenRun; c++ {
 		require.Greater(t, tokens[c], atLeast(10), "token matches of class %s (%v)", c, tokens)
+		if !testing.Short() { // too few seeds to see both of every class
+			require.Greater(t, whole[c][0], atLeast(5), "token matches of class %s not whole (%v)", c, whole)
+			require.Greater(t, whole[c][1], atLeast(5), "whole token matches of class %s (%v)", c, whole)
+		}
 	}
 	for _, k := range []facts.PartKind{facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt} {
 		require.Greater(t, kinds[k], atLeast(10), "flows from a %s", k)
 	}
 	require.Greater(t, truncated, 10, "truncated indexes")
+	t.Logf("token flows by class, [not whole, whole]: %v", whole)
 }
 
 // TestFlowsOnlyWhenAsked: without Options.Flows no call carries flows,
@@ -706,11 +760,18 @@ func TestFlowsExample(t *testing.T) {
 	src := facts.FlowSource{Kind: facts.ToolReturn, ToolCallID: &id, Tool: "read_secret", Labels: []string{"secret"}, At: facts.Position{}}
 	require.Equal(t, []facts.Flow{
 		{Path: "/body", Match: facts.FlowContains, Source: src},
-		{Path: "/n", Match: facts.FlowExact, Source: src},
-		{Path: "/to", Match: facts.FlowExact, Source: src},
+		{Path: "/n", Match: facts.FlowExact, Whole: true, Source: src},
+		{Path: "/to", Match: facts.FlowExact, Whole: true, Source: src},
 	}, f.Dispatch.Calls[0].Flows)
 	require.False(t, f.FlowIndexTruncated)
 	f = facts.Derive(h, reg, facts.Options{Flows: true, FlowIndexCap: 5})
 	require.True(t, f.FlowIndexTruncated)
 	require.Equal(t, []facts.Flow{}, f.Dispatch.Calls[0].Flows)
+}
+
+func btoi(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
 }

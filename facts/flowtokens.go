@@ -160,9 +160,15 @@ func keyOnly(s string) bool {
 // form, scanning s left to right: emails at each '@', then URLs, IBANs
 // and digit runs each from left to right, a token's end the next start.
 func identTokens(s string, minLen int, fn func(TokenClass, string)) {
-	emit := func(c TokenClass, t string) {
+	identSpans(s, minLen, func(c TokenClass, t string, _, _ int) { fn(c, t) })
+}
+
+// identSpans is identTokens that also gives each identifier's bytes in
+// s, s[i:e].
+func identSpans(s string, minLen int, fn func(c TokenClass, t string, i, e int)) {
+	emit := func(c TokenClass, t string, i, e int) {
 		if len(t) >= minLen {
-			fn(c, t)
+			fn(c, t, i, e)
 		}
 	}
 	for at := 0; ; {
@@ -188,7 +194,7 @@ func identTokens(s string, minLen int, fn func(TokenClass, string)) {
 		}
 		dom := s[i+1 : r]
 		if l < i && dom != "" && dom[0] != '.' && strings.IndexByte(dom, '.') > 0 {
-			emit(TokenEmail, strings.ToLower(s[l:r]))
+			emit(TokenEmail, strings.ToLower(s[l:r]), l, r)
 		}
 	}
 	for i := 0; i < len(s); {
@@ -218,7 +224,7 @@ func identTokens(s string, minLen int, fn func(TokenClass, string)) {
 			if h < n {
 				h = len(u)
 			}
-			emit(TokenURL, strings.ToLower(u[:h])+u[h:])
+			emit(TokenURL, strings.ToLower(u[:h])+u[h:], i, e)
 		}
 		i = e
 	}
@@ -232,7 +238,7 @@ func identTokens(s string, minLen int, fn func(TokenClass, string)) {
 			i++
 			continue
 		}
-		emit(TokenIBAN, norm)
+		emit(TokenIBAN, norm, i, e)
 		i = e
 	}
 	for i := 0; i < len(s); {
@@ -254,7 +260,7 @@ func identTokens(s string, minLen int, fn func(TokenClass, string)) {
 			break
 		}
 		if !isDate(s[i:e]) {
-			emit(TokenDigits, string(b))
+			emit(TokenDigits, string(b), i, e)
 		}
 		i = e
 	}

@@ -177,7 +177,7 @@ type InputCall struct {
 	Flows []InputFlow `json:"flows,omitempty"`
 	// Present only when a loaded policy reads it (`input.call.window`; the stock `lib.trusted_action` does). What the model's window held before the dispatched response: every tool call of the history whose return (or retry prompt) the model was shown counts with its tool's registry label, a return before a compaction too (the summary carries its label: taint survives compaction). Provider-side (builtin) returns are not counted. See docs/registry.md, "Integrity and confidentiality".
 	Window *InputWindow `json:"window,omitempty"`
-	// Present only when a loaded policy reads it (`input.call.args_integrity`; the stock `lib.trusted_action` does), and not on a call with `invalid_args`. JSON pointer of each string, number, boolean or null of the call's own arguments (keys sorted) → `trusted` (it equals a string or number of a trusted source: an `exact` flow from the user, the system prompt or a trusted tool), `declassified` (the tool's `parameters_json_schema` constrains it to an enum or const, a boolean, or an integer bounded on both sides; or it is a boolean or null), or `untrusted` (anything else: from an untrusted source, contained in a longer string, or from no source the flows see).
+	// Present only when a loaded policy reads it (`input.call.args_integrity`; the stock `lib.trusted_action` does), and not on a call with `invalid_args`. JSON pointer of each string, number, boolean or null of the call's own arguments (keys sorted) → `trusted` (it equals a string or number of a trusted source, or is as a whole an identifier of one: an `exact` flow, or a `whole` `token` flow of class `email`, `url`, `iban` or `digits`, from the user, the system prompt or a trusted tool), `declassified` (the tool's `parameters_json_schema` constrains it to an enum or const, a boolean, or an integer bounded on both sides; or it is a boolean or null), or `untrusted` (anything else: from an untrusted source, contained in a longer string, or from no source the flows see).
 	ArgsIntegrity any `json:"args_integrity,omitempty" jsontype:"object"`
 }
 
@@ -217,6 +217,8 @@ type InputFlow struct {
 	Match string `json:"match"`
 	// Null unless `match` is `token`: the token's class, `email`, `url`, `iban`, `digits` (identifiers, compared normalised), `pair_value`, `line` or `run` (compared as they are); the first of them in that order when the value held tokens of several (docs/flows.md).
 	Token *string `json:"token"`
+	// Whether the value as a whole equals the source's string or token: `true` for `exact`, `false` for `contains`, and for `token` `true` when the whole value is one token of the class (an identifier from its first byte to its last, equal once normalised; a `pair_value`, `line` or `run` equal as it is) rather than holds it among other text.
+	Whole bool `json:"whole"`
 	// The part the value came from, anywhere in the history (before a compaction too; in the dispatched response itself, a provider-side return before the call).
 	Source InputFlowSource `json:"source"`
 }

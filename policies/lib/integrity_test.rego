@@ -47,6 +47,30 @@ test_trusted_action_with_trusted_or_declassified_arguments if {
 	lib.trusted_action(call) with data.policycheck.registry as registry
 }
 
+# The engine's args_integrity with --flow-tokens: the recipient is, as a
+# whole, an IBAN the user wrote in the prompt's sentence (a whole token
+# flow): trusted, and the call a trusted action though the window held
+# the inbox; a recipient that merely holds the IBAN is untrusted.
+test_trusted_action_with_a_whole_identifier_of_the_user if {
+	call := {
+		"tool": "send_money", "window": inbox_window,
+		"args_integrity": {"/to": "trusted", "/amount": "declassified"},
+		"flows": [{"path": "/to", "match": "token", "token": "iban", "whole": true, "source": user_src}],
+	}
+	lib.trusted_action(call) with data.policycheck.registry as registry
+	lib.untrusted_action_reasons(call) == [] with data.policycheck.registry as registry
+}
+
+test_an_argument_holding_an_identifier_of_the_user_is_not_a_trusted_action if {
+	call := {
+		"tool": "send_money", "window": inbox_window,
+		"args_integrity": {"/to": "untrusted", "/amount": "declassified"},
+		"flows": [{"path": "/to", "match": "token", "token": "iban", "whole": false, "source": user_src}],
+	}
+	not lib.trusted_action(call) with data.policycheck.registry as registry
+	count(lib.untrusted_action_reasons(call)) == 1 with data.policycheck.registry as registry
+}
+
 test_trusted_action_with_an_untrusted_argument_in_a_clean_window if {
 	call := {"tool": "send_money", "window": window(false, []), "args_integrity": {"/to": "untrusted"}}
 	lib.trusted_action(call) with data.policycheck.registry as registry
