@@ -578,6 +578,12 @@ type docField[T any] struct {
 	// get reads the field's value v (at pointer ptr) into x; nil for a
 	// field the reader does not read back.
 	get func(r *inputReader, v any, ptr string, x *T)
+	// optional marks a field added to the document after decision logs
+	// were first written; get reads absent when it is missing: what the
+	// field means in a log written before it. Every other field is
+	// required.
+	optional bool
+	absent   any
 }
 
 // objectOf is the object of fields of x and the extra items, built in
@@ -745,7 +751,7 @@ var flowFields = []docField[facts.Flow]{
 				}
 			}
 		}},
-	{key: "token", // null unless match is "token"
+	{key: "token", optional: true, absent: nil, // null unless match is "token"
 		put: func(_ *docWriter, fl *facts.Flow) *ast.Term {
 			if fl.Token == 0 {
 				return ast.NullTerm()
@@ -766,7 +772,7 @@ var flowFields = []docField[facts.Flow]{
 			}
 			fl.Token = c
 		}},
-	{key: "whole",
+	{key: "whole", optional: true, absent: false, // logs before it: no token flows
 		put: func(_ *docWriter, fl *facts.Flow) *ast.Term { return ast.BooleanTerm(fl.Whole) },
 		get: func(r *inputReader, v any, ptr string, fl *facts.Flow) {
 			b, ok := v.(bool)
@@ -779,7 +785,7 @@ var flowFields = []docField[facts.Flow]{
 			fl.Whole = b
 		}},
 	objField("source", []docField[facts.FlowSource]{
-		{key: "kind",
+		{key: "kind", optional: true, absent: facts.ToolReturn.String(), // logs before it: returns were the only sources
 			put: func(_ *docWriter, s *facts.FlowSource) *ast.Term { return keyTerm(s.Kind.String()) },
 			get: func(r *inputReader, v any, ptr string, s *facts.FlowSource) {
 				str, _ := v.(string)

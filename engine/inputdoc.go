@@ -329,11 +329,23 @@ func (r *inputReader) position(v any, ptr string) facts.Position {
 }
 
 // readFields reads the fields of m (at pointer ptr) that the document's
-// definition (docField) reads back into x, each of them required.
+// definition (docField) reads back into x, each of them required but
+// the optional ones added after decision logs were first written, which
+// read as they meant before (docField.absent).
 func readFields[T any](r *inputReader, m map[string]any, ptr string, fields []docField[T], x *T) {
 	for i := range fields {
-		if f := &fields[i]; f.get != nil {
-			f.get(r, r.field(m, f.key, ptr), ptr+"/"+f.key, x)
+		f := &fields[i]
+		if f.get == nil {
+			continue
 		}
+		if f.optional {
+			if v, ok := r.opt(m, f.key, ptr); ok || m == nil {
+				f.get(r, v, ptr+"/"+f.key, x)
+			} else {
+				f.get(r, f.absent, ptr+"/"+f.key, x)
+			}
+			continue
+		}
+		f.get(r, r.field(m, f.key, ptr), ptr+"/"+f.key, x)
 	}
 }

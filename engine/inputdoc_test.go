@@ -361,3 +361,31 @@ func TestFactsFromInputReadsTheContract(t *testing.T) {
 		}
 	}
 }
+
+// TestFactsFromInputReadsFlowsLoggedBeforeKindAndTokens: a decision log
+// written before flows carried source.kind, token and whole (issue 47)
+// still replays: its flows read back as the tool-return flows they were;
+// a present field of the wrong shape is still refused.
+func TestFactsFromInputReadsFlowsLoggedBeforeKindAndTokens(t *testing.T) {
+	doc := func(flow string) map[string]any {
+		return decodeNumbers(t, []byte(`{"facts":{"window":{"message":0,"part":0},"discovered":[],"loaded":[],"returned":[],"active_capabilities":[]},
+			"outgoing":{"discovered":[],"loaded":[]},"context":{},
+			"dispatch":{"provider":null,"window":{"message":0,"part":0},"loaded":[],"evidence":{"discovered":[],"loaded":[]},
+			"active_capabilities":[],"same_response":{"revealed":[],"pending_loads":[]},
+			"calls":[{"index":0,"part":0,"tool":"x","tool_call_id":"c1","tool_kind":null,"args":{"a":"abcdefghij"},
+				"flows":[`+flow+`]}]}}`)).(map[string]any)
+	}
+	old := `{"path":"/a","match":"exact","source":{"tool_call_id":"r1","tool":"y","labels":[],"message":0,"part":0}}`
+	f, _, _, err := engine.FactsFromInput(doc(old))
+	if err != nil {
+		t.Fatalf("a flow logged before kind, token and whole: %v", err)
+	}
+	got := f.Dispatch.Calls[0].Flows
+	if len(got) != 1 || got[0].Source.Kind != facts.ToolReturn || got[0].Match != facts.FlowExact || got[0].Token != 0 || got[0].Whole {
+		t.Errorf("read back as %+v, want one exact tool-return flow", got)
+	}
+	bad := `{"path":"/a","match":"exact","token":null,"whole":"yes","source":{"kind":"tool-return","tool_call_id":"r1","tool":"y","labels":[],"message":0,"part":0}}`
+	if _, _, _, err := engine.FactsFromInput(doc(bad)); err == nil || !strings.Contains(err.Error(), "/dispatch/calls/0/flows/0/whole") {
+		t.Errorf("a whole that is not a boolean: got %v, want it refused at its pointer", err)
+	}
+}
