@@ -9,8 +9,6 @@ import (
 	"testing"
 
 	"fmt"
-	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 	"go/ast"
 	"go/parser"
 	"go/token"
@@ -19,6 +17,9 @@ import (
 	"path/filepath"
 	"sort"
 	"strconv"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 const modulePath = "github.com/policycheck/policycheck"
@@ -428,8 +429,6 @@ func historyShaped(e ast.Expr) bool {
 // Decode into a local whose type the scan reads) the function makes.
 var allowedDecodes = map[string]string{
 	"gateway/shared.go decodeNote Unmarshal":                           "a stored history entry's note (the gateway's own accounting of a call: success, failure, approvals), not a message",
-	"gateway/meta.go searchArgs Unmarshal":                             "a search_tools call's arguments, read for the search the gateway runs once the engine (facts.ReadArgs) judged the call",
-	"gateway/meta.go loadArgs Unmarshal":                               "a load_capability call's arguments, read for the load once the engine judged the call",
 	"gateway/principals.go ParseTokenFile NewDecoder":                  "--token-file, the operator's tokens and principals",
 	"gateway/principals.go ParseTokenFile Decode":                      "--token-file",
 	"gateway/session.go inputRequired Unmarshal":                       "a constant: the SDK's input-required result, whose type field only decoding sets",

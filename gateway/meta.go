@@ -1,7 +1,6 @@
 package gateway
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"regexp"
@@ -28,18 +27,20 @@ const (
 	noMatchMessage    = "No matching tools found. The tools you need may not be available."
 )
 
-// searchArgs reads a search call's arguments: ok when they have the typed
-// shape ({"queries": [string...]}, spec W16), problems when they break
-// the tool's own schema (extra keys are refused, spec S3).
+// searchArgs reads a search call's arguments, as the engine read them
+// (facts.ReadArgs, the one reading of a call's arguments): ok when they
+// have the typed shape ({"queries": [string...]}, spec W16), problems
+// when they break the tool's own schema (extra keys are refused, spec
+// S3).
 func searchArgs(args []byte) (queries []string, typed bool, probs []facts.ArgsProblem) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil || m == nil {
+	m, ok := facts.ReadArgs(args).Value.(map[string]any)
+	if !ok {
 		return nil, false, []facts.ArgsProblem{{Pointer: "", Reason: "the arguments must be an object"}}
 	}
 	raw, ok := m["queries"]
 	if !ok {
 		probs = append(probs, facts.ArgsProblem{Pointer: "", Reason: "missing property 'queries'"})
-	} else if err := json.Unmarshal(raw, &queries); err != nil || queries == nil {
+	} else if queries, ok = stringList(raw); !ok {
 		probs = append(probs, facts.ArgsProblem{Pointer: "/queries", Reason: "must be a list of strings"})
 		queries = nil
 	} else {
@@ -59,18 +60,37 @@ func searchArgs(args []byte) (queries []string, typed bool, probs []facts.ArgsPr
 	return queries, typed, probs
 }
 
-// loadArgs reads a load call's arguments: typed when {"id": string}
-// (extra keys are ignored, spec X9).
+// stringList is v as a list of strings; ok is false for anything else
+// (null included).
+func stringList(v any) ([]string, bool) {
+	l, ok := v.([]any)
+	if !ok {
+		return nil, false
+	}
+	out := make([]string, 0, len(l))
+	for _, e := range l {
+		s, ok := e.(string)
+		if !ok {
+			return nil, false
+		}
+		out = append(out, s)
+	}
+	return out, true
+}
+
+// loadArgs reads a load call's arguments, as the engine read them
+// (facts.ReadArgs): typed when {"id": string} (extra keys are ignored,
+// spec X9).
 func loadArgs(args []byte) (id string, typed bool, probs []facts.ArgsProblem) {
-	var m map[string]json.RawMessage
-	if json.Unmarshal(args, &m) != nil || m == nil {
+	m, ok := facts.ReadArgs(args).Value.(map[string]any)
+	if !ok {
 		return "", false, []facts.ArgsProblem{{Pointer: "", Reason: "the arguments must be an object"}}
 	}
 	raw, ok := m["id"]
 	if !ok {
 		return "", false, []facts.ArgsProblem{{Pointer: "", Reason: "missing property 'id'"}}
 	}
-	if json.Unmarshal(raw, &id) != nil || !bytes.HasPrefix(bytes.TrimSpace(raw), []byte(`"`)) {
+	if id, ok = raw.(string); !ok {
 		return "", false, []facts.ArgsProblem{{Pointer: "/id", Reason: "must be a string"}}
 	}
 	return id, true, nil

@@ -142,6 +142,14 @@ func TestSearchNamesNoHiddenTool(t *testing.T) {
 	if !isErr || msg != "No capability found with id 'nope'." {
 		t.Fatalf("unknown capability: %q", msg)
 	}
+	msg, isErr = call(t, cs, "search_tools", map[string]any{"queries": []any{"write", 7}})
+	if !isErr || !strings.Contains(msg, "/queries") {
+		t.Fatalf("queries not all strings: %q", msg)
+	}
+	msg, isErr = call(t, cs, "load_capability", map[string]any{"id": 5})
+	if !isErr || !strings.Contains(msg, "/id") {
+		t.Fatalf("an id that is not a string: %q", msg)
+	}
 }
 
 // TestImportAndHints: --import brings an upstream's unmapped tools into a
