@@ -360,19 +360,23 @@ func TestInputDocumentation(t *testing.T) {
 	withLabels, err := engine.New(ctx, engine.Registry(labelled), engine.Modules(probePolicies()[0]),
 		engine.PolicyPaths("../examples/policies/integrity"))
 	require.NoError(t, err)
-	raw, err := os.ReadFile("../examples/integrity/histories/pay-bill.json")
-	require.NoError(t, err)
-	h, err := loader.DecodeHistory("pay-bill", raw, loader.DefaultLimits())
-	require.NoError(t, err)
-	doc, err := withLabels.Input(ctx, engine.Request{History: h})
-	require.NoError(t, err)
-	enc, err := json.Marshal(doc)
-	require.NoError(t, err)
-	dec := json.NewDecoder(bytes.NewReader(enc))
-	dec.UseNumber()
-	var v any
-	require.NoError(t, dec.Decode(&v))
-	walk("", v, seen, opaque)
+	// pay-bill: tool returns in the window; web-search: a provider-side
+	// return (facts.builtin_returns, a builtin window source).
+	for _, name := range []string{"pay-bill", "web-search"} {
+		raw, err := os.ReadFile("../examples/integrity/histories/" + name + ".json")
+		require.NoError(t, err)
+		h, err := loader.DecodeHistory(name, raw, loader.DefaultLimits())
+		require.NoError(t, err)
+		doc, err := withLabels.Input(ctx, engine.Request{History: h})
+		require.NoError(t, err)
+		enc, err := json.Marshal(doc)
+		require.NoError(t, err)
+		dec := json.NewDecoder(bytes.NewReader(enc))
+		dec.UseNumber()
+		var v any
+		require.NoError(t, dec.Decode(&v))
+		walk("", v, seen, opaque)
+	}
 	checkDeclared(t, "decision input", decisionInput, seen)
 
 	generated := map[string]string{

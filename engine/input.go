@@ -437,6 +437,7 @@ func (s *setTerms) of(names []string) *ast.Term {
 // invalid_args: true and args null: no rule reads arguments that did not
 // validate. The optional facts are in it when opts asks for them
 // (the policies may read them) and the facts carry them: facts.tool_calls,
+// facts.builtin_returns (when the history has any),
 // facts.flow_index_truncated and each call's flows.
 //
 // The label fields (labels.go) are written as the registry and the
@@ -451,6 +452,13 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 	factsObj := objectOf(w, factsFields, f)
 	if opts.ToolCalls && f.ToolCalls != nil {
 		factsObj.Insert(keyTerm("tool_calls"), toolCallsTerm(w, f.ToolCalls))
+	}
+	if opts.ToolCalls && len(f.BuiltinReturns) > 0 {
+		brs := make([]*ast.Term, len(f.BuiltinReturns))
+		for i := range f.BuiltinReturns {
+			brs[i] = ast.NewTerm(objectOf(w, builtinReturnFields, &f.BuiltinReturns[i]))
+		}
+		factsObj.Insert(keyTerm("builtin_returns"), ast.ArrayTerm(brs...))
 	}
 	if opts.Flows {
 		factsObj.Insert(keyTerm("flow_index_truncated"), ast.BooleanTerm(f.FlowIndexTruncated))
@@ -731,6 +739,14 @@ var toolCallFields = []docField[facts.ToolCallRecord]{
 }
 
 // An entry of a call's flows.
+// A provider-side return of input.facts.builtin_returns.
+var builtinReturnFields = []docField[facts.BuiltinReturn]{
+	toolField("tool", func(b *facts.BuiltinReturn) *string { return &b.Tool }),
+	idField("tool_call_id", func(b *facts.BuiltinReturn) **string { return &b.ToolCallID }),
+	intField("message", func(b *facts.BuiltinReturn) *int { return &b.Message }),
+	intField("part", func(b *facts.BuiltinReturn) *int { return &b.Part }),
+}
+
 var flowFields = []docField[facts.Flow]{
 	{key: "path",
 		put: func(_ *docWriter, fl *facts.Flow) *ast.Term { return ast.StringTerm(fl.Path) },

@@ -54,6 +54,23 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 	readFields(&r, fo, "/facts", factsFields, f)
 	if tc, ok := r.opt(fo, "tool_calls", "/facts"); ok {
 		f.ToolCalls = r.toolCalls(tc, "/facts/tool_calls")
+		// Written only when the history has provider-side returns:
+		// absent, there were none.
+		f.BuiltinReturns = []facts.BuiltinReturn{}
+		if br, ok := r.opt(fo, "builtin_returns", "/facts"); ok {
+			entries, isArr := br.([]any)
+			if !isArr {
+				r.fail("/facts/builtin_returns", "an array")
+			}
+			for i, e := range entries {
+				eptr := fmt.Sprintf("/facts/builtin_returns/%d", i)
+				var b facts.BuiltinReturn
+				readFields(&r, r.object(e, eptr), eptr, builtinReturnFields, &b)
+				f.BuiltinReturns = append(f.BuiltinReturns, b)
+			}
+		}
+	} else if _, ok := r.opt(fo, "builtin_returns", "/facts"); ok {
+		r.fail("/facts/builtin_returns", "absent without /facts/tool_calls")
 	}
 	if tr, ok := r.opt(fo, "flow_index_truncated", "/facts"); ok {
 		b, isBool := tr.(bool)

@@ -66,9 +66,13 @@ func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
 // windowSource is a return the model saw before the dispatched response,
 // in its window or through a compaction summary written after it.
 type windowSource struct {
+	// Kind is the source part's kind: a tool-return, or a
+	// builtin-tool-return.
+	Kind       string  `json:"kind"`
 	Tool       string  `json:"tool"`
 	ToolCallID *string `json:"tool_call_id"`
-	// Message and Part locate the call the return answered.
+	// Message and Part locate the call the return answered; for a
+	// provider-side (builtin) return, the return itself.
 	Message int `json:"message"`
 	Part    int `json:"part"`
 	// Summarised: the call lies before the window's start, so the model
@@ -93,7 +97,10 @@ type callWindow struct {
 // compaction hides nothing: a summary written after an untrusted or
 // confidential return carries that label (taint survives compaction),
 // and the return is listed as summarised. Provider-side (builtin) tool
-// returns are not tool calls (facts.ToolCalls) and are not counted.
+// returns count too (facts.Facts.BuiltinReturns), with the label of their
+// tool's name (untrusted unless the registry labels it), those inside
+// the dispatched response included wherever they stand in it: the
+// provider's own web search or fetch is content the model was shown.
 func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 	w := callWindow{Label: facts.Bottom}
 	start := f.Window
@@ -109,9 +116,29 @@ func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 		w.Label = w.Label.Join(l)
 		if l.Integrity == facts.IntegrityUntrusted {
 			at := facts.Position{Message: c.Message, Part: c.Part}
-			w.Sources = append(w.Sources, windowSource{Tool: c.Tool, ToolCallID: c.ToolCallID, Message: c.Message, Part: c.Part,
+			w.Sources = append(w.Sources, windowSource{Kind: facts.ToolReturn.String(), Tool: c.Tool, ToolCallID: c.ToolCallID, Message: c.Message, Part: c.Part,
 				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
 		}
+	}
+	var builtins []windowSource
+	for _, b := range f.BuiltinReturns {
+		l := reg.ReturnLabel(b.Tool)
+		w.Label = w.Label.Join(l)
+		if l.Integrity == facts.IntegrityUntrusted {
+			at := facts.Position{Message: b.Message, Part: b.Part}
+			builtins = append(builtins, windowSource{Kind: facts.BuiltinToolReturn.String(), Tool: b.Tool, ToolCallID: b.ToolCallID, Message: b.Message, Part: b.Part,
+				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
+		}
+	}
+	if len(builtins) > 0 {
+		// One list in history order.
+		w.Sources = append(w.Sources, builtins...)
+		slices.SortStableFunc(w.Sources, func(a, b windowSource) int {
+			if a.Message != b.Message {
+				return a.Message - b.Message
+			}
+			return a.Part - b.Part
+		})
 	}
 	return w
 }
@@ -121,6 +148,7 @@ func (w *callWindow) term() *ast.Term {
 	srcs := make([]*ast.Term, len(w.Sources))
 	for i, s := range w.Sources {
 		srcs[i] = ast.ObjectTerm(
+			item("kind", ast.StringTerm(s.Kind)),
 			item("tool", ast.StringTerm(s.Tool)),
 			item("tool_call_id", nullableString(s.ToolCallID)),
 			item("message", ast.IntNumberTerm(s.Message)),

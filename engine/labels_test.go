@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -71,7 +72,7 @@ func TestLabelsInTheInputOnlyWhenRead(t *testing.T) {
 	assert.Equal(t, map[string]any{"/shop": "untrusted", "/text": "untrusted"}, calls[2]["args_integrity"])
 	b, err := json.Marshal(calls[0]["window"])
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "secret", "sources": [{"tool": "read_file", "tool_call_id": "f1",
+	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "secret", "sources": [{"kind": "tool-return", "tool": "read_file", "tool_call_id": "f1",
 		"message": 1, "part": 0, "summarised": false, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
 	b, err = json.Marshal(calls[2]["flows"])
 	require.NoError(t, err)
@@ -85,6 +86,59 @@ func TestLabelsInTheInputOnlyWhenRead(t *testing.T) {
 	againDoc, err := again.InputDocument()
 	require.NoError(t, err)
 	assert.Equal(t, full, againDoc)
+}
+
+// TestProviderSideReturnsTaintTheWindow: a provider's own web search in
+// the dispatched response (a builtin-tool-return, which is no tool call
+// of the agent) makes the window untrusted, so a consequential call with
+// an argument no trusted source gave is no trusted action; the return is
+// carried in facts.builtin_returns and read back from the logged input,
+// so the decision decided again from its log has the same window. A
+// native tool search's return (a builtin return with a tool_kind) names
+// the agent's own tools and does not count.
+func TestProviderSideReturnsTaintTheWindow(t *testing.T) {
+	ctx := context.Background()
+	eng, _, h := integrityFixture(t, "web-search")
+	d, err := eng.Decide(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "approval_required"}, verdicts(d))
+	full, err := d.InputDocument()
+	require.NoError(t, err)
+	b, err := json.Marshal(callsOf(t, full)[0]["window"])
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "internal", "sources": [{"kind": "builtin-tool-return", "tool": "web_search",
+		"tool_call_id": "w1", "message": 1, "part": 1, "summarised": false, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
+
+	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
+	require.NoError(t, err)
+	require.Len(t, f.BuiltinReturns, 1)
+	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
+	require.NoError(t, err)
+	againDoc, err := again.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, full, againDoc)
+
+	// The same response through a Run (the tracker's facts) agrees.
+	r := eng.NewRun()
+	sd, err := r.Step(ctx, h, nil)
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "approval_required"}, verdicts(sd))
+
+	// The provider's search of the agent's own tools is no outside
+	// content: marked as a tool search, the same return leaves the
+	// window clean, and the call is a trusted action again.
+	search := slices.Clone(h)
+	resp := search[1]
+	resp.Parts = slices.Clone(resp.Parts)
+	for i := range resp.Parts {
+		if resp.Parts[i].Kind == facts.BuiltinToolCall || resp.Parts[i].Kind == facts.BuiltinToolReturn {
+			resp.Parts[i].ToolKind = facts.ToolKindSearch
+		}
+	}
+	search[1] = resp
+	d, err = eng.Decide(ctx, engine.Request{History: search})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "execute"}, verdicts(d))
 }
 
 // TestTaintSurvivesCompaction: an untrusted return read before a

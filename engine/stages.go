@@ -114,7 +114,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 	if s.opts.ToolCalls && f.ToolCalls == nil {
 		if req.History != nil {
 			withCalls := *f
-			withCalls.ToolCalls = facts.ToolCalls(req.History)
+			withCalls.ToolCalls, withCalls.BuiltinReturns = facts.ToolCalls(req.History), facts.BuiltinReturns(req.History)
 			f = &withCalls
 		} else {
 			// Nothing says what the calls were: the decision fails

@@ -38,6 +38,12 @@ func TestIntegrityExample(t *testing.T) {
 			reasons: map[string]string{
 				"p1": "argument /recipient of send_money is untrusted: no trusted source gave it, and the window held read_file's return (tool_call_id f1, call at message 1, part 0, through a compaction summary)",
 			}},
+		{note: "a provider's web search in the same response taints the window: its injected IBAN waits for approval",
+			history:  "web-search",
+			verdicts: map[string]string{"p1": "approval_required"},
+			reasons: map[string]string{
+				"p1": "argument /recipient of send_money is untrusted: no trusted source gave it, and the window held the provider's web_search return (tool_call_id w1, at message 1, part 1)",
+			}},
 		{note: "a window of trusted returns: the call executes",
 			history:  "clean",
 			verdicts: map[string]string{"p1": "execute"}},

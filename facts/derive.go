@@ -31,6 +31,10 @@ type Facts struct {
 	// dispatched response's included (pending); nil unless asked for
 	// (Options.ToolCalls).
 	ToolCalls []ToolCallRecord
+	// BuiltinReturns are the provider-side tool returns of the whole
+	// history, the dispatched response's included; nil unless asked for
+	// (Options.ToolCalls).
+	BuiltinReturns []BuiltinReturn
 	// FlowIndexTruncated says that the flows may be incomplete: the index
 	// of return strings the flows are found in reached its cap
 	// (Options.FlowIndexCap) and left out the returns after that point,
@@ -242,7 +246,11 @@ func Derive(h History, reg *Registry, opts ...Option) Facts {
 	}
 	f := derive(h, reg)
 	if s.opts.ToolCalls {
-		f.ToolCalls = ToolCalls(h)
+		l := callLog{}
+		for m := range h {
+			l.fold(&h[m], m)
+		}
+		f.ToolCalls, f.BuiltinReturns = l.snapshot(), l.builtinSnapshot()
 	}
 	if s.opts.Flows {
 		f.FlowIndexTruncated = flowsOf(h, reg, s.opts, f.Dispatch)

@@ -4,7 +4,7 @@ package facts
 // cost more than the others and that only some policies read. The zero
 // value asks for none.
 type Options struct {
-	// ToolCalls fills Facts.ToolCalls.
+	// ToolCalls fills Facts.ToolCalls and Facts.BuiltinReturns.
 	ToolCalls bool
 	// Flows fills Call.Flows of the dispatched calls and
 	// Facts.FlowIndexTruncated (flows.go).
@@ -65,6 +65,20 @@ type ToolCallRecord struct {
 	Args []byte
 }
 
+// BuiltinReturn is one provider-side (builtin) tool return of a history:
+// content a provider's own tool (a web search, a fetch) put before the
+// model, which the agent never called and which is not in ToolCalls. A
+// provider's native tool search or capability load (a builtin return
+// with a tool_kind) is not one: it names the agent's own tools, as the
+// framework's search_tools and load_capability returns do.
+type BuiltinReturn struct {
+	Tool string
+	// ToolCallID is nil when the part has none.
+	ToolCallID *string
+	// Message and Part locate the return itself in the whole history.
+	Message, Part int
+}
+
 // ToolCalls returns every tool-call part of h in history order, from the
 // first message on (a compaction does not hide what was done before it),
 // each with its outcome: the kind of the first tool-return or
@@ -79,6 +93,17 @@ func ToolCalls(h History) []ToolCallRecord {
 	return l.snapshot()
 }
 
+// BuiltinReturns returns every provider-side (builtin) tool-return part
+// of h without a tool_kind (BuiltinReturn) in history order, from the first message on (a compaction does
+// not hide what the model was shown before it). Never nil.
+func BuiltinReturns(h History) []BuiltinReturn {
+	l := callLog{}
+	for m := range h {
+		l.fold(&h[m], m)
+	}
+	return l.builtinSnapshot()
+}
+
 // callLog accumulates the tool calls of a history as messages arrive.
 type callLog struct {
 	calls []ToolCallRecord
@@ -88,6 +113,8 @@ type callLog struct {
 	// threaded through the calls costs no allocation per call.
 	waiting map[string]int
 	prev    []int
+	// builtins are the provider-side returns, in history order.
+	builtins []BuiltinReturn
 }
 
 func (l *callLog) fold(msg *Message, idx int) {
@@ -108,6 +135,13 @@ func (l *callLog) fold(msg *Message, idx int) {
 				l.prev = append(l.prev, 0)
 			}
 			l.calls = append(l.calls, rec)
+		case part.Kind == BuiltinToolReturn && part.ToolKind == ToolKindNone:
+			b := BuiltinReturn{Tool: part.ToolName, Message: idx, Part: p}
+			if part.HasToolCallID {
+				id := part.ToolCallID
+				b.ToolCallID = &id
+			}
+			l.builtins = append(l.builtins, b)
 		case part.isOutcome():
 			last, ok := l.waiting[part.ToolCallID]
 			if !ok {
@@ -123,6 +157,14 @@ func (l *callLog) fold(msg *Message, idx int) {
 			delete(l.waiting, part.ToolCallID)
 		}
 	}
+}
+
+// builtinSnapshot returns a copy of the provider-side returns so far,
+// never nil.
+func (l *callLog) builtinSnapshot() []BuiltinReturn {
+	out := make([]BuiltinReturn, len(l.builtins))
+	copy(out, l.builtins)
+	return out
 }
 
 // snapshot returns a copy of the calls so far, never nil.

@@ -225,12 +225,13 @@ func (w *window) apply(part *Part) {
 func (t *Tracker) FactsWith(o Options) Facts {
 	f := t.Facts()
 	if o.ToolCalls && t.opts.ToolCalls {
-		f.ToolCalls = t.log.snapshot()
+		f.ToolCalls, f.BuiltinReturns = t.log.snapshot(), t.log.builtinSnapshot()
 		if t.pending != nil {
 			// The response not yet folded: its calls have no outcome.
 			pl := callLog{}
 			pl.fold(t.pending, t.n-1)
 			f.ToolCalls = append(f.ToolCalls, pl.calls...)
+			f.BuiltinReturns = append(f.BuiltinReturns, pl.builtins...)
 		}
 	}
 	if o.Flows && t.flows != nil && o.flowMinLength() == t.flows.minLen && o.flowIndexCap() == t.flows.cap && o.FlowTokens == t.flows.tokens {

@@ -203,6 +203,19 @@ hide contains "search_docs"
 		add(h, "/v1/runs/{id}", http.MethodDelete, run, nil)
 		add(observed.Handler(), "/v1/decide", http.MethodPost, "/v1/decide", body)
 	}
+	// Labels: the integrity example explains its refused calls with the
+	// flows' labels and the window (a tool return's and a provider's web
+	// search's).
+	intReg, err := loader.ReadRegistry(filepath.Join("..", "examples", "integrity", "registry.yaml"))
+	require.NoError(t, err)
+	labelled, err := newServer(withRegistry(intReg), withEngine(engine.PolicyPaths(filepath.Join("..", "examples", "policies", "integrity"))))
+	require.NoError(t, err)
+	for _, name := range []string{"pay-bill", "web-search"} {
+		history, err := os.ReadFile(filepath.Join("..", "examples", "integrity", "histories", name+".json"))
+		require.NoError(t, err)
+		x := add(labelled.Handler(), "/v1/explain", http.MethodPost, "/v1/explain", []byte(`{"history": `+string(history)+`}`))
+		require.Contains(t, string(x.answer), `"window"`, "the corpus holds an explanation with a window")
+	}
 	// Approvals: the transfer history asks for one; the example answers it.
 	transfer, err := os.ReadFile(filepath.Join("..", "examples", "histories", "transfer.json"))
 	require.NoError(t, err)

@@ -139,7 +139,12 @@ _source_words(src) := sprintf("a value from %v (%v %v, tool_call_id %v, message 
 	label := source_label(src)
 }
 
-_window_words(s) := sprintf("%v's return (tool_call_id %v, call at message %v, part %v%v)", [
+_window_words(s) := sprintf("the provider's %v return (tool_call_id %v, at message %v, part %v%v)", [
+	s.tool, s.tool_call_id, s.message, s.part,
+	_summarised_words(s),
+]) if s.kind == "builtin-tool-return"
+
+else := sprintf("%v's return (tool_call_id %v, call at message %v, part %v%v)", [
 	s.tool, s.tool_call_id, s.message, s.part,
 	_summarised_words(s),
 ])

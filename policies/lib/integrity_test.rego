@@ -30,7 +30,7 @@ user_src := {"kind": "user-prompt", "message": 0, "part": 0, "labels": []}
 window(untrusted, sources) := {"untrusted": untrusted, "confidentiality": "internal", "sources": sources}
 
 inbox_window := window(true, [{
-	"tool": "read_inbox", "tool_call_id": "c2", "message": 1, "part": 0,
+	"kind": "tool-return", "tool": "read_inbox", "tool_call_id": "c2", "message": 1, "part": 0,
 	"summarised": true, "integrity": "untrusted", "confidentiality": "confidential",
 }])
 
@@ -74,6 +74,24 @@ test_an_argument_holding_an_identifier_of_the_user_is_not_a_trusted_action if {
 test_trusted_action_with_an_untrusted_argument_in_a_clean_window if {
 	call := {"tool": "send_money", "window": window(false, []), "args_integrity": {"/to": "untrusted"}}
 	lib.trusted_action(call) with data.policycheck.registry as registry
+}
+
+# A provider's own web search in the window (a builtin-tool-return
+# source): the reason names it as the provider's, at the return itself.
+test_a_provider_side_return_in_the_window_is_named_as_the_providers if {
+	call := {
+		"tool": "send_money",
+		"window": window(true, [{
+			"kind": "builtin-tool-return", "tool": "web_search", "tool_call_id": "w1", "message": 1, "part": 1,
+			"summarised": false, "integrity": "untrusted", "confidentiality": "internal",
+		}]),
+		"args_integrity": {"/to": "untrusted"},
+	}
+	not lib.trusted_action(call) with data.policycheck.registry as registry
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"the provider's web_search return (tool_call_id w1, at message 1, part 1)",
+	])] with data.policycheck.registry as registry
 }
 
 test_untrusted_argument_and_untrusted_window_is_not_a_trusted_action if {
