@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
+	neturl "net/url"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -26,13 +28,32 @@ type Redis struct {
 // (redis://[user:password@]HOST:PORT/DB) and checks that it answers.
 func NewRedis(ctx context.Context, url string, o Options) (*Redis, error) {
 	o.defaults()
+	u, err := neturl.Parse(url)
+	if err != nil {
+		// The URL is not repeated: it may hold a password.
+		return nil, errors.New("--session-store: not a URL: want redis://HOST:PORT/DB")
+	}
+	if u.Hostname() == "" {
+		// go-redis reads a URL without a host as 127.0.0.1:6379: a
+		// replica configured with a typo would share its sessions with
+		// whatever answers there.
+		return nil, fmt.Errorf("--session-store %q names no Redis host: want redis://HOST:PORT/DB", u.Redacted())
+	}
 	opt, err := redis.ParseURL(url)
 	if err != nil {
 		return nil, fmt.Errorf("--session-store: %w", err)
 	}
-	rc := redis.NewClient(opt)
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	// One dial of our own first: a server that is not there is said once,
+	// here, rather than through the client's pool retrying and logging
+	// each attempt on standard error.
+	conn, err := (&net.Dialer{}).DialContext(pctx, "tcp", opt.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("--session-store %s: the Redis server does not answer: %w", opt.Addr, err)
+	}
+	_ = conn.Close()
+	rc := redis.NewClient(opt)
 	if err := rc.Ping(pctx).Err(); err != nil {
 		_ = rc.Close()
 		return nil, fmt.Errorf("--session-store %s: the Redis server does not answer: %w", opt.Addr, err)

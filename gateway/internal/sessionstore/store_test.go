@@ -255,3 +255,29 @@ func TestLockExcludes(t *testing.T) {
 		_ = b.Close()
 	})
 }
+
+// TestOpenRefusesWhatNamesNoServer: a --session-store URL without a host
+// is refused (go-redis would read it as 127.0.0.1:6379), without
+// repeating its password; a server that does not answer is said once by
+// the store's own dial; a value that is neither memory nor a Redis URL
+// is refused.
+func TestOpenRefusesWhatNamesNoServer(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct{ spec, want string }{
+		{"redis://", "names no Redis host"},
+		{"redis:///0", "names no Redis host"},
+		{"redis://:hunter2@/0", "names no Redis host"},
+		{"rediss://:6379/0", "names no Redis host"},
+		{"redis://127.0.0.1:1/0", "127.0.0.1:1: the Redis server does not answer"},
+		{"redis://%zz", "not a URL"},
+		{"file:///tmp/x", "want memory or redis://HOST:PORT/DB"},
+	} {
+		_, err := sessionstore.Open(ctx, tc.spec, sessionstore.Options{})
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.spec, err, tc.want)
+		}
+		if err != nil && strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("%s: the error repeats the password: %v", tc.spec, err)
+		}
+	}
+}
