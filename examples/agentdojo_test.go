@@ -52,6 +52,8 @@ var agentDojoModes = []struct {
 		paths: []string{"policies/exfiltration", "agentdojo/policies/untrusted"}, built: true, tokens: true},
 	{name: "labels", policy: "examples/agentdojo/policies/labels (an untrusted source's value into a consequential call asks; a value above the sink's clearance is denied)",
 		paths: []string{"agentdojo/policies/labels"}, built: true},
+	{name: "labels + token flows", policy: "the same, the flows matched by token too (--flow-tokens)",
+		paths: []string{"agentdojo/policies/labels"}, built: true, tokens: true},
 	{name: "strict trusted action", policy: "examples/policies/integrity (a consequential call that is not lib.trusted_action asks; lib.permitted_flow's violations are denied)",
 		paths: []string{"policies/integrity"}, built: true},
 	{name: "strict trusted action + token trust", policy: "the same, the flows matched by token too (--flow-tokens): an argument that is as a whole an email, URL, IBAN or digit run of the user's prompt is trusted",
