@@ -23,15 +23,19 @@ import (
 // makes up for that.
 
 // upstreamSSERetries is the StreamableClientTransport.MaxRetries of the
-// gateway's HTTP upstreams: how many times the SDK's client reconnects a
-// stream that ended without progress (no new event id) before it fails the
-// upstream's session, which supervise then reconnects. Below 1 it never
-// resumes a call's stream the upstream closed for polling and fails the
-// whole session instead. It also bounds how long the standalone stream of
-// an upstream that went away is retried (backoff from 1 s, about 13 to 26
-// s in all for 5) before the session fails; until then that upstream's
-// calls fail as unreachable.
-const upstreamSSERetries = 5
+// gateway's HTTP upstreams: how many times in a row the SDK's client
+// reconnects a stream that ended without progress (no new event id)
+// before it fails the upstream's session, which supervise then
+// reconnects. Below 1 it never resumes a call's stream the upstream
+// closed for polling: it fails the whole session at the first close
+// instead. With 2 a call's stream the upstream closes three times in a
+// row with nothing sent between is still resumed, the fourth close fails
+// the session. It also bounds how long the standalone stream of an
+// upstream that went away is retried before the session fails and
+// /health says so: two attempts, after 1 to 2 s and 1.5 to 3 s (the
+// SDK's backoff); the SDK's default of 5 takes 13 to 26 s. Until then
+// that upstream's calls fail, as they do once it is down.
+const upstreamSSERetries = 2
 
 // upstreamHTTPClient is the HTTP client of the gateway's streamable HTTP
 // upstreams.

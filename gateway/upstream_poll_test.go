@@ -66,12 +66,12 @@ var errNoClose = errors.New("the request has no CloseSSEStream")
 
 // TestUpstreamPollingOverHTTP: an upstream reached over streamable HTTP
 // that closes a call's stream mid-call for its client to poll (SEP-1699),
-// once or several times in a row, and resumes it on GET with
-// Last-Event-ID: the call through the gateway answers with the upstream's
-// result, the upstream ran it once, and the upstream stays up for the
-// next call. An upstream that closes the stream with no event id to
-// resume from (no event store) has lost the answer: the call fails
-// closed, reported as its server's failure, and the upstream stays up.
+// once or three times in a row, and resumes it on GET with Last-Event-ID:
+// the call through the gateway answers with the upstream's result, the
+// upstream ran it once, and the upstream stays up for the next call. An
+// upstream that closes the stream with no event id to resume from (no
+// event store) has lost the answer: the call fails closed, reported as
+// its server's failure, and the upstream stays up.
 func TestUpstreamPollingOverHTTP(t *testing.T) {
 	for _, c := range []struct {
 		name   string
@@ -84,9 +84,7 @@ func TestUpstreamPollingOverHTTP(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			up := newPollingUpstream(t, c.closes, c.store)
-			g := newTestGateway(t, newFakeUpstream(), func(cfg *gateway.Config) {
-				cfg.Upstreams = []gateway.Upstream{{Name: "files", URL: up.URL}}
-			})
+			g := pollingGateway(t, up.URL)
 			cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
 			for i := range 2 {
 				text, isErr := call(t, cs, "read_file", map[string]any{"path": "a.txt"})
@@ -111,5 +109,79 @@ func TestUpstreamPollingOverHTTP(t *testing.T) {
 				t.Errorf("health %+v, want the upstream up, never restarted", h.Upstreams)
 			}
 		})
+	}
+}
+
+// pollingGateway is the test gateway with one upstream, files, at url.
+func pollingGateway(t *testing.T, url string) *gateway.Gateway {
+	t.Helper()
+	return newTestGateway(t, newFakeUpstream(), func(cfg *gateway.Config) {
+		cfg.Upstreams = []gateway.Upstream{{Name: "files", URL: url}}
+	})
+}
+
+// waitHealth waits up to d for the upstream's health to satisfy ok and
+// returns it, failing the test when it never does.
+func waitHealth(t *testing.T, g *gateway.Gateway, d time.Duration, ok func(gateway.UpstreamHealth) bool) gateway.UpstreamHealth {
+	t.Helper()
+	deadline := time.Now().Add(d)
+	for {
+		h := g.Health().Upstreams[0]
+		if ok(h) {
+			return h
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after %v the upstream's health is %+v", d, h)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// TestUpstreamPollingGivesUp: the Go SDK's client resumes a stream that
+// ended with no new event (no progress) twice in a row
+// (upstreamSSERetries); the fourth close in a row fails the upstream's
+// session, the call fails closed, reported as its server's failure, and
+// the gateway reconnects the upstream.
+func TestUpstreamPollingGivesUp(t *testing.T) {
+	up := newPollingUpstream(t, 4, true)
+	g := pollingGateway(t, up.URL)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	text, isErr := call(t, cs, "read_file", map[string]any{"path": "a.txt"})
+	if !isErr || !strings.Contains(text, "its server failed while running it") {
+		t.Fatalf("%q, isError %v", text, isErr)
+	}
+	if n := up.gets.Load(); n != 3 {
+		t.Errorf("the gateway resumed %d times, want 3", n)
+	}
+	waitHealth(t, g, 10*time.Second, func(h gateway.UpstreamHealth) bool { return h.State == gateway.StateUp && h.Restarts == 1 })
+}
+
+// TestHTTPUpstreamGoneIsDown: an upstream over streamable HTTP that goes
+// away (its listener closed, its connections cut) is down on /health
+// within seconds (upstreamSSERetries bounds the SDK client's reconnection
+// of its standalone stream: 2.5 to 5 s), not after the 13 to 26 s of the
+// SDK's default.
+func TestHTTPUpstreamGoneIsDown(t *testing.T) {
+	srv := mcp.NewServer(&mcp.Implementation{Name: "files"}, nil)
+	srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: map[string]any{"type": "object"}},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "read"}}}, nil
+		})
+	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv }, nil))
+	t.Cleanup(hs.Close)
+	g := pollingGateway(t, hs.URL)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if text, isErr := call(t, cs, "read_file", map[string]any{}); isErr {
+		t.Fatalf("%q", text)
+	}
+	start := time.Now()
+	if err := hs.Listener.Close(); err != nil {
+		t.Fatal(err)
+	}
+	hs.CloseClientConnections()
+	h := waitHealth(t, g, 10*time.Second, func(h gateway.UpstreamHealth) bool { return h.State != gateway.StateUp })
+	t.Logf("down after %v: %s", time.Since(start).Round(time.Millisecond), h.LastError)
+	if text, isErr := call(t, cs, "read_file", map[string]any{}); !isErr {
+		t.Fatalf("a call to the upstream gone answered %q", text)
 	}
 }
