@@ -34,15 +34,25 @@ func newPollingUpstream(t *testing.T, closes int, store bool) *pollingUpstream {
 	p := &pollingUpstream{closes: closes}
 	srv := mcp.NewServer(&mcp.Implementation{Name: "files"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: map[string]any{"type": "object"}},
-		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		func(ctx context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
 			p.calls.Add(1)
-			for range p.closes {
+			for i := range p.closes {
 				if req.Extra == nil || req.Extra.CloseSSEStream == nil {
 					return nil, errNoClose
 				}
+				before := p.gets.Load()
 				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 10 * time.Millisecond})
-				// Long enough for the client to have reconnected.
-				time.Sleep(100 * time.Millisecond)
+				if !store || i == p.closes-1 {
+					// The answer: the event store keeps it for the
+					// client's GET; with no event store it is lost.
+					continue
+				}
+				// The next close once the client resumed: a close of a
+				// stream no request holds does nothing.
+				for deadline := time.Now().Add(5 * time.Second); ctx.Err() == nil && p.gets.Load() == before && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "read_file ran with " + string(req.Params.Arguments)}}}, nil
 		})

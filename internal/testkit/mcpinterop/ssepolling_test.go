@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -192,20 +193,37 @@ func TestSSEPollingEverythingServerLosesTheAnswer(t *testing.T) {
 
 // pollingServer is a Go SDK server over streamable HTTP with an event
 // store whose poll tool closes the call's stream closes times in a row,
-// 100 ms apart, with nothing sent between, and then answers "done".
+// each time once the client resumed it and with nothing sent between,
+// and then answers "done".
 func pollingServer(t *testing.T, closes int) string {
 	t.Helper()
+	var gets atomic.Int64
 	srv := mcp.NewServer(&mcp.Implementation{Name: "polling"}, nil)
 	srv.AddTool(&mcp.Tool{Name: "poll", InputSchema: map[string]any{"type": "object"}},
 		func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-			for range closes {
+			for i := range closes {
+				before := gets.Load()
 				req.Extra.CloseSSEStream(mcp.CloseSSEStreamArgs{RetryAfter: 10 * time.Millisecond})
-				time.Sleep(100 * time.Millisecond)
+				if i == closes-1 {
+					break // the answer: the event store keeps it for the client's GET
+				}
+				// A close of a stream no request holds does nothing:
+				// wait for the client's GET to hold it.
+				for deadline := time.Now().Add(5 * time.Second); gets.Load() == before && time.Now().Before(deadline); {
+					time.Sleep(5 * time.Millisecond)
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 			return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "done"}}}, nil
 		})
-	hs := httptest.NewServer(mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
-		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)}))
+	h := mcp.NewStreamableHTTPHandler(func(*http.Request) *mcp.Server { return srv },
+		&mcp.StreamableHTTPOptions{EventStore: mcp.NewMemoryEventStore(nil)})
+	hs := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodGet && r.Header.Get("Last-Event-ID") != "" {
+			gets.Add(1)
+		}
+		h.ServeHTTP(w, r)
+	}))
 	t.Cleanup(hs.Close)
 	return hs.URL
 }
