@@ -98,7 +98,9 @@ func (u *upstream) transport() (mcp.Transport, error) {
 	case u.spec.Transport != nil:
 		return u.spec.Transport()
 	case u.spec.URL != "":
-		return &mcp.StreamableClientTransport{Endpoint: u.spec.URL, MaxRetries: -1}, nil
+		// Retries and the HTTP client resume a call's stream the
+		// upstream closes for polling (ssepoll.go).
+		return &mcp.StreamableClientTransport{Endpoint: u.spec.URL, HTTPClient: upstreamHTTPClient(), MaxRetries: upstreamSSERetries}, nil
 	case u.spec.Command != "":
 		return &mcp.CommandTransport{Command: exec.Command("/bin/sh", "-c", "exec "+u.spec.Command), TerminateDuration: 2 * time.Second}, nil
 	}

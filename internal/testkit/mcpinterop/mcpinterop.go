@@ -5,7 +5,10 @@
 // client (client.mjs) and the Go SDK's client as the gateway's clients,
 // each driving one scripted session; and the official MCP conformance
 // suite's server scenarios, against the Go SDK's conformance
-// everything-server alone and through the gateway.
+// everything-server alone and through the gateway; and, with no gateway,
+// what the Go SDK's streamable client does when a server closes a call's
+// stream for it to poll (SEP-1699), which explains the one scenario the
+// gateway fails over an HTTP upstream (docs/gateway-interop.md).
 //
 // The npm packages and the Node 22 the conformance suite needs are pinned
 // by package.json and package-lock.json beside this file and installed by
