@@ -1,11 +1,15 @@
 package gateway
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
+	"maps"
+	"net/http"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/policycheck/policycheck/engine"
@@ -206,6 +210,59 @@ func (g *Gateway) deleteStored(ctx context.Context, s *session) {
 		g.metrics.storeErrors.Add(1)
 		g.log.Warn("a dropped session's history could not be deleted from the session store; it expires after the TTL", "session", s.id, "error", err)
 	}
+}
+
+// serveStateful serves a request of a stateful MCP session with h (the
+// SDK's handler). A DELETE the SDK accepts (204: the session exists and
+// the token's principal opened it) ends the gateway's session of that
+// MCP session before the client gets the answer; the SDK's session close
+// would end it a moment later (sessionFor's watch).
+func (g *Gateway) serveStateful(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if r.Method != http.MethodDelete || sid == "" {
+		h.ServeHTTP(w, r)
+		return
+	}
+	rec := &heldResponse{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.code == http.StatusNoContent {
+		name := anonymous
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			if p, ok := ti.Extra["principal"].(Principal); ok {
+				name = p.Name
+			}
+		}
+		g.mu.Lock()
+		s := g.sessions[name+"\x00mcp-session-id:"+sid]
+		g.mu.Unlock()
+		if s != nil {
+			g.end(s)
+		}
+	}
+	maps.Copy(w.Header(), rec.header)
+	w.WriteHeader(rec.code)
+	_, _ = w.Write(rec.body.Bytes())
+}
+
+// heldResponse holds a response until it is sent on (a DELETE's: a
+// status and at most an error's text).
+type heldResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (h *heldResponse) Header() http.Header { return h.header }
+
+func (h *heldResponse) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+
+func (h *heldResponse) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return h.body.Write(b)
 }
 
 // end drops s because its MCP session ended: its state here and its

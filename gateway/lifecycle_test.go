@@ -249,11 +249,14 @@ func TestDeleteEndsTheSession(t *testing.T) {
 				if historyStatus(t, srv.URL, ids[0]) != 200 {
 					t.Fatal("bob's DELETE dropped alice's history")
 				}
-				// Alice's DELETE (the SDK's close) ends it.
+				// Alice's DELETE (the SDK's close) ends it before it
+				// is answered.
 				if err := alice.Close(); err != nil {
 					t.Fatal(err)
 				}
-				until(t, "the session dropped", func() bool { return len(g.SessionIDs()) == 0 })
+				if got := g.SessionIDs(); len(got) != 0 {
+					t.Fatalf("after the DELETE was answered the gateway holds %v", got)
+				}
 				if code := historyStatus(t, srv.URL, ids[0]); code != http.StatusNotFound {
 					t.Fatalf("the ended session's history: %d, want 404", code)
 				}
@@ -296,9 +299,30 @@ func TestDeleteByAnotherPrincipalDropsNothing(t *testing.T) {
 	if code := deleteSession(t, srv.URL, bobToken, bob.ID(), "2025-11-25"); code != http.StatusNoContent {
 		t.Fatalf("bob's DELETE of his session: %d", code)
 	}
-	until(t, "bob's session dropped", func() bool { return len(g.SessionIDs()) == 1 })
+	if got := len(g.SessionIDs()); got != 1 {
+		t.Fatalf("%d sessions after bob's DELETE, want alice's", got)
+	}
 	if msg, isErr := call(t, alice, "files/write_file", map[string]any{}); isErr {
 		t.Fatalf("alice's revealed tool after bob ended his session: %q", msg)
+	}
+}
+
+// TestIdleMCPSessionEnds: the SDK closing an MCP session idle for
+// --session-ttl ends the gateway's session of it too.
+func TestIdleMCPSessionEnds(t *testing.T) {
+	g, srv, _ := httpGatewayWith(t, func(c *gateway.Config) { c.SessionTTL = 300 * time.Millisecond })
+	alice := httpClient(t, srv.URL, aliceToken, "2025-11-25")
+	call(t, alice, "search_tools", map[string]any{"queries": []string{"write"}})
+	ids := g.SessionIDs()
+	if len(ids) != 1 {
+		t.Fatal(ids)
+	}
+	until(t, "the idle session dropped", func() bool { return len(g.SessionIDs()) == 0 })
+	if code := historyStatus(t, srv.URL, ids[0]); code != http.StatusNotFound {
+		t.Fatalf("the ended session's history: %d", code)
+	}
+	if got := metric(t, srv.URL, "policycheck_gateway_sessions_ended_total"); got != 1 {
+		t.Fatalf("sessions_ended_total %d", got)
 	}
 }
 

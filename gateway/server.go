@@ -188,7 +188,7 @@ func (g *Gateway) Handler() http.Handler {
 			stateless.ServeHTTP(w, r)
 			return
 		}
-		stateful.ServeHTTP(w, r)
+		g.serveStateful(stateful, w, r)
 	})
 	mcpH = g.guardBody(mcpH)
 	if g.cfg.Principals != nil {
