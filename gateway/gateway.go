@@ -166,6 +166,8 @@ type Gateway struct {
 	byID     map[string]*session
 	// byPrincipal holds each principal's sessions by key.
 	byPrincipal map[string]map[string]*session
+	// closing are the MCP sessions of evicted sessions, until they end.
+	closing map[*mcp.ServerSession]struct{}
 
 	logMu   sync.Mutex
 	metrics metrics
@@ -194,7 +196,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: --max-sessions-per-principal %d: want 1 to --max-sessions (%d), or 0 for the default", cfg.MaxSessionsPerPrincipal, cfg.MaxSessions)
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, ups: map[string]*upstream{}, sessions: map[string]*session{}, byID: map[string]*session{},
-		byPrincipal: map[string]map[string]*session{}}
+		byPrincipal: map[string]map[string]*session{}, closing: map[*mcp.ServerSession]struct{}{}}
 	g.store = cfg.store
 	if g.store == nil {
 		st, err := sessionstore.Open(ctx, cfg.SessionStore, sessionstore.Options{TTL: cfg.SessionTTL, MaxBytes: cfg.MaxSessionBytes,

@@ -32,6 +32,10 @@ var errTooManySessions = errors.New("the gateway holds as many sessions as it ma
 // MaxSessionsPerPrincipal sessions and every one is in a call.
 var errPrincipalFull = errors.New("this principal holds as many sessions as it may and every one of them is in a call; try again later")
 
+// errClosing refuses a request of an MCP session the gateway is closing
+// (its session was evicted): it must not begin a new session.
+var errClosing = errors.New("this MCP session was ended by the gateway (its principal opened more sessions than it may hold); initialize a new one")
+
 // endedMessage answers a call that reached a session as it was dropped.
 const endedMessage = "This session has ended (its MCP session closed, or the gateway dropped it to keep its principal within its session limit); the call was not run. Start a new session."
 
@@ -54,6 +58,10 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss
 		g.mu.Unlock()
 		return s, nil
 	}
+	if _, closing := g.closing[ss]; closing && ss != nil {
+		g.mu.Unlock()
+		return nil, errClosing
+	}
 	g.mu.Unlock()
 	// The session's public id is the one the store holds, the same on
 	// every replica.
@@ -66,6 +74,10 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss
 	if s, ok := g.sessions[key]; ok {
 		g.mu.Unlock()
 		return s, nil
+	}
+	if _, closing := g.closing[ss]; closing && ss != nil {
+		g.mu.Unlock()
+		return nil, errClosing
 	}
 	evicted, err := g.makeRoomLocked(p.Name, now)
 	var s *session
@@ -87,6 +99,9 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss
 			// created it), its idle timeout, or the gateway closed it.
 			_ = ss.Wait()
 			g.end(s)
+			g.mu.Lock()
+			delete(g.closing, ss)
+			g.mu.Unlock()
 		}()
 	}
 	return s, nil
@@ -105,6 +120,11 @@ func (g *Gateway) makeRoomLocked(principal string, now time.Time) ([]*session, e
 			return evicted, errPrincipalFull
 		}
 		g.removeLocked(v)
+		if v.mcp != nil {
+			// Closed by forget; until it is, its requests begin no
+			// session.
+			g.closing[v.mcp] = struct{}{}
+		}
 		g.metrics.sessionsEvicted.Add(1)
 		g.log.Info("a principal opened more sessions than it may hold; its least recently used one is dropped",
 			"principal", principal, "session", v.id, "max_sessions_per_principal", g.cfg.MaxSessionsPerPrincipal)

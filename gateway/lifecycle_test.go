@@ -109,11 +109,10 @@ func TestPrincipalSessionCap(t *testing.T) {
 			t.Fatalf("alice's session %d refused", i)
 		}
 		alice = append(alice, cs)
-		if i == 1 {
-			// Session 0 used after 1: 1 is the least recently used.
-			if _, isErr := call(t, alice[0], "read_file", map[string]any{"path": "/a"}); isErr {
-				t.Fatal("alice's session 0 refused")
-			}
+		// Session 0 is used after each new one: never the least
+		// recently used, it is never dropped.
+		if _, isErr := call(t, alice[0], "read_file", map[string]any{"path": "/a"}); isErr {
+			t.Fatal("alice's session 0 refused")
 		}
 		if msg, isErr := call(t, bob, "files/write_file", map[string]any{"i": i}); isErr {
 			t.Fatalf("after alice's session %d bob's revealed tool: %q", i, msg)
@@ -122,11 +121,12 @@ func TestPrincipalSessionCap(t *testing.T) {
 	if got := len(g.SessionIDs()); got != perPrincipal+1 {
 		t.Fatalf("%d sessions held, want alice's %d and bob's", got, perPrincipal)
 	}
-	// Alice's last sessions are served; the evicted ones' MCP sessions
-	// are closed.
+	// Alice's session 0 and her last ones are served; the evicted ones'
+	// (1 to 4, each the least recently used when a new one came) MCP
+	// sessions are closed.
 	for i, cs := range alice {
 		_, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/b"}})
-		if live := i >= more; live != (err == nil) {
+		if live := i == 0 || i > more; live != (err == nil) {
 			t.Fatalf("alice's session %d: err %v, want live %v", i, err, live)
 		}
 	}
