@@ -440,3 +440,31 @@ func TestStoppedOnEveryReplica(t *testing.T) {
 		t.Fatalf("the history does not end with the abort:\n%s", h)
 	}
 }
+
+// TestUpstreamErrorsStopTheSession: an upstream's isError result is a
+// charged failure (pydantic-ai's MCP client raises ModelRetry): the
+// first reaches the client as it is, the one past the tool's budget
+// answers the abort message instead, and the session is stopped.
+func TestUpstreamErrorsStopTheSession(t *testing.T) {
+	f := newFakeUpstream()
+	f.srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: json.RawMessage(`{"type":"object"}`)},
+		func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+			f.calls.Add(1)
+			return &mcp.CallToolResult{IsError: true, Content: []mcp.Content{&mcp.TextContent{Text: "disk on fire"}}}, nil
+		})
+	g := newTestGateway(t, f, nil)
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "/a"}); !isErr || msg != "disk on fire" {
+		t.Fatalf("the first error: %q", msg)
+	}
+	const abort = "Tool 'read_file' exceeded max retries count of 1."
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "/a"}); !isErr || !strings.HasPrefix(msg, abort) {
+		t.Fatalf("the error past the budget: %q", msg)
+	}
+	if msg, isErr := call(t, cs, "search_tools", map[string]any{"queries": []string{"write"}}); !isErr || !strings.HasPrefix(msg, abort) {
+		t.Fatalf("after the stop: %q", msg)
+	}
+	if f.calls.Load() != 2 {
+		t.Fatalf("the upstream ran %d calls, want 2", f.calls.Load())
+	}
+}
