@@ -9,7 +9,8 @@
 //   - gateway.go is the Gateway: Config, New (start the upstreams, build
 //     the effective registry, compile the policies; again when an upstream
 //     first lists late), the session table
-//     keyed by (principal, handle), tools/list (the decision's advertised
+//     keyed by (principal, handle) (lifecycle.go creates and drops its
+//     sessions), tools/list (the decision's advertised
 //     tools, each as its upstream lists it now, and the meta-tools), the
 //     decision log, History and Health.
 //   - session.go is one session: its history as pydantic-ai JSON and an
@@ -51,6 +52,11 @@
 //     itself to the store, checked against the length it saw, before it
 //     is carried out, and its answer after; a lost or unreachable store
 //     fails calls closed.
+//   - lifecycle.go is a session's life: created for (principal, handle)
+//     within --max-sessions and the principal's own cap (past it, the
+//     principal's least recently used session is dropped); dropped when
+//     its MCP session ends; stopped when a call exceeds its tool's retry
+//     budget, where the reference aborts the run (spec X8).
 //   - deciders.go runs decisions on long-lived goroutines, whose stacks
 //     stay grown for Rego's recursion.
 //

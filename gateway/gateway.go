@@ -79,6 +79,13 @@ type Config struct {
 	// drops a session idle for that long (default 1h).
 	MaxSessions int
 	SessionTTL  time.Duration
+	// MaxSessionsPerPrincipal bounds the sessions one principal holds:
+	// its new session past it drops its least recently used one not in a
+	// call (refused when every one is in a call). 0: a tenth of
+	// MaxSessions (at least 1) when Principals is set, else MaxSessions
+	// (every client is the one principal anonymous). More than
+	// MaxSessions, or negative, is an error.
+	MaxSessionsPerPrincipal int
 	// SessionStore is where sessions' histories are kept: "memory" (the
 	// default: in this process) or redis://HOST:PORT/DB, shared by every
 	// replica that names it (docs/gateway.md, "Several replicas"). Idle
@@ -126,6 +133,12 @@ func (c *Config) defaults() {
 	if c.SessionTTL <= 0 {
 		c.SessionTTL = time.Hour
 	}
+	if c.MaxSessionsPerPrincipal == 0 {
+		c.MaxSessionsPerPrincipal = c.MaxSessions
+		if c.Principals != nil {
+			c.MaxSessionsPerPrincipal = max(1, c.MaxSessions/10)
+		}
+	}
 	if c.StartTimeout <= 0 {
 		c.StartTimeout = 30 * time.Second
 	}
@@ -151,6 +164,10 @@ type Gateway struct {
 	mu       sync.Mutex
 	sessions map[string]*session // by principal NUL handle
 	byID     map[string]*session
+	// byPrincipal holds each principal's sessions by key.
+	byPrincipal map[string]map[string]*session
+	// closing are the MCP sessions of evicted sessions, until they end.
+	closing map[*mcp.ServerSession]struct{}
 
 	logMu   sync.Mutex
 	metrics metrics
@@ -175,7 +192,11 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	if len(cfg.Upstreams) == 0 {
 		return nil, errors.New("gateway: at least one upstream is required")
 	}
-	g := &Gateway{cfg: cfg, log: cfg.Logger, ups: map[string]*upstream{}, sessions: map[string]*session{}, byID: map[string]*session{}}
+	if cfg.MaxSessionsPerPrincipal < 0 || cfg.MaxSessionsPerPrincipal > cfg.MaxSessions {
+		return nil, fmt.Errorf("gateway: --max-sessions-per-principal %d: want 1 to --max-sessions (%d), or 0 for the default", cfg.MaxSessionsPerPrincipal, cfg.MaxSessions)
+	}
+	g := &Gateway{cfg: cfg, log: cfg.Logger, ups: map[string]*upstream{}, sessions: map[string]*session{}, byID: map[string]*session{},
+		byPrincipal: map[string]map[string]*session{}, closing: map[*mcp.ServerSession]struct{}{}}
 	g.store = cfg.store
 	if g.store == nil {
 		st, err := sessionstore.Open(ctx, cfg.SessionStore, sessionstore.Options{TTL: cfg.SessionTTL, MaxBytes: cfg.MaxSessionBytes,
@@ -387,55 +408,6 @@ func containsFunc(s string, f func(rune) bool) bool {
 	return false
 }
 
-// errTooManySessions refuses a new session when MaxSessions are held and
-// none is idle past SessionTTL.
-var errTooManySessions = errors.New("the gateway holds as many sessions as it may; try again later")
-
-// sessionFor returns the session of (principal, handle), creating it.
-func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string) (*session, error) {
-	key := p.Name + "\x00" + handle
-	now := time.Now()
-	g.mu.Lock()
-	if s, ok := g.sessions[key]; ok {
-		g.mu.Unlock()
-		return s, nil
-	}
-	g.mu.Unlock()
-	// The session's public id is the one the store holds, the same on
-	// every replica.
-	id, err := g.store.Open(ctx, key, newSessionID())
-	if err != nil {
-		g.metrics.storeErrors.Add(1)
-		return nil, errors.New("the gateway's session store cannot be reached")
-	}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if s, ok := g.sessions[key]; ok {
-		return s, nil
-	}
-	if len(g.sessions) >= g.cfg.MaxSessions {
-		for k, s := range g.sessions {
-			if s.mu.TryLock() {
-				idle := now.Sub(s.lastUsed) > g.cfg.SessionTTL
-				s.mu.Unlock()
-				if idle {
-					delete(g.sessions, k)
-					delete(g.byID, s.id)
-				}
-			}
-		}
-		if len(g.sessions) >= g.cfg.MaxSessions {
-			return nil, errTooManySessions
-		}
-	}
-	eng := g.Engine()
-	s := &session{id: id, key: key, principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now}
-	g.sessions[key] = s
-	g.byID[s.id] = s
-	g.metrics.sessions.Add(1)
-	return s, nil
-}
-
 // History returns a session's history as pydantic-ai JSON; ok is false
 // for an unknown id.
 func (g *Gateway) History(id string) (history []byte, ok bool) {
@@ -462,6 +434,9 @@ func (g *Gateway) history(ctx context.Context, id string) ([]byte, bool) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.dropped {
+		return nil, false
+	}
 	return historyJSON(s.msgs), true
 }
 
@@ -512,6 +487,9 @@ func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResu
 		return nil, errors.New(storeMessage(g, err))
 	}
 	s.lastUsed = time.Now()
+	if s.aborted != "" {
+		return stoppedList(), nil
+	}
 	d, err := s.listDecision(ctx, g)
 	if err != nil {
 		g.metrics.decideErrors.Add(1)

@@ -24,6 +24,12 @@ type metrics struct {
 	// a replica, however many replicas served the session.
 	derived     atomic.Int64
 	storeErrors atomic.Int64
+	// The sessions' life (lifecycle.go).
+	sessionsEvicted     atomic.Int64
+	sessionsRefused     atomic.Int64
+	sessionsEnded       atomic.Int64
+	sessionsStopped     atomic.Int64
+	callsRefusedStopped atomic.Int64
 
 	mu       sync.Mutex
 	verdicts map[string]int64
@@ -69,6 +75,11 @@ func (g *Gateway) writeMetrics(w io.Writer) {
 	p("policycheck_gateway_calls_refused_unread_total", "Calls refused before a decision (arguments not an object, name too long).", "counter", m.refusedBeforeDecision.Load())
 	p("policycheck_gateway_messages_derived_total", "History messages given to sessions' runs (each once per replica: a call derives only what the replica has not seen).", "counter", m.derived.Load())
 	p("policycheck_gateway_session_store_errors_total", "Calls and listings the session store failed closed (lost, conflicting, busy, full, unreachable).", "counter", m.storeErrors.Load())
+	p("policycheck_gateway_sessions_evicted_total", "Sessions dropped to keep their principal within --max-sessions-per-principal (its least recently used session not in a call).", "counter", m.sessionsEvicted.Load())
+	p("policycheck_gateway_sessions_refused_total", "New sessions refused: the table full (--max-sessions) with none idle past --session-ttl, or the principal at --max-sessions-per-principal with every session in a call.", "counter", m.sessionsRefused.Load())
+	p("policycheck_gateway_sessions_ended_total", "Sessions dropped because their MCP session ended (the client's DELETE, the MCP session's idle timeout).", "counter", m.sessionsEnded.Load())
+	p("policycheck_gateway_sessions_stopped_total", "Sessions stopped because a call exceeded its tool's retry budget (the reference aborts the run).", "counter", m.sessionsStopped.Load())
+	p("policycheck_gateway_calls_refused_stopped_total", "Calls refused because their session was stopped.", "counter", m.callsRefusedStopped.Load())
 	fmt.Fprintf(w, "# HELP policycheck_gateway_upstream_up Whether each upstream is connected.\n# TYPE policycheck_gateway_upstream_up gauge\n")
 	for _, name := range g.upOrder {
 		h := g.ups[name].health()

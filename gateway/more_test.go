@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -122,7 +123,9 @@ func TestUpstreamListChangeNeverWidens(t *testing.T) {
 }
 
 // TestSearchNamesNoHiddenTool: a search matches registry tools only;
-// an upstream tool the registry lacks is never named.
+// an upstream tool the registry lacks is never named. Each refused call
+// is its own session's: two charged refusals of a meta-tool in a row
+// exceed its retry budget (1) and stop the session.
 func TestSearchNamesNoHiddenTool(t *testing.T) {
 	g := newTestGateway(t, newFakeUpstream(), nil)
 	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
@@ -130,22 +133,32 @@ func TestSearchNamesNoHiddenTool(t *testing.T) {
 	if isErr || strings.Contains(msg, "delete_everything") {
 		t.Fatalf("search: %q", msg)
 	}
+	n := 0
+	fresh := func() *mcp.ClientSession {
+		n++
+		return connect(t, g, gateway.Principal{Name: fmt.Sprintf("alice-%d", n)}, nil)
+	}
+	cs = fresh()
 	msg, isErr = call(t, cs, "search_tools", map[string]any{"queries": []string{"!!!"}})
 	if !isErr || msg != "Please provide at least one non-empty search query." {
 		t.Fatalf("empty search: %q", msg)
 	}
+	cs = fresh()
 	msg, isErr = call(t, cs, "search_tools", map[string]any{"queries": []string{"x"}, "limit": 3})
 	if !isErr || !strings.Contains(msg, "/limit") {
 		t.Fatalf("extra key: %q", msg)
 	}
+	cs = fresh()
 	msg, isErr = call(t, cs, "load_capability", map[string]any{"id": "nope"})
 	if !isErr || msg != "No capability found with id 'nope'." {
 		t.Fatalf("unknown capability: %q", msg)
 	}
+	cs = fresh()
 	msg, isErr = call(t, cs, "search_tools", map[string]any{"queries": []any{"write", 7}})
 	if !isErr || !strings.Contains(msg, "/queries") {
 		t.Fatalf("queries not all strings: %q", msg)
 	}
+	cs = fresh()
 	msg, isErr = call(t, cs, "load_capability", map[string]any{"id": 5})
 	if !isErr || !strings.Contains(msg, "/id") {
 		t.Fatalf("an id that is not a string: %q", msg)

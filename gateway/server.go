@@ -108,6 +108,7 @@ func (g *Gateway) sessionOf(ctx context.Context, req mcp.Request, meta mcp.Meta,
 		return nil, err
 	}
 	handle := "principal"
+	var mcpSession *mcp.ServerSession
 	if h, ok := meta[metaHandle].(string); ok {
 		// A handle the client sends names its session on any protocol
 		// version: it outlives the MCP session, which the SDK keeps in
@@ -118,8 +119,9 @@ func (g *Gateway) sessionOf(ctx context.Context, req mcp.Request, meta mcp.Meta,
 		handle = "meta:" + h
 	} else if ss, ok := req.GetSession().(*mcp.ServerSession); ok && ss.ID() != "" {
 		handle = "mcp-session-id:" + ss.ID()
+		mcpSession = ss
 	}
-	return g.sessionFor(ctx, p, handle)
+	return g.sessionFor(ctx, p, handle, mcpSession)
 }
 
 // principalHTTP is the principal of a request that came over HTTP: the
@@ -186,7 +188,7 @@ func (g *Gateway) Handler() http.Handler {
 			stateless.ServeHTTP(w, r)
 			return
 		}
-		stateful.ServeHTTP(w, r)
+		g.serveStateful(stateful, w, r)
 	})
 	mcpH = g.guardBody(mcpH)
 	if g.cfg.Principals != nil {

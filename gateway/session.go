@@ -60,6 +60,15 @@ type session struct {
 	// approved are the approvals the current call was decided with,
 	// noted with its answer.
 	approved facts.Approvals
+
+	// Its life (lifecycle.go): mcp is the MCP session its handle is the
+	// id of, if any; dropped is set when it left the table (a call that
+	// reaches it then fails closed); aborted is the abort message once a
+	// call exceeded its tool's retry budget (every later call is refused
+	// with it).
+	mcp     *mcp.ServerSession
+	dropped bool
+	aborted string
 }
 
 func newSessionID() string {
@@ -430,6 +439,9 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 	reg := s.eng.Registry()
 
 	if c.Verdict != engine.Execute {
+		if res := g.abortIfExceeded(s, d, ts, name, id); res != nil {
+			return res
+		}
 		msg := c.Message
 		if c.Verdict == engine.ApprovalRequired {
 			msg += fmt.Sprintf(" A person must approve this call (digest %s); this client cannot be asked.", c.Digest)
@@ -489,8 +501,9 @@ const maxToolName = 1024
 // retry answers the call with a retry prompt: an argument-validation
 // retry or a refused meta-tool call, charged as pydantic-ai charges it.
 func (g *Gateway) retry(s *session, ts, name, id, msg string) *mcp.CallToolResult {
-	s.answer(requestMessage(ts, retryPart(nil, ts, name, msg, id)))
-	s.reportFailure(name)
+	if res := g.failCharged(s, ts, name, id, msg); res != nil {
+		return res
+	}
 	return toolError(msg)
 }
 
@@ -535,9 +548,9 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	}
 	if res.IsError {
 		// pydantic-ai's MCP client raises ModelRetry with the error text.
-		text := resultText(res)
-		s.answer(requestMessage(ts, retryPart(nil, ts, name, text, id)))
-		s.reportFailure(name)
+		if stopped := g.failCharged(s, ts, name, id, resultText(res)); stopped != nil {
+			return stopped
+		}
 		return out
 	}
 	content, err := resultContent(res)

@@ -45,6 +45,9 @@ type note struct {
 	// input-required result or a signed approval): the request that
 	// answers it may reach another replica.
 	Await *awaitNote `json:"w,omitempty"`
+	// Abort, on an answer, is the abort message of a call that exceeded
+	// its tool's retry budget: the session is stopped on every replica.
+	Abort string `json:"x,omitempty"`
 }
 
 // awaitNote is an awaiting call as stored (its decision is the one its
@@ -78,7 +81,7 @@ func (s *session) await(a *awaiting) {
 }
 
 func (n note) encode() string {
-	if n.Success == "" && n.Failure == "" && n.Approvals == nil && n.Await == nil {
+	if n.Success == "" && n.Failure == "" && n.Approvals == nil && n.Await == nil && n.Abort == "" {
 		return n.Kind
 	}
 	b, _ := json.Marshal(n) // plain fields always marshal
@@ -104,12 +107,6 @@ func (s *session) reportSuccess(name string) {
 	s.notes[len(s.notes)-1].Success = name
 }
 
-// reportFailure records an executed call's charged failure.
-func (s *session) reportFailure(name string) {
-	_ = s.run.ReportFailure(name)
-	s.notes[len(s.notes)-1].Failure = name
-}
-
 // Messages that fail a call closed for the store's sake.
 const (
 	lostMessage = "This session's history is no longer in the gateway's session store (it expired after being idle, or the store lost it); " +
@@ -120,13 +117,18 @@ const (
 	danglingMessage  = "The gateway lost this call's answer (the replica that held it stopped before it answered); it may or may not have run."
 )
 
-var errLost = errors.New("the session's history is no longer in the session store")
+var (
+	errLost  = errors.New("the session's history is no longer in the session store")
+	errEnded = errors.New("the session has ended")
+)
 
 // storeMessage is the model-facing message of a store error.
 func storeMessage(g *Gateway, err error) string {
 	switch {
 	case errors.Is(err, errLost):
 		return lostMessage
+	case errors.Is(err, errEnded):
+		return endedMessage
 	case errors.Is(err, sessionstore.ErrConflict):
 		return conflictMessage
 	case errors.Is(err, sessionstore.ErrBusy):
@@ -153,6 +155,7 @@ func (s *session) reset(g *Gateway) {
 	s.run = s.eng.NewRun()
 	s.msgs, s.notes, s.saved, s.bytes = nil, nil, 0, 0
 	s.pending, s.seq, s.list, s.awaiting, s.approved = false, 0, nil, nil, nil
+	s.aborted = ""
 }
 
 // flush writes the messages the store lacks, checked against the length
@@ -177,6 +180,9 @@ func (s *session) flush(ctx context.Context, g *Gateway) error {
 // sync takes what the store holds past what this replica saw and gives
 // it to the run, call by call.
 func (s *session) sync(ctx context.Context, g *Gateway) error {
+	if s.dropped {
+		return errEnded
+	}
 	if time.Since(s.lastUsed) > g.cfg.SessionTTL {
 		// Idle here past the TTL: what this replica derived may be the
 		// history of a session the store expired since; derive again
@@ -248,6 +254,9 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 		if n.Failure != "" {
 			_ = s.run.ReportFailure(n.Failure)
 		}
+		if n.Abort != "" {
+			s.aborted = n.Abort
+		}
 	}
 	s.notes = s.notes[:0]
 	s.saved = len(s.msgs)
@@ -283,10 +292,13 @@ func (s *session) answerDangling() {
 }
 
 // claimApprovals makes approvals single use across every replica: each
-// approval (its tool_call_id and digest) is claimed in the store once.
+// approval (the session's id, its tool_call_id and digest) is claimed in
+// the store once. The id keeps a new session of the same key (its handle
+// used again after the old one was dropped) from meeting the old one's
+// claims: its tool_call_ids start again at gw_1.
 func (g *Gateway) claimApprovals(ctx context.Context, s *session, approvals facts.Approvals) bool {
 	for id, a := range approvals {
-		ok, err := g.store.Claim(ctx, s.key, "approval\x00"+id+"\x00"+a.Digest)
+		ok, err := g.store.Claim(ctx, s.key, "approval\x00"+s.id+"\x00"+id+"\x00"+a.Digest)
 		if err != nil || !ok {
 			g.log.Warn("an approval was used already or could not be claimed", "session", s.id, "tool_call_id", id, "error", err)
 			return false
@@ -302,6 +314,9 @@ func (g *Gateway) claimApprovals(ctx context.Context, s *session, approvals fact
 func (g *Gateway) callShared(ctx context.Context, s *session, name string, rawArgs json.RawMessage, env callEnv) *mcp.CallToolResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.dropped {
+		return toolError(endedMessage)
+	}
 	release, err := g.store.Lock(ctx, s.key)
 	if err != nil {
 		g.metrics.storeErrors.Add(1)
@@ -310,6 +325,9 @@ func (g *Gateway) callShared(ctx context.Context, s *session, name string, rawAr
 	defer release()
 	if err := s.sync(ctx, g); err != nil {
 		return g.storeFailure(s, err)
+	}
+	if s.aborted != "" {
+		return g.refuseStopped(s, name)
 	}
 	s.answerDangling()
 	res := g.call(ctx, s, name, rawArgs, env)

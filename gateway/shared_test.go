@@ -67,10 +67,22 @@ type replica struct {
 	log *sharedLog
 }
 
+// replicaRegistry is testRegistry with large retry budgets for the two
+// tools the script fails again and again (an invalid read, a denied
+// transfer): two clients of one session may fail one many times in a
+// row, which would stop the session (spec X8,
+// TestRetryBudgetStopsTheSession).
+var replicaRegistry = strings.NewReplacer(
+	"  - name: read_file\n    upstream: files\n", "  - name: read_file\n    upstream: files\n    max_retries: 1000\n",
+	"  - name: transfer_funds\n    upstream: files\n", "  - name: transfer_funds\n    upstream: files\n    max_retries: 1000\n",
+).Replace(testRegistry)
+
 func newReplica(t testing.TB, st sessionstore.Store, extra func(*gateway.Config)) *replica {
 	t.Helper()
 	r := &replica{f: newFakeUpstream(), log: &sharedLog{}}
+	reg := mustRegistry(t, replicaRegistry)
 	r.g = newTestGateway(t, r.f, func(c *gateway.Config) {
+		c.Registry = reg
 		c.Logger = nil
 		c.DecisionLog = r.log
 		if st != nil {
@@ -101,8 +113,12 @@ type scriptCall struct {
 
 // script is a session's i-th call: a search that reveals write_file,
 // the revealed tool, a read, an invalid read (charged), a denied
-// transfer, a capability load and its tool, a call needing approval.
+// transfer, a capability load (then, as loading it again is a charged
+// retry of budget 1, a search) and its tool, a call needing approval.
 func script(i int) scriptCall {
+	if i%8 == 5 && i >= 8 {
+		return scriptCall{"search_tools", map[string]any{"queries": []any{"refund"}}}
+	}
 	switch i % 8 {
 	case 0:
 		return scriptCall{"search_tools", map[string]any{"queries": []any{"write"}}}

@@ -39,6 +39,7 @@ type gatewayFlags struct {
 	deadline     time.Duration
 	sessionBytes int64
 	maxSessions  int
+	perPrincipal int
 	sessionTTL   time.Duration
 	sessionStore string
 	sessionLease time.Duration
@@ -87,6 +88,7 @@ history, for explain, facts and replay.` +
 	fl.DurationVar(&f.approvalTTL, "approval-timeout", 10*time.Minute, "how long an elicitation waits for a person's answer")
 	fl.Int64Var(&f.sessionBytes, "max-session-bytes", 64<<20, "largest history one session may hold, in bytes; a call to a session past it is refused")
 	fl.IntVar(&f.maxSessions, "max-sessions", 10_000, "most sessions held (an idle one past --session-ttl makes room)")
+	fl.IntVar(&f.perPrincipal, "max-sessions-per-principal", 0, "most sessions one principal holds: its new session past it drops its least recently used one (0: a tenth of --max-sessions with --token-file, else --max-sessions)")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", time.Hour, "how long an idle session is kept")
 	fl.StringVar(&f.sessionStore, "session-store", "memory", "where sessions' histories are kept: memory (this process) or redis://HOST:PORT/DB, shared by every replica that names it (docs/gateway.md, Several replicas)")
 	fl.DurationVar(&f.sessionLease, "session-lease", 10*time.Second, "with a shared store, how long a replica that stopped mid-call keeps its session from the other replicas")
@@ -108,6 +110,12 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 	}
 	if f.stdio && f.tokenFile != "" {
 		return badInput(errors.New("--token-file needs HTTP: a stdio client has no bearer token (it is the principal stdio)"))
+	}
+	if f.maxSessions < 1 {
+		return badInput(fmt.Errorf("--max-sessions %d: want 1 or more", f.maxSessions))
+	}
+	if f.perPrincipal < 0 || f.perPrincipal > f.maxSessions {
+		return badInput(fmt.Errorf("--max-sessions-per-principal %d: want 1 to --max-sessions (%d), or 0 for the default", f.perPrincipal, f.maxSessions))
 	}
 	forward, err := gateway.ParseForward(f.forward)
 	if err != nil {
@@ -135,6 +143,7 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 		Imports:          map[string]string{},
 		Logger:           slog.New(slog.NewTextHandler(cmd.ErrOrStderr(), nil)),
 	}
+	cfg.MaxSessionsPerPrincipal = f.perPrincipal
 	stderr := cmd.ErrOrStderr()
 	cfg.EngineOptions = []engine.Option{engine.PolicyPaths(f.policies...),
 		engine.OnWarning(func(p engine.PolicyProblem) { fmt.Fprintln(stderr, "policycheck: warning:", p) })}

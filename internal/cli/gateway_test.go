@@ -35,6 +35,9 @@ func TestGatewayBadUsage(t *testing.T) {
 		{"undefined upstream", []string{"gateway", "--registry", orphan, "--upstream", "files=true", "--start-timeout", "1ms"}, `names upstream "nowhere"`},
 		{"upstream pattern", []string{"gateway", "--registry", badName, "--upstream", "files=true"}, "/tools/0/upstream"},
 		{"bad import", []string{"gateway", "--registry", reg, "--upstream", "files=true", "--import", "files"}, "want NAME=CAPABILITY"},
+		{"no sessions", []string{"gateway", "--registry", reg, "--upstream", "files=true", "--max-sessions", "0"}, "--max-sessions 0: want 1 or more"},
+		{"negative per principal", []string{"gateway", "--registry", reg, "--upstream", "files=true", "--max-sessions-per-principal", "-1"}, "--max-sessions-per-principal -1: want 1 to --max-sessions (10000)"},
+		{"per principal past the table", []string{"gateway", "--registry", reg, "--upstream", "files=true", "--max-sessions", "10", "--max-sessions-per-principal", "11"}, "--max-sessions-per-principal 11: want 1 to --max-sessions (10)"},
 		{"unknown forward", []string{"gateway", "--registry", reg, "--upstream", "files=true", "--forward", "resources,sampling"}, `"sampling" is not resources, prompts, completions or none`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

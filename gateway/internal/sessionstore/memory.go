@@ -208,5 +208,18 @@ func (m *Memory) Lookup(_ context.Context, id string) (string, bool, error) {
 	return key, ok, nil
 }
 
+// Delete implements Store.
+func (m *Memory) Delete(_ context.Context, key string) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if s := m.sessions[key]; s != nil {
+		if m.ids[s.id] == key {
+			delete(m.ids, s.id)
+		}
+		delete(m.sessions, key)
+	}
+	return nil
+}
+
 // Close implements Store.
 func (m *Memory) Close() error { return nil }

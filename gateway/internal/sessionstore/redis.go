@@ -280,6 +280,29 @@ func (r *Redis) Lookup(ctx context.Context, id string) (string, bool, error) {
 	return key, true, nil
 }
 
+// deleteScript: KEYS list, meta; ARGV the id keys' prefix, the session's key. The id's
+// index is deleted only while it still names this session.
+var deleteScript = redis.NewScript(`
+local id = redis.call('HGET', KEYS[2], 'id')
+if id then
+  local k = ARGV[1] .. id
+  if redis.call('GET', k) == ARGV[2] then redis.call('DEL', k) end
+end
+redis.call('DEL', KEYS[1], KEYS[2])
+return 1
+`)
+
+// Delete implements Store: one script deletes the history, the meta hash
+// and the id's index. The lease is left to expire (a replica holding it
+// finds the history gone when it appends); claims expire with the TTL.
+func (r *Redis) Delete(ctx context.Context, key string) error {
+	list, meta, _ := r.keys(key)
+	if err := deleteScript.Run(ctx, r.rc, []string{list, meta}, "policycheck:gw:id:", key).Err(); err != nil {
+		return fmt.Errorf("the session store: %w", err)
+	}
+	return nil
+}
+
 // Close implements Store.
 func (r *Redis) Close() error { return r.rc.Close() }
 

@@ -3,8 +3,9 @@
 // or in Redis (Redis). A history is a list of entries appended with a
 // check of its length, so that two replicas serving one session at once
 // never lose or reorder a message; a lease serializes the calls of a
-// session across replicas; idle sessions expire after the TTL; a session
-// past MaxBytes refuses appends; Claim makes an approval single use.
+// session across replicas; idle sessions expire after the TTL, and
+// Delete drops one at once (its MCP session ended); a session past
+// MaxBytes refuses appends; Claim makes an approval single use.
 package sessionstore
 
 import (
@@ -55,6 +56,13 @@ type Store interface {
 	Claim(ctx context.Context, key, what string) (bool, error)
 	// Lookup returns the key of the session with public id id.
 	Lookup(ctx context.Context, id string) (key string, ok bool, err error)
+	// Delete drops the session: its history, its public id and its
+	// mark of loss, so that Lookup no longer finds it and the key's next
+	// Open starts an empty session. Its claims are kept until they
+	// expire (an approval used once stays used). A replica that held
+	// the session derived finds it shorter than it saw (Load) and fails
+	// it closed as lost.
+	Delete(ctx context.Context, key string) error
 	// Close releases the store's connections.
 	Close() error
 }

@@ -281,3 +281,47 @@ func TestOpenRefusesWhatNamesNoServer(t *testing.T) {
 		}
 	}
 }
+
+// TestDeleteDropsOneSession: Delete drops a session's history and id
+// (Lookup finds nothing; the key's next Open is a new, empty session)
+// and no other session; a claim made before stays used.
+func TestDeleteDropsOneSession(t *testing.T) {
+	ctx := context.Background()
+	stores(t, sessionstore.Options{}, func(t *testing.T, st sessionstore.Store) {
+		for _, k := range []string{"alice\x00s", "bob\x00s"} {
+			if _, err := st.Open(ctx, k, "id-"+k[:3]); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.Append(ctx, k, 0, entry(`"a"`), entry(`"b"`)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if ok, _ := st.Claim(ctx, "alice\x00s", "approval"); !ok {
+			t.Fatal("claim refused")
+		}
+		if err := st.Delete(ctx, "alice\x00s"); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok, _ := st.Lookup(ctx, "id-ali"); ok {
+			t.Fatal("a deleted session's id is still found")
+		}
+		if _, state, _ := st.Load(ctx, "alice\x00s", 0); state.Len != 0 || state.Lost {
+			t.Fatalf("a deleted session loads %+v", state)
+		}
+		if _, state, _ := st.Load(ctx, "bob\x00s", 0); state.Len != 2 {
+			t.Fatalf("another session lost entries: %+v", state)
+		}
+		if key, ok, _ := st.Lookup(ctx, "id-bob"); !ok || key != "bob\x00s" {
+			t.Fatal("another session's id is gone")
+		}
+		if id, _ := st.Open(ctx, "alice\x00s", "id-new"); id != "id-new" {
+			t.Fatalf("the key's next Open gave id %q, want a new session's", id)
+		}
+		if ok, _ := st.Claim(ctx, "alice\x00s", "approval"); ok {
+			t.Fatal("an approval claimed before the delete could be claimed again")
+		}
+		if err := st.Delete(ctx, "nobody\x00s"); err != nil {
+			t.Fatalf("deleting an absent session: %v", err)
+		}
+	})
+}

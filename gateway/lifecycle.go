@@ -1,0 +1,384 @@
+package gateway
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"net/http"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/auth"
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/policycheck/policycheck/engine"
+)
+
+// A session's life (docs/gateway.md, "Sessions and principals"): it is
+// created by its principal's first listing or call under a handle; it
+// ends when its MCP session ends (the client's DELETE, the SDK's idle
+// timeout), when it is idle past SessionTTL, or when its principal opens
+// one more than MaxSessionsPerPrincipal (its least recently used session
+// is dropped); a session whose call exceeded the tool's retry budget is
+// stopped: every later call is refused with the abort message, as the
+// reference ends the run there (spec X8).
+
+// errTooManySessions refuses a new session when MaxSessions are held and
+// none is idle past SessionTTL.
+var errTooManySessions = errors.New("the gateway holds as many sessions as it may; try again later")
+
+// errPrincipalFull refuses a new session when its principal holds
+// MaxSessionsPerPrincipal sessions and every one is in a call.
+var errPrincipalFull = errors.New("this principal holds as many sessions as it may and every one of them is in a call; try again later")
+
+// errClosing refuses a request of an MCP session the gateway is closing
+// (its session was evicted): it must not begin a new session.
+var errClosing = errors.New("this MCP session was ended by the gateway (its principal opened more sessions than it may hold); initialize a new one")
+
+// endedMessage answers a call that reached a session as it was dropped.
+const endedMessage = "This session has ended (its MCP session closed, or the gateway dropped it to keep its principal within its session limit); the call was not run. Start a new session."
+
+// stoppedSuffix follows the reference's abort text (engine.ExceededError)
+// in what a stopped session's calls answer.
+const stoppedSuffix = " The gateway stopped this session: none of its calls runs any more. Start a new session."
+
+// verdictAborted is the decision-log verdict of a session's abort and of
+// each call refused because of it.
+const verdictAborted = "aborted"
+
+// sessionFor returns the session of (principal, handle), creating it.
+// ss is the MCP session the handle is the id of, when it is one: the
+// session is dropped when it ends.
+func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss *mcp.ServerSession) (*session, error) {
+	key := p.Name + "\x00" + handle
+	now := time.Now()
+	g.mu.Lock()
+	if s, ok := g.sessions[key]; ok {
+		g.mu.Unlock()
+		return s, nil
+	}
+	if _, closing := g.closing[ss]; closing && ss != nil {
+		g.mu.Unlock()
+		return nil, errClosing
+	}
+	g.mu.Unlock()
+	// The session's public id is the one the store holds, the same on
+	// every replica.
+	id, err := g.store.Open(ctx, key, newSessionID())
+	if err != nil {
+		g.metrics.storeErrors.Add(1)
+		return nil, errors.New("the gateway's session store cannot be reached")
+	}
+	g.mu.Lock()
+	if s, ok := g.sessions[key]; ok {
+		g.mu.Unlock()
+		return s, nil
+	}
+	if _, closing := g.closing[ss]; closing && ss != nil {
+		g.mu.Unlock()
+		return nil, errClosing
+	}
+	evicted, err := g.makeRoomLocked(p.Name, now)
+	var s *session
+	if err == nil {
+		eng := g.Engine()
+		s = &session{id: id, key: key, principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now, mcp: ss}
+		g.addLocked(s)
+		g.metrics.sessions.Add(1)
+	}
+	g.mu.Unlock()
+	g.forget(ctx, evicted)
+	if err != nil {
+		return nil, err
+	}
+	if ss != nil {
+		go func() {
+			// The MCP session ended: the client's DELETE of its
+			// Mcp-Session-Id (the SDK lets only the principal that
+			// created it), its idle timeout, or the gateway closed it.
+			_ = ss.Wait()
+			g.end(s)
+			g.mu.Lock()
+			delete(g.closing, ss)
+			g.mu.Unlock()
+		}()
+	}
+	return s, nil
+}
+
+// makeRoomLocked makes room for a new session of principal: past
+// MaxSessionsPerPrincipal its least recently used session not in a call
+// is dropped (returned, for forget); then, when the table is full,
+// sessions idle past SessionTTL leave it. g.mu is held.
+func (g *Gateway) makeRoomLocked(principal string, now time.Time) ([]*session, error) {
+	var evicted []*session
+	for len(g.byPrincipal[principal]) >= g.cfg.MaxSessionsPerPrincipal {
+		v := lruLocked(g.byPrincipal[principal])
+		if v == nil {
+			g.metrics.sessionsRefused.Add(1)
+			return evicted, errPrincipalFull
+		}
+		g.removeLocked(v)
+		if v.mcp != nil {
+			// Closed by forget; until it is, its requests begin no
+			// session.
+			g.closing[v.mcp] = struct{}{}
+		}
+		g.metrics.sessionsEvicted.Add(1)
+		g.log.Info("a principal opened more sessions than it may hold; its least recently used one is dropped",
+			"principal", principal, "session", v.id, "max_sessions_per_principal", g.cfg.MaxSessionsPerPrincipal)
+		evicted = append(evicted, v)
+	}
+	if len(g.sessions) >= g.cfg.MaxSessions {
+		for _, s := range g.sessions {
+			if s.mu.TryLock() {
+				idle := now.Sub(s.lastUsed) > g.cfg.SessionTTL
+				if idle {
+					// The store expired it too (or another replica
+					// keeps it there): only this replica's state goes.
+					s.dropped = true
+					g.removeLocked(s)
+				}
+				s.mu.Unlock()
+			}
+		}
+		if len(g.sessions) >= g.cfg.MaxSessions {
+			g.metrics.sessionsRefused.Add(1)
+			return evicted, errTooManySessions
+		}
+	}
+	return evicted, nil
+}
+
+// lruLocked marks dropped and returns the least recently used session of
+// m that is not in a call, or nil when every one is. g.mu is held.
+func lruLocked(m map[string]*session) *session {
+	var best *session
+	for _, s := range m {
+		if !s.mu.TryLock() {
+			continue // in a call: used now
+		}
+		if best == nil || s.lastUsed.Before(best.lastUsed) {
+			if best != nil {
+				best.mu.Unlock()
+			}
+			best = s
+			continue
+		}
+		s.mu.Unlock()
+	}
+	if best != nil {
+		// Held since it was chosen: no call began on it since.
+		best.dropped = true
+		best.mu.Unlock()
+	}
+	return best
+}
+
+// addLocked records s in the tables; g.mu is held.
+func (g *Gateway) addLocked(s *session) {
+	g.sessions[s.key] = s
+	g.byID[s.id] = s
+	m := g.byPrincipal[s.principal]
+	if m == nil {
+		m = map[string]*session{}
+		g.byPrincipal[s.principal] = m
+	}
+	m[s.key] = s
+}
+
+// removeLocked removes s from the tables when it is still its key's
+// session, reporting whether it was; g.mu is held.
+func (g *Gateway) removeLocked(s *session) bool {
+	if g.sessions[s.key] != s {
+		return false
+	}
+	delete(g.sessions, s.key)
+	if g.byID[s.id] == s {
+		delete(g.byID, s.id)
+	}
+	if m := g.byPrincipal[s.principal]; m != nil {
+		delete(m, s.key)
+		if len(m) == 0 {
+			delete(g.byPrincipal, s.principal)
+		}
+	}
+	return true
+}
+
+// forget drops what the store holds of sessions the principal's cap
+// evicted, and closes their MCP sessions (their client's next request is
+// answered 404 and it starts a new session).
+func (g *Gateway) forget(ctx context.Context, evicted []*session) {
+	for _, s := range evicted {
+		g.deleteStored(ctx, s)
+		if s.mcp != nil {
+			// Close waits for the session's requests in flight: not
+			// here.
+			go func() { _ = s.mcp.Close() }()
+		}
+	}
+}
+
+// deleteStored deletes s's history from the store. A failure is logged
+// and counted: the history then expires after the TTL.
+func (g *Gateway) deleteStored(ctx context.Context, s *session) {
+	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	if err := g.store.Delete(dctx, s.key); err != nil {
+		g.metrics.storeErrors.Add(1)
+		g.log.Warn("a dropped session's history could not be deleted from the session store; it expires after the TTL", "session", s.id, "error", err)
+	}
+}
+
+// serveStateful serves a request of a stateful MCP session with h (the
+// SDK's handler). A DELETE the SDK accepts (204: the session exists and
+// the token's principal opened it) ends the gateway's session of that
+// MCP session before the client gets the answer; the SDK's session close
+// would end it a moment later (sessionFor's watch).
+func (g *Gateway) serveStateful(h http.Handler, w http.ResponseWriter, r *http.Request) {
+	sid := r.Header.Get("Mcp-Session-Id")
+	if r.Method != http.MethodDelete || sid == "" {
+		h.ServeHTTP(w, r)
+		return
+	}
+	rec := &heldResponse{header: http.Header{}}
+	h.ServeHTTP(rec, r)
+	if rec.code == http.StatusNoContent {
+		name := anonymous
+		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+			if p, ok := ti.Extra["principal"].(Principal); ok {
+				name = p.Name
+			}
+		}
+		g.mu.Lock()
+		s := g.sessions[name+"\x00mcp-session-id:"+sid]
+		g.mu.Unlock()
+		if s != nil {
+			g.end(s)
+		}
+	}
+	maps.Copy(w.Header(), rec.header)
+	w.WriteHeader(rec.code)
+	_, _ = w.Write(rec.body.Bytes())
+}
+
+// heldResponse holds a response until it is sent on (a DELETE's: a
+// status and at most an error's text).
+type heldResponse struct {
+	header http.Header
+	code   int
+	body   bytes.Buffer
+}
+
+func (h *heldResponse) Header() http.Header { return h.header }
+
+func (h *heldResponse) WriteHeader(code int) {
+	if h.code == 0 {
+		h.code = code
+	}
+}
+
+func (h *heldResponse) Write(b []byte) (int, error) {
+	h.WriteHeader(http.StatusOK)
+	return h.body.Write(b)
+}
+
+// end drops s because its MCP session ended: its state here and its
+// history in the store (the decision log keeps its decisions; its
+// history is no longer served). A call in progress finishes first.
+func (g *Gateway) end(s *session) {
+	s.mu.Lock()
+	s.dropped = true
+	s.mu.Unlock()
+	// The store first: once the session has left the table, its history
+	// is served by no one.
+	g.deleteStored(context.Background(), s)
+	g.mu.Lock()
+	removed := g.removeLocked(s)
+	g.mu.Unlock()
+	if removed {
+		g.metrics.sessionsEnded.Add(1)
+	}
+}
+
+// refuseStopped answers a call of a stopped session: closed, with the
+// abort message, nothing written to the history; the decision log says
+// why. The refusal is a use of the session (it expires --session-ttl
+// after its last request, as any session).
+func (g *Gateway) refuseStopped(s *session, name string) *mcp.CallToolResult {
+	s.lastUsed = time.Now()
+	g.metrics.callsRefusedStopped.Add(1)
+	g.logAborted(s, "", name, s.aborted)
+	return toolError(s.aborted + stoppedSuffix)
+}
+
+// stoppedList is a stopped session's tools/list: no tool.
+func stoppedList() *mcp.ListToolsResult {
+	res := &mcp.ListToolsResult{Tools: []*mcp.Tool{}}
+	res.Cacheable = mcp.Cacheable{TTLMs: 0, CacheScope: "private"}
+	return res
+}
+
+// abortIfExceeded stops the session when the decided call's refusal
+// exceeded its tool's retry budget (engine.Decision.Err): the reference
+// aborts the run instead of sending the retry.
+func (g *Gateway) abortIfExceeded(s *session, d *engine.Decision, ts, name, id string) *mcp.CallToolResult {
+	var ee *engine.ExceededError
+	if !errors.As(d.Err(), &ee) {
+		return nil
+	}
+	return g.abort(s, ts, name, id, ee.Error())
+}
+
+// failCharged answers an executed call's charged failure (an upstream's
+// error result, a refused meta-tool call) with the retry prompt msg, or,
+// when the tool's retry budget is spent, stops the session.
+func (g *Gateway) failCharged(s *session, ts, name, id, msg string) *mcp.CallToolResult {
+	if err := s.run.ReportFailure(name); err != nil {
+		return g.abort(s, ts, name, id, err.Error())
+	}
+	s.answer(requestMessage(ts, retryPart(nil, ts, name, msg, id)))
+	s.notes[len(s.notes)-1].Failure = name
+	return nil
+}
+
+// abort stops the session with the abort message msg: the call is
+// answered with it (in the history too, as the retry prompt the model
+// got), its note carries it to every replica, and every later call is
+// refused with it.
+func (g *Gateway) abort(s *session, ts, name, id, msg string) *mcp.CallToolResult {
+	s.answer(requestMessage(ts, retryPart(nil, ts, name, msg+stoppedSuffix, id)))
+	s.notes[len(s.notes)-1].Abort = msg
+	s.aborted = msg
+	g.metrics.sessionsStopped.Add(1)
+	g.log.Info("a call exceeded its tool's retry budget; the session is stopped", "session", s.id, "principal", s.principal, "tool", name)
+	g.logAborted(s, id, name, msg)
+	return toolError(msg + stoppedSuffix)
+}
+
+// logAborted writes the decision-log line of a session's abort (id is
+// the call that exceeded the budget) or of a call refused because of it
+// (no id): verdict "aborted", the reason, no decision.
+func (g *Gateway) logAborted(s *session, id, name, msg string) {
+	if g.cfg.DecisionLog == nil {
+		return
+	}
+	line, err := json.Marshal(struct {
+		Time      string `json:"time"`
+		Session   string `json:"session"`
+		Principal string `json:"principal"`
+		Call      string `json:"tool_call_id,omitempty"`
+		Tool      string `json:"tool"`
+		Verdict   string `json:"verdict"`
+		Reason    string `json:"reason"`
+	}{timestamp(time.Now()), s.id, s.principal, id, name, verdictAborted, msg})
+	if err != nil {
+		g.log.Error("decision log", "error", err)
+		return
+	}
+	g.logMu.Lock()
+	defer g.logMu.Unlock()
+	_, _ = g.cfg.DecisionLog.Write(append(line, '\n'))
+}
