@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -45,6 +46,20 @@ func session(b *testing.B, cs *mcp.ClientSession, n int) []time.Duration {
 	return out
 }
 
+// memDelta is what sessions allocated: bytes and garbage collections.
+type memDelta struct{ bytes, gcs uint64 }
+
+func (d *memDelta) add(before, after runtime.MemStats) {
+	d.bytes += after.TotalAlloc - before.TotalAlloc
+	d.gcs += uint64(after.NumGC - before.NumGC)
+}
+
+func readMem() runtime.MemStats {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m
+}
+
 func quantile(d []time.Duration, q float64) time.Duration {
 	s := slices.Clone(d)
 	slices.Sort(s)
@@ -62,15 +77,20 @@ func BenchmarkSession(b *testing.B) {
 			g := newTestGateway(b, f, nil)
 			var gw, direct []time.Duration
 			var gwCPU, directCPU time.Duration
+			var gwMem, directMem memDelta
 			for i := 0; i < b.N; i++ {
 				cs := connect(b, g, gateway.Principal{Name: fmt.Sprintf("bench%d", i)}, nil)
+				m0 := readMem()
 				c0, _ := cputime.Process()
 				gw = append(gw, session(b, cs, n)...)
 				c1, _ := cputime.Process()
+				gwMem.add(m0, readMem())
 				dc := directClient(b, f)
+				m2 := readMem()
 				c2, _ := cputime.Process()
 				direct = append(direct, session(b, dc, n)...)
 				c3, _ := cputime.Process()
+				directMem.add(m2, readMem())
 				_ = dc.Close()
 				gwCPU += c1 - c0
 				directCPU += c3 - c2
@@ -78,6 +98,17 @@ func BenchmarkSession(b *testing.B) {
 			calls := float64(b.N * n)
 			b.ReportMetric(float64(gwCPU.Microseconds())/calls, "gateway-cpu-µs/call")
 			b.ReportMetric(float64(directCPU.Microseconds())/calls, "direct-cpu-µs/call")
+			// What the garbage collector is given: the bytes allocated
+			// per call and the collections per 1,000 calls, which load
+			// on the machine does not change (GOGC as the run's
+			// environment says; unset is 100).
+			b.ReportMetric(float64(gwMem.bytes)/calls, "gateway-alloc-B/call")
+			b.ReportMetric(float64(directMem.bytes)/calls, "direct-alloc-B/call")
+			b.ReportMetric(float64(gwMem.gcs)*1000/calls, "gateway-gc/1000calls")
+			b.ReportMetric(float64(directMem.gcs)*1000/calls, "direct-gc/1000calls")
+			if v := os.Getenv("GOGC"); v != "" {
+				b.Logf("GOGC=%s", v)
+			}
 			for _, q := range []struct {
 				name string
 				q    float64

@@ -23,8 +23,9 @@ type relay struct {
 	// progressToken is the client's, nil when it sent none: the
 	// upstream's progress is then not relayed.
 	progressToken any
-	// elicit and sample: the client declared elicitation, sampling.
-	elicit, sample bool
+	// caps are the client's capabilities: elicitation and sampling are
+	// relayed to a client that declared them.
+	caps *clientCaps
 
 	// mu guards last, when the latest notification was relayed.
 	mu   sync.Mutex
@@ -72,17 +73,43 @@ func (r *relay) settle() {
 	}
 }
 
-// relayFor is the relay of a tools/call request.
-func relayFor(ctx context.Context, cr *mcp.CallToolRequest) *relay {
+// relayFor is the relay of a tools/call request whose client has caps.
+func relayFor(ctx context.Context, cr *mcp.CallToolRequest, caps *clientCaps) *relay {
 	if cr.Session == nil {
 		return nil
 	}
-	r := &relay{ctx: ctx, ss: cr.Session, progressToken: cr.Params.GetProgressToken()}
-	if caps := cr.ClientCapabilities(); caps != nil {
-		r.elicit = caps.Elicitation != nil
-		r.sample = caps.Sampling != nil
+	return &relay{ctx: ctx, ss: cr.Session, progressToken: cr.Params.GetProgressToken(), caps: caps}
+}
+
+// clientCaps are a call's client capabilities, read once when first
+// asked for: on 2026-07-28 the SDK decodes them from the request's _meta
+// at each asking (an encoding and a decoding), and most calls never ask
+// (no approval to ask for, nothing to relay). Safe for concurrent use:
+// the call and its upstream's requests may ask at once.
+type clientCaps struct {
+	once sync.Once
+	read func() *mcp.ClientCapabilities
+	caps *mcp.ClientCapabilities
+}
+
+// get returns the capabilities, nil when the client declared none.
+func (c *clientCaps) get() *mcp.ClientCapabilities {
+	if c == nil {
+		return nil
 	}
-	return r
+	c.once.Do(func() { c.caps = c.read() })
+	return c.caps
+}
+
+// elicit and sample: the client declared elicitation, sampling.
+func (r *relay) elicit() bool {
+	caps := r.caps.get()
+	return caps != nil && caps.Elicitation != nil
+}
+
+func (r *relay) sample() bool {
+	caps := r.caps.get()
+	return caps != nil && caps.Sampling != nil
 }
 
 // errNoCaller answers an upstream's elicitation or sampling request the
@@ -162,7 +189,7 @@ func (u *upstream) relayLog(p *mcp.LoggingMessageParams) {
 // declared elicitation.
 func (u *upstream) relayElicit(p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 	r := u.sole()
-	if r == nil || r.ss == nil || !r.elicit {
+	if r == nil || r.ss == nil || !r.elicit() {
 		return nil, errNoCaller
 	}
 	res, err := r.ss.Elicit(r.ctx, p)
@@ -176,7 +203,7 @@ func (u *upstream) relayElicit(p *mcp.ElicitParams) (*mcp.ElicitResult, error) {
 // when it declared sampling.
 func (u *upstream) relaySample(p *mcp.CreateMessageParams) (*mcp.CreateMessageResult, error) {
 	r := u.sole()
-	if r == nil || r.ss == nil || !r.sample {
+	if r == nil || r.ss == nil || !r.sample() {
 		return nil, errNoCaller
 	}
 	return r.ss.CreateMessage(r.ctx, p)

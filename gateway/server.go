@@ -77,15 +77,21 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *m
 					return nil, err
 				}
 				s.notifier.Store(&notify)
+				caps := &clientCaps{read: cr.ClientCapabilities}
 				env := callEnv{meta: cr.Params.Meta, notify: notify,
-					requestState: cr.Params.RequestState, inputResponses: cr.Params.InputResponses, relay: relayFor(ctx, cr)}
-				if caps := cr.ClientCapabilities(); caps != nil && caps.Elicitation != nil {
-					if cr.ProtocolVersion() >= "2026-07-28" {
-						env.inputRequired = true
-					} else if cr.Session != nil {
-						env.elicit = cr.Session.Elicit
-					}
-				}
+					requestState: cr.Params.RequestState, inputResponses: cr.Params.InputResponses, relay: relayFor(ctx, cr, caps),
+					asking: func() (inputRequired bool, elicit elicitFunc) {
+						if caps := caps.get(); caps == nil || caps.Elicitation == nil {
+							return false, nil
+						}
+						if cr.ProtocolVersion() >= "2026-07-28" {
+							return true, nil
+						}
+						if cr.Session != nil {
+							return false, cr.Session.Elicit
+						}
+						return false, nil
+					}}
 				return g.callShared(ctx, s, cr.Params.Name, cr.Params.Arguments, env), nil
 			}
 			if res, ok, err := g.forwarded(ctx, method, req); ok {

@@ -36,7 +36,10 @@ type session struct {
 	// yet (it is given with the next call or listing).
 	msgs    [][]byte
 	pending bool
-	seq     int
+	// answered is the frame of the latest answer (frame): msgs holds its
+	// inner message.
+	answered []byte
+	seq      int
 	// list is the decision for the next request, while no message came
 	// since.
 	list     *engine.Decision
@@ -91,23 +94,23 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 // stepWith is step, signing receipts when sign is true and a signer is
 // set.
 func (s *session) stepWith(ctx context.Context, g *Gateway, extra []byte, sign bool, opts ...engine.DecideOption) (*engine.Decision, error) {
-	var buf []byte
-	buf = append(buf, '[')
-	first := len(s.msgs)
-	if s.pending {
-		first--
-		buf = append(buf, s.msgs[first]...)
-	}
+	// Each message is decoded from its own frame, which the history then
+	// holds (inner): the run's messages alias the bytes they were decoded
+	// from, so the run and the history share one copy of each.
+	var extraFrame []byte
 	if extra != nil {
-		if len(buf) > 1 {
-			buf = append(buf, ',')
-		}
-		buf = append(buf, extra...)
+		extraFrame = frame(extra)
 	}
-	buf = append(buf, ']')
-	msgs, err := loader.DecodeMessages("gateway session "+s.id, buf, s.run.Len(), g.historyLimits())
-	if err != nil {
-		return nil, fmt.Errorf("writing the session's history: %w", err)
+	var msgs []facts.Message
+	for _, f := range [2][]byte{s.pendingFrame(), extraFrame} {
+		if f == nil {
+			continue
+		}
+		m, err := loader.DecodeMessages("gateway session "+s.id, f, s.run.Len()+len(msgs), g.historyLimits())
+		if err != nil {
+			return nil, fmt.Errorf("writing the session's history: %w", err)
+		}
+		msgs = append(msgs, m...)
 	}
 	if g.cfg.DecisionDeadline > 0 {
 		opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
@@ -121,7 +124,7 @@ func (s *session) stepWith(ctx context.Context, g *Gateway, extra []byte, sign b
 		opts = append(opts, engine.WithReceipts(g.cfg.Receipts, s.id))
 	}
 	var d *engine.Decision
-	err = g.decide(ctx, func() (err error) {
+	err := g.decide(ctx, func() (err error) {
 		d, err = s.run.StepWith(ctx, msgs, s.ctxDoc, nil, opts...)
 		return err
 	})
@@ -131,7 +134,7 @@ func (s *session) stepWith(ctx context.Context, g *Gateway, extra []byte, sign b
 	g.metrics.derived.Add(int64(len(msgs)))
 	s.pending = false
 	if extra != nil {
-		s.msgs = append(s.msgs, extra)
+		s.msgs = append(s.msgs, inner(extraFrame))
 		s.notes = append(s.notes, note{Kind: noteCall})
 		s.bytes += int64(len(extra))
 	}
@@ -143,11 +146,37 @@ func (s *session) stepWith(ctx context.Context, g *Gateway, extra []byte, sign b
 func (s *session) answer(msg []byte) {
 	s.notes = append(s.notes, note{Kind: noteAnswer, Approvals: s.approved})
 	s.approved = nil
-	s.msgs = append(s.msgs, msg)
+	s.answered = frame(msg)
+	s.msgs = append(s.msgs, inner(s.answered))
 	s.bytes += int64(len(msg))
 	s.pending = true
 	s.list = nil
 }
+
+// pendingFrame is the pending message framed (frame), nil when none is
+// pending: the frame answer made when the message is its, else a new one
+// (a message replayed from the store).
+func (s *session) pendingFrame() []byte {
+	if !s.pending {
+		return nil
+	}
+	last := s.msgs[len(s.msgs)-1]
+	if f := s.answered; len(last) > 0 && len(f) == len(last)+2 && &f[1] == &last[0] {
+		return f
+	}
+	return frame(last)
+}
+
+// frame is msg as a JSON array of one message, the form a step decodes.
+func frame(msg []byte) []byte {
+	b := make([]byte, 0, len(msg)+2)
+	b = append(b, '[')
+	b = append(b, msg...)
+	return append(b, ']')
+}
+
+// inner is the message a frame holds, sharing its bytes.
+func inner(frame []byte) []byte { return frame[1 : len(frame)-1 : len(frame)-1] }
 
 // listDecision is the decision for the session's next request.
 func (s *session) listDecision(ctx context.Context, g *Gateway) (*engine.Decision, error) {
@@ -189,12 +218,13 @@ func (g *Gateway) callArgs(raw json.RawMessage) ([]byte, error) {
 // callEnv is what a call brings beside its name and arguments.
 type callEnv struct {
 	meta mcp.Meta
-	// elicit asks the client's person, when the client can be asked
-	// during the call (protocol versions before 2026-07-28).
-	elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
-	// inputRequired: the client takes input-required results (2026-07-28
-	// multi round-trip requests) and declared elicitation.
-	inputRequired bool
+	// asking is how the client's person can be asked for an approval,
+	// read from the client's capabilities only when a call needs it:
+	// inputRequired, the client takes input-required results (2026-07-28
+	// multi round-trip requests) and declared elicitation; elicit, the
+	// client can be asked during the call (protocol versions before
+	// 2026-07-28). Nil: neither.
+	asking func() (inputRequired bool, elicit elicitFunc)
 	// requestState and inputResponses are a retried call's answer to an
 	// input-required result.
 	requestState   string
@@ -300,7 +330,12 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 	}
 	d, c := sd, &sd.Calls[0]
 	if c.Verdict == engine.ApprovalRequired {
-		if env.inputRequired && env.elicit == nil {
+		var viaResult bool
+		var elicit elicitFunc
+		if env.asking != nil {
+			viaResult, elicit = env.asking()
+		}
+		if viaResult && elicit == nil {
 			// Ask through an input-required result; the run waits.
 			a := &awaiting{state: newSessionID(), name: name, args: args, id: id, ts: ts, call: pc, sd: sd}
 			s.await(a)
@@ -311,8 +346,8 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 			return inputRequired(a.state, approvalQuestion(c))
 		}
 		switch {
-		case env.elicit != nil:
-			c, d = g.approveWith(ctx, s, sd, g.elicitApproval(ctx, s, c, env.elicit))
+		case elicit != nil:
+			c, d = g.approveWith(ctx, s, sd, g.elicitApproval(ctx, s, c, elicit))
 		case g.cfg.Approvals != nil:
 			// The call waits for the same call again carrying a signed
 			// approval of this one (its tool_call_id and digest, for the
@@ -379,8 +414,11 @@ func elicited(s *session, c *engine.CallVerdict, r *mcp.ElicitResult) facts.Appr
 	return facts.Approvals{*c.ToolCallID: {Kind: kind, Digest: c.Digest, Approvers: []string{s.principal + " (elicitation)"}}}
 }
 
+// elicitFunc asks the client's person (mcp.ServerSession.Elicit).
+type elicitFunc func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)
+
 // elicitApproval asks the client's person during the call.
-func (g *Gateway) elicitApproval(ctx context.Context, s *session, c *engine.CallVerdict, elicit func(context.Context, *mcp.ElicitParams) (*mcp.ElicitResult, error)) facts.Approvals {
+func (g *Gateway) elicitApproval(ctx context.Context, s *session, c *engine.CallVerdict, elicit elicitFunc) facts.Approvals {
 	ctx, cancel := context.WithTimeout(ctx, g.cfg.ApprovalTimeout)
 	defer cancel()
 	res, err := elicit(ctx, approvalQuestion(c))
