@@ -17,7 +17,9 @@ import (
 // engine builds them), with flows=off the call's tool alone, with
 // flows=stock the stock library of policies/lib/integrity.rego
 // (lib.permitted_flow, lib.trusted_action and their reasons, as
-// examples/policies/integrity uses them).
+// examples/policies/integrity uses them), flows=permitted its
+// lib.permitted_flow alone (no lib.trusted_action, so no
+// input.call.window).
 var flowRules = map[string]string{
 	"on": `package policycheck.rules.flows
 
@@ -29,6 +31,15 @@ deny contains "secret" if {
 	"off": `package policycheck.rules.flows
 
 deny contains "secret" if input.call.tool == "never_called"
+`,
+	"permitted": `package policycheck.rules.flows
+
+import data.policycheck.lib
+
+deny contains reason if {
+	not lib.permitted_flow(input.call)
+	some reason in lib.flow_violation_reasons(input.call)
+}
 `,
 	"stock": `package policycheck.rules.flows
 
@@ -114,8 +125,8 @@ func withCopiedArgs(b *testing.B, h facts.History) facts.History {
 // Run that already holds that history, and decides. flows=on with a rule
 // reading input.call.flows, flows=off with one that does not,
 // flows=tokens the first with token matching on (engine.FlowTokens),
-// flows=stock the stock library's rules (flowRules) with token matching
-// on and every tool consequential; the memo off.
+// flows=stock and flows=permitted the stock library's rules (flowRules)
+// with token matching on and every tool consequential; the memo off.
 func BenchmarkFlows(b *testing.B) {
 	ctx := context.Background()
 	in := benchInputs(b, 1000, 100)
@@ -124,13 +135,13 @@ func BenchmarkFlows(b *testing.B) {
 		h = h[:len(h)-1]
 	}
 	hArgs := withCopiedArgs(b, h)
-	for _, mode := range []string{"off", "on", "tokens", "stock"} {
-		on, tokens := mode != "off", mode == "tokens" || mode == "stock"
+	for _, mode := range []string{"off", "on", "tokens", "permitted", "stock"} {
+		on, tokens := mode != "off", mode == "tokens" || mode == "stock" || mode == "permitted"
 		rules, reg := flowRules[mode], in.reg
 		if mode == "tokens" {
 			rules = flowRules["on"]
 		}
-		if mode == "stock" {
+		if mode == "stock" || mode == "permitted" {
 			reg = consequentialRegistry(b, in)
 		}
 		e := newBenchEngine(b, reg, false, engine.DecisionCache(0),

@@ -2,6 +2,7 @@ package facts
 
 import (
 	"bytes"
+	"encoding/binary"
 	"math/bits"
 	"strings"
 	"unicode"
@@ -84,7 +85,7 @@ type flowFilter struct {
 	// after its "://"); nums the first four significant digits of the
 	// number leaves, each as the texts a JSON number shows them in.
 	emails, urls []anchored
-	nums         [][]byte
+	nums         [][][]byte
 	tokens       bool
 	// dec and fold are scratch: the content decoded once, and folded.
 	dec, fold []byte
@@ -143,19 +144,28 @@ func (s *windowSet) addWindows(b []byte, w int) {
 // anyAnchored reports whether a w-byte window of b that starts right
 // after an anchor byte is in s.
 func (s *windowSet) anyAnchored(b []byte, w int, anchor *[256]bool) bool {
-	var v, a uint64
-	mask, at := windowMask(w), uint64(1)<<(w-1)
-	for i, c := range b {
-		v = v<<8 | uint64(c)
-		a <<= 1
-		if i > 0 && anchor[b[i-1]] {
-			a |= 1
+	mask := windowMask(w)
+	for i := 0; i+w < len(b); i++ { // b[i] the anchor, the window b[i+1:i+1+w]
+		if !anchor[b[i]] {
+			continue
 		}
-		if a&at != 0 && s.has(v&mask) {
+		if s.has(packWindow(b[i+1:], w) & mask) {
 			return true
 		}
 	}
 	return false
+}
+
+// packWindow packs the first w bytes of b (at least w).
+func packWindow(b []byte, w int) uint64 {
+	if w == 8 {
+		return binary.BigEndian.Uint64(b)
+	}
+	var v uint64
+	for _, x := range b[:w] {
+		v = v<<8 | uint64(x)
+	}
+	return v
 }
 
 // anyAfter reports whether a w-byte window of b that starts right after
@@ -171,11 +181,7 @@ func (s *windowSet) anyAfter(b []byte, w int, c byte) bool {
 		if i+w > len(b) {
 			return false
 		}
-		var v uint64
-		for _, x := range b[i : i+w] {
-			v = v<<8 | uint64(x)
-		}
-		if s.has(v & mask) {
+		if s.has(packWindow(b[i:], w) & mask) {
 			return true
 		}
 	}
@@ -212,7 +218,7 @@ func newFlowFilter(o Options, calls []Call) *flowFilter {
 		jsonvalue.VisitArgs(ArgsValue(calls[i].Args), func(_, leaf string, num bool) {
 			switch {
 			case num:
-				f.nums = append(f.nums, numberTexts(leaf)...)
+				f.nums = append(f.nums, numberTexts(leaf))
 			case len(leaf) >= minLen:
 				strs = append(strs, leaf)
 			}
@@ -378,7 +384,7 @@ func (f *flowFilter) pass(content []byte) bool {
 		}
 	}
 	for _, n := range f.nums {
-		if bytes.Contains(d, n) {
+		if anyNumber(d, n) {
 			return true
 		}
 	}
@@ -392,6 +398,23 @@ func (f *flowFilter) pass(content []byte) bool {
 		}
 	}
 	return false
+}
+
+// anyNumber reports whether d holds one of texts (numberTexts: the
+// same first byte) at one of the places that byte is.
+func anyNumber(d []byte, texts [][]byte) bool {
+	for i := 0; ; i++ {
+		j := bytes.IndexByte(d[i:], texts[0][0])
+		if j < 0 {
+			return false
+		}
+		i += j
+		for _, t := range texts {
+			if bytes.HasPrefix(d[i:], t) {
+				return true
+			}
+		}
+	}
 }
 
 // anyEmail reports whether d holds one of the emails, its letters in any

@@ -9,8 +9,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/facts"
-	"github.com/policycheck/policycheck/loader"
 	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/loader"
 )
 
 // A one-shot derivation (Derive, Flows) indexes only the returns its

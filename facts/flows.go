@@ -38,6 +38,16 @@ import (
 // bounded per call and per response (FlowCallCompareBudget,
 // FlowResponseCompareBudget): past the bound the flows are incomplete
 // (Facts.FlowIndexTruncated).
+//
+// The Tracker indexes every return as it arrives: a later call may
+// match any of them. A one-shot derivation (Derive, Flows) knows the
+// dispatched calls' arguments first, and indexes only the returns whose
+// content may hold a match of them (flowfilter.go: a necessary
+// condition read from the content's bytes, decoded once); a return it
+// skips counts against the cap by an upper bound of what it would have
+// added, and a derivation that does not end complete that way is done
+// again over every return. The flows and the truncation are the
+// Tracker's in every case.
 
 // Defaults of the flow options.
 const (
