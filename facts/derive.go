@@ -343,7 +343,7 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 			if f.pass(part.Content) {
 				x.addPart(part, Position{m, p}, reg)
 			} else {
-				x.used += skipBound(part.Content, x.tokens)
+				x.used += fastBound(part.Content, x.tokens)
 			}
 			if x.truncated || x.used > x.cap {
 				return false, false

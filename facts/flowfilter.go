@@ -106,7 +106,7 @@ type windowSet struct {
 }
 
 func (s *windowSet) init(n int) {
-	b := max(12, min(22, bits.Len(uint(n))+6))
+	b := max(16, min(22, bits.Len(uint(n))+6))
 	s.shift = uint(64 - b)
 	s.bits = make([]uint64, 1<<(b-6))
 	s.exact = make(map[uint64]struct{}, n)
@@ -560,6 +560,44 @@ func skipBound(content []byte, tokens bool) int {
 		}
 		total += per * n
 		i = e + 1
+	}
+	return total
+}
+
+// fastBound is skipBound, or above it, read from fewer of content's
+// bytes: every byte counted as a string's, and the strings that may hold
+// JSON found from the '{' and '[' in content, a string's first such
+// byte being preceded only by whitespace, non-ASCII bytes or escapes
+// back to its opening quote. A content with a \u escape, or where an
+// escape may stand before a '{' or '[', is read by skipBound.
+func fastBound(content []byte, tokens bool) int {
+	per := 5
+	if tokens {
+		per = 12
+	}
+	if bytes.Contains(content, []byte(`\u`)) {
+		return skipBound(content, tokens)
+	}
+	total := per * len(content)
+	for _, brace := range []byte("{[") {
+		for i := 0; ; i++ {
+			k := bytes.IndexByte(content[i:], brace)
+			if k < 0 {
+				break
+			}
+			i += k
+			j := i - 1
+			for j >= 0 && (content[j] == ' ' || content[j] == '\t' || content[j] == '\n' || content[j] == '\v' || content[j] == '\f' || content[j] == '\r' || content[j] >= utf8.RuneSelf) {
+				j--
+			}
+			switch {
+			case j < 0:
+			case content[j] == '"':
+				total += jsonvalue.NestDepth * per * (stringEnd(content, j+1) - (j + 1))
+			case isAlnum(content[j]) && bytes.IndexByte(content[max(0, j-5):j], '\\') >= 0:
+				return skipBound(content, tokens)
+			}
+		}
 	}
 	return total
 }

@@ -29,7 +29,8 @@ func TestFoldIsCoarserThanTheNormalisations(t *testing.T) {
 }
 
 // FuzzSkipBound: what indexing a content adds to the cap's count (every
-// string of one byte or more, with its tokens) is at most its skipBound.
+// string of one byte or more, with its tokens) is at most its skipBound
+// and at most its fastBound.
 func FuzzSkipBound(f *testing.F) {
 	for _, s := range []string{
 		`{"k":"a@b.c@d.e@f.g"}`,
@@ -38,6 +39,8 @@ func FuzzSkipBound(f *testing.F) {
 		`[12345.678901234567,1e-320,"DE89 3704 0044 0532 0130 00"]`,
 		`{"k":"  \u005b\"x: y\", \"z\"]"}`,
 		`"line one\nkey: value\nrun=val 1-2-3-4-5"`,
+		`{"k":"\n {\"a\":[\"b\"]}","l":"\t[1,2]","m":" \u00a0{\"x\":1}"}`,
+		`{"k":"€ [\"nested after a non-ASCII space\"]","l":["{\"m\":\"n\"}"]}`,
 	} {
 		f.Add([]byte(s), true)
 		f.Add([]byte(s), false)
@@ -50,5 +53,6 @@ func FuzzSkipBound(f *testing.F) {
 		x.addPart(&Part{Kind: ToolReturn, ToolName: "t", Content: content}, Position{}, nil)
 		require.False(t, x.truncated)
 		require.LessOrEqual(t, x.used, skipBound(content, tokens), "%q", content)
+		require.LessOrEqual(t, x.used, fastBound(content, tokens), "%q", content)
 	})
 }
