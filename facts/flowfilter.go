@@ -18,8 +18,8 @@ import (
 // leaves; it reads each source part's raw content once and says whether
 // the return may hold a match. Only the returns that may are indexed, by
 // the exact code; so the filter must only ever be a necessary condition.
-// It is, by these arguments (flowfilter_internal_test.go checks each
-// against the full index):
+// It is, by these arguments (flowfilter_test.go compares the filtered
+// derivation with the full index, fuzzed):
 //
 //   - A match of a leaf L by a whole string or a token compared as is
 //     (exact, contains, line, pair value, run) is a string s of the
@@ -28,46 +28,54 @@ import (
 //     JSON inside strings deep) or a part of one. The content decoded
 //     once (every escape read once) holds every such s as is when it
 //     holds no backslash itself: a JSON string inside a string is then
-//     free of escapes. So each w-byte window of s (w = min(m, 8)) is a
-//     window of L and of the once-decoded content. A content whose
-//     decoding still holds a backslash, or holds a lone surrogate
-//     escape, or is not UTF-8, passes without being looked at.
-//   - A match of an identifier (email, URL, IBAN, digits) is a
-//     normalised token t of L equal to the normalised form of a span of
-//     a return string. Let fold map each rune to unicode.ToLower of it
-//     and drop spaces and hyphens: fold(normalise(x)) = fold(x) for every
-//     normalisation (lower-casing an email, or a URL's scheme and host;
-//     dropping an IBAN's or digit run's separators), and fold maps
-//     substrings to substrings. So fold(t) is in the folded
-//     once-decoded content, and each of its w-byte windows is there.
-//     A token whose fold is shorter than w turns the filter off.
-//   - A number leaf matches a return number of equal value: its
-//     shortest form's significant digits are the digits of the
-//     number's text once '.' is dropped, leading and trailing zeros
-//     aside, when the text has at most 15 significant digits and no
-//     subnormal exponent; a content with a run of 16 digits or more, or
-//     an exponent of three digits, passes.
+//     free of escapes. So the first w bytes of s (w = min(m, 8)) are a
+//     window of L and of the once-decoded content, right after the
+//     string's opening quote (a whole string), or after a quote,
+//     whitespace or '=' (a line, run or pair value: trimSpace, runs
+//     split at whitespace, a "key: value" value after ": " and
+//     whitespace, a "key=value" value after '=' or a quote). A content
+//     whose decoding still holds a backslash, or holds a lone surrogate
+//     or invalid escape, or is not UTF-8, passes without being looked at.
+//   - A match of an identifier is a normalised token t of L equal to the
+//     normalised form of a span of a return string, itself a substring
+//     of the once-decoded content. An email's span is ASCII with one '@'
+//     and compared lower-cased: the content holds t, in any case, around
+//     an '@'. A URL's is compared with its scheme and host lower-cased
+//     (unicode.ToLower, rune by rune: the Kelvin sign is a 'k'):
+//     lower-casing again changes nothing (ToLower is idempotent, checked
+//     for every rune), so the content holds, after a "://", bytes whose
+//     lower-cased form starts with t's after its "://". An IBAN's or
+//     digit run's is compared without spaces and hyphens: let fold
+//     lower-case each rune and drop spaces and hyphens; fold(t) is a
+//     substring of the folded content, and each of its w-byte windows is
+//     there (a token folding shorter than w turns the filter off).
+//   - A number leaf matches a return number of equal value (the same
+//     float64). The key is the shortest decimal that reads as it, of
+//     k ≥ 5 significant digits; a number's text reading as it agrees with
+//     the key on the first k−1 (numberTexts), so the content holds the
+//     key's first four significant digits, '.' after one of the first
+//     three or none.
 //
 // The cap (Options.FlowIndexCap) counts what the index would hold; a
 // return the filter skips is counted by an upper bound of that
-// (skipBound). When the filtered derivation ends truncated, past a
-// comparison budget, or its filter off, the flows are derived again from
-// the full index: under the cap the count by bounds is above the exact
-// count, so a filtered derivation that ends complete is one the full
-// index would end complete too, with the same flows; the rest are
-// derived as before.
+// (fastBound, skipBound; FuzzSkipBound checks them against the exact
+// count). When the filtered derivation ends truncated, past a comparison
+// budget, or its filter off, the flows are derived again from the full
+// index: under the cap the count by bounds is above the exact count, so
+// a filtered derivation that ends complete is one the full index would
+// end complete too, with the same flows (a string the matching compares
+// lies under a prefix the leaf holds, so its return passed: the
+// comparison budgets are spent alike); the rest are derived as before.
 
-// stringStarts are the bytes a string of a return starts after, in the
-// content decoded once: its opening quote. tokenStarts add those a token
-// compared as is starts after: a line or run after whitespace (or the
-// string's start), a pair value after whitespace, '=' or the quote
-// trimmed from it.
-var stringStarts, tokenStarts = func() (s, t [256]bool) {
-	s['"'] = true
+// tokenStarts are the bytes a string or a token compared as is starts
+// after, in the content decoded once: the string's opening quote, and
+// for a line or run whitespace, for a pair value whitespace, '=' or the
+// quote trimmed from it.
+var tokenStarts = func() (t [256]bool) {
 	for _, c := range []byte("\"'= \t\n\f\r") {
 		t[c] = true
 	}
-	return s, t
+	return t
 }()
 
 // filterWindow is the longest window, in bytes, the filter compares.

@@ -56,3 +56,29 @@ func FuzzSkipBound(f *testing.F) {
 		require.LessOrEqual(t, x.used, fastBound(content, tokens), "%q", content)
 	})
 }
+
+// TestFlowFilterSkips: the filter passes a return that holds a leaf's
+// string, identifier or number, and skips one that holds none, so that
+// the comparisons with the full index are not vacuous; a content it
+// cannot read as the walk does passes.
+func TestFlowFilterSkips(t *testing.T) {
+	args := []byte(`{"note":"please use sk-live-12345678 for this","to":"Ada@Example.com","iban":"DE89 3704 0044 0532 0130 00","url":"https://kelvin.example/x","n":12345.67}`)
+	for _, tokens := range []bool{false, true} {
+		f := newFlowFilter(Options{Flows: true, FlowTokens: tokens}, []Call{{Args: args}})
+		require.NotNil(t, f)
+		pass := func(content string) bool { return f.pass([]byte(content)) }
+		require.True(t, pass(`{"key":"sk-live-12345678"}`))
+		require.True(t, pass(`{"key":"sk-live-\u0031\u00322345678"}`), "a \\u escape of ASCII")
+		require.True(t, pass(`{"amount":1.234567e4}`))
+		require.True(t, pass(`{"amount":123.4567}`))
+		require.True(t, pass("{\"k\":\"\xff invalid\"}"), "not UTF-8")
+		require.True(t, pass(`{"k":"{\"a\":\"x\\\\y\"}"}`), "a backslash once decoded")
+		require.True(t, pass(`{"k":"\ud800 lone"}`), "a lone surrogate")
+		require.False(t, pass(`{"key":"nothing of it here at all","n":2024}`))
+		require.False(t, pass(`{"amount":12355.67}`))
+		require.Equal(t, tokens, pass(`{"from":"ADA@example.COM"}`), "an email, re-cased")
+		require.Equal(t, tokens, pass(`{"acct":"DE89-3704-0044-0532-0130-00"}`), "an IBAN, other separators")
+		require.Equal(t, tokens, pass(`{"link":"see https://\u212Aelvin.example/x"}`), "a URL, its host with the Kelvin sign")
+		require.Equal(t, tokens, pass(`{"text":"one line\nfor this and more"}`), "a run inside the leaf")
+	}
+}

@@ -57,7 +57,9 @@ const (
 	// DefaultFlowIndexCap bounds the bytes of return strings one history
 	// indexes (every occurrence counted, numbers by their shortest
 	// decimal form): past it the index stops growing and
-	// Facts.FlowIndexTruncated says so.
+	// Facts.FlowIndexTruncated says so. A one-shot derivation counts a
+	// return it does not index by an upper bound (flowfilter.go), and
+	// indexes every return when that reaches the cap.
 	DefaultFlowIndexCap = 8 << 20
 	// FlowCallCompareBudget bounds the matching of one call's arguments:
 	// the bytes of indexed strings compared with its string leaves, each
