@@ -18,11 +18,9 @@ func TestFoldIsCoarserThanTheNormalisations(t *testing.T) {
 			continue
 		}
 		l := unicode.ToLower(r)
-		require.Equal(t, l, unicode.ToLower(l), "%U", r)
-		if l == ' ' || l == '-' {
-			require.Equal(t, r, l, "%U", r)
+		if unicode.ToLower(l) != l || (l == ' ' || l == '-') && r != l || utf8.RuneLen(l) > 3*utf8.RuneLen(r) {
+			t.Fatalf("%U lower-cases to %U", r, l)
 		}
-		require.LessOrEqual(t, utf8.RuneLen(l), 3*utf8.RuneLen(r), "%U", r)
 	}
 	require.Equal(t, "kelvin", string(appendFold(nil, []byte("\u212Aelvin"))))
 	require.Equal(t, "de89370400440532013000", string(appendFold(nil, []byte("DE89 3704-0044 0532 0130 00"))))
