@@ -300,8 +300,24 @@ func (vouchedBy) isOption() {}
 func VouchedBy(v Voucher) Option { return vouchedBy{v} }
 
 // flowsOf fills the flows of d's calls (d may be nil) from the returns of
-// h and reports whether the index was truncated.
+// h and reports whether the index was truncated. It indexes only the
+// returns that may hold a match (flowFilter) and falls back to indexing
+// every return when that does not end complete (flowfilter.go).
 func flowsOf(h History, reg *Registry, o Options, d *Dispatch) bool {
+	var calls []Call
+	if d != nil {
+		calls = d.Calls
+	}
+	if f := newFlowFilter(o, calls); f != nil {
+		if trunc, ok := filteredFlowsOf(h, reg, o, d, f); ok {
+			return trunc
+		}
+	}
+	return fullFlowsOf(h, reg, o, d)
+}
+
+// fullFlowsOf is flowsOf indexing every return.
+func fullFlowsOf(h History, reg *Registry, o Options, d *Dispatch) bool {
 	x := newFlowIndex(o)
 	r := len(h)
 	if d != nil {
@@ -314,6 +330,41 @@ func flowsOf(h History, reg *Registry, o Options, d *Dispatch) bool {
 		return x.truncated
 	}
 	return dispatchFlows(x, &h[r], r, d.Calls, reg)
+}
+
+// filteredFlowsOf is flowsOf indexing the returns f passes, the others
+// counted against the cap by their skipBound; ok is false when the
+// flows may differ from fullFlowsOf's: the index or the matching did not
+// end complete.
+func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFilter) (trunc, ok bool) {
+	x := newFlowIndex(o)
+	r := len(h)
+	if d != nil {
+		r--
+	}
+	for m := 0; m < r; m++ {
+		for p := range h[m].Parts {
+			part := &h[m].Parts[p]
+			if !isFlowSource(part) || len(part.Content) == 0 {
+				continue
+			}
+			if f.pass(part.Content) {
+				x.addPart(part, Position{m, p}, reg)
+			} else {
+				x.used += fastBound(part.Content, x.tokens)
+			}
+			if x.truncated || x.used > x.cap {
+				return false, false
+			}
+		}
+	}
+	if d == nil {
+		return false, true
+	}
+	if dispatchFlows(x, &h[r], r, d.Calls, reg) {
+		return false, false
+	}
+	return false, true
 }
 
 // Flows returns, for the calls of the response h ends with (in order),

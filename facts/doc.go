@@ -38,6 +38,9 @@
 //     earlier tool return or prompt, or, with Options.FlowTokens, hold one
 //     of its tokens; flows.go, flowtokens.go), whose index of source
 //     strings the Tracker builds as messages arrive, bounded by a cap.
+//     Derive, which knows the dispatched calls' arguments before it
+//     reads any return, indexes only the returns that may hold a match
+//     of them (flowfilter.go), with the same flows and truncation.
 //   - [VouchedBy] makes a reveal or a load count only where a [Voucher]
 //     vouches for the call that produced it (verified evidence):
 //     [VouchHistory] removes the rest, and Derive and the Tracker given

@@ -38,6 +38,16 @@ import (
 // bounded per call and per response (FlowCallCompareBudget,
 // FlowResponseCompareBudget): past the bound the flows are incomplete
 // (Facts.FlowIndexTruncated).
+//
+// The Tracker indexes every return as it arrives: a later call may
+// match any of them. A one-shot derivation (Derive, Flows) knows the
+// dispatched calls' arguments first, and indexes only the returns whose
+// content may hold a match of them (flowfilter.go: a necessary
+// condition read from the content's bytes, decoded once); a return it
+// skips counts against the cap by an upper bound of what it would have
+// added, and a derivation that does not end complete that way is done
+// again over every return. The flows and the truncation are the
+// Tracker's in every case.
 
 // Defaults of the flow options.
 const (
@@ -47,7 +57,9 @@ const (
 	// DefaultFlowIndexCap bounds the bytes of return strings one history
 	// indexes (every occurrence counted, numbers by their shortest
 	// decimal form): past it the index stops growing and
-	// Facts.FlowIndexTruncated says so.
+	// Facts.FlowIndexTruncated says so. A one-shot derivation counts a
+	// return it does not index by an upper bound (flowfilter.go), and
+	// indexes every return when that reaches the cap.
 	DefaultFlowIndexCap = 8 << 20
 	// FlowCallCompareBudget bounds the matching of one call's arguments:
 	// the bytes of indexed strings compared with its string leaves, each
