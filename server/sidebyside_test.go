@@ -95,7 +95,7 @@ type sideConfig struct {
 // as a percentage of the sidecar's (what a CPU-bound server alone on the
 // machine would reach, whatever the clients cost). Run:
 //
-//	GOBIN=/tmp/opa go install github.com/open-policy-agent/opa@v1.22.3
+//	GOBIN=/tmp/opa go install github.com/open-policy-agent/opa@v1.22.4
 //	go test -run 'TestSideBySide$' -v -timeout 60m ./server -args -side-by-side -load-opa=/tmp/opa/opa
 //
 // -side-messages, -side-tools and -side-clients pick some of the cells, to
