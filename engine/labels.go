@@ -180,30 +180,46 @@ type argIntegrity struct {
 // few values (facts.Schema.Declassifies) or it is a boolean or null
 // (one bit), else "untrusted": from an untrusted source, contained in a
 // longer string, or from nowhere the flows see (the model wrote it).
+//
+// An object key is text too: one the tool's schema does not name in
+// "properties" (facts.Schema.Names: a dict's key, a free object's, any
+// key of a tool without a schema) is the model's choice, so every leaf
+// under it is "untrusted" whatever its value, and an empty object or
+// array under it is listed, "untrusted", as a leaf: else an injected
+// IBAN written as the key of a boolean, or of {}, would be no untrusted
+// value at all.
 func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
 	sch := reg.ArgsSchema(c.Tool)
 	var out []argIntegrity
-	var walk func(v any, ptr string)
-	walk = func(v any, ptr string) {
+	var walk func(v any, ptr string, chosen bool)
+	walk = func(v any, ptr string, chosen bool) {
 		switch x := v.(type) {
 		case map[string]any:
+			if len(x) == 0 && chosen {
+				out = append(out, argIntegrity{ptr, argUntrusted})
+			}
 			keys := make([]string, 0, len(x))
 			for k := range x {
 				keys = append(keys, k)
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
-				walk(x[k], ptr+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
+				p := ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+				walk(x[k], p, chosen || sch == nil || !sch.Names(p))
 			}
 			return
 		case []any:
+			if len(x) == 0 && chosen {
+				out = append(out, argIntegrity{ptr, argUntrusted})
+			}
 			for i, e := range x {
-				walk(e, ptr+"/"+strconv.Itoa(i))
+				walk(e, ptr+"/"+strconv.Itoa(i), chosen)
 			}
 			return
 		}
 		level := argUntrusted
 		switch {
+		case chosen:
 		case trustedFlow(reg, c.Flows, ptr):
 			level = argTrusted
 		case sch != nil && sch.Declassifies(ptr):
@@ -214,7 +230,7 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
 		out = append(out, argIntegrity{ptr, level})
 	}
 	if v := facts.ArgsValue(c.Args); v != nil {
-		walk(v, "")
+		walk(v, "", false)
 	}
 	return out
 }

@@ -21,8 +21,14 @@ func TestSourceLabelOfPrompts(t *testing.T) {
 		sourceLabel(reg, &facts.FlowSource{Kind: facts.ToolReturn, Tool: "read_mail"}))
 	require.Equal(t, facts.Label{Integrity: "untrusted", Confidentiality: "internal"},
 		sourceLabel(reg, &facts.FlowSource{Kind: facts.BuiltinToolReturn, Tool: "web_search"}))
-	// A value equal to what the user wrote is trusted (args_integrity).
-	call := facts.Call{Tool: "send_money", Args: []byte(`{"to": "DE89370400440532013000", "memo": "x"}`),
+	// A value equal to what the user wrote is trusted (args_integrity),
+	// at the top level of the arguments.
+	call := facts.Call{Tool: "send_money", Args: []byte(`"DE89370400440532013000"`),
+		Flows: []facts.Flow{{Path: "", Match: facts.FlowExact, Source: facts.FlowSource{Kind: facts.UserPrompt}}}}
+	require.Equal(t, []argIntegrity{{"", argTrusted}}, argsIntegrityOf(reg, &call))
+	// Under a key no schema names (send_money has none), even the user's
+	// value and a boolean are the model's choice: untrusted.
+	call = facts.Call{Tool: "send_money", Args: []byte(`{"to": "DE89370400440532013000", "memo": "x", "ok": true}`),
 		Flows: []facts.Flow{{Path: "/to", Match: facts.FlowExact, Source: facts.FlowSource{Kind: facts.UserPrompt}}}}
-	require.Equal(t, []argIntegrity{{"/memo", argUntrusted}, {"/to", argTrusted}}, argsIntegrityOf(reg, &call))
+	require.Equal(t, []argIntegrity{{"/memo", argUntrusted}, {"/ok", argUntrusted}, {"/to", argUntrusted}}, argsIntegrityOf(reg, &call))
 }

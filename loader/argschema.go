@@ -268,57 +268,85 @@ func pointerOf(loc []string) string {
 // the members of allOf; a value the schema reaches only through anyOf,
 // oneOf, a conditional or patternProperties is not declassified.
 func (a *argsSchema) Declassifies(ptr string) bool {
-	if ptr != "" && !strings.HasPrefix(ptr, "/") {
+	toks, ok := argsPointerTokens(ptr)
+	return ok && reaches(a.sch, toks, 0, constrained)
+}
+
+// Names reports whether the last token of the JSON pointer ptr, an
+// object key of the arguments, is a name the schema lists in the
+// "properties" of the value holding it (facts.Schema): the value reached
+// from the top as Declassifies reaches one, the key named by it or by a
+// schema it conjoins ($ref, allOf). A key only "additionalProperties" or
+// "patternProperties" admits, or one under such a key, is the model's
+// choice and not named; so is every key of a schema that does not reach
+// its parent, and the pointer "" (no key).
+func (a *argsSchema) Names(ptr string) bool {
+	toks, ok := argsPointerTokens(ptr)
+	if !ok || len(toks) == 0 {
 		return false
+	}
+	key := toks[len(toks)-1]
+	return reaches(a.sch, toks[:len(toks)-1], 0, func(s *jsonschema.Schema) bool {
+		_, listed := s.Properties[key]
+		return listed
+	})
+}
+
+// argsPointerTokens are the unescaped tokens of a JSON pointer; false for a
+// string that is not one.
+func argsPointerTokens(ptr string) ([]string, bool) {
+	if ptr != "" && !strings.HasPrefix(ptr, "/") {
+		return nil, false
 	}
 	toks := strings.Split(ptr, "/")[1:]
 	for i, t := range toks {
 		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
 	}
-	return declassifies(a.sch, toks, 0)
+	return toks, true
 }
 
-// maxDeclassifyDepth bounds the $ref and allOf hops Declassifies follows
-// (a recursive schema would loop).
+// maxDeclassifyDepth bounds the $ref and allOf hops Declassifies and
+// Names follow (a recursive schema would loop).
 const maxDeclassifyDepth = 64
 
-// declassifies reports whether sch, or a schema it conjoins ($ref,
-// allOf), constrains the value at toks below it.
-func declassifies(sch *jsonschema.Schema, toks []string, hops int) bool {
+// reaches reports whether sch, or a schema it conjoins ($ref, allOf),
+// reaches the value at toks below it (by "properties", "prefixItems" and
+// "items") with a schema for which at holds.
+func reaches(sch *jsonschema.Schema, toks []string, hops int, at func(*jsonschema.Schema) bool) bool {
 	if sch == nil || hops > maxDeclassifyDepth {
 		return false
 	}
-	if declassifies(sch.Ref, toks, hops+1) {
+	if reaches(sch.Ref, toks, hops+1, at) {
 		return true
 	}
 	for _, s := range sch.AllOf {
-		if declassifies(s, toks, hops+1) {
+		if reaches(s, toks, hops+1, at) {
 			return true
 		}
 	}
 	if len(toks) == 0 {
-		return constrained(sch)
+		return at(sch)
 	}
 	tok, rest := toks[0], toks[1:]
 	if p, ok := sch.Properties[tok]; ok {
-		return declassifies(p, rest, hops+1)
+		return reaches(p, rest, hops+1, at)
 	}
 	i, err := strconv.Atoi(tok)
 	if err != nil || i < 0 {
 		return false
 	}
 	if i < len(sch.PrefixItems) {
-		return declassifies(sch.PrefixItems[i], rest, hops+1)
+		return reaches(sch.PrefixItems[i], rest, hops+1, at)
 	}
 	if sch.Items2020 != nil {
-		return declassifies(sch.Items2020, rest, hops+1)
+		return reaches(sch.Items2020, rest, hops+1, at)
 	}
 	switch items := sch.Items.(type) {
 	case *jsonschema.Schema:
-		return declassifies(items, rest, hops+1)
+		return reaches(items, rest, hops+1, at)
 	case []*jsonschema.Schema:
 		if i < len(items) {
-			return declassifies(items[i], rest, hops+1)
+			return reaches(items[i], rest, hops+1, at)
 		}
 	}
 	return false

@@ -203,3 +203,34 @@ func TestSchemaDeclassifies(t *testing.T) {
 		require.Equal(t, want, sch.Declassifies(ptr), ptr)
 	}
 }
+
+// TestSchemaNames: an object key is named when the schema of the value
+// holding it lists it in "properties" (through $ref, allOf, items); a
+// key only additionalProperties or patternProperties admits, one under
+// such a key, and the empty pointer are not.
+func TestSchemaNames(t *testing.T) {
+	reg, err := loader.ParseRegistry("r.yaml", []byte(`tools:
+  - name: t
+    parameters_json_schema:
+      type: object
+      $defs:
+        payee: {type: object, properties: {iban: {type: string}}}
+      properties:
+        to: {type: string}
+        payee: {$ref: "#/$defs/payee"}
+        payees: {type: array, items: {$ref: "#/$defs/payee"}}
+        flags: {type: object, additionalProperties: {type: boolean}}
+        both: {allOf: [{properties: {x: {}}}]}
+        "a/b": {type: object, patternProperties: {"^k": {type: string}}}
+      additionalProperties: {type: object, properties: {inner: {}}}
+`))
+	require.NoError(t, err)
+	sch := reg.ArgsSchema("t")
+	for ptr, want := range map[string]bool{
+		"/to": true, "/payee": true, "/payee/iban": true, "/payees/0/iban": true, "/payees/0/other": false,
+		"/flags": true, "/flags/GB33BUKB20201555555555": false, "/both/x": true, "/both/y": false,
+		"/a~1b": true, "/a~1b/k1": false, "/free": false, "/free/inner": false, "": false, "to": false,
+	} {
+		require.Equal(t, want, sch.Names(ptr), ptr)
+	}
+}
