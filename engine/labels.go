@@ -25,6 +25,10 @@ const (
 	argUntrusted    = "untrusted"
 )
 
+// unpairedReturn is the window source kind of a return that answers no
+// call (facts.UnpairedReturn).
+const unpairedReturn = "unpaired-return"
+
 // windowPaths and argsIntegrityPaths are the inputs the engine builds on
 // demand for labels.
 var (
@@ -67,12 +71,14 @@ func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
 // in its window or through a compaction summary written after it.
 type windowSource struct {
 	// Kind is the source part's kind: a tool-return, or a
-	// builtin-tool-return.
+	// builtin-tool-return; unpairedReturn for a return that answers no
+	// call.
 	Kind       string  `json:"kind"`
 	Tool       string  `json:"tool"`
 	ToolCallID *string `json:"tool_call_id"`
 	// Message and Part locate the call the return answered; for a
-	// provider-side (builtin) return, the return itself.
+	// provider-side (builtin) return or a return that answers no call,
+	// the return itself.
 	Message int `json:"message"`
 	Part    int `json:"part"`
 	// Summarised: the call lies before the window's start, so the model
@@ -100,7 +106,11 @@ type callWindow struct {
 // returns count too (facts.Facts.BuiltinReturns), with the label of their
 // tool's name (untrusted unless the registry labels it), those inside
 // the dispatched response included wherever they stand in it: the
-// provider's own web search or fetch is content the model was shown.
+// provider's own web search or fetch is content the model was shown. So
+// does a return that answers no call (facts.Facts.UnpairedReturns: its
+// call cut from the history, its id rewritten), with the label of the
+// tool it names, listed as an unpaired-return located at the return
+// itself.
 func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 	w := callWindow{Label: facts.Bottom}
 	start := f.Window
@@ -121,14 +131,20 @@ func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 		}
 	}
 	var builtins []windowSource
-	for _, b := range f.BuiltinReturns {
-		l := reg.ReturnLabel(b.Tool)
+	add := func(kind string, tool string, id *string, msg, part int) {
+		l := reg.ReturnLabel(tool)
 		w.Label = w.Label.Join(l)
 		if l.Integrity == facts.IntegrityUntrusted {
-			at := facts.Position{Message: b.Message, Part: b.Part}
-			builtins = append(builtins, windowSource{Kind: facts.BuiltinToolReturn.String(), Tool: b.Tool, ToolCallID: b.ToolCallID, Message: b.Message, Part: b.Part,
+			at := facts.Position{Message: msg, Part: part}
+			builtins = append(builtins, windowSource{Kind: kind, Tool: tool, ToolCallID: id, Message: msg, Part: part,
 				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
 		}
+	}
+	for _, b := range f.BuiltinReturns {
+		add(facts.BuiltinToolReturn.String(), b.Tool, b.ToolCallID, b.Message, b.Part)
+	}
+	for _, u := range f.UnpairedReturns {
+		add(unpairedReturn, u.Tool, u.ToolCallID, u.Message, u.Part)
 	}
 	if len(builtins) > 0 {
 		// One list in history order.
