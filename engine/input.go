@@ -517,7 +517,7 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 				call.Insert(keyTerm("window"), window)
 			}
 			if lab.reads.argsIntegrity && (invalid == nil || invalid[i] == nil) {
-				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c)))
+				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c, f.ToolCalls)))
 			}
 			switch {
 			case invalid != nil && invalid[i] != nil:

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"slices"
 	"sort"
 	"strconv"
@@ -43,7 +44,8 @@ type labelReads struct {
 
 // labelOptions is what the compiled policies may read of the labels; it
 // widens opts to the facts those are built from (the window from the
-// tool calls, the argument integrity from the flows).
+// tool calls, the argument integrity from the flows and the tool calls:
+// a return does not vouch for what its call sent, echoedByItsCall).
 func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	var lr labelReads
 	for _, p := range windowPaths {
@@ -52,7 +54,7 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	for _, p := range argsIntegrityPaths {
 		lr.argsIntegrity = lr.argsIntegrity || mayRead(c, p)
 	}
-	opts.ToolCalls = opts.ToolCalls || lr.window
+	opts.ToolCalls = opts.ToolCalls || lr.window || lr.argsIntegrity
 	opts.Flows = opts.Flows || lr.argsIntegrity
 	return lr
 }
@@ -204,7 +206,13 @@ type argIntegrity struct {
 // array under it is listed, "untrusted", as a leaf: else an injected
 // IBAN written as the key of a boolean, or of {}, would be no untrusted
 // value at all.
-func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
+//
+// A trusted tool's return vouches only for what its call did not send:
+// a value the return holds that the arguments of the call it answered
+// hold too (a lookup answering with the IBAN it was asked about, a
+// search echoing its query) is the model's (echoedByItsCall), and so is
+// every value of a return whose call calls does not show.
+func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallRecord) []argIntegrity {
 	sch := reg.ArgsSchema(c.Tool)
 	var out []argIntegrity
 	var walk func(v any, ptr string, chosen bool)
@@ -236,7 +244,7 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
 		level := argUntrusted
 		switch {
 		case chosen:
-		case trustedFlow(reg, c.Flows, ptr):
+		case trustedFlow(reg, c.Flows, ptr, v, calls):
 			level = argTrusted
 		case sch != nil && sch.Declassifies(ptr):
 			level = argDeclassified
@@ -251,15 +259,83 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
 	return out
 }
 
-// trustedFlow reports whether the value at ptr equals a string or number
-// of a trusted source, or is as a whole an identifier of one (a whole
-// token flow of an identifier class). A whole line, pair value or run
-// does not count: those classes are free text, and text a trusted source
+// trustedFlow reports whether the value v at ptr equals a string or
+// number of a trusted source, or is as a whole an identifier of one (a
+// whole token flow of an identifier class), that the source's own call
+// did not send (echoedByItsCall). A whole line, pair value or run does
+// not count: those classes are free text, and text a trusted source
 // holds may quote what an untrusted one wrote (docs/flows.md).
-func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string) bool {
+func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, calls []facts.ToolCallRecord) bool {
 	return slices.ContainsFunc(flows, func(fl facts.Flow) bool {
-		return fl.Path == ptr && trustingMatch(fl) && sourceLabel(reg, &fl.Source).Integrity == facts.IntegrityTrusted
+		return fl.Path == ptr && trustingMatch(fl) && sourceLabel(reg, &fl.Source).Integrity == facts.IntegrityTrusted &&
+			!echoedByItsCall(&fl.Source, v, calls)
 	})
+}
+
+// echoedByItsCall reports whether a tool-return source may hold v only
+// because the model sent it: the call it answered (the last call of its
+// tool with its tool_call_id before it) has v in its arguments (a string
+// of them contains it, spaces and case aside, as the identifier tokens
+// are compared), or that call is not among calls (an unpaired return, a
+// return without an id: what it was sent is not known). A prompt, and a
+// provider-side return, have no call of the agent's.
+func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
+	if src.Kind != facts.ToolReturn {
+		return false
+	}
+	if src.ToolCallID == nil {
+		return true
+	}
+	var call *facts.ToolCallRecord
+	for i := range calls {
+		c := &calls[i]
+		at := facts.Position{Message: c.Message, Part: c.Part}
+		if c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID && at.Before(src.At) {
+			call = c
+		}
+	}
+	if call == nil {
+		return true
+	}
+	var want string
+	switch x := v.(type) {
+	case string:
+		want = echoForm(x)
+	case json.Number:
+		want = echoForm(x.String())
+	default:
+		return false
+	}
+	if want == "" {
+		return false
+	}
+	found := false
+	var walk func(a any)
+	walk = func(a any) {
+		switch x := a.(type) {
+		case map[string]any:
+			for k, e := range x {
+				walk(k)
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case string:
+			found = found || strings.Contains(echoForm(x), want)
+		case json.Number:
+			found = found || strings.Contains(echoForm(x.String()), want)
+		}
+	}
+	walk(facts.ArgsValue(call.Args))
+	return found
+}
+
+// echoForm is s without white space, lower-cased: an IBAN the model sent
+// grouped comes back ungrouped.
+func echoForm(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(s), ""))
 }
 
 // trustingMatch reports whether a flow's match makes its value the
