@@ -362,7 +362,7 @@ func TestInputDocumentation(t *testing.T) {
 	require.NoError(t, err)
 	// pay-bill: tool returns in the window; web-search: a provider-side
 	// return (facts.builtin_returns, a builtin window source).
-	for _, name := range []string{"pay-bill", "web-search"} {
+	for _, name := range []string{"pay-bill", "web-search", "unpaired-return"} {
 		raw, err := os.ReadFile("../examples/integrity/histories/" + name + ".json")
 		require.NoError(t, err)
 		h, err := loader.DecodeHistory(name, raw, loader.DefaultLimits())

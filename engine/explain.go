@@ -410,7 +410,7 @@ func (s *snapshot) explainLabels(ce *CallExplained, f *facts.Facts, part int) {
 		return
 	}
 	if s.labels.argsIntegrity {
-		levels := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i])
+		levels := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i], f.ToolCalls)
 		if len(levels) > 0 {
 			ce.ArgsIntegrity = map[string]string{}
 		}

@@ -437,7 +437,8 @@ func (s *setTerms) of(names []string) *ast.Term {
 // invalid_args: true and args null: no rule reads arguments that did not
 // validate. The optional facts are in it when opts asks for them
 // (the policies may read them) and the facts carry them: facts.tool_calls,
-// facts.builtin_returns (when the history has any),
+// facts.builtin_returns and facts.unpaired_returns (when the history
+// has any),
 // facts.flow_index_truncated and each call's flows.
 //
 // The label fields (labels.go) are written as the registry and the
@@ -459,6 +460,13 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 			brs[i] = ast.NewTerm(objectOf(w, builtinReturnFields, &f.BuiltinReturns[i]))
 		}
 		factsObj.Insert(keyTerm("builtin_returns"), ast.ArrayTerm(brs...))
+	}
+	if opts.ToolCalls && len(f.UnpairedReturns) > 0 {
+		urs := make([]*ast.Term, len(f.UnpairedReturns))
+		for i := range f.UnpairedReturns {
+			urs[i] = ast.NewTerm(objectOf(w, unpairedReturnFields, &f.UnpairedReturns[i]))
+		}
+		factsObj.Insert(keyTerm("unpaired_returns"), ast.ArrayTerm(urs...))
 	}
 	if opts.Flows {
 		factsObj.Insert(keyTerm("flow_index_truncated"), ast.BooleanTerm(f.FlowIndexTruncated))
@@ -509,7 +517,7 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 				call.Insert(keyTerm("window"), window)
 			}
 			if lab.reads.argsIntegrity && (invalid == nil || invalid[i] == nil) {
-				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c)))
+				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c, f.ToolCalls)))
 			}
 			switch {
 			case invalid != nil && invalid[i] != nil:
@@ -745,6 +753,14 @@ var builtinReturnFields = []docField[facts.BuiltinReturn]{
 	idField("tool_call_id", func(b *facts.BuiltinReturn) **string { return &b.ToolCallID }),
 	intField("message", func(b *facts.BuiltinReturn) *int { return &b.Message }),
 	intField("part", func(b *facts.BuiltinReturn) *int { return &b.Part }),
+}
+
+// A return of input.facts.unpaired_returns.
+var unpairedReturnFields = []docField[facts.UnpairedReturn]{
+	toolField("tool", func(u *facts.UnpairedReturn) *string { return &u.Tool }),
+	idField("tool_call_id", func(u *facts.UnpairedReturn) **string { return &u.ToolCallID }),
+	intField("message", func(u *facts.UnpairedReturn) *int { return &u.Message }),
+	intField("part", func(u *facts.UnpairedReturn) *int { return &u.Part }),
 }
 
 var flowFields = []docField[facts.Flow]{

@@ -69,8 +69,24 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 				f.BuiltinReturns = append(f.BuiltinReturns, b)
 			}
 		}
+		// Likewise the returns that answer no call.
+		f.UnpairedReturns = []facts.UnpairedReturn{}
+		if ur, ok := r.opt(fo, "unpaired_returns", "/facts"); ok {
+			entries, isArr := ur.([]any)
+			if !isArr {
+				r.fail("/facts/unpaired_returns", "an array")
+			}
+			for i, e := range entries {
+				eptr := fmt.Sprintf("/facts/unpaired_returns/%d", i)
+				var u facts.UnpairedReturn
+				readFields(&r, r.object(e, eptr), eptr, unpairedReturnFields, &u)
+				f.UnpairedReturns = append(f.UnpairedReturns, u)
+			}
+		}
 	} else if _, ok := r.opt(fo, "builtin_returns", "/facts"); ok {
 		r.fail("/facts/builtin_returns", "absent without /facts/tool_calls")
+	} else if _, ok := r.opt(fo, "unpaired_returns", "/facts"); ok {
+		r.fail("/facts/unpaired_returns", "absent without /facts/tool_calls")
 	}
 	if tr, ok := r.opt(fo, "flow_index_truncated", "/facts"); ok {
 		b, isBool := tr.(bool)

@@ -285,7 +285,8 @@ func TestFactsFromInputReadsTheContract(t *testing.T) {
 	full := func() map[string]any {
 		return decodeNumbers(t, []byte(`{"facts":{"window":{"message":1,"part":0},"discovered":["a"],"loaded":["c"],"returned":["a"],"active_capabilities":["c"],
 			"tool_calls":{"x":[{"tool_call_id":"c0","message":1,"part":0,"timestamp":"2026-01-01T00:00:00Z","outcome":"returned","args":{"a":0}}]},
-			"builtin_returns":[{"tool":"web_search","tool_call_id":"w0","message":1,"part":1}],"flow_index_truncated":true},
+			"builtin_returns":[{"tool":"web_search","tool_call_id":"w0","message":1,"part":1}],
+			"unpaired_returns":[{"tool":"read_file","tool_call_id":"f0","message":1,"part":2}],"flow_index_truncated":true},
 			"outgoing":{"discovered":["a"],"loaded":["c"]},"context":{"k":"v"},
 			"filters":{"next":{"dropped":["a"],"errors":[{"capability":"c","message":"m"}]},"dispatch":{"dropped":["a"],"errors":[{"capability":"c","message":"m"}]},
 				"errors":[{"capability":"c","message":"m"}]},

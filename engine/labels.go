@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"encoding/json"
 	"slices"
 	"sort"
 	"strconv"
@@ -25,6 +26,10 @@ const (
 	argUntrusted    = "untrusted"
 )
 
+// unpairedReturn is the window source kind of a return that answers no
+// call (facts.UnpairedReturn).
+const unpairedReturn = "unpaired-return"
+
 // windowPaths and argsIntegrityPaths are the inputs the engine builds on
 // demand for labels.
 var (
@@ -39,7 +44,8 @@ type labelReads struct {
 
 // labelOptions is what the compiled policies may read of the labels; it
 // widens opts to the facts those are built from (the window from the
-// tool calls, the argument integrity from the flows).
+// tool calls, the argument integrity from the flows and the tool calls:
+// a return does not vouch for what its call sent, echoedByItsCall).
 func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	var lr labelReads
 	for _, p := range windowPaths {
@@ -48,7 +54,7 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	for _, p := range argsIntegrityPaths {
 		lr.argsIntegrity = lr.argsIntegrity || mayRead(c, p)
 	}
-	opts.ToolCalls = opts.ToolCalls || lr.window
+	opts.ToolCalls = opts.ToolCalls || lr.window || lr.argsIntegrity
 	opts.Flows = opts.Flows || lr.argsIntegrity
 	return lr
 }
@@ -67,12 +73,14 @@ func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
 // in its window or through a compaction summary written after it.
 type windowSource struct {
 	// Kind is the source part's kind: a tool-return, or a
-	// builtin-tool-return.
+	// builtin-tool-return; unpairedReturn for a return that answers no
+	// call.
 	Kind       string  `json:"kind"`
 	Tool       string  `json:"tool"`
 	ToolCallID *string `json:"tool_call_id"`
 	// Message and Part locate the call the return answered; for a
-	// provider-side (builtin) return, the return itself.
+	// provider-side (builtin) return or a return that answers no call,
+	// the return itself.
 	Message int `json:"message"`
 	Part    int `json:"part"`
 	// Summarised: the call lies before the window's start, so the model
@@ -100,7 +108,11 @@ type callWindow struct {
 // returns count too (facts.Facts.BuiltinReturns), with the label of their
 // tool's name (untrusted unless the registry labels it), those inside
 // the dispatched response included wherever they stand in it: the
-// provider's own web search or fetch is content the model was shown.
+// provider's own web search or fetch is content the model was shown. So
+// does a return that answers no call (facts.Facts.UnpairedReturns: its
+// call cut from the history, its id rewritten), with the label of the
+// tool it names, listed as an unpaired-return located at the return
+// itself.
 func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 	w := callWindow{Label: facts.Bottom}
 	start := f.Window
@@ -121,14 +133,20 @@ func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 		}
 	}
 	var builtins []windowSource
-	for _, b := range f.BuiltinReturns {
-		l := reg.ReturnLabel(b.Tool)
+	add := func(kind string, tool string, id *string, msg, part int) {
+		l := reg.ReturnLabel(tool)
 		w.Label = w.Label.Join(l)
 		if l.Integrity == facts.IntegrityUntrusted {
-			at := facts.Position{Message: b.Message, Part: b.Part}
-			builtins = append(builtins, windowSource{Kind: facts.BuiltinToolReturn.String(), Tool: b.Tool, ToolCallID: b.ToolCallID, Message: b.Message, Part: b.Part,
+			at := facts.Position{Message: msg, Part: part}
+			builtins = append(builtins, windowSource{Kind: kind, Tool: tool, ToolCallID: id, Message: msg, Part: part,
 				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
 		}
+	}
+	for _, b := range f.BuiltinReturns {
+		add(facts.BuiltinToolReturn.String(), b.Tool, b.ToolCallID, b.Message, b.Part)
+	}
+	for _, u := range f.UnpairedReturns {
+		add(unpairedReturn, u.Tool, u.ToolCallID, u.Message, u.Part)
 	}
 	if len(builtins) > 0 {
 		// One list in history order.
@@ -180,31 +198,53 @@ type argIntegrity struct {
 // few values (facts.Schema.Declassifies) or it is a boolean or null
 // (one bit), else "untrusted": from an untrusted source, contained in a
 // longer string, or from nowhere the flows see (the model wrote it).
-func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
+//
+// An object key is text too: one the tool's schema does not name in
+// "properties" (facts.Schema.Names: a dict's key, a free object's, any
+// key of a tool without a schema) is the model's choice, so every leaf
+// under it is "untrusted" whatever its value, and an empty object or
+// array under it is listed, "untrusted", as a leaf: else an injected
+// IBAN written as the key of a boolean, or of {}, would be no untrusted
+// value at all.
+//
+// A trusted tool's return vouches only for what its call did not send:
+// a value the return holds that the arguments of the call it answered
+// hold too (a lookup answering with the IBAN it was asked about, a
+// search echoing its query) is the model's (echoedByItsCall), and so is
+// every value of a return whose call calls does not show.
+func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallRecord) []argIntegrity {
 	sch := reg.ArgsSchema(c.Tool)
 	var out []argIntegrity
-	var walk func(v any, ptr string)
-	walk = func(v any, ptr string) {
+	var walk func(v any, ptr string, chosen bool)
+	walk = func(v any, ptr string, chosen bool) {
 		switch x := v.(type) {
 		case map[string]any:
+			if len(x) == 0 && chosen {
+				out = append(out, argIntegrity{ptr, argUntrusted})
+			}
 			keys := make([]string, 0, len(x))
 			for k := range x {
 				keys = append(keys, k)
 			}
 			sort.Strings(keys)
 			for _, k := range keys {
-				walk(x[k], ptr+"/"+strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"))
+				p := ptr + "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1")
+				walk(x[k], p, chosen || sch == nil || !sch.Names(p))
 			}
 			return
 		case []any:
+			if len(x) == 0 && chosen {
+				out = append(out, argIntegrity{ptr, argUntrusted})
+			}
 			for i, e := range x {
-				walk(e, ptr+"/"+strconv.Itoa(i))
+				walk(e, ptr+"/"+strconv.Itoa(i), chosen)
 			}
 			return
 		}
 		level := argUntrusted
 		switch {
-		case trustedFlow(reg, c.Flows, ptr):
+		case chosen:
+		case trustedFlow(reg, c.Flows, ptr, v, calls):
 			level = argTrusted
 		case sch != nil && sch.Declassifies(ptr):
 			level = argDeclassified
@@ -214,20 +254,88 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call) []argIntegrity {
 		out = append(out, argIntegrity{ptr, level})
 	}
 	if v := facts.ArgsValue(c.Args); v != nil {
-		walk(v, "")
+		walk(v, "", false)
 	}
 	return out
 }
 
-// trustedFlow reports whether the value at ptr equals a string or number
-// of a trusted source, or is as a whole an identifier of one (a whole
-// token flow of an identifier class). A whole line, pair value or run
-// does not count: those classes are free text, and text a trusted source
+// trustedFlow reports whether the value v at ptr equals a string or
+// number of a trusted source, or is as a whole an identifier of one (a
+// whole token flow of an identifier class), that the source's own call
+// did not send (echoedByItsCall). A whole line, pair value or run does
+// not count: those classes are free text, and text a trusted source
 // holds may quote what an untrusted one wrote (docs/flows.md).
-func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string) bool {
+func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, calls []facts.ToolCallRecord) bool {
 	return slices.ContainsFunc(flows, func(fl facts.Flow) bool {
-		return fl.Path == ptr && trustingMatch(fl) && sourceLabel(reg, &fl.Source).Integrity == facts.IntegrityTrusted
+		return fl.Path == ptr && trustingMatch(fl) && sourceLabel(reg, &fl.Source).Integrity == facts.IntegrityTrusted &&
+			!echoedByItsCall(&fl.Source, v, calls)
 	})
+}
+
+// echoedByItsCall reports whether a tool-return source may hold v only
+// because the model sent it: the call it answered (the last call of its
+// tool with its tool_call_id before it) has v in its arguments (a string
+// of them contains it, spaces and case aside, as the identifier tokens
+// are compared), or that call is not among calls (an unpaired return, a
+// return without an id: what it was sent is not known). A prompt, and a
+// provider-side return, have no call of the agent's.
+func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
+	if src.Kind != facts.ToolReturn {
+		return false
+	}
+	if src.ToolCallID == nil {
+		return true
+	}
+	var call *facts.ToolCallRecord
+	for i := range calls {
+		c := &calls[i]
+		at := facts.Position{Message: c.Message, Part: c.Part}
+		if c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID && at.Before(src.At) {
+			call = c
+		}
+	}
+	if call == nil {
+		return true
+	}
+	var want string
+	switch x := v.(type) {
+	case string:
+		want = echoForm(x)
+	case json.Number:
+		want = echoForm(x.String())
+	default:
+		return false
+	}
+	if want == "" {
+		return false
+	}
+	found := false
+	var walk func(a any)
+	walk = func(a any) {
+		switch x := a.(type) {
+		case map[string]any:
+			for k, e := range x {
+				walk(k)
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case string:
+			found = found || strings.Contains(echoForm(x), want)
+		case json.Number:
+			found = found || strings.Contains(echoForm(x.String()), want)
+		}
+	}
+	walk(facts.ArgsValue(call.Args))
+	return found
+}
+
+// echoForm is s without white space, lower-cased: an IBAN the model sent
+// grouped comes back ungrouped.
+func echoForm(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(s), ""))
 }
 
 // trustingMatch reports whether a flow's match makes its value the

@@ -196,7 +196,8 @@ func TestExplainShowsTheLabels(t *testing.T) {
 
 // TestLabelReadsFollowThePolicies: a policy set pays for the facts the
 // label fields are built from only when it may read them: through
-// lib.trusted_action the window (tool calls) and args_integrity (flows),
+// lib.trusted_action the window (tool calls) and args_integrity (flows,
+// and the tool calls: a return does not vouch for what its call sent),
 // through lib.permitted_flow the flows alone, through lib.consequential
 // neither; a direct reference counts as one.
 func TestLabelReadsFollowThePolicies(t *testing.T) {
@@ -210,7 +211,7 @@ func TestLabelReadsFollowThePolicies(t *testing.T) {
 		"permitted_flow":  {"not lib.permitted_flow(input.call)", facts.Options{Flows: true}},
 		"consequential":   {"lib.consequential(input.call.tool)", facts.Options{}},
 		"window directly": {"input.call.window.untrusted", facts.Options{ToolCalls: true}},
-		"args_integrity":  {`input.call.args_integrity["/to"] == "untrusted"`, facts.Options{Flows: true}},
+		"args_integrity":  {`input.call.args_integrity["/to"] == "untrusted"`, facts.Options{ToolCalls: true, Flows: true}},
 		"the whole call":  {"count(input.call) > 0", facts.Options{ToolCalls: true, Flows: true}},
 	}
 	for note, tc := range cases {

@@ -44,6 +44,12 @@ func TestIntegrityExample(t *testing.T) {
 			reasons: map[string]string{
 				"p1": "argument /recipient of send_money is untrusted: no trusted source gave it, and the window held the provider's web_search return (tool_call_id w1, at message 1, part 1)",
 			}},
+		{note: "a return whose call the history lost taints the window: its IBAN waits for approval",
+			history:  "unpaired-return",
+			verdicts: map[string]string{"p1": "approval_required"},
+			reasons: map[string]string{
+				"p1": "argument /recipient of send_money is untrusted: it carries a value from tool-return (read_file untrusted, tool_call_id f1, message 2, part 0)",
+			}},
 		{note: "a window of trusted returns: the call executes",
 			history:  "clean",
 			verdicts: map[string]string{"p1": "execute"}},

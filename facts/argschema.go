@@ -41,6 +41,13 @@ type Schema interface {
 	// top, through $ref and allOf). A value so constrained carries
 	// little an attacker can choose (input.call.args_integrity).
 	Declassifies(ptr string) bool
+	// Names reports whether the last token of the JSON pointer ptr, an
+	// object key of the arguments, is a name the schema lists in the
+	// "properties" of the value holding it (reached as Declassifies
+	// reaches a value, through $ref and allOf): a key the operator
+	// named, not one the model chose where "additionalProperties" or
+	// "patternProperties" let it (input.call.args_integrity).
+	Names(ptr string) bool
 }
 
 // SchemaCompiler compiles one JSON Schema of a registry: field names it,
@@ -75,6 +82,10 @@ func (a *ArgsSchema) PropertyNames() []string { return a.s.PropertyNames() }
 // Declassifies reports whether the schema constrains the argument value
 // at the JSON pointer ptr to few values (Schema.Declassifies).
 func (a *ArgsSchema) Declassifies(ptr string) bool { return a.s.Declassifies(ptr) }
+
+// Names reports whether the object key at the end of the JSON pointer ptr
+// is one the schema names in "properties" (Schema.Names).
+func (a *ArgsSchema) Names(ptr string) bool { return a.s.Names(ptr) }
 
 // ArgsProblem is one reason a call's arguments fail its tool's schema:
 // the JSON pointer of the offending value inside the arguments ("" for

@@ -35,6 +35,9 @@ type Facts struct {
 	// history, the dispatched response's included; nil unless asked for
 	// (Options.ToolCalls).
 	BuiltinReturns []BuiltinReturn
+	// UnpairedReturns are the returns of the whole history that answer
+	// no call (UnpairedReturn); nil unless asked for (Options.ToolCalls).
+	UnpairedReturns []UnpairedReturn
 	// FlowIndexTruncated says that the flows may be incomplete: the index
 	// of return strings the flows are found in reached its cap
 	// (Options.FlowIndexCap) and left out the returns after that point,
@@ -250,7 +253,7 @@ func Derive(h History, reg *Registry, opts ...Option) Facts {
 		for m := range h {
 			l.fold(&h[m], m)
 		}
-		f.ToolCalls, f.BuiltinReturns = l.snapshot(), l.builtinSnapshot()
+		f.ToolCalls, f.BuiltinReturns, f.UnpairedReturns = l.snapshot(), l.builtinSnapshot(), l.unpairedSnapshot()
 	}
 	if s.opts.Flows {
 		f.FlowIndexTruncated = flowsOf(h, reg, s.opts, f.Dispatch)

@@ -198,3 +198,21 @@ func ExampleFlows_tokens() {
 	//   /subject token run from user-prompt ""
 	//   /to token email from tool-return "read_mail"
 }
+
+// A return whose call the history no longer holds (a history processor
+// cut it) was still shown to the model: UnpairedReturns lists it, and a
+// call's window counts it.
+func ExampleUnpairedReturns() {
+	h := facts.History{
+		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "get_time", ToolCallID: "t1", HasToolCallID: true}}},
+		{Kind: facts.Request, Parts: []facts.Part{
+			{Kind: facts.ToolReturn, ToolName: "get_time", ToolCallID: "t1", HasToolCallID: true, Content: []byte(`"12:00"`)},
+			{Kind: facts.ToolReturn, ToolName: "read_file", ToolCallID: "f1", HasToolCallID: true, Content: []byte(`"a bill"`)},
+		}},
+	}
+	for _, u := range facts.UnpairedReturns(h) {
+		fmt.Println(u.Tool, *u.ToolCallID, u.Message, u.Part)
+	}
+	// Output:
+	// read_file f1 1 1
+}

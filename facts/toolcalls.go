@@ -4,7 +4,8 @@ package facts
 // cost more than the others and that only some policies read. The zero
 // value asks for none.
 type Options struct {
-	// ToolCalls fills Facts.ToolCalls and Facts.BuiltinReturns.
+	// ToolCalls fills Facts.ToolCalls, Facts.BuiltinReturns and
+	// Facts.UnpairedReturns.
 	ToolCalls bool
 	// Flows fills Call.Flows of the dispatched calls and
 	// Facts.FlowIndexTruncated (flows.go).
@@ -79,6 +80,22 @@ type BuiltinReturn struct {
 	Message, Part int
 }
 
+// UnpairedReturn is one tool return (or retry prompt naming a tool) of a
+// history that answers no tool call before it: no call carries its
+// tool_call_id, or it has none (a history processor that kept the last
+// messages cut the call and kept its return; a provider rewrote the id).
+// The model was shown it all the same. A retry prompt that names no tool
+// (an output validation error, the framework's words) is not one; nor
+// is a second outcome of a call already answered (the call counts).
+type UnpairedReturn struct {
+	// Tool is the part's tool_name.
+	Tool string
+	// ToolCallID is nil when the part has none.
+	ToolCallID *string
+	// Message and Part locate the return itself in the whole history.
+	Message, Part int
+}
+
 // ToolCalls returns every tool-call part of h in history order, from the
 // first message on (a compaction does not hide what was done before it),
 // each with its outcome: the kind of the first tool-return or
@@ -104,6 +121,17 @@ func BuiltinReturns(h History) []BuiltinReturn {
 	return l.builtinSnapshot()
 }
 
+// UnpairedReturns returns every return of h that answers no call before
+// it (UnpairedReturn), in history order, from the first message on.
+// Never nil.
+func UnpairedReturns(h History) []UnpairedReturn {
+	l := callLog{}
+	for m := range h {
+		l.fold(&h[m], m)
+	}
+	return l.unpairedSnapshot()
+}
+
 // callLog accumulates the tool calls of a history as messages arrive.
 type callLog struct {
 	calls []ToolCallRecord
@@ -115,6 +143,10 @@ type callLog struct {
 	prev    []int
 	// builtins are the provider-side returns, in history order.
 	builtins []BuiltinReturn
+	// unpaired are the returns that answer no call, in history order;
+	// answered holds the ids of the calls an outcome answered.
+	unpaired []UnpairedReturn
+	answered map[string]struct{}
 }
 
 func (l *callLog) fold(msg *Message, idx int) {
@@ -145,8 +177,15 @@ func (l *callLog) fold(msg *Message, idx int) {
 		case part.isOutcome():
 			last, ok := l.waiting[part.ToolCallID]
 			if !ok {
+				if _, done := l.answered[part.ToolCallID]; !done {
+					l.unpair(part, idx, p)
+				}
 				continue
 			}
+			if l.answered == nil {
+				l.answered = map[string]struct{}{}
+			}
+			l.answered[part.ToolCallID] = struct{}{}
 			o := CallReturned
 			if part.Kind == RetryPrompt {
 				o = CallRetried
@@ -155,8 +194,33 @@ func (l *callLog) fold(msg *Message, idx int) {
 				l.calls[i-1].Outcome = o
 			}
 			delete(l.waiting, part.ToolCallID)
+		case part.Kind == ToolReturn || part.Kind == RetryPrompt:
+			// Without a tool_call_id: it answers no call.
+			l.unpair(part, idx, p)
 		}
 	}
+}
+
+// unpair records a return that answers no call (UnpairedReturn); a retry
+// prompt that names no tool is the framework's own words, not recorded.
+func (l *callLog) unpair(part *Part, idx, p int) {
+	if part.Kind == RetryPrompt && part.ToolName == "" {
+		return
+	}
+	u := UnpairedReturn{Tool: part.ToolName, Message: idx, Part: p}
+	if part.HasToolCallID {
+		id := part.ToolCallID
+		u.ToolCallID = &id
+	}
+	l.unpaired = append(l.unpaired, u)
+}
+
+// unpairedSnapshot returns a copy of the unpaired returns so far, never
+// nil.
+func (l *callLog) unpairedSnapshot() []UnpairedReturn {
+	out := make([]UnpairedReturn, len(l.unpaired))
+	copy(out, l.unpaired)
+	return out
 }
 
 // builtinSnapshot returns a copy of the provider-side returns so far,

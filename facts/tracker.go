@@ -225,7 +225,7 @@ func (w *window) apply(part *Part) {
 func (t *Tracker) FactsWith(o Options) Facts {
 	f := t.Facts()
 	if o.ToolCalls && t.opts.ToolCalls {
-		f.ToolCalls, f.BuiltinReturns = t.log.snapshot(), t.log.builtinSnapshot()
+		f.ToolCalls, f.BuiltinReturns, f.UnpairedReturns = t.log.snapshot(), t.log.builtinSnapshot(), t.log.unpairedSnapshot()
 		if t.pending != nil {
 			// The response not yet folded: its calls have no outcome.
 			pl := callLog{}

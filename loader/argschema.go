@@ -268,57 +268,121 @@ func pointerOf(loc []string) string {
 // the members of allOf; a value the schema reaches only through anyOf,
 // oneOf, a conditional or patternProperties is not declassified.
 func (a *argsSchema) Declassifies(ptr string) bool {
-	if ptr != "" && !strings.HasPrefix(ptr, "/") {
+	toks, ok := argsPointerTokens(ptr)
+	return ok && newReach(constrained, false).reaches(a.sch, toks, 0)
+}
+
+// Names reports whether the last token of the JSON pointer ptr, an
+// object key of the arguments, is a name the schema lists in the
+// "properties" of the value holding it (facts.Schema): the value reached
+// from the top as Declassifies reaches one, the key named by it or by a
+// schema it conjoins ($ref, allOf) or offers (anyOf, oneOf: a key the
+// operator wrote in any of them is no text the model chose; pydantic's
+// Optional[Model] is an anyOf). A key only "additionalProperties" or
+// "patternProperties" admits, or one under such a key, is the model's
+// choice and not named; so is every key of a schema that does not reach
+// its parent, and the pointer "" (no key).
+func (a *argsSchema) Names(ptr string) bool {
+	toks, ok := argsPointerTokens(ptr)
+	if !ok || len(toks) == 0 {
 		return false
+	}
+	key := toks[len(toks)-1]
+	return newReach(func(s *jsonschema.Schema) bool {
+		_, listed := s.Properties[key]
+		return listed
+	}, true).reaches(a.sch, toks[:len(toks)-1], 0)
+}
+
+// argsPointerTokens are the unescaped tokens of a JSON pointer; false for a
+// string that is not one.
+func argsPointerTokens(ptr string) ([]string, bool) {
+	if ptr != "" && !strings.HasPrefix(ptr, "/") {
+		return nil, false
 	}
 	toks := strings.Split(ptr, "/")[1:]
 	for i, t := range toks {
 		toks[i] = strings.ReplaceAll(strings.ReplaceAll(t, "~1", "/"), "~0", "~")
 	}
-	return declassifies(a.sch, toks, 0)
+	return toks, true
 }
 
-// maxDeclassifyDepth bounds the $ref and allOf hops Declassifies follows
-// (a recursive schema would loop).
+// maxDeclassifyDepth bounds the hops Declassifies and Names follow from
+// the top (a recursive schema would loop).
 const maxDeclassifyDepth = 64
 
-// declassifies reports whether sch, or a schema it conjoins ($ref,
-// allOf), constrains the value at toks below it.
-func declassifies(sch *jsonschema.Schema, toks []string, hops int) bool {
+// reach is one search of Declassifies or Names: at is what the schema
+// reached must satisfy; alternatives follows anyOf and oneOf too. Each
+// (schema, place in the pointer) is visited once: without that, a
+// schema holding allOf: [{$ref: "#"}, {$ref: "#"}] (which loads, and
+// which an upstream may list) doubled the search at every hop, 2^64
+// steps, and the call never got a decision.
+type reach struct {
+	at           func(*jsonschema.Schema) bool
+	alternatives bool
+	seen         map[reachStep]bool
+}
+
+type reachStep struct {
+	sch  *jsonschema.Schema
+	rest int
+}
+
+func newReach(at func(*jsonschema.Schema) bool, alternatives bool) *reach {
+	return &reach{at: at, alternatives: alternatives, seen: map[reachStep]bool{}}
+}
+
+// reaches reports whether sch, or a schema it conjoins ($ref, allOf; and
+// anyOf, oneOf with alternatives), reaches the value at toks below it
+// (by "properties", "prefixItems" and "items") with a schema for which
+// r.at holds. A schema already visited at the same place answers false:
+// had it answered true, the search would be over.
+func (r *reach) reaches(sch *jsonschema.Schema, toks []string, hops int) bool {
 	if sch == nil || hops > maxDeclassifyDepth {
 		return false
 	}
-	if declassifies(sch.Ref, toks, hops+1) {
+	step := reachStep{sch, len(toks)}
+	if r.seen[step] {
+		return false
+	}
+	r.seen[step] = true
+	if r.reaches(sch.Ref, toks, hops+1) {
 		return true
 	}
-	for _, s := range sch.AllOf {
-		if declassifies(s, toks, hops+1) {
-			return true
+	members := [][]*jsonschema.Schema{sch.AllOf}
+	if r.alternatives {
+		members = append(members, sch.AnyOf, sch.OneOf)
+	}
+	for _, ms := range members {
+		for _, s := range ms {
+			if r.reaches(s, toks, hops+1) {
+				return true
+			}
 		}
 	}
 	if len(toks) == 0 {
-		return constrained(sch)
+		return r.at(sch)
 	}
 	tok, rest := toks[0], toks[1:]
 	if p, ok := sch.Properties[tok]; ok {
-		return declassifies(p, rest, hops+1)
+		return r.reaches(p, rest, hops+1)
 	}
 	i, err := strconv.Atoi(tok)
 	if err != nil || i < 0 {
 		return false
 	}
 	if i < len(sch.PrefixItems) {
-		return declassifies(sch.PrefixItems[i], rest, hops+1)
+		return r.reaches(sch.PrefixItems[i], rest, hops+1)
 	}
 	if sch.Items2020 != nil {
-		return declassifies(sch.Items2020, rest, hops+1)
+		return r.reaches(sch.Items2020, rest, hops+1)
 	}
 	switch items := sch.Items.(type) {
 	case *jsonschema.Schema:
-		return declassifies(items, rest, hops+1)
+		return r.reaches(items, rest, hops+1)
 	case []*jsonschema.Schema:
 		if i < len(items) {
-			return declassifies(items[i], rest, hops+1)
+			return r.reaches(items[i], rest, hops+1)
 		}
 	}
 	return false

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -201,5 +202,62 @@ func TestSchemaDeclassifies(t *testing.T) {
 		"/nope": false, "": false, "to": false,
 	} {
 		require.Equal(t, want, sch.Declassifies(ptr), ptr)
+	}
+}
+
+// TestSchemaNames: an object key is named when the schema of the value
+// holding it lists it in "properties" (through $ref, allOf, items); a
+// key only additionalProperties or patternProperties admits, one under
+// such a key, and the empty pointer are not.
+func TestSchemaNames(t *testing.T) {
+	reg, err := loader.ParseRegistry("r.yaml", []byte(`tools:
+  - name: t
+    parameters_json_schema:
+      type: object
+      $defs:
+        payee: {type: object, properties: {iban: {type: string}}}
+      properties:
+        to: {type: string}
+        payee: {$ref: "#/$defs/payee"}
+        payees: {type: array, items: {$ref: "#/$defs/payee"}}
+        flags: {type: object, additionalProperties: {type: boolean}}
+        both: {allOf: [{properties: {x: {}}}]}
+        maybe: {anyOf: [{$ref: "#/$defs/payee"}, {type: "null"}]}
+        "a/b": {type: object, patternProperties: {"^k": {type: string}}}
+      additionalProperties: {type: object, properties: {inner: {}}}
+`))
+	require.NoError(t, err)
+	sch := reg.ArgsSchema("t")
+	for ptr, want := range map[string]bool{
+		"/to": true, "/payee": true, "/payee/iban": true, "/payees/0/iban": true, "/payees/0/other": false,
+		"/flags": true, "/flags/GB33BUKB20201555555555": false, "/both/x": true, "/both/y": false,
+		"/a~1b": true, "/a~1b/k1": false, "/free": false, "/free/inner": false, "": false, "to": false,
+		"/maybe": true, "/maybe/iban": true, "/maybe/other": false,
+	} {
+		require.Equal(t, want, sch.Names(ptr), ptr)
+	}
+}
+
+// TestSchemaLabelsSearchIsBounded: a schema whose allOf refers back to
+// itself twice loads, and asking it what a pointer is declassified by or
+// named in visits each of its schemas once per place: it answers at
+// once (it searched 2^64 paths and never answered). Seen failing on
+// c30cdcd: Declassifies("/a/b/c") ran for more than 5s.
+func TestSchemaLabelsSearchIsBounded(t *testing.T) {
+	reg, err := loader.ParseRegistry("r.yaml", []byte(`tools:
+  - name: t
+    parameters_json_schema: {"type": "object", "allOf": [{"$ref": "#"}, {"$ref": "#"}], "anyOf": [{"$ref": "#"}, {"$ref": "#"}], "properties": {"a": {"type": "string"}}}
+`))
+	require.NoError(t, err)
+	sch := reg.ArgsSchema("t")
+	done := make(chan [3]bool, 1)
+	go func() {
+		done <- [3]bool{sch.Declassifies("/a/b/c/d/e/f"), sch.Names("/a/b/c/d/e/f"), sch.Names("/a")}
+	}()
+	select {
+	case got := <-done:
+		require.Equal(t, [3]bool{false, false, true}, got)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Declassifies and Names did not answer within 5s")
 	}
 }

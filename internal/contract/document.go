@@ -61,6 +61,8 @@ type InputFacts struct {
 	ToolCalls map[string][]InputToolCall `json:"tool_calls,omitempty" names:"tool" values:"The calls of one tool (the key is the tool name, as the model wrote it; framework tools included, provider-side builtin tools not)."`
 	// Present only when `tool_calls` is and the history holds a provider-side (builtin) tool return: each `builtin-tool-return` part without a `tool_kind` of the whole history (a provider's native tool search names the agent's own tools: not listed), the dispatched response's included, in history order. Content the provider's own tools (a web search, a fetch) showed the model: a call's `window` counts it.
 	BuiltinReturns []InputBuiltinReturn `json:"builtin_returns,omitempty"`
+	// Present only when `tool_calls` is and the history holds a return that answers no call: each `tool-return` part (and each `retry-prompt` naming a tool) of the whole history that no earlier `tool-call` carries the `tool_call_id` of, or that has none (a history processor cut its call; a provider rewrote the id), in history order. The model was shown it: a call's `window` counts it.
+	UnpairedReturns []InputUnpairedReturn `json:"unpaired_returns,omitempty"`
 	// Present only when a loaded policy reads the flows. True when the index of return strings the flows were found in reached its cap (`--flow-index-cap`, 8 MiB by default) and left the later returns out, or when the matching of a call's arguments stopped at its bound (docs/flows.md): a flow from them is not reported, so a rule that lets a call through for want of a flow should fail closed (`lib.flows_complete`).
 	FlowIndexTruncated bool `json:"flow_index_truncated,omitempty"`
 }
@@ -76,6 +78,18 @@ type Position struct {
 // InputBuiltinReturn is one return of input.facts.builtin_returns.
 type InputBuiltinReturn struct {
 	// The builtin tool's name, as the provider wrote it (not a registry tool unless the registry has that name).
+	Tool string `json:"tool"`
+	// The return's id.
+	ToolCallID *string `json:"tool_call_id"`
+	// Index of the message holding the return.
+	Message int `json:"message"`
+	// Part index within that message.
+	Part int `json:"part"`
+}
+
+// InputUnpairedReturn is one return of input.facts.unpaired_returns.
+type InputUnpairedReturn struct {
+	// The tool the return names (its `tool_name`).
 	Tool string `json:"tool"`
 	// The return's id.
 	ToolCallID *string `json:"tool_call_id"`
@@ -189,9 +203,9 @@ type InputCall struct {
 	InvalidArgs bool `json:"invalid_args,omitempty"`
 	// Present only when a loaded policy reads it (the engine builds it on demand; `input.call.flows` in a rule). One entry per argument value that came from an earlier source, and per source it came from: a string of the arguments that equals or contains a string of at least `--flow-min-length` bytes (8 by default) of a `tool-return`, `builtin-tool-return`, `user-prompt` or `system-prompt` part's content, or (with `--flow-tokens`) holds a token of one, or a number equal to a number of five or more significant digits there (see docs/flows.md). In the order of the arguments (keys sorted), then of the sources.
 	Flows []InputFlow `json:"flows,omitempty"`
-	// Present only when a loaded policy reads it (`input.call.window`; the stock `lib.trusted_action` does). What the model's window held before the dispatched response: every tool call of the history whose return (or retry prompt) the model was shown counts with its tool's registry label, a return before a compaction too (the summary carries its label: taint survives compaction). Provider-side (builtin) returns count too (`facts.builtin_returns`), the dispatched response's own included wherever they stand in it, with the label of their tool's name (untrusted unless the registry labels that name); a native tool search's return does not (it names the agent's own tools). See docs/registry.md, "Integrity and confidentiality".
+	// Present only when a loaded policy reads it (`input.call.window`; the stock `lib.trusted_action` does). What the model's window held before the dispatched response: every tool call of the history whose return (or retry prompt) the model was shown counts with its tool's registry label, a return before a compaction too (the summary carries its label: taint survives compaction). Provider-side (builtin) returns count too (`facts.builtin_returns`), the dispatched response's own included wherever they stand in it, with the label of their tool's name (untrusted unless the registry labels that name); a native tool search's return does not (it names the agent's own tools). So does a return that answers no call (`facts.unpaired_returns`), with the label of the tool it names. See docs/registry.md, "Integrity and confidentiality".
 	Window *InputWindow `json:"window,omitempty"`
-	// Present only when a loaded policy reads it (`input.call.args_integrity`; the stock `lib.trusted_action` does), and not on a call with `invalid_args`. JSON pointer of each string, number, boolean or null of the call's own arguments (keys sorted) → `trusted` (it equals a string or number of a trusted source, or is as a whole an identifier of one: an `exact` flow, or a `whole` `token` flow of class `email`, `url`, `iban` or `digits`, from the user, the system prompt or a trusted tool), `declassified` (the tool's `parameters_json_schema` constrains it to an enum or const, a boolean, or an integer bounded on both sides; or it is a boolean or null), or `untrusted` (anything else: from an untrusted source, contained in a longer string, or from no source the flows see).
+	// Present only when a loaded policy reads it (`input.call.args_integrity`; the stock `lib.trusted_action` does), and not on a call with `invalid_args`. JSON pointer of each string, number, boolean or null of the call's own arguments (keys sorted) → `trusted` (it equals a string or number of a trusted source, or is as a whole an identifier of one: an `exact` flow, or a `whole` `token` flow of class `email`, `url`, `iban` or `digits`, from the user, the system prompt or a trusted tool, unless that tool's return repeats what its own call sent: the call's arguments hold the value, spaces and case aside, or the call is not in the history), `declassified` (the tool's `parameters_json_schema` constrains it to an enum or const, a boolean, or an integer bounded on both sides; or it is a boolean or null), or `untrusted` (anything else: from an untrusted source, contained in a longer string, or from no source the flows see). A value under an object key the schema does not name in `properties` (a key of `additionalProperties` or `patternProperties`, any key of a tool without a schema: the model chose it) is `untrusted` whatever it is, and an empty object or array under such a key is listed too, `untrusted`.
 	ArgsIntegrity any `json:"args_integrity,omitempty" jsontype:"object"`
 }
 
@@ -207,15 +221,15 @@ type InputWindow struct {
 
 // InputWindowSource is one element of input.call.window.sources.
 type InputWindowSource struct {
-	// `tool-return` (a return of the agent's own tool call) or `builtin-tool-return` (a provider-side tool's return: a web search or fetch the provider ran itself).
+	// `tool-return` (a return of the agent's own tool call), `builtin-tool-return` (a provider-side tool's return: a web search or fetch the provider ran itself) or `unpaired-return` (a return that answers no call of the history, `facts.unpaired_returns`).
 	Kind string `json:"kind"`
 	// The tool whose return it is.
 	Tool string `json:"tool" names:"tool"`
 	// The call's `tool_call_id`.
 	ToolCallID *string `json:"tool_call_id"`
-	// Index of the message holding the call the return answered; for a `builtin-tool-return`, of the message holding the return itself.
+	// Index of the message holding the call the return answered; for a `builtin-tool-return` or a return that answers no call (`facts.unpaired_returns`), of the message holding the return itself.
 	Message int `json:"message"`
-	// Part index of that call (of that return, for a `builtin-tool-return`).
+	// Part index of that call (of that return, for a `builtin-tool-return` or a return that answers no call).
 	Part int `json:"part"`
 	// The call (the return) lies before the window's start: the model saw its return through a compaction summary, which carries its label.
 	Summarised bool `json:"summarised"`

@@ -144,6 +144,13 @@ _window_words(s) := sprintf("the provider's %v return (tool_call_id %v, at messa
 	_summarised_words(s),
 ]) if s.kind == "builtin-tool-return"
 
+else := sprintf("a %v return that answers no call (tool_call_id %v, at message %v, part %v%v)", [
+	s.tool, s.tool_call_id, s.message, s.part,
+	_summarised_words(s),
+]) if {
+	s.kind == "unpaired-return"
+}
+
 else := sprintf("%v's return (tool_call_id %v, call at message %v, part %v%v)", [
 	s.tool, s.tool_call_id, s.message, s.part,
 	_summarised_words(s),

@@ -94,6 +94,24 @@ test_a_provider_side_return_in_the_window_is_named_as_the_providers if {
 	])] with data.policycheck.registry as registry
 }
 
+# A return whose call the history does not hold (an unpaired-return
+# source): the reason says so, at the return itself.
+test_an_unpaired_return_in_the_window_is_named_as_such if {
+	call := {
+		"tool": "send_money",
+		"window": window(true, [{
+			"kind": "unpaired-return", "tool": "read_file", "tool_call_id": "f1", "message": 2, "part": 0,
+			"summarised": false, "integrity": "untrusted", "confidentiality": "internal",
+		}]),
+		"args_integrity": {"/to": "untrusted"},
+	}
+	not lib.trusted_action(call) with data.policycheck.registry as registry
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"a read_file return that answers no call (tool_call_id f1, at message 2, part 0)",
+	])] with data.policycheck.registry as registry
+}
+
 test_untrusted_argument_and_untrusted_window_is_not_a_trusted_action if {
 	call := {
 		"tool": "send_money", "window": inbox_window,

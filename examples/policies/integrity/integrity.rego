@@ -9,7 +9,8 @@
 #   person's approval; a call that carries a value above its tool's
 #   clearance (lib.permitted_flow) is denied. Fails closed: a
 #   consequential call whose flows cannot be relied on waits for approval
-#   too. The labels are the registry's (examples/integrity/registry.yaml).
+#   too, and so does any call whose flows cannot be relied on when the
+#   window held something above its clearance. The labels are the registry's (examples/integrity/registry.yaml).
 package policycheck.rules.integrity
 
 import data.policycheck.lib
@@ -35,7 +36,9 @@ deny contains {
 # description: |
 #   Asks a person to approve a consequential call that is not a trusted
 #   action, naming each untrusted argument and where it came from; or a
-#   consequential call whose flows cannot be relied on.
+#   call whose flows cannot be relied on when that matters: it is
+#   consequential, or the window held something above its clearance (a
+#   missing flow may be a value the deny rule would have stopped).
 # entrypoint: true
 require_approval contains {
 	"reason": reason,
@@ -53,8 +56,18 @@ require_approval contains {
 	"message": sprintf("Approve this %v call? What its arguments carry could not be checked.", [input.call.tool]),
 } if {
 	not _approved
-	lib.consequential(input.call.tool)
+	_flows_matter
 	not lib.flows_complete(input.call)
 }
 
 _approved if input.call.approval.kind == "tool-approved"
+
+_flows_matter if lib.consequential(input.call.tool)
+
+# Unless the window is known to hold nothing above the tool's clearance
+# (an input without a window holds anything).
+_flows_matter if not _window_within_clearance
+
+_rank := {"public": 0, "internal": 1, "confidential": 2, "secret": 3}
+
+_window_within_clearance if _rank[input.call.window.confidentiality] <= _rank[lib.clearance(input.call.tool)]

@@ -83,3 +83,37 @@ test_incomplete_flows_ask if {
 		with data.policycheck.registry as registry
 	startswith(r.reason, "the flows of this send_money call cannot be relied on")
 }
+
+# A sink that is not consequential but cleared for less than the window
+# held (a public mailer after a secret statement was read) cannot rely on
+# a missing flow either: with the index truncated (an injected page can
+# fill it), the secret would go out unseen. It asks; with a window within
+# its clearance, or complete flows, it does not.
+mail(window) := {
+	"tool": "send_newsletter", "args": {}, "window": window,
+	"args_integrity": {"/text": "untrusted"}, "flows": [],
+}
+
+newsletter := {"name": "send_newsletter", "clearance": "public"}
+
+mail_registry := object.union(registry, {"tools": {"send_newsletter": newsletter}})
+
+truncated := {"flow_index_truncated": true}
+
+test_incomplete_flows_into_a_sink_below_the_window_ask if {
+	secret_window := object.union(untrusted_window, {"confidentiality": "secret"})
+	some r in integrity.require_approval with input as {"call": mail(secret_window), "facts": truncated}
+		with data.policycheck.registry as mail_registry
+	startswith(r.reason, "the flows of this send_newsletter call cannot be relied on")
+
+	# Without a window (an input recorded without one): the same.
+	no_window := object.remove(mail(secret_window), ["window"])
+	count(integrity.require_approval) == 1 with input as {"call": no_window, "facts": truncated}
+		with data.policycheck.registry as mail_registry
+
+	count(integrity.require_approval) == 0 with input as {"call": mail(secret_window), "facts": facts}
+		with data.policycheck.registry as mail_registry
+	public_window := object.union(untrusted_window, {"confidentiality": "public"})
+	count(integrity.require_approval) == 0 with input as {"call": mail(public_window), "facts": truncated}
+		with data.policycheck.registry as mail_registry
+}
