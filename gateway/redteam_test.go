@@ -14,9 +14,8 @@ import (
 )
 
 // Fail-opens of the gateway found by attacking it (the red-team pass of
-// the labels and the gateway). Each test fails on main and is skipped
-// until the fix its comment describes is applied to gateway/session.go
-// and gateway/history.go (other work is under way there).
+// the labels and the gateway), each seen failing before its fix in
+// gateway/session.go's forward.
 
 // redteamRegistry: a secret statement, a public review form, a file
 // reader, all on one upstream.
@@ -76,49 +75,35 @@ func redteamGateway(t *testing.T, f *fakeUpstream, extra func(*gateway.Config)) 
 }
 
 // TestRedteamTheModelSeesWhatTheHistoryHolds: a result with both
-// structuredContent and content reaches the client whole, but the
-// session's history (what the flows and labels are found in) keeps only
+// structuredContent and content used to reach the client whole while the
+// session's history (what the flows and labels are found in) kept only
 // the structured content (resultContent reads a result as pydantic-ai
-// does). An MCP client that shows its model the content (most do; the
-// spec's content is the model's) lets the model copy the secret line of
-// the statement into a public review: no flow is found, and the review
-// is posted. Seen failing on main (c30cdcd): post_review executed.
-//
-// Fix (gateway/session.go, forward): hand the client what the history
-// records and nothing else — when res.StructuredContent is set, answer
-// Content: [one TextContent holding resultContent's JSON] (the MCP spec's
-// own fallback) instead of res.Content; or record both in the return
-// (resultContent: {"structured": ..., "content": [...]} when both are
-// set, as a list of the text items plus the structured JSON). Either way
-// what the model can see is what the flows search.
+// does): an MCP client that shows its model the content let the model
+// copy the statement's secret line into a public review with no flow
+// found, and the review was posted (seen on c30cdcd). Now the client is
+// answered with what the history records, the structured content as its
+// text: the secret line never reaches the model, and what it is shown is
+// what the flows search.
 func TestRedteamTheModelSeesWhatTheHistoryHolds(t *testing.T) {
-	t.Skip("known fail-open, see report")
 	f := redteamUpstream("no such file")
 	g := redteamGateway(t, f, nil)
 	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
 	seen, isErr := call(t, cs, "get_statement", map[string]any{})
-	if isErr || !strings.Contains(seen, "PAYROLL-8841-2026") {
-		t.Fatalf("the client should see the statement's text: %q", seen)
+	if isErr || strings.Contains(seen, "PAYROLL-8841-2026") || seen != `{"lines":1}` {
+		t.Fatalf("the client should be shown the recorded structured result, not the text beside it: %q", seen)
 	}
-	out, isErr := call(t, cs, "post_review", map[string]any{"text": "statement: 2026-02-28 salary ACME Corp +5200 ref PAYROLL-8841-2026"})
-	if !isErr || f.calls.Load() != 0 {
-		t.Fatalf("a secret the model was shown went into a public review: %q (upstream ran it %d times)", out, f.calls.Load())
+	if h := string(onlyHistory(t, g)); strings.Contains(h, "PAYROLL-8841-2026") || !strings.Contains(h, `"lines":1`) {
+		t.Fatalf("the history should hold the structured result only: %s", h)
 	}
 }
 
-// TestRedteamAnErrorResultIsBounded: an upstream's error result skips
-// MaxResultBytes and MaxDepth, which a success result is held to: its
-// whole text goes to the client and into the session's history as a
-// retry prompt. Seen failing on main (c30cdcd): 1 MiB through a 1 KiB
-// bound, in the history too.
-//
-// Fix (gateway/session.go, forward, the res.IsError branch): measure
-// resultText(res) (and the Content handed back) against MaxResultBytes
-// before recording it, as the success branch does; past it, record and
-// answer g.failed(..., "The tool X failed: its result is larger than N
-// bytes.") instead of the text.
+// TestRedteamAnErrorResultIsBounded: an upstream's error result skipped
+// MaxResultBytes, which a success result is held to: its whole text went
+// to the client and into the session's history as a retry prompt (seen
+// on c30cdcd: 1 MiB through a 1 KiB bound, in the history too). Now its
+// text is measured as a success's content is; past the bound the call
+// failed, and the client is answered with the recorded text only.
 func TestRedteamAnErrorResultIsBounded(t *testing.T) {
-	t.Skip("known fail-open, see report")
 	big := strings.Repeat("A", 1<<20)
 	f := redteamUpstream(big)
 	g := redteamGateway(t, f, func(c *gateway.Config) { c.MaxResultBytes = 1 << 10 })
@@ -129,5 +114,8 @@ func TestRedteamAnErrorResultIsBounded(t *testing.T) {
 	}
 	if h := onlyHistory(t, g); len(h) > 1<<16 {
 		t.Errorf("the history holds %d bytes after an error result past the bound", len(h))
+	}
+	if !strings.Contains(text, "larger than 1024 bytes") {
+		t.Errorf("the client should be told the result was too large: %q", text)
 	}
 }

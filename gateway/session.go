@@ -586,10 +586,17 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	}
 	if res.IsError {
 		// pydantic-ai's MCP client raises ModelRetry with the error text.
-		if stopped := g.failCharged(s, ts, name, id, resultText(res)); stopped != nil {
+		// The client is answered with that text, which the history
+		// records, within the bound on results, like a success.
+		text := resultText(res)
+		if int64(len(text)) > g.cfg.MaxResultBytes {
+			g.metrics.upstreamErrors.Add(1)
+			return g.failed(s, ts, name, id, fmt.Sprintf("The tool %s failed: its result is larger than %d bytes.", pyQuote(name), g.cfg.MaxResultBytes))
+		}
+		if stopped := g.failCharged(s, ts, name, id, text); stopped != nil {
 			return stopped
 		}
-		return out
+		return toolError(text)
 	}
 	content, err := resultContent(res)
 	if err == nil && int64(len(content)) > g.cfg.MaxResultBytes {
@@ -603,6 +610,13 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	if err != nil {
 		g.metrics.upstreamErrors.Add(1)
 		return g.failed(s, ts, name, id, fmt.Sprintf("The tool %s failed: %s.", pyQuote(name), err))
+	}
+	if res.StructuredContent != nil {
+		// The history records the structured result (pydantic-ai's MCP
+		// client returns it when there is one), so the client's model is
+		// shown that too, as its text: never a content block beside it
+		// that the flows and the window would not see.
+		out.Content = []mcp.Content{&mcp.TextContent{Text: string(content)}}
 	}
 	s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, "", "success", c.Receipt)))
 	s.reportSuccess(name)
