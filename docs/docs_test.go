@@ -361,8 +361,10 @@ func TestInputDocumentation(t *testing.T) {
 		engine.PolicyPaths("../examples/policies/integrity"))
 	require.NoError(t, err)
 	// pay-bill: tool returns in the window; web-search: a provider-side
-	// return (facts.builtin_returns, a builtin window source).
-	for _, name := range []string{"pay-bill", "web-search", "unpaired-return"} {
+	// return (facts.builtin_returns, a builtin window source);
+	// unpaired-return: a return without its call; tool-file: a prompt
+	// part beside a tool return (a flow source's beside).
+	for _, name := range []string{"pay-bill", "web-search", "unpaired-return", "tool-file"} {
 		raw, err := os.ReadFile("../examples/integrity/histories/" + name + ".json")
 		require.NoError(t, err)
 		h, err := loader.DecodeHistory(name, raw, loader.DefaultLimits())

@@ -137,6 +137,9 @@ type flowSource struct {
 	Tool       string         `json:"tool"`
 	Labels     []string       `json:"labels"`
 	At         facts.Position `json:"at"`
+	// Beside names the tools whose returns share a prompt part's request
+	// (facts.FlowSource.Beside).
+	Beside []string `json:"beside,omitempty"`
 	// Integrity and Confidentiality are the source's label, when the
 	// registry sets flow labels (docs/registry.md).
 	Integrity       string `json:"integrity,omitempty"`
@@ -347,7 +350,7 @@ func explainFlows(reg *facts.Registry, f *facts.Facts, part int) []flowExplained
 		}
 		var out []flowExplained
 		for _, fl := range c.Flows {
-			src := flowSource{Kind: fl.Source.Kind.String(), ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At}
+			src := flowSource{Kind: fl.Source.Kind.String(), ToolCallID: fl.Source.ToolCallID, Tool: fl.Source.Tool, Labels: fl.Source.Labels, At: fl.Source.At, Beside: fl.Source.Beside}
 			if reg.UsesFlowLabels() {
 				l := sourceLabel(reg, &fl.Source)
 				src.Integrity, src.Confidentiality = l.Integrity, l.Confidentiality

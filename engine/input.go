@@ -590,6 +590,7 @@ type docWriter struct {
 // is a T.
 type docField[T any] struct {
 	key string
+	// put writes the field's value; nil leaves the key out.
 	put func(w *docWriter, x *T) *ast.Term
 	// get reads the field's value v (at pointer ptr) into x; nil for a
 	// field the reader does not read back.
@@ -608,7 +609,9 @@ func objectOf[T any](w *docWriter, fields []docField[T], x *T, extra ...[2]*ast.
 	var buf [10][2]*ast.Term
 	items := buf[:0]
 	for i := range fields {
-		items = append(items, item(fields[i].key, fields[i].put(w, x)))
+		if t := fields[i].put(w, x); t != nil {
+			items = append(items, item(fields[i].key, t))
+		}
 	}
 	return ast.NewObject(append(items, extra...)...)
 }
@@ -853,6 +856,18 @@ var flowFields = []docField[facts.Flow]{
 			get: func(r *inputReader, v any, ptr string, s *facts.FlowSource) { s.Labels = r.names(v, ptr) }},
 		intField("message", func(s *facts.FlowSource) *int { return &s.At.Message }),
 		intField("part", func(s *facts.FlowSource) *int { return &s.At.Part }),
+		{key: "beside", optional: true, // written only for a prompt beside tool returns
+			put: func(_ *docWriter, s *facts.FlowSource) *ast.Term {
+				if len(s.Beside) == 0 {
+					return nil
+				}
+				return arrayOf(s.Beside)
+			},
+			get: func(r *inputReader, v any, ptr string, s *facts.FlowSource) {
+				if v != nil {
+					s.Beside = r.names(v, ptr)
+				}
+			}},
 	}, func(fl *facts.Flow) *facts.FlowSource { return &fl.Source }),
 }
 

@@ -293,7 +293,8 @@ func TestFactsFromInputReadsTheContract(t *testing.T) {
 			"dispatch":{"provider":"p","window":{"message":1,"part":0},"loaded":["c"],"evidence":{"discovered":["a"],"loaded":["c"]},
 			"active_capabilities":["c"],"same_response":{"revealed":["a"],"pending_loads":["c"]},
 			"calls":[{"index":0,"part":0,"tool":"x","tool_call_id":"c1","tool_kind":null,"args":{},"invalid_args":true,
-				"flows":[{"path":"/a","match":"token","token":"email","whole":true,"source":{"kind":"tool-return","tool_call_id":"r1","tool":"y","labels":["secret"],"message":0,"part":0}}],
+				"flows":[{"path":"/a","match":"token","token":"email","whole":true,"source":{"kind":"tool-return","tool_call_id":"r1","tool":"y","labels":["secret"],"message":0,"part":0}},
+					{"path":"/a","match":"exact","token":null,"whole":true,"source":{"kind":"user-prompt","tool_call_id":null,"tool":null,"labels":[],"message":1,"part":1,"beside":["y"]}}],
 				"approval":{"kind":"tool-denied","digest":"sha256:00","approvers":["ana"],"call_args":{},"override_args":{"a":1},"message":"no"}},
 				{"index":1,"part":1,"tool":"x","tool_call_id":"c2","tool_kind":"tool-search","args":{"a":1}}]}}`)).(map[string]any)
 	}

@@ -64,7 +64,14 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 // a return has its tool's returns' label (facts.Registry.ReturnLabel).
 func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
 	if src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt {
-		return facts.Label{Integrity: facts.IntegrityTrusted, Confidentiality: facts.DefaultConfidentiality}
+		l := facts.Label{Integrity: facts.IntegrityTrusted, Confidentiality: facts.DefaultConfidentiality}
+		// A prompt part beside tool returns may hold what those tools
+		// returned (pydantic-ai puts a tool's extra content and files
+		// there): it carries their labels too.
+		for _, t := range src.Beside {
+			l = l.Join(reg.ReturnLabel(t))
+		}
+		return l
 	}
 	return reg.ReturnLabel(src.Tool)
 }

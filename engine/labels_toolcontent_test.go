@@ -16,21 +16,15 @@ import (
 // tool returns beside its return value (ToolReturn(content=...), and
 // every file a tool returns: "This is file X:" and the file) in a
 // user-prompt part of the request that carries the tool's return. The
-// flows take every user-prompt part for the user's own words, so the
-// IBAN an untrusted file carried there is "trusted" (a whole IBAN token
-// of a user prompt, --flow-tokens) and the payment to it executes as a
-// trusted action. Seen failing on main (c30cdcd): p1 execute,
-// args_integrity {"/recipient": "trusted"}.
-//
-// Fix (facts/flows.go, where a source is made, and engine/labels.go's
-// sourceLabel): a user-prompt part in a request that also holds
-// tool-return or retry-prompt parts is not the user's word alone — give
-// its FlowSource the label of those returns (the join of their tools'
-// labels: untrusted for read_file), e.g. a FlowSource.Beside []string of
-// the tools whose returns share its message, which sourceLabel joins; a
-// user-prompt in a request of its own stays trusted.
+// flows took every user-prompt part for the user's own words, so the
+// IBAN an untrusted file carried there was "trusted" (a whole IBAN token
+// of a user prompt, --flow-tokens) and the payment to it executed as a
+// trusted action (seen on c30cdcd: p1 execute, args_integrity
+// {"/recipient": "trusted"}). A prompt part beside tool returns now
+// names them (source.beside) and carries their labels: the recipient is
+// untrusted, the payment waits for approval, and the decision read back
+// from its logged input is the same.
 func TestToolContentInAUserPromptIsNotTheUsers(t *testing.T) {
-	t.Skip("known fail-open, see report")
 	ctx := context.Background()
 	reg, err := loader.ReadRegistry("../examples/integrity/registry.yaml")
 	require.NoError(t, err)
@@ -52,4 +46,23 @@ func TestToolContentInAUserPromptIsNotTheUsers(t *testing.T) {
 	full, err := d.InputDocument()
 	require.NoError(t, err)
 	assert.Equal(t, "untrusted", callsOf(t, full)[0]["args_integrity"].(map[string]any)["/recipient"])
+
+	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
+	require.NoError(t, err)
+	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
+	require.NoError(t, err)
+	againDoc, err := again.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, full, againDoc)
+
+	// The same file content in a request of the user's own (no tool
+	// return beside it) is the user's word: trusted.
+	own := append(facts.History{}, h...)
+	own[2] = facts.Message{Kind: facts.Request, Parts: []facts.Part{own[2].Parts[0]}}
+	own = append(own[:3], append(facts.History{{Kind: facts.Request, Parts: []facts.Part{h[2].Parts[1]}}}, own[3:]...)...)
+	d, err = eng.Decide(ctx, engine.Request{History: own})
+	require.NoError(t, err)
+	full, err = d.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, "trusted", callsOf(t, full)[0]["args_integrity"].(map[string]any)["/recipient"])
 }

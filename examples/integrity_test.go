@@ -50,6 +50,12 @@ func TestIntegrityExample(t *testing.T) {
 			reasons: map[string]string{
 				"p1": "argument /recipient of send_money is untrusted: it carries a value from tool-return (read_file untrusted, tool_call_id f1, message 2, part 0)",
 			}},
+		{note: "a file a tool returned, in a user-prompt part beside its return, is not the user's word",
+			history:  "tool-file",
+			verdicts: map[string]string{"p1": "approval_required"},
+			reasons: map[string]string{
+				"p1": "argument /recipient of send_money is untrusted: it carries a value from user-prompt beside read_file's return (untrusted, message 2, part 1)",
+			}},
 		{note: "a window of trusted returns: the call executes",
 			history:  "clean",
 			verdicts: map[string]string{"p1": "execute"}},

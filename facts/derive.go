@@ -346,13 +346,17 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 		r--
 	}
 	for m := 0; m < r; m++ {
+		var beside []string
 		for p := range h[m].Parts {
 			part := &h[m].Parts[p]
 			if !isFlowSource(part) || len(part.Content) == 0 {
 				continue
 			}
 			if f.pass(part.Content) {
-				x.addPart(part, Position{m, p}, reg)
+				if beside == nil {
+					beside = besideOf(&h[m])
+				}
+				x.addPart(part, Position{m, p}, reg, beside)
 			} else {
 				x.used += fastBound(part.Content, x.tokens)
 			}

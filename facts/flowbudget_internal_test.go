@@ -35,7 +35,7 @@ func sharedPrefixContent(n int) []byte {
 // of its own. No clock is read.
 func TestFlowMatchingIsBounded(t *testing.T) {
 	x := newFlowIndex(Options{Flows: true})
-	x.addPart(&Part{Kind: ToolReturn, ToolName: "fetch", Content: sharedPrefixContent(20_000)}, Position{2, 0}, nil)
+	x.addPart(&Part{Kind: ToolReturn, ToolName: "fetch", Content: sharedPrefixContent(20_000)}, Position{2, 0}, nil, nil)
 	require.False(t, x.truncated)
 	hostile := []byte(`{"body": "` + strings.Repeat("sharedpx", 12_500) + `"}`)
 	honest := []byte(`{"to": "acct: the secret value 42, today"}`)

@@ -48,7 +48,7 @@ func FuzzSkipBound(f *testing.F) {
 			return
 		}
 		x := newFlowIndex(Options{Flows: true, FlowTokens: tokens, FlowMinLength: 1})
-		x.addPart(&Part{Kind: ToolReturn, ToolName: "t", Content: content}, Position{}, nil)
+		x.addPart(&Part{Kind: ToolReturn, ToolName: "t", Content: content}, Position{}, nil, nil)
 		require.False(t, x.truncated)
 		require.LessOrEqual(t, x.used, skipBound(content, tokens), "%q", content)
 		require.LessOrEqual(t, x.used, fastBound(content, tokens), "%q", content)

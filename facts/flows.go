@@ -114,6 +114,25 @@ type FlowSource struct {
 	Labels []string
 	// At locates the return part in the whole history.
 	At Position
+	// Beside, for a prompt part, names the tools whose tool-return or
+	// retry-prompt parts share its request message, in message order:
+	// pydantic-ai puts what a tool returns beside its return value (a
+	// ToolReturn's content, the files a tool returns) in a user-prompt
+	// part of that request, so such a part is not the user's word alone
+	// and carries those tools' labels too. Nil otherwise.
+	Beside []string
+}
+
+// besideOf is FlowSource.Beside for the prompt parts of m.
+func besideOf(m *Message) []string {
+	var out []string
+	for i := range m.Parts {
+		p := &m.Parts[i]
+		if (p.Kind == ToolReturn || p.Kind == RetryPrompt) && p.ToolName != "" && !slices.Contains(out, p.ToolName) {
+			out = append(out, p.ToolName)
+		}
+	}
+	return out
 }
 
 // Flow is one argument value of a call that came from a return.
@@ -239,7 +258,7 @@ func isFlowSource(p *Part) bool {
 }
 
 // addPart indexes the content of source part p at pos.
-func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
+func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry, beside []string) {
 	if x.truncated || len(p.Content) == 0 {
 		return
 	}
@@ -252,7 +271,7 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry) {
 	}
 	src := FlowSource{Kind: p.Kind, Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
 	if p.Kind == UserPrompt || p.Kind == SystemPrompt {
-		src.Tool, src.Labels = "", []string{}
+		src.Tool, src.Labels, src.Beside = "", []string{}, beside
 	} else if p.HasToolCallID {
 		id := p.ToolCallID
 		src.ToolCallID = &id
@@ -548,7 +567,7 @@ func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Regist
 	for p := range R.Parts {
 		part := &R.Parts[p]
 		if isFlowSource(part) {
-			ov.addPart(part, Position{r, p}, reg)
+			ov.addPart(part, Position{r, p}, reg, nil) // a response holds no prompt
 		}
 		for c < len(calls) && calls[c].Part == p {
 			calls[c].Flows = callFlows(calls[c].Args, b, base, ov)
@@ -560,9 +579,10 @@ func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Regist
 
 // indexFlows indexes the returns of message m at index idx.
 func (x *flowIndex) fold(m *Message, idx int, reg *Registry) {
+	beside := besideOf(m)
 	for p := range m.Parts {
 		if isFlowSource(&m.Parts[p]) {
-			x.addPart(&m.Parts[p], Position{idx, p}, reg)
+			x.addPart(&m.Parts[p], Position{idx, p}, reg, beside)
 		}
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -53,6 +54,13 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 			src := facts.FlowSource{Kind: part.Kind, Tool: part.ToolName, Labels: []string{}, At: facts.Position{Message: m, Part: p}}
 			if part.Kind == facts.UserPrompt || part.Kind == facts.SystemPrompt {
 				src.Tool = ""
+				// The tools whose returns (or retry prompts) share the
+				// prompt's request, each once, in message order.
+				for _, q := range h[m].Parts {
+					if (q.Kind == facts.ToolReturn || q.Kind == facts.RetryPrompt) && q.ToolName != "" && !slices.Contains(src.Beside, q.ToolName) {
+						src.Beside = append(src.Beside, q.ToolName)
+					}
+				}
 			} else {
 				if t, ok := reg.Tool(part.ToolName); ok {
 					src.Labels = t.Labels

@@ -267,7 +267,9 @@ type InputFlowSource struct {
 	Message int `json:"message"`
 	// Part index within that message.
 	Part int `json:"part"`
-	// Present only when the registry sets flow labels: the source's integrity (`trusted`, `untrusted`): a prompt part's is `trusted`, a return's its tool's (registry default `untrusted`).
+	// Present only for a prompt part whose request also holds `tool-return` or `retry-prompt` parts: those tools' names, in message order. pydantic-ai puts what a tool returns beside its return value (a `ToolReturn`'s content, the files a tool returns) in a user-prompt part of that request, so the part carries those tools' labels too.
+	Beside []string `json:"beside,omitempty" names:"tool"`
+	// Present only when the registry sets flow labels: the source's integrity (`trusted`, `untrusted`): a prompt part's is `trusted` (joined with the labels of the tools it is `beside`), a return's its tool's (registry default `untrusted`).
 	Integrity string `json:"integrity,omitempty"`
 	// Present only when the registry sets flow labels: the source's confidentiality (`public`, `internal`, `confidential`, `secret`), its tool's (registry default `internal`).
 	Confidentiality string `json:"confidentiality,omitempty"`

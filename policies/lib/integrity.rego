@@ -36,14 +36,18 @@ consequential(tool) if data.policycheck.registry.tools[tool].consequential == tr
 # title: source_label
 # description: |
 #   The label of a flow's source ({"integrity", "confidentiality"}): a
-#   user or system prompt part is trusted; a return has its tool's label
-#   as the engine wrote it on the source, or the defaults (untrusted,
-#   internal) when the registry sets no flow label.
+#   user or system prompt part is trusted, unless it shares its request
+#   with tool returns (`beside`: it may hold what they returned, and
+#   carries their label as the engine wrote it, or the default untrusted);
+#   a return has its tool's label as the engine wrote it on the source, or
+#   the defaults (untrusted, internal) when the registry sets no flow
+#   label.
 source_label(src) := {
 	"integrity": "trusted",
 	"confidentiality": object.get(src, "confidentiality", _default_confidentiality),
 } if {
 	src.kind in _prompt_kinds
+	count(object.get(src, "beside", [])) == 0
 } else := {
 	"integrity": object.get(src, "integrity", _default_integrity),
 	"confidentiality": object.get(src, "confidentiality", _default_confidentiality),
@@ -132,7 +136,13 @@ _untrusted_reason(call, path) := sprintf("argument %v of %v is untrusted: it car
 	concat("; ", [_window_words(s) | some s in object.get(call, ["window", "sources"], [])]),
 ])
 
-_source_words(src) := sprintf("a value from %v (%v %v, tool_call_id %v, message %v, part %v)", [
+_source_words(src) := sprintf("a value from %v beside %v's return (%v, message %v, part %v)", [
+	src.kind, concat(", ", src.beside),
+	label.integrity, src.message, src.part,
+]) if {
+	count(object.get(src, "beside", [])) > 0
+	label := source_label(src)
+} else := sprintf("a value from %v (%v %v, tool_call_id %v, message %v, part %v)", [
 	object.get(src, "kind", "tool-return"), object.get(src, "tool", null),
 	label.integrity, object.get(src, "tool_call_id", null), src.message, src.part,
 ]) if {

@@ -226,3 +226,21 @@ test_a_flow_at_another_argument_is_not_the_source if {
 		"read_inbox's return (tool_call_id c2, call at message 1, part 0, through a compaction summary)",
 	])] with data.policycheck.registry as registry
 }
+
+# A user-prompt part beside read_file's return (pydantic-ai puts a tool's
+# files there): not the user's word, its label the engine's join.
+test_a_prompt_beside_a_tool_return_is_not_the_users if {
+	beside := object.union(user_src, {"beside": ["read_file"], "integrity": "untrusted", "confidentiality": "internal"})
+	lib.source_label(beside) == {"integrity": "untrusted", "confidentiality": "internal"}
+	lib.source_label(object.remove(beside, ["integrity", "confidentiality"])).integrity == "untrusted"
+	lib.source_label(user_src).integrity == "trusted"
+	call := {
+		"tool": "send_money", "window": inbox_window,
+		"args_integrity": {"/to": "untrusted"},
+		"flows": [{"path": "/to", "match": "exact", "source": object.union(beside, {"message": 2, "part": 1})}],
+	}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: it carries a value from user-prompt ",
+		"beside read_file's return (untrusted, message 2, part 1)",
+	])] with data.policycheck.registry as registry
+}
