@@ -39,7 +39,12 @@ type labelReads struct {
 
 // labelOptions is what the compiled policies may read of the labels; it
 // widens opts to the facts those are built from (the window from the
-// tool calls, the argument integrity from the flows).
+// returns per tool, the argument integrity from the flows). The window
+// does not need the tool calls themselves: input.facts.tool_calls, every
+// call of the history with its arguments, is written only for a policy
+// that may read it (the lead's decision, issue 47 item 7: with it in
+// every input, the stock library cost a 1,000-message step 27 times the
+// CPU of flows off).
 func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	var lr labelReads
 	for _, p := range windowPaths {
@@ -48,7 +53,7 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	for _, p := range argsIntegrityPaths {
 		lr.argsIntegrity = lr.argsIntegrity || mayRead(c, p)
 	}
-	opts.ToolCalls = opts.ToolCalls || lr.window
+	opts.ReturnsByTool = opts.ReturnsByTool || lr.window
 	opts.Flows = opts.Flows || lr.argsIntegrity
 	return lr
 }
@@ -63,21 +68,28 @@ func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
 	return reg.ReturnLabel(src.Tool)
 }
 
-// windowSource is a return the model saw before the dispatched response,
-// in its window or through a compaction summary written after it.
+// windowSource is one tool whose returns the model saw before the
+// dispatched response, in its window or through a compaction summary
+// written after them: the latest of them, and how many there were. One
+// per tool, not per call (the lead's decision, issue 47 item 7): the
+// window of a long session stays as small as its tools, and a rule
+// asking whether the window held a tool's return keeps working; which
+// exact calls it was is summarised by count.
 type windowSource struct {
-	// Kind is the source part's kind: a tool-return, or a
-	// builtin-tool-return.
-	Kind       string  `json:"kind"`
-	Tool       string  `json:"tool"`
+	// Kind is the returns' part kind: a tool-return, or a
+	// builtin-tool-return (a provider-side tool's).
+	Kind string `json:"kind"`
+	Tool string `json:"tool"`
+	// Count is the number of the tool's returns the model saw.
+	Count      int     `json:"count"`
 	ToolCallID *string `json:"tool_call_id"`
-	// Message and Part locate the call the return answered; for a
-	// provider-side (builtin) return, the return itself.
+	// Message and Part locate the call the latest return answered; for a
+	// provider-side (builtin) return, that return itself.
 	Message int `json:"message"`
 	Part    int `json:"part"`
-	// Summarised: the call lies before the window's start, so the model
-	// saw its return through a compaction summary, which carries its
-	// label.
+	// Summarised: some of those returns (the earliest call at least)
+	// lie before the window's start, so the model saw them through a
+	// compaction summary, which carries their label.
 	Summarised      bool   `json:"summarised"`
 	Integrity       string `json:"integrity"`
 	Confidentiality string `json:"confidentiality"`
@@ -85,60 +97,45 @@ type windowSource struct {
 
 // callWindow is what the model saw before the dispatched response: the
 // join of the labels of every return it was shown (directly, or through
-// a compaction summary), and the untrusted ones.
+// a compaction summary), and the tools whose returns are untrusted.
 type callWindow struct {
 	Label   facts.Label
-	Sources []windowSource // the untrusted returns, in history order
+	Sources []windowSource // the untrusted tools, in history order of their latest return
 }
 
-// windowOf is the window of the dispatched response: every tool call
-// of the history with an outcome (its return, or the retry prompt that
-// answered it, was shown to the model) counts with its tool's label. A
-// compaction hides nothing: a summary written after an untrusted or
-// confidential return carries that label (taint survives compaction),
-// and the return is listed as summarised. Provider-side (builtin) tool
-// returns count too (facts.Facts.BuiltinReturns), with the label of their
-// tool's name (untrusted unless the registry labels it), those inside
-// the dispatched response included wherever they stand in it: the
+// windowOf is the window of the dispatched response, from the returns
+// the model was shown per tool (facts.Facts.ReturnsByTool): every tool
+// call of the history with an outcome (its return, or the retry prompt
+// that answered it, was shown to the model) counts with its tool's
+// label. A compaction hides nothing: a summary written after an
+// untrusted or confidential return carries that label (taint survives
+// compaction), and the tool is listed as summarised. Provider-side
+// (builtin) tool returns count too, with the label of their tool's name
+// (untrusted unless the registry labels it), those inside the
+// dispatched response included wherever they stand in it: the
 // provider's own web search or fetch is content the model was shown.
+// A window read back from an input document (FactsFromInput) keeps the
+// labels it recorded. It costs the tools, not the calls.
 func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 	w := callWindow{Label: facts.Bottom}
 	start := f.Window
 	if f.Dispatch != nil {
 		start = f.Dispatch.Window
 	}
-	for i := range f.ToolCalls {
-		c := &f.ToolCalls[i]
-		if c.Outcome == facts.CallPending {
-			continue
+	for i := range f.ReturnsByTool {
+		r := &f.ReturnsByTool[i]
+		l := reg.ReturnLabel(r.Tool)
+		if r.Label != nil {
+			l = *r.Label
 		}
-		l := reg.ReturnLabel(c.Tool)
 		w.Label = w.Label.Join(l)
 		if l.Integrity == facts.IntegrityUntrusted {
-			at := facts.Position{Message: c.Message, Part: c.Part}
-			w.Sources = append(w.Sources, windowSource{Kind: facts.ToolReturn.String(), Tool: c.Tool, ToolCallID: c.ToolCallID, Message: c.Message, Part: c.Part,
-				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
+			w.Sources = append(w.Sources, windowSource{Kind: r.Kind.String(), Tool: r.Tool, Count: r.Count, ToolCallID: r.ToolCallID,
+				Message: r.Message, Part: r.Part, Summarised: r.First.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
 		}
 	}
-	var builtins []windowSource
-	for _, b := range f.BuiltinReturns {
-		l := reg.ReturnLabel(b.Tool)
-		w.Label = w.Label.Join(l)
-		if l.Integrity == facts.IntegrityUntrusted {
-			at := facts.Position{Message: b.Message, Part: b.Part}
-			builtins = append(builtins, windowSource{Kind: facts.BuiltinToolReturn.String(), Tool: b.Tool, ToolCallID: b.ToolCallID, Message: b.Message, Part: b.Part,
-				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
-		}
-	}
-	if len(builtins) > 0 {
-		// One list in history order.
-		w.Sources = append(w.Sources, builtins...)
-		slices.SortStableFunc(w.Sources, func(a, b windowSource) int {
-			if a.Message != b.Message {
-				return a.Message - b.Message
-			}
-			return a.Part - b.Part
-		})
+	if f.ReturnsLabel != nil {
+		w.Label = *f.ReturnsLabel
 	}
 	return w
 }
@@ -150,6 +147,7 @@ func (w *callWindow) term() *ast.Term {
 		srcs[i] = ast.ObjectTerm(
 			item("kind", ast.StringTerm(s.Kind)),
 			item("tool", ast.StringTerm(s.Tool)),
+			item("count", ast.IntNumberTerm(s.Count)),
 			item("tool_call_id", nullableString(s.ToolCallID)),
 			item("message", ast.IntNumberTerm(s.Message)),
 			item("part", ast.IntNumberTerm(s.Part)),

@@ -66,13 +66,14 @@ func TestLabelsInTheInputOnlyWhenRead(t *testing.T) {
 	assert.Equal(t, map[string]string{"p1": "approval_required", "p2": "execute", "r1": "denied"}, verdicts(d))
 	full, err := d.InputDocument()
 	require.NoError(t, err)
+	assert.NotContains(t, full.(map[string]any)["facts"], "tool_calls", "the window needs no tool calls in the input")
 	calls := callsOf(t, full)
 	assert.Equal(t, map[string]any{"/amount": "declassified", "/recipient": "untrusted", "/subject": "declassified"}, calls[0]["args_integrity"])
 	assert.Equal(t, map[string]any{"/amount": "declassified", "/recipient": "trusted", "/subject": "declassified"}, calls[1]["args_integrity"])
 	assert.Equal(t, map[string]any{"/shop": "untrusted", "/text": "untrusted"}, calls[2]["args_integrity"])
 	b, err := json.Marshal(calls[0]["window"])
 	require.NoError(t, err)
-	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "secret", "sources": [{"kind": "tool-return", "tool": "read_file", "tool_call_id": "f1",
+	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "secret", "sources": [{"kind": "tool-return", "tool": "read_file", "count": 1, "tool_call_id": "f1",
 		"message": 1, "part": 0, "summarised": false, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
 	b, err = json.Marshal(calls[2]["flows"])
 	require.NoError(t, err)
@@ -91,9 +92,10 @@ func TestLabelsInTheInputOnlyWhenRead(t *testing.T) {
 // TestProviderSideReturnsTaintTheWindow: a provider's own web search in
 // the dispatched response (a builtin-tool-return, which is no tool call
 // of the agent) makes the window untrusted, so a consequential call with
-// an argument no trusted source gave is no trusted action; the return is
-// carried in facts.builtin_returns and read back from the logged input,
-// so the decision decided again from its log has the same window. A
+// an argument no trusted source gave is no trusted action; the window
+// that lists it is read back from the logged input (which carries
+// neither facts.tool_calls nor facts.builtin_returns), so the decision
+// decided again from its log has the same window. A
 // native tool search's return (a builtin return with a tool_kind) names
 // the agent's own tools and does not count.
 func TestProviderSideReturnsTaintTheWindow(t *testing.T) {
@@ -107,11 +109,13 @@ func TestProviderSideReturnsTaintTheWindow(t *testing.T) {
 	b, err := json.Marshal(callsOf(t, full)[0]["window"])
 	require.NoError(t, err)
 	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "internal", "sources": [{"kind": "builtin-tool-return", "tool": "web_search",
-		"tool_call_id": "w1", "message": 1, "part": 1, "summarised": false, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
+		"count": 1, "tool_call_id": "w1", "message": 1, "part": 1, "summarised": false, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
 
 	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
 	require.NoError(t, err)
-	require.Len(t, f.BuiltinReturns, 1)
+	assert.Nil(t, f.BuiltinReturns, "not in the input: the window is")
+	require.Len(t, f.ReturnsByTool, 1)
+	assert.Equal(t, facts.BuiltinToolReturn, f.ReturnsByTool[0].Kind)
 	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
 	require.NoError(t, err)
 	againDoc, err := again.InputDocument()
@@ -196,7 +200,7 @@ func TestExplainShowsTheLabels(t *testing.T) {
 
 // TestLabelReadsFollowThePolicies: a policy set pays for the facts the
 // label fields are built from only when it may read them: through
-// lib.trusted_action the window (tool calls) and args_integrity (flows),
+// lib.trusted_action the window (returns by tool, not the tool calls) and args_integrity (flows),
 // through lib.permitted_flow the flows alone, through lib.consequential
 // neither; a direct reference counts as one.
 func TestLabelReadsFollowThePolicies(t *testing.T) {
@@ -206,12 +210,12 @@ func TestLabelReadsFollowThePolicies(t *testing.T) {
 		body string
 		want facts.Options
 	}{
-		"trusted_action":  {"not lib.trusted_action(input.call)", facts.Options{ToolCalls: true, Flows: true}},
+		"trusted_action":  {"not lib.trusted_action(input.call)", facts.Options{ReturnsByTool: true, Flows: true}},
 		"permitted_flow":  {"not lib.permitted_flow(input.call)", facts.Options{Flows: true}},
 		"consequential":   {"lib.consequential(input.call.tool)", facts.Options{}},
-		"window directly": {"input.call.window.untrusted", facts.Options{ToolCalls: true}},
+		"window directly": {"input.call.window.untrusted", facts.Options{ReturnsByTool: true}},
 		"args_integrity":  {`input.call.args_integrity["/to"] == "untrusted"`, facts.Options{Flows: true}},
-		"the whole call":  {"count(input.call) > 0", facts.Options{ToolCalls: true, Flows: true}},
+		"the whole call":  {"count(input.call) > 0", facts.Options{ReturnsByTool: true, Flows: true}},
 	}
 	for note, tc := range cases {
 		imp := ""
@@ -291,4 +295,79 @@ func pick(m map[string]any, keys ...string) map[string]any {
 		out[k] = m[k]
 	}
 	return out
+}
+
+// TestWindowSourcesOnePerTool: the window lists one source per tool,
+// however many of its calls returned: the latest call, the count, and
+// summarised when some of them lie before a compaction; a Run step
+// writes the same window as a one-shot decision, and the decision is
+// decided again alike from its logged input, with or without
+// facts.tool_calls in it (a policy that also reads the calls).
+func TestWindowSourcesOnePerTool(t *testing.T) {
+	ctx := context.Background()
+	eng, reg, _ := integrityFixture(t, "clean")
+	call := func(name, id, args string) facts.Part {
+		return facts.Part{Kind: facts.ToolCall, ToolName: name, ToolCallID: id, HasToolCallID: true, Args: []byte(args)}
+	}
+	ret := func(name, id, content string) facts.Part {
+		return facts.Part{Kind: facts.ToolReturn, ToolName: name, ToolCallID: id, HasToolCallID: true, Content: []byte(content), Outcome: facts.OutcomeSuccess}
+	}
+	h := facts.History{
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt, Content: []byte(`"Pay my bills."`)}}},
+		{Kind: facts.Response, Parts: []facts.Part{call("read_file", "f1", `{"path":"a.txt"}`), call("read_file", "f2", `{"path":"b.txt"}`), call("get_contacts", "k1", `{}`)}},
+		{Kind: facts.Request, Parts: []facts.Part{ret("read_file", "f1", `"pay 40 to the landlord"`), ret("read_file", "f2", `"pay 12 to the grocer"`), ret("get_contacts", "k1", `"Ada"`)}},
+		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.Compaction}, call("read_file", "f3", `{"path":"c.txt"}`)}},
+		{Kind: facts.Request, Parts: []facts.Part{ret("read_file", "f3", `"pay 7 to the baker"`)}},
+		{Kind: facts.Response, Parts: []facts.Part{call("send_money", "p1", `{"recipient":"Mallory","amount":7,"subject":"bill"}`)}},
+	}
+	d, err := eng.Decide(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	full, err := d.InputDocument()
+	require.NoError(t, err)
+	b, err := json.Marshal(callsOf(t, full)[0]["window"])
+	require.NoError(t, err)
+	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "internal", "sources": [{"kind": "tool-return", "tool": "read_file", "count": 3,
+		"tool_call_id": "f3", "message": 3, "part": 1, "summarised": true, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
+
+	r := eng.NewRun()
+	var sd *engine.Decision
+	for i := range h {
+		sd, err = r.Step(ctx, h[i:i+1], nil)
+		require.NoError(t, err)
+	}
+	stepDoc, err := sd.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, full, stepDoc, "a Run keeps the window as the messages arrive")
+
+	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
+	require.NoError(t, err)
+	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
+	require.NoError(t, err)
+	againDoc, err := again.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, full, againDoc)
+
+	// A policy that reads the calls too: they are in the input, and the
+	// window is built again from them.
+	both, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies/integrity"),
+		engine.Modules(engine.Source{File: "calls.rego", Text: "package policycheck.rules.calls\n\nimport data.policycheck.lib\n\n" +
+			"deny contains \"too many\" if lib.call_count(input.call) > 5\n"}))
+	require.NoError(t, err)
+	assert.True(t, both.FactOptions().ToolCalls)
+	d, err = both.Decide(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	full, err = d.InputDocument()
+	require.NoError(t, err)
+	assert.Contains(t, full.(map[string]any)["facts"], "tool_calls")
+	b2, err := json.Marshal(callsOf(t, full)[0]["window"])
+	require.NoError(t, err)
+	assert.JSONEq(t, string(b), string(b2))
+	f, ctxDoc, approvals, err = engine.FactsFromInput(full)
+	require.NoError(t, err)
+	assert.Nil(t, f.ReturnsByTool, "built again from the calls")
+	again, err = both.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
+	require.NoError(t, err)
+	againDoc, err = again.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, full, againDoc)
 }

@@ -122,6 +122,19 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 			missing = "the policies read input.facts.tool_calls" + notCarried
 		}
 	}
+	if s.opts.ReturnsByTool && f.ReturnsByTool == nil && f.Dispatch != nil {
+		withReturns := *f
+		switch {
+		case f.ToolCalls != nil:
+			withReturns.ReturnsByTool = facts.ReturnsByToolOf(f.ToolCalls, f.BuiltinReturns)
+			f = &withReturns
+		case req.History != nil:
+			withReturns.ReturnsByTool = facts.ReturnsByToolOf(facts.ToolCalls(req.History), facts.BuiltinReturns(req.History))
+			f = &withReturns
+		case missing == "":
+			missing = "the policies read input.call.window" + notCarried
+		}
+	}
 	if s.opts.Flows && f.Dispatch != nil && slices.ContainsFunc(f.Dispatch.Calls, func(c facts.Call) bool { return c.Flows == nil }) {
 		if req.History != nil {
 			flows, truncated := facts.Flows(req.History, s.reg, s.opts)

@@ -1,11 +1,20 @@
 package facts
 
+import (
+	"maps"
+	"slices"
+)
+
 // Options, an Option of Derive and NewTracker, asks for the facts that
 // cost more than the others and that only some policies read. The zero
 // value asks for none.
 type Options struct {
 	// ToolCalls fills Facts.ToolCalls and Facts.BuiltinReturns.
 	ToolCalls bool
+	// ReturnsByTool fills Facts.ReturnsByTool: per tool, what the model
+	// was shown of its returns (what input.call.window is built from),
+	// without the calls themselves.
+	ReturnsByTool bool
 	// Flows fills Call.Flows of the dispatched calls and
 	// Facts.FlowIndexTruncated (flows.go).
 	Flows bool
@@ -104,6 +113,109 @@ func BuiltinReturns(h History) []BuiltinReturn {
 	return l.builtinSnapshot()
 }
 
+// ToolReturns summarises the returns of one tool the model was shown in
+// a history (Facts.ReturnsByTool): those of its calls that have an
+// outcome (CallReturned or CallRetried: the return, or the retry prompt
+// that answered the call, was put before the model), or, for a
+// provider-side tool (Kind BuiltinToolReturn), its returns
+// (BuiltinReturn). A compaction hides none of them: what the model saw
+// before it reaches it through the summary.
+//
+// A tool and a provider-side tool of the same name are two entries.
+type ToolReturns struct {
+	// Kind is ToolReturn for a tool of the agent, BuiltinToolReturn for
+	// a provider-side one.
+	Kind PartKind
+	Tool string
+	// Count is the number of the tool's returns the model was shown.
+	Count int
+	// ToolCallID, Message and Part are the latest of them: for a tool
+	// of the agent the call the return answered (ToolCallID is nil when
+	// it has none), for a provider-side tool the return itself.
+	ToolCallID    *string
+	Message, Part int
+	// First locates the earliest of them the same way: before a
+	// window's start, some of them reach the model only through a
+	// compaction summary.
+	First Position
+	// Label is nil when derived: the tool's returns have the registry's
+	// label (Registry.ReturnLabel). engine.FactsFromInput sets it to the
+	// label an input document recorded (see Facts.ReturnsLabel).
+	Label *Label
+}
+
+// ReturnsByToolOf summarises calls and builtins (as ToolCalls and
+// BuiltinReturns return them for a history) per tool, as
+// Facts.ReturnsByTool does for that history. Never nil.
+func ReturnsByToolOf(calls []ToolCallRecord, builtins []BuiltinReturn) []ToolReturns {
+	var s returnSummary
+	for i := range calls {
+		if c := &calls[i]; c.Outcome != CallPending {
+			s.note(ToolReturn, c.Tool, c.ToolCallID, Position{c.Message, c.Part})
+		}
+	}
+	return s.snapshot(builtins)
+}
+
+// returnSummary accumulates Facts.ReturnsByTool.
+type returnSummary struct {
+	index   map[returnKey]int // into entries
+	entries []ToolReturns
+}
+
+type returnKey struct {
+	kind PartKind
+	tool string
+}
+
+// note counts one return of tool, whose call (or, provider-side, the
+// return itself) is at pos.
+func (s *returnSummary) note(kind PartKind, tool string, id *string, pos Position) {
+	k := returnKey{kind, tool}
+	i, ok := s.index[k]
+	if !ok {
+		if s.index == nil {
+			s.index = map[returnKey]int{}
+		}
+		s.index[k] = len(s.entries)
+		s.entries = append(s.entries, ToolReturns{Kind: kind, Tool: tool, Count: 1, ToolCallID: id, Message: pos.Message, Part: pos.Part, First: pos})
+		return
+	}
+	e := &s.entries[i]
+	e.Count++
+	if pos.Before(e.First) {
+		e.First = pos
+	}
+	if !pos.Before(Position{e.Message, e.Part}) {
+		e.ToolCallID, e.Message, e.Part = id, pos.Message, pos.Part
+	}
+}
+
+// snapshot returns the summary with builtins counted too, in history
+// order of each entry's latest; never nil. The summary is unchanged.
+func (s *returnSummary) snapshot(builtins []BuiltinReturn) []ToolReturns {
+	all := s
+	if len(builtins) > 0 {
+		all = &returnSummary{entries: slices.Clone(s.entries)}
+		if len(s.index) > 0 {
+			all.index = maps.Clone(s.index)
+		}
+		for i := range builtins {
+			b := &builtins[i]
+			all.note(BuiltinToolReturn, b.Tool, b.ToolCallID, Position{b.Message, b.Part})
+		}
+	}
+	out := make([]ToolReturns, len(all.entries))
+	copy(out, all.entries)
+	slices.SortFunc(out, func(a, b ToolReturns) int {
+		if a.Message != b.Message {
+			return a.Message - b.Message
+		}
+		return a.Part - b.Part
+	})
+	return out
+}
+
 // callLog accumulates the tool calls of a history as messages arrive.
 type callLog struct {
 	calls []ToolCallRecord
@@ -115,6 +227,8 @@ type callLog struct {
 	prev    []int
 	// builtins are the provider-side returns, in history order.
 	builtins []BuiltinReturn
+	// byTool summarises the returns of both per tool.
+	byTool returnSummary
 }
 
 func (l *callLog) fold(msg *Message, idx int) {
@@ -142,6 +256,7 @@ func (l *callLog) fold(msg *Message, idx int) {
 				b.ToolCallID = &id
 			}
 			l.builtins = append(l.builtins, b)
+			l.byTool.note(BuiltinToolReturn, b.Tool, b.ToolCallID, Position{idx, p})
 		case part.isOutcome():
 			last, ok := l.waiting[part.ToolCallID]
 			if !ok {
@@ -152,7 +267,9 @@ func (l *callLog) fold(msg *Message, idx int) {
 				o = CallRetried
 			}
 			for i := last; i > 0; i = l.prev[i-1] {
-				l.calls[i-1].Outcome = o
+				c := &l.calls[i-1]
+				c.Outcome = o
+				l.byTool.note(ToolReturn, c.Tool, c.ToolCallID, Position{c.Message, c.Part})
 			}
 			delete(l.waiting, part.ToolCallID)
 		}
