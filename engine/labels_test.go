@@ -329,6 +329,15 @@ func TestWindowSourcesOnePerTool(t *testing.T) {
 	assert.JSONEq(t, `{"untrusted": true, "confidentiality": "internal", "sources": [{"kind": "tool-return", "tool": "read_file", "count": 3,
 		"tool_call_id": "f3", "message": 3, "part": 1, "summarised": true, "integrity": "untrusted", "confidentiality": "internal"}]}`, string(b))
 
+	assert.Equal(t, []string{"approval required by policycheck.rules.integrity (../examples/policies/integrity/integrity.rego:40:1): " +
+		"argument /recipient of send_money is untrusted: no trusted source gave it, and the window held " +
+		"read_file's 3 returns (the latest tool_call_id f3, call at message 3, part 1, some through a compaction summary)"}, d.Calls[0].Reasons)
+	x, err := eng.Explain(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	require.Len(t, x.Calls, 1)
+	assert.Contains(t, x.Calls[0].Why, `the window the model saw before the call held untrusted content (highest confidentiality internal): `+
+		`"read_file"'s 3 returns (latest call at message 3, part 1, some through a compaction summary)`)
+
 	r := eng.NewRun()
 	var sd *engine.Decision
 	for i := range h {
