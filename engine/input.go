@@ -488,7 +488,7 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		var window *ast.Term
 		if lab.reads.window {
 			cw := windowOf(lab.reg, f)
-			window = cw.term()
+			window = cw.term(lab.window)
 		}
 		calls := make([]*ast.Term, len(d.Calls))
 		for i := range d.Calls {

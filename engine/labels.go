@@ -95,6 +95,13 @@ type windowSource struct {
 	Confidentiality string `json:"confidentiality"`
 }
 
+// sameBut reports whether s and o are equal but for their ToolCallID
+// pointers.
+func (s windowSource) sameBut(o windowSource) bool {
+	s.ToolCallID, o.ToolCallID = nil, nil
+	return s == o
+}
+
 // callWindow is what the model saw before the dispatched response: the
 // join of the labels of every return it was shown (directly, or through
 // a compaction summary), and the tools whose returns are untrusted.
@@ -140,10 +147,36 @@ func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 	return w
 }
 
-// term is input.call.window.
-func (w *callWindow) term() *ast.Term {
+// sourceTerms keeps the terms of a Run's window sources from one step to
+// the next: a step changes the sources of the tools whose returns it
+// added, and the others' terms (most of them in a long session with many
+// tools) are the previous step's. Each term is a function of its source
+// alone; the map holds one per tool. Not safe for concurrent use (nor is
+// a Run).
+type sourceTerms map[windowSourceKey]sourceTerm
+
+type windowSourceKey struct{ kind, tool string }
+
+type sourceTerm struct {
+	src  windowSource
+	id   string // *src.ToolCallID, which src shares with the facts
+	term *ast.Term
+}
+
+// term is input.call.window; cache, when not nil, holds and keeps the
+// terms of the sources (a Run's).
+func (w *callWindow) term(cache sourceTerms) *ast.Term {
 	srcs := make([]*ast.Term, len(w.Sources))
 	for i, s := range w.Sources {
+		key := windowSourceKey{s.Kind, s.Tool}
+		id := ""
+		if s.ToolCallID != nil {
+			id = *s.ToolCallID
+		}
+		if c, ok := cache[key]; ok && c.id == id && (c.src.ToolCallID == nil) == (s.ToolCallID == nil) && c.src.sameBut(s) {
+			srcs[i] = c.term
+			continue
+		}
 		srcs[i] = ast.ObjectTerm(
 			item("kind", ast.StringTerm(s.Kind)),
 			item("tool", ast.StringTerm(s.Tool)),
@@ -155,6 +188,9 @@ func (w *callWindow) term() *ast.Term {
 			item("integrity", ast.StringTerm(s.Integrity)),
 			item("confidentiality", ast.StringTerm(s.Confidentiality)),
 		)
+		if cache != nil {
+			cache[key] = sourceTerm{src: s, id: id, term: srcs[i]}
+		}
 	}
 	return ast.ObjectTerm(
 		item("untrusted", ast.BooleanTerm(w.Label.Integrity == facts.IntegrityUntrusted)),
@@ -261,4 +297,19 @@ func argsIntegrityTerm(levels []argIntegrity) *ast.Term {
 type labelInput struct {
 	reg   *facts.Registry
 	reads labelReads
+	// window keeps a Run's window source terms across its steps (nil
+	// for a one-shot decision).
+	window sourceTerms
+}
+
+// windowTerms is the Run's window source terms, nil for a decision of no
+// Run.
+func (dc *decideConfig) windowTerms() sourceTerms {
+	if dc.run == nil {
+		return nil
+	}
+	if dc.run.window == nil {
+		dc.run.window = sourceTerms{}
+	}
+	return dc.run.window
 }

@@ -163,7 +163,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 	binds := bindApprovals(f, req.Approvals)
 	reads, invalid := readCalls(s.reg, f, binds)
 	p := &prepared{facts: f, traced: traced, next: next, dispatch: dispatch,
-		input:     buildInput(f, next, dispatch, ctxTerm, &s.known, binds, reads, invalid, s.opts, labelInput{s.reg, s.labels}),
+		input:     buildInput(f, next, dispatch, ctxTerm, &s.known, binds, reads, invalid, s.opts, labelInput{s.reg, s.labels, dc.windowTerms()}),
 		approvals: req.Approvals, binds: binds, invalid: invalid, missing: missing,
 		// The fingerprint of the filter keys used for dispatch, or for
 		// the next request when there is none: each filter result
