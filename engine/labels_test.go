@@ -387,3 +387,32 @@ func TestWindowSourcesOnePerTool(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, full, againDoc)
 }
+
+// TestWindowWithoutItsFactsFailsClosed: facts that carry neither the
+// returns per tool nor the tool calls (a facts.Tracker built without
+// Engine.FactOptions), without a history to derive them from, cannot
+// say what the window held: the decision fails closed rather than count
+// it clean; with the history, or the tracker's options, it is decided.
+func TestWindowWithoutItsFactsFailsClosed(t *testing.T) {
+	ctx := context.Background()
+	eng, reg, h := integrityFixture(t, "pay-bill")
+	plain := facts.NewTracker(reg)
+	plain.Append(h...)
+	f := plain.Facts()
+	d, err := eng.Decide(ctx, engine.Request{Facts: &f})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "denied", "p2": "denied", "r1": "denied"}, verdicts(d))
+	require.NotEmpty(t, d.Errors)
+	assert.Contains(t, d.Errors[0], "the policies read input.call.window")
+
+	d, err = eng.Decide(ctx, engine.Request{Facts: &f, History: h})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "approval_required", "p2": "execute", "r1": "denied"}, verdicts(d))
+	tr := facts.NewTracker(reg, eng.FactOptions())
+	tr.Append(h...)
+	f = tr.FactsWith(eng.FactOptions())
+	require.NotNil(t, f.ReturnsByTool)
+	d, err = eng.Decide(ctx, engine.Request{Facts: &f})
+	require.NoError(t, err)
+	assert.Equal(t, map[string]string{"p1": "approval_required", "p2": "execute", "r1": "denied"}, verdicts(d))
+}
