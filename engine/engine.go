@@ -276,7 +276,8 @@ func (e *Engine) Reload(ctx context.Context, opts ...Option) error {
 func (e *Engine) Registry() *facts.Registry { return e.snap.Load().reg }
 
 // FactOptions returns the optional facts the current policies may read
-// (input.facts.tool_calls, input.call.flows) with their settings: a Request whose Facts come from a
+// (input.facts.tool_calls, input.call.flows, and the returns per tool
+// input.call.window is built from) with their settings: a Request whose Facts come from a
 // facts.Tracker should carry them (a tracker built with
 // facts.NewTracker and these options, read with FactsWith), or the
 // decision derives them from Request.History.

@@ -102,7 +102,8 @@ type CallExplained struct {
 	// Window, on a refused call when the policies read
 	// input.call.window and the registry sets flow labels, is what the model's window held before the
 	// call: whether anything untrusted, the highest confidentiality, and
-	// the untrusted returns (through a compaction summary or not).
+	// the tools whose untrusted returns it held, one per tool (how many,
+	// the latest, and whether through a compaction summary).
 	Window *windowExplained `json:"window,omitempty"`
 }
 
@@ -440,11 +441,17 @@ func (s *snapshot) explainLabels(ce *CallExplained, f *facts.Facts, part int) {
 		}
 		var srcs []string
 		for _, src := range w.Sources {
-			how := ""
-			if src.Summarised {
-				how = ", through a compaction summary"
+			at := pos(facts.Position{Message: src.Message, Part: src.Part})
+			switch {
+			case src.Count > 1 && src.Summarised:
+				srcs = append(srcs, fmt.Sprintf("%q's %d returns (latest call at %s, some through a compaction summary)", src.Tool, src.Count, at))
+			case src.Count > 1:
+				srcs = append(srcs, fmt.Sprintf("%q's %d returns (latest call at %s)", src.Tool, src.Count, at))
+			case src.Summarised:
+				srcs = append(srcs, fmt.Sprintf("%q's return (call at %s, through a compaction summary)", src.Tool, at))
+			default:
+				srcs = append(srcs, fmt.Sprintf("%q's return (call at %s)", src.Tool, at))
 			}
-			srcs = append(srcs, fmt.Sprintf("%q's return (call at %s%s)", src.Tool, pos(facts.Position{Message: src.Message, Part: src.Part}), how))
 		}
 		ce.Why = append(ce.Why, fmt.Sprintf("the window the model saw before the call held untrusted content (highest confidentiality %s): %s",
 			w.Label.Confidentiality, strings.Join(srcs, "; ")))

@@ -451,17 +451,20 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		w.labels = lab.reg
 	}
 	factsObj := objectOf(w, factsFields, f)
-	if opts.ToolCalls && f.ToolCalls != nil {
+	// The calls (and the returns beside them) are written for a policy
+	// that reads them, not when the facts hold them for the labels only.
+	writeCalls := opts.ToolCalls && lab.reads.toolCallsInInput
+	if writeCalls && f.ToolCalls != nil {
 		factsObj.Insert(keyTerm("tool_calls"), toolCallsTerm(w, f.ToolCalls))
 	}
-	if opts.ToolCalls && len(f.BuiltinReturns) > 0 {
+	if writeCalls && len(f.BuiltinReturns) > 0 {
 		brs := make([]*ast.Term, len(f.BuiltinReturns))
 		for i := range f.BuiltinReturns {
 			brs[i] = ast.NewTerm(objectOf(w, builtinReturnFields, &f.BuiltinReturns[i]))
 		}
 		factsObj.Insert(keyTerm("builtin_returns"), ast.ArrayTerm(brs...))
 	}
-	if opts.ToolCalls && len(f.UnpairedReturns) > 0 {
+	if writeCalls && len(f.UnpairedReturns) > 0 {
 		urs := make([]*ast.Term, len(f.UnpairedReturns))
 		for i := range f.UnpairedReturns {
 			urs[i] = ast.NewTerm(objectOf(w, unpairedReturnFields, &f.UnpairedReturns[i]))
@@ -496,7 +499,7 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		var window *ast.Term
 		if lab.reads.window {
 			cw := windowOf(lab.reg, f)
-			window = cw.term()
+			window = cw.term(lab.window)
 		}
 		calls := make([]*ast.Term, len(d.Calls))
 		for i := range d.Calls {

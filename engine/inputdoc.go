@@ -35,7 +35,11 @@ func (d *Decision) InputDocument() (any, error) {
 // decides it. The filter results in doc are not read: they belong to the
 // policy that decided first. Nor are the labels (a call's window and
 // args_integrity, a flow source's integrity and confidentiality): the
-// engine writes them again from the facts and its registry.
+// engine writes them again from the facts and its registry; but a
+// document without facts.tool_calls (written only for a policy that
+// reads it) keeps its calls' window as it was logged
+// (facts.Facts.ReturnsByTool and ReturnsLabel read back from it): the
+// window's sources name one return per tool, not every call.
 //
 // The approvals are the ones bound to a call (its
 // /dispatch/calls/N/approval, keyed by the call's tool_call_id); a call
@@ -101,6 +105,8 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 	if root != nil {
 		ctxDoc, _ = r.opt(root, "context", "")
 	}
+	var window any // a call's window, and where
+	windowAt := ""
 	if raw, ok := r.opt(root, "dispatch", ""); ok && raw != nil {
 		do := r.object(raw, "/dispatch")
 		d := &facts.Dispatch{Calls: []facts.Call{}}
@@ -135,14 +141,115 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 					approvals[*call.ToolCallID] = a
 				}
 			}
+			if iv, ok := r.opt(co, "args_integrity", ptr); ok && f.ToolCalls == nil {
+				// Without the calls, as logged (see window below).
+				call.ArgsIntegrity = r.argsIntegrity(iv, ptr+"/args_integrity")
+			}
 			d.Calls = append(d.Calls, call)
+			if wv, ok := r.opt(co, "window", ptr); ok {
+				if window == nil {
+					window, windowAt = wv, ptr
+				} else if !reflect.DeepEqual(wv, window) {
+					r.fail(ptr+"/window", "the window of "+windowAt+" (every call of a response has the same)")
+				}
+			}
 		}
 		f.Dispatch = d
+		if window != nil && f.ToolCalls == nil {
+			// Without the calls, the window as logged: the decision log
+			// carries it, and not every call of the history.
+			f.ReturnsByTool, f.ReturnsLabel = r.window(window, windowAt+"/window")
+		}
 	}
 	if r.err != nil {
 		return nil, nil, nil, r.err
 	}
 	return f, ctxDoc, approvals, nil
+}
+
+// argsIntegrity reads a call's args_integrity back: pointer -> level.
+func (r *inputReader) argsIntegrity(v any, ptr string) map[string]string {
+	m := r.object(v, ptr)
+	out := make(map[string]string, len(m))
+	for k, lv := range m {
+		switch lv {
+		case argTrusted, argDeclassified, argUntrusted:
+			out[k] = lv.(string)
+		default:
+			r.fail(ptr+"/"+loader.PointerToken(k), `"trusted", "declassified" or "untrusted"`)
+		}
+	}
+	return out
+}
+
+// window reads a call's window (callWindow.term) back as the returns
+// per tool it was built from, with the labels it recorded: a source's
+// earliest return is read as the start of the history when it was
+// summarised (before any window start), else as its latest.
+func (r *inputReader) window(v any, ptr string) ([]facts.ToolReturns, *facts.Label) {
+	m := r.object(v, ptr)
+	label := r.label(m, ptr, false)
+	if untrusted, ok := r.field(m, "untrusted", ptr).(bool); !ok && m != nil {
+		r.fail(ptr+"/untrusted", "a boolean")
+	} else if untrusted {
+		label.Integrity = facts.IntegrityUntrusted
+	}
+	list, ok := r.field(m, "sources", ptr).([]any)
+	if !ok && m != nil {
+		r.fail(ptr+"/sources", "an array")
+	}
+	out := []facts.ToolReturns{}
+	for i, e := range list {
+		eptr := fmt.Sprintf("%s/sources/%d", ptr, i)
+		so := r.object(e, eptr)
+		tr := facts.ToolReturns{
+			Tool:       r.string(r.field(so, "tool", eptr), eptr+"/tool"),
+			Count:      r.int(r.field(so, "count", eptr), eptr+"/count"),
+			ToolCallID: r.nullableString(r.field(so, "tool_call_id", eptr), eptr+"/tool_call_id"),
+			Message:    r.int(r.field(so, "message", eptr), eptr+"/message"),
+			Part:       r.int(r.field(so, "part", eptr), eptr+"/part"),
+		}
+		switch kind := r.field(so, "kind", eptr); kind {
+		case facts.ToolReturn.String():
+			tr.Kind = facts.ToolReturn
+		case facts.BuiltinToolReturn.String():
+			tr.Kind = facts.BuiltinToolReturn
+		case unpairedReturn:
+			tr.Kind, tr.Unpaired = facts.ToolReturn, true
+		default:
+			r.fail(eptr+"/kind", fmt.Sprintf("%q, %q or %q", facts.ToolReturn, facts.BuiltinToolReturn, unpairedReturn))
+		}
+		tr.First = facts.Position{Message: tr.Message, Part: tr.Part}
+		if sum, ok := r.field(so, "summarised", eptr).(bool); !ok && so != nil {
+			r.fail(eptr+"/summarised", "a boolean")
+		} else if sum {
+			tr.First = facts.Position{}
+		}
+		l := r.label(so, eptr, true)
+		tr.Label = &l
+		out = append(out, tr)
+	}
+	return out, &label
+}
+
+// label reads the integrity (when present) and the confidentiality of
+// a window or of one of its sources; a window's integrity is its
+// untrusted flag.
+func (r *inputReader) label(m map[string]any, ptr string, withIntegrity bool) facts.Label {
+	l := facts.Bottom
+	if withIntegrity {
+		switch v := r.field(m, "integrity", ptr); v {
+		case facts.IntegrityTrusted, facts.IntegrityUntrusted:
+			l.Integrity = v.(string)
+		default:
+			r.fail(ptr+"/integrity", fmt.Sprintf("%q or %q", facts.IntegrityTrusted, facts.IntegrityUntrusted))
+		}
+	}
+	l.Confidentiality = r.string(r.field(m, "confidentiality", ptr), ptr+"/confidentiality")
+	if facts.ConfidentialityRank(l.Confidentiality) < 0 {
+		r.fail(ptr+"/confidentiality", "a confidentiality level ("+strings.Join(facts.ConfidentialityLevels, ", ")+")")
+	}
+	return l
 }
 
 // toolCalls reads facts.tool_calls back into history order.

@@ -281,27 +281,49 @@ func ExampleFactsFromInput() {
 // which the engine computes again), which change nothing; and its reader
 // refuses a key the type lacks (this test reads every key, so such a
 // read panics here).
+//
+// Twice: a document with facts.tool_calls, whose calls' window is the
+// engine's to write again from them (not read), and one without, as a
+// policy that reads the window but not the calls logs it, whose window
+// is read back (and the absent tool calls are not).
 func TestFactsFromInputReadsTheContract(t *testing.T) {
+	for _, withCalls := range []bool{true, false} {
+		t.Run(fmt.Sprint("tool_calls=", withCalls), func(t *testing.T) { factsFromInputReadsTheContract(t, withCalls) })
+	}
+}
+
+func factsFromInputReadsTheContract(t *testing.T, withCalls bool) {
+	calls := `"tool_calls":{"x":[{"tool_call_id":"c0","message":1,"part":0,"timestamp":"2026-01-01T00:00:00Z","outcome":"returned","args":{"a":0}}]},
+			"builtin_returns":[{"tool":"web_search","tool_call_id":"w0","message":1,"part":1}],
+			"unpaired_returns":[{"tool":"read_file","tool_call_id":"f0","message":1,"part":2}],`
+	if !withCalls {
+		calls = ""
+	}
+	window := `"window":{"untrusted":true,"confidentiality":"secret","sources":[{"kind":"tool-return","tool":"x","count":2,"tool_call_id":"c0",
+				"message":1,"part":0,"summarised":true,"integrity":"untrusted","confidentiality":"internal"}]},"args_integrity":{"/a":"untrusted"},`
 	full := func() map[string]any {
 		return decodeNumbers(t, []byte(`{"facts":{"window":{"message":1,"part":0},"discovered":["a"],"loaded":["c"],"returned":["a"],"active_capabilities":["c"],
-			"tool_calls":{"x":[{"tool_call_id":"c0","message":1,"part":0,"timestamp":"2026-01-01T00:00:00Z","outcome":"returned","args":{"a":0}}]},
-			"builtin_returns":[{"tool":"web_search","tool_call_id":"w0","message":1,"part":1}],
-			"unpaired_returns":[{"tool":"read_file","tool_call_id":"f0","message":1,"part":2}],"flow_index_truncated":true},
+			`+calls+`"flow_index_truncated":true},
 			"outgoing":{"discovered":["a"],"loaded":["c"]},"context":{"k":"v"},
 			"filters":{"next":{"dropped":["a"],"errors":[{"capability":"c","message":"m"}]},"dispatch":{"dropped":["a"],"errors":[{"capability":"c","message":"m"}]},
 				"errors":[{"capability":"c","message":"m"}]},
 			"dispatch":{"provider":"p","window":{"message":1,"part":0},"loaded":["c"],"evidence":{"discovered":["a"],"loaded":["c"]},
 			"active_capabilities":["c"],"same_response":{"revealed":["a"],"pending_loads":["c"]},
-			"calls":[{"index":0,"part":0,"tool":"x","tool_call_id":"c1","tool_kind":null,"args":{},"invalid_args":true,
+			"calls":[{"index":0,"part":0,"tool":"x","tool_call_id":"c1","tool_kind":null,"args":{},"invalid_args":true,`+window+`
 				"flows":[{"path":"/a","match":"token","token":"email","whole":true,"source":{"kind":"tool-return","tool_call_id":"r1","tool":"y","labels":["secret"],"message":0,"part":0}},
 					{"path":"/a","match":"exact","token":null,"whole":true,"source":{"kind":"user-prompt","tool_call_id":null,"tool":null,"labels":[],"message":1,"part":1,"beside":["y"]}}],
 				"approval":{"kind":"tool-denied","digest":"sha256:00","approvers":["ana"],"call_args":{},"override_args":{"a":1},"message":"no"}},
-				{"index":1,"part":1,"tool":"x","tool_call_id":"c2","tool_kind":"tool-search","args":{"a":1}}]}}`)).(map[string]any)
+				{"index":1,"part":1,"tool":"x","tool_call_id":"c2","tool_kind":"tool-search","args":{"a":1},`+strings.TrimSuffix(window, ",")+`}]}}`)).(map[string]any)
 	}
 	notRead := func(path string) bool {
 		// The labels are the registry's, written from the facts read back
-		// (labels.go): not read.
-		labels := strings.HasPrefix(path, "dispatch.calls[].window") || path == "dispatch.calls[].args_integrity" ||
+		// (labels.go): not read; but the window is, without the calls.
+		// (Spoiled alike in every call, a window read from the calls
+		// changes nothing.)
+		if strings.HasPrefix(path, "facts.tool_calls") || strings.HasPrefix(path, "facts.builtin_returns") || strings.HasPrefix(path, "facts.unpaired_returns") {
+			return !withCalls
+		}
+		labels := (withCalls && (strings.HasPrefix(path, "dispatch.calls[].window") || strings.HasPrefix(path, "dispatch.calls[].args_integrity"))) ||
 			path == "dispatch.calls[].flows[].source.integrity" || path == "dispatch.calls[].flows[].source.confidentiality"
 		return labels || strings.HasPrefix(path, "filters") || path == "dispatch.calls[].index" || path == "dispatch.calls[].invalid_args"
 	}
@@ -362,6 +384,43 @@ func TestFactsFromInputReadsTheContract(t *testing.T) {
 		case !notRead(p.Path) && !changed:
 			t.Errorf("%s: FactsFromInput does not read it (contract.Input defines it)", p.Path)
 		}
+	}
+}
+
+// TestFactsFromInputReadsTheWindowBack: without facts.tool_calls, the
+// calls' window is read back as the returns per tool it lists, with the
+// labels it recorded; calls of one response whose windows differ are
+// refused (the engine writes one window per response).
+func TestFactsFromInputReadsTheWindowBack(t *testing.T) {
+	doc := func(second string) map[string]any {
+		w := `{"untrusted":true,"confidentiality":"secret","sources":[{"kind":"builtin-tool-return","tool":"web_search","count":3,"tool_call_id":"w2",
+			"message":4,"part":1,"summarised":true,"integrity":"untrusted","confidentiality":"internal"}]}`
+		if second == "" {
+			second = w
+		}
+		return decodeNumbers(t, []byte(`{"facts":{"window":{"message":2,"part":0},"discovered":[],"loaded":[],"returned":[],"active_capabilities":[]},
+			"outgoing":{"discovered":[],"loaded":[]},"context":{},
+			"dispatch":{"provider":null,"window":{"message":2,"part":0},"loaded":[],"evidence":{"discovered":[],"loaded":[]},
+			"active_capabilities":[],"same_response":{"revealed":[],"pending_loads":[]},
+			"calls":[{"index":0,"part":0,"tool":"x","tool_call_id":"c1","tool_kind":null,"args":{},"window":`+w+`},
+				{"index":1,"part":1,"tool":"x","tool_call_id":"c2","tool_kind":null,"args":{},"window":`+second+`}]}}`)).(map[string]any)
+	}
+	f, _, _, err := engine.FactsFromInput(doc(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	id := "w2"
+	want := []facts.ToolReturns{{Kind: facts.BuiltinToolReturn, Tool: "web_search", Count: 3, ToolCallID: &id, Message: 4, Part: 1,
+		Label: &facts.Label{Integrity: "untrusted", Confidentiality: "internal"}}}
+	if !reflect.DeepEqual(f.ReturnsByTool, want) || !reflect.DeepEqual(f.ReturnsLabel, &facts.Label{Integrity: "untrusted", Confidentiality: "secret"}) {
+		t.Errorf("read back as %+v, label %+v; want %+v", f.ReturnsByTool, f.ReturnsLabel, want)
+	}
+	if f.ToolCalls != nil || f.BuiltinReturns != nil {
+		t.Errorf("no calls in the document, but read back %v, %v", f.ToolCalls, f.BuiltinReturns)
+	}
+	_, _, _, err = engine.FactsFromInput(doc(`{"untrusted":false,"confidentiality":"public","sources":[]}`))
+	if err == nil || !strings.Contains(err.Error(), "/dispatch/calls/1/window") {
+		t.Errorf("two windows in one response: got %v, want it refused at the second", err)
 	}
 }
 

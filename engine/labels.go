@@ -40,12 +40,23 @@ var (
 // labelReads says which label fields of the calls the policies may read.
 type labelReads struct {
 	window, argsIntegrity bool
+	// toolCallsInInput: the policies may read input.facts.tool_calls, so
+	// the input carries it (and the provider-side and unpaired returns
+	// beside it); the facts may hold the calls for the labels alone.
+	toolCallsInInput bool
 }
 
 // labelOptions is what the compiled policies may read of the labels; it
 // widens opts to the facts those are built from (the window from the
-// tool calls, the argument integrity from the flows and the tool calls:
-// a return does not vouch for what its call sent, echoedByItsCall).
+// returns per tool, the argument integrity from the flows and the tool
+// calls: a return does not vouch for what its call sent,
+// echoedByItsCall). The window does not need the tool calls themselves,
+// and input.facts.tool_calls, every call of the history with its
+// arguments, is written only for a policy that may read it
+// (toolCallsInInput; the lead's decision, issue 47 item 7: with it in
+// every input, the stock library cost a 1,000-message step 27 times the
+// CPU of flows off). A replay of a logged input without it reads the
+// window and args_integrity back as logged (FactsFromInput).
 func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	var lr labelReads
 	for _, p := range windowPaths {
@@ -54,7 +65,9 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	for _, p := range argsIntegrityPaths {
 		lr.argsIntegrity = lr.argsIntegrity || mayRead(c, p)
 	}
-	opts.ToolCalls = opts.ToolCalls || lr.window || lr.argsIntegrity
+	lr.toolCallsInInput = opts.ToolCalls
+	opts.ReturnsByTool = opts.ReturnsByTool || lr.window
+	opts.ToolCalls = opts.ToolCalls || lr.argsIntegrity
 	opts.Flows = opts.Flows || lr.argsIntegrity
 	return lr
 }
@@ -76,105 +89,127 @@ func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
 	return reg.ReturnLabel(src.Tool)
 }
 
-// windowSource is a return the model saw before the dispatched response,
-// in its window or through a compaction summary written after it.
+// windowSource is one tool whose returns the model saw before the
+// dispatched response, in its window or through a compaction summary
+// written after them: the latest of them, and how many there were. One
+// per tool, not per call (the lead's decision, issue 47 item 7): the
+// window of a long session stays as small as its tools, and a rule
+// asking whether the window held a tool's return keeps working; which
+// exact calls it was is summarised by count.
 type windowSource struct {
-	// Kind is the source part's kind: a tool-return, or a
-	// builtin-tool-return; unpairedReturn for a return that answers no
-	// call.
-	Kind       string  `json:"kind"`
-	Tool       string  `json:"tool"`
+	// Kind is the returns' part kind: a tool-return, or a
+	// builtin-tool-return (a provider-side tool's); unpairedReturn for
+	// the tool's returns that answer no call.
+	Kind string `json:"kind"`
+	Tool string `json:"tool"`
+	// Count is the number of the tool's returns the model saw.
+	Count      int     `json:"count"`
 	ToolCallID *string `json:"tool_call_id"`
-	// Message and Part locate the call the return answered; for a
-	// provider-side (builtin) return or a return that answers no call,
-	// the return itself.
+	// Message and Part locate the call the latest return answered; for a
+	// provider-side (builtin) return or one that answers no call, that
+	// return itself.
 	Message int `json:"message"`
 	Part    int `json:"part"`
-	// Summarised: the call lies before the window's start, so the model
-	// saw its return through a compaction summary, which carries its
-	// label.
+	// Summarised: some of those returns (the earliest call at least)
+	// lie before the window's start, so the model saw them through a
+	// compaction summary, which carries their label.
 	Summarised      bool   `json:"summarised"`
 	Integrity       string `json:"integrity"`
 	Confidentiality string `json:"confidentiality"`
 }
 
-// callWindow is what the model saw before the dispatched response: the
-// join of the labels of every return it was shown (directly, or through
-// a compaction summary), and the untrusted ones.
-type callWindow struct {
-	Label   facts.Label
-	Sources []windowSource // the untrusted returns, in history order
+// sameBut reports whether s and o are equal but for their ToolCallID
+// pointers.
+func (s windowSource) sameBut(o windowSource) bool {
+	s.ToolCallID, o.ToolCallID = nil, nil
+	return s == o
 }
 
-// windowOf is the window of the dispatched response: every tool call
-// of the history with an outcome (its return, or the retry prompt that
-// answered it, was shown to the model) counts with its tool's label. A
-// compaction hides nothing: a summary written after an untrusted or
-// confidential return carries that label (taint survives compaction),
-// and the return is listed as summarised. Provider-side (builtin) tool
-// returns count too (facts.Facts.BuiltinReturns), with the label of their
-// tool's name (untrusted unless the registry labels it), those inside
-// the dispatched response included wherever they stand in it: the
-// provider's own web search or fetch is content the model was shown. So
-// does a return that answers no call (facts.Facts.UnpairedReturns: its
-// call cut from the history, its id rewritten), with the label of the
-// tool it names, listed as an unpaired-return located at the return
-// itself.
+// callWindow is what the model saw before the dispatched response: the
+// join of the labels of every return it was shown (directly, or through
+// a compaction summary), and the tools whose returns are untrusted.
+type callWindow struct {
+	Label   facts.Label
+	Sources []windowSource // the untrusted tools, in history order of their latest return
+}
+
+// windowOf is the window of the dispatched response, from the returns
+// the model was shown per tool (facts.Facts.ReturnsByTool): every tool
+// call of the history with an outcome (its return, or the retry prompt
+// that answered it, was shown to the model) counts with its tool's
+// label. A compaction hides nothing: a summary written after an
+// untrusted or confidential return carries that label (taint survives
+// compaction), and the tool is listed as summarised. Provider-side
+// (builtin) tool returns count too, with the label of their tool's name
+// (untrusted unless the registry labels it), those inside the
+// dispatched response included wherever they stand in it: the
+// provider's own web search or fetch is content the model was shown.
+// So does a return that answers no call (its call cut from the history,
+// its id rewritten), with the label of the tool it names, listed as an
+// unpaired-return located at the return itself. A window read back from an input document (FactsFromInput) keeps the
+// labels it recorded. It costs the tools, not the calls.
 func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
 	w := callWindow{Label: facts.Bottom}
 	start := f.Window
 	if f.Dispatch != nil {
 		start = f.Dispatch.Window
 	}
-	for i := range f.ToolCalls {
-		c := &f.ToolCalls[i]
-		if c.Outcome == facts.CallPending {
-			continue
+	for i := range f.ReturnsByTool {
+		r := &f.ReturnsByTool[i]
+		l := reg.ReturnLabel(r.Tool)
+		if r.Label != nil {
+			l = *r.Label
 		}
-		l := reg.ReturnLabel(c.Tool)
 		w.Label = w.Label.Join(l)
 		if l.Integrity == facts.IntegrityUntrusted {
-			at := facts.Position{Message: c.Message, Part: c.Part}
-			w.Sources = append(w.Sources, windowSource{Kind: facts.ToolReturn.String(), Tool: c.Tool, ToolCallID: c.ToolCallID, Message: c.Message, Part: c.Part,
-				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
-		}
-	}
-	var builtins []windowSource
-	add := func(kind string, tool string, id *string, msg, part int) {
-		l := reg.ReturnLabel(tool)
-		w.Label = w.Label.Join(l)
-		if l.Integrity == facts.IntegrityUntrusted {
-			at := facts.Position{Message: msg, Part: part}
-			builtins = append(builtins, windowSource{Kind: kind, Tool: tool, ToolCallID: id, Message: msg, Part: part,
-				Summarised: at.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
-		}
-	}
-	for _, b := range f.BuiltinReturns {
-		add(facts.BuiltinToolReturn.String(), b.Tool, b.ToolCallID, b.Message, b.Part)
-	}
-	for _, u := range f.UnpairedReturns {
-		add(unpairedReturn, u.Tool, u.ToolCallID, u.Message, u.Part)
-	}
-	if len(builtins) > 0 {
-		// One list in history order.
-		w.Sources = append(w.Sources, builtins...)
-		slices.SortStableFunc(w.Sources, func(a, b windowSource) int {
-			if a.Message != b.Message {
-				return a.Message - b.Message
+			kind := r.Kind.String()
+			if r.Unpaired {
+				kind = unpairedReturn
 			}
-			return a.Part - b.Part
-		})
+			w.Sources = append(w.Sources, windowSource{Kind: kind, Tool: r.Tool, Count: r.Count, ToolCallID: r.ToolCallID,
+				Message: r.Message, Part: r.Part, Summarised: r.First.Before(start), Integrity: l.Integrity, Confidentiality: l.Confidentiality})
+		}
+	}
+	if f.ReturnsLabel != nil {
+		w.Label = *f.ReturnsLabel
 	}
 	return w
 }
 
-// term is input.call.window.
-func (w *callWindow) term() *ast.Term {
+// sourceTerms keeps the terms of a Run's window sources from one step to
+// the next: a step changes the sources of the tools whose returns it
+// added, and the others' terms (most of them in a long session with many
+// tools) are the previous step's. Each term is a function of its source
+// alone; the map holds one per tool. Not safe for concurrent use (nor is
+// a Run).
+type sourceTerms map[windowSourceKey]sourceTerm
+
+type windowSourceKey struct{ kind, tool string }
+
+type sourceTerm struct {
+	src  windowSource
+	id   string // *src.ToolCallID, which src shares with the facts
+	term *ast.Term
+}
+
+// term is input.call.window; cache, when not nil, holds and keeps the
+// terms of the sources (a Run's).
+func (w *callWindow) term(cache sourceTerms) *ast.Term {
 	srcs := make([]*ast.Term, len(w.Sources))
 	for i, s := range w.Sources {
+		key := windowSourceKey{s.Kind, s.Tool}
+		id := ""
+		if s.ToolCallID != nil {
+			id = *s.ToolCallID
+		}
+		if c, ok := cache[key]; ok && c.id == id && (c.src.ToolCallID == nil) == (s.ToolCallID == nil) && c.src.sameBut(s) {
+			srcs[i] = c.term
+			continue
+		}
 		srcs[i] = ast.ObjectTerm(
 			item("kind", ast.StringTerm(s.Kind)),
 			item("tool", ast.StringTerm(s.Tool)),
+			item("count", ast.IntNumberTerm(s.Count)),
 			item("tool_call_id", nullableString(s.ToolCallID)),
 			item("message", ast.IntNumberTerm(s.Message)),
 			item("part", ast.IntNumberTerm(s.Part)),
@@ -182,6 +217,9 @@ func (w *callWindow) term() *ast.Term {
 			item("integrity", ast.StringTerm(s.Integrity)),
 			item("confidentiality", ast.StringTerm(s.Confidentiality)),
 		)
+		if cache != nil {
+			cache[key] = sourceTerm{src: s, id: id, term: srcs[i]}
+		}
 	}
 	return ast.ObjectTerm(
 		item("untrusted", ast.BooleanTerm(w.Label.Integrity == facts.IntegrityUntrusted)),
@@ -220,6 +258,15 @@ type argIntegrity struct {
 // search echoing its query) is the model's (echoedByItsCall), and so is
 // every value of a return whose call calls does not show.
 func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallRecord) []argIntegrity {
+	if c.ArgsIntegrity != nil {
+		// Read back from a logged input without the calls: as logged.
+		out := make([]argIntegrity, 0, len(c.ArgsIntegrity))
+		for p, l := range c.ArgsIntegrity {
+			out = append(out, argIntegrity{p, l})
+		}
+		slices.SortFunc(out, func(a, b argIntegrity) int { return strings.Compare(a.Path, b.Path) })
+		return out
+	}
 	sch := reg.ArgsSchema(c.Tool)
 	var out []argIntegrity
 	var walk func(v any, ptr string, chosen bool)
@@ -378,4 +425,19 @@ func argsIntegrityTerm(levels []argIntegrity) *ast.Term {
 type labelInput struct {
 	reg   *facts.Registry
 	reads labelReads
+	// window keeps a Run's window source terms across its steps (nil
+	// for a one-shot decision).
+	window sourceTerms
+}
+
+// windowTerms is the Run's window source terms, nil for a decision of no
+// Run.
+func (dc *decideConfig) windowTerms() sourceTerms {
+	if dc.run == nil {
+		return nil
+	}
+	if dc.run.window == nil {
+		dc.run.window = sourceTerms{}
+	}
+	return dc.run.window
 }

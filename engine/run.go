@@ -94,6 +94,10 @@ type Run struct {
 	step       int // dispatches so far; the current step is step
 	dispatched int // history index of the current step's response; -1 before any
 
+	// window keeps the terms of the window's sources from step to step
+	// (labels.go), for a policy set that reads the window.
+	window sourceTerms
+
 	retries map[string]int      // counts carried into the current step
 	refused map[string]struct{} // availability-refused names of earlier steps
 

@@ -111,15 +111,36 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 		f, traced = s.derive(req.History, dc.evidence)
 	}
 	missing := ""
-	if s.opts.ToolCalls && f.ToolCalls == nil {
+	// The calls held for the labels alone (a return does not vouch for
+	// what its call sent) are not needed when every dispatched call
+	// carries its argument integrity as a logged input recorded it.
+	loggedIntegrity := f.Dispatch != nil && !s.labels.toolCallsInInput &&
+		!slices.ContainsFunc(f.Dispatch.Calls, func(c facts.Call) bool { return c.ArgsIntegrity == nil })
+	if s.opts.ToolCalls && f.ToolCalls == nil && !loggedIntegrity {
 		if req.History != nil {
 			withCalls := *f
-			withCalls.ToolCalls, withCalls.BuiltinReturns = facts.ToolCalls(req.History), facts.BuiltinReturns(req.History)
+			withCalls.ToolCalls, withCalls.BuiltinReturns, withCalls.UnpairedReturns = facts.ToolCalls(req.History), facts.BuiltinReturns(req.History), facts.UnpairedReturns(req.History)
 			f = &withCalls
 		} else {
 			// Nothing says what the calls were: the decision fails
 			// closed rather than let the policies count none.
 			missing = "the policies read input.facts.tool_calls" + notCarried
+			if !s.labels.toolCallsInInput {
+				missing = "the policies read input.call.args_integrity" + notCarried
+			}
+		}
+	}
+	if s.opts.ReturnsByTool && f.ReturnsByTool == nil && f.Dispatch != nil {
+		withReturns := *f
+		switch {
+		case f.ToolCalls != nil:
+			withReturns.ReturnsByTool = facts.ReturnsByToolOf(f.ToolCalls, f.BuiltinReturns, f.UnpairedReturns)
+			f = &withReturns
+		case req.History != nil:
+			withReturns.ReturnsByTool = facts.ReturnsByToolOf(facts.ToolCalls(req.History), facts.BuiltinReturns(req.History), facts.UnpairedReturns(req.History))
+			f = &withReturns
+		case missing == "":
+			missing = "the policies read input.call.window" + notCarried
 		}
 	}
 	if s.opts.Flows && f.Dispatch != nil && slices.ContainsFunc(f.Dispatch.Calls, func(c facts.Call) bool { return c.Flows == nil }) {
@@ -150,7 +171,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 	binds := bindApprovals(f, req.Approvals)
 	reads, invalid := readCalls(s.reg, f, binds)
 	p := &prepared{facts: f, traced: traced, next: next, dispatch: dispatch,
-		input:     buildInput(f, next, dispatch, ctxTerm, &s.known, binds, reads, invalid, s.opts, labelInput{s.reg, s.labels}),
+		input:     buildInput(f, next, dispatch, ctxTerm, &s.known, binds, reads, invalid, s.opts, labelInput{s.reg, s.labels, dc.windowTerms()}),
 		approvals: req.Approvals, binds: binds, invalid: invalid, missing: missing,
 		// The fingerprint of the filter keys used for dispatch, or for
 		// the next request when there is none: each filter result

@@ -38,6 +38,20 @@ type Facts struct {
 	// UnpairedReturns are the returns of the whole history that answer
 	// no call (UnpairedReturn); nil unless asked for (Options.ToolCalls).
 	UnpairedReturns []UnpairedReturn
+	// ReturnsByTool summarises, one entry per tool, the returns the
+	// model was shown in the whole history (ToolReturns), in history
+	// order of each tool's latest; nil unless asked for
+	// (Options.ReturnsByTool). The engine builds input.call.window from
+	// it: its size is bounded by the tools, not by the calls.
+	ReturnsByTool []ToolReturns
+	// ReturnsLabel, when not nil, is the join of the labels of every
+	// return the model was shown as an input document recorded it
+	// (input.call.window's untrusted and confidentiality): set, with
+	// each ReturnsByTool entry's Label, when engine.FactsFromInput reads
+	// the window back from a document without input.facts.tool_calls,
+	// so that a logged decision is decided again on the window it had.
+	// Nil when derived: the engine joins the registry's labels.
+	ReturnsLabel *Label
 	// FlowIndexTruncated says that the flows may be incomplete: the index
 	// of return strings the flows are found in reached its cap
 	// (Options.FlowIndexCap) and left out the returns after that point,
@@ -118,6 +132,12 @@ type Call struct {
 	// Flows are the argument values that came from earlier tool returns
 	// (flows.go); nil unless asked for (Options.Flows), never nil then.
 	Flows []Flow
+	// ArgsIntegrity is nil when derived. engine.FactsFromInput sets it to
+	// the integrity of each argument (JSON pointer -> trusted,
+	// declassified or untrusted) an input document recorded, when the
+	// document carries no input.facts.tool_calls to judge it again from,
+	// so that a logged decision is decided again on what it had.
+	ArgsIntegrity map[string]string
 }
 
 // ConservativeWindow returns the start of the conservative post-compaction
@@ -248,12 +268,17 @@ func Derive(h History, reg *Registry, opts ...Option) Facts {
 		h, unv = VouchHistory(h, s.vouch)
 	}
 	f := derive(h, reg)
-	if s.opts.ToolCalls {
+	if s.opts.ToolCalls || s.opts.ReturnsByTool {
 		l := callLog{}
 		for m := range h {
 			l.fold(&h[m], m)
 		}
-		f.ToolCalls, f.BuiltinReturns, f.UnpairedReturns = l.snapshot(), l.builtinSnapshot(), l.unpairedSnapshot()
+		if s.opts.ToolCalls {
+			f.ToolCalls, f.BuiltinReturns, f.UnpairedReturns = l.snapshot(), l.builtinSnapshot(), l.unpairedSnapshot()
+		}
+		if s.opts.ReturnsByTool {
+			f.ReturnsByTool = l.byTool.snapshot(nil)
+		}
 	}
 	if s.opts.Flows {
 		f.FlowIndexTruncated = flowsOf(h, reg, s.opts, f.Dispatch)

@@ -33,7 +33,9 @@
 //     seen.
 //   - Both take the same options ([Option]). [Options] asks for the facts
 //     only some policies read: the tool calls of the whole history
-//     ([ToolCalls]) and the flows of the dispatched calls ([Flow]: which
+//     ([ToolCalls]), what the model was shown of each tool's returns
+//     ([ToolReturns], kept by the Tracker as messages arrive: the
+//     engine's input.call.window) and the flows of the dispatched calls ([Flow]: which
 //     argument values equal or contain a string, or equal a number, of an
 //     earlier tool return or prompt, or, with Options.FlowTokens, hold one
 //     of its tokens; flows.go, flowtokens.go), whose index of source

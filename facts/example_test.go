@@ -216,3 +216,33 @@ func ExampleUnpairedReturns() {
 	// Output:
 	// read_file f1 1 1
 }
+
+// What the model was shown of each tool's returns, one entry per tool
+// however many calls: the count, the latest call and the earliest (a
+// window starting after it sees that return through a compaction
+// summary). A call without an outcome yet counts for nothing; a
+// provider's own search is a tool of its own.
+func ExampleReturnsByToolOf() {
+	reg := exampleRegistry()
+	ret := func(name, id string) facts.Part {
+		return facts.Part{Kind: facts.ToolReturn, ToolName: name, ToolCallID: id, HasToolCallID: true}
+	}
+	h := facts.History{
+		{Kind: facts.Response, Parts: []facts.Part{toolCall("read_inbox", "c1"), toolCall("read_inbox", "c2")}},
+		{Kind: facts.Request, Parts: []facts.Part{ret("read_inbox", "c1"), ret("read_inbox", "c2")}},
+		{Kind: facts.Response, Parts: []facts.Part{
+			{Kind: facts.BuiltinToolReturn, ToolName: "web_search", ToolCallID: "w1", HasToolCallID: true},
+			toolCall("send_money", "c3"),
+		}},
+	}
+	byTool := facts.ReturnsByToolOf(facts.ToolCalls(h), facts.BuiltinReturns(h), facts.UnpairedReturns(h))
+	for _, r := range byTool {
+		fmt.Printf("%s %s: %d, latest %s at %d/%d, first %+v\n", r.Kind, r.Tool, r.Count, *r.ToolCallID, r.Message, r.Part, r.First)
+	}
+	f := facts.Derive(h, reg, facts.Options{ReturnsByTool: true})
+	fmt.Println("derived alike:", reflect.DeepEqual(f.ReturnsByTool, byTool))
+	// Output:
+	// tool-return read_inbox: 2, latest c2 at 0/1, first {Message:0 Part:0}
+	// builtin-tool-return web_search: 1, latest w1 at 2/0, first {Message:2 Part:0}
+	// derived alike: true
+}

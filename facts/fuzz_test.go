@@ -139,7 +139,7 @@ var oddCallsUnvouched = facts.VoucherFunc(func(c facts.Claim) string {
 })
 
 // allOptions asks for every optional fact.
-var allOptions = facts.Options{ToolCalls: true, Flows: true}
+var allOptions = facts.Options{ToolCalls: true, ReturnsByTool: true, Flows: true}
 
 // bruteToolCalls is the definition of facts.ToolCalls, transcribed
 // literally: every tool-call part, and for each the first tool-return or

@@ -1,5 +1,10 @@
 package facts
 
+import (
+	"maps"
+	"slices"
+)
+
 // Options, an Option of Derive and NewTracker, asks for the facts that
 // cost more than the others and that only some policies read. The zero
 // value asks for none.
@@ -7,6 +12,10 @@ type Options struct {
 	// ToolCalls fills Facts.ToolCalls, Facts.BuiltinReturns and
 	// Facts.UnpairedReturns.
 	ToolCalls bool
+	// ReturnsByTool fills Facts.ReturnsByTool: per tool, what the model
+	// was shown of its returns (what input.call.window is built from),
+	// without the calls themselves.
+	ReturnsByTool bool
 	// Flows fills Call.Flows of the dispatched calls and
 	// Facts.FlowIndexTruncated (flows.go).
 	Flows bool
@@ -132,6 +141,126 @@ func UnpairedReturns(h History) []UnpairedReturn {
 	return l.unpairedSnapshot()
 }
 
+// ToolReturns summarises the returns of one tool the model was shown in
+// a history (Facts.ReturnsByTool): those of its calls that have an
+// outcome (CallReturned or CallRetried: the return, or the retry prompt
+// that answered the call, was put before the model), or, for a
+// provider-side tool (Kind BuiltinToolReturn), its returns
+// (BuiltinReturn). A compaction hides none of them: what the model saw
+// before it reaches it through the summary.
+//
+// A tool and a provider-side tool of the same name are two entries.
+type ToolReturns struct {
+	// Kind is ToolReturn for a tool of the agent, BuiltinToolReturn for
+	// a provider-side one.
+	Kind PartKind
+	Tool string
+	// Count is the number of the tool's returns the model was shown.
+	Count int
+	// ToolCallID, Message and Part are the latest of them: for a tool
+	// of the agent the call the return answered (ToolCallID is nil when
+	// it has none), for a provider-side tool the return itself.
+	ToolCallID    *string
+	Message, Part int
+	// First locates the earliest of them the same way: before a
+	// window's start, some of them reach the model only through a
+	// compaction summary.
+	First Position
+	// Unpaired marks the returns of Tool that answer no call
+	// (UnpairedReturn): an entry of their own, whose ToolCallID, Message
+	// and Part locate the return itself.
+	Unpaired bool
+	// Label is nil when derived: the tool's returns have the registry's
+	// label (Registry.ReturnLabel). engine.FactsFromInput sets it to the
+	// label an input document recorded (see Facts.ReturnsLabel).
+	Label *Label
+}
+
+// ReturnsByToolOf summarises calls, builtins and unpaired returns (as
+// ToolCalls, BuiltinReturns and UnpairedReturns return them for a
+// history) per tool, as
+// Facts.ReturnsByTool does for that history. Never nil.
+func ReturnsByToolOf(calls []ToolCallRecord, builtins []BuiltinReturn, unpaired []UnpairedReturn) []ToolReturns {
+	var s returnSummary
+	for i := range calls {
+		if c := &calls[i]; c.Outcome != CallPending {
+			s.note(ToolReturn, c.Tool, c.ToolCallID, Position{c.Message, c.Part})
+		}
+	}
+	for _, u := range unpaired {
+		s.noteUnpaired(u.Tool, u.ToolCallID, Position{u.Message, u.Part})
+	}
+	return s.snapshot(builtins)
+}
+
+// returnSummary accumulates Facts.ReturnsByTool.
+type returnSummary struct {
+	index   map[returnKey]int // into entries
+	entries []ToolReturns
+}
+
+type returnKey struct {
+	kind     PartKind
+	unpaired bool
+	tool     string
+}
+
+// note counts one return of tool, whose call (or, provider-side, the
+// return itself) is at pos.
+func (s *returnSummary) note(kind PartKind, tool string, id *string, pos Position) {
+	s.noteKey(returnKey{kind: kind, tool: tool}, id, pos)
+}
+
+// noteUnpaired counts one return of tool that answers no call, at pos.
+func (s *returnSummary) noteUnpaired(tool string, id *string, pos Position) {
+	s.noteKey(returnKey{kind: ToolReturn, unpaired: true, tool: tool}, id, pos)
+}
+
+func (s *returnSummary) noteKey(k returnKey, id *string, pos Position) {
+	i, ok := s.index[k]
+	if !ok {
+		if s.index == nil {
+			s.index = map[returnKey]int{}
+		}
+		s.index[k] = len(s.entries)
+		s.entries = append(s.entries, ToolReturns{Kind: k.kind, Unpaired: k.unpaired, Tool: k.tool, Count: 1, ToolCallID: id, Message: pos.Message, Part: pos.Part, First: pos})
+		return
+	}
+	e := &s.entries[i]
+	e.Count++
+	if pos.Before(e.First) {
+		e.First = pos
+	}
+	if !pos.Before(Position{e.Message, e.Part}) {
+		e.ToolCallID, e.Message, e.Part = id, pos.Message, pos.Part
+	}
+}
+
+// snapshot returns the summary with builtins counted too, in history
+// order of each entry's latest; never nil. The summary is unchanged.
+func (s *returnSummary) snapshot(builtins []BuiltinReturn) []ToolReturns {
+	all := s
+	if len(builtins) > 0 {
+		all = &returnSummary{entries: slices.Clone(s.entries)}
+		if len(s.index) > 0 {
+			all.index = maps.Clone(s.index)
+		}
+		for i := range builtins {
+			b := &builtins[i]
+			all.note(BuiltinToolReturn, b.Tool, b.ToolCallID, Position{b.Message, b.Part})
+		}
+	}
+	out := make([]ToolReturns, len(all.entries))
+	copy(out, all.entries)
+	slices.SortFunc(out, func(a, b ToolReturns) int {
+		if a.Message != b.Message {
+			return a.Message - b.Message
+		}
+		return a.Part - b.Part
+	})
+	return out
+}
+
 // callLog accumulates the tool calls of a history as messages arrive.
 type callLog struct {
 	calls []ToolCallRecord
@@ -147,6 +276,8 @@ type callLog struct {
 	// answered holds the ids of the calls an outcome answered.
 	unpaired []UnpairedReturn
 	answered map[string]struct{}
+	// byTool summarises the returns of both per tool.
+	byTool returnSummary
 }
 
 func (l *callLog) fold(msg *Message, idx int) {
@@ -174,6 +305,7 @@ func (l *callLog) fold(msg *Message, idx int) {
 				b.ToolCallID = &id
 			}
 			l.builtins = append(l.builtins, b)
+			l.byTool.note(BuiltinToolReturn, b.Tool, b.ToolCallID, Position{idx, p})
 		case part.isOutcome():
 			last, ok := l.waiting[part.ToolCallID]
 			if !ok {
@@ -191,7 +323,9 @@ func (l *callLog) fold(msg *Message, idx int) {
 				o = CallRetried
 			}
 			for i := last; i > 0; i = l.prev[i-1] {
-				l.calls[i-1].Outcome = o
+				c := &l.calls[i-1]
+				c.Outcome = o
+				l.byTool.note(ToolReturn, c.Tool, c.ToolCallID, Position{c.Message, c.Part})
 			}
 			delete(l.waiting, part.ToolCallID)
 		case part.Kind == ToolReturn || part.Kind == RetryPrompt:
@@ -213,6 +347,7 @@ func (l *callLog) unpair(part *Part, idx, p int) {
 		u.ToolCallID = &id
 	}
 	l.unpaired = append(l.unpaired, u)
+	l.byTool.noteUnpaired(u.Tool, u.ToolCallID, Position{idx, p})
 }
 
 // unpairedSnapshot returns a copy of the unpaired returns so far, never

@@ -32,7 +32,8 @@ type Tracker struct {
 	// opts are the optional facts the tracker keeps (NewTracker).
 	opts Options
 	// log holds the tool calls of the folded messages (Facts.ToolCalls)
-	// when opts asks for them.
+	// and their summary per tool (Facts.ReturnsByTool) when opts asks
+	// for either.
 	log callLog
 	// flows indexes the returns of the folded messages when opts asks
 	// for flows (nil otherwise).
@@ -149,7 +150,7 @@ func (t *Tracker) Append(msgs ...Message) {
 
 // fold applies message m at index idx to every window.
 func (t *Tracker) fold(m *Message, idx int) {
-	if t.opts.ToolCalls {
+	if t.opts.ToolCalls || t.opts.ReturnsByTool {
 		t.log.fold(m, idx)
 	}
 	if t.flows != nil {
@@ -233,6 +234,18 @@ func (t *Tracker) FactsWith(o Options) Facts {
 			f.ToolCalls = append(f.ToolCalls, pl.calls...)
 			f.BuiltinReturns = append(f.BuiltinReturns, pl.builtins...)
 		}
+	}
+	if o.ReturnsByTool && t.opts.ReturnsByTool {
+		// Kept as the messages arrive: a step costs the tools, not the
+		// calls. The response not yet folded adds its provider-side
+		// returns (its calls have no outcome).
+		var pending []BuiltinReturn
+		if t.pending != nil {
+			pl := callLog{}
+			pl.fold(t.pending, t.n-1)
+			pending = pl.builtins
+		}
+		f.ReturnsByTool = t.log.byTool.snapshot(pending)
 	}
 	if o.Flows && t.flows != nil && o.flowMinLength() == t.flows.minLen && o.flowIndexCap() == t.flows.cap && o.FlowTokens == t.flows.tokens {
 		f.FlowIndexTruncated = t.flows.truncated

@@ -59,7 +59,7 @@ type InputFacts struct {
 	ActiveCapabilities []string `json:"active_capabilities" rego:"set" names:"capability"`
 	// Present only when a loaded policy reads it (the engine builds it on demand). Tool name -> its calls in the whole history (before a compaction too), in history order, the dispatched response's included: `lib.call_count`, `lib.call_count_within` and `lib.arg_sum` read it (see "Counting calls").
 	ToolCalls map[string][]InputToolCall `json:"tool_calls,omitempty" names:"tool" values:"The calls of one tool (the key is the tool name, as the model wrote it; framework tools included, provider-side builtin tools not)."`
-	// Present only when `tool_calls` is and the history holds a provider-side (builtin) tool return: each `builtin-tool-return` part without a `tool_kind` of the whole history (a provider's native tool search names the agent's own tools: not listed), the dispatched response's included, in history order. Content the provider's own tools (a web search, a fetch) showed the model: a call's `window` counts it.
+	// Present only when `tool_calls` is and the history holds a provider-side (builtin) tool return: each `builtin-tool-return` part without a `tool_kind` of the whole history (a provider's native tool search names the agent's own tools: not listed), the dispatched response's included, in history order. Content the provider's own tools (a web search, a fetch) showed the model: a call's `window` counts it (and is built without this list: the engine writes it, with `tool_calls`, only for a policy that reads `tool_calls`).
 	BuiltinReturns []InputBuiltinReturn `json:"builtin_returns,omitempty"`
 	// Present only when `tool_calls` is and the history holds a return that answers no call: each `tool-return` part (and each `retry-prompt` naming a tool) of the whole history that no earlier `tool-call` carries the `tool_call_id` of, or that has none (a history processor cut its call; a provider rewrote the id), in history order. The model was shown it: a call's `window` counts it.
 	UnpairedReturns []InputUnpairedReturn `json:"unpaired_returns,omitempty"`
@@ -203,7 +203,7 @@ type InputCall struct {
 	InvalidArgs bool `json:"invalid_args,omitempty"`
 	// Present only when a loaded policy reads it (the engine builds it on demand; `input.call.flows` in a rule). One entry per argument value that came from an earlier source, and per source it came from: a string of the arguments that equals or contains a string of at least `--flow-min-length` bytes (8 by default) of a `tool-return`, `builtin-tool-return`, `user-prompt` or `system-prompt` part's content, or (with `--flow-tokens`) holds a token of one, or a number equal to a number of five or more significant digits there (see docs/flows.md). In the order of the arguments (keys sorted), then of the sources.
 	Flows []InputFlow `json:"flows,omitempty"`
-	// Present only when a loaded policy reads it (`input.call.window`; the stock `lib.trusted_action` does). What the model's window held before the dispatched response: every tool call of the history whose return (or retry prompt) the model was shown counts with its tool's registry label, a return before a compaction too (the summary carries its label: taint survives compaction). Provider-side (builtin) returns count too (`facts.builtin_returns`), the dispatched response's own included wherever they stand in it, with the label of their tool's name (untrusted unless the registry labels that name); a native tool search's return does not (it names the agent's own tools). So does a return that answers no call (`facts.unpaired_returns`), with the label of the tool it names. See docs/registry.md, "Integrity and confidentiality".
+	// Present only when a loaded policy reads it (`input.call.window`; the stock `lib.trusted_action` does). What the model's window held before the dispatched response: every tool call of the history whose return (or retry prompt) the model was shown counts with its tool's registry label, a return before a compaction too (the summary carries its label: taint survives compaction). Provider-side (builtin) returns count too (those `facts.builtin_returns` lists), the dispatched response's own included wherever they stand in it, with the label of their tool's name (untrusted unless the registry labels that name); a native tool search's return does not (it names the agent's own tools). So does a return that answers no call (those `facts.unpaired_returns` lists), with the label of the tool it names. Its `sources` are one per tool, not per call, so that the window of a long session stays as small as its tools; `input.facts.tool_calls` is not written for it (only for a policy that reads that). A decision log's input carries the window, and a replay of that input without `tool_calls` decides on the window as logged. See docs/registry.md, "Integrity and confidentiality".
 	Window *InputWindow `json:"window,omitempty"`
 	// Present only when a loaded policy reads it (`input.call.args_integrity`; the stock `lib.trusted_action` does), and not on a call with `invalid_args`. JSON pointer of each string, number, boolean or null of the call's own arguments (keys sorted) → `trusted` (it equals a string or number of a trusted source, or is as a whole an identifier of one: an `exact` flow, or a `whole` `token` flow of class `email`, `url`, `iban` or `digits`, from the user, the system prompt or a trusted tool, unless that tool's return repeats what its own call sent: the call's arguments hold the value, spaces and case aside, or the call is not in the history), `declassified` (the tool's `parameters_json_schema` constrains it to an enum or const, a boolean, or an integer bounded on both sides; or it is a boolean or null), or `untrusted` (anything else: from an untrusted source, contained in a longer string, or from no source the flows see). A value under an object key the schema does not name in `properties` (a key of `additionalProperties` or `patternProperties`, any key of a tool without a schema: the model chose it) is `untrusted` whatever it is, and an empty object or array under such a key is listed too, `untrusted`.
 	ArgsIntegrity any `json:"args_integrity,omitempty" jsontype:"object"`
@@ -215,27 +215,29 @@ type InputWindow struct {
 	Untrusted bool `json:"untrusted"`
 	// The highest confidentiality of those returns (`public` when none).
 	Confidentiality string `json:"confidentiality"`
-	// The untrusted returns, in history order.
+	// The tools whose returns the model was shown are untrusted, one entry per tool (however many of its calls returned), in history order of each tool's latest return.
 	Sources []InputWindowSource `json:"sources"`
 }
 
-// InputWindowSource is one element of input.call.window.sources.
+// InputWindowSource is one element of input.call.window.sources: one tool whose returns the window held, with its latest.
 type InputWindowSource struct {
-	// `tool-return` (a return of the agent's own tool call), `builtin-tool-return` (a provider-side tool's return: a web search or fetch the provider ran itself) or `unpaired-return` (a return that answers no call of the history, `facts.unpaired_returns`).
+	// `tool-return` (the returns of the agent's own tool calls), `builtin-tool-return` (a provider-side tool's returns: a web search or fetch the provider ran itself) or `unpaired-return` (the tool's returns that answer no call of the history, those `facts.unpaired_returns` lists). A tool's returns of two kinds are two sources.
 	Kind string `json:"kind"`
-	// The tool whose return it is.
+	// The tool whose returns they are.
 	Tool string `json:"tool" names:"tool"`
-	// The call's `tool_call_id`.
+	// How many of the tool's returns the model was shown (calls with an outcome; for a `builtin-tool-return`, returns).
+	Count int `json:"count"`
+	// The `tool_call_id` of the latest of them.
 	ToolCallID *string `json:"tool_call_id"`
-	// Index of the message holding the call the return answered; for a `builtin-tool-return` or a return that answers no call (`facts.unpaired_returns`), of the message holding the return itself.
+	// Index of the message holding the call the latest return answered; for a `builtin-tool-return` or an `unpaired-return`, of the message holding the latest return itself.
 	Message int `json:"message"`
 	// Part index of that call (of that return, for a `builtin-tool-return` or a return that answers no call).
 	Part int `json:"part"`
-	// The call (the return) lies before the window's start: the model saw its return through a compaction summary, which carries its label.
+	// Some of those calls (returns) lie before the window's start: the model saw their returns through a compaction summary, which carries their label.
 	Summarised bool `json:"summarised"`
-	// The return's integrity (`untrusted`).
+	// The returns' integrity (`untrusted`).
 	Integrity string `json:"integrity"`
-	// The return's confidentiality.
+	// The returns' confidentiality.
 	Confidentiality string `json:"confidentiality"`
 }
 

@@ -114,7 +114,8 @@ trusted_action(call) if call.window.untrusted == false
 #   Why the call is not a trusted action, one reason per untrusted
 #   argument value, naming where it came from (the source's tool,
 #   tool_call_id, message and part) or, for a value no flow reaches, the
-#   untrusted returns in the window; empty for a trusted action.
+#   tools whose untrusted returns the window held (the three latest, and
+#   how many more); empty for a trusted action.
 untrusted_action_reasons(call) := [] if trusted_action(call)
 
 # (Not a trusted action with args_integrity: some argument is untrusted.)
@@ -133,7 +134,16 @@ _untrusted_reason(call, path) := sprintf("argument %v of %v is untrusted: it car
 	f.path == path
 } else := sprintf("argument %v of %v is untrusted: no trusted source gave it, and the window held %v", [
 	_pointer(path), call.tool,
-	concat("; ", [_window_words(s) | some s in object.get(call, ["window", "sources"], [])]),
+	_window_sources_words(object.get(call, ["window", "sources"], [])),
+])
+
+# The window's sources (one per tool, in history order of their latest
+# return) in words: the three latest, and how many more.
+_window_sources_words(srcs) := concat("; ", [_window_words(s) | some s in srcs]) if count(srcs) <= 3
+
+else := sprintf("%v; and %v more", [
+	concat("; ", [_window_words(s) | some s in array.slice(srcs, count(srcs) - 3, count(srcs))]),
+	count(srcs) - 3,
 ])
 
 _source_words(src) := sprintf("a value from %v beside %v's return (%v, message %v, part %v)", [
@@ -152,21 +162,39 @@ _source_words(src) := sprintf("a value from %v beside %v's return (%v, message %
 _window_words(s) := sprintf("the provider's %v return (tool_call_id %v, at message %v, part %v%v)", [
 	s.tool, s.tool_call_id, s.message, s.part,
 	_summarised_words(s),
-]) if s.kind == "builtin-tool-return"
-
-else := sprintf("a %v return that answers no call (tool_call_id %v, at message %v, part %v%v)", [
+]) if {
+	s.kind == "builtin-tool-return"
+	object.get(s, "count", 1) == 1
+} else := sprintf("the provider's %v %v returns (the latest tool_call_id %v, at message %v, part %v%v)", [
+	s.count, s.tool, s.tool_call_id, s.message, s.part,
+	_summarised_words(s),
+]) if {
+	s.kind == "builtin-tool-return"
+} else := sprintf("a %v return that answers no call (tool_call_id %v, at message %v, part %v%v)", [
 	s.tool, s.tool_call_id, s.message, s.part,
 	_summarised_words(s),
 ]) if {
 	s.kind == "unpaired-return"
-}
-
-else := sprintf("%v's return (tool_call_id %v, call at message %v, part %v%v)", [
+	object.get(s, "count", 1) == 1
+} else := sprintf("%v %v returns that answer no call (the latest tool_call_id %v, at message %v, part %v%v)", [
+	s.count, s.tool, s.tool_call_id, s.message, s.part,
+	_summarised_words(s),
+]) if {
+	s.kind == "unpaired-return"
+} else := sprintf("%v's return (tool_call_id %v, call at message %v, part %v%v)", [
 	s.tool, s.tool_call_id, s.message, s.part,
+	_summarised_words(s),
+]) if {
+	object.get(s, "count", 1) == 1
+} else := sprintf("%v's %v returns (the latest tool_call_id %v, call at message %v, part %v%v)", [
+	s.tool, s.count, s.tool_call_id, s.message, s.part,
 	_summarised_words(s),
 ])
 
-_summarised_words(s) := ", through a compaction summary" if s.summarised
+_summarised_words(s) := ", through a compaction summary" if {
+	s.summarised
+	object.get(s, "count", 1) == 1
+} else := ", some through a compaction summary" if s.summarised
 
 else := ""
 

@@ -244,3 +244,57 @@ test_a_prompt_beside_a_tool_return_is_not_the_users if {
 		"beside read_file's return (untrusted, message 2, part 1)",
 	])] with data.policycheck.registry as registry
 }
+
+# One window source per tool: a tool whose returns the model saw several
+# times is named once, with how many and the latest call; some of them
+# through a compaction summary.
+test_a_window_source_of_several_returns_names_the_latest if {
+	w := window(true, [
+		{
+			"kind": "builtin-tool-return", "tool": "web_search", "count": 2, "tool_call_id": "w2",
+			"message": 3, "part": 1, "summarised": false, "integrity": "untrusted", "confidentiality": "internal",
+		},
+		{
+			"kind": "tool-return", "tool": "read_inbox", "count": 4, "tool_call_id": "c9", "message": 5, "part": 0,
+			"summarised": true, "integrity": "untrusted", "confidentiality": "confidential",
+		},
+	])
+	call := {"tool": "send_money", "window": w, "args_integrity": {"/to": "untrusted"}, "flows": []}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"the provider's 2 web_search returns (the latest tool_call_id w2, at message 3, part 1); ",
+		"read_inbox's 4 returns (the latest tool_call_id c9, call at message 5, part 0, some through a compaction summary)",
+	])] with data.policycheck.registry as registry
+}
+
+# A reason names at most the three latest window sources, and how many
+# more there are.
+test_a_reason_names_the_three_latest_window_sources if {
+	w := window(true, [{
+		"kind": "tool-return", "tool": tool, "count": 1, "tool_call_id": id, "message": i, "part": 0,
+		"summarised": false, "integrity": "untrusted", "confidentiality": "internal",
+	} |
+		some i, tool in ["t0", "t1", "t2", "t3", "t4"]
+		id := sprintf("c%d", [i])
+	])
+	call := {"tool": "send_money", "window": w, "args_integrity": {"/to": "untrusted"}, "flows": []}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"t2's return (tool_call_id c2, call at message 2, part 0); ",
+		"t3's return (tool_call_id c3, call at message 3, part 0); ",
+		"t4's return (tool_call_id c4, call at message 4, part 0); and 2 more",
+	])] with data.policycheck.registry as registry
+}
+
+# Several returns of one tool that answer no call: one source, counted.
+test_several_unpaired_returns_of_a_tool_are_counted if {
+	w := window(true, [{
+		"kind": "unpaired-return", "tool": "read_file", "count": 2, "tool_call_id": "f2",
+		"message": 4, "part": 0, "summarised": false, "integrity": "untrusted", "confidentiality": "internal",
+	}])
+	call := {"tool": "send_money", "window": w, "args_integrity": {"/to": "untrusted"}, "flows": []}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"2 read_file returns that answer no call (the latest tool_call_id f2, at message 4, part 0)",
+	])] with data.policycheck.registry as registry
+}
