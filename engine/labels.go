@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"encoding/json"
 	"slices"
 	"sort"
 	"strconv"
@@ -48,15 +47,15 @@ type labelReads struct {
 
 // labelOptions is what the compiled policies may read of the labels; it
 // widens opts to the facts those are built from (the window from the
-// returns per tool, the argument integrity from the flows and the tool
-// calls: a return does not vouch for what its call sent,
-// echoedByItsCall). The window does not need the tool calls themselves,
-// and input.facts.tool_calls, every call of the history with its
-// arguments, is written only for a policy that may read it
-// (toolCallsInInput; the lead's decision, issue 47 item 7: with it in
-// every input, the stock library cost a 1,000-message step 27 times the
-// CPU of flows off). A replay of a logged input without it reads the
-// window and args_integrity back as logged (FactsFromInput).
+// returns per tool, the argument integrity from the flows, which say
+// whether a return echoes what its call sent, facts.Flow.EchoOfItsCall).
+// Neither needs the tool calls themselves, and input.facts.tool_calls,
+// every call of the history with its arguments, is written only for a
+// policy that may read it (toolCallsInInput; the lead's decision, issue
+// 47 item 7: with it in every input, the stock library cost a
+// 1,000-message step 27 times the CPU of flows off). A replay of a
+// logged input without it reads the window and args_integrity back as
+// logged (FactsFromInput).
 func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	var lr labelReads
 	for _, p := range windowPaths {
@@ -67,7 +66,6 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	}
 	lr.toolCallsInInput = opts.ToolCalls
 	opts.ReturnsByTool = opts.ReturnsByTool || lr.window
-	opts.ToolCalls = opts.ToolCalls || lr.argsIntegrity
 	opts.Flows = opts.Flows || lr.argsIntegrity
 	return lr
 }
@@ -321,8 +319,16 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallR
 // holds may quote what an untrusted one wrote (docs/flows.md).
 func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, calls []facts.ToolCallRecord) bool {
 	return slices.ContainsFunc(flows, func(fl facts.Flow) bool {
-		return fl.Path == ptr && trustingMatch(fl) && sourceLabel(reg, &fl.Source).Integrity == facts.IntegrityTrusted &&
-			!echoedByItsCall(&fl.Source, v, calls)
+		if fl.Path != ptr || !trustingMatch(fl) || sourceLabel(reg, &fl.Source).Integrity != facts.IntegrityTrusted {
+			return false
+		}
+		// Derived flows say whether their return echoes its call; flows
+		// read back from a logged input with the calls are judged by them.
+		echo := fl.EchoOfItsCall
+		if calls != nil {
+			echo = echoedByItsCall(&fl.Source, v, calls)
+		}
+		return !echo
 	})
 }
 
@@ -351,46 +357,9 @@ func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord)
 	if call == nil {
 		return true
 	}
-	var want string
-	switch x := v.(type) {
-	case string:
-		want = echoForm(x)
-	case json.Number:
-		want = echoForm(x.String())
-	default:
-		return false
-	}
-	if want == "" {
-		return false
-	}
-	found := false
-	var walk func(a any)
-	walk = func(a any) {
-		switch x := a.(type) {
-		case map[string]any:
-			for k, e := range x {
-				walk(k)
-				walk(e)
-			}
-		case []any:
-			for _, e := range x {
-				walk(e)
-			}
-		case string:
-			found = found || strings.Contains(echoForm(x), want)
-		case json.Number:
-			found = found || strings.Contains(echoForm(x.String()), want)
-		}
-	}
-	walk(facts.ArgsValue(call.Args))
-	return found
+	return facts.Echoes(call.Args, v)
 }
 
-// echoForm is s without white space, lower-cased: an IBAN the model sent
-// grouped comes back ungrouped.
-func echoForm(s string) string {
-	return strings.ToLower(strings.Join(strings.Fields(s), ""))
-}
 
 // trustingMatch reports whether a flow's match makes its value the
 // source's: exact, or a whole token of an identifier class.

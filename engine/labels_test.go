@@ -201,8 +201,7 @@ func TestExplainShowsTheLabels(t *testing.T) {
 // TestLabelReadsFollowThePolicies: a policy set pays for the facts the
 // label fields are built from only when it may read them: through
 // lib.trusted_action the window (returns by tool, not the tool calls)
-// and args_integrity (flows, and the tool calls: a return does not vouch
-// for what its call sent; they are not written into the input),
+// and args_integrity (flows, which say whether a return echoes its call),
 // through lib.permitted_flow the flows alone, through lib.consequential
 // neither; a direct reference counts as one.
 func TestLabelReadsFollowThePolicies(t *testing.T) {
@@ -212,12 +211,12 @@ func TestLabelReadsFollowThePolicies(t *testing.T) {
 		body string
 		want facts.Options
 	}{
-		"trusted_action":  {"not lib.trusted_action(input.call)", facts.Options{ReturnsByTool: true, ToolCalls: true, Flows: true}},
+		"trusted_action":  {"not lib.trusted_action(input.call)", facts.Options{ReturnsByTool: true, Flows: true}},
 		"permitted_flow":  {"not lib.permitted_flow(input.call)", facts.Options{Flows: true}},
 		"consequential":   {"lib.consequential(input.call.tool)", facts.Options{}},
 		"window directly": {"input.call.window.untrusted", facts.Options{ReturnsByTool: true}},
-		"args_integrity":  {`input.call.args_integrity["/to"] == "untrusted"`, facts.Options{ToolCalls: true, Flows: true}},
-		"the whole call":  {"count(input.call) > 0", facts.Options{ReturnsByTool: true, ToolCalls: true, Flows: true}},
+		"args_integrity":  {`input.call.args_integrity["/to"] == "untrusted"`, facts.Options{Flows: true}},
+		"the whole call":  {"count(input.call) > 0", facts.Options{ReturnsByTool: true, Flows: true}},
 	}
 	for note, tc := range cases {
 		imp := ""
@@ -405,9 +404,7 @@ func TestWindowWithoutItsFactsFailsClosed(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, map[string]string{"p1": "denied", "p2": "denied", "r1": "denied"}, verdicts(d))
 	require.NotEmpty(t, d.Errors)
-	// The first of the label facts found missing: the calls the argument
-	// integrity is judged with (the window's would say so as well).
-	assert.Contains(t, d.Errors[0], "the policies read input.call.")
+	assert.Contains(t, d.Errors[0], "the policies read input.call.window")
 
 	d, err = eng.Decide(ctx, engine.Request{Facts: &f, History: h})
 	require.NoError(t, err)

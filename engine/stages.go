@@ -111,12 +111,7 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 		f, traced = s.derive(req.History, dc.evidence)
 	}
 	missing := ""
-	// The calls held for the labels alone (a return does not vouch for
-	// what its call sent) are not needed when every dispatched call
-	// carries its argument integrity as a logged input recorded it.
-	loggedIntegrity := f.Dispatch != nil && !s.labels.toolCallsInInput &&
-		!slices.ContainsFunc(f.Dispatch.Calls, func(c facts.Call) bool { return c.ArgsIntegrity == nil })
-	if s.opts.ToolCalls && f.ToolCalls == nil && !loggedIntegrity {
+	if s.opts.ToolCalls && f.ToolCalls == nil {
 		if req.History != nil {
 			withCalls := *f
 			withCalls.ToolCalls, withCalls.BuiltinReturns, withCalls.UnpairedReturns = facts.ToolCalls(req.History), facts.BuiltinReturns(req.History), facts.UnpairedReturns(req.History)
@@ -125,9 +120,6 @@ func (s *snapshot) prepare(ctx context.Context, req Request, dc *decideConfig) (
 			// Nothing says what the calls were: the decision fails
 			// closed rather than let the policies count none.
 			missing = "the policies read input.facts.tool_calls" + notCarried
-			if !s.labels.toolCallsInInput {
-				missing = "the policies read input.call.args_integrity" + notCarried
-			}
 		}
 	}
 	if s.opts.ReturnsByTool && f.ReturnsByTool == nil && f.Dispatch != nil {

@@ -371,6 +371,7 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 		r--
 	}
 	for m := 0; m < r; m++ {
+		x.noteCalls(&h[m])
 		var beside []string
 		for p := range h[m].Parts {
 			part := &h[m].Parts[p]

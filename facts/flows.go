@@ -152,6 +152,43 @@ type Flow struct {
 	// than holds it among other text.
 	Whole  bool
 	Source FlowSource
+	// EchoOfItsCall: the source is a tool return that cannot vouch for
+	// the value, because the call it answered sent it the value (the
+	// value, white space removed and lower-cased, is in that call's
+	// arguments: a lookup echoing the IBAN it was asked about), or
+	// because the history holds no call it answered (no tool_call_id, or
+	// none before it with its id and tool). Always false for other
+	// sources.
+	EchoOfItsCall bool
+}
+
+// Echoes reports whether the value v (a string, or a number as
+// ArgsValue reads one: a json.Number) is in the raw arguments args of a
+// call: equal to, or inside, one of their strings, numbers or object
+// keys once white space is removed and case folded (an IBAN the model
+// sent spaced or lower-cased is still its own). Nothing is echoed when v
+// is neither, or empty once folded.
+func Echoes(args []byte, v any) bool {
+	switch x := v.(type) {
+	case string:
+		return jsonvalue.Echoes(args, x)
+	case interface{ String() string }: // json.Number
+		return jsonvalue.Echoes(args, x.String())
+	}
+	return false
+}
+
+// sourceCall is what an index knows of the call a tool-return source
+// answered: its arguments, when the history holds it.
+type sourceCall struct {
+	known bool
+	args  []byte
+}
+
+// calledWith is a call the index has seen, for the returns after it.
+type calledWith struct {
+	tool string
+	args []byte
 }
 
 func (o Options) flowMinLength() int {
@@ -217,6 +254,11 @@ type flowIndex struct {
 	used      int
 	truncated bool
 	sources   []FlowSource
+	// srcCalls, parallel to sources, is what the index knew of each
+	// tool-return source's call when it was indexed; calls holds the
+	// latest call seen of each tool_call_id.
+	srcCalls []sourceCall
+	calls    map[string]calledWith
 	strs      map[string]*flowString
 	byPrefix  map[string][]*flowString
 	nums      map[string][]int32
@@ -276,7 +318,14 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry, beside []strin
 		id := p.ToolCallID
 		src.ToolCallID = &id
 	}
+	var call sourceCall
+	if p.Kind == ToolReturn && p.HasToolCallID {
+		if c, ok := x.calls[p.ToolCallID]; ok && c.tool == p.ToolName {
+			call = sourceCall{known: true, args: c.args}
+		}
+	}
 	x.sources = append(x.sources, src)
+	x.srcCalls = append(x.srcCalls, call)
 	si := int32(len(x.sources) - 1)
 	leaves := w.Leaves()
 	for i := range leaves {
@@ -389,6 +438,7 @@ type flowHit struct {
 	exact, contains bool
 	tok             TokenClass
 	whole           bool
+	call            sourceCall // the source's call (a tool return's)
 }
 
 // flowBudget is what is left of the comparison budgets of a response
@@ -470,7 +520,7 @@ func (x *flowIndex) noteToken(ft *flowToken, whole bool, hits map[Position]*flow
 		src := x.sources[si]
 		h := hits[src.At]
 		if h == nil {
-			h = &flowHit{}
+			h = &flowHit{call: x.srcCalls[si]}
 			hits[src.At] = h
 			srcOf[src.At] = src
 		}
@@ -494,7 +544,7 @@ func (x *flowIndex) note(srcs []int32, exact bool, hits map[Position]*flowHit, s
 		src := x.sources[si]
 		h := hits[src.At]
 		if h == nil {
-			h = &flowHit{}
+			h = &flowHit{call: x.srcCalls[si]}
 			hits[src.At] = h
 			srcOf[src.At] = src
 		}
@@ -538,8 +588,12 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 			return 0
 		})
 		for _, p := range at {
+			h := hits[p]
 			f := Flow{Path: path, Match: FlowToken, Source: srcOf[p]}
-			switch h := hits[p]; {
+			if f.Source.Kind == ToolReturn {
+				f.EchoOfItsCall = !h.call.known || jsonvalue.Echoes(h.call.args, leaf)
+			}
+			switch {
 			case h.exact:
 				f.Match, f.Whole = FlowExact, true
 			case h.contains:
@@ -579,10 +633,27 @@ func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Regist
 
 // indexFlows indexes the returns of message m at index idx.
 func (x *flowIndex) fold(m *Message, idx int, reg *Registry) {
+	x.noteCalls(m)
 	beside := besideOf(m)
 	for p := range m.Parts {
 		if isFlowSource(&m.Parts[p]) {
 			x.addPart(&m.Parts[p], Position{idx, p}, reg, beside)
+		}
+	}
+}
+
+// noteCalls keeps the arguments of m's tool calls for the returns that
+// answer them (FlowSource echo: Flow.EchoOfItsCall).
+func (x *flowIndex) noteCalls(m *Message) {
+	if m.Kind != Response {
+		return
+	}
+	for p := range m.Parts {
+		if c := &m.Parts[p]; c.Kind == ToolCall && c.HasToolCallID {
+			if x.calls == nil {
+				x.calls = map[string]calledWith{}
+			}
+			x.calls[c.ToolCallID] = calledWith{tool: c.ToolName, args: c.Args}
 		}
 	}
 }

@@ -162,12 +162,68 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 			}
 			sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 			for _, p := range at {
-				flows = append(flows, facts.Flow{Path: leaf.path, Match: match[p].m, Token: match[p].cls, Whole: match[p].whole, Source: srcs[p]})
+				fl := facts.Flow{Path: leaf.path, Match: match[p].m, Token: match[p].cls, Whole: match[p].whole, Source: srcs[p]}
+				if fl.Source.Kind == facts.ToolReturn {
+					fl.EchoOfItsCall = bruteEcho(h, fl.Source, leaf.s)
+				}
+				flows = append(flows, fl)
 			}
 		}
 		out = append(out, flows)
 	}
 	return out, truncated
+}
+
+// bruteEcho: a tool-return source echoes the value when no call before
+// it carries its id and tool (the last such one is the call it
+// answered), or when that call's arguments hold the value, white space
+// removed and lower-cased on both sides.
+func bruteEcho(h facts.History, src facts.FlowSource, value string) bool {
+	if src.ToolCallID == nil {
+		return true
+	}
+	var args []byte
+	found := false
+	for m := range h {
+		for p, part := range h[m].Parts {
+			at := facts.Position{Message: m, Part: p}
+			if part.Kind == facts.ToolCall && part.HasToolCallID && part.ToolCallID == *src.ToolCallID && at.Before(src.At) {
+				found, args = part.ToolName == src.Tool, part.Args
+			}
+		}
+	}
+	if !found {
+		return true
+	}
+	fold := func(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), "")) }
+	want := fold(value)
+	if want == "" {
+		return false
+	}
+	return strings.Contains(fold(string(args)), want) && bruteArgsHold(facts.ArgsValue(args), want, fold)
+}
+
+// bruteArgsHold: some string, number or key of v holds want once folded.
+func bruteArgsHold(v any, want string, fold func(string) string) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, e := range x {
+			if strings.Contains(fold(k), want) || bruteArgsHold(e, want, fold) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if bruteArgsHold(e, want, fold) {
+				return true
+			}
+		}
+	case string:
+		return strings.Contains(fold(x), want)
+	case fmt.Stringer:
+		return strings.Contains(fold(x.String()), want)
+	}
+	return false
 }
 
 type bruteToken struct {
@@ -767,9 +823,10 @@ func TestFlowsExample(t *testing.T) {
 	f := facts.Derive(h, reg, facts.Options{Flows: true})
 	src := facts.FlowSource{Kind: facts.ToolReturn, ToolCallID: &id, Tool: "read_secret", Labels: []string{"secret"}, At: facts.Position{}}
 	require.Equal(t, []facts.Flow{
-		{Path: "/body", Match: facts.FlowContains, Source: src},
-		{Path: "/n", Match: facts.FlowExact, Whole: true, Source: src},
-		{Path: "/to", Match: facts.FlowExact, Whole: true, Source: src},
+		// No call of r1 in the history: the return cannot vouch.
+		{Path: "/body", Match: facts.FlowContains, Source: src, EchoOfItsCall: true},
+		{Path: "/n", Match: facts.FlowExact, Whole: true, Source: src, EchoOfItsCall: true},
+		{Path: "/to", Match: facts.FlowExact, Whole: true, Source: src, EchoOfItsCall: true},
 	}, f.Dispatch.Calls[0].Flows)
 	require.False(t, f.FlowIndexTruncated)
 	f = facts.Derive(h, reg, facts.Options{Flows: true, FlowIndexCap: 5})

@@ -252,3 +252,40 @@ func Clip(s string) string {
 }
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
+
+// Echoes reports whether the text want (a string value, or a number's
+// literal) is in the raw arguments args: inside one of their strings,
+// numbers or object keys once white space is removed and case folded on
+// both sides. Empty once folded, it is in none.
+func Echoes(args []byte, want string) bool {
+	want = echoForm(want)
+	if want == "" {
+		return false
+	}
+	found := false
+	var walk func(a any)
+	walk = func(a any) {
+		switch x := a.(type) {
+		case map[string]any:
+			for k, e := range x {
+				walk(k)
+				walk(e)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e)
+			}
+		case string:
+			found = found || strings.Contains(echoForm(x), want)
+		case json.Number:
+			found = found || strings.Contains(echoForm(x.String()), want)
+		}
+	}
+	walk(ReadArgs(args).Value)
+	return found
+}
+
+// echoForm is s without white space, lower-cased.
+func echoForm(s string) string {
+	return strings.ToLower(strings.Join(strings.Fields(s), ""))
+}
