@@ -360,7 +360,6 @@ func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord)
 	return facts.Echoes(call.Args, v)
 }
 
-
 // trustingMatch reports whether a flow's match makes its value the
 // source's: exact, or a whole token of an identifier class.
 func trustingMatch(fl facts.Flow) bool {

@@ -259,9 +259,9 @@ type flowIndex struct {
 	// latest call seen of each tool_call_id.
 	srcCalls []sourceCall
 	calls    map[string]calledWith
-	strs      map[string]*flowString
-	byPrefix  map[string][]*flowString
-	nums      map[string][]int32
+	strs     map[string]*flowString
+	byPrefix map[string][]*flowString
+	nums     map[string][]int32
 	// walk is the scratch of addPart, made on first use.
 	walk *jsonvalue.Walker
 	// block holds the flowStrings last allocated (newString).
