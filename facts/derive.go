@@ -371,7 +371,6 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 		r--
 	}
 	for m := 0; m < r; m++ {
-		x.noteCalls(&h[m])
 		var beside []string
 		for p := range h[m].Parts {
 			part := &h[m].Parts[p]
@@ -381,6 +380,11 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 			if f.pass(part.Content) {
 				if beside == nil {
 					beside = besideOf(&h[m])
+				}
+				if part.Kind == ToolReturn && part.HasToolCallID {
+					// Only the indexed returns' calls are looked up (the
+					// latest before it with its id), not every call's.
+					x.noteCallOf(h[:m], part.ToolCallID)
 				}
 				x.addPart(part, Position{m, p}, reg, beside)
 			} else {

@@ -642,6 +642,26 @@ func (x *flowIndex) fold(m *Message, idx int, reg *Registry) {
 	}
 }
 
+// noteCallOf keeps the arguments of the latest call with tool_call_id id
+// in h, if any, as noteCalls would have over h.
+func (x *flowIndex) noteCallOf(h History, id string) {
+	for m := len(h) - 1; m >= 0; m-- {
+		if h[m].Kind != Response {
+			continue
+		}
+		for p := len(h[m].Parts) - 1; p >= 0; p-- {
+			if c := &h[m].Parts[p]; c.Kind == ToolCall && c.HasToolCallID && c.ToolCallID == id {
+				if x.calls == nil {
+					x.calls = map[string]calledWith{}
+				}
+				x.calls[id] = calledWith{tool: c.ToolName, args: c.Args}
+				return
+			}
+		}
+	}
+	delete(x.calls, id)
+}
+
 // noteCalls keeps the arguments of m's tool calls for the returns that
 // answer them (FlowSource echo: Flow.EchoOfItsCall).
 func (x *flowIndex) noteCalls(m *Message) {
