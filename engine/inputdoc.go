@@ -58,35 +58,10 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 	readFields(&r, fo, "/facts", factsFields, f)
 	if tc, ok := r.opt(fo, "tool_calls", "/facts"); ok {
 		f.ToolCalls = r.toolCalls(tc, "/facts/tool_calls")
-		// Written only when the history has provider-side returns:
-		// absent, there were none.
-		f.BuiltinReturns = []facts.BuiltinReturn{}
-		if br, ok := r.opt(fo, "builtin_returns", "/facts"); ok {
-			entries, isArr := br.([]any)
-			if !isArr {
-				r.fail("/facts/builtin_returns", "an array")
-			}
-			for i, e := range entries {
-				eptr := fmt.Sprintf("/facts/builtin_returns/%d", i)
-				var b facts.BuiltinReturn
-				readFields(&r, r.object(e, eptr), eptr, builtinReturnFields, &b)
-				f.BuiltinReturns = append(f.BuiltinReturns, b)
-			}
-		}
-		// Likewise the returns that answer no call.
-		f.UnpairedReturns = []facts.UnpairedReturn{}
-		if ur, ok := r.opt(fo, "unpaired_returns", "/facts"); ok {
-			entries, isArr := ur.([]any)
-			if !isArr {
-				r.fail("/facts/unpaired_returns", "an array")
-			}
-			for i, e := range entries {
-				eptr := fmt.Sprintf("/facts/unpaired_returns/%d", i)
-				var u facts.UnpairedReturn
-				readFields(&r, r.object(e, eptr), eptr, unpairedReturnFields, &u)
-				f.UnpairedReturns = append(f.UnpairedReturns, u)
-			}
-		}
+		// Written only when the history has provider-side returns, or
+		// returns that answer no call: absent, there were none.
+		f.BuiltinReturns = readList(&r, fo, "builtin_returns", builtinReturnFields)
+		f.UnpairedReturns = readList(&r, fo, "unpaired_returns", unpairedReturnFields)
 	} else if _, ok := r.opt(fo, "builtin_returns", "/facts"); ok {
 		r.fail("/facts/builtin_returns", "absent without /facts/tool_calls")
 	} else if _, ok := r.opt(fo, "unpaired_returns", "/facts"); ok {
@@ -165,6 +140,27 @@ func FactsFromInput(doc any) (*facts.Facts, any, facts.Approvals, error) {
 		return nil, nil, nil, r.err
 	}
 	return f, ctxDoc, approvals, nil
+}
+
+// readList reads the optional array /facts/key of objects of fields;
+// empty, never nil, when absent.
+func readList[T any](r *inputReader, fo map[string]any, key string, fields []docField[T]) []T {
+	out := []T{}
+	v, ok := r.opt(fo, key, "/facts")
+	if !ok {
+		return out
+	}
+	entries, isArr := v.([]any)
+	if !isArr {
+		r.fail("/facts/"+key, "an array")
+	}
+	for i, e := range entries {
+		eptr := fmt.Sprintf("/facts/%s/%d", key, i)
+		var x T
+		readFields(r, r.object(e, eptr), eptr, fields, &x)
+		out = append(out, x)
+	}
+	return out
 }
 
 // argsIntegrity reads a call's args_integrity back: pointer -> level.

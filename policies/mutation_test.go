@@ -39,6 +39,10 @@ var equivalentMutants = func() map[string]string {
 			"returns a set unchanged: the same result at a higher cost",
 		"lib.rego as_set: swap-else with the next branch": "the swapped rule always builds {x | some x in xs}, which " +
 			"is xs for a set and the set of its elements for an array: as_set itself",
+		"integrity.rego _window_words[else 1]: swap-else with the next branch": "a builtin-tool-return's branch and " +
+			"an unpaired-return's require different kinds: never both, so their order does not matter",
+		"integrity.rego _window_words[else 3]: swap-else with the next branch": "the unpaired-return branch for several " +
+			"returns and the one-return branch after it (count 1) cannot both hold: their order does not matter",
 	}
 	// The operator contract's rules (denials_of, denial, names_set).
 	for id, why := range map[string]string{

@@ -147,10 +147,11 @@ else := sprintf("%v; and %v more", [
 ])
 
 _source_words(src) := sprintf("a value from %v beside %v's return (%v, message %v, part %v)", [
-	src.kind, concat(", ", src.beside),
+	src.kind, concat(", ", beside),
 	label.integrity, src.message, src.part,
 ]) if {
-	count(object.get(src, "beside", [])) > 0
+	beside := object.get(src, "beside", [])
+	count(beside) > 0
 	label := source_label(src)
 } else := sprintf("a value from %v (%v %v, tool_call_id %v, message %v, part %v)", [
 	object.get(src, "kind", "tool-return"), object.get(src, "tool", null),

@@ -82,7 +82,7 @@ test_a_provider_side_return_in_the_window_is_named_as_the_providers if {
 	call := {
 		"tool": "send_money",
 		"window": window(true, [{
-			"kind": "builtin-tool-return", "tool": "web_search", "tool_call_id": "w1", "message": 1, "part": 1,
+			"kind": "builtin-tool-return", "tool": "web_search", "count": 1, "tool_call_id": "w1", "message": 1, "part": 1,
 			"summarised": false, "integrity": "untrusted", "confidentiality": "internal",
 		}]),
 		"args_integrity": {"/to": "untrusted"},
@@ -100,7 +100,7 @@ test_an_unpaired_return_in_the_window_is_named_as_such if {
 	call := {
 		"tool": "send_money",
 		"window": window(true, [{
-			"kind": "unpaired-return", "tool": "read_file", "tool_call_id": "f1", "message": 2, "part": 0,
+			"kind": "unpaired-return", "tool": "read_file", "count": 1, "tool_call_id": "f1", "message": 2, "part": 0,
 			"summarised": false, "integrity": "untrusted", "confidentiality": "internal",
 		}]),
 		"args_integrity": {"/to": "untrusted"},
@@ -296,5 +296,23 @@ test_several_unpaired_returns_of_a_tool_are_counted if {
 	lib.untrusted_action_reasons(call) == [concat("", [
 		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
 		"2 read_file returns that answer no call (the latest tool_call_id f2, at message 4, part 0)",
+	])] with data.policycheck.registry as registry
+}
+
+# Exactly three window sources are all named, with no "and 0 more".
+test_a_reason_names_three_window_sources_and_no_more if {
+	w := window(true, [{
+		"kind": "tool-return", "tool": tool, "count": 1, "tool_call_id": id, "message": i, "part": 0,
+		"summarised": false, "integrity": "untrusted", "confidentiality": "internal",
+	} |
+		some i, tool in ["t0", "t1", "t2"]
+		id := sprintf("c%d", [i])
+	])
+	call := {"tool": "send_money", "window": w, "args_integrity": {"/to": "untrusted"}, "flows": []}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: no trusted source gave it, and the window held ",
+		"t0's return (tool_call_id c0, call at message 0, part 0); ",
+		"t1's return (tool_call_id c1, call at message 1, part 0); ",
+		"t2's return (tool_call_id c2, call at message 2, part 0)",
 	])] with data.policycheck.registry as registry
 }
