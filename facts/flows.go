@@ -178,11 +178,31 @@ func Echoes(args []byte, v any) bool {
 	return false
 }
 
-// sourceCall is what an index knows of the call a tool-return source
-// answered: its arguments, when the history holds it.
+// sourceCall is the call a tool-return source answered, as the index saw
+// it (nil when the history holds none): its arguments, and their texts
+// in echo form, made on the first flow that asks.
 type sourceCall struct {
-	known bool
 	args  []byte
+	texts []string
+	size  int // bytes of texts
+	ready bool
+}
+
+// echoes reports whether the call sent the value leaf (Flow.EchoOfItsCall),
+// the bytes searched spent from b; past the budget it answers true (the
+// return cannot vouch for what was not checked) and b marks the flows
+// incomplete.
+func (c *sourceCall) echoes(leaf string, b *flowBudget) bool {
+	if !c.ready {
+		c.texts, c.ready = jsonvalue.EchoTexts(c.args), true
+		for _, t := range c.texts {
+			c.size += len(t)
+		}
+	}
+	if !b.spend(c.size) {
+		return true
+	}
+	return jsonvalue.EchoIn(c.texts, jsonvalue.EchoForm(leaf))
 }
 
 // calledWith is a call the index has seen, for the returns after it.
@@ -257,7 +277,7 @@ type flowIndex struct {
 	// srcCalls, parallel to sources, is what the index knew of each
 	// tool-return source's call when it was indexed; calls holds the
 	// latest call seen of each tool_call_id.
-	srcCalls []sourceCall
+	srcCalls []*sourceCall
 	calls    map[string]calledWith
 	strs     map[string]*flowString
 	byPrefix map[string][]*flowString
@@ -318,10 +338,10 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry, beside []strin
 		id := p.ToolCallID
 		src.ToolCallID = &id
 	}
-	var call sourceCall
+	var call *sourceCall
 	if p.Kind == ToolReturn && p.HasToolCallID {
 		if c, ok := x.calls[p.ToolCallID]; ok && c.tool == p.ToolName {
-			call = sourceCall{known: true, args: c.args}
+			call = &sourceCall{args: c.args}
 		}
 	}
 	x.sources = append(x.sources, src)
@@ -438,7 +458,7 @@ type flowHit struct {
 	exact, contains bool
 	tok             TokenClass
 	whole           bool
-	call            sourceCall // the source's call (a tool return's)
+	call            *sourceCall // the source's call (a tool return's), nil for none
 }
 
 // flowBudget is what is left of the comparison budgets of a response
@@ -591,7 +611,7 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 			h := hits[p]
 			f := Flow{Path: path, Match: FlowToken, Source: srcOf[p]}
 			if f.Source.Kind == ToolReturn {
-				f.EchoOfItsCall = !h.call.known || jsonvalue.Echoes(h.call.args, leaf)
+				f.EchoOfItsCall = h.call == nil || h.call.echoes(leaf, b)
 			}
 			switch {
 			case h.exact:

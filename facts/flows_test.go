@@ -840,3 +840,45 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestEchoChecksAreBounded: whether a return echoes its call is checked
+// against that call's arguments, read once per source and counted
+// against the call's comparison budget: a model that made many calls
+// with huge arguments, each answered by a return holding the value a
+// later call copies, cannot make the check outlive the budget. Past it
+// the flows are incomplete (FlowIndexTruncated) and an unchecked return
+// counts as echoing (it vouches for nothing); Derive and a Tracker agree.
+func TestEchoChecksAreBounded(t *testing.T) {
+	reg := flowRegistry(t)
+	big := []byte(`{"q":"` + strings.Repeat("x", 100<<10) + `"}`)
+	var h facts.History
+	for i := range 200 {
+		id := fmt.Sprintf("c%d", i)
+		h = append(h,
+			facts.Message{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "read_secret", ToolCallID: id, HasToolCallID: true, Args: big}}},
+			facts.Message{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.ToolReturn, ToolName: "read_secret", ToolCallID: id, HasToolCallID: true,
+				Content: []byte(`"sk-live-secret-1234"`)}}})
+	}
+	h = append(h, facts.Message{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "send_email", ToolCallID: "s", HasToolCallID: true,
+		Args: []byte(`{"to":"sk-live-secret-1234"}`)}}})
+	f := facts.Derive(h, reg, facts.Options{Flows: true})
+	require.True(t, f.FlowIndexTruncated, "20 MB of call arguments checked within a 16 MB budget")
+	flows := f.Dispatch.Calls[0].Flows
+	require.NotEmpty(t, flows)
+	checked, unchecked := 0, 0
+	for _, fl := range flows {
+		if fl.EchoOfItsCall {
+			unchecked++ // the calls hold no such value: only an unchecked one echoes
+		} else {
+			checked++
+		}
+	}
+	require.Equal(t, 200, checked+unchecked)
+	require.Positive(t, unchecked, "past the budget a return whose call was not checked vouches for nothing")
+	require.Less(t, checked, 200)
+	tr := facts.NewTracker(reg, facts.Options{Flows: true})
+	tr.Append(h...)
+	got := tr.FactsWith(facts.Options{Flows: true})
+	require.Equal(t, f.FlowIndexTruncated, got.FlowIndexTruncated)
+	require.Equal(t, flows, got.Dispatch.Calls[0].Flows)
+}

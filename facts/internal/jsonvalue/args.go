@@ -256,19 +256,21 @@ func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 // Echoes reports whether the text want (a string value, or a number's
 // literal) is in the raw arguments args: inside one of their strings,
 // numbers or object keys once white space is removed and case folded on
-// both sides. Empty once folded, it is in none.
+// both sides (EchoForm, EchoTexts). Empty once folded, it is in none.
 func Echoes(args []byte, want string) bool {
-	want = echoForm(want)
-	if want == "" {
-		return false
-	}
-	found := false
+	return EchoIn(EchoTexts(args), EchoForm(want))
+}
+
+// EchoTexts are the strings, numbers and object keys of the raw
+// arguments args, each in EchoForm.
+func EchoTexts(args []byte) []string {
+	var out []string
 	var walk func(a any)
 	walk = func(a any) {
 		switch x := a.(type) {
 		case map[string]any:
 			for k, e := range x {
-				walk(k)
+				out = append(out, EchoForm(k))
 				walk(e)
 			}
 		case []any:
@@ -276,16 +278,30 @@ func Echoes(args []byte, want string) bool {
 				walk(e)
 			}
 		case string:
-			found = found || strings.Contains(echoForm(x), want)
+			out = append(out, EchoForm(x))
 		case json.Number:
-			found = found || strings.Contains(echoForm(x.String()), want)
+			out = append(out, EchoForm(x.String()))
 		}
 	}
 	walk(ReadArgs(args).Value)
-	return found
+	return out
 }
 
-// echoForm is s without white space, lower-cased.
-func echoForm(s string) string {
+// EchoIn reports whether want (in EchoForm) is inside one of texts; an
+// empty want is in none.
+func EchoIn(texts []string, want string) bool {
+	if want == "" {
+		return false
+	}
+	for _, t := range texts {
+		if strings.Contains(t, want) {
+			return true
+		}
+	}
+	return false
+}
+
+// EchoForm is s without white space, lower-cased.
+func EchoForm(s string) string {
 	return strings.ToLower(strings.Join(strings.Fields(s), ""))
 }
