@@ -451,9 +451,9 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 		w.labels = lab.reg
 	}
 	factsObj := objectOf(w, factsFields, f)
-	// The calls (and the returns beside them) are written for a policy
-	// that reads them, not when the facts hold them for the labels only.
-	writeCalls := opts.ToolCalls && lab.reads.toolCallsInInput
+	// The calls (and the returns beside them): for a policy that reads
+	// them (the labels need none of them).
+	writeCalls := opts.ToolCalls
 	if writeCalls && f.ToolCalls != nil {
 		factsObj.Insert(keyTerm("tool_calls"), toolCallsTerm(w, f.ToolCalls))
 	}

@@ -39,10 +39,6 @@ var (
 // labelReads says which label fields of the calls the policies may read.
 type labelReads struct {
 	window, argsIntegrity bool
-	// toolCallsInInput: the policies may read input.facts.tool_calls, so
-	// the input carries it (and the provider-side and unpaired returns
-	// beside it); the facts may hold the calls for the labels alone.
-	toolCallsInInput bool
 }
 
 // labelOptions is what the compiled policies may read of the labels; it
@@ -51,7 +47,7 @@ type labelReads struct {
 // whether a return echoes what its call sent, facts.Flow.EchoOfItsCall).
 // Neither needs the tool calls themselves, and input.facts.tool_calls,
 // every call of the history with its arguments, is written only for a
-// policy that may read it (toolCallsInInput; the lead's decision, issue
+// policy that may read it (facts.Options.ToolCalls; the lead's decision, issue
 // 47 item 7: with it in every input, the stock library cost a
 // 1,000-message step 27 times the CPU of flows off). A replay of a
 // logged input without it reads the window and args_integrity back as
@@ -64,7 +60,6 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 	for _, p := range argsIntegrityPaths {
 		lr.argsIntegrity = lr.argsIntegrity || mayRead(c, p)
 	}
-	lr.toolCallsInInput = opts.ToolCalls
 	opts.ReturnsByTool = opts.ReturnsByTool || lr.window
 	opts.Flows = opts.Flows || lr.argsIntegrity
 	return lr
