@@ -18,6 +18,7 @@ import (
 	"github.com/policycheck/policycheck/gateway"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
 
 // httpGatewayWith is httpGateway with extra configuration.
@@ -353,7 +354,7 @@ func TestRetryBudgetStopsTheSession(t *testing.T) {
 		{"unknown tool", []scriptCall{{"delete_everything", nil}, {"delete_everything", nil}}, "Tool 'delete_everything' exceeded max retries count of 1."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			log := &syncBuffer{}
+			log := &syncbuf.Buffer{}
 			_, srv, f := httpGatewayWith(t, func(c *gateway.Config) { c.DecisionLog = log })
 			alice := httpClient(t, srv.URL, aliceToken, "2025-11-25")
 			var msg string

@@ -20,6 +20,7 @@ import (
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
 	"github.com/policycheck/policycheck/internal/testkit/racetest"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
 
 // Several Gateways sharing one session store are replicas of one
@@ -27,24 +28,13 @@ import (
 // Redis server where they say so.
 
 // sharedLog is a decision log several goroutines write.
-type sharedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *sharedLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+type sharedLog struct{ syncbuf.Buffer }
 
 // decisions are a decision log's decisions by tool_call_id.
 func (s *sharedLog) decisions(t testing.TB) map[string]json.RawMessage {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := map[string]json.RawMessage{}
-	for _, line := range bytes.Split(bytes.TrimSpace(s.b.Bytes()), []byte("\n")) {
+	for _, line := range bytes.Split(bytes.TrimSpace(s.Bytes()), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}

@@ -13,6 +13,8 @@
 //     and benchmarks;
 //   - racetest: whether a test runs under the race detector;
 //   - handlertest: the sidecar's HTTP handler in process;
+//   - syncbuf: the one locked buffer, bytes a test reads while goroutines
+//     write them;
 //   - cputime: the process's CPU time per benchmark iteration
 //     (cpu-ns/op);
 //   - servetest: policycheck serve in a process of its own, and its floor

@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/internal/testkit/mcpinterop"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
 
 // The conformance scenario server-sse-polling with no gateway: the Go
@@ -32,24 +33,7 @@ import (
 type exchange struct {
 	method, lastEventID string
 	status              int
-	body                *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	body                *syncbuf.Buffer
 }
 
 // recorder is an http.RoundTripper that records the exchanges of a
@@ -74,7 +58,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x := exchange{method: req.Method, lastEventID: req.Header.Get("Last-Event-ID"), status: resp.StatusCode}
 	if call {
-		x.body = &lockedBuffer{}
+		x.body = &syncbuf.Buffer{}
 		resp.Body = struct {
 			io.Reader
 			io.Closer
