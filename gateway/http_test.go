@@ -18,6 +18,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/gateway"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -37,18 +38,6 @@ func TestMain(m *testing.M) {
 		os.Exit(0)
 	}
 	os.Exit(m.Run())
-}
-
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
 }
 
 const (
@@ -75,7 +64,7 @@ func httpGateway(t *testing.T) (*gateway.Gateway, *httptest.Server, *fakeUpstrea
 
 func httpClient(t *testing.T, url, token, version string) *mcp.ClientSession {
 	t.Helper()
-	tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}
+	tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: gatewaytest.Bearer{Token: token}}, MaxRetries: -1}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, nil)
 	cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
@@ -311,7 +300,7 @@ func TestElicitationOverHTTP(t *testing.T) {
 	for _, v := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
 		t.Run(v, func(t *testing.T) {
 			_, srv, f := httpGateway(t)
-			tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}
+			tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: gatewaytest.Bearer{Token: aliceToken}}, MaxRetries: -1}
 			c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, &mcp.ClientOptions{
 				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 					return &mcp.ElicitResult{Action: "accept"}, nil

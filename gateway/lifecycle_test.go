@@ -17,6 +17,7 @@ import (
 
 	"github.com/policycheck/policycheck/gateway"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
 	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
@@ -78,13 +79,7 @@ func callMeta(t *testing.T, cs *mcp.ClientSession, handle, name string, args any
 	if err != nil {
 		t.Fatalf("call %s: %v", name, err)
 	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError
+	return gatewaytest.Text(res), res.IsError
 }
 
 // TestPrincipalSessionCap: a principal opening more sessions than

@@ -18,6 +18,7 @@ import (
 
 	"github.com/policycheck/policycheck/gateway"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/internal/testkit/racetest"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
 	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
@@ -129,17 +130,7 @@ func script(i int) scriptCall {
 }
 
 func callErr(cs *mcp.ClientSession, c scriptCall) (string, bool, error) {
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name, Arguments: c.args})
-	if err != nil {
-		return "", false, err
-	}
-	var b strings.Builder
-	for _, ct := range res.Content {
-		if tc, ok := ct.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError, nil
+	return gatewaytest.Call(cs, c.name, c.args)
 }
 
 // storedCalls are the calls of a session's history, in order.

@@ -17,6 +17,8 @@
 //     write them;
 //   - cputime: the process's CPU time per benchmark iteration
 //     (cpu-ns/op);
+//   - gatewaytest: what the gateway's clients in tests share (the
+//     scripted sessions' registry, a call's text, a bearer token);
 //   - servetest: policycheck serve in a process of its own, and its floor
 //     server (servetest/floor) for the load tests;
 //   - floor: the floor's handler, which that command serves and in-process

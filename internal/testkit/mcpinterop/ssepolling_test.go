@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/internal/testkit/mcpinterop"
 	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
@@ -108,17 +109,6 @@ func callTool(cs *mcp.ClientSession, name string) (*mcp.CallToolResult, error) {
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
 }
 
-// resultText is the text of res's content.
-func resultText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
-}
-
 // hasEventID says an SSE body holds an event with an id.
 func hasEventID(body string) bool {
 	for _, line := range strings.Split(body, "\n") {
@@ -170,7 +160,7 @@ func TestSSEPollingEverythingServerLosesTheAnswer(t *testing.T) {
 			// The session is still usable.
 			res, err := callTool(cs, "test_simple_text")
 			require.NoError(t, err)
-			assert.False(t, res.IsError, "%s", resultText(res))
+			assert.False(t, res.IsError, "%s", gatewaytest.Text(res))
 		})
 	}
 }
@@ -229,7 +219,7 @@ func TestSSEPollingResumableServer(t *testing.T) {
 		cs, rec := goSDKClient(t, pollingServer(t, 1), "2025-11-25", 0)
 		res, err := callTool(cs, "poll")
 		require.NoError(t, err)
-		assert.Equal(t, "done", resultText(res))
+		assert.Equal(t, "done", gatewaytest.Text(res))
 		calls, resumptions := rec.calls()
 		require.Len(t, calls, 1)
 		assert.True(t, hasEventID(calls[0].body.String()), "no event id: %q", calls[0].body.String())
