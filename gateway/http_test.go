@@ -46,20 +46,11 @@ const (
 	operatorToken = "operator-token-0123456789"
 )
 
+// httpGateway is a gateway over HTTP with three principals' tokens that
+// a browser page of https://app.example may call.
 func httpGateway(t *testing.T) (*gateway.Gateway, *httptest.Server, *fakeUpstream) {
 	t.Helper()
-	f := newFakeUpstream()
-	g := newTestGateway(t, f, func(c *gateway.Config) {
-		c.Principals = gateway.NewPrincipals(map[string]gateway.Principal{
-			aliceToken:    {Name: "alice"},
-			bobToken:      {Name: "bob"},
-			operatorToken: {Name: "ops", Operator: true},
-		})
-		c.AllowedOrigins = []string{"https://app.example"}
-	})
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	return g, srv, f
+	return httpGatewayWith(t, func(c *gateway.Config) { c.AllowedOrigins = []string{"https://app.example"} })
 }
 
 func httpClient(t *testing.T, url, token, version string) *mcp.ClientSession {
