@@ -24,6 +24,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/policycheck/policycheck/gateway"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
 	"github.com/policycheck/policycheck/internal/testkit/servetest"
 	"github.com/policycheck/policycheck/loader"
@@ -33,44 +34,15 @@ import (
 // `policycheck gateway` processes (the page's command line), HAProxy (the
 // page's block), and Go SDK clients.
 
-// gwRegistry is the gateways' registry: a deferred tool a search
-// reveals, a capability to load, a read with a schema, a call that needs
-// approval.
-const gwRegistry = `
-capabilities:
-  - id: refunds
-    defer_loading: true
-    description: Follow the refund policy.
-tools:
-  - name: read_file
-    upstream: files
-    description: Read a file from disk
-  - name: files/write_file
-    defer_loading: true
-    description: Write a file to disk
-  - name: issue_refund
-    upstream: files
-    capability: refunds
-  - name: deploy
-    upstream: files
-    requires_approval: true
-`
-
 // gwUpstream is the MCP server behind every gateway: the same in each
 // replica's process and in the reference.
 func gwUpstream() *mcp.Server {
-	srv := mcp.NewServer(&mcp.Implementation{Name: "files"}, nil)
-	add := func(name, schema string) {
-		srv.AddTool(&mcp.Tool{Name: name, InputSchema: json.RawMessage(schema)},
-			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " ran with " + string(req.Params.Arguments)}}}, nil
-			})
-	}
-	add("read_file", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)
-	add("write_file", `{"type":"object"}`)
-	add("issue_refund", `{"type":"object"}`)
-	add("deploy", `{"type":"object"}`)
-	return srv
+	obj := `{"type":"object"}`
+	return gatewaytest.NewUpstream(nil,
+		&mcp.Tool{Name: "read_file", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`)},
+		&mcp.Tool{Name: "write_file", InputSchema: json.RawMessage(obj)},
+		&mcp.Tool{Name: "issue_refund", InputSchema: json.RawMessage(obj)},
+		&mcp.Tool{Name: "deploy", InputSchema: json.RawMessage(obj)})
 }
 
 // TestGatewayUpstreamHelper is the upstream the gateways run: this test
@@ -160,15 +132,6 @@ func (p *gwProc) signal(sig syscall.Signal) {
 	}
 }
 
-// gwBearer adds a token to every request.
-type gwBearer struct{ token string }
-
-func (b gwBearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return http.DefaultTransport.RoundTrip(r)
-}
-
 // gwClient is a Go SDK client on 2026-07-28 (stateless requests) of the
 // gateway at url.
 func gwClient(t *testing.T, url, token string) *mcp.ClientSession {
@@ -179,7 +142,7 @@ func gwClient(t *testing.T, url, token string) *mcp.ClientSession {
 	// elsewhere. A client connects again then, as docs/scaling.md says.
 	var err error
 	for range 5 {
-		tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: gwBearer{token}}, MaxRetries: -1}
+		tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: gatewaytest.Bearer{Token: token}}, MaxRetries: -1}
 		var cs *mcp.ClientSession
 		cs, err = mcp.NewClient(&mcp.Implementation{Name: "scaling-test"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2026-07-28"})
 		if err == nil && cs.InitializeResult().ProtocolVersion == "2026-07-28" {
@@ -194,20 +157,6 @@ func gwClient(t *testing.T, url, token string) *mcp.ClientSession {
 	}
 	require.NoError(t, err)
 	return nil
-}
-
-func gwDo(cs *mcp.ClientSession, c gwCall) (string, bool, error) {
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name, Arguments: c.args})
-	if err != nil {
-		return "", false, err
-	}
-	var b strings.Builder
-	for _, ct := range res.Content {
-		if tc, ok := ct.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError, nil
 }
 
 // gwLogged is a decision-log line.
@@ -273,7 +222,7 @@ func startGatewayCluster(t *testing.T, replicas int) *gwCluster {
 	// The registry, the tokens (a principal per scripted session, and an
 	// operator), the command line.
 	regPath := filepath.Join(dir, "tools.yaml")
-	require.NoError(t, os.WriteFile(regPath, []byte(gwRegistry), 0o600))
+	require.NoError(t, os.WriteFile(regPath, []byte(gatewaytest.Registry), 0o600))
 	principals := []string{"p1", "p2", "p3", "p4", "p5"}
 	tokens := map[string]string{}
 	var entries []map[string]any
@@ -373,7 +322,7 @@ func TestScalingGateway(t *testing.T) {
 				cs := gwClient(t, proxy, tokens[p])
 				for i := from; i < to; i++ {
 					c := gwScript(i)
-					if _, _, err := gwDo(cs, c); err != nil {
+					if _, _, err := gatewaytest.Call(cs, c.name, c.args); err != nil {
 						t.Errorf("%s step %d: %v", p, i, err)
 						return
 					}
@@ -400,7 +349,7 @@ func TestScalingGateway(t *testing.T) {
 	direct := func(p *gwProc, i int) (string, bool) {
 		cs := gwClient(t, p.url(), tokens["p5"])
 		c := gwScript(i)
-		text, isErr, err := gwDo(cs, c)
+		text, isErr, err := gatewaytest.Call(cs, c.name, c.args)
 		require.NoError(t, err)
 		calls["p5"] = append(calls["p5"], c)
 		return text, isErr
@@ -470,7 +419,7 @@ func untilStoreAnswers(t *testing.T, cs *mcp.ClientSession, c gwCall) (string, b
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		text, isErr, err := gwDo(cs, c)
+		text, isErr, err := gatewaytest.Call(cs, c.name, c.args)
 		require.NoError(t, err)
 		if !strings.Contains(text, "cannot be reached") || time.Now().After(deadline) {
 			return text, isErr
@@ -485,7 +434,7 @@ func untilStoreAnswers(t *testing.T, cs *mcp.ClientSession, c gwCall) (string, b
 func referenceDecisions(t *testing.T, calls map[string][]gwCall) map[string]map[string]json.RawMessage {
 	t.Helper()
 	ctx := context.Background()
-	reg, err := loader.ParseRegistry("tools.yaml", []byte(gwRegistry))
+	reg, err := loader.ParseRegistry("tools.yaml", []byte(gatewaytest.Registry))
 	require.NoError(t, err)
 	up := gwUpstream()
 	var log bytes.Buffer
@@ -503,7 +452,7 @@ func referenceDecisions(t *testing.T, calls map[string][]gwCall) map[string]map[
 		client, err := mcp.NewClient(&mcp.Implementation{Name: "reference"}, nil).Connect(ctx, ct, nil)
 		require.NoError(t, err)
 		for _, c := range cs {
-			_, _, err := gwDo(client, c)
+			_, _, err := gatewaytest.Call(client, c.name, c.args)
 			require.NoError(t, err)
 		}
 		_ = client.Close()
@@ -545,7 +494,7 @@ func TestScalingGatewayBench(t *testing.T) {
 				cs := gwClient(t, c.proxy, c.tokens[p])
 				for i := range calls {
 					t0 := time.Now()
-					_, isErr, err := gwDo(cs, gwCall{"read_file", map[string]any{"path": fmt.Sprintf("/f%d", i)}})
+					_, isErr, err := gatewaytest.Call(cs, "read_file", map[string]any{"path": fmt.Sprintf("/f%d", i)})
 					d := time.Since(t0)
 					if err != nil || isErr {
 						t.Errorf("%s call %d: %v %v", p, i, err, isErr)

@@ -377,7 +377,7 @@ func (f *flowFilter) pass(content []byte) bool {
 	d := content
 	if bytes.IndexByte(content, '\\') >= 0 {
 		var ok bool
-		if f.dec, ok = decodeOnce(f.dec[:0], content); !ok || bytes.IndexByte(f.dec, '\\') >= 0 {
+		if f.dec, ok = jsonvalue.AppendUnescaped(f.dec[:0], content); !ok || bytes.IndexByte(f.dec, '\\') >= 0 {
 			return true
 		}
 		d = f.dec
@@ -460,80 +460,6 @@ func (f *flowFilter) anyURL(d []byte) bool {
 			}
 		}
 	}
-}
-
-// decodeOnce appends content with every JSON string escape read once to
-// dst; false when it holds a lone surrogate escape or an invalid
-// escape (it is then not read at all).
-func decodeOnce(dst, content []byte) ([]byte, bool) {
-	for {
-		i := bytes.IndexByte(content, '\\')
-		if i < 0 {
-			return append(dst, content...), true
-		}
-		dst = append(dst, content[:i]...)
-		content = content[i:]
-		if len(content) < 2 {
-			return dst, false
-		}
-		switch c := content[1]; c {
-		case '"', '\\', '/':
-			dst = append(dst, c)
-		case 'b':
-			dst = append(dst, '\b')
-		case 'f':
-			dst = append(dst, '\f')
-		case 'n':
-			dst = append(dst, '\n')
-		case 'r':
-			dst = append(dst, '\r')
-		case 't':
-			dst = append(dst, '\t')
-		case 'u':
-			r, ok := hex4(content[2:])
-			if !ok {
-				return dst, false
-			}
-			if 0xd800 <= r && r < 0xe000 {
-				r2, ok := rune(0), false
-				if len(content) >= 12 && content[6] == '\\' && content[7] == 'u' {
-					r2, ok = hex4(content[8:])
-				}
-				if !ok || r >= 0xdc00 || r2 < 0xdc00 || r2 >= 0xe000 {
-					return dst, false
-				}
-				dst = utf8.AppendRune(dst, (r-0xd800)<<10|(r2-0xdc00)+0x10000)
-				content = content[12:]
-				continue
-			}
-			dst = utf8.AppendRune(dst, r)
-			content = content[6:]
-			continue
-		default:
-			return dst, false
-		}
-		content = content[2:]
-	}
-}
-
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }
 
 // skipBound is an upper bound of what indexing content adds to the cap's

@@ -17,31 +17,15 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/gateway"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/loader"
 )
 
-// testRegistry maps five upstream tools; the upstream also lists
+// testRegistry maps five upstream tools: gatewaytest.Registry's and
+// transfer_funds, which denyTransfers denies; the upstream also lists
 // delete_everything, which the registry lacks (hidden).
-const testRegistry = `
-capabilities:
-  - id: refunds
-    defer_loading: true
-    description: Follow the refund policy.
-tools:
-  - name: read_file
+const testRegistry = gatewaytest.Registry + `  - name: transfer_funds
     upstream: files
-    description: Read a file from disk
-  - name: files/write_file
-    defer_loading: true
-    description: Write a file to disk
-  - name: issue_refund
-    upstream: files
-    capability: refunds
-  - name: transfer_funds
-    upstream: files
-  - name: deploy
-    upstream: files
-    requires_approval: true
 `
 
 const denyTransfers = `package policycheck.rules.gwtest
@@ -57,21 +41,15 @@ type fakeUpstream struct {
 }
 
 func newFakeUpstream() *fakeUpstream {
-	f := &fakeUpstream{srv: mcp.NewServer(&mcp.Implementation{Name: "files"}, nil)}
-	add := func(name, desc string, schema string, ann *mcp.ToolAnnotations) {
-		f.srv.AddTool(&mcp.Tool{Name: name, Description: desc, InputSchema: json.RawMessage(schema), Annotations: ann},
-			func(_ context.Context, req *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
-				f.calls.Add(1)
-				return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: name + " ran with " + string(req.Params.Arguments)}}}, nil
-			})
-	}
+	f := &fakeUpstream{}
 	obj := `{"type":"object"}`
-	add("read_file", "Read a file", `{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`, &mcp.ToolAnnotations{ReadOnlyHint: true})
-	add("write_file", "Write a file", obj, nil)
-	add("issue_refund", "Refund an order", obj, nil)
-	add("transfer_funds", "Move money", obj, nil)
-	add("deploy", "Deploy", obj, nil)
-	add("delete_everything", "Delete every file", obj, nil)
+	f.srv = gatewaytest.NewUpstream(func() { f.calls.Add(1) },
+		&mcp.Tool{Name: "read_file", Description: "Read a file", InputSchema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`), Annotations: &mcp.ToolAnnotations{ReadOnlyHint: true}},
+		&mcp.Tool{Name: "write_file", Description: "Write a file", InputSchema: json.RawMessage(obj)},
+		&mcp.Tool{Name: "issue_refund", Description: "Refund an order", InputSchema: json.RawMessage(obj)},
+		&mcp.Tool{Name: "transfer_funds", Description: "Move money", InputSchema: json.RawMessage(obj)},
+		&mcp.Tool{Name: "deploy", Description: "Deploy", InputSchema: json.RawMessage(obj)},
+		&mcp.Tool{Name: "delete_everything", Description: "Delete every file", InputSchema: json.RawMessage(obj)})
 	return f
 }
 
@@ -152,17 +130,11 @@ func toolNames(t testing.TB, cs *mcp.ClientSession) []string {
 
 func call(t testing.TB, cs *mcp.ClientSession, name string, args any) (text string, isError bool) {
 	t.Helper()
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: name, Arguments: args})
+	text, isError, err := gatewaytest.Call(cs, name, args)
 	if err != nil {
 		t.Fatalf("call %s: %v", name, err)
 	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError
+	return text, isError
 }
 
 func TestScriptedSession(t *testing.T) {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/gateway"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -39,43 +40,22 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// bearer adds a token to every request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 const (
 	aliceToken    = "alice-token-0123456789"
 	bobToken      = "bob-token-0123456789ab"
 	operatorToken = "operator-token-0123456789"
 )
 
+// httpGateway is a gateway over HTTP with three principals' tokens that
+// a browser page of https://app.example may call.
 func httpGateway(t *testing.T) (*gateway.Gateway, *httptest.Server, *fakeUpstream) {
 	t.Helper()
-	f := newFakeUpstream()
-	g := newTestGateway(t, f, func(c *gateway.Config) {
-		c.Principals = gateway.NewPrincipals(map[string]gateway.Principal{
-			aliceToken:    {Name: "alice"},
-			bobToken:      {Name: "bob"},
-			operatorToken: {Name: "ops", Operator: true},
-		})
-		c.AllowedOrigins = []string{"https://app.example"}
-	})
-	srv := httptest.NewServer(g.Handler())
-	t.Cleanup(srv.Close)
-	return g, srv, f
+	return httpGatewayWith(t, func(c *gateway.Config) { c.AllowedOrigins = []string{"https://app.example"} })
 }
 
 func httpClient(t *testing.T, url, token, version string) *mcp.ClientSession {
 	t.Helper()
-	tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: bearer{token, http.DefaultTransport}}, MaxRetries: -1}
+	tr := &mcp.StreamableClientTransport{Endpoint: url + "/mcp", HTTPClient: &http.Client{Transport: gatewaytest.Bearer{Token: token}}, MaxRetries: -1}
 	c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, nil)
 	cs, err := c.Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: version})
 	if err != nil {
@@ -311,7 +291,7 @@ func TestElicitationOverHTTP(t *testing.T) {
 	for _, v := range []string{"2025-06-18", "2025-11-25", "2026-07-28"} {
 		t.Run(v, func(t *testing.T) {
 			_, srv, f := httpGateway(t)
-			tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}
+			tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: gatewaytest.Bearer{Token: aliceToken}}, MaxRetries: -1}
 			c := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, &mcp.ClientOptions{
 				ElicitationHandler: func(context.Context, *mcp.ElicitRequest) (*mcp.ElicitResult, error) {
 					return &mcp.ElicitResult{Action: "accept"}, nil

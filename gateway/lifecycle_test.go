@@ -17,7 +17,9 @@ import (
 
 	"github.com/policycheck/policycheck/gateway"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
 
 // httpGatewayWith is httpGateway with extra configuration.
@@ -77,13 +79,7 @@ func callMeta(t *testing.T, cs *mcp.ClientSession, handle, name string, args any
 	if err != nil {
 		t.Fatalf("call %s: %v", name, err)
 	}
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError
+	return gatewaytest.Text(res), res.IsError
 }
 
 // TestPrincipalSessionCap: a principal opening more sessions than
@@ -353,7 +349,7 @@ func TestRetryBudgetStopsTheSession(t *testing.T) {
 		{"unknown tool", []scriptCall{{"delete_everything", nil}, {"delete_everything", nil}}, "Tool 'delete_everything' exceeded max retries count of 1."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			log := &syncBuffer{}
+			log := &syncbuf.Buffer{}
 			_, srv, f := httpGatewayWith(t, func(c *gateway.Config) { c.DecisionLog = log })
 			alice := httpClient(t, srv.URL, aliceToken, "2025-11-25")
 			var msg string

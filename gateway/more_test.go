@@ -1,44 +1,24 @@
 package gateway_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/policycheck/policycheck/gateway"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
-
-// syncBuffer is a bytes.Buffer safe for the gateway's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
 
 // TestDecisionLogCarriesSessionAndPrincipal: one line per call, with the
 // session id the history endpoint takes and the principal.
 func TestDecisionLogCarriesSessionAndPrincipal(t *testing.T) {
-	var log syncBuffer
+	var log syncbuf.Buffer
 	g := newTestGateway(t, newFakeUpstream(), func(c *gateway.Config) { c.DecisionLog = &log })
 	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
 	call(t, cs, "read_file", map[string]any{"path": "a"})

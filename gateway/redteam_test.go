@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -57,21 +56,15 @@ func redteamUpstream(errText string) *fakeUpstream {
 
 func redteamGateway(t *testing.T, f *fakeUpstream, extra func(*gateway.Config)) *gateway.Gateway {
 	t.Helper()
-	cfg := gateway.Config{
-		Registry:      mustRegistry(t, redteamRegistry),
-		EngineOptions: []engine.Option{engine.PolicyPaths("../examples/policies/integrity")},
-		Upstreams:     []gateway.Upstream{f.upstreamSpec("bank")},
-		StartTimeout:  10 * time.Second,
-	}
-	if extra != nil {
-		extra(&cfg)
-	}
-	g, err := gateway.New(context.Background(), cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = g.Close() })
-	return g
+	return newTestGateway(t, f, func(c *gateway.Config) {
+		c.Registry = mustRegistry(t, redteamRegistry)
+		c.EngineOptions = []engine.Option{engine.PolicyPaths("../examples/policies/integrity")}
+		c.Upstreams = []gateway.Upstream{f.upstreamSpec("bank")}
+		c.Logger = nil
+		if extra != nil {
+			extra(c)
+		}
+	})
 }
 
 // TestRedteamTheModelSeesWhatTheHistoryHolds: a result with both

@@ -18,8 +18,10 @@ import (
 
 	"github.com/policycheck/policycheck/gateway"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/internal/testkit/racetest"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
 
 // Several Gateways sharing one session store are replicas of one
@@ -27,24 +29,13 @@ import (
 // Redis server where they say so.
 
 // sharedLog is a decision log several goroutines write.
-type sharedLog struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *sharedLog) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
+type sharedLog struct{ syncbuf.Buffer }
 
 // decisions are a decision log's decisions by tool_call_id.
 func (s *sharedLog) decisions(t testing.TB) map[string]json.RawMessage {
 	t.Helper()
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	out := map[string]json.RawMessage{}
-	for _, line := range bytes.Split(bytes.TrimSpace(s.b.Bytes()), []byte("\n")) {
+	for _, line := range bytes.Split(bytes.TrimSpace(s.Bytes()), []byte("\n")) {
 		if len(line) == 0 {
 			continue
 		}
@@ -139,17 +130,7 @@ func script(i int) scriptCall {
 }
 
 func callErr(cs *mcp.ClientSession, c scriptCall) (string, bool, error) {
-	res, err := cs.CallTool(context.Background(), &mcp.CallToolParams{Name: c.name, Arguments: c.args})
-	if err != nil {
-		return "", false, err
-	}
-	var b strings.Builder
-	for _, ct := range res.Content {
-		if tc, ok := ct.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String(), res.IsError, nil
+	return gatewaytest.Call(cs, c.name, c.args)
 }
 
 // storedCalls are the calls of a session's history, in order.

@@ -1,7 +1,6 @@
 package server_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
@@ -14,25 +13,9 @@ import (
 
 	"github.com/open-policy-agent/opa/v1/plugins/logs"
 	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
-
-// logBuffer is what a server logs, safe for its goroutines.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // TestDecisionLogDropsCountedByEvent is issue 29's eighth item for
 // decision logs: with a decision-log service that fails and a small
@@ -126,7 +109,7 @@ func TestBundleServerThatStopsAnswering(t *testing.T) {
 	t.Cleanup(unhang)
 	config := "services:\n  bundles:\n    url: " + front.URL + "\nbundles:\n  pc:\n    service: bundles\n    resource: /bundles/pc.tar.gz\n" +
 		"    polling:\n      min_delay_seconds: 1\n      max_delay_seconds: 1\n"
-	var logged logBuffer
+	var logged syncbuf.Buffer // what the server logs, safe for its goroutines
 	rs := start(t, testReg(t), withOPAConfig([]byte(config), "stale"), withLogger(slog.New(slog.NewTextHandler(&logged, nil))))
 	require.Eventually(t, func() bool { s, _ := health(t, rs); return s == http.StatusOK }, 10*time.Second, 20*time.Millisecond)
 	_, h := health(t, rs)

@@ -13,8 +13,12 @@
 //     and benchmarks;
 //   - racetest: whether a test runs under the race detector;
 //   - handlertest: the sidecar's HTTP handler in process;
+//   - syncbuf: the one locked buffer, bytes a test reads while goroutines
+//     write them;
 //   - cputime: the process's CPU time per benchmark iteration
 //     (cpu-ns/op);
+//   - gatewaytest: what the gateway's clients in tests share (the
+//     scripted sessions' registry, a call's text, a bearer token);
 //   - servetest: policycheck serve in a process of its own, and its floor
 //     server (servetest/floor) for the load tests;
 //   - floor: the floor's handler, which that command serves and in-process

@@ -39,6 +39,7 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 )
 
 // DepsDir is where scripts/mcp-deps.sh installs: $POLICYCHECK_MCP_DEPS,
@@ -225,18 +226,6 @@ func (r StepResult) Names() []string {
 	return out
 }
 
-// bearer adds a bearer token to each request.
-type bearer struct {
-	token string
-	next  http.RoundTripper
-}
-
-func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
-	r = r.Clone(r.Context())
-	r.Header.Set("Authorization", "Bearer "+b.token)
-	return b.next.RoundTrip(r)
-}
-
 // goConn is a Go SDK client session and what reached it.
 type goConn struct {
 	session *mcp.ClientSession
@@ -294,7 +283,7 @@ func RunGo(ctx context.Context, script Script) ([]StepResult, error) {
 		if spec.URL != "" {
 			hc := &http.Client{Transport: http.DefaultTransport}
 			if spec.Token != "" {
-				hc.Transport = bearer{token: spec.Token, next: http.DefaultTransport}
+				hc.Transport = gatewaytest.Bearer{Token: spec.Token}
 			}
 			transport = &mcp.StreamableClientTransport{Endpoint: spec.URL, HTTPClient: hc, MaxRetries: -1}
 		} else {

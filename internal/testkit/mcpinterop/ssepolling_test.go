@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/internal/testkit/mcpinterop"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
 
 // The conformance scenario server-sse-polling with no gateway: the Go
@@ -32,24 +34,7 @@ import (
 type exchange struct {
 	method, lastEventID string
 	status              int
-	body                *lockedBuffer
-}
-
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	body                *syncbuf.Buffer
 }
 
 // recorder is an http.RoundTripper that records the exchanges of a
@@ -74,7 +59,7 @@ func (r *recorder) RoundTrip(req *http.Request) (*http.Response, error) {
 	}
 	x := exchange{method: req.Method, lastEventID: req.Header.Get("Last-Event-ID"), status: resp.StatusCode}
 	if call {
-		x.body = &lockedBuffer{}
+		x.body = &syncbuf.Buffer{}
 		resp.Body = struct {
 			io.Reader
 			io.Closer
@@ -122,17 +107,6 @@ func callTool(cs *mcp.ClientSession, name string) (*mcp.CallToolResult, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	return cs.CallTool(ctx, &mcp.CallToolParams{Name: name, Arguments: map[string]any{}})
-}
-
-// resultText is the text of res's content.
-func resultText(res *mcp.CallToolResult) string {
-	var b strings.Builder
-	for _, c := range res.Content {
-		if tc, ok := c.(*mcp.TextContent); ok {
-			b.WriteString(tc.Text)
-		}
-	}
-	return b.String()
 }
 
 // hasEventID says an SSE body holds an event with an id.
@@ -186,7 +160,7 @@ func TestSSEPollingEverythingServerLosesTheAnswer(t *testing.T) {
 			// The session is still usable.
 			res, err := callTool(cs, "test_simple_text")
 			require.NoError(t, err)
-			assert.False(t, res.IsError, "%s", resultText(res))
+			assert.False(t, res.IsError, "%s", gatewaytest.Text(res))
 		})
 	}
 }
@@ -245,7 +219,7 @@ func TestSSEPollingResumableServer(t *testing.T) {
 		cs, rec := goSDKClient(t, pollingServer(t, 1), "2025-11-25", 0)
 		res, err := callTool(cs, "poll")
 		require.NoError(t, err)
-		assert.Equal(t, "done", resultText(res))
+		assert.Equal(t, "done", gatewaytest.Text(res))
 		calls, resumptions := rec.calls()
 		require.Len(t, calls, 1)
 		assert.True(t, hasEventID(calls[0].body.String()), "no event id: %q", calls[0].body.String())

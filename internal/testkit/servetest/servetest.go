@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/policycheck/policycheck/internal/conformance"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
 
 // Build builds the policycheck command and returns its path: into a
@@ -129,24 +130,8 @@ type Process struct {
 
 // Log is a server's log, written as it comes (by a process's reader, or
 // as the io.Writer of an in-process server's logger) and read by a test
-// meanwhile.
-type Log struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *Log) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String returns what was written so far.
-func (l *Log) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
+// meanwhile: the test kit's one locked buffer.
+type Log = syncbuf.Buffer
 
 // Logged returns all the server has logged on standard error so far
 // (its decision log among it when OPA's console decision logger is on);

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/policycheck/policycheck/internal/cli/internal/progress"
+	"github.com/policycheck/policycheck/internal/testkit/syncbuf"
 )
 
 // clock is a fake clock the test advances by hand.
@@ -152,20 +153,9 @@ func TestNilReporterIsANoOp(t *testing.T) {
 	}
 }
 
-// lockedBuffer lets the race detector see only the Reporter's own locking.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
 func TestConcurrentAdds(t *testing.T) {
-	var out lockedBuffer
+	// The race detector sees only the Reporter's own locking.
+	var out syncbuf.Buffer
 	r := progress.New(progress.Options{Total: 800, Writer: &out, Terminal: true, Interval: time.Nanosecond})
 	var wg sync.WaitGroup
 	for g := 0; g < 8; g++ {
@@ -182,7 +172,7 @@ func TestConcurrentAdds(t *testing.T) {
 	if r.Done() != 800 {
 		t.Fatalf("Done() = %d after 8x100 concurrent Adds", r.Done())
 	}
-	if !strings.Contains(out.buf.String(), "800/800 (100%)") {
+	if !strings.Contains(out.String(), "800/800 (100%)") {
 		t.Fatal("the completed state was never drawn")
 	}
 }
