@@ -104,6 +104,8 @@ func TestTrackerEqualsDeriveOnEveryPrefix(t *testing.T) {
 				require.Equal(t, bruteToolCalls(h[:n]), tr.FactsWith(allOptions).ToolCalls, "tool calls of the prefix of %d messages", n)
 				require.Equal(t, facts.ReturnsByToolOf(facts.ToolCalls(h[:n]), facts.BuiltinReturns(h[:n]), facts.UnpairedReturns(h[:n])), tr.FactsWith(allOptions).ReturnsByTool,
 					"returns by tool of the prefix of %d messages", n)
+				require.Equal(t, tr.FactsWith(allOptions).ReturnsByTool, facts.Derive(h[:n], reg, summaryOnly).ReturnsByTool,
+					"returns by tool of the prefix of %d messages, derived without the calls", n)
 				require.Nil(t, tr.FactsWith(facts.Options{ToolCalls: true}).ReturnsByTool, "only when asked for")
 				// The name lists are the caller's own: writing over them
 				// changes nothing the tracker answers next.

@@ -104,6 +104,9 @@ func checkTrackerPrefixes(t *testing.T, h facts.History, reg *facts.Registry) {
 		require.Equal(t, n, tr.Len())
 		require.Equal(t, facts.Derive(h[:n], reg), tr.Facts(), "prefix of %d messages", n)
 		require.Equal(t, facts.Derive(h[:n], reg, allOptions), tr.FactsWith(allOptions), "prefix of %d messages, every option", n)
+		// Without the calls, Derive summarises the returns on its own
+		// (returnsByTool): the same summary.
+		require.Equal(t, tr.FactsWith(allOptions).ReturnsByTool, facts.Derive(h[:n], reg, summaryOnly).ReturnsByTool, "prefix of %d messages, the returns alone", n)
 	}
 	plain := facts.NewTracker(reg)
 	plain.Append(h...)
@@ -140,6 +143,10 @@ var oddCallsUnvouched = facts.VoucherFunc(func(c facts.Claim) string {
 
 // allOptions asks for every optional fact.
 var allOptions = facts.Options{ToolCalls: true, ReturnsByTool: true, Flows: true}
+
+// summaryOnly asks for the per-tool summary of the returns without the
+// calls (what input.call.window needs).
+var summaryOnly = facts.Options{ReturnsByTool: true}
 
 // bruteToolCalls is the definition of facts.ToolCalls, transcribed
 // literally: every tool-call part, and for each the first tool-return or

@@ -372,3 +372,81 @@ func (l *callLog) snapshot() []ToolCallRecord {
 	copy(out, l.calls)
 	return out
 }
+
+// returnsByTool is Facts.ReturnsByTool of h derived on its own, for a
+// derivation that does not list the calls (Options.ToolCalls off): the
+// pairing of callLog.fold without its records, each call kept only as
+// what the summary notes (its tool and place) while it waits for an
+// outcome. It agrees with callLog's summary on every history
+// (TestReturnsByToolAlone, FuzzDerive).
+func returnsByTool(h History) []ToolReturns {
+	type pending struct {
+		tool          string
+		id            string
+		message, part int
+		prev          int // the earlier call waiting with the same id (index + 1), 0 for none
+	}
+	n := 0
+	for m := range h {
+		for p := range h[m].Parts {
+			if part := &h[m].Parts[p]; part.Kind == ToolCall && part.HasToolCallID {
+				n++
+			}
+		}
+	}
+	calls := make([]pending, 0, n)
+	// state maps a tool_call_id to the latest call with it that no
+	// outcome has followed (index + 1), or to 0 once an outcome answered
+	// the calls with it: fold's waiting and answered in one map.
+	state := make(map[string]int, n)
+	var s returnSummary
+	for m := range h {
+		for p := range h[m].Parts {
+			part := &h[m].Parts[p]
+			switch {
+			case part.Kind == ToolCall:
+				if part.HasToolCallID {
+					calls = append(calls, pending{tool: part.ToolName, id: part.ToolCallID, message: m, part: p, prev: state[part.ToolCallID]})
+					state[part.ToolCallID] = len(calls)
+				}
+			case part.Kind == BuiltinToolReturn && part.ToolKind == ToolKindNone:
+				s.note(BuiltinToolReturn, part.ToolName, idOf(part), Position{m, p})
+			case part.isOutcome():
+				last, seen := state[part.ToolCallID]
+				if !seen {
+					if part.Kind != RetryPrompt || part.ToolName != "" {
+						s.noteUnpaired(part.ToolName, &part.ToolCallID, Position{m, p})
+					}
+					continue
+				}
+				for i := last; i > 0; i = calls[i-1].prev {
+					c := &calls[i-1]
+					s.note(ToolReturn, c.tool, &c.id, Position{c.message, c.part})
+				}
+				state[part.ToolCallID] = 0
+			case part.Kind == ToolReturn || part.Kind == RetryPrompt:
+				if part.Kind != RetryPrompt || part.ToolName != "" {
+					s.noteUnpaired(part.ToolName, nil, Position{m, p})
+				}
+			}
+		}
+	}
+	out := s.snapshot(nil)
+	// The ids pointed into calls and h: the summary gets its own.
+	ids := make([]string, len(out))
+	for i := range out {
+		if out[i].ToolCallID != nil {
+			ids[i] = *out[i].ToolCallID
+			out[i].ToolCallID = &ids[i]
+		}
+	}
+	return out
+}
+
+// idOf is a pointer to part's tool_call_id, nil when it has none.
+func idOf(part *Part) *string {
+	if !part.HasToolCallID {
+		return nil
+	}
+	return &part.ToolCallID
+}

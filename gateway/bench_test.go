@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"runtime"
+	"runtime/debug"
 	"slices"
 	"strings"
 	"testing"
@@ -69,56 +70,86 @@ func quantile(d []time.Duration, q float64) time.Duration {
 // BenchmarkSession runs, side by side in each iteration, a session of n
 // calls through the gateway and the same calls straight to the upstream
 // (both over the Go SDK's in-memory transports), and reports each one's
-// per-call p50 and p99 and what the gateway adds.
+// per-call p50 and p99 and what the gateway adds: with the collector as
+// the environment sets it (gc=default: GOGC, unset is 100), and as
+// `policycheck gateway --memory-limit 512MiB` sets it (gc=memory-limit:
+// collections only as the heap nears the limit, benchLimit).
 func BenchmarkSession(b *testing.B) {
 	for _, n := range []int{1000, 10000} {
-		b.Run(fmt.Sprintf("calls=%d", n), func(b *testing.B) {
-			f := newFakeUpstream()
-			g := newTestGateway(b, f, nil)
-			var gw, direct []time.Duration
-			var gwCPU, directCPU time.Duration
-			var gwMem, directMem memDelta
-			for i := 0; i < b.N; i++ {
-				cs := connect(b, g, gateway.Principal{Name: fmt.Sprintf("bench%d", i)}, nil)
-				m0 := readMem()
-				c0, _ := cputime.Process()
-				gw = append(gw, session(b, cs, n)...)
-				c1, _ := cputime.Process()
-				gwMem.add(m0, readMem())
-				dc := directClient(b, f)
-				m2 := readMem()
-				c2, _ := cputime.Process()
-				direct = append(direct, session(b, dc, n)...)
-				c3, _ := cputime.Process()
-				directMem.add(m2, readMem())
-				_ = dc.Close()
-				gwCPU += c1 - c0
-				directCPU += c3 - c2
-			}
-			calls := float64(b.N * n)
-			b.ReportMetric(float64(gwCPU.Microseconds())/calls, "gateway-cpu-µs/call")
-			b.ReportMetric(float64(directCPU.Microseconds())/calls, "direct-cpu-µs/call")
-			// What the garbage collector is given: the bytes allocated
-			// per call and the collections per 1,000 calls, which load
-			// on the machine does not change (GOGC as the run's
-			// environment says; unset is 100).
-			b.ReportMetric(float64(gwMem.bytes)/calls, "gateway-alloc-B/call")
-			b.ReportMetric(float64(directMem.bytes)/calls, "direct-alloc-B/call")
-			b.ReportMetric(float64(gwMem.gcs)*1000/calls, "gateway-gc/1000calls")
-			b.ReportMetric(float64(directMem.gcs)*1000/calls, "direct-gc/1000calls")
-			if v := os.Getenv("GOGC"); v != "" {
-				b.Logf("GOGC=%s", v)
-			}
-			for _, q := range []struct {
-				name string
-				q    float64
-			}{{"p50", 0.50}, {"p99", 0.99}} {
-				gq, dq := quantile(gw, q.q), quantile(direct, q.q)
-				b.ReportMetric(float64(gq.Microseconds()), "gateway-"+q.name+"-µs")
-				b.ReportMetric(float64(dq.Microseconds()), "direct-"+q.name+"-µs")
-				b.ReportMetric(float64((gq - dq).Microseconds()), "added-"+q.name+"-µs")
-			}
-		})
+		for _, gc := range []string{"default", "memory-limit"} {
+			b.Run(fmt.Sprintf("calls=%d/gc=%s", n, gc), func(b *testing.B) {
+				if gc == "memory-limit" {
+					defer withMemoryLimit(benchLimit)()
+				}
+				benchSession(b, n)
+			})
+		}
+	}
+}
+
+// benchLimit is the memory limit of BenchmarkSession's gc=memory-limit.
+const benchLimit = 512 << 20
+
+// withMemoryLimit runs the collector as --memory-limit does (no
+// proportional goal, the soft limit limit) until the returned function
+// restores what was set before.
+func withMemoryLimit(limit int64) func() {
+	runtime.GC()
+	pct := debug.SetGCPercent(-1)
+	lim := debug.SetMemoryLimit(limit)
+	return func() {
+		debug.SetMemoryLimit(lim)
+		debug.SetGCPercent(pct)
+		runtime.GC()
+	}
+}
+
+// benchSession is one BenchmarkSession of n calls per iteration.
+func benchSession(b *testing.B, n int) {
+	f := newFakeUpstream()
+	g := newTestGateway(b, f, nil)
+	var gw, direct []time.Duration
+	var gwCPU, directCPU time.Duration
+	var gwMem, directMem memDelta
+	for i := 0; i < b.N; i++ {
+		cs := connect(b, g, gateway.Principal{Name: fmt.Sprintf("bench%d", i)}, nil)
+		m0 := readMem()
+		c0, _ := cputime.Process()
+		gw = append(gw, session(b, cs, n)...)
+		c1, _ := cputime.Process()
+		gwMem.add(m0, readMem())
+		dc := directClient(b, f)
+		m2 := readMem()
+		c2, _ := cputime.Process()
+		direct = append(direct, session(b, dc, n)...)
+		c3, _ := cputime.Process()
+		directMem.add(m2, readMem())
+		_ = dc.Close()
+		gwCPU += c1 - c0
+		directCPU += c3 - c2
+	}
+	calls := float64(b.N * n)
+	b.ReportMetric(float64(gwCPU.Microseconds())/calls, "gateway-cpu-µs/call")
+	b.ReportMetric(float64(directCPU.Microseconds())/calls, "direct-cpu-µs/call")
+	// What the garbage collector is given: the bytes allocated
+	// per call and the collections per 1,000 calls, which load
+	// on the machine does not change (GOGC as the run's
+	// environment says; unset is 100).
+	b.ReportMetric(float64(gwMem.bytes)/calls, "gateway-alloc-B/call")
+	b.ReportMetric(float64(directMem.bytes)/calls, "direct-alloc-B/call")
+	b.ReportMetric(float64(gwMem.gcs)*1000/calls, "gateway-gc/1000calls")
+	b.ReportMetric(float64(directMem.gcs)*1000/calls, "direct-gc/1000calls")
+	if v := os.Getenv("GOGC"); v != "" {
+		b.Logf("GOGC=%s", v)
+	}
+	for _, q := range []struct {
+		name string
+		q    float64
+	}{{"p50", 0.50}, {"p99", 0.99}} {
+		gq, dq := quantile(gw, q.q), quantile(direct, q.q)
+		b.ReportMetric(float64(gq.Microseconds()), "gateway-"+q.name+"-µs")
+		b.ReportMetric(float64(dq.Microseconds()), "direct-"+q.name+"-µs")
+		b.ReportMetric(float64((gq - dq).Microseconds()), "added-"+q.name+"-µs")
 	}
 }
 

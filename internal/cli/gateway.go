@@ -46,6 +46,7 @@ type gatewayFlags struct {
 	startTimeout time.Duration
 	receipts     receiptFlags
 	approvers    approverKeysFlag
+	memoryLimit  memoryLimitFlag
 }
 
 func newGatewayCmd() *cobra.Command {
@@ -95,6 +96,7 @@ history, for explain, facts and replay.` +
 	fl.DurationVar(&f.startTimeout, "start-timeout", 30*time.Second, "how long to wait for each upstream's first tool list at start")
 	f.receipts.register(cmd)
 	f.approvers.register(cmd)
+	f.memoryLimit.register(cmd)
 	return cmd
 }
 
@@ -184,6 +186,12 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 		defer lf.Close()
 		cfg.DecisionLog = lf
 	}
+
+	restore, err := f.memoryLimit.apply(stderr, "gateway")
+	if err != nil {
+		return badInput(err)
+	}
+	defer restore()
 
 	ctx, stop := signal.NotifyContext(context.WithoutCancel(cmd.Context()), os.Interrupt, syscall.SIGTERM)
 	defer stop()
