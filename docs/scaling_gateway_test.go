@@ -276,27 +276,7 @@ func startGatewayCluster(t *testing.T, replicas int) *gwCluster {
 		}
 	})
 
-	blocks := codeBlocks(t, "scaling.md", "haproxy gateway")
-	require.Len(t, blocks, 1)
-	cfg := filepath.Join(dir, "haproxy.cfg")
-	require.NoError(t, os.WriteFile(cfg, []byte(blocks[0]), 0o600))
-	hp := exec.Command(haproxy, "-db", "-f", cfg)
-	var said servetest.Log
-	hp.Stdout, hp.Stderr = &said, &said
-	require.NoError(t, hp.Start())
-	t.Cleanup(func() {
-		_ = hp.Process.Kill()
-		_ = hp.Wait()
-	})
-	proxy := "http://127.0.0.1:" + strconv.Itoa(ports[0])
-	require.Eventually(t, func() bool {
-		resp, err := http.Get(proxy + "/health")
-		if err != nil {
-			return false
-		}
-		resp.Body.Close()
-		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond, "HAProxy does not answer /health: %s\ng1: %s", &said, procs[0].log)
+	proxy := startHAProxy(t, haproxy, dir, "haproxy gateway", ports[0], func() string { return "g1: " + procs[0].log.String() })
 
 	return &gwCluster{rds: rds, procs: procs, proxy: proxy, tokens: tokens, principals: principals, logs: logs, path: path}
 }

@@ -255,7 +255,17 @@ func startCluster(t *testing.T, replicas int, r1 map[string]string) *cluster {
 		c.start(t, i)
 	}
 
-	blocks := codeBlocks(t, "scaling.md", "haproxy")
+	c.proxy = startHAProxy(t, haproxy, dir, "haproxy", ports[0], func() string { return "" })
+	return c
+}
+
+// startHAProxy runs scaling.md's block marked block as HAProxy's
+// configuration (written in dir), stops it when the test ends, and
+// returns its frontend's URL once its /health answers 200; more says
+// what else to show when it does not.
+func startHAProxy(t *testing.T, haproxy, dir, block string, port int, more func() string) string {
+	t.Helper()
+	blocks := codeBlocks(t, "scaling.md", block)
 	require.Len(t, blocks, 1)
 	cfg := filepath.Join(dir, "haproxy.cfg")
 	require.NoError(t, os.WriteFile(cfg, []byte(blocks[0]), 0o600))
@@ -267,16 +277,16 @@ func startCluster(t *testing.T, replicas int, r1 map[string]string) *cluster {
 		_ = cmd.Process.Kill()
 		_ = cmd.Wait()
 	})
-	c.proxy = "http://127.0.0.1:" + strconv.Itoa(ports[0])
+	proxy := "http://127.0.0.1:" + strconv.Itoa(port)
 	require.Eventually(t, func() bool {
-		resp, err := http.Get(c.proxy + "/health")
+		resp, err := http.Get(proxy + "/health")
 		if err != nil {
 			return false
 		}
 		resp.Body.Close()
 		return resp.StatusCode == http.StatusOK
-	}, 10*time.Second, 20*time.Millisecond, "HAProxy does not answer /health: %s", &said)
-	return c
+	}, 10*time.Second, 20*time.Millisecond, "HAProxy does not answer /health: %s\n%s", &said, more())
+	return proxy
 }
 
 // start starts replica i on its port and waits until it is ready (its
