@@ -168,6 +168,12 @@ type Gateway struct {
 	byPrincipal map[string]map[string]*session
 	// closing are the MCP sessions of evicted sessions, until they end.
 	closing map[*mcp.ServerSession]struct{}
+	// mcpByID are Handler's stateful MCP sessions by Mcp-Session-Id
+	// (closing ones too, until they end); mcpByPrincipal are those the
+	// caps count, by principal, and mcpHeld their number (lifecycle.go).
+	mcpByID        map[string]*mcpSession
+	mcpByPrincipal map[string]map[string]*mcpSession
+	mcpHeld        int
 
 	logMu   sync.Mutex
 	metrics metrics
@@ -196,7 +202,8 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: --max-sessions-per-principal %d: want 1 to --max-sessions (%d), or 0 for the default", cfg.MaxSessionsPerPrincipal, cfg.MaxSessions)
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, ups: map[string]*upstream{}, sessions: map[string]*session{}, byID: map[string]*session{},
-		byPrincipal: map[string]map[string]*session{}, closing: map[*mcp.ServerSession]struct{}{}}
+		byPrincipal: map[string]map[string]*session{}, closing: map[*mcp.ServerSession]struct{}{},
+		mcpByID: map[string]*mcpSession{}, mcpByPrincipal: map[string]map[string]*mcpSession{}}
 	g.store = cfg.store
 	if g.store == nil {
 		st, err := sessionstore.Open(ctx, cfg.SessionStore, sessionstore.Options{TTL: cfg.SessionTTL, MaxBytes: cfg.MaxSessionBytes,
