@@ -99,7 +99,7 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss
 			// Mcp-Session-Id (the SDK lets only the principal that
 			// created it), its idle timeout, or the gateway closed it.
 			_ = ss.Wait()
-			g.end(s)
+			g.endMCPSessionOf(key, ss)
 			g.mu.Lock()
 			delete(g.closing, ss)
 			g.mu.Unlock()
@@ -569,12 +569,125 @@ func (g *Gateway) end(s *session) {
 	}
 }
 
+// endMCPSessionOf ends the session of key while it is one of MCP
+// session ss (which ended): the one sessionFor began, or the fresh one
+// that took its place when its stop lapsed (restartStopped).
+func (g *Gateway) endMCPSessionOf(key string, ss *mcp.ServerSession) {
+	for {
+		g.mu.Lock()
+		s := g.sessions[key]
+		g.mu.Unlock()
+		if s == nil || s.mcp != ss {
+			return
+		}
+		g.end(s)
+	}
+}
+
+// stopLapsed reports whether s was stopped SessionTTL ago or more: it
+// has ended. s.mu is held.
+func (g *Gateway) stopLapsed(s *session) bool {
+	return s.aborted != "" && time.Since(s.stoppedAt) >= g.cfg.SessionTTL
+}
+
+// syncLive brings s up to the store (sync) and ends it when its stop
+// lapsed, as this replica knew it or as the store says: the session to
+// serve is returned locked, s or the fresh one that took its key (the
+// caller unlocks that one too; on an error, the one that failed). s.mu
+// is held; lock takes the key's lease for a restart, nil when the caller
+// holds it.
+func (g *Gateway) syncLive(ctx context.Context, s *session, lock func() (func(), error)) (*session, error) {
+	cur := s
+	restart := func() error {
+		release := func() {}
+		if lock != nil {
+			var err error
+			if release, err = lock(); err != nil {
+				return err
+			}
+		}
+		fresh, err := g.restartStopped(ctx, cur)
+		release()
+		if err != nil {
+			return err
+		}
+		if cur != s {
+			cur.mu.Unlock()
+		}
+		cur = fresh
+		return nil
+	}
+	// What this replica derived may be the stopped session whose key a
+	// fresh session took on another replica: its stop lapsed here too
+	// (the same time on every replica), so it is not synced as if the
+	// store had lost its history.
+	if g.stopLapsed(cur) {
+		if err := restart(); err != nil {
+			return cur, err
+		}
+	}
+	if err := cur.sync(ctx, g); err != nil {
+		return cur, err
+	}
+	if g.stopLapsed(cur) {
+		if err := restart(); err != nil {
+			return cur, err
+		}
+		if err := cur.sync(ctx, g); err != nil {
+			return cur, err
+		}
+	}
+	return cur, nil
+}
+
+// restartStopped ends s, whose stop lapsed (docs/gateway.md, "The retry
+// budget"), and returns the fresh session that takes its key (the same
+// principal, handle and MCP session), locked. The store's session of the
+// key is deleted when it is still s's (else another replica began the
+// fresh one, which this one joins). s.mu and the key's lease are held.
+func (g *Gateway) restartStopped(ctx context.Context, s *session) (*session, error) {
+	id, err := g.store.Open(ctx, s.key, newSessionID())
+	if err != nil {
+		return nil, err
+	}
+	if id == s.id {
+		if err := g.store.Delete(ctx, s.key); err != nil {
+			return nil, err
+		}
+		if id, err = g.store.Open(ctx, s.key, newSessionID()); err != nil {
+			return nil, err
+		}
+	}
+	eng := g.Engine()
+	fresh := &session{id: id, key: s.key, principal: s.principal, ctxDoc: s.ctxDoc, run: eng.NewRun(), eng: eng, lastUsed: time.Now(), mcp: s.mcp}
+	if f := s.notifier.Load(); f != nil {
+		fresh.notifier.Store(f)
+	}
+	fresh.mu.Lock()
+	s.dropped = true
+	g.mu.Lock()
+	ok := g.removeLocked(s)
+	if ok {
+		g.addLocked(fresh)
+	}
+	g.mu.Unlock()
+	if !ok {
+		// Dropped meanwhile (its MCP session ended): nothing takes
+		// its place.
+		fresh.mu.Unlock()
+		return nil, errEnded
+	}
+	g.metrics.sessions.Add(1)
+	g.log.Info("a stopped session ended --session-ttl after it stopped; its principal's next request began a fresh one",
+		"session", s.id, "fresh", id, "principal", s.principal)
+	return fresh, nil
+}
+
 // refuseStopped answers a call of a stopped session: closed, with the
 // abort message, nothing written to the history; the decision log says
-// why. The refusal is a use of the session (it expires --session-ttl
-// after its last request, as any session).
+// why. The refusal does not renew the session: it ends SessionTTL after
+// it stopped (syncLive), however often its client calls meanwhile.
 func (g *Gateway) refuseStopped(s *session, name string) *mcp.CallToolResult {
-	s.lastUsed = time.Now()
 	g.metrics.callsRefusedStopped.Add(1)
 	g.logAborted(s, "", name, s.aborted)
 	return toolError(s.aborted + stoppedSuffix)
@@ -616,7 +729,9 @@ func (g *Gateway) failCharged(s *session, ts, name, id, msg string) *mcp.CallToo
 // refused with it.
 func (g *Gateway) abort(s *session, ts, name, id, msg string) *mcp.CallToolResult {
 	s.answer(requestMessage(ts, retryPart(nil, ts, name, msg+stoppedSuffix, id)))
+	s.stoppedAt = time.Now()
 	s.notes[len(s.notes)-1].Abort = msg
+	s.notes[len(s.notes)-1].StoppedAt = s.stoppedAt.UnixMilli()
 	s.aborted = msg
 	g.metrics.sessionsStopped.Add(1)
 	g.log.Info("a call exceeded its tool's retry budget; the session is stopped", "session", s.id, "principal", s.principal, "tool", name)

@@ -15,6 +15,8 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/policycheck/policycheck/gateway"
+	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/testkit/redistest"
 )
 
 // rawInit sends an initialize with no Mcp-Session-Id as token, and
@@ -264,5 +266,92 @@ func TestStatelessHoldsNoMCPSession(t *testing.T) {
 	}
 	if got := metric(t, srv.URL, "policycheck_gateway_sessions_refused_total"); got != 0 {
 		t.Fatalf("sessions_refused_total %d", got)
+	}
+}
+
+// TestStoppedSessionEndsAfterTTL: a stopped session ends --session-ttl
+// after it stopped however often its client calls meanwhile (a refused
+// call does not renew it); the principal's next request then starts a
+// fresh session. Its clients have no other way out: a stdio client, a
+// 2026-07-28 client without a _meta handle (its session is its
+// principal), and a replica that learnt of the stop from the store.
+func TestStoppedSessionEndsAfterTTL(t *testing.T) {
+	const ttl = time.Second
+	short := func(c *gateway.Config) { c.SessionTTL = ttl }
+	// replicas are two gateways on st: a client of alice on each, the
+	// second's session begun before the first stops it.
+	replicas := func(t *testing.T, st sessionstore.Store) (*mcp.ClientSession, *mcp.ClientSession) {
+		shared := func(c *gateway.Config) { short(c); gateway.UseStore(c, st) }
+		a, b := newTestGateway(t, newFakeUpstream(), shared), newTestGateway(t, newFakeUpstream(), shared)
+		alice := gateway.Principal{Name: "alice"}
+		cb := connect(t, b, alice, nil)
+		if _, isErr := call(t, cb, "read_file", map[string]any{"path": "/a"}); isErr {
+			t.Fatal("b's first call refused")
+		}
+		return connect(t, a, alice, nil), cb
+	}
+	for _, tc := range []struct {
+		name string
+		// open returns the client that stops the session, and the
+		// client whose calls after the stop are checked (the same or
+		// another replica's).
+		open func(t *testing.T) (stop, after *mcp.ClientSession)
+	}{
+		{"stdio", func(t *testing.T) (*mcp.ClientSession, *mcp.ClientSession) {
+			cs := connect(t, newTestGateway(t, newFakeUpstream(), short), gateway.Principal{Name: "stdio"}, nil)
+			return cs, cs
+		}},
+		{"2026-07-28 without a handle", func(t *testing.T) (*mcp.ClientSession, *mcp.ClientSession) {
+			_, srv, _ := httpGatewayWith(t, short)
+			cs := httpClient(t, srv.URL, aliceToken, "2026-07-28")
+			return cs, cs
+		}},
+		{"another replica", func(t *testing.T) (*mcp.ClientSession, *mcp.ClientSession) {
+			return replicas(t, sessionstore.NewMemory(sessionstore.Options{TTL: ttl}))
+		}},
+		{"another replica, redis", func(t *testing.T) (*mcp.ClientSession, *mcp.ClientSession) {
+			return replicas(t, redisStore(t, redistest.Start(t, false), sessionstore.Options{TTL: ttl}))
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			stop, after := tc.open(t)
+			for range 3 {
+				call(t, stop, "issue_refund", map[string]any{})
+			}
+			if msg, isErr := call(t, after, "read_file", map[string]any{"path": "/a"}); !isErr || !strings.HasPrefix(msg, abortPrefix) {
+				t.Fatalf("just after the stop: %q", msg)
+			}
+			// Called every 20ms, far within the TTL: refused until the
+			// TTL after the stop, then served by a fresh session.
+			refused := 0
+			until(t, "a fresh session", func() bool {
+				time.Sleep(20 * time.Millisecond)
+				msg, isErr := call(t, after, "read_file", map[string]any{"path": "/a"})
+				if isErr {
+					if !strings.HasPrefix(msg, abortPrefix) {
+						t.Fatalf("a refused call: %q", msg)
+					}
+					refused++
+				}
+				return !isErr
+			})
+			if refused == 0 {
+				t.Fatal("no call was refused after the stop")
+			}
+			// The replica that stopped it joins the fresh session
+			// (neither stopped nor lost).
+			if msg, isErr := call(t, stop, "read_file", map[string]any{"path": "/b"}); isErr {
+				t.Fatalf("the stopping client once the fresh session began: %q", msg)
+			}
+			// Fresh: its listing is not empty and its budget is whole
+			// (one more refusal of the tool that stopped it is not an
+			// abort).
+			if got := toolNames(t, after); len(got) == 0 {
+				t.Fatal("the fresh session lists nothing")
+			}
+			if msg, _ := call(t, after, "issue_refund", map[string]any{}); strings.HasPrefix(msg, abortPrefix) {
+				t.Fatalf("the fresh session's first refusal: %q", msg)
+			}
+		})
 	}
 }
