@@ -56,7 +56,9 @@
 //     within --max-sessions and the principal's own cap (past it, the
 //     principal's least recently used session is dropped); dropped when
 //     its MCP session ends; stopped when a call exceeds its tool's retry
-//     budget, where the reference aborts the run (spec X8).
+//     budget, where the reference aborts the run (spec X8), and ended
+//     --session-ttl after the stop. The same caps bound the stateful MCP
+//     sessions from their initialize, whether or not they ever call.
 //   - deciders.go runs decisions on long-lived goroutines, whose stacks
 //     stay grown for Rego's recursion.
 //

@@ -75,13 +75,18 @@ type Config struct {
 	// MaxSessionBytes bounds one session's history (default 64 MiB): a
 	// call to a session past it is refused.
 	MaxSessionBytes int64
-	// MaxSessions bounds the sessions held (default 10,000); SessionTTL
-	// drops a session idle for that long (default 1h).
+	// MaxSessions bounds the sessions held (default 10,000), and apart
+	// the stateful MCP sessions Handler holds, counted from their
+	// initialize. SessionTTL (default 1h) drops a session idle for that
+	// long, ends a stopped session that long after it stopped (what its
+	// client sends meanwhile does not renew it), and is the SDK's idle
+	// timeout of an MCP session.
 	MaxSessions int
 	SessionTTL  time.Duration
-	// MaxSessionsPerPrincipal bounds the sessions one principal holds:
-	// its new session past it drops its least recently used one not in a
-	// call (refused when every one is in a call). 0: a tenth of
+	// MaxSessionsPerPrincipal bounds the sessions one principal holds,
+	// and apart its MCP sessions: its new session (initialize) past it
+	// drops its least recently used one not in a call (request), and is
+	// refused when every one is in one. 0: a tenth of
 	// MaxSessions (at least 1) when Principals is set, else MaxSessions
 	// (every client is the one principal anonymous). More than
 	// MaxSessions, or negative, is an error.
@@ -168,6 +173,12 @@ type Gateway struct {
 	byPrincipal map[string]map[string]*session
 	// closing are the MCP sessions of evicted sessions, until they end.
 	closing map[*mcp.ServerSession]struct{}
+	// mcpByID are Handler's stateful MCP sessions by Mcp-Session-Id
+	// (closing ones too, until they end); mcpByPrincipal are those the
+	// caps count, by principal, and mcpHeld their number (lifecycle.go).
+	mcpByID        map[string]*mcpSession
+	mcpByPrincipal map[string]map[string]*mcpSession
+	mcpHeld        int
 
 	logMu   sync.Mutex
 	metrics metrics
@@ -196,7 +207,8 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 		return nil, fmt.Errorf("gateway: --max-sessions-per-principal %d: want 1 to --max-sessions (%d), or 0 for the default", cfg.MaxSessionsPerPrincipal, cfg.MaxSessions)
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, ups: map[string]*upstream{}, sessions: map[string]*session{}, byID: map[string]*session{},
-		byPrincipal: map[string]map[string]*session{}, closing: map[*mcp.ServerSession]struct{}{}}
+		byPrincipal: map[string]map[string]*session{}, closing: map[*mcp.ServerSession]struct{}{},
+		mcpByID: map[string]*mcpSession{}, mcpByPrincipal: map[string]map[string]*mcpSession{}}
 	g.store = cfg.store
 	if g.store == nil {
 		st, err := sessionstore.Open(ctx, cfg.SessionStore, sessionstore.Options{TTL: cfg.SessionTTL, MaxBytes: cfg.MaxSessionBytes,
@@ -482,14 +494,21 @@ func deref(p *string) string {
 func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResult, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.sync(ctx, g); err != nil {
+	cur, err := g.syncLive(ctx, s, func() (func(), error) { return g.store.Lock(ctx, s.key) })
+	if cur != s {
+		// The stop lapsed: a fresh session took the key.
+		defer cur.mu.Unlock()
+		s = cur
+	}
+	if err != nil {
 		g.metrics.storeErrors.Add(1)
 		return nil, errors.New(storeMessage(g, err))
 	}
-	s.lastUsed = time.Now()
 	if s.aborted != "" {
+		// A stopped session's listing does not renew it.
 		return stoppedList(), nil
 	}
+	s.lastUsed = time.Now()
 	d, err := s.listDecision(ctx, g)
 	if err != nil {
 		g.metrics.decideErrors.Add(1)

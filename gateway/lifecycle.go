@@ -3,6 +3,7 @@ package gateway
 import (
 	"bytes"
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"maps"
@@ -98,7 +99,7 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss
 			// Mcp-Session-Id (the SDK lets only the principal that
 			// created it), its idle timeout, or the gateway closed it.
 			_ = ss.Wait()
-			g.end(s)
+			g.endMCPSessionOf(key, ss)
 			g.mu.Lock()
 			delete(g.closing, ss)
 			g.mu.Unlock()
@@ -233,26 +234,43 @@ func (g *Gateway) deleteStored(ctx context.Context, s *session) {
 }
 
 // serveStateful serves a request of a stateful MCP session with h (the
-// SDK's handler). A DELETE the SDK accepts (204: the session exists and
-// the token's principal opened it) ends the gateway's session of that
-// MCP session before the client gets the answer; the SDK's session close
-// would end it a moment later (sessionFor's watch).
+// SDK's handler). A POST without Mcp-Session-Id may create an MCP
+// session: the caps admit it first (serveNewMCP). A POST of an MCP
+// session marks it in a request while it runs (it is not dropped for
+// another). A DELETE the SDK accepts (204: the session exists and the
+// token's principal opened it) gives back the MCP session's place and
+// ends the gateway's session of that MCP session before the client gets
+// the answer; the SDK's session close would end it a moment later
+// (sessionFor's watch).
 func (g *Gateway) serveStateful(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	sid := r.Header.Get("Mcp-Session-Id")
-	if r.Method != http.MethodDelete || sid == "" {
+	name := principalName(r)
+	switch {
+	case r.Method == http.MethodPost && sid == "":
+		g.serveNewMCP(h, w, r, name)
+		return
+	case r.Method == http.MethodPost:
+		done, ok := g.mcpRequest(sid, name)
+		if !ok {
+			// Closed by the caps, the SDK's close under way: it is
+			// gone for its client, as the SDK answers one that ended.
+			http.Error(w, "session not found", http.StatusNotFound)
+			return
+		}
+		defer done()
+		h.ServeHTTP(w, r)
+		return
+	case r.Method != http.MethodDelete || sid == "":
 		h.ServeHTTP(w, r)
 		return
 	}
 	rec := &heldResponse{header: http.Header{}}
 	h.ServeHTTP(rec, r)
 	if rec.code == http.StatusNoContent {
-		name := anonymous
-		if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
-			if p, ok := ti.Extra["principal"].(Principal); ok {
-				name = p.Name
-			}
-		}
 		g.mu.Lock()
+		if m := g.mcpByID[sid]; m != nil && m.principal == name {
+			g.releaseMCPLocked(m)
+		}
 		s := g.sessions[name+"\x00mcp-session-id:"+sid]
 		g.mu.Unlock()
 		if s != nil {
@@ -262,6 +280,254 @@ func (g *Gateway) serveStateful(h http.Handler, w http.ResponseWriter, r *http.R
 	maps.Copy(w.Header(), rec.header)
 	w.WriteHeader(rec.code)
 	_, _ = w.Write(rec.body.Bytes())
+}
+
+// principalName is the name of the principal of an HTTP request: its
+// bearer token's, else anonymous.
+func principalName(r *http.Request) string {
+	if ti := auth.TokenInfoFromContext(r.Context()); ti != nil {
+		if p, ok := ti.Extra["principal"].(Principal); ok {
+			return p.Name
+		}
+	}
+	return anonymous
+}
+
+// An MCP session of Handler's stateful SDK handler as the caps count it
+// (docs/gateway.md, "A session's life"): from the initialize that may
+// create it (a POST without Mcp-Session-Id) until it ends (the client's
+// DELETE, the SDK's idle timeout, or the caps closing it). The SDK holds
+// an MCP session's goroutines and state whether or not it ever makes a
+// call, so an MCP session is counted whether or not a gateway session
+// was begun in it. A stateless request (2026-07-28) creates none that
+// outlives the request: nothing is counted or kept for it.
+type mcpSession struct {
+	id        string // its Mcp-Session-Id, chosen before the SDK creates it
+	principal string
+	// srv is the session's server (its one session is this MCP
+	// session); nil until the SDK asks for it.
+	srv      *mcp.Server
+	lastUsed time.Time
+	// busy counts its POSTs in flight (its initialize first): a busy
+	// MCP session is never closed for another.
+	busy int
+	// closing: the caps closed it; it is no longer counted, and its
+	// requests are answered 404 until the SDK's close ends it. gw is
+	// its gateway session, dropped with it.
+	closing bool
+	gw      *session
+}
+
+// newMCPKey is the context key of the mcpSession a POST without
+// Mcp-Session-Id may create (Handler's getServer reads it).
+type newMCPKey struct{}
+
+// errMCPPrincipalFull refuses an initialize when its principal holds
+// MaxSessionsPerPrincipal MCP sessions and every one is in a request.
+var errMCPPrincipalFull = errors.New("this principal holds as many MCP sessions as it may and every one of them is in a request; " +
+	"try again later, or end one (HTTP DELETE of its Mcp-Session-Id)")
+
+// errMCPNotInitialize refuses a request without Mcp-Session-Id that is
+// not an initialize (it closes no MCP session) when its principal holds
+// MaxSessionsPerPrincipal MCP sessions.
+var errMCPNotInitialize = errors.New("this principal holds as many MCP sessions as it may; send the Mcp-Session-Id of one of them")
+
+// errMCPTooMany refuses an initialize when the gateway holds MaxSessions
+// MCP sessions and the principal has none of its own it could give up.
+var errMCPTooMany = errors.New("the gateway holds as many MCP sessions as it may; try again later")
+
+// serveNewMCP serves a POST without Mcp-Session-Id on the stateful
+// handler h: the SDK creates an MCP session for it, and keeps it when it
+// is an initialize. Its place is taken first: past its principal's cap,
+// or with the table full, an initialize closes the principal's least
+// recently used MCP session not in a request (never another
+// principal's); when there is none, or for any other message, the
+// request is refused (errMCPPrincipalFull: 429, errMCPTooMany: 503, each
+// a JSON-RPC error with the request's id). The place is given back when
+// the MCP session ends, or at once when the SDK kept no session.
+func (g *Gateway) serveNewMCP(h http.Handler, w http.ResponseWriter, r *http.Request, principal string) {
+	id, method := g.rpcHead(r)
+	m := &mcpSession{id: rand.Text(), principal: principal, busy: 1, lastUsed: time.Now()}
+	g.mu.Lock()
+	evicted, err := g.admitMCPLocked(m, method == "initialize")
+	g.mu.Unlock()
+	g.closeMCP(r.Context(), evicted)
+	if err != nil {
+		status := http.StatusServiceUnavailable
+		if !errors.Is(err, errMCPTooMany) {
+			status = http.StatusTooManyRequests
+		}
+		g.log.Info("an MCP session was refused", "principal", principal, "reason", err.Error())
+		writeRPCErrorStatus(w, status, id, -32000, err.Error())
+		return
+	}
+	h.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), newMCPKey{}, m)))
+	g.mu.Lock()
+	srv := m.srv
+	g.mu.Unlock()
+	var ss *mcp.ServerSession
+	if srv != nil {
+		for s := range srv.Sessions() {
+			ss = s
+		}
+	}
+	g.mu.Lock()
+	m.busy--
+	m.lastUsed = time.Now()
+	if ss == nil {
+		// No session (not an initialize, or it failed): nothing held.
+		g.releaseMCPLocked(m)
+	}
+	g.mu.Unlock()
+	if ss != nil {
+		go func() {
+			// Ended: the client's DELETE, the SDK's idle timeout, or
+			// closeMCP.
+			_ = ss.Wait()
+			g.mu.Lock()
+			g.releaseMCPLocked(m)
+			g.mu.Unlock()
+		}()
+	}
+}
+
+// serverOf is the server of m, made by mk the first time.
+func (g *Gateway) serverOf(m *mcpSession, mk func() *mcp.Server) *mcp.Server {
+	g.mu.Lock()
+	srv := m.srv
+	g.mu.Unlock()
+	if srv != nil {
+		return srv
+	}
+	// Only m's request goroutine asks: no other makes one meanwhile.
+	srv = mk()
+	g.mu.Lock()
+	m.srv = srv
+	g.mu.Unlock()
+	return srv
+}
+
+// admitMCPLocked counts m, first closing what its principal must give
+// up when evict is true (returned, for closeMCP). g.mu is held.
+func (g *Gateway) admitMCPLocked(m *mcpSession, evict bool) ([]*mcpSession, error) {
+	var evicted []*mcpSession
+	own := g.mcpByPrincipal[m.principal]
+	for len(own) >= g.cfg.MaxSessionsPerPrincipal || g.mcpHeld >= g.cfg.MaxSessions {
+		var v *mcpSession
+		if evict {
+			v = lruMCP(own)
+		}
+		if v == nil {
+			g.metrics.sessionsRefused.Add(1)
+			switch {
+			case len(own) < g.cfg.MaxSessionsPerPrincipal:
+				return evicted, errMCPTooMany
+			case !evict:
+				return evicted, errMCPNotInitialize
+			}
+			return evicted, errMCPPrincipalFull
+		}
+		g.uncountMCPLocked(v)
+		// Known until its close ends it: its requests meanwhile are
+		// answered 404.
+		v.closing = true
+		// Its gateway session goes with it, as one evicted: no
+		// request of it is in flight.
+		if s := g.sessions[v.principal+"\x00mcp-session-id:"+v.id]; s != nil && s.mu.TryLock() {
+			s.dropped = true
+			s.mu.Unlock()
+			g.removeLocked(s)
+			v.gw = s
+		}
+		g.metrics.sessionsEvicted.Add(1)
+		g.log.Info("a principal opened more MCP sessions than it may hold, or the gateway holds as many as it may; its least recently used one is closed",
+			"principal", m.principal, "mcp_session", v.id, "max_sessions_per_principal", g.cfg.MaxSessionsPerPrincipal, "max_sessions", g.cfg.MaxSessions)
+		evicted = append(evicted, v)
+	}
+	g.mcpByID[m.id] = m
+	if own == nil {
+		own = map[string]*mcpSession{}
+		g.mcpByPrincipal[m.principal] = own
+	}
+	own[m.id] = m
+	g.mcpHeld++
+	return evicted, nil
+}
+
+// lruMCP is the least recently used MCP session of m not in a request,
+// nil when every one is.
+func lruMCP(m map[string]*mcpSession) *mcpSession {
+	var best *mcpSession
+	for _, s := range m {
+		if s.busy == 0 && (best == nil || s.lastUsed.Before(best.lastUsed)) {
+			best = s
+		}
+	}
+	return best
+}
+
+// mcpRequest marks MCP session sid in a request of principal until done
+// is called; ok is false when the caps closed it. A session the caps do
+// not know, or another principal's, is left to the SDK (404, 403).
+func (g *Gateway) mcpRequest(sid, principal string) (done func(), ok bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	m := g.mcpByID[sid]
+	if m == nil || m.principal != principal {
+		return func() {}, true
+	}
+	if m.closing {
+		return nil, false
+	}
+	m.busy++
+	m.lastUsed = time.Now()
+	return func() {
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		m.busy--
+		m.lastUsed = time.Now()
+	}, true
+}
+
+// releaseMCPLocked gives back m's place and forgets it (it ended, or was
+// never created). g.mu is held; calling it again does nothing.
+func (g *Gateway) releaseMCPLocked(m *mcpSession) {
+	g.uncountMCPLocked(m)
+	if g.mcpByID[m.id] == m {
+		delete(g.mcpByID, m.id)
+	}
+}
+
+// uncountMCPLocked gives back m's place. g.mu is held.
+func (g *Gateway) uncountMCPLocked(m *mcpSession) {
+	if own := g.mcpByPrincipal[m.principal]; own[m.id] == m {
+		delete(own, m.id)
+		if len(own) == 0 {
+			delete(g.mcpByPrincipal, m.principal)
+		}
+		g.mcpHeld--
+	}
+}
+
+// closeMCP closes the MCP sessions the caps evicted, and drops their
+// gateway sessions' histories.
+func (g *Gateway) closeMCP(ctx context.Context, evicted []*mcpSession) {
+	for _, m := range evicted {
+		g.mu.Lock()
+		srv, gw := m.srv, m.gw
+		g.mu.Unlock()
+		if gw != nil {
+			g.forget(ctx, []*session{gw})
+		}
+		if srv == nil {
+			continue
+		}
+		for ss := range srv.Sessions() {
+			// Close waits for the session's requests in flight: not
+			// here.
+			go func() { _ = ss.Close() }()
+		}
+	}
 }
 
 // heldResponse holds a response until it is sent on (a DELETE's: a
@@ -303,12 +569,125 @@ func (g *Gateway) end(s *session) {
 	}
 }
 
+// endMCPSessionOf ends the session of key while it is one of MCP
+// session ss (which ended): the one sessionFor began, or the fresh one
+// that took its place when its stop lapsed (restartStopped).
+func (g *Gateway) endMCPSessionOf(key string, ss *mcp.ServerSession) {
+	for {
+		g.mu.Lock()
+		s := g.sessions[key]
+		g.mu.Unlock()
+		if s == nil || s.mcp != ss {
+			return
+		}
+		g.end(s)
+	}
+}
+
+// stopLapsed reports whether s was stopped SessionTTL ago or more: it
+// has ended. s.mu is held.
+func (g *Gateway) stopLapsed(s *session) bool {
+	return s.aborted != "" && time.Since(s.stoppedAt) >= g.cfg.SessionTTL
+}
+
+// syncLive brings s up to the store (sync) and ends it when its stop
+// lapsed, as this replica knew it or as the store says: the session to
+// serve is returned locked, s or the fresh one that took its key (the
+// caller unlocks that one too; on an error, the one that failed). s.mu
+// is held; lock takes the key's lease for a restart, nil when the caller
+// holds it.
+func (g *Gateway) syncLive(ctx context.Context, s *session, lock func() (func(), error)) (*session, error) {
+	cur := s
+	restart := func() error {
+		release := func() {}
+		if lock != nil {
+			var err error
+			if release, err = lock(); err != nil {
+				return err
+			}
+		}
+		fresh, err := g.restartStopped(ctx, cur)
+		release()
+		if err != nil {
+			return err
+		}
+		if cur != s {
+			cur.mu.Unlock()
+		}
+		cur = fresh
+		return nil
+	}
+	// What this replica derived may be the stopped session whose key a
+	// fresh session took on another replica: its stop lapsed here too
+	// (the same time on every replica), so it is not synced as if the
+	// store had lost its history.
+	if g.stopLapsed(cur) {
+		if err := restart(); err != nil {
+			return cur, err
+		}
+	}
+	if err := cur.sync(ctx, g); err != nil {
+		return cur, err
+	}
+	if g.stopLapsed(cur) {
+		if err := restart(); err != nil {
+			return cur, err
+		}
+		if err := cur.sync(ctx, g); err != nil {
+			return cur, err
+		}
+	}
+	return cur, nil
+}
+
+// restartStopped ends s, whose stop lapsed (docs/gateway.md, "The retry
+// budget"), and returns the fresh session that takes its key (the same
+// principal, handle and MCP session), locked. The store's session of the
+// key is deleted when it is still s's (else another replica began the
+// fresh one, which this one joins). s.mu and the key's lease are held.
+func (g *Gateway) restartStopped(ctx context.Context, s *session) (*session, error) {
+	id, err := g.store.Open(ctx, s.key, newSessionID())
+	if err != nil {
+		return nil, err
+	}
+	if id == s.id {
+		if err := g.store.Delete(ctx, s.key); err != nil {
+			return nil, err
+		}
+		if id, err = g.store.Open(ctx, s.key, newSessionID()); err != nil {
+			return nil, err
+		}
+	}
+	eng := g.Engine()
+	fresh := &session{id: id, key: s.key, principal: s.principal, ctxDoc: s.ctxDoc, run: eng.NewRun(), eng: eng, lastUsed: time.Now(), mcp: s.mcp}
+	if f := s.notifier.Load(); f != nil {
+		fresh.notifier.Store(f)
+	}
+	fresh.mu.Lock()
+	s.dropped = true
+	g.mu.Lock()
+	ok := g.removeLocked(s)
+	if ok {
+		g.addLocked(fresh)
+	}
+	g.mu.Unlock()
+	if !ok {
+		// Dropped meanwhile (its MCP session ended): nothing takes
+		// its place.
+		fresh.mu.Unlock()
+		return nil, errEnded
+	}
+	g.metrics.sessions.Add(1)
+	g.log.Info("a stopped session ended --session-ttl after it stopped; its principal's next request began a fresh one",
+		"session", s.id, "fresh", id, "principal", s.principal)
+	return fresh, nil
+}
+
 // refuseStopped answers a call of a stopped session: closed, with the
 // abort message, nothing written to the history; the decision log says
-// why. The refusal is a use of the session (it expires --session-ttl
-// after its last request, as any session).
+// why. The refusal does not renew the session: it ends SessionTTL after
+// it stopped (syncLive), however often its client calls meanwhile.
 func (g *Gateway) refuseStopped(s *session, name string) *mcp.CallToolResult {
-	s.lastUsed = time.Now()
 	g.metrics.callsRefusedStopped.Add(1)
 	g.logAborted(s, "", name, s.aborted)
 	return toolError(s.aborted + stoppedSuffix)
@@ -350,7 +729,9 @@ func (g *Gateway) failCharged(s *session, ts, name, id, msg string) *mcp.CallToo
 // refused with it.
 func (g *Gateway) abort(s *session, ts, name, id, msg string) *mcp.CallToolResult {
 	s.answer(requestMessage(ts, retryPart(nil, ts, name, msg+stoppedSuffix, id)))
+	s.stoppedAt = time.Now()
 	s.notes[len(s.notes)-1].Abort = msg
+	s.notes[len(s.notes)-1].StoppedAt = s.stoppedAt.UnixMilli()
 	s.aborted = msg
 	g.metrics.sessionsStopped.Add(1)
 	g.log.Info("a call exceeded its tool's retry budget; the session is stopped", "session", s.id, "principal", s.principal, "tool", name)

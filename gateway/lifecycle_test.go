@@ -151,7 +151,9 @@ func TestPrincipalSessionCap(t *testing.T) {
 }
 
 // TestPrincipalSessionCapAllBusy: when every session of the principal is
-// in a call, its new session is refused (nothing is dropped mid-call).
+// in a call, its new session is refused (nothing is dropped mid-call):
+// _meta handles, which no MCP session bounds (2026-07-28: stateless; an
+// MCP session's own cap is TestMCPSessionCapAllBusy's).
 func TestPrincipalSessionCapAllBusy(t *testing.T) {
 	release := make(chan struct{})
 	started := make(chan struct{}, 1)
@@ -168,16 +170,15 @@ func TestPrincipalSessionCapAllBusy(t *testing.T) {
 	})
 	srv := httptest.NewServer(g.Handler())
 	t.Cleanup(srv.Close)
-	busy := httpClient(t, srv.URL, aliceToken, "2025-11-25")
+	alice := httpClient(t, srv.URL, aliceToken, "2026-07-28")
 	done := make(chan bool)
 	go func() {
-		res, err := busy.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/a"}})
+		res, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "read_file", Arguments: map[string]any{"path": "/a"}, Meta: mcp.Meta{"policycheck/session": "h1"}})
 		done <- err == nil && !res.IsError
 	}()
 	<-started
-	other := httpClient(t, srv.URL, aliceToken, "2025-11-25")
-	if _, err := other.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"queries": []string{"write"}}}); err == nil ||
-		!strings.Contains(err.Error(), "every one of them is in a call") {
+	if _, err := alice.CallTool(context.Background(), &mcp.CallToolParams{Name: "search_tools", Arguments: map[string]any{"queries": []string{"write"}},
+		Meta: mcp.Meta{"policycheck/session": "h2"}}); err == nil || !strings.Contains(err.Error(), "every one of them is in a call") {
 		t.Fatalf("a new session while the principal's only one is in a call: %v", err)
 	}
 	close(release)

@@ -33,12 +33,17 @@ const listChangedProbe = "policycheck_list_changed"
 // session, one per stateless request, one for stdio): tools/list and
 // tools/call are the gateway's; resources, prompts and completions are
 // forwarded to the upstreams when Config.Forward turns them on
-// (forward.go).
-func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error)) *mcp.Server {
+// (forward.go). sessionID, when not empty, is the Mcp-Session-Id of the
+// one stateful session the server serves (the caps count it by that id
+// before the SDK creates it: serveNewMCP).
+func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error), sessionID string) *mcp.Server {
 	opts := &mcp.ServerOptions{
 		// Logging: the upstreams' log messages during a call are
 		// relayed to its client (relay.go).
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
+	}
+	if sessionID != "" {
+		opts.GetSessionID = func() string { return sessionID }
 	}
 	g.serverOptions(opts)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "policycheck-gateway", Version: version}, opts)
@@ -155,14 +160,14 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	if t == nil {
 		t = g.stdioTransport()
 	}
-	srv := g.newServer(func(mcp.Request) (Principal, error) { return Principal{Name: stdioPrincipal}, nil })
+	srv := g.newServer(func(mcp.Request) (Principal, error) { return Principal{Name: stdioPrincipal}, nil }, "")
 	return srv.Run(ctx, t)
 }
 
 // Connect serves one client on transport t as principal p (embedders,
 // tests: mcp.NewInMemoryTransports).
 func (g *Gateway) Connect(ctx context.Context, t mcp.Transport, p Principal) (*mcp.ServerSession, error) {
-	srv := g.newServer(func(mcp.Request) (Principal, error) { return p, nil })
+	srv := g.newServer(func(mcp.Request) (Principal, error) { return p, nil }, "")
 	return srv.Connect(ctx, t, nil)
 }
 
@@ -170,16 +175,25 @@ func (g *Gateway) Connect(ctx context.Context, t mcp.Transport, p Principal) (*m
 // /mcp (stateful sessions for protocol versions up to 2025-11-25,
 // stateless for 2026-07-28 and later), GET /health, GET /metrics and
 // GET /v1/sessions/{id}/history (operator token).
+//
+// A stateful MCP session is counted against MaxSessionsPerPrincipal and
+// MaxSessions from its initialize on (serveNewMCP); a stateless request
+// creates no MCP session that outlives it.
 func (g *Gateway) Handler() http.Handler {
 	principalOf := g.principalHTTP
-	probe := g.newServer(principalOf)
+	probe := g.newServer(principalOf, "")
 	getServer := func(r *http.Request) *mcp.Server {
 		if r.Header.Get("Mcp-Session-Id") != "" {
 			// An existing session keeps its server; this one only
 			// answers the SDK's protocol-version check.
 			return probe
 		}
-		return g.newServer(principalOf)
+		if m, ok := r.Context().Value(newMCPKey{}).(*mcpSession); ok {
+			// A stateful session the caps admitted: one server, asked
+			// for twice (the version check, the session).
+			return g.serverOf(m, func() *mcp.Server { return g.newServer(principalOf, m.id) })
+		}
+		return g.newServer(principalOf, "")
 	}
 	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      g.cfg.SessionTTL,
@@ -346,7 +360,45 @@ func (g *Gateway) guardBody(next http.Handler) http.Handler {
 }
 
 func writeRPCError(w http.ResponseWriter, code int, msg string) {
+	writeRPCErrorStatus(w, http.StatusBadRequest, nil, code, msg)
+}
+
+// writeRPCErrorStatus answers a JSON-RPC error with HTTP status status;
+// id is the request's id (nil: null).
+func writeRPCErrorStatus(w http.ResponseWriter, status int, id json.RawMessage, code int, msg string) {
+	var idv any
+	if id != nil {
+		idv = id
+	}
 	w.Header().Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusBadRequest)
-	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": nil, "error": map[string]any{"code": code, "message": msg}})
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{"jsonrpc": "2.0", "id": idv, "error": map[string]any{"code": code, "message": msg}})
+}
+
+// rpcHead is the id and the method of the JSON-RPC message r's body
+// holds (guardBody read it: strict JSON within the limits), skimmed, not
+// decoded; the id only when it is a string or a number, else nil. The
+// body is left for the next reader.
+func (g *Gateway) rpcHead(r *http.Request) (id json.RawMessage, method string) {
+	if r.Body == nil {
+		return nil, ""
+	}
+	body, err := io.ReadAll(r.Body)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return nil, ""
+	}
+	env, werr := wire.SkimEnvelope(body, wire.EnvelopeSpec{File: "body", Known: []string{"id", "method"}, MaxDepth: g.cfg.MaxDepth})
+	if werr != nil {
+		return nil, ""
+	}
+	if m := env.Members["method"]; len(m) > 0 && m[0] == '"' {
+		method = wire.Unescape(m)
+	}
+	if v := env.Members["id"]; len(v) > 0 {
+		if c := v[0]; c == '"' || c == '-' || (c >= '0' && c <= '9') {
+			id = v
+		}
+	}
+	return id, method
 }

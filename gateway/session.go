@@ -68,10 +68,12 @@ type session struct {
 	// id of, if any; dropped is set when it left the table (a call that
 	// reaches it then fails closed); aborted is the abort message once a
 	// call exceeded its tool's retry budget (every later call is refused
-	// with it).
-	mcp     *mcp.ServerSession
-	dropped bool
-	aborted string
+	// with it), and stoppedAt when: the session ends SessionTTL after it,
+	// whatever is sent meanwhile (restartStopped).
+	mcp       *mcp.ServerSession
+	dropped   bool
+	aborted   string
+	stoppedAt time.Time
 }
 
 func newSessionID() string {

@@ -46,8 +46,11 @@ type note struct {
 	// answers it may reach another replica.
 	Await *awaitNote `json:"w,omitempty"`
 	// Abort, on an answer, is the abort message of a call that exceeded
-	// its tool's retry budget: the session is stopped on every replica.
-	Abort string `json:"x,omitempty"`
+	// its tool's retry budget: the session is stopped on every replica;
+	// StoppedAt is when (Unix milliseconds), the same on every replica
+	// (the stop ends SessionTTL after it).
+	Abort     string `json:"x,omitempty"`
+	StoppedAt int64  `json:"xt,omitempty"`
 }
 
 // awaitNote is an awaiting call as stored (its decision is the one its
@@ -155,7 +158,7 @@ func (s *session) reset(g *Gateway) {
 	s.run = s.eng.NewRun()
 	s.msgs, s.notes, s.saved, s.bytes = nil, nil, 0, 0
 	s.pending, s.seq, s.list, s.awaiting, s.approved = false, 0, nil, nil, nil
-	s.aborted = ""
+	s.aborted, s.stoppedAt = "", time.Time{}
 }
 
 // flush writes the messages the store lacks, checked against the length
@@ -256,6 +259,12 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 		}
 		if n.Abort != "" {
 			s.aborted = n.Abort
+			// A note without the time (a replica before it was
+			// written): from now.
+			s.stoppedAt = time.Now()
+			if n.StoppedAt > 0 {
+				s.stoppedAt = time.UnixMilli(n.StoppedAt)
+			}
 		}
 	}
 	s.notes = s.notes[:0]
@@ -323,7 +332,16 @@ func (g *Gateway) callShared(ctx context.Context, s *session, name string, rawAr
 		return toolError(storeMessage(g, err))
 	}
 	defer release()
-	if err := s.sync(ctx, g); err != nil {
+	cur, err := g.syncLive(ctx, s, nil)
+	if cur != s {
+		// The stop lapsed: a fresh session took the key.
+		defer cur.mu.Unlock()
+		s = cur
+		if env.notify != nil {
+			env.notify()
+		}
+	}
+	if err != nil {
 		return g.storeFailure(s, err)
 	}
 	if s.aborted != "" {
