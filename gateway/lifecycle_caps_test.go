@@ -16,6 +16,7 @@ import (
 
 	"github.com/policycheck/policycheck/gateway"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/testkit/gatewaytest"
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
 )
 
@@ -188,7 +189,7 @@ func TestMCPSessionCapAllBusy(t *testing.T) {
 	// The Go SDK's client reports the status (429 is transient to it:
 	// it may try again later); the body is a JSON-RPC error with the
 	// initialize's id saying why.
-	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: bearer{aliceToken, http.DefaultTransport}}, MaxRetries: -1}
+	tr := &mcp.StreamableClientTransport{Endpoint: srv.URL + "/mcp", HTTPClient: &http.Client{Transport: gatewaytest.Bearer{Token: aliceToken}}, MaxRetries: -1}
 	if cs, err := mcp.NewClient(&mcp.Implementation{Name: "test-client"}, nil).Connect(context.Background(), tr, &mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"}); err == nil ||
 		!strings.Contains(err.Error(), "Too Many Requests") {
 		if cs != nil {
