@@ -142,7 +142,7 @@ type callWindow struct {
 // unpaired-return located at the return itself. A window read back from an input document (FactsFromInput) keeps the
 // labels it recorded. It costs the tools, not the calls.
 func windowOf(reg *facts.Registry, f *facts.Facts) callWindow {
-	w := callWindow{Label: facts.Bottom}
+	w := callWindow{Label: facts.Bottom, Sources: make([]windowSource, 0, len(f.ReturnsByTool))}
 	start := f.Window
 	if f.Dispatch != nil {
 		start = f.Dispatch.Window
