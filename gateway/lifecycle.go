@@ -590,12 +590,12 @@ func (g *Gateway) stopLapsed(s *session) bool {
 	return s.aborted != "" && time.Since(s.stoppedAt) >= g.cfg.SessionTTL
 }
 
-// syncLive brings s up to the store (sync) and ends it when its stop
-// lapsed, as this replica knew it or as the store says: the session to
-// serve is returned locked, s or the fresh one that took its key (the
-// caller unlocks that one too; on an error, the one that failed). s.mu
-// is held; lock takes the key's lease for a restart, nil when the caller
-// holds it.
+// syncLive brings s up to the store (sync) and ends it when its stop or
+// its loss lapsed, as this replica knew it or as the store says: the
+// session to serve is returned locked, s or the fresh one that took its
+// key (the caller unlocks that one too; on an error, the one that
+// failed). s.mu is held; lock takes the key's lease for a restart, nil
+// when the caller holds it.
 func (g *Gateway) syncLive(ctx context.Context, s *session, lock func() (func(), error)) (*session, error) {
 	cur := s
 	restart := func() error {
@@ -620,16 +620,19 @@ func (g *Gateway) syncLive(ctx context.Context, s *session, lock func() (func(),
 	// What this replica derived may be the stopped session whose key a
 	// fresh session took on another replica: its stop lapsed here too
 	// (the same time on every replica), so it is not synced as if the
-	// store had lost its history.
-	if g.stopLapsed(cur) {
+	// store had lost its history. Likewise a lost session whose loss
+	// lapsed (lostLapsed), or that the store no longer marks lost
+	// (sync's errLostEnded).
+	if g.stopLapsed(cur) || g.lostLapsed(cur) {
 		if err := restart(); err != nil {
 			return cur, err
 		}
 	}
-	if err := cur.sync(ctx, g); err != nil {
+	err := cur.sync(ctx, g)
+	if err != nil && !g.lostEnded(cur, err) {
 		return cur, err
 	}
-	if g.stopLapsed(cur) {
+	if err != nil || g.stopLapsed(cur) {
 		if err := restart(); err != nil {
 			return cur, err
 		}
@@ -640,17 +643,22 @@ func (g *Gateway) syncLive(ctx context.Context, s *session, lock func() (func(),
 	return cur, nil
 }
 
-// restartStopped ends s, whose stop lapsed (docs/gateway.md, "The retry
-// budget"), and returns the fresh session that takes its key (the same
-// principal, handle and MCP session), locked. The store's session of the
-// key is deleted when it is still s's (else another replica began the
-// fresh one, which this one joins). s.mu and the key's lease are held.
+// restartStopped ends s, whose stop or loss lapsed (docs/gateway.md,
+// "The retry budget", "Several replicas"), and returns the fresh session
+// that takes its key (the same principal, handle and MCP session),
+// locked. The store's session of the key is deleted when it is still s's
+// (staleRecord; else another replica began the fresh one, which this one
+// joins). s.mu and the key's lease are held.
 func (g *Gateway) restartStopped(ctx context.Context, s *session) (*session, error) {
 	id, err := g.store.Open(ctx, s.key, newSessionID())
 	if err != nil {
 		return nil, err
 	}
-	if id == s.id {
+	stale, err := g.staleRecord(ctx, s, id)
+	if err != nil {
+		return nil, err
+	}
+	if stale {
 		if err := g.store.Delete(ctx, s.key); err != nil {
 			return nil, err
 		}
@@ -678,8 +686,11 @@ func (g *Gateway) restartStopped(ctx context.Context, s *session) (*session, err
 		return nil, errEnded
 	}
 	g.metrics.sessions.Add(1)
-	g.log.Info("a stopped session ended --session-ttl after it stopped; its principal's next request began a fresh one",
-		"session", s.id, "fresh", id, "principal", s.principal)
+	what := "a stopped session ended --session-ttl after it stopped; its principal's next request began a fresh one"
+	if !s.lostAt.IsZero() {
+		what = "a lost session ended --session-ttl after it was marked lost; its principal's next request began a fresh one"
+	}
+	g.log.Info(what, "session", s.id, "fresh", id, "principal", s.principal)
 	return fresh, nil
 }
 

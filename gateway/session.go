@@ -69,11 +69,14 @@ type session struct {
 	// reaches it then fails closed); aborted is the abort message once a
 	// call exceeded its tool's retry budget (every later call is refused
 	// with it), and stoppedAt when: the session ends SessionTTL after it,
-	// whatever is sent meanwhile (restartStopped).
+	// whatever is sent meanwhile (restartStopped); lostAt is when the
+	// session was marked lost in the store (its calls fail closed), once
+	// this replica found it so: it ends SessionTTL after it, likewise.
 	mcp       *mcp.ServerSession
 	dropped   bool
 	aborted   string
 	stoppedAt time.Time
+	lostAt    time.Time
 }
 
 func newSessionID() string {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -123,6 +124,10 @@ const (
 var (
 	errLost  = errors.New("the session's history is no longer in the session store")
 	errEnded = errors.New("the session has ended")
+	// errLostEnded: a session this replica found lost is no longer lost
+	// in the store: its mark expired (SessionTTL after it), or another
+	// replica began a fresh session of its key.
+	errLostEnded = errors.New("the session's loss has ended")
 )
 
 // storeMessage is the model-facing message of a store error.
@@ -200,14 +205,22 @@ func (s *session) sync(ctx context.Context, g *Gateway) error {
 	if err != nil {
 		return err
 	}
+	if !s.lostAt.IsZero() && !st.Lost {
+		return errLostEnded
+	}
 	if st.Lost || st.Len < s.saved {
 		// The store lost what this replica saw (or another replica said
-		// so): the session fails closed on every replica for the TTL,
-		// never goes on from a shorter history.
+		// so): the session fails closed on every replica for the TTL
+		// after the first replica said so (lostAt, the store's, the same
+		// on every replica), never goes on from a shorter history.
+		at := st.LostAt
 		if !st.Lost {
-			_ = g.store.MarkLost(ctx, s.key)
+			// Not marked (the store cannot be reached): as before the
+			// mark, the next call finds what the store holds.
+			at, _ = g.store.MarkLost(ctx, s.key)
 		}
 		s.reset(g)
+		s.lostAt = at
 		return errLost
 	}
 	if len(entries) == 0 {
@@ -221,6 +234,35 @@ func (s *session) sync(ctx context.Context, g *Gateway) error {
 		}
 	}
 	return nil
+}
+
+// lostLapsed reports whether s was marked lost SessionTTL ago or more:
+// it has ended. s.mu is held.
+func (g *Gateway) lostLapsed(s *session) bool {
+	return !s.lostAt.IsZero() && time.Since(s.lostAt) >= g.cfg.SessionTTL
+}
+
+// lostEnded reports whether sync's err says that s, lost, has ended: the
+// store no longer marks it lost, or its mark lapsed.
+func (g *Gateway) lostEnded(s *session, err error) bool {
+	return errors.Is(err, errLostEnded) || errors.Is(err, errLost) && g.lostLapsed(s)
+}
+
+// staleRecord reports whether the store's session of s's key, whose
+// public id Open returned as id, is still s's, to be deleted before a
+// fresh session takes the key (else another replica began the fresh
+// one). A store that lost the history may hold the lost mark alone,
+// which a first Open gives an id: it is s's while the mark lapsed.
+// s.mu and the key's lease are held.
+func (g *Gateway) staleRecord(ctx context.Context, s *session, id string) (bool, error) {
+	if id == s.id || s.lostAt.IsZero() {
+		return id == s.id, nil
+	}
+	_, st, err := g.store.Load(ctx, s.key, math.MaxInt32)
+	if err != nil {
+		return false, err
+	}
+	return st.Lost && time.Since(st.LostAt) >= g.cfg.SessionTTL, nil
 }
 
 // replay gives the run one message another replica wrote, as its writer

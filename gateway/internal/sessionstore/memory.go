@@ -26,7 +26,7 @@ type memSession struct {
 	id         string
 	entries    []Entry
 	bytes      int64
-	lost       bool
+	lostAt     time.Time // zero: not lost
 	expires    time.Time
 	lease      string
 	leaseUntil time.Time
@@ -73,7 +73,9 @@ func (m *Memory) Open(_ context.Context, key, id string) (string, error) {
 	defer m.mu.Unlock()
 	now := m.now()
 	if s := m.session(key, now); s != nil {
-		s.expires = now.Add(m.o.TTL)
+		if s.lostAt.IsZero() {
+			s.expires = now.Add(m.o.TTL)
+		}
 		if s.id == "" {
 			s.id = id
 			m.ids[id] = key
@@ -97,8 +99,11 @@ func (m *Memory) Load(_ context.Context, key string, from int) ([]Entry, State, 
 	if s == nil {
 		return nil, State{}, nil
 	}
-	s.expires = now.Add(m.o.TTL)
-	st := State{Len: len(s.entries), Lost: s.lost}
+	st := State{Len: len(s.entries), Lost: !s.lostAt.IsZero(), LostAt: s.lostAt}
+	if !st.Lost {
+		// A lost session is not renewed: it ends the TTL after its mark.
+		s.expires = now.Add(m.o.TTL)
+	}
 	if from >= len(s.entries) {
 		return nil, st, nil
 	}
@@ -127,12 +132,14 @@ func (m *Memory) Append(_ context.Context, key string, at int, entries ...Entry)
 	}
 	s.entries = append(s.entries, entries...)
 	s.bytes += add
-	s.expires = now.Add(m.o.TTL)
+	if s.lostAt.IsZero() {
+		s.expires = now.Add(m.o.TTL)
+	}
 	return nil
 }
 
 // MarkLost implements Store.
-func (m *Memory) MarkLost(_ context.Context, key string) error {
+func (m *Memory) MarkLost(_ context.Context, key string) (time.Time, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	now := m.now()
@@ -141,9 +148,12 @@ func (m *Memory) MarkLost(_ context.Context, key string) error {
 		s = &memSession{}
 		m.sessions[key] = s
 	}
-	s.lost = true
-	s.expires = now.Add(m.o.TTL)
-	return nil
+	if s.lostAt.IsZero() {
+		// To the millisecond, as Redis keeps it.
+		s.lostAt = time.UnixMilli(now.UnixMilli())
+		s.expires = s.lostAt.Add(m.o.TTL)
+	}
+	return s.lostAt, nil
 }
 
 // Lock implements Store.

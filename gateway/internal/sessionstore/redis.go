@@ -62,7 +62,8 @@ func NewRedis(ctx context.Context, url string, o Options) (*Redis, error) {
 }
 
 // keys are a session's Redis keys: its entries (a list), its meta hash
-// (id, bytes, lost) and its lease.
+// (id, bytes, lost: the time of the lost mark, Unix milliseconds) and
+// its lease.
 func (r *Redis) keys(key string) (list, meta, lease string) {
 	sum := sha256.Sum256([]byte(key))
 	tag := "{" + hex.EncodeToString(sum[:16]) + "}"
@@ -89,40 +90,59 @@ func decode(s string) (Entry, error) {
 	return Entry{Note: string(b[:i]), Msg: b[i+1:]}, nil
 }
 
+// openScript: KEYS meta, the id's index; ARGV id, ttl ms, key. A lost
+// session is not renewed (it ends the TTL after its mark): an id it
+// records lasts as long as it.
 var openScript = redis.NewScript(`
+local lost = redis.call('HGET', KEYS[1], 'lost')
+local ttl = ARGV[2]
+if lost then
+  local left = redis.call('PTTL', KEYS[1])
+  if left > 0 then ttl = left end
+end
 local id = redis.call('HGET', KEYS[1], 'id')
 if not id then
   id = ARGV[1]
   redis.call('HSET', KEYS[1], 'id', id)
-  redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[2])
+  redis.call('SET', KEYS[2], ARGV[3], 'PX', ttl)
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return id
+if not lost then redis.call('PEXPIRE', KEYS[1], ttl) end
+return {id, lost and 1 or 0}
 `)
 
 // Open implements Store.
 func (r *Redis) Open(ctx context.Context, key, id string) (string, error) {
 	_, meta, _ := r.keys(key)
-	got, err := openScript.Run(ctx, r.rc, []string{meta, idKey(id)}, id, r.o.TTL.Milliseconds(), key).Text()
+	res, err := openScript.Run(ctx, r.rc, []string{meta, idKey(id)}, id, r.o.TTL.Milliseconds(), key).Slice()
 	if err != nil {
 		return "", fmt.Errorf("the session store: %w", err)
 	}
-	if got != id {
+	got, _ := res[0].(string)
+	if len(res) != 2 || got == "" {
+		return "", errors.New("the session store answered an open without an id")
+	}
+	if lost, _ := res[1].(int64); got != id && lost == 0 {
 		// The id a replica recorded first: renew its index too.
 		_ = r.rc.PExpire(ctx, idKey(got), r.o.TTL).Err()
 	}
 	return got, nil
 }
 
+// loadScript: KEYS list, meta; ARGV from, ttl ms, the id keys' prefix.
+// It answers the length, the time of the lost mark (Unix milliseconds;
+// 0: not lost) and the entries from from on. A lost session is not
+// renewed: it ends the TTL after its mark.
 var loadScript = redis.NewScript(`
 local n = redis.call('LLEN', KEYS[1])
 local lost = redis.call('HGET', KEYS[2], 'lost')
-local id = redis.call('HGET', KEYS[2], 'id')
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-if id then redis.call('PEXPIRE', ARGV[3] .. id, ARGV[2]) end
+if not lost then
+  local id = redis.call('HGET', KEYS[2], 'id')
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+  if id then redis.call('PEXPIRE', ARGV[3] .. id, ARGV[2]) end
+end
 local from = tonumber(ARGV[1])
-local out = {n, lost and 1 or 0}
+local out = {n, lost and (tonumber(lost) or 1) or 0}
 if from < n then
   local es = redis.call('LRANGE', KEYS[1], from, -1)
   for i = 1, #es do out[#out + 1] = es[i] end
@@ -130,7 +150,7 @@ end
 return out
 `)
 
-// Load implements Store. It renews the session's TTL.
+// Load implements Store. It renews the session's TTL unless it is lost.
 func (r *Redis) Load(ctx context.Context, key string, from int) ([]Entry, State, error) {
 	list, meta, _ := r.keys(key)
 	res, err := loadScript.Run(ctx, r.rc, []string{list, meta}, from, r.o.TTL.Milliseconds(), "policycheck:gw:id:").Slice()
@@ -142,7 +162,12 @@ func (r *Redis) Load(ctx context.Context, key string, from int) ([]Entry, State,
 	}
 	n, _ := res[0].(int64)
 	lost, _ := res[1].(int64)
-	st := State{Len: int(n), Lost: lost == 1}
+	st := State{Len: int(n), Lost: lost != 0}
+	if st.Lost {
+		// A mark without its time ("1", a replica before the time was
+		// kept) is as old as can be: it has ended.
+		st.LostAt = time.UnixMilli(lost)
+	}
 	var out []Entry
 	for _, v := range res[2:] {
 		s, ok := v.(string)
@@ -167,8 +192,14 @@ local b = tonumber(redis.call('HGET', KEYS[2], 'bytes') or '0')
 if b + tonumber(ARGV[4]) > tonumber(ARGV[3]) then return -2 end
 for i = 5, #ARGV do redis.call('RPUSH', KEYS[1], ARGV[i]) end
 redis.call('HINCRBY', KEYS[2], 'bytes', ARGV[4])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
+if redis.call('HEXISTS', KEYS[2], 'lost') == 1 then
+  -- A lost session ends the TTL after its mark: its history with it.
+  local left = redis.call('PTTL', KEYS[2])
+  if left > 0 then redis.call('PEXPIRE', KEYS[1], left) end
+else
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  redis.call('PEXPIRE', KEYS[2], ARGV[2])
+end
 return n + #ARGV - 4
 `)
 
@@ -192,13 +223,28 @@ func (r *Redis) Append(ctx context.Context, key string, at int, entries ...Entry
 	return nil
 }
 
+// markLostScript: KEYS meta, list; ARGV now (Unix milliseconds), ttl
+// ms, the id keys' prefix. The first mark is kept, and with it the
+// session's end: the TTL after it.
+var markLostScript = redis.NewScript(`
+local at = redis.call('HGET', KEYS[1], 'lost')
+if at then return tonumber(at) or 1 end
+redis.call('HSET', KEYS[1], 'lost', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+local id = redis.call('HGET', KEYS[1], 'id')
+if id then redis.call('PEXPIRE', ARGV[3] .. id, ARGV[2]) end
+return tonumber(ARGV[1])
+`)
+
 // MarkLost implements Store.
-func (r *Redis) MarkLost(ctx context.Context, key string) error {
-	_, meta, _ := r.keys(key)
-	if err := r.rc.HSet(ctx, meta, "lost", "1").Err(); err != nil {
-		return fmt.Errorf("the session store: %w", err)
+func (r *Redis) MarkLost(ctx context.Context, key string) (time.Time, error) {
+	list, meta, _ := r.keys(key)
+	at, err := markLostScript.Run(ctx, r.rc, []string{meta, list}, time.Now().UnixMilli(), r.o.TTL.Milliseconds(), "policycheck:gw:id:").Int64()
+	if err != nil {
+		return time.Time{}, fmt.Errorf("the session store: %w", err)
 	}
-	return r.rc.PExpire(ctx, meta, r.o.TTL).Err()
+	return time.UnixMilli(at), nil
 }
 
 var renewScript = redis.NewScript(`

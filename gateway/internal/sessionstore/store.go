@@ -4,8 +4,10 @@
 // check of its length, so that two replicas serving one session at once
 // never lose or reorder a message; a lease serializes the calls of a
 // session across replicas; idle sessions expire after the TTL, and
-// Delete drops one at once (its MCP session ended); a session past
-// MaxBytes refuses appends; Claim makes an approval single use.
+// Delete drops one at once (its MCP session ended); a session marked
+// lost ends the TTL after its mark, whatever is loaded meanwhile; a
+// session past MaxBytes refuses appends; Claim makes an approval single
+// use.
 package sessionstore
 
 import (
@@ -29,8 +31,12 @@ type State struct {
 	// Len is the number of entries the store holds for the session.
 	Len int
 	// Lost is true when a replica marked the session lost (MarkLost):
-	// the store once lost its history.
-	Lost bool
+	// the store once lost its history. LostAt is when (the first mark,
+	// the same for every replica): the session, its mark with it,
+	// expires the TTL after it, however often it is loaded or opened
+	// meanwhile.
+	Lost   bool
+	LostAt time.Time
 }
 
 // Store is a session store. Keys are opaque strings; every method is
@@ -40,14 +46,19 @@ type Store interface {
 	// (it is recorded), else the one recorded.
 	Open(ctx context.Context, key, id string) (string, error)
 	// Load returns the entries from index from on, and the state.
-	// When State.Len < from the store lost entries the caller saw.
+	// When State.Len < from the store lost entries the caller saw. It
+	// renews the session's TTL, unless the session is lost (as Open and
+	// Append do).
 	Load(ctx context.Context, key string, from int) ([]Entry, State, error)
 	// Append appends entries when the history holds exactly at entries:
 	// else ErrConflict (another replica appended first); ErrTooLarge when
 	// the history would pass MaxBytes. Each append renews the TTL.
 	Append(ctx context.Context, key string, at int, entries ...Entry) error
-	// MarkLost records that the session's history was lost.
-	MarkLost(ctx context.Context, key string) error
+	// MarkLost records that the session's history was lost, now, and
+	// returns since when it is lost: now, or the time of the first mark
+	// when it was marked already (a later mark neither moves nor renews
+	// it). The session ends the TTL after that time.
+	MarkLost(ctx context.Context, key string) (since time.Time, err error)
 	// Lock takes the session's lease, waiting at most Options.LockWait
 	// (ErrBusy); release gives it back. The lease is renewed while held.
 	Lock(ctx context.Context, key string) (release func(), err error)

@@ -325,3 +325,59 @@ func TestDeleteDropsOneSession(t *testing.T) {
 		}
 	})
 }
+
+// TestLostEndsTTLAfterItsMark: a session marked lost ends the TTL after
+// its first mark however often it is loaded or opened meanwhile (neither
+// renews it; a second mark keeps the first's time); then its key starts
+// an empty session, under a new id.
+func TestLostEndsTTLAfterItsMark(t *testing.T) {
+	ctx := context.Background()
+	const ttl = 300 * time.Millisecond
+	stores(t, sessionstore.Options{TTL: ttl}, func(t *testing.T, st sessionstore.Store) {
+		if _, err := st.Open(ctx, "k", "id1"); err != nil {
+			t.Fatal(err)
+		}
+		if err := st.Append(ctx, "k", 0, entry(`"a"`), entry(`"b"`)); err != nil {
+			t.Fatal(err)
+		}
+		before := time.Now().Truncate(time.Millisecond)
+		at, err := st.MarkLost(ctx, "k")
+		if err != nil || at.Before(before) || time.Since(at) > time.Second {
+			t.Fatalf("marked lost at %v (%v), want about now", at, err)
+		}
+		if again, err := st.MarkLost(ctx, "k"); err != nil || !again.Equal(at) {
+			t.Fatalf("a second mark: %v (%v), want the first's %v", again, err, at)
+		}
+		for {
+			time.Sleep(20 * time.Millisecond)
+			_, state, err := st.Load(ctx, "k", 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !state.Lost {
+				if since := time.Since(at); since < ttl {
+					t.Fatalf("no longer lost %v after the mark, within the TTL", since)
+				}
+				if state.Len != 0 {
+					t.Fatalf("the ended session loads %+v", state)
+				}
+				break
+			}
+			if !state.LostAt.Equal(at) {
+				t.Fatalf("lost at %v, marked at %v", state.LostAt, at)
+			}
+			if time.Since(at) > ttl+2*time.Second {
+				t.Fatalf("still lost %v after the mark", time.Since(at))
+			}
+			if id, err := st.Open(ctx, "k", "id2"); err != nil || id != "id1" {
+				t.Fatalf("open of the lost session: %q %v", id, err)
+			}
+		}
+		if _, ok, _ := st.Lookup(ctx, "id1"); ok {
+			t.Fatal("the ended session's id is still found")
+		}
+		if id, _ := st.Open(ctx, "k", "id3"); id != "id3" {
+			t.Fatalf("the key's next Open gave id %q, want a new session's", id)
+		}
+	})
+}
