@@ -78,9 +78,10 @@ type Config struct {
 	// MaxSessions bounds the sessions held (default 10,000), and apart
 	// the stateful MCP sessions Handler holds, counted from their
 	// initialize. SessionTTL (default 1h) drops a session idle for that
-	// long, ends a stopped session that long after it stopped (what its
-	// client sends meanwhile does not renew it), and is the SDK's idle
-	// timeout of an MCP session.
+	// long, ends a stopped session that long after it stopped and a lost
+	// one that long after it was marked lost (what its client sends
+	// meanwhile renews neither), and is the SDK's idle timeout of an MCP
+	// session.
 	MaxSessions int
 	SessionTTL  time.Duration
 	// MaxSessionsPerPrincipal bounds the sessions one principal holds,
