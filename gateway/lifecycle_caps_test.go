@@ -324,18 +324,7 @@ func TestStoppedSessionEndsAfterTTL(t *testing.T) {
 			}
 			// Called every 20ms, far within the TTL: refused until the
 			// TTL after the stop, then served by a fresh session.
-			refused := 0
-			until(t, "a fresh session", func() bool {
-				time.Sleep(20 * time.Millisecond)
-				msg, isErr := call(t, after, "read_file", map[string]any{"path": "/a"})
-				if isErr {
-					if !strings.HasPrefix(msg, abortPrefix) {
-						t.Fatalf("a refused call: %q", msg)
-					}
-					refused++
-				}
-				return !isErr
-			})
+			refused := refusedUntilServed(t, after, func(msg string) bool { return strings.HasPrefix(msg, abortPrefix) })
 			if refused == 0 {
 				t.Fatal("no call was refused after the stop")
 			}
@@ -355,4 +344,24 @@ func TestStoppedSessionEndsAfterTTL(t *testing.T) {
 			}
 		})
 	}
+}
+
+// refusedUntilServed calls read_file on cs every 20ms until a call is
+// served, and returns how many were refused before; a refusal whose
+// message is not one refusal says fails the test.
+func refusedUntilServed(t *testing.T, cs *mcp.ClientSession, refusal func(msg string) bool) int {
+	t.Helper()
+	refused := 0
+	until(t, "a fresh session", func() bool {
+		time.Sleep(20 * time.Millisecond)
+		msg, isErr := call(t, cs, "read_file", map[string]any{"path": "/a"})
+		if isErr {
+			if !refusal(msg) {
+				t.Fatalf("a refused call: %q", msg)
+			}
+			refused++
+		}
+		return !isErr
+	})
+	return refused
 }

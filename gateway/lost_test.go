@@ -108,18 +108,7 @@ func TestLostSessionEndsAfterTTL(t *testing.T) {
 			// Called every 20ms, far within the TTL: refused until the
 			// TTL after the loss was marked, then served by a fresh
 			// session.
-			refused := 0
-			until(t, "a fresh session", func() bool {
-				time.Sleep(20 * time.Millisecond)
-				msg, isErr := call(t, after, "read_file", map[string]any{"path": "/a"})
-				if isErr {
-					if !strings.Contains(msg, lostText) {
-						t.Fatalf("a refused call: %q", msg)
-					}
-					refused++
-				}
-				return !isErr
-			})
+			refused := refusedUntilServed(t, after, func(msg string) bool { return strings.Contains(msg, lostText) })
 			if took := time.Since(marked); took < ttl {
 				t.Fatalf("served %v after the loss, within the TTL (%v)", took, ttl)
 			}
