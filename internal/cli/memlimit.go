@@ -32,7 +32,8 @@ func (m *memoryLimitFlag) register(cmd *cobra.Command) {
 // apply sets the collector for the command's run, as GOGC=off with
 // GOMEMLIMIT would, and returns what restores the settings before it.
 // Unset, it changes nothing. The environment's GOGC or GOMEMLIMIT and
-// the flag together are refused: one of them would be ignored.
+// the flag together are refused: one of them would be ignored (an empty
+// variable sets nothing, for the runtime as here).
 func (m *memoryLimitFlag) apply(stderr io.Writer, command string) (restore func(), err error) {
 	if m.value == "" {
 		return func() {}, nil
@@ -45,7 +46,7 @@ func (m *memoryLimitFlag) apply(stderr io.Writer, command string) (restore func(
 		return nil, fmt.Errorf("--memory-limit %q: want at least 64MiB", m.value)
 	}
 	for _, env := range []string{"GOGC", "GOMEMLIMIT"} {
-		if v, ok := os.LookupEnv(env); ok {
+		if v := os.Getenv(env); v != "" {
 			return nil, fmt.Errorf("--memory-limit and the environment's %s=%s both set the garbage collector: unset one", env, v)
 		}
 	}
