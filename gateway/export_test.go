@@ -23,3 +23,10 @@ func MCPRequests(g *Gateway) int {
 	}
 	return n
 }
+
+// MCPHeld is the number of MCP sessions the caps count.
+func MCPHeld(g *Gateway) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mcpHeld
+}

@@ -1,0 +1,196 @@
+package gateway_test
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/policycheck/policycheck/gateway"
+)
+
+// send sends an MCP request without testing.T (for goroutines): its
+// status and Mcp-Session-Id; -1 when it could not be sent.
+func send(method, url, token, sid, body string) (int, string) {
+	req, _ := http.NewRequest(method, url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	if sid != "" {
+		req.Header.Set("Mcp-Session-Id", sid)
+		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return -1, ""
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id")
+}
+
+// rawPostHeaders is rawPost with extra headers.
+func rawPostHeaders(t *testing.T, url, token, body string, h map[string]string) (int, string, string) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+token)
+	for k, v := range h {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+}
+
+// TestRedteamInitializeVariantsStayCounted: initializes written so that
+// the gateway's skim of the body (rpcHead) may read them otherwise than
+// the SDK does, as a notification, with odd ids, or with headers that
+// route them elsewhere, never leave a principal more live MCP sessions
+// than its cap, whatever they answer.
+func TestRedteamInitializeVariantsStayCounted(t *testing.T) {
+	const perPrincipal = 2
+	_, srv, _ := httpGatewayWith(t, func(c *gateway.Config) {
+		c.MaxSessions = 10
+		c.MaxSessionsPerPrincipal = perPrincipal
+	})
+	params := `"params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}`
+	bodies := []string{
+		`{"jsonrpc":"2.0","id":1,"method":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":1,"Method":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":1,"METHOD":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initi\u0061lize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","method":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"initialize","method":"ping",` + params + `}`,
+		`{"jsonrpc":"2.0","id":1,"method":"ping","Method":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":{"a":1},"method":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":null,"method":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":"x\"y","method":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","id":1.5e3,"method":"initialize",` + params + `}`,
+		`{"jsonrpc":"2.0","method":"initialize",` + params + `}`,
+		` {"jsonrpc":"2.0","id":1,"method":"initialize",` + params + `} `,
+		`{"params":{"protocolVersion":"2025-06-18","capabilities":{},"clientInfo":{"name":"raw","version":"1"}},"method":"initialize","id":2,"jsonrpc":"2.0"}`,
+		`[{"jsonrpc":"2.0","id":1,"method":"initialize",` + params + `}]`,
+	}
+	headers := []map[string]string{
+		nil,
+		{"Mcp-Protocol-Version": "2025-11-25"},
+		{"Mcp-Protocol-Version": "2025-06-18"},
+		{"Mcp-Protocol-Version": "2026-07-28"},
+		{"Mcp-Protocol-Version": "9999"},
+		{"Mcp-Session-Id": "nope"},
+		{"Mcp-Session-Id": "nope", "Mcp-Protocol-Version": "2026-07-28"},
+	}
+	var sids []string
+	for i, body := range bodies {
+		for j, h := range headers {
+			for range perPrincipal + 1 {
+				code, sid, resp := rawPostHeaders(t, srv.URL, aliceToken, body, h)
+				if code == http.StatusOK && sid == "" && strings.Contains(resp, `"result"`) && j < 3 && i < 14 {
+					t.Logf("body %d headers %d: %d %.120s", i, j, code, resp)
+				}
+				if sid != "" {
+					sids = append(sids, sid)
+				}
+			}
+			live := 0
+			for _, sid := range sids {
+				if rawPing(t, srv.URL, aliceToken, sid) == http.StatusOK {
+					live++
+				}
+			}
+			if live > perPrincipal {
+				t.Fatalf("after body %d with headers %d alice holds %d live MCP sessions, cap %d", i, j, live, perPrincipal)
+			}
+			if got := metric(t, srv.URL, "policycheck_gateway_mcp_sessions"); got != live {
+				t.Fatalf("after body %d with headers %d: the gauge says %d MCP sessions, %d answer", i, j, got, live)
+			}
+		}
+	}
+}
+
+// TestRedteamConcurrentLifecycleLeavesNoCount: principals initializing,
+// pinging, calling and deleting MCP sessions concurrently (DELETEs racing
+// their own initialize's answer, another principal's DELETE of a
+// session) never hold more than the caps, and once every session is
+// gone the count is back at zero: no place leaks, none is given back
+// twice.
+func TestRedteamConcurrentLifecycleLeavesNoCount(t *testing.T) {
+	const perPrincipal, maxSessions = 3, 5
+	g, srv, _ := httpGatewayWith(t, func(c *gateway.Config) {
+		c.MaxSessions = maxSessions
+		c.MaxSessionsPerPrincipal = perPrincipal
+	})
+	initialize := `{"jsonrpc":"2.0","id":7,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`
+	call := func(sid string, id int) string {
+		return fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/a"}}}`, id)
+	}
+	initialized := `{"jsonrpc":"2.0","method":"notifications/initialized"}`
+	var mu sync.Mutex
+	sids := map[string][]string{}
+	var wg sync.WaitGroup
+	errs := make(chan string, 100)
+	for w := range 6 {
+		token, other := aliceToken, bobToken
+		if w%2 == 1 {
+			token, other = bobToken, aliceToken
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 25 {
+				code, sid := send(http.MethodPost, srv.URL, token, "", initialize)
+				if code != http.StatusOK {
+					continue
+				}
+				mu.Lock()
+				sids[token] = append(sids[token], sid)
+				mu.Unlock()
+				if i%5 == 0 {
+					// DELETE at once, concurrently with nothing but the
+					// initialize's own end.
+					go send(http.MethodDelete, srv.URL, token, sid, "")
+					continue
+				}
+				send(http.MethodPost, srv.URL, token, sid, initialized)
+				send(http.MethodPost, srv.URL, token, sid, call(sid, i))
+				if c, _ := send(http.MethodDelete, srv.URL, other, sid, ""); c == http.StatusNoContent {
+					errs <- fmt.Sprintf("another principal's DELETE of %s: %d", sid, c)
+				}
+				if i%3 == 0 {
+					send(http.MethodDelete, srv.URL, token, sid, "")
+				}
+				if got := gateway.MCPHeld(g); got > maxSessions || got < 0 {
+					errs <- fmt.Sprintf("%d MCP sessions held", got)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for e := range errs {
+		t.Error(e)
+	}
+	t.Logf("sessions opened: alice %d, bob %d", len(sids[aliceToken]), len(sids[bobToken]))
+	for token, list := range sids {
+		for _, sid := range list {
+			deleteSession(t, srv.URL, token, sid, "2025-11-25")
+		}
+	}
+	until(t, "no MCP session held", func() bool { return metric(t, srv.URL, "policycheck_gateway_mcp_sessions") == 0 })
+	// The places are free: each principal opens its cap again.
+	for _, token := range []string{aliceToken, bobToken} {
+		for i := range perPrincipal - 1 {
+			if code, _, body := rawInit(t, srv.URL, token); code != http.StatusOK {
+				t.Fatalf("initialize %d after every session ended: %d %s", i, code, body)
+			}
+		}
+	}
+}
