@@ -1,14 +1,21 @@
 package gateway_test
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/policycheck/policycheck/gateway"
+	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/testkit/redistest"
 )
 
 // send sends an MCP request without testing.T (for goroutines): its
@@ -192,5 +199,74 @@ func TestRedteamConcurrentLifecycleLeavesNoCount(t *testing.T) {
 				t.Fatalf("initialize %d after every session ended: %d %s", i, code, body)
 			}
 		}
+	}
+}
+
+// TestRedteamFreshStartRacesAcrossReplicas: a stopped session's fresh
+// start races on two replicas (calls and listings of its client on both,
+// at once, once its stop lapsed): both join one fresh session (one id,
+// whose history holds every call either ran), none is answered as lost
+// or ended, and the fresh session is empty (the listing is not the
+// stopped one's; its budget is whole).
+func TestRedteamFreshStartRacesAcrossReplicas(t *testing.T) {
+	const ttl = 400 * time.Millisecond
+	for _, store := range []string{"memory", "redis"} {
+		t.Run(store, func(t *testing.T) {
+			var st sessionstore.Store = sessionstore.NewMemory(sessionstore.Options{TTL: ttl})
+			if store == "redis" {
+				st = redisStore(t, redistest.Start(t, false), sessionstore.Options{TTL: ttl})
+			}
+			shared := func(c *gateway.Config) { c.SessionTTL = ttl; gateway.UseStore(c, st) }
+			a, b := newTestGateway(t, newFakeUpstream(), shared), newTestGateway(t, newFakeUpstream(), shared)
+			alice := gateway.Principal{Name: "alice"}
+			ca, cb := connect(t, a, alice, nil), connect(t, b, alice, nil)
+			call(t, cb, "search_tools", map[string]any{"queries": []string{"write"}})
+			for range 3 {
+				call(t, ca, "issue_refund", map[string]any{})
+			}
+			if msg, isErr := call(t, cb, "read_file", map[string]any{"path": "/a"}); !isErr || !strings.HasPrefix(msg, abortPrefix) {
+				t.Fatalf("b after the stop: %q", msg)
+			}
+			stopped := a.SessionIDs()
+			time.Sleep(ttl + 50*time.Millisecond)
+			var wg sync.WaitGroup
+			errs := make(chan string, 40)
+			for i, cs := range []*mcp.ClientSession{ca, cb, ca, cb} {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for j := range 4 {
+						if (i+j)%2 == 0 {
+							if _, err := cs.ListTools(context.Background(), nil); err != nil {
+								errs <- fmt.Sprintf("client %d listing %d: %v", i, j, err)
+							}
+							continue
+						}
+						text, isErr, err := callErr(cs, scriptCall{"read_file", map[string]any{"path": fmt.Sprintf("/%d/%d", i, j)}})
+						if err != nil || isErr && !strings.Contains(text, "Call it again") {
+							errs <- fmt.Sprintf("client %d call %d: %q %v", i, j, text, err)
+						}
+					}
+				}()
+			}
+			wg.Wait()
+			close(errs)
+			for e := range errs {
+				t.Error(e)
+			}
+			ia, ib := a.SessionIDs(), b.SessionIDs()
+			if len(ia) != 1 || len(ib) != 1 || ia[0] != ib[0] || ia[0] == stopped[0] {
+				t.Fatalf("sessions after the fresh start: a %v, b %v (stopped %v)", ia, ib, stopped)
+			}
+			// Fresh: the stopped session's reveal is gone, its budget whole.
+			for _, cs := range []*mcp.ClientSession{ca, cb} {
+				if names := toolNames(t, cs); slices.Contains(names, "files/write_file") || len(names) == 0 {
+					t.Fatalf("the fresh session lists %v", names)
+				}
+			}
+			if msg, _ := call(t, cb, "issue_refund", map[string]any{}); strings.HasPrefix(msg, abortPrefix) {
+				t.Fatalf("the fresh session's first refusal: %q", msg)
+			}
+		})
 	}
 }

@@ -363,7 +363,7 @@ func (g *Gateway) claimApprovals(ctx context.Context, s *session, approvals fact
 // decided and carried out (written ahead to the store), its answer
 // written after.
 func (g *Gateway) callShared(ctx context.Context, s *session, name string, rawArgs json.RawMessage, env callEnv) *mcp.CallToolResult {
-	s.mu.Lock()
+	s = liveLocked(s)
 	defer s.mu.Unlock()
 	if s.dropped {
 		return toolError(endedMessage)
