@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -268,5 +269,101 @@ func TestRedteamFreshStartRacesAcrossReplicas(t *testing.T) {
 				t.Fatalf("the fresh session's first refusal: %q", msg)
 			}
 		})
+	}
+}
+
+// TestRedteamNoGoroutinePerRequest: MCP sessions initialized and
+// deleted, initialized and evicted by the cap, refused, and stateless
+// requests leave no goroutine behind once they ended.
+func TestRedteamNoGoroutinePerRequest(t *testing.T) {
+	_, srv, _ := httpGatewayWith(t, func(c *gateway.Config) { c.MaxSessionsPerPrincipal = 2 })
+	stateless := func(i int) {
+		req, _ := http.NewRequest(http.MethodPost, srv.URL+"/mcp", strings.NewReader(fmt.Sprintf(
+			`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/a"},"_meta":{"policycheck/session":"h%d"}}}`, i, i%3)))
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Accept", "application/json, text/event-stream")
+		req.Header.Set("Authorization", "Bearer "+bobToken)
+		req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+		if resp, err := http.DefaultClient.Do(req); err == nil {
+			_, _ = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+	}
+	round := func(i int) {
+		_, sid, _ := rawInit(t, srv.URL, aliceToken)
+		rawPost(t, srv.URL, aliceToken, sid, `{"jsonrpc":"2.0","method":"notifications/initialized"}`)
+		rawPost(t, srv.URL, aliceToken, sid, `{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/a"}}}`)
+		if i%2 == 0 {
+			deleteSession(t, srv.URL, aliceToken, sid, "2025-11-25")
+		}
+		rawPing(t, srv.URL, aliceToken, "nope")
+		rawPost(t, srv.URL, aliceToken, "", `{"jsonrpc":"2.0","id":3,"method":"ping"}`)
+		stateless(i)
+	}
+	for i := range 10 {
+		round(i)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	time.Sleep(100 * time.Millisecond)
+	before := runtime.NumGoroutine()
+	for i := range 60 {
+		round(i)
+	}
+	http.DefaultClient.CloseIdleConnections()
+	var now int
+	deadline := time.Now().Add(3 * time.Second)
+	for {
+		if now = runtime.NumGoroutine(); now <= before+10 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	if now > before+10 {
+		buf := make([]byte, 1<<20)
+		t.Fatalf("%d goroutines after 60 rounds, %d before\n%s", now, before, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestRedteamAnotherPrincipalsSessionIsOutOfReach: bob holding alice's
+// Mcp-Session-Id and her _meta handle neither reads, extends, renews nor
+// ends her sessions: his POST, GET and DELETE of her MCP session are
+// refused and do not make it more recently used (her next initialize
+// past her cap still closes it as her least recently used), and his
+// calls under her handle reach his own session, where her reveal is not.
+func TestRedteamAnotherPrincipalsSessionIsOutOfReach(t *testing.T) {
+	_, srv, _ := httpGatewayWith(t, func(c *gateway.Config) { c.MaxSessionsPerPrincipal = 2 })
+	_, first, _ := rawInit(t, srv.URL, aliceToken)
+	_, second, _ := rawInit(t, srv.URL, aliceToken)
+	// second is her most recently used, first her least.
+	if rawPing(t, srv.URL, aliceToken, second) != http.StatusOK {
+		t.Fatal("alice's second session")
+	}
+	for range 3 {
+		for _, m := range []string{http.MethodPost, http.MethodGet, http.MethodDelete} {
+			body := ""
+			if m == http.MethodPost {
+				body = `{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"read_file","arguments":{"path":"/a"}}}`
+			}
+			if code, _ := send(m, srv.URL, bobToken, first, body); code != http.StatusForbidden {
+				t.Fatalf("bob's %s of alice's MCP session: %d", m, code)
+			}
+		}
+	}
+	if code, _, body := rawInit(t, srv.URL, aliceToken); code != http.StatusOK {
+		t.Fatalf("alice's third initialize: %d %s", code, body)
+	}
+	if rawPing(t, srv.URL, aliceToken, first) != http.StatusNotFound || rawPing(t, srv.URL, aliceToken, second) != http.StatusOK {
+		t.Fatal("bob's requests of alice's least recently used MCP session kept it from being closed")
+	}
+
+	// Handles: alice reveals under h; bob's call under h is his own.
+	alice := httpClient(t, srv.URL, aliceToken, "2026-07-28")
+	bob := httpClient(t, srv.URL, bobToken, "2026-07-28")
+	callMeta(t, alice, "h", "search_tools", map[string]any{"queries": []string{"write"}})
+	if msg, isErr := callMeta(t, alice, "h", "files/write_file", map[string]any{}); isErr {
+		t.Fatalf("alice's revealed tool: %q", msg)
+	}
+	if msg, isErr := callMeta(t, bob, "h", "files/write_file", map[string]any{}); !isErr {
+		t.Fatalf("bob under alice's handle ran her revealed tool: %q", msg)
 	}
 }
