@@ -367,3 +367,78 @@ func TestRedteamAnotherPrincipalsSessionIsOutOfReach(t *testing.T) {
 		t.Fatalf("bob under alice's handle ran her revealed tool: %q", msg)
 	}
 }
+
+// TestRedteamStopOutlivesAnUnwrittenAbort: a call that exceeds the
+// retry budget stops the session even when the store cannot take the
+// abort that answers it. A client can bring that about on its own: the
+// call is written before it is decided on (it fits in the history's size
+// limit), the abort after (with a long tool name, written twice in it,
+// it does not), while a short call, with the answer the gateway writes
+// for an unanswered one, still fits. Before, the refused write dropped
+// the replica's state and the stop with it: the client was told its
+// session stopped, and its next call ran, on this replica and another.
+func TestRedteamStopOutlivesAnUnwrittenAbort(t *testing.T) {
+	const limit, ttl = 8000, 2 * time.Second
+	st := sessionstore.NewMemory(sessionstore.Options{MaxBytes: limit, TTL: ttl})
+	cfg := func(c *gateway.Config) { c.MaxSessionBytes = limit; c.SessionTTL = ttl; gateway.UseStore(c, st) }
+	a, b := newTestGateway(t, newFakeUpstream(), cfg), newTestGateway(t, newFakeUpstream(), cfg)
+	long := strings.Repeat("n", 1024)
+	// stop stops principal p's session on a: an unknown tool refused
+	// (charged), then a second one exceeding the budget, its arguments
+	// pad bytes, both of the same long name. It answers the second
+	// call.
+	stop := func(p string, pad int) (*mcp.ClientSession, string) {
+		cs := connect(t, a, gateway.Principal{Name: p}, nil)
+		if msg, isErr := call(t, cs, long, map[string]any{}); !isErr || strings.Contains(msg, "exceeded") {
+			t.Fatalf("the first unknown tool: %q", msg)
+		}
+		msg, _ := call(t, cs, long, map[string]any{"pad": strings.Repeat("x", pad)})
+		return cs, msg
+	}
+	// The largest pad that fits (the abort then does not), found with a
+	// session of its own: a call that does not fit runs nothing.
+	fits := -1
+	for pad := limit; pad > 0; pad -= 25 {
+		if _, msg := stop(fmt.Sprintf("probe%d", pad), pad); !strings.Contains(msg, "the most the gateway keeps") {
+			fits = pad
+			break
+		}
+	}
+	if fits < 0 {
+		t.Fatal("no pad fits")
+	}
+	tried := 0
+	var stopped []*mcp.ClientSession
+	for _, room := range []int{1300, 1500, 1700, 1900} {
+		p := fmt.Sprintf("alice%d", room)
+		cs, msg := stop(p, fits-room)
+		if !strings.HasPrefix(msg, "Tool '"+long+"' exceeded max retries count of 1.") {
+			t.Fatalf("room %d: the call that exceeds the budget answered %.100q", room, msg)
+		}
+		for _, c := range []*mcp.ClientSession{cs, connect(t, b, gateway.Principal{Name: p}, nil)} {
+			msg, isErr := call(t, c, "read_file", map[string]any{"path": "/a"})
+			if !isErr {
+				t.Fatalf("room %d: a call after the stop ran: %q", room, msg)
+			}
+			if strings.Contains(msg, "the most the gateway keeps") {
+				continue // no room left for it either: not a case
+			}
+			tried++
+			if !strings.Contains(msg, "exceeded max retries count of 1.") {
+				t.Fatalf("room %d: a call after the stop: %.200q", room, msg)
+			}
+			stopped = append(stopped, c)
+		}
+	}
+	if tried == 0 {
+		t.Fatal("no case left room for a call after the abort")
+	}
+	// The stop ends --session-ttl after the call: then a fresh session.
+	for _, c := range stopped {
+		until(t, "a fresh session", func() bool {
+			time.Sleep(50 * time.Millisecond)
+			_, isErr := call(t, c, "read_file", map[string]any{"path": "/a"})
+			return !isErr
+		})
+	}
+}
