@@ -9,3 +9,24 @@ func UseStore(cfg *Config, st sessionstore.Store) { cfg.store = st }
 // Derived is the number of history messages g's sessions' runs were
 // given.
 func Derived(g *Gateway) int64 { return g.metrics.derived.Load() }
+
+// MCPRequests is the number of requests of g's stateful MCP sessions in
+// flight as the caps count them (mcpSession.busy): a request leaves the
+// count, and stamps its session's lastUsed, when its handler returns,
+// which is after its client read the answer.
+func MCPRequests(g *Gateway) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	n := 0
+	for _, m := range g.mcpByID {
+		n += m.busy
+	}
+	return n
+}
+
+// MCPHeld is the number of MCP sessions the caps count.
+func MCPHeld(g *Gateway) int {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.mcpHeld
+}

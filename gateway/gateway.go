@@ -493,7 +493,7 @@ func deref(p *string) string {
 // session, each upstream tool as its upstream lists it now (under its
 // registry name), the meta-tools as the gateway defines them.
 func (g *Gateway) listTools(ctx context.Context, s *session) (*mcp.ListToolsResult, error) {
-	s.mu.Lock()
+	s = liveLocked(s)
 	defer s.mu.Unlock()
 	cur, err := g.syncLive(ctx, s, func() (func(), error) { return g.store.Lock(ctx, s.key) })
 	if cur != s {

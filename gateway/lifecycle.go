@@ -677,6 +677,7 @@ func (g *Gateway) restartStopped(ctx context.Context, s *session) (*session, err
 	ok := g.removeLocked(s)
 	if ok {
 		g.addLocked(fresh)
+		s.fresh = fresh
 	}
 	g.mu.Unlock()
 	if !ok {
@@ -692,6 +693,21 @@ func (g *Gateway) restartStopped(ctx context.Context, s *session) (*session, err
 	}
 	g.log.Info(what, "session", s.id, "fresh", id, "principal", s.principal)
 	return fresh, nil
+}
+
+// liveLocked locks s and returns it, or, when a fresh session took its
+// key because its stop or its loss lapsed (restartStopped), that one,
+// locked: a request that reached s while it was restarted is served by
+// the session that took its place, not answered as ended.
+func liveLocked(s *session) *session {
+	s.mu.Lock()
+	for s.dropped && s.fresh != nil {
+		next := s.fresh
+		s.mu.Unlock()
+		next.mu.Lock()
+		s = next
+	}
+	return s
 }
 
 // refuseStopped answers a call of a stopped session: closed, with the

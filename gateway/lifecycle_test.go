@@ -100,6 +100,11 @@ func TestPrincipalSessionCap(t *testing.T) {
 	}
 	var alice []*mcp.ClientSession
 	for i := range perPrincipal + more {
+		// The caps see a request end (its session no longer busy, its
+		// lastUsed stamped) when its handler returns, a moment after
+		// the client read the answer: the order of use the test means
+		// is the one the caps see once every request before ended.
+		until(t, "the requests before answered", func() bool { return gateway.MCPRequests(g) == 0 })
 		cs := httpClient(t, srv.URL, aliceToken, "2025-11-25")
 		if _, isErr := call(t, cs, "read_file", map[string]any{"path": "/a"}); isErr {
 			t.Fatalf("alice's session %d refused", i)

@@ -72,8 +72,12 @@ type session struct {
 	// whatever is sent meanwhile (restartStopped); lostAt is when the
 	// session was marked lost in the store (its calls fail closed), once
 	// this replica found it so: it ends SessionTTL after it, likewise.
-	mcp       *mcp.ServerSession
-	dropped   bool
+	mcp     *mcp.ServerSession
+	dropped bool
+	// fresh is the session that took its key when its stop or its loss
+	// lapsed (restartStopped): a request that reached s meanwhile is
+	// served by it (liveLocked).
+	fresh     *session
 	aborted   string
 	stoppedAt time.Time
 	lostAt    time.Time

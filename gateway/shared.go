@@ -227,13 +227,44 @@ func (s *session) sync(ctx context.Context, g *Gateway) error {
 		return nil
 	}
 	s.list, s.awaiting = nil, nil
+	var last *engine.Decision
 	for _, e := range entries {
-		if err := s.replay(ctx, g, e); err != nil {
+		d, err := s.replay(ctx, g, e)
+		if err != nil {
 			s.reset(g)
 			return fmt.Errorf("deriving the session's history from the store: %w", err)
 		}
+		last = d
 	}
+	s.stopUnwritten(last, entries[len(entries)-1].Msg)
 	return nil
+}
+
+// stopUnwritten stops s when its history ends with a call (d, its
+// decision; msg, its message) refused beyond its tool's retry budget
+// that no answer follows and no approval awaits: the replica that
+// decided it stopped the session (finish, abort), and the answer that
+// carries the stop was not written (the store refused it, say over the
+// size limit, which a client can bring about with a long tool name; or
+// that replica stopped first). The stop dates from the call.
+func (s *session) stopUnwritten(d *engine.Decision, msg []byte) {
+	if d == nil || s.aborted != "" || s.awaiting != nil || len(d.Calls) != 1 || d.Calls[0].Verdict == engine.Execute {
+		return
+	}
+	var ee *engine.ExceededError
+	if !errors.As(d.Err(), &ee) {
+		return
+	}
+	s.aborted = ee.Error()
+	s.stoppedAt = time.Now()
+	var m struct {
+		Timestamp string `json:"timestamp"`
+	}
+	if json.Unmarshal(msg, &m) == nil {
+		if at, err := time.Parse(time.RFC3339Nano, m.Timestamp); err == nil {
+			s.stoppedAt = at
+		}
+	}
 }
 
 // lostLapsed reports whether s was marked lost SessionTTL ago or more:
@@ -266,19 +297,21 @@ func (g *Gateway) staleRecord(ctx context.Context, s *session, id string) (bool,
 }
 
 // replay gives the run one message another replica wrote, as its writer
-// gave it.
-func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) error {
+// gave it; a call's decision is returned (nil for an answer).
+func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) (*engine.Decision, error) {
 	n, err := decodeNote(e.Note)
 	if err != nil {
-		return err
+		return nil, err
 	}
+	var call *engine.Decision
 	switch n.Kind {
 	case noteCall:
 		s.seq++
 		d, err := s.stepQuiet(ctx, g, e.Msg)
 		if err != nil {
-			return err
+			return nil, err
 		}
+		call = d
 		s.awaiting = nil
 		if n.Await != nil && len(d.Calls) == 1 {
 			s.awaiting = n.Await.awaiting(d)
@@ -287,7 +320,7 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 		s.awaiting = nil
 		if n.Approvals != nil {
 			if _, err := s.stepQuiet(ctx, g, nil, engine.WithApprovals(n.Approvals)); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		s.msgs = append(s.msgs, e.Msg)
@@ -311,7 +344,7 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 	}
 	s.notes = s.notes[:0]
 	s.saved = len(s.msgs)
-	return nil
+	return call, nil
 }
 
 // stepQuiet is step for a message another replica decided: no receipt
@@ -363,7 +396,7 @@ func (g *Gateway) claimApprovals(ctx context.Context, s *session, approvals fact
 // decided and carried out (written ahead to the store), its answer
 // written after.
 func (g *Gateway) callShared(ctx context.Context, s *session, name string, rawArgs json.RawMessage, env callEnv) *mcp.CallToolResult {
-	s.mu.Lock()
+	s = liveLocked(s)
 	defer s.mu.Unlock()
 	if s.dropped {
 		return toolError(endedMessage)
