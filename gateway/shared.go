@@ -14,6 +14,7 @@ import (
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
+	"github.com/policycheck/policycheck/internal/ground/wire"
 	"github.com/policycheck/policycheck/loader"
 )
 
@@ -236,7 +237,7 @@ func (s *session) sync(ctx context.Context, g *Gateway) error {
 		}
 		last = d
 	}
-	s.stopUnwritten(last, entries[len(entries)-1].Msg)
+	s.stopUnwritten(last, entries[len(entries)-1].Msg, g.cfg.MaxDepth)
 	return nil
 }
 
@@ -246,8 +247,9 @@ func (s *session) sync(ctx context.Context, g *Gateway) error {
 // decided it stopped the session (finish, abort), and the answer that
 // carries the stop was not written (the store refused it, say over the
 // size limit, which a client can bring about with a long tool name; or
-// that replica stopped first). The stop dates from the call.
-func (s *session) stopUnwritten(d *engine.Decision, msg []byte) {
+// that replica stopped first). The stop dates from the call's
+// timestamp (its message's, skimmed within maxDepth), else from now.
+func (s *session) stopUnwritten(d *engine.Decision, msg []byte, maxDepth int) {
 	if d == nil || s.aborted != "" || s.awaiting != nil || len(d.Calls) != 1 || d.Calls[0].Verdict == engine.Execute {
 		return
 	}
@@ -257,11 +259,14 @@ func (s *session) stopUnwritten(d *engine.Decision, msg []byte) {
 	}
 	s.aborted = ee.Error()
 	s.stoppedAt = time.Now()
-	var m struct {
-		Timestamp string `json:"timestamp"`
+	// The message is the run's (decoded by the loader as it was given):
+	// its timestamp is only skimmed here.
+	env, werr := wire.SkimEnvelope(msg, wire.EnvelopeSpec{File: "message", Known: []string{"timestamp"}, MaxDepth: maxDepth})
+	if werr != nil {
+		return
 	}
-	if json.Unmarshal(msg, &m) == nil {
-		if at, err := time.Parse(time.RFC3339Nano, m.Timestamp); err == nil {
+	if ts := env.Members["timestamp"]; len(ts) > 0 && ts[0] == '"' {
+		if at, err := time.Parse(time.RFC3339Nano, wire.Unescape(ts)); err == nil {
 			s.stoppedAt = at
 		}
 	}
