@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -36,23 +35,15 @@ func rawPing(t *testing.T, url, token, sid string) int {
 	return code
 }
 
+// rawPost posts body to /mcp as token, in MCP session sid when not
+// empty: its status, the Mcp-Session-Id it answered and its body.
 func rawPost(t *testing.T, url, token, sid, body string) (int, string, string) {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
+	h := map[string]string{}
 	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
+		h["Mcp-Session-Id"], h["Mcp-Protocol-Version"] = sid, "2025-11-25"
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, resp.Header.Get("Mcp-Session-Id"), string(b)
+	return rawPostHeaders(t, url, token, body, h)
 }
 
 // TestMCPSessionCap: MCP sessions that only initialize are bounded like
