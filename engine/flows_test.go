@@ -64,13 +64,7 @@ func TestFlowsInTheInputOnlyWhenRead(t *testing.T) {
 	assert.JSONEq(t, `[{"path": "/to", "match": "contains", "token": null, "whole": false, "source":
 		{"kind": "tool-return", "tool_call_id": "v1", "tool": "secret_op", "labels": ["secret"], "message": 4, "part": 0}}]`, string(b))
 
-	f, ctxDoc, approvals, err := engine.FactsFromInput(any(back))
-	require.NoError(t, err)
-	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
-	require.NoError(t, err)
-	againDoc, err := again.InputDocument()
-	require.NoError(t, err)
-	assert.Equal(t, full, againDoc)
+	assert.Equal(t, full, inputDecidedAgain(t, ctx, eng, any(back)))
 
 	// A logged input whose flows are malformed is refused with its pointer.
 	calls[1].(map[string]any)["flows"] = []any{map[string]any{"path": "/to", "match": "similar"}}

@@ -76,12 +76,6 @@ require_approval contains {"reason": "untrusted argument", "message": "Approve?"
 		assert.Equal(t, map[string]any{"/recipient": "untrusted"}, calls[0]["args_integrity"])
 		assert.Equal(t, map[string]any{"/recipient": "trusted"}, calls[1]["args_integrity"])
 		// Decided again from its logged input: the same.
-		f, ctxDoc, approvals, err := engine.FactsFromInput(full)
-		require.NoError(t, err)
-		again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
-		require.NoError(t, err)
-		againDoc, err := again.InputDocument()
-		require.NoError(t, err)
-		assert.Equal(t, full, againDoc)
+		assert.Equal(t, full, inputDecidedAgain(t, ctx, eng, full))
 	}
 }

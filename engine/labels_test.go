@@ -42,6 +42,20 @@ func callsOf(t *testing.T, doc any) []map[string]any {
 	return out
 }
 
+// inputDecidedAgain decides again from the logged input document doc
+// (engine.FactsFromInput, as replay does) and returns that decision's
+// input document: a test compares it with the one logged.
+func inputDecidedAgain(t *testing.T, ctx context.Context, eng *engine.Engine, doc any) any {
+	t.Helper()
+	f, ctxDoc, approvals, err := engine.FactsFromInput(doc)
+	require.NoError(t, err)
+	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
+	require.NoError(t, err)
+	againDoc, err := again.InputDocument()
+	require.NoError(t, err)
+	return againDoc
+}
+
 // TestLabelsInTheInputOnlyWhenRead: input.call.window and
 // input.call.args_integrity are built for a policy set that reads them
 // (the integrity example), a flow source carries its integrity and
@@ -80,13 +94,7 @@ func TestLabelsInTheInputOnlyWhenRead(t *testing.T) {
 	assert.JSONEq(t, `[{"path": "/text", "match": "contains", "token": null, "whole": false, "source": {"kind": "tool-return", "tool_call_id": "s1",
 		"tool": "get_statement", "labels": [], "message": 2, "part": 2, "integrity": "trusted", "confidentiality": "secret"}}]`, string(b))
 
-	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
-	require.NoError(t, err)
-	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
-	require.NoError(t, err)
-	againDoc, err := again.InputDocument()
-	require.NoError(t, err)
-	assert.Equal(t, full, againDoc)
+	assert.Equal(t, full, inputDecidedAgain(t, ctx, eng, full))
 }
 
 // TestProviderSideReturnsTaintTheWindow: a provider's own web search in
@@ -356,13 +364,7 @@ func TestWindowSourcesOnePerTool(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, full, stepDoc, "a Run keeps the window as the messages arrive")
 
-	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
-	require.NoError(t, err)
-	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
-	require.NoError(t, err)
-	againDoc, err := again.InputDocument()
-	require.NoError(t, err)
-	assert.Equal(t, full, againDoc)
+	assert.Equal(t, full, inputDecidedAgain(t, ctx, eng, full))
 
 	// A policy that reads the calls too: they are in the input, and the
 	// window is built again from them.
@@ -379,14 +381,10 @@ func TestWindowSourcesOnePerTool(t *testing.T) {
 	b2, err := json.Marshal(callsOf(t, full)[0]["window"])
 	require.NoError(t, err)
 	assert.JSONEq(t, string(b), string(b2))
-	f, ctxDoc, approvals, err = engine.FactsFromInput(full)
+	f, _, _, err := engine.FactsFromInput(full)
 	require.NoError(t, err)
 	assert.Nil(t, f.ReturnsByTool, "built again from the calls")
-	again, err = both.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
-	require.NoError(t, err)
-	againDoc, err = again.InputDocument()
-	require.NoError(t, err)
-	assert.Equal(t, full, againDoc)
+	assert.Equal(t, full, inputDecidedAgain(t, ctx, both, full))
 }
 
 // TestWindowWithoutItsFactsFailsClosed: facts that carry neither the

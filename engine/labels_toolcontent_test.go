@@ -47,13 +47,7 @@ func TestToolContentInAUserPromptIsNotTheUsers(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "untrusted", callsOf(t, full)[0]["args_integrity"].(map[string]any)["/recipient"])
 
-	f, ctxDoc, approvals, err := engine.FactsFromInput(full)
-	require.NoError(t, err)
-	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
-	require.NoError(t, err)
-	againDoc, err := again.InputDocument()
-	require.NoError(t, err)
-	assert.Equal(t, full, againDoc)
+	assert.Equal(t, full, inputDecidedAgain(t, ctx, eng, full))
 
 	// The same file content in a request of the user's own (no tool
 	// return beside it) is the user's word: trusted.

@@ -93,13 +93,7 @@ func TestToolCallsInTheInputOnlyWhenRead(t *testing.T) {
 	require.NoError(t, err)
 	var back any
 	require.NoError(t, json.Unmarshal(raw, &back))
-	f, ctxDoc, approvals, err := engine.FactsFromInput(back)
-	require.NoError(t, err)
-	again, err := eng.Decide(ctx, engine.Request{Facts: f, Context: ctxDoc, Approvals: approvals})
-	require.NoError(t, err)
-	againDoc, err := again.InputDocument()
-	require.NoError(t, err)
-	assert.Equal(t, full, againDoc)
+	assert.Equal(t, full, inputDecidedAgain(t, ctx, eng, back))
 }
 
 // TestToolCallsFromFactsOrHistory: facts without the calls (a tracker
