@@ -63,16 +63,28 @@ require_approval contains {"reason": "the flows cannot be relied on"} if {
 `,
 }
 
-// consequentialRegistry is the benchmark's registry with every tool
-// consequential, so that the stock library's rules judge every call.
-func consequentialRegistry(b *testing.B, in *benchInput) *facts.Registry {
+// flowsRegistry is the benchmark's registry with a parameters schema
+// for stepTool, naming the arguments the steps send (an argument under a
+// key no schema names is the model's choice, untrusted whatever its
+// value), and with consequential every tool consequential, so that the
+// stock library's rules judge every call.
+func flowsRegistry(b *testing.B, in *benchInput, consequential bool) *facts.Registry {
 	b.Helper()
 	var v map[string]any
 	if err := json.Unmarshal(in.registry, &v); err != nil {
 		b.Fatal(err)
 	}
 	for _, t := range v["tools"].([]any) {
-		t.(map[string]any)["consequential"] = true
+		tool := t.(map[string]any)
+		if consequential {
+			tool["consequential"] = true
+		}
+		if tool["name"] == stepTool {
+			tool["parameters_json_schema"] = map[string]any{"type": "object", "properties": map[string]any{
+				"note": map[string]any{"type": "string"}, "n": map[string]any{"type": "integer"},
+				"to": map[string]any{"type": "string"}, "amount": map[string]any{"type": "number"},
+			}}
+		}
 	}
 	raw, err := json.Marshal(v)
 	if err != nil {
@@ -114,16 +126,64 @@ func withCopiedArgs(b *testing.B, h facts.History) facts.History {
 	return append(h[:len(h)-1:len(h)-1], last)
 }
 
+// stepTool is the tool every step of BenchmarkFlows calls: the generated
+// history's last call's, available, and consequential with the stock
+// library.
+const stepTool = "send_policy"
+
+// stepWorkloads are BenchmarkFlows' incremental steps. Each answers the
+// previous call (the history's last at first) with a return of an
+// untrusted tool holding a key, and calls stepTool: step with the key in
+// a longer argument string and a number the model wrote (the stock
+// library asks approval, naming where each came from); step-user after
+// a text response and a user turn asking to send to an address, with
+// that address (a trusted action: the stock library lets it execute).
+var stepWorkloads = []struct {
+	name     string
+	verdict  map[string]string
+	messages func(prev facts.Part, i int) ([]facts.Message, facts.Part)
+}{
+	{"step", map[string]string{"off": "execute", "on": "execute", "tokens": "execute", "permitted": "execute", "stock": "approval_required"},
+		func(prev facts.Part, i int) ([]facts.Message, facts.Part) {
+			key := fmt.Sprintf("sk-live-%08d", i)
+			call := facts.Part{Kind: facts.ToolCall, ToolName: stepTool, ToolCallID: fmt.Sprintf("c%d", i), HasToolCallID: true,
+				Args: []byte(`{"note":"please use ` + key + ` for this","n":3}`)}
+			return []facts.Message{
+				{Kind: facts.Request, Parts: []facts.Part{stepReturn(prev, key, i)}},
+				{Kind: facts.Response, Parts: []facts.Part{call}},
+			}, call
+		}},
+	{"step-user", map[string]string{"off": "execute", "on": "execute", "tokens": "execute", "permitted": "execute", "stock": "execute"},
+		func(prev facts.Part, i int) ([]facts.Message, facts.Part) {
+			to := fmt.Sprintf("ops-%d@example.com", i)
+			call := facts.Part{Kind: facts.ToolCall, ToolName: stepTool, ToolCallID: fmt.Sprintf("u%d", i), HasToolCallID: true,
+				Args: []byte(`{"to":"` + to + `"}`)}
+			return []facts.Message{
+				{Kind: facts.Request, Parts: []facts.Part{stepReturn(prev, fmt.Sprintf("sk-live-%08d", i), i)}},
+				{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.Text, Content: []byte(`"Done."`)}}},
+				{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt, Content: []byte(`"Now send the latest summary to ` + to + `, please."`)}}},
+				{Kind: facts.Response, Parts: []facts.Part{call}},
+			}, call
+		}},
+}
+
+// stepReturn is the return answering call: a record holding key.
+func stepReturn(call facts.Part, key string, i int) facts.Part {
+	return facts.Part{Kind: facts.ToolReturn, ToolName: call.ToolName, ToolCallID: call.ToolCallID, HasToolCallID: true,
+		Content: []byte(`{"id":"order_` + fmt.Sprint(i) + `","key":"` + key + `","status":"open","summary":"the latest invoice of the customer","updated_at":"2026-03-02T10:00:00Z","amount":12345.67}`)}
+}
+
 // BenchmarkFlows measures what flows cost (BENCHMARKS.md, "Data flows"):
 // never-seen decides a generated 1,000-message history (100 tools)
 // ending with a response from scratch, the facts and the flow index
 // derived from the decoded history (its last call's arguments are {});
 // never-seen-args the same history whose last call copies part of a
-// returned string, an email and an amount (withCopiedArgs); step appends
-// one tool return (a record of five strings and a number) and one
-// response whose call copies a returned string into its arguments to a
-// Run that already holds that history, and decides. flows=on with a rule
-// reading input.call.flows, flows=off with one that does not,
+// returned string, an email and an amount (withCopiedArgs); step and
+// step-user (stepWorkloads) append, to a Run that already holds that
+// history, the return of the previous call and a call to stepTool, and
+// decide: every step's call is one the registry has and the policies
+// judge, with the verdict each mode must give checked. flows=on with a
+// rule reading input.call.flows, flows=off with one that does not,
 // flows=tokens the first with token matching on (engine.FlowTokens),
 // flows=stock and flows=permitted the stock library's rules (flowRules)
 // with token matching on and every tool consequential; the memo off.
@@ -135,14 +195,15 @@ func BenchmarkFlows(b *testing.B) {
 		h = h[:len(h)-1]
 	}
 	hArgs := withCopiedArgs(b, h)
+	lastCall := h[len(h)-1].Parts[len(h[len(h)-1].Parts)-1]
+	if lastCall.Kind != facts.ToolCall || lastCall.ToolName != stepTool {
+		b.Fatalf("the history ends with %v %q, not a call to %s", lastCall.Kind, lastCall.ToolName, stepTool)
+	}
 	for _, mode := range []string{"off", "on", "tokens", "permitted", "stock"} {
 		on, tokens := mode != "off", mode == "tokens" || mode == "stock" || mode == "permitted"
-		rules, reg := flowRules[mode], in.reg
+		rules, reg := flowRules[mode], flowsRegistry(b, in, mode == "stock" || mode == "permitted")
 		if mode == "tokens" {
 			rules = flowRules["on"]
-		}
-		if mode == "stock" || mode == "permitted" {
-			reg = consequentialRegistry(b, in)
 		}
 		e := newBenchEngine(b, reg, false, engine.DecisionCache(0),
 			engine.Modules(engine.Source{File: "flows.rego", Text: rules}), engine.FlowTokens(tokens))
@@ -165,31 +226,28 @@ func BenchmarkFlows(b *testing.B) {
 				cpu.Report(b)
 			})
 		}
-		b.Run(fmt.Sprintf("step/messages=%d/flows=%s", len(h), mode), func(b *testing.B) {
-			r := e.NewRun()
-			if _, err := r.Step(ctx, h, nil); err != nil {
-				b.Fatal(err)
-			}
-			b.ReportAllocs()
-			i := 0
-			cpu := cputime.Start()
-			for b.Loop() {
-				cpu.Tick()
-				i++
-				key := fmt.Sprintf("sk-live-%08d", i)
-				ret := facts.Part{Kind: facts.ToolReturn, ToolName: "get_time", ToolCallID: fmt.Sprintf("p%d", i), HasToolCallID: true,
-					Content: []byte(`{"id":"order_` + fmt.Sprint(i) + `","key":"` + key + `","status":"open","summary":"the latest invoice of the customer","updated_at":"2026-03-02T10:00:00Z","amount":12345.67}`)}
-				call := facts.Part{Kind: facts.ToolCall, ToolName: "get_time", ToolCallID: fmt.Sprintf("c%d", i), HasToolCallID: true,
-					Args: []byte(`{"note":"please use ` + key + ` for this","n":3}`)}
-				sd, err := r.Step(ctx, []facts.Message{
-					{Kind: facts.Request, Parts: []facts.Part{ret}},
-					{Kind: facts.Response, Parts: []facts.Part{call}},
-				}, nil)
-				if err != nil || len(sd.Calls) != 1 {
+		for _, st := range stepWorkloads {
+			b.Run(fmt.Sprintf("%s/messages=%d/flows=%s", st.name, len(h), mode), func(b *testing.B) {
+				r := e.NewRun()
+				if _, err := r.Step(ctx, h, nil); err != nil {
 					b.Fatal(err)
 				}
-			}
-			cpu.Report(b)
-		})
+				prev := lastCall
+				b.ReportAllocs()
+				i := 0
+				cpu := cputime.Start()
+				for b.Loop() {
+					cpu.Tick()
+					i++
+					msgs, call := st.messages(prev, i)
+					sd, err := r.Step(ctx, msgs, nil)
+					if err != nil || len(sd.Calls) != 1 || sd.Calls[0].Verdict != st.verdict[mode] {
+						b.Fatalf("%v %+v", err, sd.Calls)
+					}
+					prev = call
+				}
+				cpu.Report(b)
+			})
+		}
 	}
 }
