@@ -3,6 +3,8 @@ package jsonvalue
 import (
 	"bytes"
 	"unicode/utf8"
+
+	"github.com/policycheck/policycheck/internal/ground/wire"
 )
 
 // AppendUnescaped appends b to dst with every JSON string escape in b
@@ -38,14 +40,14 @@ func AppendUnescaped(dst, b []byte) ([]byte, bool) {
 		case 't':
 			dst = append(dst, '\t')
 		case 'u':
-			r, ok := hex4(b[2:])
+			r, ok := wire.Hex4(b[2:])
 			if !ok {
 				return dst, false
 			}
 			if 0xd800 <= r && r < 0xe000 {
 				r2, ok := rune(0), false
 				if len(b) >= 12 && b[6] == '\\' && b[7] == 'u' {
-					r2, ok = hex4(b[8:])
+					r2, ok = wire.Hex4(b[8:])
 				}
 				if !ok || r >= 0xdc00 || r2 < 0xdc00 || r2 >= 0xe000 {
 					return dst, false
@@ -62,26 +64,4 @@ func AppendUnescaped(dst, b []byte) ([]byte, bool) {
 		}
 		b = b[2:]
 	}
-}
-
-// hex4 decodes the four hexadecimal digits b starts with; false when b
-// is shorter or they are not hexadecimal digits.
-func hex4(b []byte) (rune, bool) {
-	if len(b) < 4 {
-		return 0, false
-	}
-	var r rune
-	for _, c := range b[:4] {
-		switch {
-		case '0' <= c && c <= '9':
-			r = r<<4 | rune(c-'0')
-		case 'a' <= c && c <= 'f':
-			r = r<<4 | rune(c-'a'+10)
-		case 'A' <= c && c <= 'F':
-			r = r<<4 | rune(c-'A'+10)
-		default:
-			return 0, false
-		}
-	}
-	return r, true
 }

@@ -212,7 +212,7 @@ func (d *Scanner) escape(i int) (int, *Error) {
 			d.I = i
 			return 0, d.Syntax("invalid JSON: bad \\u escape")
 		}
-		r, ok := hex4(data[i+2 : i+6])
+		r, ok := Hex4(data[i+2 : i+6])
 		if !ok {
 			d.I = i
 			return 0, d.Syntax("invalid JSON: bad \\u escape")
@@ -228,7 +228,7 @@ func (d *Scanner) escape(i int) (int, *Error) {
 		case 0xd800 <= r && r < 0xdc00:
 			r2, ok := rune(0), false
 			if i+12 <= len(data) && data[i+6] == '\\' && data[i+7] == 'u' {
-				r2, ok = hex4(data[i+8 : i+12])
+				r2, ok = Hex4(data[i+8 : i+12])
 			}
 			if !ok || r2 < 0xdc00 || r2 >= 0xe000 {
 				d.I = i
@@ -296,10 +296,14 @@ const (
 	msb8 = 0x8080808080808080
 )
 
-// hex4 decodes four hexadecimal digits.
-func hex4(b []byte) (rune, bool) {
+// Hex4 decodes the four hexadecimal digits b starts with (a \u
+// escape's); false when b is shorter or they are not hexadecimal digits.
+func Hex4(b []byte) (rune, bool) {
+	if len(b) < 4 {
+		return 0, false
+	}
 	var r rune
-	for _, c := range b {
+	for _, c := range b[:4] {
 		switch {
 		case '0' <= c && c <= '9':
 			r = r<<4 | rune(c-'0')
