@@ -330,10 +330,10 @@ func benchLimits() loader.Limits {
 	return lim
 }
 
-var benchInputs = func() func(b *testing.B, messages, tools int) *benchInput {
+var benchInputs = func() func(b testing.TB, messages, tools int) *benchInput {
 	var mu sync.Mutex
 	cache := map[[2]int]*benchInput{}
-	return func(b *testing.B, messages, tools int) *benchInput {
+	return func(b testing.TB, messages, tools int) *benchInput {
 		b.Helper()
 		mu.Lock()
 		defer mu.Unlock()
@@ -398,7 +398,7 @@ prepare_tools := lib.keep_own(input.tools, %s, {t.name |
 
 // newBenchEngine compiles the default policies, with the benchmark filters
 // when filtered is set.
-func newBenchEngine(b *testing.B, reg *facts.Registry, filtered bool, opts ...engine.Option) *engine.Engine {
+func newBenchEngine(b testing.TB, reg *facts.Registry, filtered bool, opts ...engine.Option) *engine.Engine {
 	b.Helper()
 	opts = append(opts, engine.Registry(reg))
 	if filtered {

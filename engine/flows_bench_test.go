@@ -10,6 +10,8 @@ import (
 	"github.com/policycheck/policycheck/facts"
 	"github.com/policycheck/policycheck/internal/testkit/cputime"
 	"github.com/policycheck/policycheck/loader"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // flowRules are the operator rules of each mode of BenchmarkFlows: with
@@ -68,7 +70,7 @@ require_approval contains {"reason": "the flows cannot be relied on"} if {
 // key no schema names is the model's choice, untrusted whatever its
 // value), and with consequential every tool consequential, so that the
 // stock library's rules judge every call.
-func flowsRegistry(b *testing.B, in *benchInput, consequential bool) *facts.Registry {
+func flowsRegistry(b testing.TB, in *benchInput, consequential bool) *facts.Registry {
 	b.Helper()
 	var v map[string]any
 	if err := json.Unmarshal(in.registry, &v); err != nil {
@@ -101,7 +103,7 @@ func flowsRegistry(b *testing.B, in *benchInput, consequential bool) *facts.Regi
 // one call whose arguments copy part of a string returned midway (inside
 // a longer string), an email and a five-digit amount: the flows of a
 // never-seen decision then have leaves to look up.
-func withCopiedArgs(b *testing.B, h facts.History) facts.History {
+func withCopiedArgs(b testing.TB, h facts.History) facts.History {
 	b.Helper()
 	var copied string
 	for m := len(h) / 2; m < len(h) && copied == ""; m++ {
@@ -173,6 +175,47 @@ func stepReturn(call facts.Part, key string, i int) facts.Part {
 		Content: []byte(`{"id":"order_` + fmt.Sprint(i) + `","key":"` + key + `","status":"open","summary":"the latest invoice of the customer","updated_at":"2026-03-02T10:00:00Z","amount":12345.67}`)}
 }
 
+// flowModes are BenchmarkFlows' rule sets, in the order it runs them.
+var flowModes = []string{"off", "on", "tokens", "permitted", "stock"}
+
+// flowsBench is what BenchmarkFlows and TestFlowsBenchmarkJudges share:
+// the generated history ending with a response (its last call is to
+// stepTool), the same with copied arguments, and an engine per mode.
+type flowsBench struct {
+	h, hArgs facts.History
+	lastCall facts.Part
+	engines  map[string]*engine.Engine
+}
+
+func newFlowsBench(tb testing.TB) *flowsBench {
+	tb.Helper()
+	in := benchInputs(tb, 1000, 100)
+	h := in.h
+	for len(h) > 0 && h[len(h)-1].Kind != facts.Response {
+		h = h[:len(h)-1]
+	}
+	h = h[:len(h):len(h)] // a Run's appends never reach the shared history
+	fb := &flowsBench{h: h, hArgs: withCopiedArgs(tb, h), lastCall: h[len(h)-1].Parts[len(h[len(h)-1].Parts)-1],
+		engines: map[string]*engine.Engine{}}
+	if fb.lastCall.Kind != facts.ToolCall || fb.lastCall.ToolName != stepTool {
+		tb.Fatalf("the history ends with %v %q, not a call to %s", fb.lastCall.Kind, fb.lastCall.ToolName, stepTool)
+	}
+	for _, mode := range flowModes {
+		on, tokens := mode != "off", mode == "tokens" || mode == "stock" || mode == "permitted"
+		rules, reg := flowRules[mode], flowsRegistry(tb, in, mode == "stock" || mode == "permitted")
+		if mode == "tokens" {
+			rules = flowRules["on"]
+		}
+		e := newBenchEngine(tb, reg, false, engine.DecisionCache(0),
+			engine.Modules(engine.Source{File: "flows.rego", Text: rules}), engine.FlowTokens(tokens))
+		if e.FactOptions().Flows != on || e.FactOptions().FlowTokens != tokens {
+			tb.Fatalf("flows=%v: the engine builds flows: %v", mode, e.FactOptions())
+		}
+		fb.engines[mode] = e
+	}
+	return fb
+}
+
 // BenchmarkFlows measures what flows cost (BENCHMARKS.md, "Data flows"):
 // never-seen decides a generated 1,000-message history (100 tools)
 // ending with a response from scratch, the facts and the flow index
@@ -189,27 +232,10 @@ func stepReturn(call facts.Part, key string, i int) facts.Part {
 // with token matching on and every tool consequential; the memo off.
 func BenchmarkFlows(b *testing.B) {
 	ctx := context.Background()
-	in := benchInputs(b, 1000, 100)
-	h := in.h
-	for len(h) > 0 && h[len(h)-1].Kind != facts.Response {
-		h = h[:len(h)-1]
-	}
-	hArgs := withCopiedArgs(b, h)
-	lastCall := h[len(h)-1].Parts[len(h[len(h)-1].Parts)-1]
-	if lastCall.Kind != facts.ToolCall || lastCall.ToolName != stepTool {
-		b.Fatalf("the history ends with %v %q, not a call to %s", lastCall.Kind, lastCall.ToolName, stepTool)
-	}
-	for _, mode := range []string{"off", "on", "tokens", "permitted", "stock"} {
-		on, tokens := mode != "off", mode == "tokens" || mode == "stock" || mode == "permitted"
-		rules, reg := flowRules[mode], flowsRegistry(b, in, mode == "stock" || mode == "permitted")
-		if mode == "tokens" {
-			rules = flowRules["on"]
-		}
-		e := newBenchEngine(b, reg, false, engine.DecisionCache(0),
-			engine.Modules(engine.Source{File: "flows.rego", Text: rules}), engine.FlowTokens(tokens))
-		if e.FactOptions().Flows != on || e.FactOptions().FlowTokens != tokens {
-			b.Fatalf("flows=%v: the engine builds flows: %v", mode, e.FactOptions())
-		}
+	fb := newFlowsBench(b)
+	h, hArgs := fb.h, fb.hArgs
+	for _, mode := range flowModes {
+		e := fb.engines[mode]
 		for _, hist := range []struct {
 			name string
 			h    facts.History
@@ -232,7 +258,7 @@ func BenchmarkFlows(b *testing.B) {
 				if _, err := r.Step(ctx, h, nil); err != nil {
 					b.Fatal(err)
 				}
-				prev := lastCall
+				prev := fb.lastCall
 				b.ReportAllocs()
 				i := 0
 				cpu := cputime.Start()
@@ -248,6 +274,44 @@ func BenchmarkFlows(b *testing.B) {
 				}
 				cpu.Report(b)
 			})
+		}
+	}
+}
+
+// TestFlowsBenchmarkJudges keeps BenchmarkFlows measuring what it says:
+// in every mode each workload's call is one the policies judge (never
+// unknown_tool or not_available_yet), with the verdict the benchmark's
+// figures are read against (BENCHMARKS.md, "Data flows": the stock
+// library lets the never-seen call and step-user execute, and asks
+// approval for the copied arguments and step).
+func TestFlowsBenchmarkJudges(t *testing.T) {
+	ctx := context.Background()
+	fb := newFlowsBench(t)
+	neverSeen := map[string]map[string]string{
+		"never-seen":      {"off": "execute", "on": "execute", "tokens": "execute", "permitted": "execute", "stock": "execute"},
+		"never-seen-args": {"off": "execute", "on": "execute", "tokens": "execute", "permitted": "execute", "stock": "approval_required"},
+	}
+	for _, mode := range flowModes {
+		e := fb.engines[mode]
+		for name, h := range map[string]facts.History{"never-seen": fb.h, "never-seen-args": fb.hArgs} {
+			d, err := e.Decide(ctx, engine.Request{History: h})
+			require.NoError(t, err)
+			require.Len(t, d.Calls, 1)
+			assert.Equal(t, neverSeen[name][mode], d.Calls[0].Verdict, "%s flows=%s: %v", name, mode, d.Calls[0].Reasons)
+		}
+		for _, st := range stepWorkloads {
+			r := e.NewRun()
+			_, err := r.Step(ctx, fb.h, nil)
+			require.NoError(t, err)
+			prev := fb.lastCall
+			for i := 1; i <= 3; i++ {
+				msgs, call := st.messages(prev, i)
+				sd, err := r.Step(ctx, msgs, nil)
+				require.NoError(t, err)
+				require.Len(t, sd.Calls, 1)
+				assert.Equal(t, st.verdict[mode], sd.Calls[0].Verdict, "%s flows=%s step %d: %v", st.name, mode, i, sd.Calls[0].Reasons)
+				prev = call
+			}
 		}
 	}
 }
