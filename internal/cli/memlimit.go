@@ -31,11 +31,12 @@ func (m *memoryLimitFlag) register(cmd *cobra.Command) {
 }
 
 // autoMemoryPercent is the share of the cgroup's memory limit that
-// --memory-limit auto gives the heap. The soft limit bounds the Go heap
-// only; the rest of the process (goroutine stacks, the runtime's own
-// memory, heap freed but not yet returned to the kernel, upstream
-// processes' buffers in the kernel) counts against the cgroup too, and
-// the cgroup's limit is hard: past it the kernel kills the process.
+// --memory-limit auto gives the soft limit. The soft limit bounds the
+// memory the Go runtime manages (the heap, goroutine stacks, the
+// runtime's own); the cgroup's hard limit charges the rest of the
+// process too (the binary's pages, socket buffers, page cache), and the
+// heap overshoots a soft limit its live data needs: past the hard one the
+// kernel kills the process (docs/gateway.md, Performance).
 const autoMemoryPercent = 90
 
 // apply sets the collector for the command's run, as GOGC=off with
