@@ -187,7 +187,7 @@ func runGateway(cmd *cobra.Command, f *gatewayFlags) error {
 		cfg.DecisionLog = lf
 	}
 
-	restore, err := f.memoryLimit.apply(stderr, "gateway")
+	restore, err := f.memoryLimit.apply(cmd.Context(), stderr, "gateway")
 	if err != nil {
 		return badInput(err)
 	}

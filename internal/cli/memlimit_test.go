@@ -24,10 +24,12 @@ func collector() (percent, limit uint64) {
 	return s[0].Value.Uint64(), s[1].Value.Uint64()
 }
 
-// TestGatewayMemoryLimit: policycheck gateway --memory-limit runs the
-// collector as GOGC=off with GOMEMLIMIT would while it serves, says so,
-// and leaves the settings as they were when it stops.
-func TestGatewayMemoryLimit(t *testing.T) {
+// serveCollector runs policycheck gateway in process with extra flags
+// under ctx until it serves, reads the collector's settings then, stops
+// it (SIGTERM) and checks it exited 0 and left the settings as they were.
+// It returns what the gateway wrote on stderr until it served.
+func serveCollector(t *testing.T, ctx context.Context, extra ...string) (said string, pct, lim uint64) {
+	t.Helper()
 	dir := t.TempDir()
 	reg := writeFile(t, dir, "tools.yaml", "tools:\n  - name: read_file\n    upstream: files\n")
 	// Empty, they set nothing: the flag is not refused for them.
@@ -41,33 +43,43 @@ func TestGatewayMemoryLimit(t *testing.T) {
 	done := make(chan int, 1)
 	go func() {
 		defer errW.Close()
-		done <- cli.RunContext(context.Background(), []string{"gateway", "--registry", reg, "--upstream", "files=true",
-			"--start-timeout", "1ms", "--addr", "127.0.0.1:0", "--memory-limit", "384MiB"}, strings.NewReader(""), io.Discard, errW)
+		done <- cli.RunContext(ctx, append([]string{"gateway", "--registry", reg, "--upstream", "files=true",
+			"--start-timeout", "1ms", "--addr", "127.0.0.1:0"}, extra...), strings.NewReader(""), io.Discard, errW)
 	}()
 	sc := bufio.NewScanner(errR)
-	said := false
-	for sc.Scan() {
-		said = said || strings.Contains(sc.Text(), "the garbage collector runs as the heap nears 384MiB (--memory-limit)")
-		if strings.Contains(sc.Text(), "serving MCP at") {
-			break
-		}
+	var lines strings.Builder
+	serving := false
+	for !serving && sc.Scan() {
+		lines.WriteString(sc.Text() + "\n")
+		serving = strings.Contains(sc.Text(), "serving MCP at")
 	}
 	go func() { _, _ = io.Copy(io.Discard, errR) }()
-	pct, lim := collector()
+	if !serving {
+		t.Fatalf("the gateway stopped (exit %d) before it served:\n%s", <-done, lines.String())
+	}
+	pct, lim = collector()
 	if err := syscall.Kill(syscall.Getpid(), syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	if code := <-done; code != cli.ExitOK {
 		t.Fatalf("exit %d", code)
 	}
-	if !said {
-		t.Error("the gateway did not say how the collector runs")
+	if pct1, lim1 := collector(); pct1 != pct0 || lim1 != lim0 {
+		t.Errorf("after: GOGC %d%%, limit %d; want %d%% and %d as before", pct1, lim1, pct0, lim0)
+	}
+	return lines.String(), pct, lim
+}
+
+// TestGatewayMemoryLimit: policycheck gateway --memory-limit runs the
+// collector as GOGC=off with GOMEMLIMIT would while it serves, says so,
+// and leaves the settings as they were when it stops.
+func TestGatewayMemoryLimit(t *testing.T) {
+	said, pct, lim := serveCollector(t, context.Background(), "--memory-limit", "384MiB")
+	if !strings.Contains(said, "the garbage collector runs as the heap nears 384MiB (--memory-limit)") {
+		t.Errorf("the gateway did not say how the collector runs: %q", said)
 	}
 	if pct != gcOff || lim != 384<<20 {
 		t.Errorf("while serving: GOGC %d%%, limit %d; want off and %d", pct, lim, 384<<20)
-	}
-	if pct1, lim1 := collector(); pct1 != pct0 || lim1 != lim0 {
-		t.Errorf("after: GOGC %d%%, limit %d; want %d%% and %d as before", pct1, lim1, pct0, lim0)
 	}
 }
 
@@ -78,7 +90,7 @@ func TestGatewayMemoryLimitBadUsage(t *testing.T) {
 	dir := t.TempDir()
 	reg := writeFile(t, dir, "tools.yaml", "tools:\n  - name: read_file\n    upstream: files\n")
 	args := func(v string) []string {
-		return []string{"gateway", "--registry", reg, "--upstream", "files=true", "--stdio", "--memory-limit", v}
+		return []string{"gateway", "--registry", reg, "--upstream", "files=true", "--start-timeout", "1ms", "--addr", "no-port", "--memory-limit", v}
 	}
 	for _, tc := range []struct{ value, want string }{
 		{"lots", `--memory-limit "lots": want a whole number of bytes with an optional unit`},
