@@ -245,11 +245,11 @@ type argIntegrity struct {
 // IBAN written as the key of a boolean, or of {}, would be no untrusted
 // value at all.
 //
-// A trusted tool's return vouches only for what its call did not send:
-// a value the return holds that the arguments of the call it answered
-// hold too (a lookup answering with the IBAN it was asked about, a
-// search echoing its query) is the model's (echoedByItsCall), and so is
-// every value of a return whose call calls does not show.
+// A trusted tool's return vouches only for what its calls did not send:
+// a value the return holds that the arguments of a call with its
+// tool_call_id hold too (a lookup answering with the IBAN it was asked
+// about, a search echoing its query) is the model's (echoedByItsCall),
+// and so is every value of a return whose call calls does not show.
 func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallRecord) []argIntegrity {
 	if c.ArgsIntegrity != nil {
 		// Read back from a logged input without the calls: as logged.
@@ -328,12 +328,14 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 }
 
 // echoedByItsCall reports whether a tool-return source may hold v only
-// because the model sent it: the call it answered (the last call of its
-// tool with its tool_call_id before it) has v in its arguments (a string
-// of them contains it, spaces and case aside, as the identifier tokens
-// are compared), or that call is not among calls (an unpaired return, a
-// return without an id: what it was sent is not known). A prompt, and a
-// provider-side return, have no call of the agent's.
+// because the model sent it: a call with its tool_call_id before it, of
+// any tool, has v in its arguments (facts.Echoes: a string of them
+// holds it, letters and digits compared lower-cased, or a number of
+// equal value; the model chooses the ids, and twin calls with one id
+// are each answered with it), or no call of its tool with its
+// tool_call_id lies before it (an unpaired return, a return without an
+// id: what it was sent is not known). A prompt, and a provider-side
+// return, have no call of the agent's.
 func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
 	if src.Kind != facts.ToolReturn {
 		return false
@@ -341,18 +343,19 @@ func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord)
 	if src.ToolCallID == nil {
 		return true
 	}
-	var call *facts.ToolCallRecord
+	answered := false
 	for i := range calls {
 		c := &calls[i]
 		at := facts.Position{Message: c.Message, Part: c.Part}
-		if c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID && at.Before(src.At) {
-			call = c
+		if c.ToolCallID == nil || *c.ToolCallID != *src.ToolCallID || !at.Before(src.At) {
+			continue
 		}
+		if facts.Echoes(c.Args, v) {
+			return true
+		}
+		answered = answered || c.Tool == src.Tool
 	}
-	if call == nil {
-		return true
-	}
-	return facts.Echoes(call.Args, v)
+	return !answered
 }
 
 // trustingMatch reports whether a flow's match makes its value the

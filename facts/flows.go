@@ -153,9 +153,10 @@ type Flow struct {
 	Whole  bool
 	Source FlowSource
 	// EchoOfItsCall: the source is a tool return that cannot vouch for
-	// the value, because the call it answered sent it the value (the
-	// value, white space removed and lower-cased, is in that call's
-	// arguments: a lookup echoing the IBAN it was asked about), or
+	// the value, because a call it may have answered sent it the value
+	// (Echoes: the value is in the arguments of a call with its
+	// tool_call_id before it, of any tool: a lookup echoing the IBAN it
+	// was asked about, or a twin call's, the model choosing the ids), or
 	// because the history holds no call it answered (no tool_call_id, or
 	// none before it with its id and tool). Always false for other
 	// sources.
@@ -164,51 +165,80 @@ type Flow struct {
 
 // Echoes reports whether the value v (a string, or a number as
 // ArgsValue reads one: a json.Number) is in the raw arguments args of a
-// call: equal to, or inside, one of their strings, numbers or object
-// keys once white space is removed and case folded (an IBAN the model
-// sent spaced or lower-cased is still its own). Nothing is echoed when v
-// is neither, or empty once folded.
+// call. A string is when it is equal to, or inside, one of their
+// strings, numbers or object keys, both with their letters and digits
+// only, lower-cased (an IBAN the model sent spaced, hyphenated or
+// lower-cased is still its own). A number is when they hold a number of
+// equal value however written (73401659, 7.3401659e7), or a string
+// holding it as a plain decimal ("account 73401659"). Nothing is echoed
+// when v is neither, or a string empty once folded.
 func Echoes(args []byte, v any) bool {
 	switch x := v.(type) {
 	case string:
 		return jsonvalue.Echoes(args, x)
 	case interface{ String() string }: // json.Number
-		return jsonvalue.Echoes(args, x.String())
+		return jsonvalue.EchoesNumber(args, x.String())
 	}
 	return false
 }
 
-// sourceCall is the call a tool-return source answered, as the index saw
-// it (nil when the history holds none): its arguments, and their texts
-// in echo form, made on the first flow that asks.
+// sourceCall is what a tool-return source may echo, as the index saw it
+// (nil when the history holds no call of its tool with its id before
+// it): the arguments of every call with its tool_call_id before it, and
+// what they hold, read on the first flow that asks.
 type sourceCall struct {
-	args  []byte
-	texts []string
-	size  int // bytes of texts
+	args  [][]byte
+	echo  []*jsonvalue.Echo
+	size  int // bytes a look-up compares
 	ready bool
 }
 
-// echoes reports whether the call sent the value leaf (Flow.EchoOfItsCall),
-// the bytes searched spent from b; past the budget it answers true (the
-// return cannot vouch for what was not checked) and b marks the flows
-// incomplete.
-func (c *sourceCall) echoes(leaf string, b *flowBudget) bool {
+// echoes reports whether the calls sent the value leaf (a string, or a
+// number's key when num; Flow.EchoOfItsCall), the bytes searched spent
+// from b; past the budget it answers true (the return cannot vouch for
+// what was not checked) and b marks the flows incomplete.
+func (c *sourceCall) echoes(leaf string, num bool, b *flowBudget) bool {
 	if !c.ready {
-		c.texts, c.ready = jsonvalue.EchoTexts(c.args), true
-		for _, t := range c.texts {
-			c.size += len(t)
+		for _, a := range c.args {
+			e := jsonvalue.EchoOf(a)
+			c.echo = append(c.echo, e)
+			c.size += e.Size()
 		}
+		c.ready = true
 	}
 	if !b.spend(c.size) {
 		return true
 	}
-	return jsonvalue.EchoIn(c.texts, jsonvalue.EchoForm(leaf))
+	for _, e := range c.echo {
+		if num && e.HasNumber(leaf) || !num && e.HasText(leaf) {
+			return true
+		}
+	}
+	return false
 }
 
 // calledWith is a call the index has seen, for the returns after it.
 type calledWith struct {
 	tool string
 	args []byte
+}
+
+// sourceCallOf is the sourceCall of a return of tool answering calls,
+// the calls with its tool_call_id before it: nil when none is of tool.
+func sourceCallOf(tool string, calls []calledWith) *sourceCall {
+	var sc *sourceCall
+	for _, c := range calls {
+		if c.tool == tool {
+			sc = &sourceCall{}
+			break
+		}
+	}
+	if sc != nil {
+		for _, c := range calls {
+			sc.args = append(sc.args, c.args)
+		}
+	}
+	return sc
 }
 
 func (o Options) flowMinLength() int {
@@ -275,10 +305,10 @@ type flowIndex struct {
 	truncated bool
 	sources   []FlowSource
 	// srcCalls, parallel to sources, is what the index knew of each
-	// tool-return source's call when it was indexed; calls holds the
-	// latest call seen of each tool_call_id.
+	// tool-return source's calls when it was indexed; calls holds the
+	// calls seen of each tool_call_id, in history order.
 	srcCalls []*sourceCall
-	calls    map[string]calledWith
+	calls    map[string][]calledWith
 	strs     map[string]*flowString
 	byPrefix map[string][]*flowString
 	nums     map[string][]int32
@@ -340,9 +370,7 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry, beside []strin
 	}
 	var call *sourceCall
 	if p.Kind == ToolReturn && p.HasToolCallID {
-		if c, ok := x.calls[p.ToolCallID]; ok && c.tool == p.ToolName {
-			call = &sourceCall{args: c.args}
-		}
+		call = sourceCallOf(p.ToolName, x.calls[p.ToolCallID])
 	}
 	x.sources = append(x.sources, src)
 	x.srcCalls = append(x.srcCalls, call)
@@ -611,7 +639,7 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 			h := hits[p]
 			f := Flow{Path: path, Match: FlowToken, Source: srcOf[p]}
 			if f.Source.Kind == ToolReturn {
-				f.EchoOfItsCall = h.call == nil || h.call.echoes(leaf, b)
+				f.EchoOfItsCall = h.call == nil || h.call.echoes(leaf, num, b)
 			}
 			switch {
 			case h.exact:
@@ -662,26 +690,6 @@ func (x *flowIndex) fold(m *Message, idx int, reg *Registry) {
 	}
 }
 
-// noteCallOf keeps the arguments of the latest call with tool_call_id id
-// in h, if any, as noteCalls would have over h.
-func (x *flowIndex) noteCallOf(h History, id string) {
-	for m := len(h) - 1; m >= 0; m-- {
-		if h[m].Kind != Response {
-			continue
-		}
-		for p := len(h[m].Parts) - 1; p >= 0; p-- {
-			if c := &h[m].Parts[p]; c.Kind == ToolCall && c.HasToolCallID && c.ToolCallID == id {
-				if x.calls == nil {
-					x.calls = map[string]calledWith{}
-				}
-				x.calls[id] = calledWith{tool: c.ToolName, args: c.Args}
-				return
-			}
-		}
-	}
-	delete(x.calls, id)
-}
-
 // noteCalls keeps the arguments of m's tool calls for the returns that
 // answer them (FlowSource echo: Flow.EchoOfItsCall).
 func (x *flowIndex) noteCalls(m *Message) {
@@ -691,9 +699,9 @@ func (x *flowIndex) noteCalls(m *Message) {
 	for p := range m.Parts {
 		if c := &m.Parts[p]; c.Kind == ToolCall && c.HasToolCallID {
 			if x.calls == nil {
-				x.calls = map[string]calledWith{}
+				x.calls = map[string][]calledWith{}
 			}
-			x.calls[c.ToolCallID] = calledWith{tool: c.ToolName, args: c.Args}
+			x.calls[c.ToolCallID] = append(x.calls[c.ToolCallID], calledWith{tool: c.ToolName, args: c.Args})
 		}
 	}
 }
