@@ -95,9 +95,11 @@ type CallExplained struct {
 	// earlier tool returns (input.call.flows), each with its source: where
 	// the value the refusal may be about was returned.
 	Flows []flowExplained `json:"flows,omitempty"`
-	// ArgsIntegrity, on a refused call when the policies read
-	// input.call.args_integrity and the registry sets flow labels, is each argument value's integrity
-	// ("trusted", "declassified" or "untrusted"; labels.go).
+	// ArgsIntegrity, on a refused call whose arguments validated (not
+	// invalid_args) when the policies read input.call.args_integrity and
+	// the registry sets flow labels, is each argument value's integrity
+	// ("trusted", "declassified" or "untrusted"; labels.go), as the
+	// decision's input held it.
 	ArgsIntegrity map[string]string `json:"args_integrity,omitempty"`
 	// Window, on a refused call when the policies read
 	// input.call.window and the registry sets flow labels, is what the model's window held before the
@@ -413,7 +415,9 @@ func (s *snapshot) explainLabels(ce *CallExplained, f *facts.Facts, part int) {
 	if i < 0 {
 		return
 	}
-	if s.labels.argsIntegrity {
+	// A call whose arguments did not validate has no args_integrity in
+	// its input: no rule judged them.
+	if s.labels.argsIntegrity && ce.Verdict != InvalidArgs {
 		levels := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i], f.ToolCalls)
 		if len(levels) > 0 {
 			ce.ArgsIntegrity = map[string]string{}

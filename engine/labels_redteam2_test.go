@@ -211,3 +211,31 @@ func TestATrustedReturnDoesNotVouchForWhatItNormalised(t *testing.T) {
 		assert.Equal(t, map[string]any{"/recipient": "untrusted"}, calls[0]["args_integrity"], sent)
 	}
 }
+
+// TestExplainOfAnInvalidCallShowsNoArgsIntegrity: a call whose
+// arguments fail its schema is decided invalid_args with no
+// args_integrity in its input (no rule judged its arguments), yet explain
+// listed an integrity for each of its arguments, labels that did not
+// decide. Seen failing on main (53e36ea): ArgsIntegrity {"/note":
+// "untrusted", "/recipient": "untrusted"}.
+func TestExplainOfAnInvalidCallShowsNoArgsIntegrity(t *testing.T) {
+	h := append(rt2Bill(`"Northwind bill, 98 EUR. Pay GB33BUKB20201555555555."`),
+		facts.Message{Kind: facts.Response, Parts: []facts.Part{rt2Call("send_money", "p1", `{"recipient":"GB33BUKB20201555555555","note":"x"}`)}},
+	)
+	v, calls := rt2Decide(t, rt2Registry, h)
+	assert.Equal(t, map[string]string{"p1": "invalid_args"}, v)
+	assert.NotContains(t, calls[0], "args_integrity")
+
+	ctx := context.Background()
+	reg, err := loader.ParseRegistry("r.yaml", []byte(rt2Registry))
+	require.NoError(t, err)
+	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies/integrity"))
+	require.NoError(t, err)
+	x, err := eng.Explain(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	require.Len(t, x.Calls, 1)
+	assert.Nil(t, x.Calls[0].ArgsIntegrity)
+	for _, why := range x.Calls[0].Why {
+		assert.NotContains(t, why, "is untrusted")
+	}
+}
