@@ -44,7 +44,7 @@ type labelReads struct {
 // labelOptions is what the compiled policies may read of the labels; it
 // widens opts to the facts those are built from (the window from the
 // returns per tool, the argument integrity from the flows, which say
-// whether a return echoes what its call sent, facts.Flow.EchoOfItsCall).
+// whether a return echoes what the agent sent, facts.Flow.EchoOfItsCall).
 // Neither needs the tool calls themselves, and input.facts.tool_calls,
 // every call of the history with its arguments, is written only for a
 // policy that may read it (facts.Options.ToolCalls; the lead's decision, issue
@@ -245,11 +245,12 @@ type argIntegrity struct {
 // IBAN written as the key of a boolean, or of {}, would be no untrusted
 // value at all.
 //
-// A trusted tool's return vouches only for what its calls did not send:
-// a value the return holds that the arguments of a call with its
-// tool_call_id hold too (a lookup answering with the IBAN it was asked
-// about, a search echoing its query) is the model's (echoedByItsCall),
-// and so is every value of a return whose call calls does not show.
+// A trusted tool's return vouches only for what the agent did not send
+// it: a value the return holds that the arguments of a call before it
+// hold too (a lookup answering with the IBAN it was asked about, a
+// search echoing its query, a note the model wrote and a trusted tool
+// reads back) is the model's (echoedByItsCall), and so is every value
+// of a return whose call calls does not show.
 func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallRecord) []argIntegrity {
 	if c.ArgsIntegrity != nil {
 		// Read back from a logged input without the calls: as logged.
@@ -328,14 +329,15 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 }
 
 // echoedByItsCall reports whether a tool-return source may hold v only
-// because the model sent it: a call with its tool_call_id before it, of
-// any tool, has v in its arguments (facts.Echoes: a string of them
+// because the model sent it: a tool call before it, of any tool and any
+// tool_call_id, has v in its arguments (facts.Echoes: a string of them
 // holds it, letters and digits compared lower-cased, or a number of
-// equal value; the model chooses the ids, and twin calls with one id
-// are each answered with it), or no call of its tool with its
-// tool_call_id lies before it (an unpaired return, a return without an
-// id: what it was sent is not known). A prompt, and a provider-side
-// return, have no call of the agent's.
+// equal value: a lookup echoing what it was asked, a note the model
+// wrote and a trusted tool reads back, a twin call with the return's
+// id), or no call of its tool with its tool_call_id lies before it (an
+// unpaired return, a return without an id: what it was sent is not
+// known). A prompt, and a provider-side return, have no call of the
+// agent's.
 func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
 	if src.Kind != facts.ToolReturn {
 		return false
@@ -346,32 +348,21 @@ func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord)
 	answered := false
 	for i := range calls {
 		c := &calls[i]
-		at := facts.Position{Message: c.Message, Part: c.Part}
-		if c.ToolCallID == nil || *c.ToolCallID != *src.ToolCallID || !at.Before(src.At) {
+		if !(facts.Position{Message: c.Message, Part: c.Part}).Before(src.At) {
 			continue
 		}
 		if facts.Echoes(c.Args, v) {
 			return true
 		}
-		answered = answered || c.Tool == src.Tool
+		answered = answered || c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID
 	}
 	return !answered
 }
 
 // trustingMatch reports whether a flow's match makes its value the
-// source's: exact, or a whole token of an identifier class.
-func trustingMatch(fl facts.Flow) bool {
-	switch fl.Match {
-	case facts.FlowExact:
-		return true
-	case facts.FlowToken:
-		switch fl.Token {
-		case facts.TokenEmail, facts.TokenURL, facts.TokenIBAN, facts.TokenDigits:
-			return fl.Whole
-		}
-	}
-	return false
-}
+// source's: exact, or a whole token of an identifier class
+// (facts.Flow.Trusting).
+func trustingMatch(fl facts.Flow) bool { return fl.Trusting() }
 
 func isBoolOrNull(v any) bool {
 	_, isBool := v.(bool)

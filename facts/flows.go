@@ -153,14 +153,31 @@ type Flow struct {
 	Whole  bool
 	Source FlowSource
 	// EchoOfItsCall: the source is a tool return that cannot vouch for
-	// the value, because a call it may have answered sent it the value
-	// (Echoes: the value is in the arguments of a call with its
-	// tool_call_id before it, of any tool: a lookup echoing the IBAN it
-	// was asked about, or a twin call's, the model choosing the ids), or
-	// because the history holds no call it answered (no tool_call_id, or
-	// none before it with its id and tool). Always false for other
-	// sources.
+	// the value, because the agent sent it the value (Echoes: the value
+	// is in the arguments of a tool call before the return, of any tool
+	// and any tool_call_id: a lookup echoing the IBAN it was asked
+	// about, a note the model wrote and a trusted tool reads back, a
+	// twin call's, the model choosing the ids), or because the history
+	// holds no call it answered (no tool_call_id, or none before it with
+	// its id and tool). What the agent sent is looked at only where a
+	// trusted return would vouch for the value (the flow is Trusting);
+	// elsewhere it is false but for a return that answers no call.
+	// Always false for other sources.
 	EchoOfItsCall bool
+}
+
+// Trusting reports whether the flow makes its value the source's when
+// the source is trusted (input.call.args_integrity): an exact match, or
+// a whole token of an identifier class (an email, URL, IBAN or digit
+// run as a whole). A whole line, pair value or run does not: free text.
+func (f Flow) Trusting() bool {
+	switch f.Match {
+	case FlowExact:
+		return true
+	case FlowToken:
+		return f.Whole && f.Token < TokenPairValue
+	}
+	return false
 }
 
 // Echoes reports whether the value v (a string, or a number as
@@ -184,61 +201,89 @@ func Echoes(args []byte, v any) bool {
 
 // sourceCall is what a tool-return source may echo, as the index saw it
 // (nil when the history holds no call of its tool with its id before
-// it): the arguments of every call with its tool_call_id before it, and
-// what they hold, read on the first flow that asks.
+// it): the calls the agent made before it.
 type sourceCall struct {
-	args  [][]byte
-	echo  []*jsonvalue.Echo
-	size  int // bytes a look-up compares
-	ready bool
+	log    *sentArgs
+	before int // the calls before the return: log.args[:before]
 }
 
-// echoes reports whether the calls sent the value leaf (a string, or a
-// number's key when num; Flow.EchoOfItsCall), the bytes searched spent
-// from b; past the budget it answers true (the return cannot vouch for
-// what was not checked) and b marks the flows incomplete.
+// echoes reports whether a call before the return sent the value leaf
+// (a string, or a number's key when num; Flow.EchoOfItsCall), the bytes
+// searched spent from b; past the budget it answers true (the return
+// cannot vouch for what was not checked) and b marks the flows
+// incomplete.
 func (c *sourceCall) echoes(leaf string, num bool, b *flowBudget) bool {
-	if !c.ready {
-		for _, a := range c.args {
-			e := jsonvalue.EchoOf(a)
-			c.echo = append(c.echo, e)
-			c.size += e.Size()
+	first, ok := c.log.first(leaf, num, b)
+	return !ok || first < c.before
+}
+
+// sentArgs is what the calls the index has seen sent, for the returns
+// after them (Flow.EchoOfItsCall): each call's arguments in history
+// order, read (jsonvalue.EchoOf) on the first flow that asks, and the
+// tools called with each tool_call_id.
+type sentArgs struct {
+	args [][]byte
+	echo []*jsonvalue.Echo // parallel to args, nil until read
+	ids  map[string][]string
+	// The last leaf looked up (first): the index of the first call
+	// holding it among the first n, n when none.
+	leaf     string
+	num, ok  bool
+	n, found int
+}
+
+// note keeps the tool calls of m.
+func (l *sentArgs) note(m *Message) {
+	if m.Kind != Response {
+		return
+	}
+	for p := range m.Parts {
+		if c := &m.Parts[p]; c.Kind == ToolCall {
+			l.args = append(l.args, c.Args)
+			l.echo = append(l.echo, nil)
+			if c.HasToolCallID {
+				if l.ids == nil {
+					l.ids = map[string][]string{}
+				}
+				l.ids[c.ToolCallID] = append(l.ids[c.ToolCallID], c.ToolName)
+			}
 		}
-		c.ready = true
 	}
-	if !b.spend(c.size) {
-		return true
+}
+
+// sourceCall is the sourceCall of a return of tool with tool_call_id
+// id, indexed now: nil when no call of tool with id came before it.
+func (l *sentArgs) sourceCall(tool, id string) *sourceCall {
+	if !slices.Contains(l.ids[id], tool) {
+		return nil
 	}
-	for _, e := range c.echo {
+	return &sourceCall{log: l, before: len(l.args)}
+}
+
+// first returns the index of the first call whose arguments hold the
+// leaf (jsonvalue.Echo; len(l.args) when none), spending from b the
+// bytes compared; false past the budget.
+func (l *sentArgs) first(leaf string, num bool, b *flowBudget) (int, bool) {
+	if l.ok && l.leaf == leaf && l.num == num && l.n == len(l.args) {
+		return l.found, true
+	}
+	found := len(l.args)
+	for i, a := range l.args {
+		if l.echo[i] == nil {
+			l.echo[i] = jsonvalue.EchoOf(a)
+		}
+		e := l.echo[i]
+		if !b.spend(e.Size()) {
+			l.ok = false
+			return 0, false
+		}
 		if num && e.HasNumber(leaf) || !num && e.HasText(leaf) {
-			return true
-		}
-	}
-	return false
-}
-
-// calledWith is a call the index has seen, for the returns after it.
-type calledWith struct {
-	tool string
-	args []byte
-}
-
-// sourceCallOf is the sourceCall of a return of tool answering calls,
-// the calls with its tool_call_id before it: nil when none is of tool.
-func sourceCallOf(tool string, calls []calledWith) *sourceCall {
-	var sc *sourceCall
-	for _, c := range calls {
-		if c.tool == tool {
-			sc = &sourceCall{}
+			found = i
 			break
 		}
 	}
-	if sc != nil {
-		for _, c := range calls {
-			sc.args = append(sc.args, c.args)
-		}
-	}
-	return sc
+	l.leaf, l.num, l.n, l.found, l.ok = leaf, num, len(l.args), found, true
+	return found, true
 }
 
 func (o Options) flowMinLength() int {
@@ -306,9 +351,9 @@ type flowIndex struct {
 	sources   []FlowSource
 	// srcCalls, parallel to sources, is what the index knew of each
 	// tool-return source's calls when it was indexed; calls holds the
-	// calls seen of each tool_call_id, in history order.
+	// calls seen, in history order.
 	srcCalls []*sourceCall
-	calls    map[string][]calledWith
+	calls    sentArgs
 	strs     map[string]*flowString
 	byPrefix map[string][]*flowString
 	nums     map[string][]int32
@@ -370,7 +415,7 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry, beside []strin
 	}
 	var call *sourceCall
 	if p.Kind == ToolReturn && p.HasToolCallID {
-		call = sourceCallOf(p.ToolName, x.calls[p.ToolCallID])
+		call = x.calls.sourceCall(p.ToolName, p.ToolCallID)
 	}
 	x.sources = append(x.sources, src)
 	x.srcCalls = append(x.srcCalls, call)
@@ -638,9 +683,6 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 		for _, p := range at {
 			h := hits[p]
 			f := Flow{Path: path, Match: FlowToken, Source: srcOf[p]}
-			if f.Source.Kind == ToolReturn {
-				f.EchoOfItsCall = h.call == nil || h.call.echoes(leaf, num, b)
-			}
 			switch {
 			case h.exact:
 				f.Match, f.Whole = FlowExact, true
@@ -648,6 +690,11 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 				f.Match = FlowContains
 			default:
 				f.Token, f.Whole = h.tok, h.whole
+			}
+			if f.Source.Kind == ToolReturn {
+				// What the agent sent is looked for only where the
+				// return would vouch for the value.
+				f.EchoOfItsCall = h.call == nil || f.Trusting() && h.call.echoes(leaf, num, b)
 			}
 			out = append(out, f)
 		}
@@ -690,18 +737,6 @@ func (x *flowIndex) fold(m *Message, idx int, reg *Registry) {
 	}
 }
 
-// noteCalls keeps the arguments of m's tool calls for the returns that
-// answer them (FlowSource echo: Flow.EchoOfItsCall).
-func (x *flowIndex) noteCalls(m *Message) {
-	if m.Kind != Response {
-		return
-	}
-	for p := range m.Parts {
-		if c := &m.Parts[p]; c.Kind == ToolCall && c.HasToolCallID {
-			if x.calls == nil {
-				x.calls = map[string][]calledWith{}
-			}
-			x.calls[c.ToolCallID] = append(x.calls[c.ToolCallID], calledWith{tool: c.ToolName, args: c.Args})
-		}
-	}
-}
+// noteCalls keeps the arguments of m's tool calls for the returns after
+// them (Flow.EchoOfItsCall).
+func (x *flowIndex) noteCalls(m *Message) { x.calls.note(m) }
