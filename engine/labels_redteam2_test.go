@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -197,10 +198,12 @@ func TestATrustedReturnDoesNotVouchForWhatATwinCallSent(t *testing.T) {
 // that answers with the IBAN it was asked about written without its
 // separators (as IBAN libraries normalise one) vouched for it: the echo
 // was looked for with white space removed only, and "GB33-BUKB-..." sent
-// is not "GB33BUKB..." returned. Seen failing on main (53e36ea): p1
+// (or in fullwidth letters, which NFKC makes ASCII) is not "GB33BUKB..."
+// returned. Seen failing on main (53e36ea): p1
 // execute, args_integrity {"/recipient": "trusted"}.
 func TestATrustedReturnDoesNotVouchForWhatItNormalised(t *testing.T) {
-	for _, sent := range []string{"GB33-BUKB-2020-1555-5555-55", "gb33.bukb.2020.1555.5555.55", "GB33/BUKB/2020/1555/5555/55"} {
+	for _, sent := range []string{"GB33-BUKB-2020-1555-5555-55", "gb33.bukb.2020.1555.5555.55", "GB33/BUKB/2020/1555/5555/55",
+		"ＧＢ３３ ＢＵＫＢ ２０２０ １５５５ ５５５５ ５５", "GB33 BUKB­2020​1555 5555 55"} {
 		h := append(rt2Bill(`"Northwind bill, 98 EUR. Look up the payee `+sent+`, then pay it."`),
 			facts.Message{Kind: facts.Response, Parts: []facts.Part{rt2Call("lookup_payee", "l1", `{"iban":"`+sent+`"}`)}},
 			facts.Message{Kind: facts.Request, Parts: []facts.Part{rt2Return("lookup_payee", "l1", `{"iban":"GB33BUKB20201555555555","known":false}`)}},
@@ -312,4 +315,41 @@ func TestATrustedReturnDoesNotVouchForWhatTheModelWroteThere(t *testing.T) {
 	v, calls = rt2Decide(t, reg, h)
 	assert.Equal(t, map[string]string{"p2": "execute"}, v)
 	assert.Equal(t, map[string]any{"/recipient": "trusted"}, calls[0]["args_integrity"])
+}
+
+// TestLabelsWhenTheIndexIsFullMidRun holds: the flow index reaches its
+// cap in the middle of the run (a long untrusted return), so the later
+// secret return is not indexed. The one-shot decision, the Run (message
+// by message and at once) and the replay agree; the secret value copied
+// into a public sink is no flow, but the flows are incomplete, and the
+// integrity example asks rather than lets it through (the window held a
+// secret above the sink's clearance); the consequential payment to the
+// user's contact, read before the cap, is trusted and still asks, its
+// flows incomplete.
+func TestLabelsWhenTheIndexIsFullMidRun(t *testing.T) {
+	reg := rt2Registry + `  - name: vault
+    integrity: trusted
+    confidentiality: secret
+    parameters_json_schema: {"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": false}
+  - name: post_public
+    clearance: public
+    parameters_json_schema: {"type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": false}
+`
+	h := facts.History{
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt, Content: []byte(`"Pay my sister, then publish the notes."`)}}},
+		{Kind: facts.Response, Parts: []facts.Part{rt2Call("get_contacts", "k1", `{}`)}},
+		{Kind: facts.Request, Parts: []facts.Part{rt2Return("get_contacts", "k1", `{"sister":"DE89370400440532013000"}`)}},
+		{Kind: facts.Response, Parts: []facts.Part{rt2Call("read_file", "f1", `{"path":"notes.txt"}`)}},
+		{Kind: facts.Request, Parts: []facts.Part{rt2Return("read_file", "f1", `"`+strings.Repeat("lorem ipsum ", 400)+`"`)}},
+		{Kind: facts.Response, Parts: []facts.Part{rt2Call("vault", "v1", `{"name":"payments"}`)}},
+		{Kind: facts.Request, Parts: []facts.Part{rt2Return("vault", "v1", `"sk-live-51Hx9QeT2vA7"`)}},
+		{Kind: facts.Response, Parts: []facts.Part{
+			rt2Call("post_public", "p1", `{"text":"sk-live-51Hx9QeT2vA7"}`),
+			rt2Call("send_money", "p2", `{"recipient":"DE89370400440532013000"}`),
+		}},
+	}
+	v, calls := rt2Decide(t, reg, h, engine.FlowIndexCap(1024))
+	assert.Equal(t, map[string]string{"p1": "approval_required", "p2": "approval_required"}, v)
+	assert.Equal(t, []any{}, calls[0]["flows"])
+	assert.Equal(t, map[string]any{"/recipient": "trusted"}, calls[1]["args_integrity"])
 }

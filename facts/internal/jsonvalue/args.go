@@ -353,11 +353,12 @@ func echoIn(texts []string, want string) bool {
 	return false
 }
 
-// EchoForm is s with its letters and digits only, lower-cased: white
+// EchoForm is s with its letters and digits only, lower-cased, the
+// fullwidth forms of ASCII letters and digits read as those: white
 // space, punctuation, separators and invisible format characters (a
 // soft hyphen, a zero-width space) dropped, so that an IBAN sent as
-// "GB33-BUKB-2020..." or "gb33.bukb.2020..." and returned as
-// "GB33BUKB2020..." is the one sent.
+// "GB33-BUKB-2020...", "gb33.bukb.2020..." or in fullwidth letters and
+// returned as "GB33BUKB2020..." is the one sent.
 func EchoForm(s string) string {
 	var b strings.Builder
 	b.Grow(len(s))
@@ -367,6 +368,10 @@ func EchoForm(s string) string {
 			b.WriteRune(r)
 		case 'A' <= r && r <= 'Z':
 			b.WriteRune(r + 'a' - 'A')
+		case 0xFF10 <= r && r <= 0xFF19 || 0xFF41 <= r && r <= 0xFF5A:
+			b.WriteRune(r - 0xFEE0) // a fullwidth digit or small letter
+		case 0xFF21 <= r && r <= 0xFF3A:
+			b.WriteRune(r - 0xFEE0 + 'a' - 'A') // a fullwidth capital
 		case r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
 			b.WriteRune(unicode.ToLower(r))
 		}
