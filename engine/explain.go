@@ -400,7 +400,11 @@ func flowWhy(fl flowExplained) string {
 	if fl.Source.Integrity != "" {
 		labels += ", " + fl.Source.Integrity + ", " + fl.Source.Confidentiality
 	}
-	return fmt.Sprintf("%s %s returned by %q (%s, %s) at %s", arg, how, fl.Source.Tool, id, labels, pos(fl.Source.At))
+	by := "returned by"
+	if fl.Source.Kind == facts.RetryPrompt.String() {
+		by = "of the retry prompt of"
+	}
+	return fmt.Sprintf("%s %s %s %q (%s, %s) at %s", arg, how, by, fl.Source.Tool, id, labels, pos(fl.Source.At))
 }
 
 // explainLabels adds to a refused call what the policies read of its

@@ -67,8 +67,13 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 
 // sourceLabel is the label of a flow's source: a user or system prompt
 // part is the user's or the operator's own words, trusted and internal;
-// a return has its tool's returns' label (facts.Registry.ReturnLabel).
+// a return has its tool's returns' label (facts.Registry.ReturnLabel); a
+// retry prompt its tool's confidentiality, and is never trusted (it
+// quotes what the model sent: a validation error its arguments).
 func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
+	if src.Kind == facts.RetryPrompt {
+		return facts.Label{Integrity: facts.IntegrityUntrusted, Confidentiality: reg.ReturnLabel(src.Tool).Confidentiality}
+	}
 	if src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt {
 		l := facts.Label{Integrity: facts.IntegrityTrusted, Confidentiality: facts.DefaultConfidentiality}
 		// A prompt part beside tool returns may hold what those tools

@@ -10,7 +10,8 @@ import (
 // Flows: which argument values of a dispatched call came from an earlier
 // tool return or prompt (input.call.flows, docs/flows.md). The sources
 // are the tool-return, builtin-tool-return, user-prompt and system-prompt
-// parts (isFlowSource); "return" below is any of them. With
+// parts, and the retry-prompt parts that name a tool (isFlowSource);
+// "return" below is any of them. With
 // Options.FlowTokens the strings' tokens are indexed too (flowtokens.go):
 // those compared as they are searched like the strings, window by
 // window, the identifiers looked up by their normalised form.
@@ -102,7 +103,9 @@ func (m FlowMatch) String() string {
 // builtin tool return, a user prompt or a system prompt.
 type FlowSource struct {
 	// Kind is the source part's kind: ToolReturn, BuiltinToolReturn,
-	// UserPrompt or SystemPrompt.
+	// UserPrompt, SystemPrompt, or RetryPrompt (one that names a tool:
+	// its ModelRetry message or validation error was put before the
+	// model as a return is).
 	Kind PartKind
 	// ToolCallID is nil when the part has none (always for a prompt).
 	ToolCallID *string
@@ -385,11 +388,16 @@ func (x *flowIndex) overlay() *flowIndex {
 	return o
 }
 
-// isFlowSource reports whether a part's content is indexed.
+// isFlowSource reports whether a part's content is indexed: a return,
+// a prompt, or a retry prompt that names a tool (what the tool's
+// ModelRetry said, or its arguments' validation error; one that names
+// no tool is the framework's about the model's output).
 func isFlowSource(p *Part) bool {
 	switch p.Kind {
 	case ToolReturn, BuiltinToolReturn, UserPrompt, SystemPrompt:
 		return true
+	case RetryPrompt:
+		return p.ToolName != ""
 	}
 	return false
 }

@@ -46,6 +46,10 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 			part := h[m].Parts[p]
 			switch part.Kind {
 			case facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt:
+			case facts.RetryPrompt:
+				if part.ToolName == "" { // the framework's words about the output
+					continue
+				}
 			default:
 				continue
 			}
@@ -723,7 +727,7 @@ func (g *flowHistory) history(n int) facts.History {
 		if m%2 == 0 {
 			msg := facts.Message{Kind: facts.Request}
 			for range g.rnd.IntN(3) {
-				switch g.rnd.IntN(8) {
+				switch g.rnd.IntN(10) {
 				case 0:
 					msg.Parts = append(msg.Parts, facts.Part{Kind: facts.UserPrompt})
 				case 1:
@@ -734,6 +738,10 @@ func (g *flowHistory) history(n int) facts.History {
 					p := g.returnPart(facts.SystemPrompt, "")
 					p.HasToolCallID, p.ToolCallID = false, ""
 					msg.Parts = append(msg.Parts, p)
+				case 3:
+					msg.Parts = append(msg.Parts, g.returnPart(facts.RetryPrompt, tools[g.rnd.IntN(len(tools))]))
+				case 4:
+					msg.Parts = append(msg.Parts, g.returnPart(facts.RetryPrompt, "")) // names no tool: no source
 				default:
 					msg.Parts = append(msg.Parts, g.returnPart(facts.ToolReturn, tools[g.rnd.IntN(len(tools))]))
 				}
@@ -841,7 +849,7 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 			require.Greater(t, whole[c][1], atLeast(5), "whole token matches of class %s (%v)", c, whole)
 		}
 	}
-	for _, k := range []facts.PartKind{facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt} {
+	for _, k := range []facts.PartKind{facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt, facts.RetryPrompt} {
 		require.Greater(t, kinds[k], atLeast(10), "flows from a %s", k)
 	}
 	require.Greater(t, truncated, 10, "truncated indexes")
