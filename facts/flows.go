@@ -718,6 +718,9 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 // dropped something, or the matching of a call stopped at a comparison
 // budget.
 func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Registry) bool {
+	// What a look-up of the calls found is kept within a response only,
+	// so that a Tracker's response spends the budget as a derivation's.
+	base.calls.ok = false
 	ov := base.overlay()
 	b := newFlowBudget()
 	c := 0
