@@ -203,7 +203,7 @@ func TestATrustedReturnDoesNotVouchForWhatATwinCallSent(t *testing.T) {
 // execute, args_integrity {"/recipient": "trusted"}.
 func TestATrustedReturnDoesNotVouchForWhatItNormalised(t *testing.T) {
 	for _, sent := range []string{"GB33-BUKB-2020-1555-5555-55", "gb33.bukb.2020.1555.5555.55", "GB33/BUKB/2020/1555/5555/55",
-		"ＧＢ３３ ＢＵＫＢ ２０２０ １５５５ ５５５５ ５５", "GB33 BUKB­2020​1555 5555 55"} {
+		"ＧＢ３３ ＢＵＫＢ ２０２０ １５５５ ５５５５ ５５", "GB33\u00a0BUKB\u00ad2020\u200b1555 5555 55"} {
 		h := append(rt2Bill(`"Northwind bill, 98 EUR. Look up the payee `+sent+`, then pay it."`),
 			facts.Message{Kind: facts.Response, Parts: []facts.Part{rt2Call("lookup_payee", "l1", `{"iban":"`+sent+`"}`)}},
 			facts.Message{Kind: facts.Request, Parts: []facts.Part{rt2Return("lookup_payee", "l1", `{"iban":"GB33BUKB20201555555555","known":false}`)}},
