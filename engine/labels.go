@@ -341,16 +341,18 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 // wrote and a trusted tool reads back, a twin call with the return's
 // id), or no call of its tool with its tool_call_id lies before it (an
 // unpaired return, a return without an id: what it was sent is not
-// known). A prompt, and a provider-side return, have no call of the
-// agent's.
+// known). A prompt part beside tool returns (it may hold what they
+// returned) is judged as a return is, though it answers no call; other
+// prompts, and a provider-side return, have no call of the agent's.
 func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
-	if src.Kind != facts.ToolReturn {
+	beside := (src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt) && len(src.Beside) > 0
+	if src.Kind != facts.ToolReturn && !beside {
 		return false
 	}
-	if src.ToolCallID == nil {
+	if !beside && src.ToolCallID == nil {
 		return true
 	}
-	answered := false
+	answered := beside
 	for i := range calls {
 		c := &calls[i]
 		if !(facts.Position{Message: c.Message, Part: c.Part}).Before(src.At) {

@@ -386,12 +386,10 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 				if beside == nil {
 					beside = besideOf(&h[m])
 				}
-				if part.Kind == ToolReturn && part.HasToolCallID {
-					// The calls are noted only up to an indexed return
-					// that may answer one.
-					for ; noted < m; noted++ {
-						x.noteCalls(&h[noted])
-					}
+				// The calls are noted only up to an indexed source: what
+				// it may echo of them.
+				for ; noted < m; noted++ {
+					x.noteCalls(&h[noted])
 				}
 				x.addPart(part, Position{m, p}, reg, beside)
 			} else {

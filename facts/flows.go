@@ -164,8 +164,10 @@ type Flow struct {
 	// holds no call it answered (no tool_call_id, or none before it with
 	// its id and tool). What the agent sent is looked at only where a
 	// trusted return would vouch for the value (the flow is Trusting);
-	// elsewhere it is false but for a return that answers no call.
-	// Always false for other sources.
+	// elsewhere it is false but for a return that answers no call. A
+	// prompt part beside tool returns (Beside: it may hold what they
+	// returned) is judged as a return is, though it answers no call;
+	// other prompts, and provider-side returns, are always false.
 	EchoOfItsCall bool
 }
 
@@ -415,13 +417,18 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry, beside []strin
 		return
 	}
 	src := FlowSource{Kind: p.Kind, Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
+	var call *sourceCall
 	if p.Kind == UserPrompt || p.Kind == SystemPrompt {
 		src.Tool, src.Labels, src.Beside = "", []string{}, beside
+		if len(beside) > 0 {
+			// It may hold what those tools returned: judged as a return
+			// is, though it answers no call.
+			call = &sourceCall{log: &x.calls, before: len(x.calls.args)}
+		}
 	} else if p.HasToolCallID {
 		id := p.ToolCallID
 		src.ToolCallID = &id
 	}
-	var call *sourceCall
 	if p.Kind == ToolReturn && p.HasToolCallID {
 		call = x.calls.sourceCall(p.ToolName, p.ToolCallID)
 	}
@@ -699,10 +706,13 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 			default:
 				f.Token, f.Whole = h.tok, h.whole
 			}
-			if f.Source.Kind == ToolReturn {
+			switch {
+			case f.Source.Kind == ToolReturn:
 				// What the agent sent is looked for only where the
 				// return would vouch for the value.
 				f.EchoOfItsCall = h.call == nil || f.Trusting() && h.call.echoes(leaf, num, b)
+			case len(f.Source.Beside) > 0:
+				f.EchoOfItsCall = f.Trusting() && h.call.echoes(leaf, num, b)
 			}
 			out = append(out, f)
 		}

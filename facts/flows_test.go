@@ -168,7 +168,7 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 			sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 			for _, p := range at {
 				fl := facts.Flow{Path: leaf.path, Match: match[p].m, Token: match[p].cls, Whole: match[p].whole, Source: srcs[p]}
-				if fl.Source.Kind == facts.ToolReturn {
+				if fl.Source.Kind == facts.ToolReturn || len(fl.Source.Beside) > 0 {
 					fl.EchoOfItsCall = bruteEcho(h, fl, leaf.s, leaf.num)
 				}
 				flows = append(flows, fl)
@@ -180,7 +180,8 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 }
 
 // bruteEcho: a tool-return source echoes the value when no call before
-// it carries its id and tool (it answers none), or, for a flow that
+// it carries its id and tool (it answers none; a prompt beside tool
+// returns answers none and needs none), or, for a flow that
 // would make the value the source's (exact, or a whole identifier
 // token), when the arguments of a call before it, of any tool and id,
 // hold the value: a string when one of their strings, numbers or keys
@@ -189,10 +190,11 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 // holding it as a plain decimal.
 func bruteEcho(h facts.History, fl facts.Flow, value string, num bool) bool {
 	src := fl.Source
-	if src.ToolCallID == nil {
+	prompt := src.Kind != facts.ToolReturn
+	if !prompt && src.ToolCallID == nil {
 		return true
 	}
-	answered := false
+	answered := prompt
 	var before [][]byte
 	for m := range h {
 		for p, part := range h[m].Parts {
@@ -201,7 +203,7 @@ func bruteEcho(h facts.History, fl facts.Flow, value string, num bool) bool {
 				continue
 			}
 			before = append(before, part.Args)
-			if part.HasToolCallID && part.ToolCallID == *src.ToolCallID && part.ToolName == src.Tool {
+			if !prompt && part.HasToolCallID && part.ToolCallID == *src.ToolCallID && part.ToolName == src.Tool {
 				answered = true
 			}
 		}
