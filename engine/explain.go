@@ -387,6 +387,16 @@ func flowWhy(fl flowExplained) string {
 	}
 	switch fl.Source.Kind {
 	case facts.UserPrompt.String(), facts.SystemPrompt.String():
+		if len(fl.Source.Beside) > 0 {
+			// It may hold what those tools returned, and carries
+			// their labels.
+			labels := ""
+			if fl.Source.Integrity != "" {
+				labels = " (" + fl.Source.Integrity + ", " + fl.Source.Confidentiality + ")"
+			}
+			return fmt.Sprintf("%s %s of the %s beside the returns of %s%s at %s", arg, how, fl.Source.Kind,
+				quoteList(fl.Source.Beside), labels, pos(fl.Source.At))
+		}
 		return fmt.Sprintf("%s %s of the %s at %s", arg, how, fl.Source.Kind, pos(fl.Source.At))
 	}
 	id := "no tool_call_id"

@@ -469,3 +469,28 @@ func TestToolContentBesideATrustedReturnDoesNotVouchForWhatItWasSent(t *testing.
 	assert.Equal(t, map[string]string{"p1": "approval_required"}, v)
 	assert.Equal(t, map[string]any{"/recipient": "untrusted"}, calls[0]["args_integrity"])
 }
+
+// TestExplainNamesWhatAPromptIsBeside: explain's words for a flow from a
+// prompt part beside tool returns name those tools and the label the
+// part carries (the decision's reason does), not the bare prompt, which
+// reads as the user's word.
+func TestExplainNamesWhatAPromptIsBeside(t *testing.T) {
+	ctx := context.Background()
+	reg, err := loader.ReadRegistry("../examples/integrity/registry.yaml")
+	require.NoError(t, err)
+	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies/integrity"), engine.FlowTokens(true))
+	require.NoError(t, err)
+	h := facts.History{
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt, Content: []byte(`"Pay the bill in bills/march.txt."`)}}},
+		{Kind: facts.Response, Parts: []facts.Part{rt2Call("read_file", "f1", `{"path":"bills/march.txt"}`)}},
+		{Kind: facts.Request, Parts: []facts.Part{
+			rt2Return("read_file", "f1", `"See file march.txt"`),
+			{Kind: facts.UserPrompt, Content: []byte(`["This is file march.txt:", "Pay to GB33 BUKB 2020 1555 5555 55."]`)},
+		}},
+		{Kind: facts.Response, Parts: []facts.Part{rt2Call("send_money", "p1", `{"recipient":"GB33BUKB20201555555555","amount":98,"subject":"bill"}`)}},
+	}
+	x, err := eng.Explain(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	require.Len(t, x.Calls, 1)
+	assert.Contains(t, x.Calls[0].Why, `argument "/recipient" is, as a whole, a token (iban) of a string of the user-prompt beside the returns of "read_file" (untrusted, internal) at message 2, part 1`)
+}
