@@ -248,7 +248,10 @@ type argIntegrity struct {
 // under it is "untrusted" whatever its value, and an empty object or
 // array under it is listed, "untrusted", as a leaf: else an injected
 // IBAN written as the key of a boolean, or of {}, would be no untrusted
-// value at all.
+// value at all. An array's element at a pointer the schema names as an
+// object's property (a property "0") is untrusted too: "properties" does
+// not apply to an array, and would declassify it by a schema that does
+// not constrain it.
 //
 // A trusted tool's return vouches only for what the agent did not send
 // it: a value the return holds that the arguments of a call before it
@@ -290,7 +293,11 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallR
 				out = append(out, argIntegrity{ptr, argUntrusted})
 			}
 			for i, e := range x {
-				walk(e, ptr+"/"+strconv.Itoa(i), chosen)
+				// An element at a pointer the schema names as a property
+				// (of an object: "properties" does not apply to an
+				// array) is constrained by nothing read there.
+				p := ptr + "/" + strconv.Itoa(i)
+				walk(e, p, chosen || sch != nil && sch.Names(p))
 			}
 			return
 		}

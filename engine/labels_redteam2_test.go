@@ -494,3 +494,28 @@ func TestExplainNamesWhatAPromptIsBeside(t *testing.T) {
 	require.Len(t, x.Calls, 1)
 	assert.Contains(t, x.Calls[0].Why, `argument "/recipient" is, as a whole, a token (iban) of a string of the user-prompt beside the returns of "read_file" (untrusted, internal) at message 2, part 1`)
 }
+
+// TestDeclassifiesOnlyAnObjectsProperties: the mirror of
+// TestDeclassifiesOnlyAnArraysItems. A schema's "properties" constrain
+// an object's members, not an array's elements: an array ["<IBAN>"]
+// validates against {"properties": {"0": {"enum": [...]}}} (properties
+// does not apply to it), and its element, at the pointer /to/0 the
+// property names, was declassified by the enum: the call executed as a
+// trusted action. Seen failing on main (53e36ea): args_integrity
+// {"/to/0": "declassified"}, verdict execute.
+func TestDeclassifiesOnlyAnObjectsProperties(t *testing.T) {
+	reg := rt2Registry + `  - name: pay_first
+    consequential: true
+    parameters_json_schema: {"type": "object", "properties": {"to": {"properties": {"0": {"enum": ["ada", "bob"]}}}}, "required": ["to"], "additionalProperties": false}
+`
+	h := append(rt2Bill(`"Northwind bill, 98 EUR. Pay GB33BUKB20201555555555."`),
+		facts.Message{Kind: facts.Response, Parts: []facts.Part{
+			rt2Call("pay_first", "p1", `{"to":["GB33BUKB20201555555555"]}`),
+			rt2Call("pay_first", "p2", `{"to":{"0":"ada"}}`),
+		}},
+	)
+	v, calls := rt2Decide(t, reg, h)
+	assert.Equal(t, map[string]string{"p1": "approval_required", "p2": "execute"}, v)
+	assert.Equal(t, map[string]any{"/to/0": "untrusted"}, calls[0]["args_integrity"])
+	assert.Equal(t, map[string]any{"/to/0": "declassified"}, calls[1]["args_integrity"])
+}
