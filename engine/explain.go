@@ -95,9 +95,11 @@ type CallExplained struct {
 	// earlier tool returns (input.call.flows), each with its source: where
 	// the value the refusal may be about was returned.
 	Flows []flowExplained `json:"flows,omitempty"`
-	// ArgsIntegrity, on a refused call when the policies read
-	// input.call.args_integrity and the registry sets flow labels, is each argument value's integrity
-	// ("trusted", "declassified" or "untrusted"; labels.go).
+	// ArgsIntegrity, on a refused call whose arguments validated (not
+	// invalid_args) when the policies read input.call.args_integrity and
+	// the registry sets flow labels, is each argument value's integrity
+	// ("trusted", "declassified" or "untrusted"; labels.go), as the
+	// decision's input held it.
 	ArgsIntegrity map[string]string `json:"args_integrity,omitempty"`
 	// Window, on a refused call when the policies read
 	// input.call.window and the registry sets flow labels, is what the model's window held before the
@@ -385,6 +387,16 @@ func flowWhy(fl flowExplained) string {
 	}
 	switch fl.Source.Kind {
 	case facts.UserPrompt.String(), facts.SystemPrompt.String():
+		if len(fl.Source.Beside) > 0 {
+			// It may hold what those tools returned, and carries
+			// their labels.
+			labels := ""
+			if fl.Source.Integrity != "" {
+				labels = " (" + fl.Source.Integrity + ", " + fl.Source.Confidentiality + ")"
+			}
+			return fmt.Sprintf("%s %s of the %s beside the returns of %s%s at %s", arg, how, fl.Source.Kind,
+				quoteList(fl.Source.Beside), labels, pos(fl.Source.At))
+		}
 		return fmt.Sprintf("%s %s of the %s at %s", arg, how, fl.Source.Kind, pos(fl.Source.At))
 	}
 	id := "no tool_call_id"
@@ -398,7 +410,11 @@ func flowWhy(fl flowExplained) string {
 	if fl.Source.Integrity != "" {
 		labels += ", " + fl.Source.Integrity + ", " + fl.Source.Confidentiality
 	}
-	return fmt.Sprintf("%s %s returned by %q (%s, %s) at %s", arg, how, fl.Source.Tool, id, labels, pos(fl.Source.At))
+	by := "returned by"
+	if fl.Source.Kind == facts.RetryPrompt.String() {
+		by = "of the retry prompt of"
+	}
+	return fmt.Sprintf("%s %s %s %q (%s, %s) at %s", arg, how, by, fl.Source.Tool, id, labels, pos(fl.Source.At))
 }
 
 // explainLabels adds to a refused call what the policies read of its
@@ -413,7 +429,9 @@ func (s *snapshot) explainLabels(ce *CallExplained, f *facts.Facts, part int) {
 	if i < 0 {
 		return
 	}
-	if s.labels.argsIntegrity {
+	// A call whose arguments did not validate has no args_integrity in
+	// its input: no rule judged them.
+	if s.labels.argsIntegrity && ce.Verdict != InvalidArgs {
 		levels := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i], f.ToolCalls)
 		if len(levels) > 0 {
 			ce.ArgsIntegrity = map[string]string{}

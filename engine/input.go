@@ -829,13 +829,13 @@ var flowFields = []docField[facts.Flow]{
 				str, _ := v.(string)
 				k, ok := facts.ParsePartKind(str)
 				switch k {
-				case facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt:
+				case facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt, facts.RetryPrompt:
 				default:
 					ok = false
 				}
 				if !ok {
 					if r.err == nil {
-						r.fail(ptr, `"tool-return", "builtin-tool-return", "user-prompt" or "system-prompt"`)
+						r.fail(ptr, `"tool-return", "builtin-tool-return", "user-prompt", "system-prompt" or "retry-prompt"`)
 					}
 					return
 				}

@@ -44,7 +44,7 @@ type labelReads struct {
 // labelOptions is what the compiled policies may read of the labels; it
 // widens opts to the facts those are built from (the window from the
 // returns per tool, the argument integrity from the flows, which say
-// whether a return echoes what its call sent, facts.Flow.EchoOfItsCall).
+// whether a return echoes what the agent sent, facts.Flow.EchoOfItsCall).
 // Neither needs the tool calls themselves, and input.facts.tool_calls,
 // every call of the history with its arguments, is written only for a
 // policy that may read it (facts.Options.ToolCalls; the lead's decision, issue
@@ -67,8 +67,13 @@ func labelOptions(c *ast.Compiler, opts *facts.Options) labelReads {
 
 // sourceLabel is the label of a flow's source: a user or system prompt
 // part is the user's or the operator's own words, trusted and internal;
-// a return has its tool's returns' label (facts.Registry.ReturnLabel).
+// a return has its tool's returns' label (facts.Registry.ReturnLabel); a
+// retry prompt its tool's confidentiality, and is never trusted (it
+// quotes what the model sent: a validation error its arguments).
 func sourceLabel(reg *facts.Registry, src *facts.FlowSource) facts.Label {
+	if src.Kind == facts.RetryPrompt {
+		return facts.Label{Integrity: facts.IntegrityUntrusted, Confidentiality: reg.ReturnLabel(src.Tool).Confidentiality}
+	}
 	if src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt {
 		l := facts.Label{Integrity: facts.IntegrityTrusted, Confidentiality: facts.DefaultConfidentiality}
 		// A prompt part beside tool returns may hold what those tools
@@ -243,13 +248,17 @@ type argIntegrity struct {
 // under it is "untrusted" whatever its value, and an empty object or
 // array under it is listed, "untrusted", as a leaf: else an injected
 // IBAN written as the key of a boolean, or of {}, would be no untrusted
-// value at all.
+// value at all. An array's element at a pointer the schema names as an
+// object's property (a property "0") is untrusted too: "properties" does
+// not apply to an array, and would declassify it by a schema that does
+// not constrain it.
 //
-// A trusted tool's return vouches only for what its call did not send:
-// a value the return holds that the arguments of the call it answered
+// A trusted tool's return vouches only for what the agent did not send
+// it: a value the return holds that the arguments of a call before it
 // hold too (a lookup answering with the IBAN it was asked about, a
-// search echoing its query) is the model's (echoedByItsCall), and so is
-// every value of a return whose call calls does not show.
+// search echoing its query, a note the model wrote and a trusted tool
+// reads back) is the model's (echoedByItsCall), and so is every value
+// of a return whose call calls does not show.
 func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallRecord) []argIntegrity {
 	if c.ArgsIntegrity != nil {
 		// Read back from a logged input without the calls: as logged.
@@ -284,7 +293,11 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallR
 				out = append(out, argIntegrity{ptr, argUntrusted})
 			}
 			for i, e := range x {
-				walk(e, ptr+"/"+strconv.Itoa(i), chosen)
+				// An element at a pointer the schema names as a property
+				// (of an object: "properties" does not apply to an
+				// array) is constrained by nothing read there.
+				p := ptr + "/" + strconv.Itoa(i)
+				walk(e, p, chosen || sch != nil && sch.Names(p))
 			}
 			return
 		}
@@ -328,47 +341,42 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 }
 
 // echoedByItsCall reports whether a tool-return source may hold v only
-// because the model sent it: the call it answered (the last call of its
-// tool with its tool_call_id before it) has v in its arguments (a string
-// of them contains it, spaces and case aside, as the identifier tokens
-// are compared), or that call is not among calls (an unpaired return, a
-// return without an id: what it was sent is not known). A prompt, and a
-// provider-side return, have no call of the agent's.
+// because the model sent it: a tool call before it, of any tool and any
+// tool_call_id, has v in its arguments (facts.Echoes: a string of them
+// holds it, letters and digits compared lower-cased, or a number of
+// equal value: a lookup echoing what it was asked, a note the model
+// wrote and a trusted tool reads back, a twin call with the return's
+// id), or no call of its tool with its tool_call_id lies before it (an
+// unpaired return, a return without an id: what it was sent is not
+// known). A prompt part beside tool returns (it may hold what they
+// returned) is judged as a return is, though it answers no call; other
+// prompts, and a provider-side return, have no call of the agent's.
 func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
-	if src.Kind != facts.ToolReturn {
+	beside := (src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt) && len(src.Beside) > 0
+	if src.Kind != facts.ToolReturn && !beside {
 		return false
 	}
-	if src.ToolCallID == nil {
+	if !beside && src.ToolCallID == nil {
 		return true
 	}
-	var call *facts.ToolCallRecord
+	answered := beside
 	for i := range calls {
 		c := &calls[i]
-		at := facts.Position{Message: c.Message, Part: c.Part}
-		if c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID && at.Before(src.At) {
-			call = c
+		if !(facts.Position{Message: c.Message, Part: c.Part}).Before(src.At) {
+			continue
 		}
+		if facts.Echoes(c.Args, v) {
+			return true
+		}
+		answered = answered || c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID
 	}
-	if call == nil {
-		return true
-	}
-	return facts.Echoes(call.Args, v)
+	return !answered
 }
 
 // trustingMatch reports whether a flow's match makes its value the
-// source's: exact, or a whole token of an identifier class.
-func trustingMatch(fl facts.Flow) bool {
-	switch fl.Match {
-	case facts.FlowExact:
-		return true
-	case facts.FlowToken:
-		switch fl.Token {
-		case facts.TokenEmail, facts.TokenURL, facts.TokenIBAN, facts.TokenDigits:
-			return fl.Whole
-		}
-	}
-	return false
-}
+// source's: exact, or a whole token of an identifier class
+// (facts.Flow.Trusting).
+func trustingMatch(fl facts.Flow) bool { return fl.Trusting() }
 
 func isBoolOrNull(v any) bool {
 	_, isBool := v.(bool)

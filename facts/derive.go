@@ -374,6 +374,7 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 	if d != nil {
 		r--
 	}
+	noted := 0 // the calls of h[:noted] are noted
 	for m := 0; m < r; m++ {
 		var beside []string
 		for p := range h[m].Parts {
@@ -385,10 +386,10 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 				if beside == nil {
 					beside = besideOf(&h[m])
 				}
-				if part.Kind == ToolReturn && part.HasToolCallID {
-					// Only the indexed returns' calls are looked up (the
-					// latest before it with its id), not every call's.
-					x.noteCallOf(h[:m], part.ToolCallID)
+				// The calls are noted only up to an indexed source: what
+				// it may echo of them.
+				for ; noted < m; noted++ {
+					x.noteCalls(&h[noted])
 				}
 				x.addPart(part, Position{m, p}, reg, beside)
 			} else {

@@ -246,3 +246,29 @@ func ExampleReturnsByToolOf() {
 	// builtin-tool-return web_search: 1, latest w1 at 2/0, first {Message:2 Part:0}
 	// derived alike: true
 }
+
+// A flow that would make its value a trusted source's (exact, or a whole
+// identifier token) is Trusting; whether the return can vouch for it at
+// all is EchoOfItsCall: here the lookup answers with the IBAN the model
+// sent it, so it vouches for nothing.
+func ExampleFlow_Trusting() {
+	reg, err := facts.NewRegistry(nil, []facts.Tool{{Name: "lookup_payee"}, {Name: "send_money"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	h := facts.History{
+		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "lookup_payee", ToolCallID: "l1", HasToolCallID: true,
+			Args: []byte(`{"iban": "GB33-BUKB-2020-1555-5555-55"}`)}}},
+		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.ToolReturn, ToolName: "lookup_payee", ToolCallID: "l1", HasToolCallID: true,
+			Content: []byte(`{"iban": "GB33BUKB20201555555555", "known": false}`)}}},
+		{Kind: facts.Response, Parts: []facts.Part{{Kind: facts.ToolCall, ToolName: "send_money", ToolCallID: "p1", HasToolCallID: true,
+			Args: []byte(`{"recipient": "GB33BUKB20201555555555", "note": "to GB33BUKB20201555555555"}`)}}},
+	}
+	calls, _ := facts.Flows(h, reg, facts.Options{Flows: true})
+	for _, f := range calls[0] {
+		fmt.Printf("%s %s trusting=%v echo=%v\n", f.Path, f.Match, f.Trusting(), f.EchoOfItsCall)
+	}
+	// Output:
+	// /note contains trusting=false echo=false
+	// /recipient exact trusting=true echo=true
+}

@@ -40,11 +40,13 @@ import (
 //     normalised form of a span of a return string, itself a substring
 //     of the once-decoded content. An email's span is ASCII with one '@'
 //     and compared lower-cased: the content holds t, in any case, around
-//     an '@'. A URL's is compared with its scheme and host lower-cased
-//     (unicode.ToLower, rune by rune: the Kelvin sign is a 'k'):
-//     lower-casing again changes nothing (ToLower is idempotent, checked
-//     for every rune), so the content holds, after a "://", bytes whose
-//     lower-cased form starts with t's after its "://". An IBAN's or
+//     an '@'. A URL's is compared with the ASCII capitals of its scheme
+//     and host lower-cased (asciiLower): spans equal so are equal
+//     lower-cased rune by rune (unicode.ToLower, which the filter uses:
+//     the Kelvin sign is a 'k'), and lower-casing again changes nothing
+//     (ToLower is idempotent, checked for every rune), so the content
+//     holds, after a "://", bytes whose lower-cased form starts with t's
+//     after its "://". An IBAN's or
 //     digit run's is compared without spaces and hyphens: let fold
 //     lower-case each rune and drop spaces and hyphens; fold(t) is a
 //     substring of the folded content, and each of its w-byte windows is

@@ -10,7 +10,8 @@ import (
 // Flows: which argument values of a dispatched call came from an earlier
 // tool return or prompt (input.call.flows, docs/flows.md). The sources
 // are the tool-return, builtin-tool-return, user-prompt and system-prompt
-// parts (isFlowSource); "return" below is any of them. With
+// parts, and the retry-prompt parts that name a tool (isFlowSource);
+// "return" below is any of them. With
 // Options.FlowTokens the strings' tokens are indexed too (flowtokens.go):
 // those compared as they are searched like the strings, window by
 // window, the identifiers looked up by their normalised form.
@@ -102,7 +103,9 @@ func (m FlowMatch) String() string {
 // builtin tool return, a user prompt or a system prompt.
 type FlowSource struct {
 	// Kind is the source part's kind: ToolReturn, BuiltinToolReturn,
-	// UserPrompt or SystemPrompt.
+	// UserPrompt, SystemPrompt, or RetryPrompt (one that names a tool:
+	// its ModelRetry message or validation error was put before the
+	// model as a return is).
 	Kind PartKind
 	// ToolCallID is nil when the part has none (always for a prompt).
 	ToolCallID *string
@@ -153,62 +156,139 @@ type Flow struct {
 	Whole  bool
 	Source FlowSource
 	// EchoOfItsCall: the source is a tool return that cannot vouch for
-	// the value, because the call it answered sent it the value (the
-	// value, white space removed and lower-cased, is in that call's
-	// arguments: a lookup echoing the IBAN it was asked about), or
-	// because the history holds no call it answered (no tool_call_id, or
-	// none before it with its id and tool). Always false for other
-	// sources.
+	// the value, because the agent sent it the value (Echoes: the value
+	// is in the arguments of a tool call before the return, of any tool
+	// and any tool_call_id: a lookup echoing the IBAN it was asked
+	// about, a note the model wrote and a trusted tool reads back, a
+	// twin call's, the model choosing the ids), or because the history
+	// holds no call it answered (no tool_call_id, or none before it with
+	// its id and tool). What the agent sent is looked at only where a
+	// trusted return would vouch for the value (the flow is Trusting);
+	// elsewhere it is false but for a return that answers no call. A
+	// prompt part beside tool returns (Beside: it may hold what they
+	// returned) is judged as a return is, though it answers no call;
+	// other prompts, and provider-side returns, are always false.
 	EchoOfItsCall bool
+}
+
+// Trusting reports whether the flow makes its value the source's when
+// the source is trusted (input.call.args_integrity): an exact match, or
+// a whole token of an identifier class (an email, URL, IBAN or digit
+// run as a whole). A whole line, pair value or run does not: free text.
+func (f Flow) Trusting() bool {
+	switch f.Match {
+	case FlowExact:
+		return true
+	case FlowToken:
+		return f.Whole && f.Token < TokenPairValue
+	}
+	return false
 }
 
 // Echoes reports whether the value v (a string, or a number as
 // ArgsValue reads one: a json.Number) is in the raw arguments args of a
-// call: equal to, or inside, one of their strings, numbers or object
-// keys once white space is removed and case folded (an IBAN the model
-// sent spaced or lower-cased is still its own). Nothing is echoed when v
-// is neither, or empty once folded.
+// call. A string is when it is equal to, or inside, one of their
+// strings, numbers or object keys, both with their letters and digits
+// only, lower-cased (an IBAN the model sent spaced, hyphenated or
+// lower-cased is still its own). A number is when they hold a number of
+// equal value however written (73401659, 7.3401659e7), or a string
+// holding it as a plain decimal ("account 73401659"). Nothing is echoed
+// when v is neither, or a string empty once folded.
 func Echoes(args []byte, v any) bool {
 	switch x := v.(type) {
 	case string:
 		return jsonvalue.Echoes(args, x)
 	case interface{ String() string }: // json.Number
-		return jsonvalue.Echoes(args, x.String())
+		return jsonvalue.EchoesNumber(args, x.String())
 	}
 	return false
 }
 
-// sourceCall is the call a tool-return source answered, as the index saw
-// it (nil when the history holds none): its arguments, and their texts
-// in echo form, made on the first flow that asks.
+// sourceCall is what a tool-return source may echo, as the index saw it
+// (nil when the history holds no call of its tool with its id before
+// it): the calls the agent made before it.
 type sourceCall struct {
-	args  []byte
-	texts []string
-	size  int // bytes of texts
-	ready bool
+	log    *sentArgs
+	before int // the calls before the return: log.args[:before]
 }
 
-// echoes reports whether the call sent the value leaf (Flow.EchoOfItsCall),
-// the bytes searched spent from b; past the budget it answers true (the
-// return cannot vouch for what was not checked) and b marks the flows
+// echoes reports whether a call before the return sent the value leaf
+// (a string, or a number's key when num; Flow.EchoOfItsCall), the bytes
+// searched spent from b; past the budget it answers true (the return
+// cannot vouch for what was not checked) and b marks the flows
 // incomplete.
-func (c *sourceCall) echoes(leaf string, b *flowBudget) bool {
-	if !c.ready {
-		c.texts, c.ready = jsonvalue.EchoTexts(c.args), true
-		for _, t := range c.texts {
-			c.size += len(t)
+func (c *sourceCall) echoes(leaf string, num bool, b *flowBudget) bool {
+	first, ok := c.log.first(leaf, num, b)
+	return !ok || first < c.before
+}
+
+// sentArgs is what the calls the index has seen sent, for the returns
+// after them (Flow.EchoOfItsCall): each call's arguments in history
+// order, read (jsonvalue.EchoOf) on the first flow that asks, and the
+// tools called with each tool_call_id.
+type sentArgs struct {
+	args [][]byte
+	echo []*jsonvalue.Echo // parallel to args, nil until read
+	ids  map[string][]string
+	// The last leaf looked up (first): the index of the first call
+	// holding it among the first n, n when none.
+	leaf     string
+	num, ok  bool
+	n, found int
+}
+
+// note keeps the tool calls of m.
+func (l *sentArgs) note(m *Message) {
+	if m.Kind != Response {
+		return
+	}
+	for p := range m.Parts {
+		if c := &m.Parts[p]; c.Kind == ToolCall {
+			l.args = append(l.args, c.Args)
+			l.echo = append(l.echo, nil)
+			if c.HasToolCallID {
+				if l.ids == nil {
+					l.ids = map[string][]string{}
+				}
+				l.ids[c.ToolCallID] = append(l.ids[c.ToolCallID], c.ToolName)
+			}
 		}
 	}
-	if !b.spend(c.size) {
-		return true
-	}
-	return jsonvalue.EchoIn(c.texts, jsonvalue.EchoForm(leaf))
 }
 
-// calledWith is a call the index has seen, for the returns after it.
-type calledWith struct {
-	tool string
-	args []byte
+// sourceCall is the sourceCall of a return of tool with tool_call_id
+// id, indexed now: nil when no call of tool with id came before it.
+func (l *sentArgs) sourceCall(tool, id string) *sourceCall {
+	if !slices.Contains(l.ids[id], tool) {
+		return nil
+	}
+	return &sourceCall{log: l, before: len(l.args)}
+}
+
+// first returns the index of the first call whose arguments hold the
+// leaf (jsonvalue.Echo; len(l.args) when none), spending from b the
+// bytes compared; false past the budget.
+func (l *sentArgs) first(leaf string, num bool, b *flowBudget) (int, bool) {
+	if l.ok && l.leaf == leaf && l.num == num && l.n == len(l.args) {
+		return l.found, true
+	}
+	found := len(l.args)
+	for i, a := range l.args {
+		if l.echo[i] == nil {
+			l.echo[i] = jsonvalue.EchoOf(a)
+		}
+		e := l.echo[i]
+		if !b.spend(e.Size()) {
+			l.ok = false
+			return 0, false
+		}
+		if num && e.HasNumber(leaf) || !num && e.HasText(leaf) {
+			found = i
+			break
+		}
+	}
+	l.leaf, l.num, l.n, l.found, l.ok = leaf, num, len(l.args), found, true
+	return found, true
 }
 
 func (o Options) flowMinLength() int {
@@ -275,10 +355,10 @@ type flowIndex struct {
 	truncated bool
 	sources   []FlowSource
 	// srcCalls, parallel to sources, is what the index knew of each
-	// tool-return source's call when it was indexed; calls holds the
-	// latest call seen of each tool_call_id.
+	// tool-return source's calls when it was indexed; calls holds the
+	// calls seen, in history order.
 	srcCalls []*sourceCall
-	calls    map[string]calledWith
+	calls    sentArgs
 	strs     map[string]*flowString
 	byPrefix map[string][]*flowString
 	nums     map[string][]int32
@@ -310,11 +390,16 @@ func (x *flowIndex) overlay() *flowIndex {
 	return o
 }
 
-// isFlowSource reports whether a part's content is indexed.
+// isFlowSource reports whether a part's content is indexed: a return,
+// a prompt, or a retry prompt that names a tool (what the tool's
+// ModelRetry said, or its arguments' validation error; one that names
+// no tool is the framework's about the model's output).
 func isFlowSource(p *Part) bool {
 	switch p.Kind {
 	case ToolReturn, BuiltinToolReturn, UserPrompt, SystemPrompt:
 		return true
+	case RetryPrompt:
+		return p.ToolName != ""
 	}
 	return false
 }
@@ -332,17 +417,20 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry, beside []strin
 		return
 	}
 	src := FlowSource{Kind: p.Kind, Tool: p.ToolName, Labels: toolLabels(reg, p.ToolName), At: pos}
+	var call *sourceCall
 	if p.Kind == UserPrompt || p.Kind == SystemPrompt {
 		src.Tool, src.Labels, src.Beside = "", []string{}, beside
+		if len(beside) > 0 {
+			// It may hold what those tools returned: judged as a return
+			// is, though it answers no call.
+			call = &sourceCall{log: &x.calls, before: len(x.calls.args)}
+		}
 	} else if p.HasToolCallID {
 		id := p.ToolCallID
 		src.ToolCallID = &id
 	}
-	var call *sourceCall
 	if p.Kind == ToolReturn && p.HasToolCallID {
-		if c, ok := x.calls[p.ToolCallID]; ok && c.tool == p.ToolName {
-			call = &sourceCall{args: c.args}
-		}
+		call = x.calls.sourceCall(p.ToolName, p.ToolCallID)
 	}
 	x.sources = append(x.sources, src)
 	x.srcCalls = append(x.srcCalls, call)
@@ -610,9 +698,6 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 		for _, p := range at {
 			h := hits[p]
 			f := Flow{Path: path, Match: FlowToken, Source: srcOf[p]}
-			if f.Source.Kind == ToolReturn {
-				f.EchoOfItsCall = h.call == nil || h.call.echoes(leaf, b)
-			}
 			switch {
 			case h.exact:
 				f.Match, f.Whole = FlowExact, true
@@ -620,6 +705,14 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 				f.Match = FlowContains
 			default:
 				f.Token, f.Whole = h.tok, h.whole
+			}
+			switch {
+			case f.Source.Kind == ToolReturn:
+				// What the agent sent is looked for only where the
+				// return would vouch for the value.
+				f.EchoOfItsCall = h.call == nil || f.Trusting() && h.call.echoes(leaf, num, b)
+			case len(f.Source.Beside) > 0:
+				f.EchoOfItsCall = f.Trusting() && h.call.echoes(leaf, num, b)
 			}
 			out = append(out, f)
 		}
@@ -635,6 +728,9 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 // dropped something, or the matching of a call stopped at a comparison
 // budget.
 func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Registry) bool {
+	// What a look-up of the calls found is kept within a response only,
+	// so that a Tracker's response spends the budget as a derivation's.
+	base.calls.ok = false
 	ov := base.overlay()
 	b := newFlowBudget()
 	c := 0
@@ -662,38 +758,6 @@ func (x *flowIndex) fold(m *Message, idx int, reg *Registry) {
 	}
 }
 
-// noteCallOf keeps the arguments of the latest call with tool_call_id id
-// in h, if any, as noteCalls would have over h.
-func (x *flowIndex) noteCallOf(h History, id string) {
-	for m := len(h) - 1; m >= 0; m-- {
-		if h[m].Kind != Response {
-			continue
-		}
-		for p := len(h[m].Parts) - 1; p >= 0; p-- {
-			if c := &h[m].Parts[p]; c.Kind == ToolCall && c.HasToolCallID && c.ToolCallID == id {
-				if x.calls == nil {
-					x.calls = map[string]calledWith{}
-				}
-				x.calls[id] = calledWith{tool: c.ToolName, args: c.Args}
-				return
-			}
-		}
-	}
-	delete(x.calls, id)
-}
-
-// noteCalls keeps the arguments of m's tool calls for the returns that
-// answer them (FlowSource echo: Flow.EchoOfItsCall).
-func (x *flowIndex) noteCalls(m *Message) {
-	if m.Kind != Response {
-		return
-	}
-	for p := range m.Parts {
-		if c := &m.Parts[p]; c.Kind == ToolCall && c.HasToolCallID {
-			if x.calls == nil {
-				x.calls = map[string]calledWith{}
-			}
-			x.calls[c.ToolCallID] = calledWith{tool: c.ToolName, args: c.Args}
-		}
-	}
-}
+// noteCalls keeps the arguments of m's tool calls for the returns after
+// them (Flow.EchoOfItsCall).
+func (x *flowIndex) noteCalls(m *Message) { x.calls.note(m) }

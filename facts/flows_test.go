@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"unicode"
 
 	"github.com/stretchr/testify/require"
 
@@ -45,6 +46,10 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 			part := h[m].Parts[p]
 			switch part.Kind {
 			case facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt:
+			case facts.RetryPrompt:
+				if part.ToolName == "" { // the framework's words about the output
+					continue
+				}
 			default:
 				continue
 			}
@@ -163,8 +168,8 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 			sort.Slice(at, func(i, j int) bool { return at[i].Before(at[j]) })
 			for _, p := range at {
 				fl := facts.Flow{Path: leaf.path, Match: match[p].m, Token: match[p].cls, Whole: match[p].whole, Source: srcs[p]}
-				if fl.Source.Kind == facts.ToolReturn {
-					fl.EchoOfItsCall = bruteEcho(h, fl.Source, leaf.s)
+				if fl.Source.Kind == facts.ToolReturn || len(fl.Source.Beside) > 0 {
+					fl.EchoOfItsCall = bruteEcho(h, fl, leaf.s, leaf.num)
 				}
 				flows = append(flows, fl)
 			}
@@ -175,32 +180,90 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 }
 
 // bruteEcho: a tool-return source echoes the value when no call before
-// it carries its id and tool (the last such one is the call it
-// answered), or when that call's arguments hold the value, white space
-// removed and lower-cased on both sides.
-func bruteEcho(h facts.History, src facts.FlowSource, value string) bool {
-	if src.ToolCallID == nil {
+// it carries its id and tool (it answers none; a prompt beside tool
+// returns answers none and needs none), or, for a flow that
+// would make the value the source's (exact, or a whole identifier
+// token), when the arguments of a call before it, of any tool and id,
+// hold the value: a string when one of their strings, numbers or keys
+// holds it, both with letters and digits only, lower-cased; a number
+// (value is its key) when they hold a number of equal value, or a text
+// holding it as a plain decimal.
+func bruteEcho(h facts.History, fl facts.Flow, value string, num bool) bool {
+	src := fl.Source
+	prompt := src.Kind != facts.ToolReturn
+	if !prompt && src.ToolCallID == nil {
 		return true
 	}
-	var args []byte
-	found := false
+	answered := prompt
+	var before [][]byte
 	for m := range h {
 		for p, part := range h[m].Parts {
 			at := facts.Position{Message: m, Part: p}
-			if part.Kind == facts.ToolCall && part.HasToolCallID && part.ToolCallID == *src.ToolCallID && at.Before(src.At) {
-				found, args = part.ToolName == src.Tool, part.Args
+			if part.Kind != facts.ToolCall || !at.Before(src.At) {
+				continue
+			}
+			before = append(before, part.Args)
+			if !prompt && part.HasToolCallID && part.ToolCallID == *src.ToolCallID && part.ToolName == src.Tool {
+				answered = true
 			}
 		}
 	}
-	if !found {
+	if !answered {
 		return true
 	}
-	fold := func(s string) string { return strings.ToLower(strings.Join(strings.Fields(s), "")) }
-	want := fold(value)
-	if want == "" {
+	trusting := fl.Match == facts.FlowExact || fl.Match == facts.FlowToken && fl.Whole &&
+		(fl.Token == facts.TokenEmail || fl.Token == facts.TokenURL || fl.Token == facts.TokenIBAN || fl.Token == facts.TokenDigits)
+	if !trusting {
 		return false
 	}
-	return strings.Contains(fold(string(args)), want) && bruteArgsHold(facts.ArgsValue(args), want, fold)
+	fold := func(s string) string {
+		var b strings.Builder
+		for _, r := range s {
+			if unicode.IsLetter(r) || unicode.IsDigit(r) {
+				b.WriteRune(unicode.ToLower(r))
+			}
+		}
+		return b.String()
+	}
+	want := fold(value)
+	var f float64
+	if num {
+		var err error
+		f, err = strconv.ParseFloat(value, 64)
+		if err != nil {
+			return false
+		}
+		want = fold(strconv.FormatFloat(f, 'f', -1, 64))
+	}
+	for _, args := range before {
+		v := facts.ArgsValue(args)
+		if want != "" && bruteArgsHold(v, want, fold) || num && bruteArgsNumber(v, f) {
+			return true
+		}
+	}
+	return false
+}
+
+// bruteArgsNumber: v holds a number equal to f.
+func bruteArgsNumber(v any, f float64) bool {
+	switch x := v.(type) {
+	case map[string]any:
+		for _, e := range x {
+			if bruteArgsNumber(e, f) {
+				return true
+			}
+		}
+	case []any:
+		for _, e := range x {
+			if bruteArgsNumber(e, f) {
+				return true
+			}
+		}
+	case json.Number:
+		g, err := strconv.ParseFloat(x.String(), 64)
+		return err == nil && g == f
+	}
+	return false
 }
 
 // bruteArgsHold: some string, number or key of v holds want once folded.
@@ -666,7 +729,7 @@ func (g *flowHistory) history(n int) facts.History {
 		if m%2 == 0 {
 			msg := facts.Message{Kind: facts.Request}
 			for range g.rnd.IntN(3) {
-				switch g.rnd.IntN(8) {
+				switch g.rnd.IntN(10) {
 				case 0:
 					msg.Parts = append(msg.Parts, facts.Part{Kind: facts.UserPrompt})
 				case 1:
@@ -677,6 +740,10 @@ func (g *flowHistory) history(n int) facts.History {
 					p := g.returnPart(facts.SystemPrompt, "")
 					p.HasToolCallID, p.ToolCallID = false, ""
 					msg.Parts = append(msg.Parts, p)
+				case 3:
+					msg.Parts = append(msg.Parts, g.returnPart(facts.RetryPrompt, tools[g.rnd.IntN(len(tools))]))
+				case 4:
+					msg.Parts = append(msg.Parts, g.returnPart(facts.RetryPrompt, "")) // names no tool: no source
 				default:
 					msg.Parts = append(msg.Parts, g.returnPart(facts.ToolReturn, tools[g.rnd.IntN(len(tools))]))
 				}
@@ -784,7 +851,7 @@ func TestFlowsAgreeWithBruteForce(t *testing.T) {
 			require.Greater(t, whole[c][1], atLeast(5), "whole token matches of class %s (%v)", c, whole)
 		}
 	}
-	for _, k := range []facts.PartKind{facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt} {
+	for _, k := range []facts.PartKind{facts.ToolReturn, facts.BuiltinToolReturn, facts.UserPrompt, facts.SystemPrompt, facts.RetryPrompt} {
 		require.Greater(t, kinds[k], atLeast(10), "flows from a %s", k)
 	}
 	require.Greater(t, truncated, 10, "truncated indexes")
@@ -841,11 +908,12 @@ func btoi(b bool) int {
 	return 0
 }
 
-// TestEchoChecksAreBounded: whether a return echoes its call is checked
-// against that call's arguments, read once per source and counted
-// against the call's comparison budget: a model that made many calls
-// with huge arguments, each answered by a return holding the value a
-// later call copies, cannot make the check outlive the budget. Past it
+// TestEchoChecksAreBounded: whether a return echoes what the agent sent
+// is checked against the arguments of the calls before it, each read
+// once and counted against the call's comparison budget: a model that
+// made many calls with huge arguments, each answered by a return holding
+// the value a later call copies, cannot make the check outlive the
+// budget. Past it
 // the flows are incomplete (FlowIndexTruncated) and an unchecked return
 // counts as echoing (it vouches for nothing); Derive and a Tracker agree.
 func TestEchoChecksAreBounded(t *testing.T) {

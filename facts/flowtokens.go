@@ -19,8 +19,9 @@ const (
 	// TokenEmail: an address local@domain.tld, compared lower-cased.
 	TokenEmail TokenClass = iota + 1
 	// TokenURL: an http:// or https:// URL up to whitespace or a quote,
-	// trailing punctuation dropped, its scheme and host compared
-	// lower-cased.
+	// trailing punctuation dropped, its scheme and host compared with
+	// their ASCII capitals lower-cased (no other rune: IDNA reads a
+	// capital I with a dot as another host than "i").
 	TokenURL
 	// TokenIBAN: two capital letters, two digits and 11 to 30 capitals
 	// or digits, either in one run or in groups of four separated by
@@ -224,7 +225,7 @@ func identSpans(s string, minLen int, fn func(c TokenClass, t string, i, e int))
 			if h < n {
 				h = len(u)
 			}
-			emit(TokenURL, strings.ToLower(u[:h])+u[h:], i, e)
+			emit(TokenURL, asciiLower(u[:h])+u[h:], i, e)
 		}
 		i = e
 	}
@@ -311,6 +312,25 @@ func isDate(s string) bool {
 		}
 	}
 	return true
+}
+
+// asciiLower is s with its ASCII capitals lower-cased, nothing else: a
+// URL's host is compared so. Lower-casing rune by rune (unicode.ToLower)
+// makes the capital I with a dot (U+0130) an "i", where IDNA reads it as
+// "i̇", another host.
+func asciiLower(s string) string {
+	for i := 0; i < len(s); i++ {
+		if isUpper(s[i]) {
+			b := []byte(s)
+			for j := i; j < len(b); j++ {
+				if isUpper(b[j]) {
+					b[j] += 'a' - 'A'
+				}
+			}
+			return string(b)
+		}
+	}
+	return s
 }
 
 func hasPrefixFold(s, p string) bool { return len(s) >= len(p) && strings.EqualFold(s[:len(p)], p) }

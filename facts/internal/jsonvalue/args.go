@@ -12,6 +12,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 
 	"github.com/policycheck/policycheck/internal/ground/wire"
 )
@@ -254,43 +256,92 @@ func Clip(s string) string {
 
 func isRuneStart(b byte) bool { return b&0xC0 != 0x80 }
 
-// Echoes reports whether the text want (a string value, or a number's
-// literal) is in the raw arguments args: inside one of their strings,
-// numbers or object keys once white space is removed and case folded on
-// both sides (EchoForm, EchoTexts). Empty once folded, it is in none.
-func Echoes(args []byte, want string) bool {
-	return EchoIn(EchoTexts(args), EchoForm(want))
+// Echo is what the raw arguments of a call hold, as a return that
+// answers the call may repeat it: their strings, object keys and
+// numbers' texts, each in EchoForm, and the keys of their non-trivial
+// numbers (numberKey).
+type Echo struct {
+	texts []string
+	nums  []string
+	size  int
 }
 
-// EchoTexts are the strings, numbers and object keys of the raw
-// arguments args, each in EchoForm.
-func EchoTexts(args []byte) []string {
-	var out []string
+// EchoOf reads the raw arguments args (as ReadArgs reads them).
+func EchoOf(args []byte) *Echo {
+	e := &Echo{}
 	var walk func(a any)
 	walk = func(a any) {
 		switch x := a.(type) {
 		case map[string]any:
-			for k, e := range x {
-				out = append(out, EchoForm(k))
-				walk(e)
+			for k, v := range x {
+				e.text(k)
+				walk(v)
 			}
 		case []any:
-			for _, e := range x {
-				walk(e)
+			for _, v := range x {
+				walk(v)
 			}
 		case string:
-			out = append(out, EchoForm(x))
+			e.text(x)
 		case json.Number:
-			out = append(out, EchoForm(x.String()))
+			e.text(x.String())
+			if k, ok := numberKey(x); ok {
+				e.nums = append(e.nums, k)
+			}
 		}
 	}
 	walk(ReadArgs(args).Value)
-	return out
+	return e
 }
 
-// EchoIn reports whether want (in EchoForm) is inside one of texts; an
+func (e *Echo) text(s string) {
+	f := EchoForm(s)
+	e.texts = append(e.texts, f)
+	e.size += len(f)
+}
+
+// Size is the bytes a look-up may compare: those of the texts.
+func (e *Echo) Size() int { return e.size }
+
+// HasText reports whether the string want is inside one of the texts,
+// both in EchoForm; empty once folded, it is in none.
+func (e *Echo) HasText(want string) bool { return echoIn(e.texts, EchoForm(want)) }
+
+// HasNumber reports whether the number whose key is key (numberKey) is
+// among the numbers (of equal value, however written: 73401659,
+// 7.3401659e7), or inside one of the texts written as a plain decimal
+// ("account 73401659"; in EchoForm, so "12345.67" is "1234567").
+func (e *Echo) HasNumber(key string) bool {
+	for _, k := range e.nums {
+		if k == key {
+			return true
+		}
+	}
+	f, err := strconv.ParseFloat(key, 64)
+	if err != nil {
+		return false
+	}
+	return echoIn(e.texts, EchoForm(strconv.FormatFloat(f, 'f', -1, 64)))
+}
+
+// Echoes reports whether the text want (a string value) is in the raw
+// arguments args (EchoOf, Echo.HasText).
+func Echoes(args []byte, want string) bool { return EchoOf(args).HasText(want) }
+
+// EchoesNumber reports whether the number whose JSON text is n is in
+// the raw arguments args (EchoOf, Echo.HasNumber); a trivial number
+// (numberKey) by its text alone.
+func EchoesNumber(args []byte, n string) bool {
+	k, ok := numberKey(json.Number(n))
+	if !ok {
+		return Echoes(args, n)
+	}
+	return EchoOf(args).HasNumber(k)
+}
+
+// echoIn reports whether want (in EchoForm) is inside one of texts; an
 // empty want is in none.
-func EchoIn(texts []string, want string) bool {
+func echoIn(texts []string, want string) bool {
 	if want == "" {
 		return false
 	}
@@ -302,7 +353,28 @@ func EchoIn(texts []string, want string) bool {
 	return false
 }
 
-// EchoForm is s without white space, lower-cased.
+// EchoForm is s with its letters and digits only, lower-cased, the
+// fullwidth forms of ASCII letters and digits read as those: white
+// space, punctuation, separators and invisible format characters (a
+// soft hyphen, a zero-width space) dropped, so that an IBAN sent as
+// "GB33-BUKB-2020...", "gb33.bukb.2020..." or in fullwidth letters and
+// returned as "GB33BUKB2020..." is the one sent.
 func EchoForm(s string) string {
-	return strings.ToLower(strings.Join(strings.Fields(s), ""))
+	var b strings.Builder
+	b.Grow(len(s))
+	for _, r := range s {
+		switch {
+		case 'a' <= r && r <= 'z' || '0' <= r && r <= '9':
+			b.WriteRune(r)
+		case 'A' <= r && r <= 'Z':
+			b.WriteRune(r + 'a' - 'A')
+		case 0xFF10 <= r && r <= 0xFF19 || 0xFF41 <= r && r <= 0xFF5A:
+			b.WriteRune(r - 0xFEE0) // a fullwidth digit or small letter
+		case 0xFF21 <= r && r <= 0xFF3A:
+			b.WriteRune(r - 0xFEE0 + 'a' - 'A') // a fullwidth capital
+		case r >= utf8.RuneSelf && (unicode.IsLetter(r) || unicode.IsDigit(r)):
+			b.WriteRune(unicode.ToLower(r))
+		}
+	}
+	return b.String()
 }
