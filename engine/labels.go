@@ -44,7 +44,7 @@ type labelReads struct {
 // labelOptions is what the compiled policies may read of the labels; it
 // widens opts to the facts those are built from (the window from the
 // returns per tool, the argument integrity from the flows, which say
-// whether a return echoes what the agent sent, facts.Flow.EchoOfItsCall).
+// whether a return echoes what the agent sent, facts.Flow.EchoOfTheAgent).
 // Neither needs the tool calls themselves, and input.facts.tool_calls,
 // every call of the history with its arguments, is written only for a
 // policy that may read it (facts.Options.ToolCalls; the lead's decision, issue
@@ -332,7 +332,7 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 		}
 		// Derived flows say whether their return echoes its call; flows
 		// read back from a logged input with the calls are judged by them.
-		echo := fl.EchoOfItsCall
+		echo := fl.EchoOfTheAgent
 		if calls != nil {
 			echo = echoedByItsCall(&fl.Source, v, calls)
 		}

@@ -249,7 +249,7 @@ func ExampleReturnsByToolOf() {
 
 // A flow that would make its value a trusted source's (exact, or a whole
 // identifier token) is Trusting; whether the return can vouch for it at
-// all is EchoOfItsCall: here the lookup answers with the IBAN the model
+// all is EchoOfTheAgent: here the lookup answers with the IBAN the model
 // sent it, so it vouches for nothing.
 func ExampleFlow_Trusting() {
 	reg, err := facts.NewRegistry(nil, []facts.Tool{{Name: "lookup_payee"}, {Name: "send_money"}})
@@ -266,7 +266,7 @@ func ExampleFlow_Trusting() {
 	}
 	calls, _ := facts.Flows(h, reg, facts.Options{Flows: true})
 	for _, f := range calls[0] {
-		fmt.Printf("%s %s trusting=%v echo=%v\n", f.Path, f.Match, f.Trusting(), f.EchoOfItsCall)
+		fmt.Printf("%s %s trusting=%v echo=%v\n", f.Path, f.Match, f.Trusting(), f.EchoOfTheAgent)
 	}
 	// Output:
 	// /note contains trusting=false echo=false

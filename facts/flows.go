@@ -155,7 +155,7 @@ type Flow struct {
 	// than holds it among other text.
 	Whole  bool
 	Source FlowSource
-	// EchoOfItsCall: the source is a tool return that cannot vouch for
+	// EchoOfTheAgent: the source is a tool return that cannot vouch for
 	// the value, because the agent sent it the value (Echoes: the value
 	// is in the arguments of a tool call before the return, of any tool
 	// and any tool_call_id: a lookup echoing the IBAN it was asked
@@ -168,7 +168,7 @@ type Flow struct {
 	// prompt part beside tool returns (Beside: it may hold what they
 	// returned) is judged as a return is, though it answers no call;
 	// other prompts, and provider-side returns, are always false.
-	EchoOfItsCall bool
+	EchoOfTheAgent bool
 }
 
 // Trusting reports whether the flow makes its value the source's when
@@ -213,7 +213,7 @@ type sourceCall struct {
 }
 
 // echoes reports whether a call before the return sent the value leaf
-// (a string, or a number's key when num; Flow.EchoOfItsCall), the bytes
+// (a string, or a number's key when num; Flow.EchoOfTheAgent), the bytes
 // searched spent from b; past the budget it answers true (the return
 // cannot vouch for what was not checked) and b marks the flows
 // incomplete.
@@ -223,7 +223,7 @@ func (c *sourceCall) echoes(leaf string, num bool, b *flowBudget) bool {
 }
 
 // sentArgs is what the calls the index has seen sent, for the returns
-// after them (Flow.EchoOfItsCall): each call's arguments in history
+// after them (Flow.EchoOfTheAgent): each call's arguments in history
 // order, read (jsonvalue.EchoOf) on the first flow that asks, and the
 // tools called with each tool_call_id.
 type sentArgs struct {
@@ -710,9 +710,9 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 			case f.Source.Kind == ToolReturn:
 				// What the agent sent is looked for only where the
 				// return would vouch for the value.
-				f.EchoOfItsCall = h.call == nil || f.Trusting() && h.call.echoes(leaf, num, b)
+				f.EchoOfTheAgent = h.call == nil || f.Trusting() && h.call.echoes(leaf, num, b)
 			case len(f.Source.Beside) > 0:
-				f.EchoOfItsCall = f.Trusting() && h.call.echoes(leaf, num, b)
+				f.EchoOfTheAgent = f.Trusting() && h.call.echoes(leaf, num, b)
 			}
 			out = append(out, f)
 		}
@@ -759,5 +759,5 @@ func (x *flowIndex) fold(m *Message, idx int, reg *Registry) {
 }
 
 // noteCalls keeps the arguments of m's tool calls for the returns after
-// them (Flow.EchoOfItsCall).
+// them (Flow.EchoOfTheAgent).
 func (x *flowIndex) noteCalls(m *Message) { x.calls.note(m) }

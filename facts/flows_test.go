@@ -169,7 +169,7 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 			for _, p := range at {
 				fl := facts.Flow{Path: leaf.path, Match: match[p].m, Token: match[p].cls, Whole: match[p].whole, Source: srcs[p]}
 				if fl.Source.Kind == facts.ToolReturn || len(fl.Source.Beside) > 0 {
-					fl.EchoOfItsCall = bruteEcho(h, fl, leaf.s, leaf.num)
+					fl.EchoOfTheAgent = bruteEcho(h, fl, leaf.s, leaf.num)
 				}
 				flows = append(flows, fl)
 			}
@@ -891,9 +891,9 @@ func TestFlowsExample(t *testing.T) {
 	src := facts.FlowSource{Kind: facts.ToolReturn, ToolCallID: &id, Tool: "read_secret", Labels: []string{"secret"}, At: facts.Position{}}
 	require.Equal(t, []facts.Flow{
 		// No call of r1 in the history: the return cannot vouch.
-		{Path: "/body", Match: facts.FlowContains, Source: src, EchoOfItsCall: true},
-		{Path: "/n", Match: facts.FlowExact, Whole: true, Source: src, EchoOfItsCall: true},
-		{Path: "/to", Match: facts.FlowExact, Whole: true, Source: src, EchoOfItsCall: true},
+		{Path: "/body", Match: facts.FlowContains, Source: src, EchoOfTheAgent: true},
+		{Path: "/n", Match: facts.FlowExact, Whole: true, Source: src, EchoOfTheAgent: true},
+		{Path: "/to", Match: facts.FlowExact, Whole: true, Source: src, EchoOfTheAgent: true},
 	}, f.Dispatch.Calls[0].Flows)
 	require.False(t, f.FlowIndexTruncated)
 	f = facts.Derive(h, reg, facts.Options{Flows: true, FlowIndexCap: 5})
@@ -935,7 +935,7 @@ func TestEchoChecksAreBounded(t *testing.T) {
 	require.NotEmpty(t, flows)
 	checked, unchecked := 0, 0
 	for _, fl := range flows {
-		if fl.EchoOfItsCall {
+		if fl.EchoOfTheAgent {
 			unchecked++ // the calls hold no such value: only an unchecked one echoes
 		} else {
 			checked++
