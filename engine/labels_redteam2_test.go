@@ -317,6 +317,17 @@ func TestATrustedReturnDoesNotVouchForWhatTheModelWroteThere(t *testing.T) {
 	assert.Equal(t, map[string]any{"/recipient": "trusted"}, calls[0]["args_integrity"])
 }
 
+// rt2VaultAndPublic adds to rt2Registry a trusted tool returning
+// secrets and a sink cleared for public values only.
+const rt2VaultAndPublic = `  - name: vault
+    integrity: trusted
+    confidentiality: secret
+    parameters_json_schema: {"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": false}
+  - name: post_public
+    clearance: public
+    parameters_json_schema: {"type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": false}
+`
+
 // TestLabelsWhenTheIndexIsFullMidRun holds: the flow index reaches its
 // cap in the middle of the run (a long untrusted return), so the later
 // secret return is not indexed. The one-shot decision, the Run (message
@@ -327,14 +338,7 @@ func TestATrustedReturnDoesNotVouchForWhatTheModelWroteThere(t *testing.T) {
 // user's contact, read before the cap, is trusted and still asks, its
 // flows incomplete.
 func TestLabelsWhenTheIndexIsFullMidRun(t *testing.T) {
-	reg := rt2Registry + `  - name: vault
-    integrity: trusted
-    confidentiality: secret
-    parameters_json_schema: {"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": false}
-  - name: post_public
-    clearance: public
-    parameters_json_schema: {"type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": false}
-`
+	reg := rt2Registry + rt2VaultAndPublic
 	h := facts.History{
 		{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt, Content: []byte(`"Pay my sister, then publish the notes."`)}}},
 		{Kind: facts.Response, Parts: []facts.Part{rt2Call("get_contacts", "k1", `{}`)}},
@@ -409,14 +413,7 @@ func TestLabelsOfOddHistoriesAgree(t *testing.T) {
 // tool's retry quoting the injected IBAN vouches for nothing. Seen
 // failing on main (53e36ea): p1 execute, flows [].
 func TestARetryPromptIsAFlowSource(t *testing.T) {
-	reg := rt2Registry + `  - name: vault
-    integrity: trusted
-    confidentiality: secret
-    parameters_json_schema: {"type": "object", "properties": {"name": {"type": "string"}}, "additionalProperties": false}
-  - name: post_public
-    clearance: public
-    parameters_json_schema: {"type": "object", "properties": {"text": {"type": "string"}}, "additionalProperties": false}
-`
+	reg := rt2Registry + rt2VaultAndPublic
 	retry := func(tool, id, content string) facts.Part {
 		return facts.Part{Kind: facts.RetryPrompt, ToolName: tool, ToolCallID: id, HasToolCallID: true, Content: []byte(content)}
 	}
