@@ -315,3 +315,60 @@ func TestFlowsBenchmarkJudges(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkFlowsEchoLookup measures a step whose call copies a value
+// from the return just appended, at 1,000 and 10,000 messages: as a
+// whole (exact: the flow is trusting, so the engine looks for the value
+// among everything the agent sent before, facts.Flow.EchoOfTheAgent) or
+// inside a longer string (contains: no look-up). The look-up starts at
+// the first call that may hold the value, so a step costs the same
+// whatever the session's length (BENCHMARKS.md, "Data flows"). One
+// untimed step first, so that the session's calls are read before the
+// timed ones (a session reads each call once).
+func BenchmarkFlowsEchoLookup(b *testing.B) {
+	ctx := context.Background()
+	for _, n := range []int{1000, 10000} {
+		in := benchInputs(b, n, 100)
+		h := in.h
+		for len(h) > 0 && h[len(h)-1].Kind != facts.Response {
+			h = h[:len(h)-1]
+		}
+		h = h[:len(h):len(h)]
+		e := newBenchEngine(b, flowsRegistry(b, in, false), false, engine.DecisionCache(0),
+			engine.Modules(engine.Source{File: "flows.rego", Text: flowRules["on"]}))
+		for _, exact := range []bool{false, true} {
+			name := map[bool]string{false: "contains", true: "exact"}[exact]
+			b.Run(fmt.Sprintf("messages=%d/copy=%s", n, name), func(b *testing.B) {
+				r := e.NewRun()
+				if _, err := r.Step(ctx, h, nil); err != nil {
+					b.Fatal(err)
+				}
+				prev := h[len(h)-1].Parts[len(h[len(h)-1].Parts)-1]
+				i := 0
+				step := func() {
+					i++
+					key := fmt.Sprintf("sk-live-%08d", i)
+					args := `{"note":"please use ` + key + ` for this"}`
+					if exact {
+						args = `{"note":"` + key + `"}`
+					}
+					call := facts.Part{Kind: facts.ToolCall, ToolName: stepTool, ToolCallID: fmt.Sprintf("c%d", i), HasToolCallID: true, Args: []byte(args)}
+					sd, err := r.Step(ctx, []facts.Message{{Kind: facts.Request, Parts: []facts.Part{stepReturn(prev, key, i)}},
+						{Kind: facts.Response, Parts: []facts.Part{call}}}, nil)
+					if err != nil || len(sd.Calls) != 1 || sd.Calls[0].Verdict != engine.Execute {
+						b.Fatalf("%v %+v", err, sd.Calls)
+					}
+					prev = call
+				}
+				step()
+				b.ReportAllocs()
+				cpu := cputime.Start()
+				for b.Loop() {
+					cpu.Tick()
+					step()
+				}
+				cpu.Report(b)
+			})
+		}
+	}
+}

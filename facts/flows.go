@@ -2,6 +2,8 @@ package facts
 
 import (
 	"slices"
+	"sort"
+	"strconv"
 	"strings"
 
 	"github.com/policycheck/policycheck/facts/internal/jsonvalue"
@@ -229,13 +231,30 @@ func (c *sourceCall) echoes(leaf string, num bool, b *flowBudget) bool {
 type sentArgs struct {
 	args [][]byte
 	echo []*jsonvalue.Echo // parallel to args, nil until read
+	// sums[i] is the Size of the echoes of the first i calls: what a
+	// look-up comparing them spends (read in order, so len(sums)-1 calls
+	// are read).
+	sums []int
 	ids  map[string][]string
 	// The last leaf looked up (first): the index of the first call
 	// holding it among the first n, n when none.
 	leaf     string
 	num, ok  bool
 	n, found int
+	// grams, when not nil (a Tracker's index), holds for each 4-byte
+	// window of the calls' texts and for each number key the first call
+	// holding it, for the calls read (indexed of them): a look-up starts
+	// at the first call that may hold all the windows of what it looks
+	// for, so that a step's look-up does not read the whole session
+	// again. It spends the budget as the look-up from the first call
+	// does (spendThrough), so a Tracker and a derivation agree.
+	grams   map[uint32]int32
+	numKeys map[string]int32
+	indexed int
 }
+
+// echoGram is the length of the windows sentArgs.grams holds.
+const echoGram = 4
 
 // note keeps the tool calls of m.
 func (l *sentArgs) note(m *Message) {
@@ -267,28 +286,120 @@ func (l *sentArgs) sourceCall(tool, id string) *sourceCall {
 
 // first returns the index of the first call whose arguments hold the
 // leaf (jsonvalue.Echo; len(l.args) when none), spending from b the
-// bytes compared; false past the budget.
+// bytes a comparison with each call up to it compares; false past the
+// budget.
 func (l *sentArgs) first(leaf string, num bool, b *flowBudget) (int, bool) {
 	if l.ok && l.leaf == leaf && l.num == num && l.n == len(l.args) {
 		return l.found, true
 	}
+	start := 0
+	if l.grams != nil {
+		l.indexGrams()
+		start = l.lowerBound(leaf, num)
+	}
 	found := len(l.args)
-	for i, a := range l.args {
-		if l.echo[i] == nil {
-			l.echo[i] = jsonvalue.EchoOf(a)
-		}
-		e := l.echo[i]
-		if !b.spend(e.Size()) {
-			l.ok = false
-			return 0, false
-		}
+	for i := start; i < len(l.args); i++ {
+		e := l.echoAt(i)
 		if num && e.HasNumber(leaf) || !num && e.HasText(leaf) {
 			found = i
 			break
 		}
 	}
+	if !l.spendThrough(min(found, len(l.args)-1), b) {
+		l.ok = false
+		return 0, false
+	}
 	l.leaf, l.num, l.n, l.found, l.ok = leaf, num, len(l.args), found, true
 	return found, true
+}
+
+// echoAt is call i's echo, read with every call before it.
+func (l *sentArgs) echoAt(i int) *jsonvalue.Echo {
+	if len(l.sums) == 0 {
+		l.sums = []int{0}
+	}
+	for k := len(l.sums) - 1; k <= i; k++ {
+		l.echo[k] = jsonvalue.EchoOf(l.args[k])
+		l.sums = append(l.sums, l.sums[k]+l.echo[k].Size())
+	}
+	return l.echo[i]
+}
+
+// spendThrough spends from b what comparing with calls 0 to t, one by
+// one, spends: false (b marked exceeded) at the first call past the
+// budget.
+func (l *sentArgs) spendThrough(t int, b *flowBudget) bool {
+	if t < 0 {
+		return true
+	}
+	l.echoAt(t)
+	if l.sums[t+1] <= b.call {
+		return b.spend(l.sums[t+1])
+	}
+	// The first call whose comparison passes the budget.
+	i := sort.Search(t+1, func(i int) bool { return l.sums[i+1] > b.call })
+	b.spend(l.sums[i])
+	return b.spend(l.echo[i].Size())
+}
+
+// indexGrams adds the windows and number keys of the calls not yet
+// indexed to grams.
+func (l *sentArgs) indexGrams() {
+	for ; l.indexed < len(l.args); l.indexed++ {
+		e, i := l.echoAt(l.indexed), int32(l.indexed)
+		for _, t := range e.Texts() {
+			for j := 0; j+echoGram <= len(t); j++ {
+				g := gram4(t, j)
+				if _, ok := l.grams[g]; !ok {
+					l.grams[g] = i
+				}
+			}
+		}
+		for _, k := range e.Numbers() {
+			if _, ok := l.numKeys[k]; !ok {
+				l.numKeys[k] = i
+			}
+		}
+	}
+}
+
+// lowerBound is the first call that may hold the leaf (by grams), all
+// calls indexed: a call holding a text holds each of its windows, and
+// a number by its key or its plain decimal text (Echo.HasNumber).
+// len(l.args) when none may.
+func (l *sentArgs) lowerBound(leaf string, num bool) int {
+	if !num {
+		return l.textBound(jsonvalue.EchoForm(leaf))
+	}
+	lb := len(l.args)
+	if i, ok := l.numKeys[leaf]; ok {
+		lb = int(i)
+	}
+	if f, err := strconv.ParseFloat(leaf, 64); err == nil {
+		lb = min(lb, l.textBound(jsonvalue.EchoForm(strconv.FormatFloat(f, 'f', -1, 64))))
+	}
+	return lb
+}
+
+// gram4 is the window of s at j.
+func gram4(s string, j int) uint32 {
+	return uint32(s[j]) | uint32(s[j+1])<<8 | uint32(s[j+2])<<16 | uint32(s[j+3])<<24
+}
+
+// textBound is lowerBound for a text in EchoForm.
+func (l *sentArgs) textBound(w string) int {
+	if w == "" {
+		return len(l.args) // in no text (jsonvalue.Echo.HasText)
+	}
+	lb := 0
+	for j := 0; j+echoGram <= len(w); j++ {
+		i, ok := l.grams[gram4(w, j)]
+		if !ok {
+			return len(l.args)
+		}
+		lb = max(lb, int(i))
+	}
+	return lb
 }
 
 func (o Options) flowMinLength() int {

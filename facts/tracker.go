@@ -104,6 +104,9 @@ func NewTracker(reg *Registry, opts ...Option) *Tracker {
 	var fx *flowIndex
 	if o.Flows {
 		fx = newFlowIndex(o)
+		// A session's look-ups of what the agent sent start where the
+		// value may first appear (sentArgs.grams).
+		fx.calls.grams, fx.calls.numKeys = map[uint32]int32{}, map[string]int32{}
 	}
 	t := &Tracker{
 		flows:      fx,

@@ -303,6 +303,14 @@ func (e *Echo) text(s string) {
 // Size is the bytes a look-up may compare: those of the texts.
 func (e *Echo) Size() int { return e.size }
 
+// Texts are the texts, each in EchoForm, in the order of the arguments
+// (HasText looks for a text inside one of them).
+func (e *Echo) Texts() []string { return e.texts }
+
+// Numbers are the keys of the non-trivial numbers (HasNumber compares a
+// key with them).
+func (e *Echo) Numbers() []string { return e.nums }
+
 // HasText reports whether the string want is inside one of the texts,
 // both in EchoForm; empty once folded, it is in none.
 func (e *Echo) HasText(want string) bool { return echoIn(e.texts, EchoForm(want)) }
