@@ -3,7 +3,6 @@ package facts
 import (
 	"slices"
 	"sort"
-	"strconv"
 	"strings"
 
 	"github.com/policycheck/policycheck/facts/internal/jsonvalue"
@@ -292,15 +291,18 @@ func (l *sentArgs) first(leaf string, num bool, b *flowBudget) (int, bool) {
 	if l.ok && l.leaf == leaf && l.num == num && l.n == len(l.args) {
 		return l.found, true
 	}
+	w := jsonvalue.WantText(leaf)
+	if num {
+		w = jsonvalue.WantNumber(leaf)
+	}
 	start := 0
 	if l.grams != nil {
 		l.indexGrams()
-		start = l.lowerBound(leaf, num)
+		start = l.lowerBound(w)
 	}
 	found := len(l.args)
 	for i := start; i < len(l.args); i++ {
-		e := l.echoAt(i)
-		if num && e.HasNumber(leaf) || !num && e.HasText(leaf) {
+		if l.echoAt(i).Has(w) {
 			found = i
 			break
 		}
@@ -363,20 +365,16 @@ func (l *sentArgs) indexGrams() {
 	}
 }
 
-// lowerBound is the first call that may hold the leaf (by grams), all
-// calls indexed: a call holding a text holds each of its windows, and
-// a number by its key or its plain decimal text (Echo.HasNumber).
+// lowerBound is the first call that may hold w (by grams), all calls
+// indexed: a call holding a text holds each of its windows, and a number
+// by its key or its plain decimal text (jsonvalue.Echo.Has).
 // len(l.args) when none may.
-func (l *sentArgs) lowerBound(leaf string, num bool) int {
-	if !num {
-		return l.textBound(jsonvalue.EchoForm(leaf))
-	}
-	lb := len(l.args)
-	if i, ok := l.numKeys[leaf]; ok {
-		lb = int(i)
-	}
-	if f, err := strconv.ParseFloat(leaf, 64); err == nil {
-		lb = min(lb, l.textBound(jsonvalue.EchoForm(strconv.FormatFloat(f, 'f', -1, 64))))
+func (l *sentArgs) lowerBound(w jsonvalue.EchoWant) int {
+	lb := l.textBound(w.Text())
+	if key, num := w.Key(); num {
+		if i, ok := l.numKeys[key]; ok {
+			lb = min(lb, int(i))
+		}
 	}
 	return lb
 }

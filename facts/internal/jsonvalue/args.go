@@ -311,26 +311,55 @@ func (e *Echo) Texts() []string { return e.texts }
 // key with them).
 func (e *Echo) Numbers() []string { return e.nums }
 
-// HasText reports whether the string want is inside one of the texts,
-// both in EchoForm; empty once folded, it is in none.
-func (e *Echo) HasText(want string) bool { return echoIn(e.texts, EchoForm(want)) }
+// EchoWant is a value as a look-up compares it with an Echo, folded
+// once: a string in EchoForm, or a number's key and its plain decimal
+// in EchoForm ("12345.67" is "1234567"; empty when the key is not a
+// number).
+type EchoWant struct {
+	text, key string
+	num       bool
+}
 
-// HasNumber reports whether the number whose key is key (numberKey) is
-// among the numbers (of equal value, however written: 73401659,
-// 7.3401659e7), or inside one of the texts written as a plain decimal
-// ("account 73401659"; in EchoForm, so "12345.67" is "1234567").
-func (e *Echo) HasNumber(key string) bool {
-	for _, k := range e.nums {
-		if k == key {
-			return true
+// WantText is the string s as a look-up compares it.
+func WantText(s string) EchoWant { return EchoWant{text: EchoForm(s)} }
+
+// WantNumber is the number whose key is key (numberKey) as a look-up
+// compares it.
+func WantNumber(key string) EchoWant {
+	w := EchoWant{key: key, num: true}
+	if f, err := strconv.ParseFloat(key, 64); err == nil {
+		w.text = EchoForm(strconv.FormatFloat(f, 'f', -1, 64))
+	}
+	return w
+}
+
+// Text is the folded text a look-up finds inside a text.
+func (w EchoWant) Text() string { return w.text }
+
+// Key is the number's key, and whether w is a number.
+func (w EchoWant) Key() (string, bool) { return w.key, w.num }
+
+// Has reports whether the echo holds w: a number among the numbers (of
+// equal value, however written: 73401659, 7.3401659e7), or w's text
+// inside one of the texts (a number written as a plain decimal:
+// "account 73401659"); an empty text is in none.
+func (e *Echo) Has(w EchoWant) bool {
+	if w.num {
+		for _, k := range e.nums {
+			if k == w.key {
+				return true
+			}
 		}
 	}
-	f, err := strconv.ParseFloat(key, 64)
-	if err != nil {
-		return false
-	}
-	return echoIn(e.texts, EchoForm(strconv.FormatFloat(f, 'f', -1, 64)))
+	return echoIn(e.texts, w.text)
 }
+
+// HasText reports whether the string want is inside one of the texts
+// (Has).
+func (e *Echo) HasText(want string) bool { return e.Has(WantText(want)) }
+
+// HasNumber reports whether the number whose key is key is held (Has).
+func (e *Echo) HasNumber(key string) bool { return e.Has(WantNumber(key)) }
 
 // Echoes reports whether the text want (a string value) is in the raw
 // arguments args (EchoOf, Echo.HasText).
