@@ -257,7 +257,7 @@ type argIntegrity struct {
 // it: a value the return holds that the arguments of a call before it
 // hold too (a lookup answering with the IBAN it was asked about, a
 // search echoing its query, a note the model wrote and a trusted tool
-// reads back) is the model's (echoedByItsCall), and so is every value
+// reads back) is the model's (echoedByTheAgent), and so is every value
 // of a return whose call calls does not show.
 func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallRecord) []argIntegrity {
 	if c.ArgsIntegrity != nil {
@@ -322,25 +322,25 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallR
 // trustedFlow reports whether the value v at ptr equals a string or
 // number of a trusted source, or is as a whole an identifier of one (a
 // whole token flow of an identifier class), that the source's own call
-// did not send (echoedByItsCall). A whole line, pair value or run does
+// did not send (echoedByTheAgent). A whole line, pair value or run does
 // not count: those classes are free text, and text a trusted source
 // holds may quote what an untrusted one wrote (docs/flows.md).
 func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, calls []facts.ToolCallRecord) bool {
 	return slices.ContainsFunc(flows, func(fl facts.Flow) bool {
-		if fl.Path != ptr || !trustingMatch(fl) || sourceLabel(reg, &fl.Source).Integrity != facts.IntegrityTrusted {
+		if fl.Path != ptr || !fl.Trusting() || sourceLabel(reg, &fl.Source).Integrity != facts.IntegrityTrusted {
 			return false
 		}
 		// Derived flows say whether their return echoes its call; flows
 		// read back from a logged input with the calls are judged by them.
 		echo := fl.EchoOfTheAgent
 		if calls != nil {
-			echo = echoedByItsCall(&fl.Source, v, calls)
+			echo = echoedByTheAgent(&fl.Source, v, calls)
 		}
 		return !echo
 	})
 }
 
-// echoedByItsCall reports whether a tool-return source may hold v only
+// echoedByTheAgent reports whether a tool-return source may hold v only
 // because the model sent it: a tool call before it, of any tool and any
 // tool_call_id, has v in its arguments (facts.Echoes: a string of them
 // holds it, letters and digits compared lower-cased, or a number of
@@ -351,7 +351,7 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 // known). A prompt part beside tool returns (it may hold what they
 // returned) is judged as a return is, though it answers no call; other
 // prompts, and a provider-side return, have no call of the agent's.
-func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
+func echoedByTheAgent(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
 	beside := (src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt) && len(src.Beside) > 0
 	if src.Kind != facts.ToolReturn && !beside {
 		return false
@@ -372,11 +372,6 @@ func echoedByItsCall(src *facts.FlowSource, v any, calls []facts.ToolCallRecord)
 	}
 	return !answered
 }
-
-// trustingMatch reports whether a flow's match makes its value the
-// source's: exact, or a whole token of an identifier class
-// (facts.Flow.Trusting).
-func trustingMatch(fl facts.Flow) bool { return fl.Trusting() }
 
 func isBoolOrNull(v any) bool {
 	_, isBool := v.(bool)

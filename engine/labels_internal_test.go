@@ -41,16 +41,16 @@ func TestEchoedByItsCall(t *testing.T) {
 	id := func(s string) *string { return &s }
 	calls := []facts.ToolCallRecord{{Tool: "lookup", ToolCallID: id("l1"), Message: 1, Part: 0, Args: []byte(`{"q": "gb33 bukb 2020 1555 5555 55"}`)}}
 	src := facts.FlowSource{Kind: facts.ToolReturn, Tool: "lookup", ToolCallID: id("l1"), At: facts.Position{Message: 2}}
-	require.True(t, echoedByItsCall(&src, "GB33BUKB20201555555555", calls))
-	require.False(t, echoedByItsCall(&src, "DE89370400440532013000", calls))
-	require.False(t, echoedByItsCall(&src, true, calls))
+	require.True(t, echoedByTheAgent(&src, "GB33BUKB20201555555555", calls))
+	require.False(t, echoedByTheAgent(&src, "DE89370400440532013000", calls))
+	require.False(t, echoedByTheAgent(&src, true, calls))
 	other := src
 	other.ToolCallID = id("l9")
-	require.True(t, echoedByItsCall(&other, "DE89370400440532013000", calls), "its call is not shown")
+	require.True(t, echoedByTheAgent(&other, "DE89370400440532013000", calls), "its call is not shown")
 	other.ToolCallID = nil
-	require.True(t, echoedByItsCall(&other, "DE89370400440532013000", calls), "no id")
+	require.True(t, echoedByTheAgent(&other, "DE89370400440532013000", calls), "no id")
 	before := src
 	before.At = facts.Position{Message: 0}
-	require.True(t, echoedByItsCall(&before, "DE89370400440532013000", calls), "a return before its call answers none")
-	require.False(t, echoedByItsCall(&facts.FlowSource{Kind: facts.UserPrompt}, "GB33BUKB20201555555555", calls))
+	require.True(t, echoedByTheAgent(&before, "DE89370400440532013000", calls), "a return before its call answers none")
+	require.False(t, echoedByTheAgent(&facts.FlowSource{Kind: facts.UserPrompt}, "GB33BUKB20201555555555", calls))
 }
