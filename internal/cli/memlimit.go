@@ -98,13 +98,22 @@ func autoMemoryLimit(root string) (limit int64, said string, err error) {
 		formatByteSize(limit), autoMemoryPercent, formatByteSize(cg.bytes), cg.file), nil
 }
 
+// byteUnits are the units of a size, as GOMEMLIMIT writes them, largest
+// first.
+func byteUnits() []struct {
+	suffix string
+	shift  uint
+} {
+	return []struct {
+		suffix string
+		shift  uint
+	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
+}
+
 // formatByteSize writes n as parseByteSize reads it, in the largest unit
 // that divides it.
 func formatByteSize(n int64) string {
-	for _, u := range []struct {
-		suffix string
-		shift  uint
-	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}} {
+	for _, u := range byteUnits() {
 		if n != 0 && n&(1<<u.shift-1) == 0 {
 			return strconv.FormatInt(n>>u.shift, 10) + u.suffix
 		}
@@ -115,12 +124,8 @@ func formatByteSize(n int64) string {
 // parseByteSize reads a size as GOMEMLIMIT writes one: a non-negative
 // integer with an optional unit B, KiB, MiB, GiB or TiB.
 func parseByteSize(s string) (int64, error) {
-	units := []struct {
-		suffix string
-		shift  uint
-	}{{"TiB", 40}, {"GiB", 30}, {"MiB", 20}, {"KiB", 10}, {"B", 0}}
 	num, shift := s, uint(0)
-	for _, u := range units {
+	for _, u := range byteUnits() {
 		if strings.HasSuffix(s, u.suffix) {
 			num, shift = strings.TrimSuffix(s, u.suffix), u.shift
 			break
