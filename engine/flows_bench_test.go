@@ -187,14 +187,19 @@ type flowsBench struct {
 	engines  map[string]*engine.Engine
 }
 
-func newFlowsBench(tb testing.TB) *flowsBench {
-	tb.Helper()
-	in := benchInputs(tb, 1000, 100)
-	h := in.h
+// toLastResponse is h up to its last response, capped so that a Run's
+// appends never reach the shared history.
+func toLastResponse(h facts.History) facts.History {
 	for len(h) > 0 && h[len(h)-1].Kind != facts.Response {
 		h = h[:len(h)-1]
 	}
-	h = h[:len(h):len(h)] // a Run's appends never reach the shared history
+	return h[:len(h):len(h)]
+}
+
+func newFlowsBench(tb testing.TB) *flowsBench {
+	tb.Helper()
+	in := benchInputs(tb, 1000, 100)
+	h := toLastResponse(in.h)
 	fb := &flowsBench{h: h, hArgs: withCopiedArgs(tb, h), lastCall: h[len(h)-1].Parts[len(h[len(h)-1].Parts)-1],
 		engines: map[string]*engine.Engine{}}
 	if fb.lastCall.Kind != facts.ToolCall || fb.lastCall.ToolName != stepTool {
@@ -329,11 +334,7 @@ func BenchmarkFlowsEchoLookup(b *testing.B) {
 	ctx := context.Background()
 	for _, n := range []int{1000, 10000} {
 		in := benchInputs(b, n, 100)
-		h := in.h
-		for len(h) > 0 && h[len(h)-1].Kind != facts.Response {
-			h = h[:len(h)-1]
-		}
-		h = h[:len(h):len(h)]
+		h := toLastResponse(in.h)
 		e := newBenchEngine(b, flowsRegistry(b, in, false), false, engine.DecisionCache(0),
 			engine.Modules(engine.Source{File: "flows.rego", Text: flowRules["on"]}))
 		for _, exact := range []bool{false, true} {
