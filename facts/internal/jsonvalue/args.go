@@ -4,8 +4,10 @@
 // policy input and the call digest take as numbers), and the flow index's
 // walk of a return's content (the leaves a value holds, read from its
 // bytes with the wire scanner, encoding/json for what the scanner
-// refuses), and the flow filter's reading of a content's escapes
-// (AppendUnescaped). Only facts imports it.
+// refuses), the flow filter's reading of a content's escapes
+// (AppendUnescaped), and what a call's arguments hold as a later return
+// may repeat it (Echo, EchoWant: Flow.EchoOfTheAgent). Only facts
+// imports it.
 package jsonvalue
 
 import (
