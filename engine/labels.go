@@ -326,6 +326,7 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallR
 // not count: those classes are free text, and text a trusted source
 // holds may quote what an untrusted one wrote (docs/flows.md).
 func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, calls []facts.ToolCallRecord) bool {
+	sent := firstSent{v: v, calls: calls}
 	return slices.ContainsFunc(flows, func(fl facts.Flow) bool {
 		if fl.Path != ptr || !fl.Trusting() || sourceLabel(reg, &fl.Source).Integrity != facts.IntegrityTrusted {
 			return false
@@ -334,10 +335,36 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 		// read back from a logged input with the calls are judged by them.
 		echo := fl.EchoOfTheAgent
 		if calls != nil {
-			echo = echoedByTheAgent(&fl.Source, v, calls)
+			echo = sent.echoes(&fl.Source)
 		}
 		return !echo
 	})
+}
+
+// firstSent is the earliest of calls whose arguments hold v
+// (facts.Echoes), looked for once for all the flows of a value: each
+// look-up reads every call's arguments.
+type firstSent struct {
+	v      any
+	calls  []facts.ToolCallRecord
+	done   bool
+	at     facts.Position
+	exists bool
+}
+
+// before reports whether a call before at sent v.
+func (f *firstSent) before(at facts.Position) bool {
+	if !f.done {
+		f.done = true
+		for i := range f.calls {
+			c := &f.calls[i]
+			p := facts.Position{Message: c.Message, Part: c.Part}
+			if (!f.exists || p.Before(f.at)) && facts.Echoes(c.Args, f.v) {
+				f.at, f.exists = p, true
+			}
+		}
+	}
+	return f.exists && f.at.Before(at)
 }
 
 // echoedByTheAgent reports whether a tool-return source may hold v only
@@ -352,6 +379,12 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 // returned) is judged as a return is, though it answers no call; other
 // prompts, and a provider-side return, have no call of the agent's.
 func echoedByTheAgent(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
+	return (&firstSent{v: v, calls: calls}).echoes(src)
+}
+
+// echoes is echoedByTheAgent of src for f's value, the calls that sent
+// it looked for once.
+func (f *firstSent) echoes(src *facts.FlowSource) bool {
 	beside := (src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt) && len(src.Beside) > 0
 	if src.Kind != facts.ToolReturn && !beside {
 		return false
@@ -359,18 +392,20 @@ func echoedByTheAgent(src *facts.FlowSource, v any, calls []facts.ToolCallRecord
 	if !beside && src.ToolCallID == nil {
 		return true
 	}
-	answered := beside
-	for i := range calls {
-		c := &calls[i]
-		if !(facts.Position{Message: c.Message, Part: c.Part}).Before(src.At) {
-			continue
-		}
-		if facts.Echoes(c.Args, v) {
-			return true
-		}
-		answered = answered || c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID
+	if f.before(src.At) {
+		return true
 	}
-	return !answered
+	if beside {
+		return false
+	}
+	for i := range f.calls {
+		c := &f.calls[i]
+		if c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID &&
+			(facts.Position{Message: c.Message, Part: c.Part}).Before(src.At) {
+			return false
+		}
+	}
+	return true
 }
 
 func isBoolOrNull(v any) bool {
