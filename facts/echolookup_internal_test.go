@@ -20,7 +20,9 @@ import (
 // and values are drawn from a small alphabet, so that windows collide
 // and most values are held by no call though all their windows are;
 // numbers are written several ways (HasNumber); budgets run from ample
-// to a few calls.
+// to a few calls. Both agree with a look-up written out here (every call
+// read, then the budget spent from the first), and the plain look-up
+// reads no call past the first its budget does not cover.
 func TestEchoLookupStartsWhereTheValueMayFirstAppear(t *testing.T) {
 	r := rand.New(rand.NewPCG(47, 7))
 	word := func() string {
@@ -41,6 +43,13 @@ func TestEchoLookupStartsWhereTheValueMayFirstAppear(t *testing.T) {
 		var plain, fast sentArgs
 		fast.grams, fast.numKeys = map[uint32]int32{}, map[string]int32{}
 		var texts []string
+		var calls [][]byte
+		// The last look-up: sentArgs answers it again without spending.
+		var last struct {
+			want  jsonvalue.EchoWant
+			found int
+			ok    bool
+		}
 		for range 1 + r.IntN(30) {
 			obj := map[string]any{}
 			for k := range 1 + r.IntN(3) {
@@ -58,6 +67,7 @@ func TestEchoLookupStartsWhereTheValueMayFirstAppear(t *testing.T) {
 			m := Message{Kind: Response, Parts: []Part{{Kind: ToolCall, ToolName: "t", Args: args}}}
 			plain.note(&m)
 			fast.note(&m)
+			calls = append(calls, args)
 		}
 		for q := range 20 {
 			leaf, num := word(), false
@@ -78,13 +88,60 @@ func TestEchoLookupStartsWhereTheValueMayFirstAppear(t *testing.T) {
 				budget = r.IntN(200)
 			}
 			bp, bf := &flowBudget{call: budget, response: budget}, &flowBudget{call: budget, response: budget}
-			ip, okp := plain.first(leaf, num, bp)
-			i, ok := fast.first(leaf, num, bf)
+			w := jsonvalue.WantText(leaf)
+			if num {
+				w = jsonvalue.WantNumber(leaf)
+			}
+			br := &flowBudget{call: budget, response: budget}
+			ir, okr := last.found, true
+			if !last.ok || last.want != w {
+				ir, okr = firstWrittenOut(calls, w, br)
+			}
+			last.want, last.found, last.ok = w, ir, okr
+			readBefore := max(len(plain.sums)-1, 0)
+			ip, okp := plain.first(w, bp)
+			i, ok := fast.first(w, bf)
+			require.Equal(t, okr, okp, "round %d query %d: %q num=%v", round, q, leaf, num)
 			require.Equal(t, okp, ok, "round %d query %d: %q num=%v", round, q, leaf, num)
 			if ok {
+				require.Equal(t, ir, ip, "round %d query %d: %q num=%v", round, q, leaf, num)
 				require.Equal(t, ip, i, "round %d query %d: %q num=%v", round, q, leaf, num)
 			}
+			require.Equal(t, *br, *bp, "round %d query %d: %q num=%v: the budget left", round, q, leaf, num)
 			require.Equal(t, *bp, *bf, "round %d query %d: %q num=%v: the budget left", round, q, leaf, num)
+			require.LessOrEqual(t, len(plain.sums)-1, max(readBefore, readCovered(calls, budget)),
+				"round %d query %d: the plain look-up read calls its budget %d does not cover", round, q, budget)
 		}
 	}
+}
+
+// firstWrittenOut is sentArgs.first written out: every call read, the
+// first holding w found, then the bytes of the calls up to it (up to
+// the last when none holds it) spent from b, one call after another.
+func firstWrittenOut(calls [][]byte, w jsonvalue.EchoWant, b *flowBudget) (int, bool) {
+	found := len(calls)
+	for i, c := range calls {
+		if jsonvalue.EchoOf(c).Has(w) {
+			found = i
+			break
+		}
+	}
+	for i := 0; i <= min(found, len(calls)-1); i++ {
+		if !b.spend(jsonvalue.EchoOf(calls[i]).Size()) {
+			return 0, false
+		}
+	}
+	return found, true
+}
+
+// readCovered is how many of calls a look-up whose budget is budget may
+// read: those whose comparison it covers, and the first it does not.
+func readCovered(calls [][]byte, budget int) int {
+	sum := 0
+	for i, c := range calls {
+		if sum += jsonvalue.EchoOf(c).Size(); sum > budget {
+			return i + 1
+		}
+	}
+	return len(calls)
 }

@@ -219,7 +219,11 @@ type sourceCall struct {
 // cannot vouch for what was not checked) and b marks the flows
 // incomplete.
 func (c *sourceCall) echoes(leaf string, num bool, b *flowBudget) bool {
-	first, ok := c.log.first(leaf, num, b)
+	w := jsonvalue.WantText(leaf)
+	if num {
+		w = jsonvalue.WantNumber(leaf)
+	}
+	first, ok := c.log.first(w, b)
 	return !ok || first < c.before
 }
 
@@ -235,10 +239,10 @@ type sentArgs struct {
 	// are read).
 	sums []int
 	ids  map[string][]string
-	// The last leaf looked up (first): the index of the first call
+	// The last value looked up (first): the index of the first call
 	// holding it among the first n, n when none.
-	leaf     string
-	num, ok  bool
+	want     jsonvalue.EchoWant
+	ok       bool
 	n, found int
 	// grams, when not nil (a Tracker's index), holds for each 4-byte
 	// window of the calls' texts and for each number key the first call
@@ -283,17 +287,15 @@ func (l *sentArgs) sourceCall(tool, id string) *sourceCall {
 	return &sourceCall{log: l, before: len(l.args)}
 }
 
-// first returns the index of the first call whose arguments hold the
-// leaf (jsonvalue.Echo; len(l.args) when none), spending from b the
+// first returns the index of the first call whose arguments hold w
+// (jsonvalue.Echo.Has; len(l.args) when none), spending from b the
 // bytes a comparison with each call up to it compares; false past the
-// budget.
-func (l *sentArgs) first(leaf string, num bool, b *flowBudget) (int, bool) {
-	if l.ok && l.leaf == leaf && l.num == num && l.n == len(l.args) {
+// budget. What it reads is bounded by the budget too: a look-up stops
+// at the first call a comparison from the first call would pass the
+// budget at, since it fails wherever it finds w from there.
+func (l *sentArgs) first(w jsonvalue.EchoWant, b *flowBudget) (int, bool) {
+	if l.ok && l.want == w && l.n == len(l.args) {
 		return l.found, true
-	}
-	w := jsonvalue.WantText(leaf)
-	if num {
-		w = jsonvalue.WantNumber(leaf)
 	}
 	start := 0
 	if l.grams != nil {
@@ -302,7 +304,11 @@ func (l *sentArgs) first(leaf string, num bool, b *flowBudget) (int, bool) {
 	}
 	found := len(l.args)
 	for i := start; i < len(l.args); i++ {
-		if l.echoAt(i).Has(w) {
+		e := l.echoAt(i)
+		if l.sums[i+1] > b.call {
+			break
+		}
+		if e.Has(w) {
 			found = i
 			break
 		}
@@ -311,7 +317,7 @@ func (l *sentArgs) first(leaf string, num bool, b *flowBudget) (int, bool) {
 		l.ok = false
 		return 0, false
 	}
-	l.leaf, l.num, l.n, l.found, l.ok = leaf, num, len(l.args), found, true
+	l.want, l.n, l.found, l.ok = w, len(l.args), found, true
 	return found, true
 }
 
@@ -334,12 +340,18 @@ func (l *sentArgs) spendThrough(t int, b *flowBudget) bool {
 	if t < 0 {
 		return true
 	}
-	l.echoAt(t)
-	if l.sums[t+1] <= b.call {
+	// The first of the calls up to t whose comparison passes the budget,
+	// among those read, then reading on only as far as the budget goes.
+	read := max(len(l.sums)-1, 0)
+	i := sort.Search(min(read, t+1), func(i int) bool { return l.sums[i+1] > b.call })
+	for ; i == read && i <= t; i, read = i+1, read+1 {
+		if l.echoAt(i); l.sums[i+1] > b.call {
+			break
+		}
+	}
+	if i > t {
 		return b.spend(l.sums[t+1])
 	}
-	// The first call whose comparison passes the budget.
-	i := sort.Search(t+1, func(i int) bool { return l.sums[i+1] > b.call })
 	b.spend(l.sums[i])
 	return b.spend(l.echo[i].Size())
 }
@@ -795,15 +807,7 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 		for p := range hits {
 			at = append(at, p)
 		}
-		slices.SortFunc(at, func(a, b Position) int {
-			if a.Before(b) {
-				return -1
-			}
-			if b.Before(a) {
-				return 1
-			}
-			return 0
-		})
+		slices.SortFunc(at, comparePositions)
 		for _, p := range at {
 			h := hits[p]
 			f := Flow{Path: path, Match: FlowToken, Source: srcOf[p]}
