@@ -43,6 +43,10 @@
 //     Derive, which knows the dispatched calls' arguments before it
 //     reads any return, indexes only the returns that may hold a match
 //     of them (flowfilter.go), with the same flows and truncation.
+//   - [SentValues] asks of a list of tool calls (a decision's
+//     input.facts.tool_calls) what [Flow].EchoOfTheAgent asks of the
+//     index: whether a call before a return sent a value, under the
+//     flows' comparison budgets (sentvalues.go).
 //   - [VouchedBy] makes a reveal or a load count only where a [Voucher]
 //     vouches for the call that produced it (verified evidence):
 //     [VouchHistory] removes the rest, and Derive and the Tracker given

@@ -272,3 +272,19 @@ func ExampleFlow_Trusting() {
 	// /note contains trusting=false echo=false
 	// /recipient exact trusting=true echo=true
 }
+
+func ExampleSentValues() {
+	id := func(s string) *string { return &s }
+	calls := []facts.ToolCallRecord{
+		{Tool: "lookup_payee", ToolCallID: id("l1"), Message: 1, Args: []byte(`{"iban": "GB33-BUKB-2020-1555-5555-55"}`)},
+	}
+	sent := facts.NewSentValues(calls)
+	ret := facts.Position{Message: 2} // the return answering l1
+	fmt.Println(sent.SentBefore("GB33BUKB20201555555555", ret))
+	fmt.Println(sent.SentBefore("DE89370400440532013000", ret))
+	fmt.Println(sent.CalledBefore("lookup_payee", "l1", ret))
+	// Output:
+	// true
+	// false
+	// true
+}

@@ -335,6 +335,24 @@ func WantNumber(key string) EchoWant {
 	return w
 }
 
+// WantValue is the value v of a call's arguments, as ArgsValue reads
+// it, as a look-up compares it: a string (WantText), a non-trivial
+// number by its key (WantNumber), a trivial number by its text (as
+// EchoesNumber looks for one); false for any other value, which no
+// look-up finds.
+func WantValue(v any) (EchoWant, bool) {
+	switch x := v.(type) {
+	case string:
+		return WantText(x), true
+	case json.Number:
+		if k, ok := numberKey(x); ok {
+			return WantNumber(k), true
+		}
+		return WantText(x.String()), true
+	}
+	return EchoWant{}, false
+}
+
 // Text is the folded text a look-up finds inside a text.
 func (w EchoWant) Text() string { return w.text }
 
