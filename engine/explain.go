@@ -309,7 +309,7 @@ func (e *Engine) Explain(ctx context.Context, req Request, opts ...DecideOption)
 			for _, fl := range ce.Flows {
 				ce.Why = append(ce.Why, flowWhy(fl))
 			}
-			s.explainLabels(&ce, d.FactsUsed(), c.Part)
+			s.explainLabels(&ce, d, c.Part)
 		}
 		x.Calls = append(x.Calls, ce)
 	}
@@ -418,10 +418,12 @@ func flowWhy(fl flowExplained) string {
 }
 
 // explainLabels adds to a refused call what the policies read of its
-// labels: each argument's integrity and the window's, in words too. Only
-// for a registry that sets flow labels: without any, every tool has the
-// defaults and the labels say nothing about the refusal.
-func (s *snapshot) explainLabels(ce *CallExplained, f *facts.Facts, part int) {
+// labels: each argument's integrity (as the decision's input held it)
+// and the window's, in words too. Only for a registry that sets flow
+// labels: without any, every tool has the defaults and the labels say
+// nothing about the refusal.
+func (s *snapshot) explainLabels(ce *CallExplained, d *Decision, part int) {
+	f := d.FactsUsed()
 	if f == nil || f.Dispatch == nil || !s.reg.UsesFlowLabels() {
 		return
 	}
@@ -431,12 +433,19 @@ func (s *snapshot) explainLabels(ce *CallExplained, f *facts.Facts, part int) {
 	}
 	// A call whose arguments did not validate has no args_integrity in
 	// its input: no rule judged them.
-	if s.labels.argsIntegrity && ce.Verdict != InvalidArgs {
-		levels := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i], f.ToolCalls)
-		if len(levels) > 0 {
+	if logged := d.argsIntegrityRead(i); logged != nil {
+		// The pointers in the order of the arguments, the levels as the
+		// rules read them.
+		paths := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i], nil)
+		if len(paths) > 0 {
 			ce.ArgsIntegrity = map[string]string{}
 		}
-		for _, a := range levels {
+		for _, a := range paths {
+			level, ok := logged[a.Path]
+			if !ok {
+				continue
+			}
+			a.Level = level
 			ce.ArgsIntegrity[a.Path] = a.Level
 			arg := "argument " + strconv.Quote(a.Path)
 			if a.Path == "" {

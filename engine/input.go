@@ -501,6 +501,12 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 			cw := windowOf(lab.reg, f)
 			window = cw.term(lab.window)
 		}
+		// What the calls sent, when the facts list them: a return
+		// vouches for no value a call before it sent (echoedByTheAgent).
+		var sent *facts.SentValues
+		if lab.reads.argsIntegrity && f.ToolCalls != nil {
+			sent = facts.NewSentValues(f.ToolCalls)
+		}
 		calls := make([]*ast.Term, len(d.Calls))
 		for i := range d.Calls {
 			c := &d.Calls[i]
@@ -520,7 +526,10 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 				call.Insert(keyTerm("window"), window)
 			}
 			if lab.reads.argsIntegrity && (invalid == nil || invalid[i] == nil) {
-				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c, f.ToolCalls)))
+				if sent != nil {
+					sent.StartCall()
+				}
+				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c, sent)))
 			}
 			switch {
 			case invalid != nil && invalid[i] != nil:

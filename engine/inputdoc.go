@@ -26,6 +26,30 @@ func (d *Decision) InputDocument() (any, error) {
 	return ast.JSON(d.input)
 }
 
+// argsIntegrityRead is input.dispatch.calls[i].args_integrity of the
+// decision's input, as the rules read it: pointer -> level; nil when the
+// input holds none for the call (its arguments did not validate, or no
+// rule reads it).
+func (d *Decision) argsIntegrityRead(i int) map[string]string {
+	if d.input == nil {
+		return nil
+	}
+	v, err := d.input.Find(ast.Ref{ast.StringTerm("dispatch"), ast.StringTerm("calls"), ast.IntNumberTerm(i), ast.StringTerm("args_integrity")})
+	obj, ok := v.(ast.Object)
+	if err != nil || !ok {
+		return nil
+	}
+	out := make(map[string]string, obj.Len())
+	obj.Foreach(func(k, v *ast.Term) {
+		ks, kok := k.Value.(ast.String)
+		vs, vok := v.Value.(ast.String)
+		if kok && vok {
+			out[string(ks)] = string(vs)
+		}
+	})
+	return out
+}
+
 // FactsFromInput rebuilds the facts, the context and the approvals of a
 // decision from its input document (the JSON form Engine.Input and
 // Decision.InputDocument return, decoded with encoding/json): the inverse

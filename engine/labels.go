@@ -259,7 +259,7 @@ type argIntegrity struct {
 // search echoing its query, a note the model wrote and a trusted tool
 // reads back) is the model's (echoedByTheAgent), and so is every value
 // of a return whose call calls does not show.
-func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallRecord) []argIntegrity {
+func argsIntegrityOf(reg *facts.Registry, c *facts.Call, sent *facts.SentValues) []argIntegrity {
 	if c.ArgsIntegrity != nil {
 		// Read back from a logged input without the calls: as logged.
 		out := make([]argIntegrity, 0, len(c.ArgsIntegrity))
@@ -304,7 +304,7 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallR
 		level := argUntrusted
 		switch {
 		case chosen:
-		case trustedFlow(reg, c.Flows, ptr, v, calls):
+		case trustedFlow(reg, c.Flows, ptr, v, sent):
 			level = argTrusted
 		case sch != nil && sch.Declassifies(ptr):
 			level = argDeclassified
@@ -325,8 +325,7 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call, calls []facts.ToolCallR
 // did not send (echoedByTheAgent). A whole line, pair value or run does
 // not count: those classes are free text, and text a trusted source
 // holds may quote what an untrusted one wrote (docs/flows.md).
-func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, calls []facts.ToolCallRecord) bool {
-	sent := firstSent{v: v, calls: calls}
+func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, sent *facts.SentValues) bool {
 	return slices.ContainsFunc(flows, func(fl facts.Flow) bool {
 		if fl.Path != ptr || !fl.Trusting() || sourceLabel(reg, &fl.Source).Integrity != facts.IntegrityTrusted {
 			return false
@@ -334,37 +333,11 @@ func trustedFlow(reg *facts.Registry, flows []facts.Flow, ptr string, v any, cal
 		// Derived flows say whether their return echoes its call; flows
 		// read back from a logged input with the calls are judged by them.
 		echo := fl.EchoOfTheAgent
-		if calls != nil {
-			echo = sent.echoes(&fl.Source)
+		if sent != nil {
+			echo = echoedByTheAgent(&fl.Source, v, sent)
 		}
 		return !echo
 	})
-}
-
-// firstSent is the earliest of calls whose arguments hold v
-// (facts.Echoes), looked for once for all the flows of a value: each
-// look-up reads every call's arguments.
-type firstSent struct {
-	v      any
-	calls  []facts.ToolCallRecord
-	done   bool
-	at     facts.Position
-	exists bool
-}
-
-// before reports whether a call before at sent v.
-func (f *firstSent) before(at facts.Position) bool {
-	if !f.done {
-		f.done = true
-		for i := range f.calls {
-			c := &f.calls[i]
-			p := facts.Position{Message: c.Message, Part: c.Part}
-			if (!f.exists || p.Before(f.at)) && facts.Echoes(c.Args, f.v) {
-				f.at, f.exists = p, true
-			}
-		}
-	}
-	return f.exists && f.at.Before(at)
 }
 
 // echoedByTheAgent reports whether a tool-return source may hold v only
@@ -378,13 +351,9 @@ func (f *firstSent) before(at facts.Position) bool {
 // known). A prompt part beside tool returns (it may hold what they
 // returned) is judged as a return is, though it answers no call; other
 // prompts, and a provider-side return, have no call of the agent's.
-func echoedByTheAgent(src *facts.FlowSource, v any, calls []facts.ToolCallRecord) bool {
-	return (&firstSent{v: v, calls: calls}).echoes(src)
-}
-
-// echoes is echoedByTheAgent of src for f's value, the calls that sent
-// it looked for once.
-func (f *firstSent) echoes(src *facts.FlowSource) bool {
+// The calls are looked up under the flows' comparison budgets
+// (facts.SentValues): past them the value counts as sent.
+func echoedByTheAgent(src *facts.FlowSource, v any, sent *facts.SentValues) bool {
 	beside := (src.Kind == facts.UserPrompt || src.Kind == facts.SystemPrompt) && len(src.Beside) > 0
 	if src.Kind != facts.ToolReturn && !beside {
 		return false
@@ -392,20 +361,10 @@ func (f *firstSent) echoes(src *facts.FlowSource) bool {
 	if !beside && src.ToolCallID == nil {
 		return true
 	}
-	if f.before(src.At) {
+	if sent.SentBefore(v, src.At) {
 		return true
 	}
-	if beside {
-		return false
-	}
-	for i := range f.calls {
-		c := &f.calls[i]
-		if c.Tool == src.Tool && c.ToolCallID != nil && *c.ToolCallID == *src.ToolCallID &&
-			(facts.Position{Message: c.Message, Part: c.Part}).Before(src.At) {
-			return false
-		}
-	}
-	return true
+	return !beside && !sent.CalledBefore(src.Tool, *src.ToolCallID, src.At)
 }
 
 func isBoolOrNull(v any) bool {

@@ -39,7 +39,7 @@ func TestSourceLabelOfPrompts(t *testing.T) {
 // prompt has no call.
 func TestEchoedByItsCall(t *testing.T) {
 	id := func(s string) *string { return &s }
-	calls := []facts.ToolCallRecord{{Tool: "lookup", ToolCallID: id("l1"), Message: 1, Part: 0, Args: []byte(`{"q": "gb33 bukb 2020 1555 5555 55"}`)}}
+	calls := facts.NewSentValues([]facts.ToolCallRecord{{Tool: "lookup", ToolCallID: id("l1"), Message: 1, Part: 0, Args: []byte(`{"q": "gb33 bukb 2020 1555 5555 55"}`)}})
 	src := facts.FlowSource{Kind: facts.ToolReturn, Tool: "lookup", ToolCallID: id("l1"), At: facts.Position{Message: 2}}
 	require.True(t, echoedByTheAgent(&src, "GB33BUKB20201555555555", calls))
 	require.False(t, echoedByTheAgent(&src, "DE89370400440532013000", calls))

@@ -1,0 +1,108 @@
+package engine_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/policycheck/policycheck/engine"
+	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/loader"
+)
+
+// budgetRegistry: notes the model writes, a trusted payee list, and a
+// consequential payment to many payees at once.
+const budgetRegistry = `tools:
+  - name: write_note
+    parameters_json_schema: {"type": "object", "properties": {"text": {"type": "string"}}}
+  - name: list_payees
+    integrity: trusted
+    parameters_json_schema: {"type": "object", "properties": {}}
+  - name: pay_many
+    consequential: true
+    parameters_json_schema: {"type": "object", "properties": {"to": {"type": "array", "items": {"type": "string"}}}, "required": ["to"]}
+`
+
+// budgetHistory: the model writes notes notes of about 1 KB each, reads
+// a trusted list of payees payees, and pays every one of them.
+func budgetHistory(t *testing.T, notes, payees int) facts.History {
+	t.Helper()
+	h := facts.History{{Kind: facts.Request, Parts: []facts.Part{{Kind: facts.UserPrompt, Content: []byte(`"Pay every payee on my list."`)}}}}
+	filler := strings.Repeat("minutes of the weekly meeting ", 34)
+	for i := range notes {
+		args, err := json.Marshal(map[string]string{"text": fmt.Sprintf("%s%d", filler, i)})
+		require.NoError(t, err)
+		id := fmt.Sprintf("n%d", i)
+		h = append(h, facts.Message{Kind: facts.Response, Parts: []facts.Part{rt2Call("write_note", id, string(args))}},
+			facts.Message{Kind: facts.Request, Parts: []facts.Part{rt2Return("write_note", id, `"saved"`)}})
+	}
+	list := make([]string, payees)
+	for i := range list {
+		list[i] = fmt.Sprintf("GB%02dBUKB2020%010d", i%90+10, i)
+	}
+	ret, err := json.Marshal(list)
+	require.NoError(t, err)
+	args, err := json.Marshal(map[string]any{"to": list})
+	require.NoError(t, err)
+	return append(h,
+		facts.Message{Kind: facts.Response, Parts: []facts.Part{rt2Call("list_payees", "l1", `{}`)}},
+		facts.Message{Kind: facts.Request, Parts: []facts.Part{rt2Return("list_payees", "l1", string(ret))}},
+		facts.Message{Kind: facts.Response, Parts: []facts.Part{rt2Call("pay_many", "p1", string(args))}})
+}
+
+// TestEchoLookUpFromTheCallsIsBudgeted: with a policy that reads
+// input.facts.tool_calls, the engine judges whether a trusted return
+// echoes what the agent sent from the calls in the input. That look-up
+// read every call's arguments for each value judged, with no bound: 500
+// payees paid after 500 notes executed on main (each payee judged
+// trusted) after reading the notes 500 times, where the derived flows,
+// past their comparison budget, ask approval (2,000 and 2,000 took 31 s
+// under a 5 s deadline). It now spends the flows' comparison budgets
+// (facts.SentValues): past them a value counts as sent, and both policy
+// sets ask approval. Within the budget (20 payees) both find every payee
+// trusted, and the call executes.
+func TestEchoLookUpFromTheCallsIsBudgeted(t *testing.T) {
+	ctx := context.Background()
+	reg, err := loader.ParseRegistry("r.yaml", []byte(budgetRegistry))
+	require.NoError(t, err)
+	for _, tc := range []struct {
+		notes, payees int
+		verdict       string
+	}{{500, 500, engine.ApprovalRequired}, {500, 20, engine.Execute}} {
+		h := budgetHistory(t, tc.notes, tc.payees)
+		var integrity []any
+		for _, extra := range [][]engine.Option{nil, {engine.Modules(rt2Calls)}} {
+			eng, err := engine.New(ctx, append([]engine.Option{engine.Registry(reg), engine.PolicyPaths("../examples/policies/integrity")}, extra...)...)
+			require.NoError(t, err)
+			d, err := eng.Decide(ctx, engine.Request{History: h})
+			require.NoError(t, err)
+			require.Empty(t, d.Errors)
+			require.Len(t, d.Calls, 1)
+			assert.Equal(t, tc.verdict, d.Calls[0].Verdict, "%d payees, reading tool_calls: %v", tc.payees, extra != nil)
+			doc, err := d.InputDocument()
+			require.NoError(t, err)
+			levels := callsOf(t, doc)[0]["args_integrity"].(map[string]any)
+			require.Len(t, levels, tc.payees)
+			untrusted := 0
+			for _, l := range levels {
+				if l == "untrusted" {
+					untrusted++
+				}
+			}
+			if tc.verdict == engine.Execute {
+				assert.Zero(t, untrusted, "within the budget every payee is the trusted list's")
+				integrity = append(integrity, levels)
+			} else {
+				assert.Positive(t, untrusted, "past the budget some payee counts as sent by the agent")
+			}
+		}
+		if tc.verdict == engine.Execute {
+			assert.Equal(t, integrity[0], integrity[1], "within the budget, the same levels whether or not the calls are read")
+		}
+	}
+}
