@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -15,18 +14,17 @@ import (
 	"github.com/policycheck/policycheck/facts"
 )
 
-// TestFlowMatchingAnswersWithinTheDeadline is issue 43, item 4: 300,000
+// TestFlowMatchingIsBoundedInADecision is issue 43, item 4: 300,000
 // returned strings sharing their first 8 bytes and a 1 MB argument
-// repeating that prefix held a core for 70 s under a 5 s deadline (the
-// deadline here too: the history's index alone takes seconds under the
-// race detector on a loaded machine). The
+// repeating that prefix held a core for 70 s under a 5 s deadline. The
 // matching of a call's arguments is bounded (facts.FlowCallCompareBudget,
-// FlowResponseCompareBudget): the decision answers within its deadline
-// plus a second, and the call, whose flows could not all be matched, is
-// refused by the rule that requires complete flows (the facts say the
-// flows are incomplete, as past the index cap). On main no answer came
-// within the bound.
-func TestFlowMatchingAnswersWithinTheDeadline(t *testing.T) {
+// FlowResponseCompareBudget; facts' TestFlowMatchingIsBounded counts what
+// it compares): the decision, with no deadline, says the flows are
+// incomplete, and the call, whose flows could not all be matched, is
+// refused by the rule that requires complete flows. Without the bound
+// the matching runs to its end, the flows are complete and the call
+// executes. No clock is read: the test's own timeout is the only one.
+func TestFlowMatchingIsBoundedInADecision(t *testing.T) {
 	reg, err := facts.NewRegistry(nil, []facts.Tool{{Name: "fetch"}, {Name: "send"}})
 	require.NoError(t, err)
 	e, err := engine.New(context.Background(), engine.Registry(reg), engine.Modules(engine.Source{File: "guard.rego", Text: `package policycheck.rules.guard
@@ -59,26 +57,13 @@ deny contains "the flows of this call cannot be relied on" if {
 			Args: []byte(`{"body": "` + arg + `"}`)}}},
 	}
 
-	const deadline = 5 * time.Second
-	type answer struct {
-		d   *engine.Decision
-		err error
-	}
-	done := make(chan answer, 1)
-	go func() {
-		d, err := e.Decide(context.Background(), engine.Request{History: h}, engine.WithDeadline(deadline))
-		done <- answer{d, err}
-	}()
-	select {
-	case a := <-done:
-		require.NoError(t, a.err)
-		require.Len(t, a.d.Calls, 1)
-		assert.NotEqual(t, engine.Execute, a.d.Calls[0].Verdict, "flows that could not all be matched never let the call through")
-		if !a.d.FailedClosed() {
-			assert.Equal(t, engine.Denied, a.d.Calls[0].Verdict)
-			assert.Contains(t, strings.Join(a.d.Calls[0].Reasons, "\n"), "the flows of this call cannot be relied on")
-		}
-	case <-time.After(deadline + time.Second):
-		t.Fatalf("no answer within the deadline (%v) plus a second", deadline)
-	}
+	ctx := context.Background()
+	d, err := e.Decide(ctx, engine.Request{History: h})
+	require.NoError(t, err)
+	require.Len(t, d.Calls, 1)
+	assert.Equal(t, engine.Denied, d.Calls[0].Verdict, "flows that could not all be matched never let the call through")
+	assert.Contains(t, strings.Join(d.Calls[0].Reasons, "\n"), "the flows of this call cannot be relied on")
+	doc, err := d.InputDocument()
+	require.NoError(t, err)
+	assert.Equal(t, true, doc.(map[string]any)["facts"].(map[string]any)["flow_index_truncated"], "the facts say the flows are incomplete")
 }
