@@ -3,6 +3,7 @@ package facts
 import (
 	"encoding/json"
 	"fmt"
+	"math/rand/v2"
 	"strings"
 	"testing"
 
@@ -66,4 +67,54 @@ func TestSentValuesPutsTheCallsInOrder(t *testing.T) {
 	assert.False(t, s.SentBefore("acct-778899", Position{Message: 3, Part: 1}))
 	assert.True(t, s.CalledBefore("a", "x", Position{Message: 2}), "the earliest call of a with x")
 	assert.False(t, s.CalledBefore("b", "x", Position{Message: 9}))
+}
+
+// TestSentValuesAgreesWithEchoes: within the budget, SentBefore answers
+// as a search of every call before the place with Echoes does, and
+// CalledBefore as a search for a call of the tool with the id, on calls
+// given in any order, values written as strings and numbers several
+// ways.
+func TestSentValuesAgreesWithEchoes(t *testing.T) {
+	r := rand.New(rand.NewPCG(4, 7))
+	words := []string{"GB33 BUKB", "gb33bukb", "20201555", "Ada Lovelace", "ada.lovelace@example.com", "12345.67", "73401659", "x"}
+	nums := []string{"12345.67", "1.234567e4", "73401659", "7.3401659e7", "2024", "0.5"}
+	for round := range 300 {
+		calls := make([]ToolCallRecord, 1+r.IntN(12))
+		for i := range calls {
+			id := fmt.Sprint(r.IntN(4))
+			obj := map[string]any{}
+			for k := range r.IntN(3) {
+				if r.IntN(3) == 0 {
+					obj[fmt.Sprint("n", k)] = json.Number(nums[r.IntN(len(nums))])
+				} else {
+					obj[fmt.Sprint("s", k)] = words[r.IntN(len(words))] + " " + words[r.IntN(len(words))]
+				}
+			}
+			args, err := json.Marshal(obj)
+			require.NoError(t, err)
+			calls[i] = ToolCallRecord{Tool: []string{"a", "b"}[r.IntN(2)], ToolCallID: &id, Message: r.IntN(20), Part: r.IntN(2), Args: args}
+		}
+		s := NewSentValues(calls)
+		for q := range 30 {
+			at := Position{Message: r.IntN(22), Part: r.IntN(2)}
+			var v any = words[r.IntN(len(words))]
+			if r.IntN(2) == 0 {
+				v = json.Number(nums[r.IntN(len(nums))])
+			}
+			want := false
+			for _, c := range calls {
+				if (Position{Message: c.Message, Part: c.Part}).Before(at) && Echoes(c.Args, v) {
+					want = true
+				}
+			}
+			require.Equal(t, want, s.SentBefore(v, at), "round %d query %d: %v before %v", round, q, v, at)
+			tool, id := []string{"a", "b"}[r.IntN(2)], fmt.Sprint(r.IntN(4))
+			called := false
+			for _, c := range calls {
+				called = called || c.Tool == tool && *c.ToolCallID == id && (Position{Message: c.Message, Part: c.Part}).Before(at)
+			}
+			require.Equal(t, called, s.CalledBefore(tool, id, at), "round %d query %d: %s %s before %v", round, q, tool, id, at)
+		}
+		require.False(t, s.Exceeded())
+	}
 }
