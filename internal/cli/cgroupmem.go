@@ -53,7 +53,9 @@ var errNoCgroupLimit = errors.New("no cgroup memory limit found")
 // the kernel applies it: the smallest of the limits of the cgroup and its
 // ancestors, as far up as the cgroup file system is mounted (in a
 // container, its own cgroup). Under cgroup v2 (/proc/self/cgroup's
-// 0::PATH) it reads memory.max ("max": none); under v1 (the memory
+// 0::PATH) it reads memory.max and memory.high ("max": none; above
+// memory.high the kernel throttles the cgroup and reclaims its memory
+// hard, which a heap near it would pay for in pauses); under v1 (the memory
 // controller's line) memory.limit_in_bytes (cgroupNoLimit or above:
 // none). The mounts come from /proc/self/mountinfo. Every path is read
 // below root (/ but in tests). A file that cannot be read or parsed is an
@@ -71,11 +73,11 @@ func readCgroupMemoryLimit(root string) (cgroupLimit, error) {
 	}
 	// A memory controller on a v1 hierarchy is not on the v2 one (a
 	// hybrid layout has both lines): v1 first.
-	fstype, cgPath, file := "cgroup", cg.v1, "memory.limit_in_bytes"
+	fstype, cgPath, files := "cgroup", cg.v1, []string{"memory.limit_in_bytes"}
 	switch {
 	case cg.hasV1:
 	case cg.hasV2:
-		fstype, cgPath, file = "cgroup2", cg.v2, "memory.max"
+		fstype, cgPath, files = "cgroup2", cg.v2, []string{"memory.max", "memory.high"}
 	default:
 		return cgroupLimit{}, fmt.Errorf("%w: %s names neither a cgroup v2 path (0::PATH) nor a cgroup v1 memory controller", errNoCgroupLimit, procFile)
 	}
@@ -98,24 +100,26 @@ func readCgroupMemoryLimit(root string) (cgroupLimit, error) {
 		seen []string
 	)
 	for dir := filepath.Join(top, rel); ; dir = filepath.Dir(dir) {
-		p := filepath.Join(dir, file)
-		data, err := os.ReadFile(p)
-		switch {
-		case errors.Is(err, fs.ErrNotExist):
-			// The memory controller is not enabled at this level (or it
-			// is the root cgroup): no limit here.
-			seen = append(seen, p+": absent")
-		case err != nil:
-			return cgroupLimit{}, err
-		default:
-			n, limited, err := parseCgroupLimit(string(data))
-			if err != nil {
-				return cgroupLimit{}, fmt.Errorf("%s: %w", p, err)
-			}
-			if !limited {
-				seen = append(seen, p+": "+strings.TrimSpace(string(data))+" (no limit)")
-			} else if best.file == "" || n < best.bytes {
-				best = cgroupLimit{bytes: n, file: p}
+		for _, file := range files {
+			p := filepath.Join(dir, file)
+			data, err := os.ReadFile(p)
+			switch {
+			case errors.Is(err, fs.ErrNotExist):
+				// The memory controller is not enabled at this level (or
+				// it is the root cgroup): no limit here.
+				seen = append(seen, p+": absent")
+			case err != nil:
+				return cgroupLimit{}, err
+			default:
+				n, limited, err := parseCgroupLimit(string(data))
+				if err != nil {
+					return cgroupLimit{}, fmt.Errorf("%s: %w", p, err)
+				}
+				if !limited {
+					seen = append(seen, p+": "+strings.TrimSpace(string(data))+" (no limit)")
+				} else if best.file == "" || n < best.bytes {
+					best = cgroupLimit{bytes: n, file: p}
+				}
 			}
 		}
 		if len(dir) <= len(top) {

@@ -83,6 +83,21 @@ func TestGatewayMemoryLimitAuto(t *testing.T) {
 		want: 921 << 20,
 		said: "the garbage collector runs as the heap nears 921MiB, 90% of the cgroup memory limit 1GiB in /run/cg 2/system.slice/memory.max (--memory-limit auto)",
 	}, {
+		// memory.high, where the kernel throttles the cgroup, below
+		// memory.max (Kubernetes' memory QoS, systemd's MemoryHigh=).
+		name: "v2 throttling limit below the hard one",
+		files: map[string]string{
+			"proc/self/cgroup":                            "0::/kubepods/pod1/ctr\n",
+			"proc/self/mountinfo":                         mountsV2,
+			"sys/fs/cgroup/kubepods/pod1/ctr/memory.max":  "1073741824\n",
+			"sys/fs/cgroup/kubepods/pod1/ctr/memory.high": "838860800\n",
+			"sys/fs/cgroup/kubepods/pod1/memory.max":      "max\n",
+			"sys/fs/cgroup/kubepods/pod1/memory.high":     "max\n",
+		},
+		// 800MiB × 0.9 = 720MiB.
+		want: 720 << 20,
+		said: "the garbage collector runs as the heap nears 720MiB, 90% of the cgroup memory limit 800MiB in /sys/fs/cgroup/kubepods/pod1/ctr/memory.high (--memory-limit auto)",
+	}, {
 		name: "v1 limit",
 		files: map[string]string{
 			"proc/self/cgroup":    procHybrid,
@@ -128,13 +143,17 @@ func TestGatewayMemoryLimitAutoRefused(t *testing.T) {
 		files: map[string]string{
 			"proc/self/cgroup":                       "0::/user.slice/u1\n",
 			"proc/self/mountinfo":                    mountsV2,
-			"sys/fs/cgroup/user.slice/u1/memory.max": "max\n",
-			"sys/fs/cgroup/user.slice/memory.max":    "max\n",
+			"sys/fs/cgroup/user.slice/u1/memory.max":  "max\n",
+			"sys/fs/cgroup/user.slice/u1/memory.high": "max\n",
+			"sys/fs/cgroup/user.slice/memory.max":     "max\n",
+			"sys/fs/cgroup/user.slice/memory.high":    "max\n",
 		},
 		want: "--memory-limit auto: no cgroup memory limit found: " +
 			"/sys/fs/cgroup/user.slice/u1/memory.max: max (no limit), " +
+			"/sys/fs/cgroup/user.slice/u1/memory.high: max (no limit), " +
 			"/sys/fs/cgroup/user.slice/memory.max: max (no limit), " +
-			"/sys/fs/cgroup/memory.max: absent" + suggest,
+			"/sys/fs/cgroup/user.slice/memory.high: max (no limit), " +
+			"/sys/fs/cgroup/memory.max: absent, /sys/fs/cgroup/memory.high: absent" + suggest,
 	}, {
 		name: "v1 unlimited",
 		files: map[string]string{
