@@ -393,6 +393,40 @@ func TestScalingGateway(t *testing.T) {
 	}
 }
 
+// TestScalingGatewayStickySessions: a 2025-11-25 client that sends no
+// session handle holds an MCP session (Mcp-Session-Id) in the replica
+// that created it; scaling.md's HAProxy block sends each request naming
+// one back there (a stick table filled from the replicas' answers), so
+// the session's searches and revealed tools run as on one gateway, and
+// every call of it is decided by one replica. Round robin alone sends
+// the second request elsewhere, which knows no such MCP session.
+func TestScalingGatewayStickySessions(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts Redis, three gateways and HAProxy")
+	}
+	c := startGatewayCluster(t, 3)
+	tr := &mcp.StreamableClientTransport{Endpoint: c.proxy + "/mcp",
+		HTTPClient: &http.Client{Transport: gatewaytest.Bearer{Token: c.tokens["p1"]}}, MaxRetries: -1}
+	cs, err := mcp.NewClient(&mcp.Implementation{Name: "scaling-test"}, nil).Connect(context.Background(), tr,
+		&mcp.ClientSessionOptions{ProtocolVersion: "2025-11-25"})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = cs.Close() })
+	require.Equal(t, "2025-11-25", cs.InitializeResult().ProtocolVersion)
+	for i := range 14 { // the script twice: a third load of the loaded capability would pass its retries
+		call := gwScript(i)
+		text, isErr, err := gatewaytest.Call(cs, call.name, call.args)
+		require.NoError(t, err, "step %d (%s)", i, call.name)
+		if i%7 == 1 || i%7 == 5 {
+			require.False(t, isErr, "step %d: %s after its reveal or load: %s", i, call.name, text)
+		}
+	}
+	replicas := map[string]int{}
+	for _, l := range readDecisionLogs(t, c.logs)["p1"] {
+		replicas[l.replica]++
+	}
+	require.Len(t, replicas, 1, "the session's calls were decided by %v", replicas)
+}
+
 // untilStoreAnswers makes call c until the answer is not that the
 // session store cannot be reached (Redis restarting).
 func untilStoreAnswers(t *testing.T, cs *mcp.ClientSession, c gwCall) (string, bool) {
