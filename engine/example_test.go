@@ -386,6 +386,34 @@ func ExampleRun_StepWith() {
 	// messages: 4 steps: 1 c1: execute
 }
 
+func ExampleRun_Replay() {
+	e := exampleEngine()
+	h, err := loader.DecodeHistory("run.json", []byte(exampleHistory), loader.DefaultLimits())
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx := context.Background()
+	// One process decides the step...
+	first := e.NewRun()
+	d, err := first.Step(ctx, h, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	recorded := make([]engine.CallVerdict, len(d.Calls))
+	for i, c := range d.Calls {
+		recorded[i] = engine.CallVerdict{Tool: c.Tool, Part: c.Part, Verdict: c.Verdict, FailClosed: c.FailClosed}
+	}
+	// ...another resumes the session with its verdicts, evaluating nothing.
+	second := e.NewRun()
+	rd, err := second.Replay(h, recorded)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("steps:", second.Steps(), "send_email:", rd.Calls[3].Verdict, "charged:", rd.Retries[3].Charged)
+	// Output:
+	// steps: 1 send_email: unknown_tool charged: true
+}
+
 func ExampleWithReceipts() {
 	signer, err := trust.NewSigner(ed25519.NewKeyFromSeed(make([]byte, ed25519.SeedSize)))
 	if err != nil {

@@ -281,9 +281,13 @@ type stepPlan struct {
 }
 
 // plan accounts for d's refusals without recording anything.
-func (r *Run) plan(d *Decision) stepPlan {
+func (r *Run) plan(d *Decision) stepPlan { return r.planCalls(d.Dispatch != nil, d.Calls) }
+
+// planCalls is plan for the verdicts calls of the dispatched response,
+// when the facts have one (dispatch).
+func (r *Run) planCalls(dispatch bool, calls []CallVerdict) stepPlan {
 	last := len(r.history) - 1
-	if d.Dispatch == nil || last < 0 || r.history[last].Kind != facts.Response {
+	if !dispatch || last < 0 || r.history[last].Kind != facts.Response {
 		return stepPlan{last: -1, retries: []Retry{}}
 	}
 	p := stepPlan{last: last, advance: last != r.dispatched, step: r.step}
@@ -292,8 +296,56 @@ func (r *Run) plan(d *Decision) stepPlan {
 		p.step++
 		retries, freed = r.carry(), r.stepFree
 	}
-	p.retries, p.free, p.charged = r.account(d, retries, freed)
+	p.retries, p.free, p.charged = r.account(calls, retries, freed)
 	return p
+}
+
+// Replay appends msgs to the run's history as Step does, and records the
+// step as a decision whose calls had the verdicts calls says did (the
+// retry accounting, the evidence the run judged), without evaluating the
+// policies: for a run that resumes a session another process decided,
+// with that decision's verdicts (a gateway replica giving its run what
+// another replica wrote). Each of calls needs the call's Tool, Part,
+// Verdict and FailClosed, one per tool call of the dispatched response in
+// order; none when the history then ends with no response. The verdicts
+// are taken as given: only that they name the response's calls is
+// checked, and an error (the run as it was) says when they do not. The
+// decision returned holds calls, Step and Retries, nothing else; the
+// next Step decides as after a Step that gave those verdicts.
+func (r *Run) Replay(msgs []facts.Message, calls []CallVerdict) (*Decision, error) {
+	n := len(r.history)
+	r.history = append(r.history, msgs...)
+	r.tracker.Append(r.history[n:]...)
+	if reg, fo := r.e.Registry(), r.e.FactOptions(); reg != r.reg || fo != r.tracker.Options() {
+		r.reg = reg
+		r.retrack(reg, fo)
+	}
+	f := r.tracker.Facts()
+	var want []facts.Call
+	if f.Dispatch != nil {
+		want = f.Dispatch.Calls
+	}
+	ok := len(want) == len(calls)
+	for i := 0; ok && i < len(calls); i++ {
+		ok = calls[i].Tool == want[i].Tool && calls[i].Part == want[i].Part
+	}
+	if !ok {
+		r.rewind(n)
+		return nil, fmt.Errorf("engine: replay: the verdicts name %d calls; the dispatched response holds %d, or another tool or part", len(calls), len(want))
+	}
+	for i, c := range calls {
+		switch c.Verdict {
+		case Execute, NotAvailableYet, UnknownTool, Denied, ApprovalRequired, InvalidArgs:
+		default:
+			r.rewind(n)
+			return nil, fmt.Errorf("engine: replay: call %d (%s): %q is not a verdict", i, c.Tool, c.Verdict)
+		}
+	}
+	d := &Decision{Calls: append([]CallVerdict(nil), calls...), run: true}
+	plan := r.planCalls(f.Dispatch != nil, d.Calls)
+	d.Step, d.Retries = plan.step, plan.retries
+	r.commit(plan, d)
+	return d, nil
 }
 
 // commit records a step's accounting once the step is answered.
@@ -356,15 +408,15 @@ func (r *Run) advance() {
 // earlier steps used (r.refused, and freed when the step is new): the
 // step's free and charged names replace what an earlier decision of the
 // same step accounted.
-func (r *Run) account(d *Decision, retries map[string]int, freed map[string]struct{}) (out []Retry, free, charged map[string]struct{}) {
-	out = make([]Retry, len(d.Calls))
+func (r *Run) account(calls []CallVerdict, retries map[string]int, freed map[string]struct{}) (out []Retry, free, charged map[string]struct{}) {
+	out = make([]Retry, len(calls))
 	mark := func(m *map[string]struct{}, tool string) {
 		if *m == nil {
 			*m = map[string]struct{}{}
 		}
 		(*m)[tool] = struct{}{}
 	}
-	for i, c := range d.Calls {
+	for i, c := range calls {
 		rt := Retry{Count: retries[c.Tool], Budget: r.budget(c.Tool)}
 		switch c.Verdict {
 		case UnknownTool:
