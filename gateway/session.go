@@ -103,23 +103,9 @@ func (s *session) step(ctx context.Context, g *Gateway, extra []byte, opts ...en
 // stepWith is step, signing receipts when sign is true and a signer is
 // set.
 func (s *session) stepWith(ctx context.Context, g *Gateway, extra []byte, sign bool, opts ...engine.DecideOption) (*engine.Decision, error) {
-	// Each message is decoded from its own frame, which the history then
-	// holds (inner): the run's messages alias the bytes they were decoded
-	// from, so the run and the history share one copy of each.
-	var extraFrame []byte
-	if extra != nil {
-		extraFrame = frame(extra)
-	}
-	var msgs []facts.Message
-	for _, f := range [2][]byte{s.pendingFrame(), extraFrame} {
-		if f == nil {
-			continue
-		}
-		m, err := loader.DecodeMessages("gateway session "+s.id, f, s.run.Len()+len(msgs), g.historyLimits())
-		if err != nil {
-			return nil, fmt.Errorf("writing the session's history: %w", err)
-		}
-		msgs = append(msgs, m...)
+	msgs, extraFrame, err := s.stepMessages(g, extra)
+	if err != nil {
+		return nil, err
 	}
 	if g.cfg.DecisionDeadline > 0 {
 		opts = append(opts, engine.WithDeadline(g.cfg.DecisionDeadline))
@@ -133,21 +119,49 @@ func (s *session) stepWith(ctx context.Context, g *Gateway, extra []byte, sign b
 		opts = append(opts, engine.WithReceipts(g.cfg.Receipts, s.id))
 	}
 	var d *engine.Decision
-	err := g.decide(ctx, func() (err error) {
+	err = g.decide(ctx, func() (err error) {
 		d, err = s.run.StepWith(ctx, msgs, s.ctxDoc, nil, opts...)
 		return err
 	})
 	if err != nil {
 		return nil, err
 	}
-	g.metrics.derived.Add(int64(len(msgs)))
+	s.stepped(g, len(msgs), extra, extraFrame, d)
+	return d, nil
+}
+
+// stepMessages decodes the pending request (if any) and extra (a
+// response, or nothing) for the run. Each message is decoded from its
+// own frame, which the history then holds (inner): the run's messages
+// alias the bytes they were decoded from, so the run and the history
+// share one copy of each. extraFrame is extra's frame.
+func (s *session) stepMessages(g *Gateway, extra []byte) (msgs []facts.Message, extraFrame []byte, err error) {
+	if extra != nil {
+		extraFrame = frame(extra)
+	}
+	for _, f := range [2][]byte{s.pendingFrame(), extraFrame} {
+		if f == nil {
+			continue
+		}
+		m, err := loader.DecodeMessages("gateway session "+s.id, f, s.run.Len()+len(msgs), g.historyLimits())
+		if err != nil {
+			return nil, nil, fmt.Errorf("writing the session's history: %w", err)
+		}
+		msgs = append(msgs, m...)
+	}
+	return msgs, extraFrame, nil
+}
+
+// stepped records that the run took n messages, the pending request and
+// extra (a call, in its frame, decided as d), in the session's history.
+func (s *session) stepped(g *Gateway, n int, extra, extraFrame []byte, d *engine.Decision) {
+	g.metrics.derived.Add(int64(n))
 	s.pending = false
 	if extra != nil {
 		s.msgs = append(s.msgs, inner(extraFrame))
-		s.notes = append(s.notes, note{Kind: noteCall})
+		s.notes = append(s.notes, note{Kind: noteCall, Calls: recordedCalls(d)})
 		s.bytes += int64(len(extra))
 	}
-	return d, nil
 }
 
 // answer records the request that answers the current call: pending

@@ -53,6 +53,38 @@ type note struct {
 	// (the stop ends SessionTTL after it).
 	Abort     string `json:"x,omitempty"`
 	StoppedAt int64  `json:"xt,omitempty"`
+	// Calls, on a call, are the verdicts its writer's decision gave:
+	// another replica gives its run the call with them (engine.Run.Replay)
+	// instead of deciding it again. A note without them (a replica
+	// before they were written), or of a call that waits for an
+	// approval (whose whole decision the approval needs), is decided.
+	Calls []recordedCall `json:"v,omitempty"`
+}
+
+// recordedCall is one call's verdict as a note keeps it.
+type recordedCall struct {
+	Tool       string `json:"t"`
+	Part       int    `json:"p"`
+	Verdict    string `json:"v"`
+	FailClosed bool   `json:"c,omitempty"`
+}
+
+// recordedCalls are d's verdicts as a note keeps them.
+func recordedCalls(d *engine.Decision) []recordedCall {
+	out := make([]recordedCall, len(d.Calls))
+	for i, c := range d.Calls {
+		out[i] = recordedCall{Tool: c.Tool, Part: c.Part, Verdict: c.Verdict, FailClosed: c.FailClosed}
+	}
+	return out
+}
+
+// verdicts are calls as engine.Run.Replay takes them.
+func verdicts(calls []recordedCall) []engine.CallVerdict {
+	out := make([]engine.CallVerdict, len(calls))
+	for i, c := range calls {
+		out[i] = engine.CallVerdict{Tool: c.Tool, Part: c.Part, Verdict: c.Verdict, FailClosed: c.FailClosed}
+	}
+	return out
 }
 
 // awaitNote is an awaiting call as stored (its decision is the one its
@@ -86,7 +118,7 @@ func (s *session) await(a *awaiting) {
 }
 
 func (n note) encode() string {
-	if n.Success == "" && n.Failure == "" && n.Approvals == nil && n.Await == nil && n.Abort == "" {
+	if n.Success == "" && n.Failure == "" && n.Approvals == nil && n.Await == nil && n.Abort == "" && n.Calls == nil {
 		return n.Kind
 	}
 	b, _ := json.Marshal(n) // plain fields always marshal
@@ -312,7 +344,13 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 	switch n.Kind {
 	case noteCall:
 		s.seq++
-		d, err := s.stepQuiet(ctx, g, e.Msg)
+		var d *engine.Decision
+		var err error
+		if n.Calls != nil && n.Await == nil {
+			d, err = s.replayCall(g, e.Msg, verdicts(n.Calls))
+		} else {
+			d, err = s.stepQuiet(ctx, g, e.Msg)
+		}
 		if err != nil {
 			return nil, err
 		}
@@ -350,6 +388,25 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 	s.notes = s.notes[:0]
 	s.saved = len(s.msgs)
 	return call, nil
+}
+
+// replayCall gives the run the pending request and call, which another
+// replica decided with verdicts calls, without deciding it again.
+func (s *session) replayCall(g *Gateway, call []byte, calls []engine.CallVerdict) (*engine.Decision, error) {
+	msgs, callFrame, err := s.stepMessages(g, call)
+	if err != nil {
+		return nil, err
+	}
+	if eng := g.Engine(); eng != s.eng {
+		s.run.Rebind(eng)
+		s.eng = eng
+	}
+	d, err := s.run.Replay(msgs, calls)
+	if err != nil {
+		return nil, err
+	}
+	s.stepped(g, len(msgs), call, callFrame, d)
+	return d, nil
 }
 
 // stepQuiet is step for a message another replica decided: no receipt

@@ -647,3 +647,42 @@ func TestCallOfAStoppedReplicaIsAnsweredAsLost(t *testing.T) {
 		t.Fatalf("the history: %s", history)
 	}
 }
+
+// TestReplicaDoesNotDecideAnotherReplicasCall: a replica gives its run a
+// call another replica decided with the verdicts that replica's decision
+// gave (engine.Run.Replay), evaluating no policy for it: calls spread
+// over two replicas cost one evaluation each, as on one replica (each
+// replica's decision memo counts the evaluations it looks up). Deciding
+// the other's call again, as replicas did, cost two.
+func TestReplicaDoesNotDecideAnotherReplicasCall(t *testing.T) {
+	const calls = 40
+	evaluations := func(gs ...*gateway.Gateway) int64 {
+		n := int64(0)
+		for _, g := range gs {
+			hits, misses, _ := g.Engine().DecisionCacheStats()
+			n += hits + misses
+		}
+		return n
+	}
+	alice := gateway.Principal{Name: "alice"}
+	one := newReplica(t, nil, nil)
+	c1 := connect(t, one.g, alice, nil)
+	st := sessionstore.NewMemory(sessionstore.Options{})
+	a, b := newReplica(t, st, nil), newReplica(t, st, nil)
+	cs := [2]*mcp.ClientSession{connect(t, a.g, alice, nil), connect(t, b.g, alice, nil)}
+	before1, before2 := evaluations(one.g), evaluations(a.g, b.g)
+	for i := range calls {
+		c := scriptCall{"read_file", map[string]any{"path": "/x"}}
+		if _, isErr, err := callErr(c1, c); err != nil || isErr {
+			t.Fatalf("one replica, call %d: %v %v", i, err, isErr)
+		}
+		if _, isErr, err := callErr(cs[i%2], c); err != nil || isErr {
+			t.Fatalf("two replicas, call %d: %v %v", i, err, isErr)
+		}
+	}
+	alone, spread := evaluations(one.g)-before1, evaluations(a.g, b.g)-before2
+	t.Logf("%d calls: %d evaluations on one replica, %d over two", calls, alone, spread)
+	if spread > alone {
+		t.Fatalf("%d calls over two replicas took %d evaluations, %d on one", calls, spread, alone)
+	}
+}
