@@ -33,7 +33,9 @@
 // set defines and what can never decide; engine.go is the Engine, an
 // immutable snapshot swapped atomically by Reload; run.go is the per-run
 // API over an incremental facts.Tracker with the retry accounting of spec
-// §8 X8, computed as a step is assembled and recorded once it is answered.
+// §8 X8, computed as a step is assembled and recorded once it is answered;
+// Run.Replay records a step another process decided, from its verdicts,
+// without the stages (a gateway replica resuming another's session).
 //
 // An Engine is safe for concurrent use. Nothing a decision does changes
 // the registry or the compiled policies (seed 004); the engine's caches
