@@ -141,8 +141,8 @@ func TestGatewayMemoryLimitAutoRefused(t *testing.T) {
 	}{{
 		name: "v2 max everywhere",
 		files: map[string]string{
-			"proc/self/cgroup":                       "0::/user.slice/u1\n",
-			"proc/self/mountinfo":                    mountsV2,
+			"proc/self/cgroup":                        "0::/user.slice/u1\n",
+			"proc/self/mountinfo":                     mountsV2,
 			"sys/fs/cgroup/user.slice/u1/memory.max":  "max\n",
 			"sys/fs/cgroup/user.slice/u1/memory.high": "max\n",
 			"sys/fs/cgroup/user.slice/memory.max":     "max\n",
