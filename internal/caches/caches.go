@@ -144,6 +144,15 @@ var Table = []Cache{
 		NoBench:      "the run endpoint's contract, not an optimisation: without it every append is a 409. BenchmarkRunAppend measures an append",
 	},
 	{
+		Name: "gateway.sessions", Kind: State, File: "gateway/gateway.go", Decl: "sessions",
+		Keeps:        "each session the gateway serves, derived: its engine.Run (facts kept by a facts.Tracker, retry accounting), its messages and their notes as the session store holds them, the call it waits on",
+		Key:          "the principal and the session: its _meta handle (policycheck/session), else its MCP session, else the principal alone",
+		Bound:        "gateway --max-sessions (default 10,000) and --max-sessions-per-principal entries, --session-ttl idle time; the principal's least recently used session not in a call out, or the new one refused",
+		Invalidation: "the MCP session's end (DELETE, idle timeout) and --session-ttl drop it; with a shared store each call first takes what other replicas appended (their calls with their verdicts), and a store that lost the history fails the session closed",
+		Metrics:      []string{"policycheck_gateway_sessions_total", "policycheck_gateway_sessions_evicted_total", "policycheck_gateway_sessions_refused_total", "policycheck_gateway_sessions_ended_total"},
+		NoBench:      "the gateway's contract, not an optimisation: an MCP client cannot resend its history, so without the table there is no session. BenchmarkSession measures a session's calls",
+	},
+	{
 		Name: "engine.registry-data", Kind: Prepared, File: "engine/input.go", Decl: "registryData",
 		Keeps:        "data.policycheck.registry and the filters' tools array as Rego values, and the registry revision",
 		Key:          "the snapshot (one registry, one policy set)",

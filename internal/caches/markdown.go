@@ -30,8 +30,8 @@ func Markdown() string {
 	for _, c := range Table {
 		counts[c.Kind]++
 	}
-	fmt.Fprintf(&b, "\n%d mechanisms: %d shared caches, %d table of state, %d prepared once, %d per request.\n\n",
-		len(Table), counts[Shared], counts[State], counts[Prepared], counts[Request])
+	fmt.Fprintf(&b, "\n%d mechanisms: %d shared caches, %d %s of state, %d prepared once, %d per request.\n\n",
+		len(Table), counts[Shared], counts[State], plural(counts[State], "table", "tables"), counts[Prepared], counts[Request])
 	b.WriteString("| name | kind | where | key | bound | metric | benchmark (workloads) |\n| --- | --- | --- | --- | --- | --- | --- |\n")
 	for _, c := range Table {
 		metric := "none (below)"
@@ -69,3 +69,11 @@ func Markdown() string {
 }
 
 func cell(s string) string { return strings.ReplaceAll(s, "|", "\\|") }
+
+// plural is one or many by n.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
