@@ -48,7 +48,9 @@
 //   - shared.go keeps sessions in step with the session store
 //     (internal/sessionstore: in the process, or Redis shared by every
 //     replica): a call takes the session's lease, gives its run what
-//     other replicas appended since (call by call, as written), writes
+//     other replicas appended since (call by call, as written, each call
+//     with the verdicts its writer's decision gave: engine.Run.Replay,
+//     no evaluation but for a call awaiting an approval), writes
 //     itself to the store, checked against the length it saw, before it
 //     is carried out, and its answer after; a lost or unreachable store
 //     fails calls closed.
