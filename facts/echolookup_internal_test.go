@@ -145,3 +145,36 @@ func readCovered(calls [][]byte, budget int) int {
 	}
 	return len(calls)
 }
+
+// TestEchoLookupSpendsToTheByte: at the budget's edges, sentArgs.first
+// spends what the look-up written out spends: calls of 10 bytes each
+// (a key and a value, folded), a value none holds, budgets around the
+// sums of the calls' sizes.
+func TestEchoLookupSpendsToTheByte(t *testing.T) {
+	var calls [][]byte
+	for i := range 5 {
+		calls = append(calls, []byte(fmt.Sprintf(`{"k": "abcdefgh%d"}`, i)))
+	}
+	require.Equal(t, 10, jsonvalue.EchoOf(calls[0]).Size())
+	for _, budget := range []int{0, 1, 9, 10, 11, 19, 20, 21, 29, 30, 31, 39, 40, 41, 49, 50, 51} {
+		for _, grams := range []bool{false, true} {
+			var l sentArgs
+			if grams {
+				l.grams, l.numKeys = map[uint32]int32{}, map[string]int32{}
+			}
+			for _, c := range calls {
+				l.note(&Message{Kind: Response, Parts: []Part{{Kind: ToolCall, ToolName: "t", Args: c}}})
+			}
+			for _, want := range []jsonvalue.EchoWant{jsonvalue.WantText("zzzz"), jsonvalue.WantText("abcdefgh3")} {
+				b, ref := &flowBudget{call: budget, response: 100}, &flowBudget{call: budget, response: 100}
+				i, ok := l.first(want, b)
+				ri, rok := firstWrittenOut(calls, want, ref)
+				require.Equal(t, rok, ok, "budget %d grams %v %v", budget, grams, want)
+				if ok {
+					require.Equal(t, ri, i, "budget %d grams %v %v", budget, grams, want)
+				}
+				require.Equal(t, *ref, *b, "budget %d grams %v %v: the budget left", budget, grams, want)
+			}
+		}
+	}
+}

@@ -340,14 +340,14 @@ func (l *sentArgs) spendThrough(t int, b *flowBudget) bool {
 	if t < 0 {
 		return true
 	}
-	// The first of the calls up to t whose comparison passes the budget,
-	// among those read, then reading on only as far as the budget goes.
+	// The first of the calls up to t whose comparison passes the budget.
+	// first has read every call up to t, or stopped at that one: it is
+	// among those read, and no call past it is read.
 	read := max(len(l.sums)-1, 0)
 	i := sort.Search(min(read, t+1), func(i int) bool { return l.sums[i+1] > b.call })
-	for ; i == read && i <= t; i, read = i+1, read+1 {
-		if l.echoAt(i); l.sums[i+1] > b.call {
-			break
-		}
+	if i == read && i <= t {
+		l.echoAt(t)
+		i = sort.Search(t+1, func(i int) bool { return l.sums[i+1] > b.call })
 	}
 	if i > t {
 		return b.spend(l.sums[t+1])
