@@ -24,6 +24,12 @@ type metrics struct {
 	// a replica, however many replicas served the session.
 	derived     atomic.Int64
 	storeErrors atomic.Int64
+	// replayed counts the calls another replica decided that this one
+	// gave its runs with their writer's verdicts (engine.Run.Replay);
+	// decidedAgain those it decided again (a call awaiting an approval,
+	// a note without verdicts).
+	replayed     atomic.Int64
+	decidedAgain atomic.Int64
 	// The sessions' life (lifecycle.go).
 	sessionsEvicted     atomic.Int64
 	sessionsRefused     atomic.Int64
@@ -74,6 +80,8 @@ func (g *Gateway) writeMetrics(w io.Writer) {
 	p("policycheck_gateway_batches_refused_total", "Batched JSON-RPC requests refused.", "counter", m.refusedBatches.Load())
 	p("policycheck_gateway_calls_refused_unread_total", "Calls refused before a decision (arguments not an object, name too long).", "counter", m.refusedBeforeDecision.Load())
 	p("policycheck_gateway_messages_derived_total", "History messages given to sessions' runs (each once per replica: a call derives only what the replica has not seen).", "counter", m.derived.Load())
+	p("policycheck_gateway_calls_replayed_total", "Calls another replica decided, given to this replica's sessions with the verdicts their writer's decision gave: no policy evaluation.", "counter", m.replayed.Load())
+	p("policycheck_gateway_calls_decided_again_total", "Calls another replica decided that this replica decided again: a call awaiting an approval across requests, or one an older replica stored without its verdicts.", "counter", m.decidedAgain.Load())
 	p("policycheck_gateway_session_store_errors_total", "Calls and listings the session store failed closed (lost, conflicting, busy, full, unreachable).", "counter", m.storeErrors.Load())
 	p("policycheck_gateway_sessions_evicted_total", "Sessions and MCP sessions dropped to keep their principal within --max-sessions-per-principal or the gateway within --max-sessions (the principal's least recently used one not in a call).", "counter", m.sessionsEvicted.Load())
 	p("policycheck_gateway_sessions_refused_total", "New sessions and MCP sessions refused: the table full (--max-sessions) with none to drop, or the principal at --max-sessions-per-principal with every one in a call.", "counter", m.sessionsRefused.Load())

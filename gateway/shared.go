@@ -354,6 +354,11 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 		if err != nil {
 			return nil, err
 		}
+		if n.Calls != nil && n.Await == nil {
+			g.metrics.replayed.Add(1)
+		} else {
+			g.metrics.decidedAgain.Add(1)
+		}
 		call = d
 		s.awaiting = nil
 		if n.Await != nil && len(d.Calls) == 1 {

@@ -593,6 +593,13 @@ func TestApprovalAcrossReplicas(t *testing.T) {
 	if n := len(storedCalls(t, history)); n != 1 {
 		t.Fatalf("%d calls stored, want 1", n)
 	}
+	// b decided the waiting call again (the approval needs its whole
+	// decision), and replayed nothing.
+	for name, want := range map[string]int{"policycheck_gateway_calls_decided_again_total": 1, "policycheck_gateway_calls_replayed_total": 0} {
+		if got := metric(t, "http://"+hosts[1], name); got != want {
+			t.Errorf("b's %s: %d, want %d", name, got, want)
+		}
+	}
 }
 
 // leaseless is a replica whose lease has always run out: it stopped
@@ -684,5 +691,15 @@ func TestReplicaDoesNotDecideAnotherReplicasCall(t *testing.T) {
 	t.Logf("%d calls: %d evaluations on one replica, %d over two", calls, alone, spread)
 	if spread > alone {
 		t.Fatalf("%d calls over two replicas took %d evaluations, %d on one", calls, spread, alone)
+	}
+	// Each call but the first gave its replica's run the other's call:
+	// the metrics say each was replayed, none decided again.
+	sa, sb := httptest.NewServer(a.g.Handler()), httptest.NewServer(b.g.Handler())
+	defer sa.Close()
+	defer sb.Close()
+	for name, want := range map[string]int{"policycheck_gateway_calls_replayed_total": calls - 1, "policycheck_gateway_calls_decided_again_total": 0} {
+		if got := metric(t, sa.URL, name) + metric(t, sb.URL, name); got != want {
+			t.Errorf("%s: %d over the two replicas, want %d", name, got, want)
+		}
 	}
 }
