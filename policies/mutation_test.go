@@ -43,6 +43,8 @@ var equivalentMutants = func() map[string]string {
 			"an unpaired-return's require different kinds: never both, so their order does not matter",
 		"integrity.rego _window_words[else 3]: swap-else with the next branch": "the unpaired-return branch for several " +
 			"returns and the one-return branch after it (count 1) cannot both hold: their order does not matter",
+		"integrity.rego _latest_three: compare > -> >=": "with exactly three items the first branch slices all three " +
+			"and counts none more, which is what the else branch gives",
 	}
 	// The operator contract's rules (denials_of, denial, names_set).
 	for id, why := range map[string]string{

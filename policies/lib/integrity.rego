@@ -126,25 +126,36 @@ else := [_untrusted_reason(call, path) |
 	call.args_integrity
 } else := [sprintf("%v is consequential and what its arguments and window hold could not be checked", [call.tool])]
 
+# The sources of the value's flows (in history order) in words: the
+# three latest, and how many more. The sources are gathered first and
+# then counted: a condition that enumerated the flows would compute the
+# words once per flow.
 _untrusted_reason(call, path) := sprintf("argument %v of %v is untrusted: it carries %v", [
 	_pointer(path), call.tool,
-	concat("; ", [_source_words(f.source) | some f in call.flows; f.path == path]),
+	_and_more(concat("; ", [_source_words(s) | some s in latest.items]), latest.more),
 ]) if {
-	some f in object.get(call, "flows", [])
-	f.path == path
+	srcs := [f.source | some f in object.get(call, "flows", []); f.path == path]
+	count(srcs) > 0
+	latest := _latest_three(srcs)
 } else := sprintf("argument %v of %v is untrusted: no trusted source gave it, and the window held %v", [
 	_pointer(path), call.tool,
-	_window_sources_words(object.get(call, ["window", "sources"], [])),
-])
+	_and_more(concat("; ", [_window_words(s) | some s in latest.items]), latest.more),
+]) if {
+	# The window's sources: one per tool, in history order of their
+	# latest return.
+	latest := _latest_three(object.get(call, ["window", "sources"], []))
+}
 
-# The window's sources (one per tool, in history order of their latest
-# return) in words: the three latest, and how many more.
-_window_sources_words(srcs) := concat("; ", [_window_words(s) | some s in srcs]) if count(srcs) <= 3
+# The last three of xs (in history order: the latest), and how many
+# come before them.
+_latest_three(xs) := {"items": array.slice(xs, count(xs) - 3, count(xs)), "more": count(xs) - 3} if count(xs) > 3
 
-else := sprintf("%v; and %v more", [
-	concat("; ", [_window_words(s) | some s in array.slice(srcs, count(srcs) - 3, count(srcs))]),
-	count(srcs) - 3,
-])
+else := {"items": xs, "more": 0}
+
+# words, and how many more there are when some.
+_and_more(words, more) := words if more == 0
+
+else := sprintf("%v; and %v more", [words, more])
 
 _source_words(src) := sprintf("a value from %v beside %v's return (%v, message %v, part %v)", [
 	src.kind, concat(", ", beside),
@@ -213,24 +224,32 @@ permitted_flow(call) if {
 # METADATA
 # title: flow_violation_reasons
 # description: |
-#   One reason per flow of the call whose source is above the tool's
-#   clearance, naming the argument, the source's tool, message and part,
-#   and both levels.
+#   One reason per argument of the call that carries a value above the
+#   tool's clearance (in the order of their JSON pointers), naming it and
+#   the clearance and, for each such flow, the source's level, tool,
+#   tool_call_id, message and part: the three latest, and how many more.
 flow_violation_reasons(call) := [reason |
-	some f in object.get(call, "flows", [])
-	label := source_label(f.source)
-	_rank[label.confidentiality] > _rank[clearance(call.tool)]
-	reason := sprintf(
-		concat("", [
-			"argument %v of %v carries a %v value from %v (tool_call_id %v, message %v, part %v), ",
-			"above its clearance %v",
-		]),
-		[
-			_pointer(f.path), call.tool, label.confidentiality, object.get(f.source, "tool", null),
-			object.get(f.source, "tool_call_id", null), f.source.message, f.source.part, clearance(call.tool),
-		],
-	)
+	some path in {f.path | some f in _violations(call)}
+	above := [f | some f in _violations(call); f.path == path]
+	latest := _latest_three(above)
+	reason := sprintf("argument %v of %v carries %v, above its clearance %v", [
+		_pointer(path), call.tool,
+		_and_more(concat("; ", [_violation_words(f) | some f in latest.items]), latest.more),
+		clearance(call.tool),
+	])
 ]
+
+# The flows of the call whose source is above the tool's clearance, in
+# order.
+_violations(call) := [f |
+	some f in object.get(call, "flows", [])
+	_rank[source_label(f.source).confidentiality] > _rank[clearance(call.tool)]
+]
+
+_violation_words(f) := sprintf("a %v value from %v (tool_call_id %v, message %v, part %v)", [
+	source_label(f.source).confidentiality, object.get(f.source, "tool", null),
+	object.get(f.source, "tool_call_id", null), f.source.message, f.source.part,
+])
 
 _pointer(p) := "(the whole arguments)" if p == ""
 

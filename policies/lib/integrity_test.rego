@@ -125,6 +125,50 @@ test_untrusted_argument_and_untrusted_window_is_not_a_trusted_action if {
 	])] with data.policycheck.registry as registry
 }
 
+# A value found in many returns: its reason names the three latest and
+# counts the rest (a hostile history can put one value in thousands).
+test_an_untrusted_reason_names_the_three_latest_sources if {
+	call := {
+		"tool": "send_money", "window": inbox_window,
+		"args_integrity": {"/to": "untrusted"},
+		"flows": [{"path": "/to", "match": "token", "source": src("read_inbox", "untrusted", "confidential", m)} |
+			some m in [2, 4, 6, 8, 10]
+		],
+	}
+	lib.untrusted_action_reasons(call) == [concat("", [
+		"argument /to of send_money is untrusted: it carries a value from tool-return ",
+		"(read_inbox untrusted, tool_call_id c6, message 6, part 0); a value from tool-return ",
+		"(read_inbox untrusted, tool_call_id c8, message 8, part 0); a value from tool-return ",
+		"(read_inbox untrusted, tool_call_id c10, message 10, part 0); and 2 more",
+	])] with data.policycheck.registry as registry
+}
+
+# One reason per argument above the clearance, however many flows carry
+# it there: the three latest named, the rest counted; an argument within
+# the clearance has none.
+test_flow_violation_reasons_are_one_per_argument if {
+	call := {"tool": "send_money", "flows": array.concat(
+		[{"path": "/memo", "match": "contains", "source": src("get_balance", "trusted", "secret", m)} |
+			some m in [3, 5, 7, 9]
+		],
+		[
+			{"path": "/note", "match": "token", "source": src("read_inbox", "untrusted", "confidential", 4)},
+			{"path": "/to", "match": "exact", "source": src("plain", "untrusted", "internal", 6)},
+		],
+	)}
+	lib.flow_violation_reasons(call) == [
+		concat("", [
+			"argument /memo of send_money carries a secret value from get_balance (tool_call_id c5, message 5, part 0); ",
+			"a secret value from get_balance (tool_call_id c7, message 7, part 0); ",
+			"a secret value from get_balance (tool_call_id c9, message 9, part 0); and 1 more, above its clearance internal",
+		]),
+		concat("", [
+			"argument /note of send_money carries a confidential value from read_inbox ",
+			"(tool_call_id c4, message 4, part 0), above its clearance internal",
+		]),
+	] with data.policycheck.registry as registry
+}
+
 test_an_argument_no_flow_reaches_names_the_window if {
 	call := {"tool": "send_money", "window": inbox_window, "args_integrity": {"/to": "untrusted"}, "flows": []}
 	not lib.trusted_action(call) with data.policycheck.registry as registry
