@@ -14,6 +14,12 @@ import (
 	"github.com/policycheck/policycheck/internal/tools/regomutant"
 )
 
+// sourcesOfBranches is why the mutants of _sources_of's threshold change no
+// decision.
+const sourcesOfBranches = "both branches give an argument's sources in the order of its flows (grouped once, " +
+	"or scanned per argument): the threshold chooses a cost, not a result (test_many_flows_are_grouped_by_argument " +
+	"and the tests with a few flows check each)"
+
 // equivalentMutants are the mutants of the shipped policies that change no
 // decision, each with the reason. Keys are regomutant.Mutant.ID().
 // TestMutantsOfTheGateAreKilled fails when one of them is killed (it is
@@ -45,6 +51,11 @@ var equivalentMutants = func() map[string]string {
 			"returns and the one-return branch after it (count 1) cannot both hold: their order does not matter",
 		"integrity.rego _latest_three: compare > -> >=": "with exactly three items the first branch slices all three " +
 			"and counts none more, which is what the else branch gives",
+		"integrity.rego _sources_of: drop-expr gt(count(flows), 64)": sourcesOfBranches,
+		"integrity.rego _sources_of: negate gt(count(flows), 64)":    sourcesOfBranches,
+		"integrity.rego _sources_of: compare > -> <=":                sourcesOfBranches,
+		"integrity.rego _sources_of: compare > -> >=":                sourcesOfBranches,
+		"integrity.rego _sources_of: swap-else with the next branch": sourcesOfBranches,
 	}
 	// The operator contract's rules (denials_of, denial, names_set).
 	for id, why := range map[string]string{

@@ -134,7 +134,7 @@ _untrusted_reason(call, path) := sprintf("argument %v of %v is untrusted: it car
 	_pointer(path), call.tool,
 	_and_more(concat("; ", [_source_words(s) | some s in latest.items]), latest.more),
 ]) if {
-	srcs := [f.source | some f in object.get(call, "flows", []); f.path == path]
+	srcs := _sources_of(object.get(call, "flows", []), path)
 	count(srcs) > 0
 	latest := _latest_three(srcs)
 } else := sprintf("argument %v of %v is untrusted: no trusted source gave it, and the window held %v", [
@@ -145,6 +145,37 @@ _untrusted_reason(call, path) := sprintf("argument %v of %v is untrusted: it car
 	# latest return.
 	latest := _latest_three(object.get(call, ["window", "sources"], []))
 }
+
+# The sources of the flows of the argument at path, in the order of the
+# flows. A scan of the flows per argument costs arguments times flows,
+# which a hostile history can make large (a hundred arguments each
+# carrying a value quoted in a hundred returns); past a few dozen flows
+# they are grouped by argument once (_sources_by_path), which costs more
+# for a few.
+_sources_of(flows, path) := object.get(_sources_by_path(flows), path, []) if count(flows) > 64
+
+else := [f.source | some f in flows; f.path == path]
+
+# The sources of flows by argument (JSON pointer), each argument's in
+# the order of its flows: one sort and one pass, however many arguments
+# and flows.
+_sources_by_path(flows) := {pairs[s][0]: [flows[pairs[j][1]].source | some j in numbers.range(s, e)] |
+	pairs := sort([[f.path, i] | some i, f in flows])
+	starts := [i | some i, _ in pairs; _starts_group(pairs, i)]
+	some k, s in starts
+	e := _group_last(starts, k, count(pairs))
+}
+
+# Whether the sorted pairs start a new argument at i.
+_starts_group(_, 0)
+
+_starts_group(pairs, i) if pairs[i - 1][0] != pairs[i][0]
+
+# The last index of the k-th group of n pairs that start at starts: the
+# next group's start less one, or the last pair's.
+_group_last(starts, k, n) := last if {
+	last := starts[k + 1] - 1
+} else := n - 1
 
 # The last three of xs (in history order: the latest), and how many
 # come before them.
@@ -229,12 +260,12 @@ permitted_flow(call) if {
 #   the clearance and, for each such flow, the source's level, tool,
 #   tool_call_id, message and part: the three latest, and how many more.
 flow_violation_reasons(call) := [reason |
-	some path in {f.path | some f in _violations(call)}
-	above := [f | some f in _violations(call); f.path == path]
-	latest := _latest_three(above)
+	violations := _violations(call)
+	some path in {f.path | some f in violations}
+	latest := _latest_three(_sources_of(violations, path))
 	reason := sprintf("argument %v of %v carries %v, above its clearance %v", [
 		_pointer(path), call.tool,
-		_and_more(concat("; ", [_violation_words(f) | some f in latest.items]), latest.more),
+		_and_more(concat("; ", [_violation_words(src) | some src in latest.items]), latest.more),
 		clearance(call.tool),
 	])
 ]
@@ -246,9 +277,9 @@ _violations(call) := [f |
 	_rank[source_label(f.source).confidentiality] > _rank[clearance(call.tool)]
 ]
 
-_violation_words(f) := sprintf("a %v value from %v (tool_call_id %v, message %v, part %v)", [
-	source_label(f.source).confidentiality, object.get(f.source, "tool", null),
-	object.get(f.source, "tool_call_id", null), f.source.message, f.source.part,
+_violation_words(src) := sprintf("a %v value from %v (tool_call_id %v, message %v, part %v)", [
+	source_label(src).confidentiality, object.get(src, "tool", null),
+	object.get(src, "tool_call_id", null), src.message, src.part,
 ])
 
 _pointer(p) := "(the whole arguments)" if p == ""

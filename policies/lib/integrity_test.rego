@@ -143,6 +143,71 @@ test_an_untrusted_reason_names_the_three_latest_sources if {
 	])] with data.policycheck.registry as registry
 }
 
+# Flows of several arguments in any order: each argument's reason names
+# its own sources, in the order of its flows.
+test_untrusted_reasons_of_interleaved_flows if {
+	call := {
+		"tool": "send_money", "window": inbox_window,
+		"args_integrity": {"/to": "untrusted", "/memo": "untrusted"},
+		"flows": [
+			{"path": "/to", "match": "token", "source": src("read_inbox", "untrusted", "confidential", 2)},
+			{"path": "/memo", "match": "token", "source": src("read_inbox", "untrusted", "confidential", 3)},
+			{"path": "/to", "match": "token", "source": src("read_inbox", "untrusted", "confidential", 4)},
+		],
+	}
+	lib.untrusted_action_reasons(call) == [
+		concat("", [
+			"argument /memo of send_money is untrusted: it carries a value from tool-return ",
+			"(read_inbox untrusted, tool_call_id c3, message 3, part 0)",
+		]),
+		concat("", [
+			"argument /to of send_money is untrusted: it carries a value from tool-return ",
+			"(read_inbox untrusted, tool_call_id c2, message 2, part 0); a value from tool-return ",
+			"(read_inbox untrusted, tool_call_id c4, message 4, part 0)",
+		]),
+	] with data.policycheck.registry as registry
+}
+
+# Past a few dozen flows they are grouped by argument once: the same
+# reasons, for arguments whose flows are interleaved.
+test_many_flows_are_grouped_by_argument if {
+	flows := [f |
+		some m in numbers.range(1, 70)
+		path := ["/memo", "/to"][m % 2]
+		f := {"path": path, "match": "token", "source": src("get_balance", "trusted", "secret", m)}
+	]
+	call := {
+		"tool": "send_money", "window": inbox_window,
+		"args_integrity": {"/to": "untrusted", "/memo": "untrusted"}, "flows": flows,
+	}
+	lib.untrusted_action_reasons(call) == [
+		concat("", [
+			"argument /memo of send_money is untrusted: it carries a value from tool-return ",
+			"(get_balance trusted, tool_call_id c66, message 66, part 0); a value from tool-return ",
+			"(get_balance trusted, tool_call_id c68, message 68, part 0); a value from tool-return ",
+			"(get_balance trusted, tool_call_id c70, message 70, part 0); and 32 more",
+		]),
+		concat("", [
+			"argument /to of send_money is untrusted: it carries a value from tool-return ",
+			"(get_balance trusted, tool_call_id c65, message 65, part 0); a value from tool-return ",
+			"(get_balance trusted, tool_call_id c67, message 67, part 0); a value from tool-return ",
+			"(get_balance trusted, tool_call_id c69, message 69, part 0); and 32 more",
+		]),
+	] with data.policycheck.registry as registry
+	lib.flow_violation_reasons(call) == [
+		concat("", [
+			"argument /memo of send_money carries a secret value from get_balance (tool_call_id c66, message 66, part 0); ",
+			"a secret value from get_balance (tool_call_id c68, message 68, part 0); ",
+			"a secret value from get_balance (tool_call_id c70, message 70, part 0); and 32 more, above its clearance internal",
+		]),
+		concat("", [
+			"argument /to of send_money carries a secret value from get_balance (tool_call_id c65, message 65, part 0); ",
+			"a secret value from get_balance (tool_call_id c67, message 67, part 0); ",
+			"a secret value from get_balance (tool_call_id c69, message 69, part 0); and 32 more, above its clearance internal",
+		]),
+	] with data.policycheck.registry as registry
+}
+
 # One reason per argument above the clearance, however many flows carry
 # it there: the three latest named, the rest counted; an argument within
 # the clearance has none.
