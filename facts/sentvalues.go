@@ -15,8 +15,8 @@ import (
 // the same comparison budgets: FlowCallCompareBudget for each call being
 // judged (StartCall), FlowResponseCompareBudget for all of them. Past a
 // budget SentBefore answers true (a return cannot vouch for what was not
-// checked) and Exceeded says so; what it reads is bounded by the budget,
-// however many values are looked up. Not safe for concurrent use.
+// checked); what it reads is bounded by the budget, however many values
+// are looked up. Not safe for concurrent use.
 type SentValues struct {
 	calls []ToolCallRecord // until indexed (index)
 	log   sentArgs
@@ -74,7 +74,7 @@ func (s *SentValues) StartCall() { s.b.startCall() }
 
 // SentBefore reports whether a call before at has v (a string, or a
 // number as ArgsValue reads one) in its arguments (Echoes): false when
-// none has, or v is neither; true past the comparison budget (Exceeded).
+// none has, or v is neither; true past the comparison budget.
 func (s *SentValues) SentBefore(v any, at Position) bool {
 	w, ok := jsonvalue.WantValue(v)
 	if !ok {
@@ -92,9 +92,6 @@ func (s *SentValues) CalledBefore(tool, id string, at Position) bool {
 	p, ok := s.called[sentCall{tool, id}]
 	return ok && p.Before(at)
 }
-
-// Exceeded reports whether a look-up passed a comparison budget.
-func (s *SentValues) Exceeded() bool { return s.b.exceeded }
 
 func comparePositions(a, b Position) int {
 	switch {

@@ -17,7 +17,7 @@ import (
 // input.facts.tool_calls, once read each call's arguments for each value
 // judged: 1,000 values among 1,000 calls of 1 KB held a core for 7 s,
 // 2,000 among 2,000 for 31 s, under a 5 s deadline). Past the budget
-// every value counts as sent, and Exceeded says so; a value found within
+// every value counts as sent (the budget marked exceeded); a value found within
 // it is answered as Echoes answers it; the next call judged has a budget
 // of its own. No clock is read.
 func TestSentValuesReadsWithinTheBudget(t *testing.T) {
@@ -35,13 +35,13 @@ func TestSentValuesReadsWithinTheBudget(t *testing.T) {
 
 	assert.True(t, s.SentBefore("GB33BUKB20201555555555", end), "found within the budget")
 	assert.False(t, s.SentBefore("GB33BUKB20201555555555", Position{Message: 7}), "not before the call that sent it")
-	assert.False(t, s.Exceeded())
+	assert.False(t, s.b.exceeded)
 
 	covered := FlowCallCompareBudget/8_400 + 1
 	for i := range 5_000 {
 		require.True(t, s.SentBefore(fmt.Sprintf("DE89-3704-%08d", i), end), "past the budget, value %d counts as sent", i)
 	}
-	assert.True(t, s.Exceeded())
+	assert.True(t, s.b.exceeded)
 	assert.LessOrEqual(t, len(s.log.sums)-1, covered, "calls read, of %d", len(calls))
 
 	s.StartCall()
@@ -115,6 +115,6 @@ func TestSentValuesAgreesWithEchoes(t *testing.T) {
 			}
 			require.Equal(t, called, s.CalledBefore(tool, id, at), "round %d query %d: %s %s before %v", round, q, tool, id, at)
 		}
-		require.False(t, s.Exceeded())
+		require.False(t, s.b.exceeded)
 	}
 }

@@ -346,19 +346,17 @@ func (s *session) replay(ctx context.Context, g *Gateway, e sessionstore.Entry) 
 		s.seq++
 		var d *engine.Decision
 		var err error
+		counted := &g.metrics.decidedAgain
 		if n.Calls != nil && n.Await == nil {
 			d, err = s.replayCall(g, e.Msg, verdicts(n.Calls))
+			counted = &g.metrics.replayed
 		} else {
 			d, err = s.stepQuiet(ctx, g, e.Msg)
 		}
 		if err != nil {
 			return nil, err
 		}
-		if n.Calls != nil && n.Await == nil {
-			g.metrics.replayed.Add(1)
-		} else {
-			g.metrics.decidedAgain.Add(1)
-		}
+		counted.Add(1)
 		call = d
 		s.awaiting = nil
 		if n.Await != nil && len(d.Calls) == 1 {
