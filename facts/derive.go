@@ -55,8 +55,9 @@ type Facts struct {
 	// FlowIndexTruncated says that the flows may be incomplete: the index
 	// of return strings the flows are found in reached its cap
 	// (Options.FlowIndexCap) and left out the returns after that point,
-	// or the matching of a call's arguments stopped at its bound
-	// (FlowCallCompareBudget, FlowResponseCompareBudget): a flow from
+	// or the matching of a call's arguments stopped at one of its bounds
+	// (FlowCallCompareBudget, FlowResponseCompareBudget,
+	// FlowCallMaxFlows, FlowResponseMaxFlows): a flow from
 	// them is not reported. Always false unless Options.Flows asks for
 	// flows.
 	FlowIndexTruncated bool

@@ -38,7 +38,9 @@ import (
 // (URLs of one site, say) are each compared: that is the worst case,
 // proportional to the leaf times the strings under one prefix, and it is
 // bounded per call and per response (FlowCallCompareBudget,
-// FlowResponseCompareBudget): past the bound the flows are incomplete
+// FlowResponseCompareBudget), and so are the flows found, which cost no
+// comparison when they match exactly (FlowCallMaxFlows,
+// FlowResponseMaxFlows): past a bound the flows are incomplete
 // (Facts.FlowIndexTruncated).
 //
 // The Tracker indexes every return as it arrives: a later call may
@@ -72,6 +74,17 @@ const (
 	// FlowResponseCompareBudget bounds the same over all the calls of the
 	// response being dispatched.
 	FlowResponseCompareBudget = 64 << 20
+	// FlowCallMaxFlows bounds the flows of one call: a value a hostile
+	// history quotes in many returns, sent in many arguments, is a flow
+	// per argument and return, each costing its matching, its place in
+	// the policy's input and the rules reading it, at no cost in
+	// comparisons (an exact match compares nothing). Past it the call's
+	// matching stops (the flows found so far are kept) and
+	// Facts.FlowIndexTruncated is true, as past the comparison budget.
+	FlowCallMaxFlows = 4096
+	// FlowResponseMaxFlows bounds the same over all the calls of the
+	// response being dispatched.
+	FlowResponseMaxFlows = 4 * FlowCallMaxFlows
 )
 
 // FlowMatch says how an argument value matched a return's string.
@@ -672,17 +685,42 @@ type flowHit struct {
 
 // flowBudget is what is left of the comparison budgets of a response
 // and of the call being matched (FlowCallCompareBudget,
-// FlowResponseCompareBudget), in bytes compared.
+// FlowResponseCompareBudget), in bytes compared, and of their flows
+// (FlowCallMaxFlows, FlowResponseMaxFlows).
 type flowBudget struct {
 	call, response int
+	// flows and flowsResponse: the flows the call and the response may
+	// still have (a budget built without newFlowBudget has none, and
+	// finds none: SentValues compares, it writes no flow).
+	flows, flowsResponse int
 	// exceeded: some call's matching stopped at a budget.
 	exceeded bool
 }
 
-func newFlowBudget() *flowBudget { return &flowBudget{response: FlowResponseCompareBudget} }
+func newFlowBudget() *flowBudget {
+	return &flowBudget{response: FlowResponseCompareBudget, flowsResponse: FlowResponseMaxFlows}
+}
 
 // startCall gives the next call its budget.
-func (b *flowBudget) startCall() { b.call = min(FlowCallCompareBudget, b.response) }
+func (b *flowBudget) startCall() {
+	b.call = min(FlowCallCompareBudget, b.response)
+	b.flows = min(FlowCallMaxFlows, b.flowsResponse)
+}
+
+// flow takes one flow from the budgets, or reports false (and marks the
+// flows incomplete) when none is left.
+func (b *flowBudget) flow() bool {
+	if b.flows <= 0 {
+		b.exceeded = true
+		return false
+	}
+	b.flows--
+	b.flowsResponse--
+	return true
+}
+
+// full reports whether the call may have no more flows.
+func (b *flowBudget) full() bool { return b.flows <= 0 }
 
 // spend takes n bytes of comparison from the budgets, or reports false
 // (and marks the flows incomplete) when that passes one of them.
@@ -704,7 +742,7 @@ func (x *flowIndex) matchString(leaf string, b *flowBudget, hits map[Position]*f
 		return
 	}
 	if fs, ok := x.strs[leaf]; ok {
-		x.note(fs.srcs, true, hits, srcOf)
+		x.note(fs.srcs, true, b, hits, srcOf)
 	}
 	for i := 0; i+x.minLen <= len(leaf); i++ {
 		for _, fs := range x.byPrefix[leaf[i:i+x.minLen]] {
@@ -715,7 +753,7 @@ func (x *flowIndex) matchString(leaf string, b *flowBudget, hits map[Position]*f
 				return
 			}
 			if strings.HasPrefix(leaf[i:], fs.s) {
-				x.note(fs.srcs, false, hits, srcOf)
+				x.note(fs.srcs, false, b, hits, srcOf)
 			}
 		}
 	}
@@ -731,24 +769,27 @@ func (x *flowIndex) matchString(leaf string, b *flowBudget, hits map[Position]*f
 				return
 			}
 			if strings.HasPrefix(leaf[i:], ft.s) {
-				x.noteToken(ft, i == 0 && len(ft.s) == len(leaf), hits, srcOf)
+				x.noteToken(ft, i == 0 && len(ft.s) == len(leaf), b, hits, srcOf)
 			}
 		}
 	}
 	identSpans(leaf, x.minLen, func(_ TokenClass, t string, i, e int) {
 		if ft := x.idents[t]; ft != nil {
-			x.noteToken(ft, i == 0 && e == len(leaf), hits, srcOf)
+			x.noteToken(ft, i == 0 && e == len(leaf), b, hits, srcOf)
 		}
 	})
 }
 
 // noteToken records in hits the sources of token ft, each with its
 // class; whole when the leaf is the token as a whole.
-func (x *flowIndex) noteToken(ft *flowToken, whole bool, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+func (x *flowIndex) noteToken(ft *flowToken, whole bool, b *flowBudget, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
 	for k, si := range ft.srcs {
 		src := x.sources[si]
 		h := hits[src.At]
 		if h == nil {
+			if !b.flow() {
+				return
+			}
 			h = &flowHit{call: x.srcCalls[si]}
 			hits[src.At] = h
 			srcOf[src.At] = src
@@ -762,17 +803,22 @@ func (x *flowIndex) noteToken(ft *flowToken, whole bool, hits map[Position]*flow
 	}
 }
 
-func (x *flowIndex) matchNumber(key string, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
-	x.note(x.nums[key], true, hits, srcOf)
+func (x *flowIndex) matchNumber(key string, b *flowBudget, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+	x.note(x.nums[key], true, b, hits, srcOf)
 }
 
 // note records in hits the sources srcs (indexes into x.sources), exact
-// when the value equals the source's rather than contains it.
-func (x *flowIndex) note(srcs []int32, exact bool, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+// when the value equals the source's rather than contains it; a source
+// not yet in hits takes a flow from b, and none is recorded once b has
+// none left.
+func (x *flowIndex) note(srcs []int32, exact bool, b *flowBudget, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
 	for _, si := range srcs {
 		src := x.sources[si]
 		h := hits[src.At]
 		if h == nil {
+			if !b.flow() {
+				return
+			}
 			h = &flowHit{call: x.srcCalls[si]}
 			hits[src.At] = h
 			srcOf[src.At] = src
@@ -793,9 +839,16 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 	hits := map[Position]*flowHit{}
 	srcOf := map[Position]FlowSource{}
 	jsonvalue.VisitArgs(ArgsValue(args), func(path, leaf string, num bool) {
+		if b.full() {
+			// The call has all the flows it may have: nothing more is
+			// looked up (the leaf is not visited, so that a hostile
+			// argument list costs no more than its reading).
+			b.exceeded = true
+			return
+		}
 		for _, x := range idx {
 			if num {
-				x.matchNumber(leaf, hits, srcOf)
+				x.matchNumber(leaf, b, hits, srcOf)
 			} else {
 				x.matchString(leaf, b, hits, srcOf)
 			}

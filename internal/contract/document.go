@@ -63,7 +63,7 @@ type InputFacts struct {
 	BuiltinReturns []InputBuiltinReturn `json:"builtin_returns,omitempty"`
 	// Present only when `tool_calls` is and the history holds a return that answers no call: each `tool-return` part (and each `retry-prompt` naming a tool) of the whole history that no earlier `tool-call` carries the `tool_call_id` of, or that has none (a history processor cut its call; a provider rewrote the id), in history order. The model was shown it: a call's `window` counts it.
 	UnpairedReturns []InputUnpairedReturn `json:"unpaired_returns,omitempty"`
-	// Present only when a loaded policy reads the flows. True when the index of return strings the flows were found in reached its cap (`--flow-index-cap`, 8 MiB by default) and left the later returns out, or when the matching of a call's arguments stopped at its bound (docs/flows.md): a flow from them is not reported, so a rule that lets a call through for want of a flow should fail closed (`lib.flows_complete`).
+	// Present only when a loaded policy reads the flows. True when the index of return strings the flows were found in reached its cap (`--flow-index-cap`, 8 MiB by default) and left the later returns out, or when the matching of a call's arguments stopped at one of its bounds (bytes compared; 4,096 flows a call, 16,384 a response: docs/flows.md): a flow from them is not reported, so a rule that lets a call through for want of a flow should fail closed (`lib.flows_complete`).
 	FlowIndexTruncated bool `json:"flow_index_truncated,omitempty"`
 }
 
