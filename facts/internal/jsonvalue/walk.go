@@ -52,6 +52,8 @@ const scanDepth = 9999
 type Leaf struct {
 	s, e      int
 	text, num bool
+	// inexact: a number whose digits are not its key's (floatExact).
+	inexact bool
 }
 
 // Len is the length of the leaf's bytes.
@@ -60,6 +62,11 @@ func (l *Leaf) Len() int { return l.e - l.s }
 // Num reports whether the leaf is a number's key (numberKey), not a
 // string.
 func (l *Leaf) Num() bool { return l.num }
+
+// Inexact reports whether the leaf is a number whose digits are not its
+// key's (an integer past 2^53, a decimal of more than 17 digits): equal
+// numbers by key may be other numbers digit for digit (floatExact).
+func (l *Leaf) Inexact() bool { return l.inexact }
 
 // member is one member of an object being walked: its key, text[ks:ke],
 // and the leaves its key and value emitted, leaves[from:to].
@@ -120,10 +127,10 @@ func (w *Walker) Walk(data []byte) bool {
 }
 
 // emit appends a leaf of walkValue.
-func (w *Walker) emit(s string, isNum bool) bool {
+func (w *Walker) emit(s string, isNum, inexact bool) bool {
 	n := len(w.text)
 	w.text = append(w.text, s...)
-	w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: isNum})
+	w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: isNum, inexact: inexact})
 	return true
 }
 
@@ -189,7 +196,7 @@ func (w *Walker) walk(d *wire.Scanner, text bool, depth int) *wire.Error {
 		n := len(w.text)
 		var ok bool
 		if w.text, ok = appendNumberKey(w.text, d.Data[s:d.I]); ok {
-			w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: true})
+			w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: true, inexact: !floatExact(string(d.Data[s:d.I]), string(w.text[n:]))})
 		}
 	default:
 		_, err := d.SkipValue()
@@ -287,16 +294,64 @@ func appendNumberKey(dst, n []byte) ([]byte, bool) {
 	return dst, true
 }
 
+// floatExact reports whether the JSON number text n has the decimal
+// value of its key (numberKey), the shortest form of the 64-bit float it
+// reads as (12345, 12345.0 and 1.2345e4 do; 1234567890123456789 and
+// 12345.000000000000001 do not): two numbers with one key are the same
+// number digit for digit only when both are exact.
+func floatExact(n, key string) bool {
+	a, aok := decimalOf(n)
+	b, bok := decimalOf(key)
+	return aok && bok && a == b
+}
+
+// decimal is a number's value: its sign, its significant digits (no
+// leading or trailing zero; none for zero, whose sign is dropped) and
+// the place of the first of them (the value is 0.DIGITS × 10^exp).
+type decimal struct {
+	neg    bool
+	digits string
+	exp    int
+}
+
+// decimalOf reads a JSON number's text; false for anything else, or an
+// exponent of more than 9 digits.
+func decimalOf(s string) (decimal, bool) {
+	var d decimal
+	if strings.HasPrefix(s, "-") {
+		d.neg, s = true, s[1:]
+	}
+	mant, e, hasExp := strings.Cut(strings.ToLower(s), "e")
+	intPart, frac, _ := strings.Cut(mant, ".")
+	if intPart == "" || strings.Trim(intPart+frac, "0123456789") != "" {
+		return d, false
+	}
+	if hasExp {
+		x, err := strconv.Atoi(strings.TrimPrefix(e, "+"))
+		if err != nil || len(strings.TrimLeft(e, "+-")) > 9 {
+			return d, false
+		}
+		d.exp = x
+	}
+	digits := strings.TrimLeft(intPart+frac, "0")
+	d.exp += len(intPart) - (len(intPart) + len(frac) - len(digits))
+	d.digits = strings.TrimRight(digits, "0")
+	if d.digits == "" {
+		return decimal{}, true
+	}
+	return d, true
+}
+
 // walkValue calls fn, in a fixed order, for every string of v of at
 // least minLen bytes and for the key of every non-trivial number: depth
 // first, an object's keys sorted, each key before its value, a string
 // before the strings JSON-encoded in it. It stops when fn returns false.
 // The index's walk of a content's bytes (Walker)
 // follows it, and calls it for what the wire scanner refuses.
-func walkValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) bool {
+func walkValue(v any, depth, minLen int, fn func(s string, isNum, inexact bool) bool) bool {
 	switch v := v.(type) {
 	case string:
-		if len(v) >= minLen && !fn(v, false) {
+		if len(v) >= minLen && !fn(v, false, false) {
 			return false
 		}
 		if depth < NestDepth {
@@ -306,7 +361,7 @@ func walkValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) boo
 		}
 	case json.Number:
 		if k, ok := numberKey(v); ok {
-			return fn(k, true)
+			return fn(k, true, !floatExact(string(v), k))
 		}
 	case []any:
 		for _, e := range v {
@@ -316,7 +371,7 @@ func walkValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) boo
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
-			if len(k) >= minLen && !fn(k, false) {
+			if len(k) >= minLen && !fn(k, false, false) {
 				return false
 			}
 			if !walkValue(v[k], depth, minLen, fn) {
@@ -353,18 +408,19 @@ func pointerToken(k string) string {
 // VisitArgs calls fn for each leaf of a call's arguments as ReadArgs
 // reads them (Read.Value), in document order (an object's keys sorted,
 // an array's elements in order), with its JSON pointer: each string, and
-// the key of each non-trivial number (numberKey).
-func VisitArgs(v any, fn func(path, leaf string, num bool)) {
+// the key of each non-trivial number (numberKey), inexact when its
+// digits are not the key's (floatExact).
+func VisitArgs(v any, fn func(path, leaf string, num, inexact bool)) {
 	visitArgs(v, "", fn)
 }
 
-func visitArgs(v any, path string, fn func(path, leaf string, num bool)) {
+func visitArgs(v any, path string, fn func(path, leaf string, num, inexact bool)) {
 	switch v := v.(type) {
 	case string:
-		fn(path, v, false)
+		fn(path, v, false, false)
 	case json.Number:
 		if k, ok := numberKey(v); ok {
-			fn(path, k, true)
+			fn(path, k, true, !floatExact(string(v), k))
 		}
 	case []any:
 		for i, e := range v {
