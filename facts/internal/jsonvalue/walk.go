@@ -196,7 +196,7 @@ func (w *Walker) walk(d *wire.Scanner, text bool, depth int) *wire.Error {
 		n := len(w.text)
 		var ok bool
 		if w.text, ok = appendNumberKey(w.text, d.Data[s:d.I]); ok {
-			w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: true, inexact: !floatExact(string(d.Data[s:d.I]), string(w.text[n:]))})
+			w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: true, inexact: !shortDecimal(d.Data[s:d.I]) && !floatExact(string(d.Data[s:d.I]), string(w.text[n:]))})
 		}
 	default:
 		_, err := d.SkipValue()
@@ -302,16 +302,57 @@ func appendNumberKey(dst, n []byte) ([]byte, bool) {
 func floatExact(n, key string) bool {
 	a, aok := decimalOf(n)
 	b, bok := decimalOf(key)
-	return aok && bok && a == b
+	if !aok || !bok || a.n != b.n {
+		return false
+	}
+	if a.n == 0 {
+		return true // zero, whatever its sign
+	}
+	if a.neg != b.neg || a.exp != b.exp {
+		return false
+	}
+	for i := range a.n {
+		if a.digit(i) != b.digit(i) {
+			return false
+		}
+	}
+	return true
 }
 
-// decimal is a number's value: its sign, its significant digits (no
-// leading or trailing zero; none for zero, whose sign is dropped) and
-// the place of the first of them (the value is 0.DIGITS × 10^exp).
+// shortDecimal reports whether the JSON number text n has at most 15
+// characters and no exponent: at most 15 significant digits, within
+// 1e-14 and 1e15, and every such decimal is its float's shortest form
+// (floatExact, without reading it).
+func shortDecimal[T ~string | ~[]byte](n T) bool {
+	if len(n) > 15 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] == 'e' || n[i] == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// decimal is a JSON number's value, read in place: its sign, its
+// digits before and after the point (whole, frac), the n significant
+// ones from the first-th (no leading or trailing zero; none for zero)
+// and the place of the first of them (the value is 0.DIGITS × 10^exp).
 type decimal struct {
-	neg    bool
-	digits string
-	exp    int
+	neg         bool
+	whole, frac string
+	first, n    int
+	exp         int
+}
+
+// digit is the i-th significant digit.
+func (d *decimal) digit(i int) byte {
+	if j := d.first + i; j < len(d.whole) {
+		return d.whole[j]
+	} else {
+		return d.frac[j-len(d.whole)]
+	}
 }
 
 // decimalOf reads a JSON number's text; false for anything else, or an
@@ -321,25 +362,43 @@ func decimalOf(s string) (decimal, bool) {
 	if strings.HasPrefix(s, "-") {
 		d.neg, s = true, s[1:]
 	}
-	mant, e, hasExp := strings.Cut(strings.ToLower(s), "e")
-	intPart, frac, _ := strings.Cut(mant, ".")
-	if intPart == "" || strings.Trim(intPart+frac, "0123456789") != "" {
-		return d, false
-	}
-	if hasExp {
-		x, err := strconv.Atoi(strings.TrimPrefix(e, "+"))
-		if err != nil || len(strings.TrimLeft(e, "+-")) > 9 {
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e := s[i+1:]
+		if len(strings.TrimLeft(e, "+-")) > 9 {
 			return d, false
 		}
-		d.exp = x
+		x, err := strconv.Atoi(e)
+		if err != nil {
+			return d, false
+		}
+		d.exp, s = x, s[:i]
 	}
-	digits := strings.TrimLeft(intPart+frac, "0")
-	d.exp += len(intPart) - (len(intPart) + len(frac) - len(digits))
-	d.digits = strings.TrimRight(digits, "0")
-	if d.digits == "" {
-		return decimal{}, true
+	d.whole, d.frac = s, ""
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		d.whole, d.frac = s[:i], s[i+1:]
 	}
+	if d.whole == "" || !allDigits(d.whole) || !allDigits(d.frac) {
+		return d, false
+	}
+	total := len(d.whole) + len(d.frac)
+	for d.first < total && d.digit(0) == '0' {
+		d.first++
+	}
+	d.n = total - d.first
+	for d.n > 0 && d.digit(d.n-1) == '0' {
+		d.n--
+	}
+	d.exp += len(d.whole) - d.first
 	return d, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
 }
 
 // walkValue calls fn, in a fixed order, for every string of v of at
@@ -361,7 +420,7 @@ func walkValue(v any, depth, minLen int, fn func(s string, isNum, inexact bool) 
 		}
 	case json.Number:
 		if k, ok := numberKey(v); ok {
-			return fn(k, true, !floatExact(string(v), k))
+			return fn(k, true, !shortDecimal(v) && !floatExact(string(v), k))
 		}
 	case []any:
 		for _, e := range v {
@@ -420,7 +479,7 @@ func visitArgs(v any, path string, fn func(path, leaf string, num, inexact bool)
 		fn(path, v, false, false)
 	case json.Number:
 		if k, ok := numberKey(v); ok {
-			fn(path, k, true, !floatExact(string(v), k))
+			fn(path, k, true, !shortDecimal(v) && !floatExact(string(v), k))
 		}
 	case []any:
 		for i, e := range v {

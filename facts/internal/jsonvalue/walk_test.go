@@ -266,5 +266,27 @@ func TestFloatExact(t *testing.T) {
 		f, err := strconv.ParseFloat(tc.n, 64)
 		require.NoError(t, err, tc.note)
 		require.Equal(t, tc.exact, floatExact(tc.n, strconv.FormatFloat(f, 'e', -1, 64)), tc.note)
+		if shortDecimal(tc.n) {
+			require.True(t, tc.exact, "%s: short, so exact", tc.note)
+		}
+	}
+	// shortDecimal's claim: a decimal of at most 15 characters without
+	// an exponent is exact.
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		digits := strconv.FormatUint(rnd.Uint64()%1_000_000_000_000_000, 10)
+		n := digits[:1+rnd.IntN(len(digits))]
+		if p := rnd.IntN(len(n) + 1); p > 0 && p < len(n) {
+			n = n[:p] + "." + n[p:]
+		}
+		if rnd.IntN(2) == 0 {
+			n = "-" + n
+		}
+		if !shortDecimal(n) {
+			continue
+		}
+		f, err := strconv.ParseFloat(n, 64)
+		require.NoError(t, err)
+		require.True(t, floatExact(n, strconv.FormatFloat(f, 'e', -1, 64)), n)
 	}
 }
