@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -210,4 +211,37 @@ func TestAValueQuotedInManyArgumentsHasBoundedFlows(t *testing.T) {
 	assert.True(t, doc.Facts.Truncated)
 	require.Len(t, doc.Dispatch.Calls, 1)
 	assert.Equal(t, facts.FlowCallMaxFlows, len(doc.Dispatch.Calls[0].Flows), "the input holds the call's flows up to the bound")
+}
+
+// TestEchoLookUpComparesNoEmptyText: a string of the agent's arguments
+// with no letter or digit ("-", "", an object key "!") folds to an empty
+// text, which no value looked up can be inside, and which the
+// comparison budget counted as 0 bytes: the echo look-up compared each
+// with every value judged, unbudgeted (the derived flows' look-up, and
+// the same comparison for a policy reading input.facts.tool_calls). One
+// earlier call with 400,000 such strings (1.6 MB) and a payment to
+// 8,000 payees of a trusted list held a core 7.3 s under the 5 s
+// deadline (the look-up runs before the policy, and reads no clock),
+// and the decision failed closed; 200,000 strings and 1,000 payees took
+// 0.5 s, 2,000 0.9 s, 4,000 1.8 s: payees times strings. Here 2,000,000
+// strings and 2,000 payees (about 9 s on main). Empty texts are no
+// longer kept, and the payees are judged trusted well within the
+// deadline.
+func TestEchoLookUpComparesNoEmptyText(t *testing.T) {
+	ctx := context.Background()
+	reg, err := loader.ParseRegistry("r.yaml", []byte(budgetRegistry))
+	require.NoError(t, err)
+	junk := `{"text":"see list","tags":[` + strings.Repeat(`"-",`, 2_000_000) + `""],"!?":{"":"--"}}`
+	h := budgetHistory(t, 0, 2_000)
+	h = append(facts.History{h[0],
+		{Kind: facts.Response, Parts: []facts.Part{rt2Call("write_note", "n0", junk)}},
+		{Kind: facts.Request, Parts: []facts.Part{rt2Return("write_note", "n0", `"saved"`)}},
+	}, h[1:]...)
+	eng, err := engine.New(ctx, engine.Registry(reg), engine.PolicyPaths("../examples/policies/integrity"))
+	require.NoError(t, err)
+	d, err := eng.Decide(ctx, engine.Request{History: h}, engine.WithDeadline(5*time.Second))
+	require.NoError(t, err)
+	require.Empty(t, d.Errors)
+	require.Len(t, d.Calls, 1)
+	assert.Equal(t, engine.Execute, d.Calls[0].Verdict, "every payee is the trusted list's")
 }

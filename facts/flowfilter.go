@@ -225,7 +225,7 @@ func newFlowFilter(o Options, calls []Call) *flowFilter {
 	f := &flowFilter{w: min(minLen, filterWindow), tokens: o.FlowTokens}
 	var strs []string
 	for i := range calls {
-		jsonvalue.VisitArgs(ArgsValue(calls[i].Args), func(_, leaf string, num bool) {
+		jsonvalue.VisitArgs(ArgsValue(calls[i].Args), func(_, leaf string, num, _ bool) {
 			switch {
 			case num:
 				f.nums = append(f.nums, numberTexts(leaf))

@@ -26,7 +26,9 @@ import (
 // levels). A number leaf of the arguments flows from a return holding an
 // equal non-trivial number: one whose shortest decimal form has at least
 // five significant digits (12345, 4999.99 and 0.031415 are; 2024, 10000,
-// 250.5, 0.5 and 1e21 are not). The walks of a return's bytes and of a
+// 250.5, 0.5 and 1e21 are not). Numbers are equal as 64-bit floats; the
+// flow is exact when both are their float's shortest form, else it is
+// contained (FlowContains). The walks of a return's bytes and of a
 // call's arguments are package jsonvalue's (facts/internal/jsonvalue).
 //
 // Search: the index keeps each distinct return string once, with its
@@ -94,7 +96,10 @@ type FlowMatch uint8
 const (
 	// FlowExact: the argument equals a string (or number) of the return.
 	FlowExact FlowMatch = iota + 1
-	// FlowContains: the argument contains a string of the return.
+	// FlowContains: the argument contains a string of the return, or is
+	// a number equal to one of the return's as a 64-bit float when
+	// either is not its float's shortest form (1234567890123456789 and
+	// 1234567890123456800 are one float, not one number).
 	FlowContains
 	// FlowToken: the argument holds a token of a string of the source
 	// (Options.FlowTokens; Flow.Token names its class), and neither
@@ -496,6 +501,9 @@ type flowIndex struct {
 	strs     map[string]*flowString
 	byPrefix map[string][]*flowString
 	nums     map[string][]int32
+	// nearNums holds the inexact numbers (jsonvalue.Leaf.Inexact) by
+	// key, apart from nums: their flows are never exact.
+	nearNums map[string][]int32
 	// walk is the scratch of addPart, made on first use.
 	walk *jsonvalue.Walker
 	// block holds the flowStrings last allocated (newString).
@@ -504,7 +512,7 @@ type flowIndex struct {
 
 func newFlowIndex(o Options) *flowIndex {
 	x := &flowIndex{minLen: o.flowMinLength(), cap: o.flowIndexCap(), tokens: o.FlowTokens,
-		strs: map[string]*flowString{}, byPrefix: map[string][]*flowString{}, nums: map[string][]int32{}}
+		strs: map[string]*flowString{}, byPrefix: map[string][]*flowString{}, nums: map[string][]int32{}, nearNums: map[string][]int32{}}
 	x.initTokens()
 	return x
 }
@@ -519,7 +527,7 @@ func (x *flowIndex) initTokens() {
 // returns of the response being dispatched, indexed without changing x.
 func (x *flowIndex) overlay() *flowIndex {
 	o := &flowIndex{minLen: x.minLen, cap: x.cap - x.used, truncated: x.truncated, tokens: x.tokens,
-		strs: map[string]*flowString{}, byPrefix: map[string][]*flowString{}, nums: map[string][]int32{}}
+		strs: map[string]*flowString{}, byPrefix: map[string][]*flowString{}, nums: map[string][]int32{}, nearNums: map[string][]int32{}}
 	o.initTokens()
 	return o
 }
@@ -583,8 +591,12 @@ func (x *flowIndex) addPart(p *Part, pos Position, reg *Registry, beside []strin
 		}
 		x.used += n
 		if l.Num() {
-			if ns, ok := x.nums[string(b)]; !ok || ns[len(ns)-1] != si {
-				x.nums[string(b)] = append(ns, si)
+			nums := x.nums
+			if l.Inexact() {
+				nums = x.nearNums
+			}
+			if ns, ok := nums[string(b)]; !ok || ns[len(ns)-1] != si {
+				nums[string(b)] = append(ns, si)
 			}
 			continue
 		}
@@ -803,8 +815,13 @@ func (x *flowIndex) noteToken(ft *flowToken, whole bool, b *flowBudget, hits map
 	}
 }
 
-func (x *flowIndex) matchNumber(key string, b *flowBudget, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
-	x.note(x.nums[key], true, b, hits, srcOf)
+// An exact flow needs both numbers exact (jsonvalue.Leaf.Inexact): a
+// number whose digits are not its key's may be another number than one
+// of the same key, and flows from it as contained, which vouches for
+// nothing (Flow.Trusting).
+func (x *flowIndex) matchNumber(key string, inexact bool, b *flowBudget, hits map[Position]*flowHit, srcOf map[Position]FlowSource) {
+	x.note(x.nums[key], !inexact, b, hits, srcOf)
+	x.note(x.nearNums[key], false, b, hits, srcOf)
 }
 
 // note records in hits the sources srcs (indexes into x.sources), exact
@@ -838,7 +855,7 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 	out := []Flow{}
 	hits := map[Position]*flowHit{}
 	srcOf := map[Position]FlowSource{}
-	jsonvalue.VisitArgs(ArgsValue(args), func(path, leaf string, num bool) {
+	jsonvalue.VisitArgs(ArgsValue(args), func(path, leaf string, num, inexact bool) {
 		if b.full() {
 			// The call has all the flows it may have: nothing more is
 			// looked up (the leaf is not visited, so that a hostile
@@ -848,7 +865,7 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 		}
 		for _, x := range idx {
 			if num {
-				x.matchNumber(leaf, b, hits, srcOf)
+				x.matchNumber(leaf, inexact, b, hits, srcOf)
 			} else {
 				x.matchString(leaf, b, hits, srcOf)
 			}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"math/big"
 	"math/rand/v2"
 	"regexp"
 	"slices"
@@ -34,6 +35,7 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 	type occ struct {
 		s     string
 		num   bool
+		near  bool // an inexact number (bruteNumber)
 		cls   facts.TokenClass
 		ident bool
 		at    facts.Position
@@ -95,7 +97,7 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 					break
 				}
 				used += n
-				occs = append(occs, occ{s: o.s, num: o.num, at: src.At, src: src})
+				occs = append(occs, occ{s: o.s, num: o.num, near: o.near, at: src.At, src: src})
 				for _, t := range toks {
 					occs = append(occs, occ{s: t.s, cls: t.cls, ident: t.ident, at: src.At, src: src})
 				}
@@ -137,6 +139,8 @@ func bruteFlows(h facts.History, reg *facts.Registry, minLen, limit int, tokens 
 				var h hit
 				switch {
 				case o.num != leaf.num:
+				case o.num && leaf.s == o.s && (o.near || leaf.near):
+					h.m = facts.FlowContains // equal floats, maybe not equal digits
 				case o.cls == 0 && leaf.s == o.s:
 					h = hit{m: facts.FlowExact, whole: true}
 				case o.cls == 0 && !leaf.num && strings.Contains(leaf.s, o.s):
@@ -405,23 +409,26 @@ func bruteTokens(s string, minLen int) []bruteToken {
 }
 
 type bruteString struct {
-	s, path string
-	num     bool
+	s, path   string
+	num, near bool
 }
 
 // bruteNumber is the key of a number with at least five significant
-// digits.
-func bruteNumber(n json.Number) (string, bool) {
+// digits, and whether the number is not exactly its key's value (near:
+// another number a float cannot tell from it may have the key).
+func bruteNumber(n json.Number) (key string, near, ok bool) {
 	f, err := strconv.ParseFloat(string(n), 64)
 	if err != nil {
-		return "", false
+		return "", false, false
 	}
 	e := strconv.FormatFloat(f, 'e', -1, 64)
 	mant, _, _ := strings.Cut(e, "e")
 	if len(strings.ReplaceAll(strings.TrimPrefix(mant, "-"), ".", "")) < 5 {
-		return "", false
+		return "", false, false
 	}
-	return e, true
+	exact, _ := new(big.Rat).SetString(string(n))
+	shortest, _ := new(big.Rat).SetString(e)
+	return e, exact.Cmp(shortest) != 0, true
 }
 
 // bruteStrings lists a return value's strings (keys sorted, each before
@@ -443,8 +450,8 @@ func bruteStrings(v any, depth, minLen int) []bruteString {
 			}
 		}
 	case json.Number:
-		if k, ok := bruteNumber(v); ok {
-			out = append(out, bruteString{s: k, num: true})
+		if k, near, ok := bruteNumber(v); ok {
+			out = append(out, bruteString{s: k, num: true, near: near})
 		}
 	case []any:
 		for _, e := range v {
@@ -473,8 +480,8 @@ func bruteLeaves(v any, path string) []bruteString {
 	case string:
 		return []bruteString{{s: v, path: path}}
 	case json.Number:
-		if k, ok := bruteNumber(v); ok {
-			return []bruteString{{s: k, path: path, num: true}}
+		if k, near, ok := bruteNumber(v); ok {
+			return []bruteString{{s: k, path: path, num: true, near: near}}
 		}
 	case []any:
 		var out []bruteString
@@ -609,6 +616,12 @@ func (g *flowHistory) word() string {
 }
 
 func (g *flowHistory) number() string {
+	if g.rnd.IntN(10) == 0 {
+		// Past a float's digits: an integer past 2^53 and its
+		// neighbours, one of them its float's shortest form, or a decimal
+		// equal as a float to 12300.
+		return []string{"1234567890123456789", "1234567890123456800", "1.2345678901234568e18", "12300.000000000000001"}[g.rnd.IntN(4)]
+	}
 	switch g.rnd.IntN(4) {
 	case 0:
 		return strconv.Itoa(g.rnd.IntN(2000) - 1000)

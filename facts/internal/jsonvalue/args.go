@@ -296,8 +296,14 @@ func EchoOf(args []byte) *Echo {
 	return e
 }
 
+// text keeps s in EchoForm, unless it folds to nothing: no value looked
+// up is inside an empty text (echoIn), and the budget, which counts a
+// text's bytes, would not count comparing with it.
 func (e *Echo) text(s string) {
 	f := EchoForm(s)
+	if f == "" {
+		return
+	}
 	e.texts = append(e.texts, f)
 	e.size += len(f)
 }
@@ -305,8 +311,8 @@ func (e *Echo) text(s string) {
 // Size is the bytes a look-up may compare: those of the texts.
 func (e *Echo) Size() int { return e.size }
 
-// Texts are the texts, each in EchoForm, in the order of the arguments
-// (HasText looks for a text inside one of them).
+// Texts are the texts, each in EchoForm and none empty, in the order of
+// the arguments (HasText looks for a text inside one of them).
 func (e *Echo) Texts() []string { return e.texts }
 
 // Numbers are the keys of the non-trivial numbers (HasNumber compares a

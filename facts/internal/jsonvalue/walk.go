@@ -52,6 +52,8 @@ const scanDepth = 9999
 type Leaf struct {
 	s, e      int
 	text, num bool
+	// inexact: a number whose digits are not its key's (floatExact).
+	inexact bool
 }
 
 // Len is the length of the leaf's bytes.
@@ -60,6 +62,11 @@ func (l *Leaf) Len() int { return l.e - l.s }
 // Num reports whether the leaf is a number's key (numberKey), not a
 // string.
 func (l *Leaf) Num() bool { return l.num }
+
+// Inexact reports whether the leaf is a number whose digits are not its
+// key's (an integer past 2^53, a decimal of more than 17 digits): equal
+// numbers by key may be other numbers digit for digit (floatExact).
+func (l *Leaf) Inexact() bool { return l.inexact }
 
 // member is one member of an object being walked: its key, text[ks:ke],
 // and the leaves its key and value emitted, leaves[from:to].
@@ -120,10 +127,10 @@ func (w *Walker) Walk(data []byte) bool {
 }
 
 // emit appends a leaf of walkValue.
-func (w *Walker) emit(s string, isNum bool) bool {
+func (w *Walker) emit(s string, isNum, inexact bool) bool {
 	n := len(w.text)
 	w.text = append(w.text, s...)
-	w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: isNum})
+	w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: isNum, inexact: inexact})
 	return true
 }
 
@@ -189,7 +196,7 @@ func (w *Walker) walk(d *wire.Scanner, text bool, depth int) *wire.Error {
 		n := len(w.text)
 		var ok bool
 		if w.text, ok = appendNumberKey(w.text, d.Data[s:d.I]); ok {
-			w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: true})
+			w.leaves = append(w.leaves, Leaf{s: n, e: len(w.text), text: true, num: true, inexact: !shortDecimal(d.Data[s:d.I]) && !floatExact(string(d.Data[s:d.I]), string(w.text[n:]))})
 		}
 	default:
 		_, err := d.SkipValue()
@@ -287,16 +294,123 @@ func appendNumberKey(dst, n []byte) ([]byte, bool) {
 	return dst, true
 }
 
+// floatExact reports whether the JSON number text n has the decimal
+// value of its key (numberKey), the shortest form of the 64-bit float it
+// reads as (12345, 12345.0 and 1.2345e4 do; 1234567890123456789 and
+// 12345.000000000000001 do not): two numbers with one key are the same
+// number digit for digit only when both are exact.
+func floatExact(n, key string) bool {
+	a, aok := decimalOf(n)
+	b, bok := decimalOf(key)
+	if !aok || !bok || a.n != b.n {
+		return false
+	}
+	if a.n == 0 {
+		return true // zero, whatever its sign
+	}
+	if a.neg != b.neg || a.exp != b.exp {
+		return false
+	}
+	for i := range a.n {
+		if a.digit(i) != b.digit(i) {
+			return false
+		}
+	}
+	return true
+}
+
+// shortDecimal reports whether the JSON number text n has at most 15
+// characters and no exponent: at most 15 significant digits, within
+// 1e-14 and 1e15, and every such decimal is its float's shortest form
+// (floatExact, without reading it).
+func shortDecimal[T ~string | ~[]byte](n T) bool {
+	if len(n) > 15 {
+		return false
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] == 'e' || n[i] == 'E' {
+			return false
+		}
+	}
+	return true
+}
+
+// decimal is a JSON number's value, read in place: its sign, its
+// digits before and after the point (whole, frac), the n significant
+// ones from the first-th (no leading or trailing zero; none for zero)
+// and the place of the first of them (the value is 0.DIGITS × 10^exp).
+type decimal struct {
+	neg         bool
+	whole, frac string
+	first, n    int
+	exp         int
+}
+
+// digit is the i-th significant digit.
+func (d *decimal) digit(i int) byte {
+	if j := d.first + i; j < len(d.whole) {
+		return d.whole[j]
+	} else {
+		return d.frac[j-len(d.whole)]
+	}
+}
+
+// decimalOf reads a JSON number's text; false for anything else, or an
+// exponent of more than 9 digits.
+func decimalOf(s string) (decimal, bool) {
+	var d decimal
+	if strings.HasPrefix(s, "-") {
+		d.neg, s = true, s[1:]
+	}
+	if i := strings.IndexAny(s, "eE"); i >= 0 {
+		e := s[i+1:]
+		if len(strings.TrimLeft(e, "+-")) > 9 {
+			return d, false
+		}
+		x, err := strconv.Atoi(e)
+		if err != nil {
+			return d, false
+		}
+		d.exp, s = x, s[:i]
+	}
+	d.whole, d.frac = s, ""
+	if i := strings.IndexByte(s, '.'); i >= 0 {
+		d.whole, d.frac = s[:i], s[i+1:]
+	}
+	if d.whole == "" || !allDigits(d.whole) || !allDigits(d.frac) {
+		return d, false
+	}
+	total := len(d.whole) + len(d.frac)
+	for d.first < total && d.digit(0) == '0' {
+		d.first++
+	}
+	d.n = total - d.first
+	for d.n > 0 && d.digit(d.n-1) == '0' {
+		d.n--
+	}
+	d.exp += len(d.whole) - d.first
+	return d, true
+}
+
+func allDigits(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return true
+}
+
 // walkValue calls fn, in a fixed order, for every string of v of at
 // least minLen bytes and for the key of every non-trivial number: depth
 // first, an object's keys sorted, each key before its value, a string
 // before the strings JSON-encoded in it. It stops when fn returns false.
 // The index's walk of a content's bytes (Walker)
 // follows it, and calls it for what the wire scanner refuses.
-func walkValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) bool {
+func walkValue(v any, depth, minLen int, fn func(s string, isNum, inexact bool) bool) bool {
 	switch v := v.(type) {
 	case string:
-		if len(v) >= minLen && !fn(v, false) {
+		if len(v) >= minLen && !fn(v, false, false) {
 			return false
 		}
 		if depth < NestDepth {
@@ -306,7 +420,7 @@ func walkValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) boo
 		}
 	case json.Number:
 		if k, ok := numberKey(v); ok {
-			return fn(k, true)
+			return fn(k, true, !shortDecimal(v) && !floatExact(string(v), k))
 		}
 	case []any:
 		for _, e := range v {
@@ -316,7 +430,7 @@ func walkValue(v any, depth, minLen int, fn func(s string, isNum bool) bool) boo
 		}
 	case map[string]any:
 		for _, k := range slices.Sorted(maps.Keys(v)) {
-			if len(k) >= minLen && !fn(k, false) {
+			if len(k) >= minLen && !fn(k, false, false) {
 				return false
 			}
 			if !walkValue(v[k], depth, minLen, fn) {
@@ -353,18 +467,19 @@ func pointerToken(k string) string {
 // VisitArgs calls fn for each leaf of a call's arguments as ReadArgs
 // reads them (Read.Value), in document order (an object's keys sorted,
 // an array's elements in order), with its JSON pointer: each string, and
-// the key of each non-trivial number (numberKey).
-func VisitArgs(v any, fn func(path, leaf string, num bool)) {
+// the key of each non-trivial number (numberKey), inexact when its
+// digits are not the key's (floatExact).
+func VisitArgs(v any, fn func(path, leaf string, num, inexact bool)) {
 	visitArgs(v, "", fn)
 }
 
-func visitArgs(v any, path string, fn func(path, leaf string, num bool)) {
+func visitArgs(v any, path string, fn func(path, leaf string, num, inexact bool)) {
 	switch v := v.(type) {
 	case string:
-		fn(path, v, false)
+		fn(path, v, false, false)
 	case json.Number:
 		if k, ok := numberKey(v); ok {
-			fn(path, k, true)
+			fn(path, k, true, !shortDecimal(v) && !floatExact(string(v), k))
 		}
 	case []any:
 		for i, e := range v {

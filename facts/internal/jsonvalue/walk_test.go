@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -18,8 +19,8 @@ import (
 // fallback for what the wire scanner refuses).
 
 type oracleLeaf struct {
-	S   string
-	Num bool
+	S            string
+	Num, Inexact bool
 }
 
 // oracleFlowLeaves is whether the content is indexed and the leaves
@@ -32,8 +33,8 @@ func oracleFlowLeaves(content []byte, minLen int) ([]oracleLeaf, bool) {
 		return nil, false
 	}
 	out := []oracleLeaf{}
-	walkValue(v, 0, minLen, func(s string, isNum bool) bool {
-		out = append(out, oracleLeaf{s, isNum})
+	walkValue(v, 0, minLen, func(s string, isNum, inexact bool) bool {
+		out = append(out, oracleLeaf{s, isNum, inexact})
 		return true
 	})
 	return out, true
@@ -46,7 +47,7 @@ func scannedFlowLeaves(w *Walker, content []byte) ([]oracleLeaf, bool) {
 	}
 	out := []oracleLeaf{}
 	for i := range w.leaves {
-		out = append(out, oracleLeaf{string(w.Bytes(&w.leaves[i])), w.leaves[i].num})
+		out = append(out, oracleLeaf{string(w.Bytes(&w.leaves[i])), w.leaves[i].num, w.leaves[i].inexact})
 	}
 	return out, true
 }
@@ -238,4 +239,54 @@ func FuzzFlowWalk(f *testing.F) {
 	f.Fuzz(func(t *testing.T, content []byte, minLen uint8) {
 		checkFlowWalk(t, &Walker{minLen: 1 + int(minLen%16)}, content)
 	})
+}
+
+// TestFloatExact: a number is exact when its decimal value is its
+// float's shortest form, however it is written.
+func TestFloatExact(t *testing.T) {
+	for _, tc := range []struct {
+		note, n string
+		exact   bool
+	}{
+		{"an integer", "12345", true},
+		{"with a point", "12345.0", true},
+		{"with an exponent", "1.2345e4", true},
+		{"leading zeros of a fraction", "0.00012345", true},
+		{"negative", "-12345.5", true},
+		{"zero", "0", true},
+		{"negative zero", "-0.0e5", true},
+		{"the shortest form past 2^53", "1234567890123456800", true},
+		{"the same, written otherwise", "1.2345678901234568E+18", true},
+		{"past 2^53, not the shortest form", "1234567890123456789", false},
+		{"2^53 + 1", "9007199254740993", false},
+		{"a decimal past 17 digits", "12345.000000000000001", false},
+		{"underflows to 0", "1.2345e-400", false},
+		{"a huge exponent", "1.2345e-9999999999", false},
+	} {
+		f, err := strconv.ParseFloat(tc.n, 64)
+		require.NoError(t, err, tc.note)
+		require.Equal(t, tc.exact, floatExact(tc.n, strconv.FormatFloat(f, 'e', -1, 64)), tc.note)
+		if shortDecimal(tc.n) {
+			require.True(t, tc.exact, "%s: short, so exact", tc.note)
+		}
+	}
+	// shortDecimal's claim: a decimal of at most 15 characters without
+	// an exponent is exact.
+	rnd := rand.New(rand.NewPCG(1, 2))
+	for range 100_000 {
+		digits := strconv.FormatUint(rnd.Uint64()%1_000_000_000_000_000, 10)
+		n := digits[:1+rnd.IntN(len(digits))]
+		if p := rnd.IntN(len(n) + 1); p > 0 && p < len(n) {
+			n = n[:p] + "." + n[p:]
+		}
+		if rnd.IntN(2) == 0 {
+			n = "-" + n
+		}
+		if !shortDecimal(n) {
+			continue
+		}
+		f, err := strconv.ParseFloat(n, 64)
+		require.NoError(t, err)
+		require.True(t, floatExact(n, strconv.FormatFloat(f, 'e', -1, 64)), n)
+	}
 }
