@@ -75,7 +75,16 @@ func TestEchoLookUpFromTheCallsIsBudgeted(t *testing.T) {
 	for _, tc := range []struct {
 		notes, payees int
 		verdict       string
-	}{{500, 500, engine.ApprovalRequired}, {500, 20, engine.Execute}} {
+	}{
+		{500, 500, engine.ApprovalRequired},
+		{500, 20, engine.Execute},
+		// No notes, a payment to 1,000 payees: only the payment itself
+		// holds the values, and it comes after the list that vouches for
+		// them. The look-up from the calls read it too, for each payee,
+		// and ran out of its budget on an honest payment (approval asked)
+		// that the derived flows let execute.
+		{0, 1000, engine.Execute},
+	} {
 		h := budgetHistory(t, tc.notes, tc.payees)
 		var integrity []any
 		for _, extra := range [][]engine.Option{nil, {engine.Modules(rt2Calls)}} {

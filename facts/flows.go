@@ -312,7 +312,12 @@ func (l *sentArgs) sourceCall(tool, id string) *sourceCall {
 // at the first call a comparison from the first call would pass the
 // budget at, since it fails wherever it finds w from there.
 func (l *sentArgs) first(w jsonvalue.EchoWant, b *flowBudget) (int, bool) {
-	if l.ok && l.want == w && l.n == len(l.args) {
+	return l.firstOf(w, len(l.args), b)
+}
+
+// firstOf is first among the first n calls (n when none holds w).
+func (l *sentArgs) firstOf(w jsonvalue.EchoWant, n int, b *flowBudget) (int, bool) {
+	if l.ok && l.want == w && l.n == n {
 		return l.found, true
 	}
 	start := 0
@@ -320,8 +325,8 @@ func (l *sentArgs) first(w jsonvalue.EchoWant, b *flowBudget) (int, bool) {
 		l.indexGrams()
 		start = l.lowerBound(w)
 	}
-	found := len(l.args)
-	for i := start; i < len(l.args); i++ {
+	found := n
+	for i := start; i < n; i++ {
 		e := l.echoAt(i)
 		if l.sums[i+1] > b.call {
 			break
@@ -331,11 +336,11 @@ func (l *sentArgs) first(w jsonvalue.EchoWant, b *flowBudget) (int, bool) {
 			break
 		}
 	}
-	if !l.spendThrough(min(found, len(l.args)-1), b) {
+	if !l.spendThrough(min(found, n-1), b) {
 		l.ok = false
 		return 0, false
 	}
-	l.want, l.n, l.found, l.ok = w, len(l.args), found, true
+	l.want, l.n, l.found, l.ok = w, n, found, true
 	return found, true
 }
 

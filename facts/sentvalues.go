@@ -2,6 +2,7 @@ package facts
 
 import (
 	"slices"
+	"sort"
 
 	"github.com/policycheck/policycheck/facts/internal/jsonvalue"
 )
@@ -11,7 +12,9 @@ import (
 // Flow.EchoOfTheAgent answers from a derivation's index: whether a call
 // before a place in the history sent a value (Echoes), and whether a
 // call of a tool with a tool_call_id came before it. A look-up compares
-// the calls' arguments in history order, as a derivation's does, under
+// the arguments of the calls before the place, in history order (a
+// derivation's compares those before the dispatched response: within
+// the budgets both answer alike), under
 // the same comparison budgets: FlowCallCompareBudget for each call being
 // judged (StartCall), FlowResponseCompareBudget for all of them. Past a
 // budget SentBefore answers true (a return cannot vouch for what was not
@@ -81,8 +84,12 @@ func (s *SentValues) SentBefore(v any, at Position) bool {
 		return false
 	}
 	s.index()
-	first, ok := s.log.first(w, &s.b)
-	return !ok || first < len(s.at) && s.at[first].Before(at)
+	// Only the calls before at: a call after it (the dispatched
+	// response's own, which may hold every value it sends) cannot have
+	// been echoed, and reading it would spend the budget on nothing.
+	n := sort.Search(len(s.at), func(i int) bool { return !s.at[i].Before(at) })
+	first, ok := s.log.firstOf(w, n, &s.b)
+	return !ok || first < n
 }
 
 // CalledBefore reports whether a call of tool with tool_call_id id lies
