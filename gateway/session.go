@@ -17,6 +17,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
 	"github.com/policycheck/policycheck/internal/ground/wire"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -619,7 +620,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 		if stopped := g.failCharged(s, ts, name, id, text); stopped != nil {
 			return stopped
 		}
-		return toolError(text)
+		return g.shown(ctx, s, toolError(text))
 	}
 	content, err := resultContent(res)
 	if err == nil && int64(len(content)) > g.cfg.MaxResultBytes {
@@ -643,7 +644,27 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	}
 	s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, "", "success", c.Receipt)))
 	s.reportSuccess(name)
-	return out
+	return g.shown(ctx, s, out)
+}
+
+// shown is res, an upstream's answer, once the session store holds it:
+// the client is never shown a result the history does not record. An
+// answer the store refuses (it passes --max-session-bytes, which a client
+// can bring about by filling its session) is dropped with the replica's
+// state, and the next call writes the call's answer as failed
+// (answerDangling): the client is told that the result is withheld.
+func (g *Gateway) shown(ctx context.Context, s *session, res *mcp.CallToolResult) *mcp.CallToolResult {
+	err := s.flush(ctx, g)
+	if err == nil {
+		return res
+	}
+	g.metrics.storeErrors.Add(1)
+	g.log.Warn("the session store refused a call's answer; the client is not shown it", "session", s.id, "error", err)
+	if errors.Is(err, sessionstore.ErrTooLarge) {
+		return toolError(fmt.Sprintf("The tool ran, but its result would take this session's history past %d bytes, the most the gateway keeps, "+
+			"so it is not shown; start a new session.", g.cfg.MaxSessionBytes))
+	}
+	return toolError("The tool ran, but the gateway could not keep its result in the session's history, so it is not shown.")
 }
 
 // failed records an executed call that did not complete (its upstream

@@ -1,0 +1,75 @@
+package gateway_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/policycheck/policycheck/gateway"
+)
+
+// Fail-opens of the gateway found by driving it as a hostile MCP client
+// (the red-team pass of the gateway's session store, search and limits),
+// each seen failing on main before its fix.
+
+// secretLine is what the statement holds that a public review must not
+// carry.
+const secretLine = "2026-02-28 salary ACME Corp +5200 ref PAYROLL-8841-2026"
+
+// secretUpstream answers get_statement with the secret line and pad
+// bytes of text after it (plain content, no structured result; an error
+// result when isErr), and post_review with "ok", counting the reviews it
+// posted.
+func secretUpstream(pad int, isErr bool) *fakeUpstream {
+	f := &fakeUpstream{srv: mcp.NewServer(&mcp.Implementation{Name: "bank"}, nil)}
+	obj := json.RawMessage(`{"type":"object"}`)
+	f.srv.AddTool(&mcp.Tool{Name: "get_statement", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{IsError: isErr, Content: []mcp.Content{&mcp.TextContent{Text: secretLine + "\n" + strings.Repeat("-", pad)}}}, nil
+	})
+	f.srv.AddTool(&mcp.Tool{Name: "post_review", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		f.calls.Add(1)
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	f.srv.AddTool(&mcp.Tool{Name: "read_file", InputSchema: obj}, func(context.Context, *mcp.CallToolRequest) (*mcp.CallToolResult, error) {
+		return &mcp.CallToolResult{Content: []mcp.Content{&mcp.TextContent{Text: "ok"}}}, nil
+	})
+	return f
+}
+
+// TestRedteamAnUnwrittenResultIsNotShown: a result the session store
+// refuses to keep (the answer passes --max-session-bytes, which the call
+// before it did not) reached the client whole while the history got, at
+// the next call, a "failed, may or may not have run" return in its
+// place: the model was shown the secret statement, the flows (found in
+// the history) never saw it, and a public review carrying its secret
+// line was posted. A client brings this about on its own by filling its
+// session near the limit. Now a call whose answer is not in the history
+// answers the client with what the history will hold.
+func TestRedteamAnUnwrittenResultIsNotShown(t *testing.T) {
+	for _, tc := range []struct {
+		note  string
+		isErr bool
+	}{{"a result", false}, {"an error result", true}} {
+		t.Run(tc.note, func(t *testing.T) {
+			f := secretUpstream(8<<10, tc.isErr)
+			g := redteamGateway(t, f, func(c *gateway.Config) { c.MaxSessionBytes = 4 << 10 })
+			cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+			seen, _ := call(t, cs, "get_statement", map[string]any{})
+			call(t, cs, "read_file", map[string]any{})
+			h := string(onlyHistory(t, g))
+			if strings.Contains(seen, "PAYROLL-8841-2026") && !strings.Contains(h, "PAYROLL-8841-2026") {
+				t.Errorf("the client was shown a result the history does not hold: shown %d bytes, history %s", len(seen), h)
+			}
+			if !strings.Contains(seen, "start a new session") {
+				t.Errorf("the client should be told why its result is withheld: %.200q", seen)
+			}
+			review, _ := call(t, cs, "post_review", map[string]any{"text": secretLine})
+			if f.calls.Load() != 0 {
+				t.Errorf("a public review carrying the statement's secret line was posted (%q)", review)
+			}
+		})
+	}
+}
