@@ -144,9 +144,12 @@ func search(queries []string, corpus []facts.Tool, discovered []string) (names [
 		for k := range tokens(t.Description) {
 			tt[k] = struct{}{}
 		}
+		// The score is how many of the query's tokens the tool has,
+		// counted over the tool's tokens: a query of any size costs each
+		// tool its own few tokens, not the query's.
 		score := 0
-		for k := range q {
-			if _, ok := tt[k]; ok {
+		for k := range tt {
+			if _, ok := q[k]; ok {
 				score++
 			}
 		}
