@@ -121,3 +121,103 @@ func TestRedteamSearchCostDoesNotGrowWithQueryTimesTools(t *testing.T) {
 		t.Errorf("one query over 1,000 tools took %v, over 10 tools %v: its cost grows with the registry", took[1000], took[10])
 	}
 }
+
+// historyBytes is what the session's history counts against
+// --max-session-bytes: its messages' bytes.
+func historyBytes(t *testing.T, g *gateway.Gateway) int {
+	t.Helper()
+	var msgs []json.RawMessage
+	if err := json.Unmarshal(onlyHistory(t, g), &msgs); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for _, m := range msgs {
+		n += len(m)
+	}
+	return n
+}
+
+// TestRedteamAFullSessionIsNotDerivedAgainPerCall: at
+// --max-session-bytes, a call the session store refused (its own
+// message, or the answer the gateway writes for it) dropped the replica's
+// derived state, and the session's next call derived the whole session
+// again from the store, then was refused the same way: every call of a
+// full session cost the whole session (a 2 KB call at a 4 MiB session of
+// 7,644 small calls: 113 ms, 15,287 messages derived; 24 ms at 1 MiB,
+// 7.7 ms at 256 KiB; about 1.8 s at the default 64 MiB), against 0.5 ms
+// for a call. Now a call that would not fit is refused before it is
+// decided, and a session whose answer the store refused is full: its
+// calls are refused before anything is added. The session is derived
+// again at most once.
+func TestRedteamAFullSessionIsNotDerivedAgainPerCall(t *testing.T) {
+	const limit = 64 << 10
+	long := strings.Repeat("n", 1000)
+	for _, tc := range []struct {
+		note string
+		// fill brings the session to its limit.
+		fill func(t *testing.T, g *gateway.Gateway, cs *mcp.ClientSession)
+	}{
+		{"calls that do not fit", func(t *testing.T, _ *gateway.Gateway, cs *mcp.ClientSession) {
+			for range 10_000 {
+				if _, isErr := call(t, cs, "read_file", map[string]any{"path": "a"}); isErr {
+					return
+				}
+			}
+			t.Fatal("the session never filled")
+		}},
+		{"an answer that does not fit, nor the one written for it", func(t *testing.T, g *gateway.Gateway, cs *mcp.ClientSession) {
+			// A read whose call and answer leave 2,000 bytes: room for
+			// a call of a long unknown name, not for its refusal, nor
+			// for the answer the gateway writes for an unanswered call.
+			call(t, cs, "read_file", map[string]any{"path": "a", "pad": ""})
+			base := historyBytes(t, g)
+			pad := (limit - 2*base - 2000) / 2
+			call(t, cs, "read_file", map[string]any{"path": "a", "pad": strings.Repeat("x", pad)})
+			if room := limit - historyBytes(t, g); room < 1900 || room > 2100 {
+				t.Fatalf("room %d, want about 2000", room)
+			}
+			call(t, cs, long, map[string]any{})
+		}},
+	} {
+		t.Run(tc.note, func(t *testing.T) {
+			g := newTestGateway(t, newFakeUpstream(), func(c *gateway.Config) { c.MaxSessionBytes = limit; c.Logger = nil })
+			cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+			tc.fill(t, g, cs)
+			msgs := gateway.Derived(g)
+			before := msgs
+			for i := range 20 {
+				args := map[string]any{"path": "a"}
+				if i%2 == 0 {
+					args["pad"] = strings.Repeat("y", 2000)
+				}
+				if msg, isErr := call(t, cs, "read_file", args); !isErr || !strings.Contains(msg, "the most the gateway keeps") {
+					t.Fatalf("call %d at the limit: %.200q", i, msg)
+				}
+			}
+			if derived := gateway.Derived(g) - before; derived > msgs+10 {
+				t.Errorf("20 calls at the limit of a session of %d messages derived %d: the session is derived again per call", msgs, derived)
+			}
+		})
+	}
+}
+
+// TestRedteamACallThatDoesNotFitLeavesTheSession: a call too large for
+// the room its session has left is refused before it is decided; the
+// session goes on, not derived again, and a smaller call runs.
+func TestRedteamACallThatDoesNotFitLeavesTheSession(t *testing.T) {
+	g := newTestGateway(t, newFakeUpstream(), func(c *gateway.Config) { c.MaxSessionBytes = 64 << 10; c.Logger = nil })
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	for range 5 {
+		call(t, cs, "read_file", map[string]any{"path": "a"})
+	}
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "a", "pad": strings.Repeat("y", 64<<10)}); !isErr || !strings.Contains(msg, "the most the gateway keeps") {
+		t.Fatalf("a call past the limit: %.200q", msg)
+	}
+	before := gateway.Derived(g)
+	if msg, isErr := call(t, cs, "read_file", map[string]any{"path": "a"}); isErr {
+		t.Fatalf("a call that fits after one that did not: %.200q", msg)
+	}
+	if derived := gateway.Derived(g) - before; derived > 2 {
+		t.Errorf("the call after one that did not fit derived %d messages: the session was derived again", derived)
+	}
+}

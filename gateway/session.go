@@ -49,6 +49,12 @@ type session struct {
 	awaiting *awaiting
 	// bytes is the size of msgs.
 	bytes int64
+	// full is set when the session store refused to append an answer
+	// past MaxSessionBytes: every later call is refused before anything
+	// is added (an answer it cannot write would drop the derived state,
+	// and each call would derive the whole session again). It outlives
+	// reset; the session ends as any other.
+	full bool
 	// eng is the engine the run decides with.
 	eng *engine.Engine
 	// notifier sends notifications/tools/list_changed to the session's
@@ -341,6 +347,15 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 	id := "gw_" + strconv.Itoa(s.seq)
 	ts := timestamp(start)
 	resp := callMessage(nil, ts, name, args, id, pc.kind)
+	if s.bytes+int64(len(resp)) > g.cfg.MaxSessionBytes {
+		// Refused before it is decided: a call the store would refuse
+		// drops the derived state (flush), and the session's next call
+		// derives it all again.
+		s.seq--
+		g.metrics.refusedBeforeDecision.Add(1)
+		return toolError(fmt.Sprintf("This call would take this session's history past %d bytes, the most the gateway keeps; it was not run. "+
+			"Call it with smaller arguments, or start a new session.", g.cfg.MaxSessionBytes))
+	}
 	sd, err := s.step(ctx, g, resp)
 	if err != nil {
 		s.seq--

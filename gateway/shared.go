@@ -211,6 +211,9 @@ func (s *session) flush(ctx context.Context, g *Gateway) error {
 	}
 	if err := g.store.Append(ctx, s.key, s.saved, entries...); err != nil {
 		s.reset(g)
+		if errors.Is(err, sessionstore.ErrTooLarge) {
+			s.full = true
+		}
 		return err
 	}
 	s.saved = len(s.msgs)
@@ -229,6 +232,7 @@ func (s *session) sync(ctx context.Context, g *Gateway) error {
 		// history of a session the store expired since; derive again
 		// from what the store holds (nothing, for an expired session).
 		s.reset(g)
+		s.full = false
 	}
 	if len(s.notes) > 0 {
 		// A flush that did not happen: derive again from the store.
@@ -486,6 +490,10 @@ func (g *Gateway) callShared(ctx context.Context, s *session, name string, rawAr
 	}
 	if s.aborted != "" {
 		return g.refuseStopped(s, name)
+	}
+	if s.full {
+		g.metrics.refusedBeforeDecision.Add(1)
+		return toolError(fmt.Sprintf("This session's history has reached %d bytes, the most the gateway keeps; the call was not run. Start a new session.", g.cfg.MaxSessionBytes))
 	}
 	s.answerDangling()
 	res := g.call(ctx, s, name, rawArgs, env)
