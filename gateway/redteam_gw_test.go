@@ -221,3 +221,30 @@ func TestRedteamACallThatDoesNotFitLeavesTheSession(t *testing.T) {
 		t.Errorf("the call after one that did not fit derived %d messages: the session was derived again", derived)
 	}
 }
+
+// TestRedteamSearchArgumentProblemsAreBounded: search_tools listed a
+// problem for every extra key of its arguments, so a call of 100,000
+// keys (1.1 MB) was answered, and its history written, with a 4.8 MB
+// message, allocating 283 MB (a call of another tool with the same
+// arguments: a 99-byte answer, 67 MB). Now it lists at most
+// facts.MaxArgsProblems, as the engine lists a schema's, and counts the
+// rest.
+func TestRedteamSearchArgumentProblemsAreBounded(t *testing.T) {
+	reg := mustRegistry(t, searchRegistry(t, 10))
+	g := newTestGateway(t, newFakeUpstream(), func(c *gateway.Config) { c.Registry = reg; c.EngineOptions = nil; c.Logger = nil })
+	cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
+	args := map[string]any{"queries": []string{"thing"}}
+	for i := range 10_000 {
+		args[fmt.Sprintf("k%05d", i)] = 0
+	}
+	msg, isErr := call(t, cs, "search_tools", args)
+	if !isErr || !strings.Contains(msg, "10000 validation errors") || !strings.Contains(msg, "/k00000: additional properties are not allowed") {
+		t.Fatalf("the search with extra keys: %.300q", msg)
+	}
+	if len(msg) > 1<<10 {
+		t.Errorf("10,000 extra keys were answered with %d bytes", len(msg))
+	}
+	if h := historyBytes(t, g); h > 200<<10 {
+		t.Errorf("the history holds %d bytes after one call of %d keys", h, len(args))
+	}
+}

@@ -285,6 +285,8 @@ type pendingCall struct {
 	queries   []string
 	loadID    string
 	metaProbs []facts.ArgsProblem
+	// metaOmitted counts the problems past metaProbs.
+	metaOmitted int
 }
 
 // metaApproval is the _meta key of a signed approval.
@@ -332,7 +334,7 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 	switch name {
 	case facts.SearchTool:
 		var typed bool
-		pc.queries, typed, pc.metaProbs = searchArgs(args)
+		pc.queries, typed, pc.metaProbs, pc.metaOmitted = searchArgs(args)
 		if typed && len(reg.SearchGatedTools()) > 0 {
 			pc.kind = kindSearch
 		}
@@ -567,7 +569,7 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 		if probs == nil {
 			probs = []facts.ArgsProblem{{Pointer: "", Reason: "the arguments do not have the tool's shape"}}
 		}
-		return g.retry(s, ts, name, id, engine.InvalidArgsMessage(probs, 0))
+		return g.retry(s, ts, name, id, engine.InvalidArgsMessage(probs, pc.metaOmitted))
 	}
 	return g.forward(ctx, s, c, name, args, id, ts, env.relay)
 }

@@ -99,16 +99,17 @@ type awaitNote struct {
 	Queries []string            `json:"queries,omitempty"`
 	LoadID  string              `json:"load_id,omitempty"`
 	Probs   []facts.ArgsProblem `json:"probs,omitempty"`
+	Omitted int                 `json:"omitted,omitempty"`
 }
 
 func awaitOf(a *awaiting) *awaitNote {
 	return &awaitNote{State: a.state, Name: a.name, Args: a.args, ID: a.id, TS: a.ts,
-		Kind: a.call.kind, Queries: a.call.queries, LoadID: a.call.loadID, Probs: a.call.metaProbs}
+		Kind: a.call.kind, Queries: a.call.queries, LoadID: a.call.loadID, Probs: a.call.metaProbs, Omitted: a.call.metaOmitted}
 }
 
 func (w *awaitNote) awaiting(sd *engine.Decision) *awaiting {
 	return &awaiting{state: w.State, name: w.Name, args: w.Args, id: w.ID, ts: w.TS, sd: sd,
-		call: pendingCall{kind: w.Kind, queries: w.Queries, loadID: w.LoadID, metaProbs: w.Probs}}
+		call: pendingCall{kind: w.Kind, queries: w.Queries, loadID: w.LoadID, metaProbs: w.Probs, metaOmitted: w.Omitted}}
 }
 
 // await records a as the call the session waits on, in the call's note.
