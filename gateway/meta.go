@@ -31,11 +31,14 @@ const (
 // (facts.ReadArgs, the one reading of a call's arguments): ok when they
 // have the typed shape ({"queries": [string...]}, spec W16), problems
 // when they break the tool's own schema (extra keys are refused, spec
-// S3).
-func searchArgs(args []byte) (queries []string, typed bool, probs []facts.ArgsProblem) {
+// S3): at most facts.MaxArgsProblems, as the engine lists a schema's,
+// and how many more there were (a call with many extra keys would
+// otherwise be answered, and its history written, with a message
+// several times its size).
+func searchArgs(args []byte) (queries []string, typed bool, probs []facts.ArgsProblem, omitted int) {
 	m, ok := facts.ReadArgs(args).Value.(map[string]any)
 	if !ok {
-		return nil, false, []facts.ArgsProblem{{Pointer: "", Reason: "the arguments must be an object"}}
+		return nil, false, []facts.ArgsProblem{{Pointer: "", Reason: "the arguments must be an object"}}, 0
 	}
 	raw, ok := m["queries"]
 	if !ok {
@@ -54,10 +57,14 @@ func searchArgs(args []byte) (queries []string, typed bool, probs []facts.ArgsPr
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
+		if len(probs) == facts.MaxArgsProblems {
+			omitted++
+			continue
+		}
 		probs = append(probs, facts.ArgsProblem{Pointer: "/" + strings.ReplaceAll(strings.ReplaceAll(k, "~", "~0"), "/", "~1"),
 			Reason: "additional properties are not allowed"})
 	}
-	return queries, typed, probs
+	return queries, typed, probs, omitted
 }
 
 // stringList is v as a list of strings; ok is false for anything else
@@ -144,9 +151,12 @@ func search(queries []string, corpus []facts.Tool, discovered []string) (names [
 		for k := range tokens(t.Description) {
 			tt[k] = struct{}{}
 		}
+		// The score is how many of the query's tokens the tool has,
+		// counted over the tool's tokens: a query of any size costs each
+		// tool its own few tokens, not the query's.
 		score := 0
-		for k := range q {
-			if _, ok := tt[k]; ok {
+		for k := range tt {
+			if _, ok := q[k]; ok {
 				score++
 			}
 		}

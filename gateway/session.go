@@ -17,6 +17,7 @@ import (
 
 	"github.com/policycheck/policycheck/engine"
 	"github.com/policycheck/policycheck/facts"
+	"github.com/policycheck/policycheck/gateway/internal/sessionstore"
 	"github.com/policycheck/policycheck/internal/ground/wire"
 	"github.com/policycheck/policycheck/loader"
 )
@@ -48,6 +49,12 @@ type session struct {
 	awaiting *awaiting
 	// bytes is the size of msgs.
 	bytes int64
+	// full is set when the session store refused to append an answer
+	// past MaxSessionBytes: every later call is refused before anything
+	// is added (an answer it cannot write would drop the derived state,
+	// and each call would derive the whole session again). It outlives
+	// reset; the session ends as any other.
+	full bool
 	// eng is the engine the run decides with.
 	eng *engine.Engine
 	// notifier sends notifications/tools/list_changed to the session's
@@ -278,6 +285,8 @@ type pendingCall struct {
 	queries   []string
 	loadID    string
 	metaProbs []facts.ArgsProblem
+	// metaOmitted counts the problems past metaProbs.
+	metaOmitted int
 }
 
 // metaApproval is the _meta key of a signed approval.
@@ -325,7 +334,7 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 	switch name {
 	case facts.SearchTool:
 		var typed bool
-		pc.queries, typed, pc.metaProbs = searchArgs(args)
+		pc.queries, typed, pc.metaProbs, pc.metaOmitted = searchArgs(args)
 		if typed && len(reg.SearchGatedTools()) > 0 {
 			pc.kind = kindSearch
 		}
@@ -340,6 +349,15 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 	id := "gw_" + strconv.Itoa(s.seq)
 	ts := timestamp(start)
 	resp := callMessage(nil, ts, name, args, id, pc.kind)
+	if s.bytes+int64(len(resp)) > g.cfg.MaxSessionBytes {
+		// Refused before it is decided: a call the store would refuse
+		// drops the derived state (flush), and the session's next call
+		// derives it all again.
+		s.seq--
+		g.metrics.refusedBeforeDecision.Add(1)
+		return toolError(fmt.Sprintf("This call would take this session's history past %d bytes, the most the gateway keeps; it was not run. "+
+			"Call it with smaller arguments, or start a new session.", g.cfg.MaxSessionBytes))
+	}
 	sd, err := s.step(ctx, g, resp)
 	if err != nil {
 		s.seq--
@@ -551,7 +569,7 @@ func (g *Gateway) finish(ctx context.Context, s *session, d *engine.Decision, c 
 		if probs == nil {
 			probs = []facts.ArgsProblem{{Pointer: "", Reason: "the arguments do not have the tool's shape"}}
 		}
-		return g.retry(s, ts, name, id, engine.InvalidArgsMessage(probs, 0))
+		return g.retry(s, ts, name, id, engine.InvalidArgsMessage(probs, pc.metaOmitted))
 	}
 	return g.forward(ctx, s, c, name, args, id, ts, env.relay)
 }
@@ -619,7 +637,7 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 		if stopped := g.failCharged(s, ts, name, id, text); stopped != nil {
 			return stopped
 		}
-		return toolError(text)
+		return g.shown(ctx, s, toolError(text))
 	}
 	content, err := resultContent(res)
 	if err == nil && int64(len(content)) > g.cfg.MaxResultBytes {
@@ -643,7 +661,27 @@ func (g *Gateway) forward(ctx context.Context, s *session, c *engine.CallVerdict
 	}
 	s.answer(requestMessage(ts, returnPart(nil, ts, name, content, id, "", "success", c.Receipt)))
 	s.reportSuccess(name)
-	return out
+	return g.shown(ctx, s, out)
+}
+
+// shown is res, an upstream's answer, once the session store holds it:
+// the client is never shown a result the history does not record. An
+// answer the store refuses (it passes --max-session-bytes, which a client
+// can bring about by filling its session) is dropped with the replica's
+// state, and the next call writes the call's answer as failed
+// (answerDangling): the client is told that the result is withheld.
+func (g *Gateway) shown(ctx context.Context, s *session, res *mcp.CallToolResult) *mcp.CallToolResult {
+	err := s.flush(ctx, g)
+	if err == nil {
+		return res
+	}
+	g.metrics.storeErrors.Add(1)
+	g.log.Warn("the session store refused a call's answer; the client is not shown it", "session", s.id, "error", err)
+	if errors.Is(err, sessionstore.ErrTooLarge) {
+		return toolError(fmt.Sprintf("The tool ran, but its result would take this session's history past %d bytes, the most the gateway keeps, "+
+			"so it is not shown; start a new session.", g.cfg.MaxSessionBytes))
+	}
+	return toolError("The tool ran, but the gateway could not keep its result in the session's history, so it is not shown.")
 }
 
 // failed records an executed call that did not complete (its upstream

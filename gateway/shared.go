@@ -99,16 +99,17 @@ type awaitNote struct {
 	Queries []string            `json:"queries,omitempty"`
 	LoadID  string              `json:"load_id,omitempty"`
 	Probs   []facts.ArgsProblem `json:"probs,omitempty"`
+	Omitted int                 `json:"omitted,omitempty"`
 }
 
 func awaitOf(a *awaiting) *awaitNote {
 	return &awaitNote{State: a.state, Name: a.name, Args: a.args, ID: a.id, TS: a.ts,
-		Kind: a.call.kind, Queries: a.call.queries, LoadID: a.call.loadID, Probs: a.call.metaProbs}
+		Kind: a.call.kind, Queries: a.call.queries, LoadID: a.call.loadID, Probs: a.call.metaProbs, Omitted: a.call.metaOmitted}
 }
 
 func (w *awaitNote) awaiting(sd *engine.Decision) *awaiting {
 	return &awaiting{state: w.State, name: w.Name, args: w.Args, id: w.ID, ts: w.TS, sd: sd,
-		call: pendingCall{kind: w.Kind, queries: w.Queries, loadID: w.LoadID, metaProbs: w.Probs}}
+		call: pendingCall{kind: w.Kind, queries: w.Queries, loadID: w.LoadID, metaProbs: w.Probs, metaOmitted: w.Omitted}}
 }
 
 // await records a as the call the session waits on, in the call's note.
@@ -211,6 +212,9 @@ func (s *session) flush(ctx context.Context, g *Gateway) error {
 	}
 	if err := g.store.Append(ctx, s.key, s.saved, entries...); err != nil {
 		s.reset(g)
+		if errors.Is(err, sessionstore.ErrTooLarge) {
+			s.full = true
+		}
 		return err
 	}
 	s.saved = len(s.msgs)
@@ -229,6 +233,7 @@ func (s *session) sync(ctx context.Context, g *Gateway) error {
 		// history of a session the store expired since; derive again
 		// from what the store holds (nothing, for an expired session).
 		s.reset(g)
+		s.full = false
 	}
 	if len(s.notes) > 0 {
 		// A flush that did not happen: derive again from the store.
@@ -486,6 +491,10 @@ func (g *Gateway) callShared(ctx context.Context, s *session, name string, rawAr
 	}
 	if s.aborted != "" {
 		return g.refuseStopped(s, name)
+	}
+	if s.full {
+		g.metrics.refusedBeforeDecision.Add(1)
+		return toolError(fmt.Sprintf("This session's history has reached %d bytes, the most the gateway keeps; the call was not run. Start a new session.", g.cfg.MaxSessionBytes))
 	}
 	s.answerDangling()
 	res := g.call(ctx, s, name, rawArgs, env)
