@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
 
@@ -85,41 +84,6 @@ func searchRegistry(t *testing.T, n int) string {
 		fmt.Fprintf(&b, "  - name: files/tool%d\n    defer_loading: true\n    description: does thing number %d for the user\n", i, i)
 	}
 	return b.String()
-}
-
-// TestRedteamSearchCostDoesNotGrowWithQueryTimesTools: search_tools
-// scored each tool by walking every token of the query, so a query's
-// cost was its tokens times the registry's search-gated tools, far above
-// its size, outside the decision's deadline and holding the session: a
-// 2 MB query (262,144 words) over 1,000 tools took 6.3 s of a core,
-// over 100 tools 0.8 s. Now each tool's own tokens are looked up in the
-// query's (the same score): the same query takes 0.2 s over either. The
-// test compares one query over 10 tools and over 1,000 (the fastest of
-// three each), so that the machine's speed cancels out.
-func TestRedteamSearchCostDoesNotGrowWithQueryTimesTools(t *testing.T) {
-	var qb strings.Builder
-	for i := range 1 << 16 {
-		fmt.Fprintf(&qb, "w%d ", i)
-	}
-	query := map[string]any{"queries": []string{qb.String()}}
-	took := map[int]time.Duration{}
-	for _, n := range []int{10, 1000} {
-		reg := mustRegistry(t, searchRegistry(t, n))
-		g := newTestGateway(t, newFakeUpstream(), func(c *gateway.Config) { c.Registry = reg; c.EngineOptions = nil; c.Logger = nil })
-		cs := connect(t, g, gateway.Principal{Name: "alice"}, nil)
-		for range 3 {
-			start := time.Now()
-			if msg, isErr := call(t, cs, "search_tools", query); isErr || !strings.Contains(msg, "No matching tools") {
-				t.Fatalf("the search: %.200q", msg)
-			}
-			if d := time.Since(start); took[n] == 0 || d < took[n] {
-				took[n] = d
-			}
-		}
-	}
-	if took[1000] > 4*took[10] {
-		t.Errorf("one query over 1,000 tools took %v, over 10 tools %v: its cost grows with the registry", took[1000], took[10])
-	}
 }
 
 // historyBytes is what the session's history counts against
