@@ -5,29 +5,33 @@ import (
 	"context"
 	"crypto/rand"
 	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
 	neturl "net/url"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// Redis is a Store in a Redis server, shared by every replica that
-// names it. A session's keys (its entries, its meta hash, its lease, its
-// claims) share one hash tag, so they live in one hash slot; each
-// history append is one Lua script that checks the length first, so
-// that it is atomic on the server. The index of public ids (Lookup) is
-// keyed by the id alone, so it lies in another slot: every script
-// declares the keys it touches (KEYS) and touches one slot, as a Redis
-// Cluster requires, and the index is written by commands of its own
-// after the session's script (see "The index of public ids" below for
-// what that gives up). Safe for concurrent use.
+// Redis is a Store in a Redis server or a Redis Cluster, shared by every
+// replica that names it. A session's keys (its entries, its meta hash,
+// its lease, its claims) share one hash tag, so they live in one hash
+// slot, on one node of a cluster; each history append is one Lua script
+// that checks the length first, so that it is atomic on the server. The
+// index of public ids (Lookup) is keyed by the id alone, so it lies in
+// another slot: every script declares the keys it touches (KEYS) and
+// touches one slot, as a cluster requires, and the index is written by
+// commands of its own after the session's script (see "The index of
+// public ids" below for what that gives up). The same commands run on
+// one server and on a cluster. Safe for concurrent use.
 type Redis struct {
 	o Options
-	// rc is any client: what it runs is legal on a Redis Cluster.
+	// rc is a *redis.Client (one server) or a *redis.ClusterClient
+	// (which follows a cluster's MOVED and ASK redirections).
 	rc redis.UniversalClient
 }
 
@@ -52,20 +56,113 @@ func NewRedis(ctx context.Context, url string, o Options) (*Redis, error) {
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	// One dial of our own first: a server that is not there is said once,
-	// here, rather than through the client's pool retrying and logging
-	// each attempt on standard error.
-	conn, err := (&net.Dialer{}).DialContext(pctx, "tcp", opt.Addr)
-	if err != nil {
-		return nil, fmt.Errorf("--session-store %s: the Redis server does not answer: %w", opt.Addr, err)
+	if err := dial(pctx, opt.Addr); err != nil {
+		return nil, err
 	}
-	_ = conn.Close()
 	rc := redis.NewClient(opt)
-	if err := rc.Ping(pctx).Err(); err != nil {
+	info, err := rc.Info(pctx, "cluster").Result()
+	if err != nil {
 		_ = rc.Close()
 		return nil, fmt.Errorf("--session-store %s: the Redis server does not answer: %w", opt.Addr, err)
 	}
+	if strings.Contains(info, "cluster_enabled:1") {
+		// A cluster node answers MOVED for the keys of the other nodes'
+		// slots: most sessions would fail.
+		_ = rc.Close()
+		return nil, fmt.Errorf("--session-store %s: the Redis server is a node of a Redis Cluster: name the cluster as redis+cluster://HOST:PORT", opt.Addr)
+	}
 	return &Redis{o: o, rc: rc}, nil
+}
+
+// dial makes one connection to addr and closes it: a server that is not
+// there is said once, here, rather than through a client's pool retrying
+// and logging each attempt on standard error.
+func dial(ctx context.Context, addr string) error {
+	conn, err := (&net.Dialer{}).DialContext(ctx, "tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--session-store %s: the Redis server does not answer: %w", addr, err)
+	}
+	if err := conn.Close(); err != nil {
+		return fmt.Errorf("--session-store %s: closing the connection that checked it answers: %w", addr, err)
+	}
+	return nil
+}
+
+// clusterSchemes are the schemes of a cluster's URL and the scheme each
+// stands for in go-redis's.
+var clusterSchemes = map[string]string{"redis+cluster": "redis", "rediss+cluster": "rediss"}
+
+// NewRedisCluster connects to the Redis Cluster url names
+// (redis+cluster://[user:password@]HOST:PORT[?addr=HOST:PORT&addr=...],
+// rediss+cluster:// for TLS; every address a seed of the cluster) and
+// checks that every seed answers as a node of a cluster whose state is
+// ok. A cluster has database 0 alone: a URL naming another, or an option
+// other than addr, is refused.
+func NewRedisCluster(ctx context.Context, url string, o Options) (*Redis, error) {
+	o.defaults()
+	const want = "want redis+cluster://HOST:PORT[?addr=HOST:PORT&addr=...]"
+	u, err := neturl.Parse(url)
+	if err != nil {
+		// The URL is not repeated: it may hold a password.
+		return nil, errors.New("--session-store: not a URL: " + want)
+	}
+	scheme, ok := clusterSchemes[u.Scheme]
+	if !ok {
+		return nil, fmt.Errorf("--session-store %q: not a cluster's URL: %s", u.Redacted(), want)
+	}
+	if u.Hostname() == "" {
+		// go-redis reads a URL without a host as localhost:6379.
+		return nil, fmt.Errorf("--session-store %q names no Redis host: %s", u.Redacted(), want)
+	}
+	if p := strings.Trim(u.Path, "/"); p != "" && p != "0" {
+		return nil, fmt.Errorf("--session-store %q names database %q: a Redis Cluster has database 0 alone (%s)", u.Redacted(), p, want)
+	}
+	for k := range u.Query() {
+		if k != "addr" {
+			return nil, fmt.Errorf("--session-store %q: unknown option %q: a cluster's URL takes addr=HOST:PORT alone (%s)", u.Redacted(), k, want)
+		}
+	}
+	seed := *u
+	seed.Scheme, seed.Path, seed.RawPath = scheme, "", ""
+	opt, err := redis.ParseClusterURL(seed.String())
+	if err != nil {
+		return nil, fmt.Errorf("--session-store %q: %w", u.Redacted(), err)
+	}
+	if opt.TLSConfig != nil {
+		opt.TLSConfig.MinVersion = tls.VersionTLS12
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	for _, addr := range opt.Addrs {
+		if err := clusterSeed(pctx, addr, opt); err != nil {
+			return nil, err
+		}
+	}
+	rc := redis.NewClusterClient(opt)
+	if err := rc.Ping(pctx).Err(); err != nil {
+		_ = rc.Close()
+		return nil, fmt.Errorf("--session-store %s: the Redis Cluster does not answer: %w", opt.Addrs[0], err)
+	}
+	return &Redis{o: o, rc: rc}, nil
+}
+
+// clusterSeed checks that the seed at addr answers, as a node of a
+// cluster whose state is ok.
+func clusterSeed(ctx context.Context, addr string, opt *redis.ClusterOptions) error {
+	if err := dial(ctx, addr); err != nil {
+		return err
+	}
+	c := redis.NewClient(&redis.Options{Addr: addr, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig, MaxRetries: -1})
+	defer c.Close()
+	info, err := c.ClusterInfo(ctx).Result()
+	if err != nil {
+		return fmt.Errorf("--session-store %s: not a node of a Redis Cluster: %w", addr, err)
+	}
+	if !strings.Contains(info, "cluster_state:ok\r\n") {
+		state, _, _ := strings.Cut(info, "\r\n")
+		return fmt.Errorf("--session-store %s: the Redis Cluster is not ready (%s)", addr, state)
+	}
+	return nil
 }
 
 // sessionKeys are a session's Redis keys: its entries (a list), its

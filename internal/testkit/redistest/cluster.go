@@ -216,3 +216,21 @@ func slotOwner(nodes string, slot int) (string, error) {
 	}
 	return "", fmt.Errorf("CLUSTER NODES names no master of slot %d:\n%s", slot, nodes)
 }
+
+// StartNode starts a cluster-enabled redis-server in no cluster: it
+// serves no slot, so its cluster_state is fail. It is killed when the
+// test ends.
+func StartNode(t testing.TB) *Server {
+	t.Helper()
+	port, err := clusterPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &Server{bin: Bin(t), dir: t.TempDir(), port: port, cluster: true}
+	s.name()
+	if err := s.start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Kill)
+	return s
+}
