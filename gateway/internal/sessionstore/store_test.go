@@ -15,40 +15,19 @@ import (
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
 )
 
-// shared is the Redis Cluster this package's tests share (a cluster's
-// masters say they are ready two seconds after they start): started by
-// the first test that needs it, flushed by each, closed by TestMain.
-var shared struct {
-	once sync.Once
-	c    *redistest.Cluster
-	err  error
-}
+// shared is the Redis Cluster this package's tests share.
+var shared redistest.SharedCluster
 
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if shared.c != nil {
-		shared.c.Close()
-	}
+	shared.Close()
 	os.Exit(code)
-}
-
-// cluster returns the shared Redis Cluster, empty (skipped outside CI
-// without redis-server).
-func cluster(t *testing.T) *redistest.Cluster {
-	t.Helper()
-	redistest.Bin(t)
-	shared.once.Do(func() { shared.c, shared.err = redistest.NewCluster() })
-	if shared.err != nil {
-		t.Fatal(shared.err)
-	}
-	shared.c.Flush(t)
-	return shared.c
 }
 
 // clusterStore opens a store on the shared cluster, empty.
 func clusterStore(t *testing.T, o sessionstore.Options) (*sessionstore.Redis, *redistest.Cluster) {
 	t.Helper()
-	c := cluster(t)
+	c := shared.Get(t)
 	st, err := sessionstore.NewRedisCluster(context.Background(), c.URL, o)
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +426,7 @@ func TestLostEndsTTLAfterItsMark(t *testing.T) {
 // whose seeds all answer opens the store, with or without /0.
 func TestOpenChecksWhatAnswers(t *testing.T) {
 	ctx := context.Background()
-	c := cluster(t)
+	c := shared.Get(t)
 	lone := redistest.Start(t, false)
 	fresh := redistest.StartNode(t)
 	for _, tc := range []struct{ note, spec, want string }{

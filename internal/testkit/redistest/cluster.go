@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -32,7 +33,7 @@ type Cluster struct {
 func StartCluster(t testing.TB) *Cluster {
 	t.Helper()
 	Bin(t)
-	c, err := NewCluster()
+	c, err := newCluster()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,11 +41,10 @@ func StartCluster(t testing.TB) *Cluster {
 	return c
 }
 
-// NewCluster is StartCluster outside any one test: the caller closes it
-// (a package's TestMain, for its tests to share one cluster, each
-// flushing it first). Without redis-server it fails; a test calls Bin
+// newCluster is StartCluster outside any one test (SharedCluster's):
+// the caller closes it. Without redis-server it fails; a test calls Bin
 // first to be skipped instead.
-func NewCluster() (c *Cluster, err error) {
+func newCluster() (c *Cluster, err error) {
 	bin, err := bin()
 	if err != nil {
 		return nil, err
@@ -233,4 +233,35 @@ func StartNode(t testing.TB) *Server {
 	}
 	t.Cleanup(s.Kill)
 	return s
+}
+
+// SharedCluster is one Cluster the tests of a test package share (a
+// cluster takes two seconds to say it is ready): a package-level value,
+// started by the first test that asks for it (Get), closed by the
+// package's TestMain after m.Run (Close). Tests that share it run one
+// at a time (not t.Parallel): each gets it flushed.
+type SharedCluster struct {
+	once sync.Once
+	c    *Cluster
+	err  error
+}
+
+// Get returns the shared cluster, empty, starting it the first time.
+// Without redis-server the test is skipped (failed under CI=true).
+func (s *SharedCluster) Get(t testing.TB) *Cluster {
+	t.Helper()
+	Bin(t)
+	s.once.Do(func() { s.c, s.err = newCluster() })
+	if s.err != nil {
+		t.Fatal(s.err)
+	}
+	s.c.Flush(t)
+	return s.c
+}
+
+// Close kills the cluster, if it was started.
+func (s *SharedCluster) Close() {
+	if s.c != nil {
+		s.c.Close()
+	}
 }

@@ -1,11 +1,11 @@
 // Package redistest runs a real redis-server for tests: on a free
 // loopback port, its data in a temporary directory, with or without
 // persistence (AOF); or a Redis Cluster of three such servers
-// (StartCluster, or NewCluster for the tests of a package to share: a
-// cluster takes two seconds to say it is ready), each serving a third
-// of the hash slots, with what a test needs to tell which node serves a
-// key (Cluster.NodeOf); or a lone cluster node that serves no slot
-// (StartNode). Do sends a server one command over RESP, so that
+// (StartCluster; SharedCluster for the tests of a package to share one,
+// since a cluster takes two seconds to say it is ready), each serving a
+// third of the hash slots, with what a test needs to tell which node
+// serves a key (Cluster.NodeOf); or a lone cluster node that serves no
+// slot (StartNode). Do sends a server one command over RESP, so that
 // neither redis-cli nor a client library is needed. Without
 // redis-server the test is skipped outside CI and fails under CI=true
 // (scripts/test.sh installs it).
