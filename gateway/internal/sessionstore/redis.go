@@ -212,8 +212,9 @@ func decode(s string) (Entry, error) {
 //     history endpoint answers from the replica's own table, else 404
 //     "no such session"); nothing is decided on Lookup. Open returns
 //     only after the index is written, so an id a replica published (in
-//     its decision log, SessionIDs) is indexed already; the next Open of
-//     the session writes a missing index again.
+//     its decision log, SessionIDs) is indexed already. Open, Load and
+//     MarkLost SET the index (they do not only renew it), so the
+//     session's next use writes a missing index again.
 //   - The index may outlive its session by at most a TTL: an Open that
 //     read the id before a Delete writes the index after it, a Load or
 //     MarkLost renews it after the session ended. Lookup checks that the
@@ -291,7 +292,8 @@ return out
 `)
 
 // Load implements Store. It renews the session's TTL unless it is lost:
-// its keys in the script, its id's index after it.
+// its keys in the script, its id's index after it (a SET, which writes
+// it again if it went missing).
 func (r *Redis) Load(ctx context.Context, key string, from int) ([]Entry, State, error) {
 	list, meta, _ := sessionKeys(key)
 	res, err := loadScript.Run(ctx, r.rc, []string{list, meta}, from, r.o.TTL.Milliseconds()).Slice()
@@ -304,7 +306,7 @@ func (r *Redis) Load(ctx context.Context, key string, from int) ([]Entry, State,
 	n, _ := res[0].(int64)
 	lost, _ := res[1].(int64)
 	if renew, _ := res[2].(string); renew != "" {
-		if err := r.rc.PExpire(ctx, idKey(renew), r.o.TTL).Err(); err != nil {
+		if err := r.rc.Set(ctx, idKey(renew), key, r.o.TTL).Err(); err != nil {
 			return nil, State{}, fmt.Errorf("the session store: renewing the session's id: %w", err)
 		}
 	}
@@ -382,7 +384,7 @@ redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return {tonumber(ARGV[1]), redis.call('HGET', KEYS[1], 'id') or ''}
 `)
 
-// MarkLost implements Store: the script, then the id's index set to end
+// MarkLost implements Store: the script, then the id's index SET to end
 // the TTL after the mark, as the session does.
 func (r *Redis) MarkLost(ctx context.Context, key string) (time.Time, error) {
 	list, meta, _ := sessionKeys(key)
@@ -398,7 +400,7 @@ func (r *Redis) MarkLost(ctx context.Context, key string) (time.Time, error) {
 		return time.Time{}, errors.New("the session store answered a mark of loss without its time")
 	}
 	if id, _ := res[1].(string); id != "" {
-		if err := r.rc.PExpire(ctx, idKey(id), r.o.TTL).Err(); err != nil {
+		if err := r.rc.Set(ctx, idKey(id), key, r.o.TTL).Err(); err != nil {
 			return time.Time{}, fmt.Errorf("the session store: the lost session's id: %w", err)
 		}
 	}

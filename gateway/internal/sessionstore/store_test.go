@@ -565,3 +565,28 @@ func TestLookupNeverNamesAnotherSession(t *testing.T) {
 		t.Fatalf("the new id: %q %v (%v)", got, ok, err)
 	}
 }
+
+// TestMissingIndexIsWrittenAgain: an id's index gone missing while its
+// session lives (its write failed after the session's script, on a
+// cluster where the two are separate commands) makes Lookup answer not
+// found, and the session's next Load writes it again.
+func TestMissingIndexIsWrittenAgain(t *testing.T) {
+	ctx := context.Background()
+	st, c := clusterStore(t, sessionstore.Options{})
+	const key = "alice\x00h1"
+	if _, err := st.Open(ctx, key, "gs_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redistest.Do(c.NodeOf(t, sessionstore.IDKey("gs_1")), "DEL", sessionstore.IDKey("gs_1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.Lookup(ctx, "gs_1"); err != nil || ok {
+		t.Fatalf("lookup without the index: %v %v, want not found", ok, err)
+	}
+	if _, _, err := st.Load(ctx, key, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := st.Lookup(ctx, "gs_1"); err != nil || !ok || got != key {
+		t.Fatalf("lookup after a load: %q %v %v", got, ok, err)
+	}
+}
