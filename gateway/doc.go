@@ -46,8 +46,8 @@
 //     /metrics, the history endpoint; principals.go reads --token-file;
 //     stdio.go holds stdin to the same guards.
 //   - shared.go keeps sessions in step with the session store
-//     (internal/sessionstore: in the process, or Redis shared by every
-//     replica): a call takes the session's lease, gives its run what
+//     (internal/sessionstore: in the process, or Redis, one server or a
+//     cluster, shared by every replica): a call takes the session's lease, gives its run what
 //     other replicas appended since (call by call, as written, each call
 //     with the verdicts its writer's decision gave: engine.Run.Replay,
 //     no evaluation but for a call awaiting an approval), writes

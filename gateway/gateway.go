@@ -93,8 +93,10 @@ type Config struct {
 	// MaxSessions, or negative, is an error.
 	MaxSessionsPerPrincipal int
 	// SessionStore is where sessions' histories are kept: "memory" (the
-	// default: in this process) or redis://HOST:PORT/DB, shared by every
-	// replica that names it (docs/gateway.md, "Several replicas"). Idle
+	// default: in this process), redis://HOST:PORT/DB or a Redis
+	// Cluster, redis+cluster://HOST:PORT[?addr=HOST:PORT...], shared by
+	// every replica that names it (docs/gateway.md, "Several
+	// replicas"). Idle
 	// sessions expire from it after SessionTTL; a session past
 	// MaxSessionBytes fails its calls closed.
 	SessionStore string

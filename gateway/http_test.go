@@ -23,7 +23,8 @@ import (
 )
 
 // TestMain runs the fake upstream over stdio when the test binary is
-// re-executed as an upstream command.
+// re-executed as an upstream command; else the tests, then closes the
+// Redis Cluster they shared, if one started it.
 func TestMain(m *testing.M) {
 	if os.Getenv("GATEWAY_TEST_UPSTREAM") == "1" {
 		f := newFakeUpstream()
@@ -37,7 +38,9 @@ func TestMain(m *testing.M) {
 		_ = f.srv.Run(context.Background(), &mcp.StdioTransport{})
 		os.Exit(0)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	sharedCluster.Close()
+	os.Exit(code)
 }
 
 const (

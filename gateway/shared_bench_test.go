@@ -15,8 +15,8 @@ import (
 )
 
 // BenchmarkReplicas runs sessions of 1,000 read_file calls through 1 and
-// 3 replicas (Gateways in this process sharing a session store: memory or
-// a real Redis), a session's calls spread round robin over the replicas
+// 3 replicas (Gateways in this process sharing a session store: memory,
+// a real Redis server, or a real three-node Redis Cluster), a session's calls spread round robin over the replicas
 // as HAProxy without affinity spreads them, side by side with the same
 // calls straight to the upstream: the added latency per call (p50, p99).
 // Then 6 such sessions at once: calls per second through the replicas.
@@ -24,15 +24,17 @@ import (
 func BenchmarkReplicas(b *testing.B) {
 	const calls = 1000
 	const concurrent = 6
-	for _, store := range []string{"memory", "redis"} {
+	for _, store := range []string{"memory", "redis", "cluster"} {
 		for _, replicas := range []int{1, 3} {
 			b.Run(fmt.Sprintf("store=%s/replicas=%d", store, replicas), func(b *testing.B) {
 				var st sessionstore.Store
-				if store == "memory" {
+				switch store {
+				case "memory":
 					st = sessionstore.NewMemory(sessionstore.Options{})
-				} else {
-					srv := redistest.Start(b, false)
-					st = redisStore(b, srv, sessionstore.Options{})
+				case "redis":
+					st = redisStore(b, redistest.Start(b, false), sessionstore.Options{})
+				case "cluster":
+					st = clusterStore(b, sessionstore.Options{})
 				}
 				f := newFakeUpstream()
 				gs := make([]*gateway.Gateway, replicas)

@@ -96,6 +96,29 @@ func redisStore(t testing.TB, srv *redistest.Server, o sessionstore.Options) ses
 	return st
 }
 
+// sharedCluster is the Redis Cluster the package's tests share (closed
+// by TestMain).
+var sharedCluster redistest.SharedCluster
+
+// clusterStore is a store on the shared three-node Redis Cluster, empty.
+func clusterStore(t testing.TB, o sessionstore.Options) sessionstore.Store {
+	t.Helper()
+	st, err := sessionstore.NewRedisCluster(context.Background(), sharedCluster.Get(t).URL, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st
+}
+
+// sharedStores runs f on a store on one Redis server and on one on a
+// three-node Redis Cluster (a session's keys on one node, its id's index
+// most likely on another): replicas work alike on both.
+func sharedStores(t *testing.T, o sessionstore.Options, f func(t *testing.T, st sessionstore.Store)) {
+	t.Run("redis", func(t *testing.T) { f(t, redisStore(t, redistest.Start(t, false), o)) })
+	t.Run("cluster", func(t *testing.T) { f(t, clusterStore(t, o)) })
+}
+
 // scriptCall is one call of the scripted session.
 type scriptCall struct {
 	name string
@@ -190,13 +213,15 @@ func sameAsOneGateway(t *testing.T, history []byte, logs ...*sharedLog) {
 }
 
 // TestTwoReplicasServeOneSessionConcurrently: two gateways on one Redis
-// serve one session at once, each client calling through its own
-// replica: no message is lost or reordered (every call is in the
-// history once, each answer right after its call), and every decision is
-// the one a single gateway makes on the session.
+// (a server, a cluster) serve one session at once, each client calling
+// through its own replica: no message is lost or reordered (every call
+// is in the history once, each answer right after its call), and every
+// decision is the one a single gateway makes on the session.
 func TestTwoReplicasServeOneSessionConcurrently(t *testing.T) {
-	srv := redistest.Start(t, false)
-	st := redisStore(t, srv, sessionstore.Options{})
+	sharedStores(t, sessionstore.Options{}, testTwoReplicasServeOneSessionConcurrently)
+}
+
+func testTwoReplicasServeOneSessionConcurrently(t *testing.T, st sessionstore.Store) {
 	a, b := newReplica(t, st, nil), newReplica(t, st, nil)
 	alice := gateway.Principal{Name: "alice"}
 	ca, cb := connect(t, a.g, alice, nil), connect(t, b.g, alice, nil)
@@ -280,11 +305,13 @@ func TestReplicaResumesFromTheStoredLength(t *testing.T) {
 	t.Logf("%d calls alternating two replicas: at most %d messages derived by a call", calls, most)
 }
 
-// TestResumeOnRedis is TestReplicaResumesFromTheStoredLength on Redis,
-// shorter.
+// TestResumeOnRedis is TestReplicaResumesFromTheStoredLength on Redis (a
+// server, a cluster), shorter.
 func TestResumeOnRedis(t *testing.T) {
-	srv := redistest.Start(t, false)
-	st := redisStore(t, srv, sessionstore.Options{})
+	sharedStores(t, sessionstore.Options{}, testResumeOnRedis)
+}
+
+func testResumeOnRedis(t *testing.T, st sessionstore.Store) {
 	a, b := newReplica(t, st, nil), newReplica(t, st, nil)
 	alice := gateway.Principal{Name: "alice"}
 	cs := [2]*mcp.ClientSession{connect(t, a.g, alice, nil), connect(t, b.g, alice, nil)}
@@ -530,10 +557,12 @@ func (a *alternate) RoundTrip(r *http.Request) (*http.Response, error) {
 // answered input-required by one replica and its retry, carrying the
 // person's accept, reaches the other: the call runs once there. The same
 // answer sent again, to either replica, runs nothing: the approval was
-// used.
+// used. On a Redis server and on a cluster.
 func TestApprovalAcrossReplicas(t *testing.T) {
-	srv := redistest.Start(t, false)
-	st := redisStore(t, srv, sessionstore.Options{})
+	sharedStores(t, sessionstore.Options{}, testApprovalAcrossReplicas)
+}
+
+func testApprovalAcrossReplicas(t *testing.T, st sessionstore.Store) {
 	principals := func(c *gateway.Config) {
 		c.Principals = gateway.NewPrincipals(map[string]gateway.Principal{aliceToken: {Name: "alice"}})
 	}

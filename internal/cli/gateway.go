@@ -91,7 +91,7 @@ history, for explain, facts and replay.` +
 	fl.IntVar(&f.maxSessions, "max-sessions", 10_000, "most sessions held (an idle one past --session-ttl makes room)")
 	fl.IntVar(&f.perPrincipal, "max-sessions-per-principal", 0, "most sessions one principal holds: its new session past it drops its least recently used one (0: a tenth of --max-sessions with --token-file, else --max-sessions)")
 	fl.DurationVar(&f.sessionTTL, "session-ttl", time.Hour, "how long an idle session is kept")
-	fl.StringVar(&f.sessionStore, "session-store", "memory", "where sessions' histories are kept: memory (this process) or redis://HOST:PORT/DB, shared by every replica that names it (docs/gateway.md, Several replicas)")
+	fl.StringVar(&f.sessionStore, "session-store", "memory", "where sessions' histories are kept: memory (this process), redis://HOST:PORT/DB or a Redis Cluster, redis+cluster://HOST:PORT[?addr=HOST:PORT...], shared by every replica that names it (docs/gateway.md, Several replicas)")
 	fl.DurationVar(&f.sessionLease, "session-lease", 10*time.Second, "with a shared store, how long a replica that stopped mid-call keeps its session from the other replicas")
 	fl.DurationVar(&f.startTimeout, "start-timeout", 30*time.Second, "how long to wait for each upstream's first tool list at start")
 	f.receipts.register(cmd)

@@ -12,6 +12,8 @@
 //   - gen: generated histories and registries for fuzzing, property tests
 //     and benchmarks;
 //   - racetest: whether a test runs under the race detector;
+//   - redistest: a real redis-server, or a three-node Redis Cluster,
+//     for the gateway's session store tests;
 //   - handlertest: the sidecar's HTTP handler in process;
 //   - syncbuf: the one locked buffer, bytes a test reads while goroutines
 //     write them;

@@ -1,6 +1,7 @@
 // Package sessionstore holds the gateway's session histories where every
 // replica of a gateway reads them: in the process (Memory, the default)
-// or in Redis (Redis). A history is a list of entries appended with a
+// or in Redis, one server or a Redis Cluster (Redis). A history is a
+// list of entries appended with a
 // check of its length, so that two replicas serving one session at once
 // never lose or reorder a message; a lease serializes the calls of a
 // session across replicas; idle sessions expire after the TTL, and
@@ -14,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 	"time"
 )
@@ -114,16 +116,26 @@ func (o *Options) defaults() {
 	}
 }
 
-// Open opens the store a --session-store value names: "memory" or
-// redis://HOST:PORT/DB (rediss:// for TLS).
+// Open opens the store a --session-store value names: "memory",
+// redis://HOST:PORT/DB (rediss:// for TLS) or
+// redis+cluster://HOST:PORT[?addr=HOST:PORT...] (rediss+cluster:// for
+// TLS).
 func Open(ctx context.Context, spec string, o Options) (Store, error) {
 	switch {
 	case spec == "" || spec == "memory":
 		return NewMemory(o), nil
 	case strings.HasPrefix(spec, "redis://"), strings.HasPrefix(spec, "rediss://"):
 		return NewRedis(ctx, spec, o)
+	case strings.HasPrefix(spec, "redis+cluster://"), strings.HasPrefix(spec, "rediss+cluster://"):
+		return NewRedisCluster(ctx, spec, o)
 	}
-	return nil, fmt.Errorf("--session-store %q: want memory or redis://HOST:PORT/DB", spec)
+	// The value is repeated without its password, if it is a URL that
+	// holds one.
+	shown := "the value"
+	if u, err := url.Parse(spec); err == nil {
+		shown = fmt.Sprintf("%q", u.Redacted())
+	}
+	return nil, fmt.Errorf("--session-store %s: want memory, redis://HOST:PORT/DB or redis+cluster://HOST:PORT", shown)
 }
 
 // size is the bytes entries count for against MaxBytes.

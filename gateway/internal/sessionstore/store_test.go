@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
@@ -14,8 +15,30 @@ import (
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
 )
 
-// stores runs f on a Memory store and on a Redis store (a real
-// redis-server; skipped outside CI without one).
+// shared is the Redis Cluster this package's tests share.
+var shared redistest.SharedCluster
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	shared.Close()
+	os.Exit(code)
+}
+
+// clusterStore opens a store on the shared cluster, empty.
+func clusterStore(t *testing.T, o sessionstore.Options) (*sessionstore.Redis, *redistest.Cluster) {
+	t.Helper()
+	c := shared.Get(t)
+	st, err := sessionstore.NewRedisCluster(context.Background(), c.URL, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = st.Close() })
+	return st, c
+}
+
+// stores runs f on a Memory store, on a Redis store (a real
+// redis-server) and on a Redis Cluster store (three real cluster
+// nodes); the last two are skipped outside CI without redis-server.
 func stores(t *testing.T, o sessionstore.Options, f func(t *testing.T, st sessionstore.Store)) {
 	t.Run("memory", func(t *testing.T) { f(t, sessionstore.NewMemory(o)) })
 	t.Run("redis", func(t *testing.T) {
@@ -25,6 +48,10 @@ func stores(t *testing.T, o sessionstore.Options, f func(t *testing.T, st sessio
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { _ = st.Close() })
+		f(t, st)
+	})
+	t.Run("cluster", func(t *testing.T) {
+		st, _ := clusterStore(t, o)
 		f(t, st)
 	})
 }
@@ -259,8 +286,9 @@ func TestLockExcludes(t *testing.T) {
 // TestOpenRefusesWhatNamesNoServer: a --session-store URL without a host
 // is refused (go-redis would read it as 127.0.0.1:6379), without
 // repeating its password; a server that does not answer is said once by
-// the store's own dial; a value that is neither memory nor a Redis URL
-// is refused.
+// the store's own dial; a cluster's URL naming a database other than 0
+// or an option other than addr is refused; a value that is neither
+// memory nor a Redis URL is refused.
 func TestOpenRefusesWhatNamesNoServer(t *testing.T) {
 	ctx := context.Background()
 	for _, tc := range []struct{ spec, want string }{
@@ -270,7 +298,16 @@ func TestOpenRefusesWhatNamesNoServer(t *testing.T) {
 		{"rediss://:6379/0", "names no Redis host"},
 		{"redis://127.0.0.1:1/0", "127.0.0.1:1: the Redis server does not answer"},
 		{"redis://%zz", "not a URL"},
-		{"file:///tmp/x", "want memory or redis://HOST:PORT/DB"},
+		{"redis+cluster://", "names no Redis host"},
+		{"rediss+cluster://u:hunter2@:7000", "names no Redis host"},
+		{"redis+cluster://u:hunter2@127.0.0.1:1/3", `names database "3": a Redis Cluster has database 0 alone`},
+		{"redis+cluster://u:hunter2@127.0.0.1:1?pool_size=9", `unknown option "pool_size"`},
+		{"redis+cluster://u:hunter2@127.0.0.1:1?addr=nohost", "unable to parse addr param: nohost"},
+		{"redis+cluster://u:hunter2@127.0.0.1:1/0", "127.0.0.1:1: the Redis server does not answer"},
+		{"redis+cluster://127.0.0.1:2?addr=127.0.0.1:1", "127.0.0.1:2: the Redis server does not answer"},
+		{"redis+cluster://%zz", "not a URL"},
+		{"file:///tmp/x", "want memory, redis://HOST:PORT/DB or redis+cluster://HOST:PORT"},
+		{"redis-cluster://u:hunter2@127.0.0.1:1", "want memory, redis://HOST:PORT/DB or redis+cluster://HOST:PORT"},
 	} {
 		_, err := sessionstore.Open(ctx, tc.spec, sessionstore.Options{})
 		if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -380,4 +417,176 @@ func TestLostEndsTTLAfterItsMark(t *testing.T) {
 			t.Fatalf("the key's next Open gave id %q, want a new session's", id)
 		}
 	})
+}
+
+// TestOpenChecksWhatAnswers: a cluster's URL naming a server that is not
+// a cluster node, or a node whose cluster is not ready, is refused,
+// naming that address; a single server's URL naming a cluster node is
+// refused (it would answer MOVED for most sessions); a cluster's URL
+// whose seeds all answer opens the store, with or without /0.
+func TestOpenChecksWhatAnswers(t *testing.T) {
+	ctx := context.Background()
+	c := shared.Get(t)
+	lone := redistest.Start(t, false)
+	fresh := redistest.StartNode(t)
+	for _, tc := range []struct{ note, spec, want string }{
+		{"a single server as a cluster", "redis+cluster://" + lone.Addr, lone.Addr + ": not a node of a Redis Cluster"},
+		{"a single server among the seeds", c.URL + "&addr=" + lone.Addr, lone.Addr + ": not a node of a Redis Cluster"},
+		{"a node of no cluster", "redis+cluster://" + fresh.Addr, fresh.Addr + ": the Redis Cluster is not ready (cluster_state:fail)"},
+		{"a cluster node as a single server", c.Nodes[1].URL, c.Nodes[1].Addr + ": the Redis server is a node of a Redis Cluster: name the cluster as redis+cluster://"},
+	} {
+		st, err := sessionstore.Open(ctx, tc.spec, sessionstore.Options{})
+		if err == nil {
+			_ = st.Close()
+		}
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v, want an error saying %q", tc.note, err, tc.want)
+		}
+	}
+	for _, spec := range []string{c.URL, "redis+cluster://" + c.Nodes[2].Addr + "/0"} {
+		st, err := sessionstore.Open(ctx, spec, sessionstore.Options{})
+		if err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		if _, err := st.Open(ctx, "k", "id"); err != nil {
+			t.Fatalf("%s: %v", spec, err)
+		}
+		_ = st.Close()
+	}
+}
+
+// TestSessionAcrossClusterNodes: a session whose keys are on one node of
+// a cluster and whose id's index is on another (as CLUSTER KEYSLOT and
+// CLUSTER NODES say) is served as on one server: opened, appended,
+// loaded, looked up by its id, locked, claimed, marked lost and deleted.
+// A script that touched the index beside the session's keys fails here
+// (CROSSSLOT, or a key the node does not serve), as main's did.
+func TestSessionAcrossClusterNodes(t *testing.T) {
+	ctx := context.Background()
+	st, c := clusterStore(t, sessionstore.Options{})
+	const key = "alice\x00h1"
+	list, meta, lease := sessionstore.SessionKeys(key)
+	home := c.NodeOf(t, meta)
+	for _, k := range []string{list, lease} {
+		if n := c.NodeOf(t, k); n != home {
+			t.Fatalf("the session's keys are on %s and %s", home, n)
+		}
+	}
+	id := ""
+	for i := 0; id == ""; i++ {
+		if cand := fmt.Sprintf("gs_%d", i); c.NodeOf(t, sessionstore.IDKey(cand)) != home {
+			id = cand
+		}
+	}
+	away := c.NodeOf(t, sessionstore.IDKey(id))
+	t.Logf("the session's keys on %s, its id's index on %s", home, away)
+
+	if got, err := st.Open(ctx, key, id); err != nil || got != id {
+		t.Fatalf("open: %q %v", got, err)
+	}
+	if got, err := redistest.Do(away, "GET", sessionstore.IDKey(id)); err != nil || got != key {
+		t.Fatalf("the id's index on %s: %q %v, want the session's key", away, got, err)
+	}
+	if got, err := st.Open(ctx, key, "gs_other"); err != nil || got != id {
+		t.Fatalf("a second open: %q %v, want %q", got, err, id)
+	}
+	if err := st.Append(ctx, key, 0, entry(`"a"`), entry(`"b"`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Append(ctx, key, 1, entry(`"x"`)); !errors.Is(err, sessionstore.ErrConflict) {
+		t.Fatalf("append at a stale length: %v", err)
+	}
+	es, state, err := st.Load(ctx, key, 1)
+	if err != nil || state.Len != 2 || len(es) != 1 || string(es[0].Msg) != `"b"` {
+		t.Fatalf("load: %v %+v %v", es, state, err)
+	}
+	if got, ok, err := st.Lookup(ctx, id); err != nil || !ok || got != key {
+		t.Fatalf("lookup: %q %v %v", got, ok, err)
+	}
+	release, err := st.Lock(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	release()
+	if ok, err := st.Claim(ctx, key, "approval"); err != nil || !ok {
+		t.Fatalf("claim: %v %v", ok, err)
+	}
+	if ok, err := st.Claim(ctx, key, "approval"); err != nil || ok {
+		t.Fatalf("a second claim: %v %v", ok, err)
+	}
+	at, err := st.MarkLost(ctx, key)
+	if err != nil || time.Since(at) > time.Second {
+		t.Fatalf("mark lost: %v %v", at, err)
+	}
+	if _, state, err := st.Load(ctx, key, 0); err != nil || !state.Lost || !state.LostAt.Equal(at) {
+		t.Fatalf("load of the lost session: %+v %v", state, err)
+	}
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.Lookup(ctx, id); err != nil || ok {
+		t.Fatalf("lookup of the deleted session: %v %v", ok, err)
+	}
+	if got, err := redistest.Do(away, "EXISTS", sessionstore.IDKey(id)); err != nil || got != int64(0) {
+		t.Fatalf("the deleted session's index on %s: %v %v", away, got, err)
+	}
+}
+
+// TestLookupNeverNamesAnotherSession: an id's index left behind by its
+// session (an Open that read the id before a Delete wrote it after, on
+// a cluster where the two are separate commands) names the session's
+// key, which a new session under another id has taken since: Lookup of
+// the old id finds nothing, not the new session.
+func TestLookupNeverNamesAnotherSession(t *testing.T) {
+	ctx := context.Background()
+	st, c := clusterStore(t, sessionstore.Options{})
+	const key = "alice\x00h1"
+	if _, err := st.Open(ctx, key, "gs_old"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.Delete(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	// The late write of the old index, as that Open makes it.
+	addr := c.NodeOf(t, sessionstore.IDKey("gs_old"))
+	if _, err := redistest.Do(addr, "SET", sessionstore.IDKey("gs_old"), key, "PX", "60000"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.Lookup(ctx, "gs_old"); err != nil || ok {
+		t.Fatalf("the old id, its session deleted: found %v (%v)", ok, err)
+	}
+	if id, err := st.Open(ctx, key, "gs_new"); err != nil || id != "gs_new" {
+		t.Fatalf("the key's next open: %q %v", id, err)
+	}
+	if got, ok, err := st.Lookup(ctx, "gs_old"); err != nil || ok {
+		t.Fatalf("the old id names the key's new session: %q %v (%v)", got, ok, err)
+	}
+	if got, ok, err := st.Lookup(ctx, "gs_new"); err != nil || !ok || got != key {
+		t.Fatalf("the new id: %q %v (%v)", got, ok, err)
+	}
+}
+
+// TestMissingIndexIsWrittenAgain: an id's index gone missing while its
+// session lives (its write failed after the session's script, on a
+// cluster where the two are separate commands) makes Lookup answer not
+// found, and the session's next Load writes it again.
+func TestMissingIndexIsWrittenAgain(t *testing.T) {
+	ctx := context.Background()
+	st, c := clusterStore(t, sessionstore.Options{})
+	const key = "alice\x00h1"
+	if _, err := st.Open(ctx, key, "gs_1"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := redistest.Do(c.NodeOf(t, sessionstore.IDKey("gs_1")), "DEL", sessionstore.IDKey("gs_1")); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok, err := st.Lookup(ctx, "gs_1"); err != nil || ok {
+		t.Fatalf("lookup without the index: %v %v, want not found", ok, err)
+	}
+	if _, _, err := st.Load(ctx, key, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok, err := st.Lookup(ctx, "gs_1"); err != nil || !ok || got != key {
+		t.Fatalf("lookup after a load: %q %v %v", got, ok, err)
+	}
 }
