@@ -481,6 +481,9 @@ type argsInvalid struct {
 // for a call whose arguments cannot be read.
 type callArgs struct {
 	own, override *ast.Term
+	// value is the call's own arguments as read (facts.Args.Value),
+	// for what else the input judges of them (argsIntegrityOf).
+	value any
 }
 
 // readCalls reads the arguments of each dispatched call once and decides
@@ -512,7 +515,7 @@ func readCalls(reg *facts.Registry, f *facts.Facts, binds []*binding) (reads []c
 			exec = facts.ReadArgs(binds[i].approval.OverrideArgs)
 			overrideTerm, prob = readTerm(exec)
 		}
-		reads[i] = callArgs{own: ownTerm, override: overrideTerm}
+		reads[i] = callArgs{own: ownTerm, override: overrideTerm, value: own.Value}
 		if prob != nil {
 			mark(i, &argsInvalid{probs: []facts.ArgsProblem{*prob}, unreadable: true})
 			continue

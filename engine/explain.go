@@ -436,7 +436,7 @@ func (s *snapshot) explainLabels(ce *CallExplained, d *Decision, part int) {
 	if logged := d.argsIntegrityRead(i); logged != nil {
 		// The pointers in the order of the arguments, the levels as the
 		// rules read them.
-		paths := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i], nil)
+		paths := argsIntegrityOf(s.reg, &f.Dispatch.Calls[i], facts.ArgsValue(f.Dispatch.Calls[i].Args), nil)
 		if len(paths) > 0 {
 			ce.ArgsIntegrity = map[string]string{}
 		}

@@ -529,7 +529,7 @@ func buildInput(f *facts.Facts, next, dispatch *filterResult, ctxTerm *ast.Term,
 				if sent != nil {
 					sent.StartCall()
 				}
-				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c, sent)))
+				call.Insert(keyTerm("args_integrity"), argsIntegrityTerm(argsIntegrityOf(lab.reg, c, reads[i].value, sent)))
 			}
 			switch {
 			case invalid != nil && invalid[i] != nil:

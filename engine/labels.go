@@ -233,7 +233,8 @@ type argIntegrity struct {
 }
 
 // argsIntegrityOf is the integrity of each leaf of a call's own
-// arguments (string, number, boolean, null; in the order of the
+// arguments args, as facts.ReadArgs read c.Args (string, number,
+// boolean, null; in the order of the
 // arguments, object keys sorted): "trusted" when it equals a string or
 // number of a trusted source (a flow "exact" from it: what the user, the
 // system prompt or a trusted tool wrote, wherever else it also
@@ -259,7 +260,7 @@ type argIntegrity struct {
 // search echoing its query, a note the model wrote and a trusted tool
 // reads back) is the model's (echoedByTheAgent), and so is every value
 // of a return whose call calls does not show.
-func argsIntegrityOf(reg *facts.Registry, c *facts.Call, sent *facts.SentValues) []argIntegrity {
+func argsIntegrityOf(reg *facts.Registry, c *facts.Call, args any, sent *facts.SentValues) []argIntegrity {
 	if c.ArgsIntegrity != nil {
 		// Read back from a logged input without the calls: as logged.
 		out := make([]argIntegrity, 0, len(c.ArgsIntegrity))
@@ -313,8 +314,8 @@ func argsIntegrityOf(reg *facts.Registry, c *facts.Call, sent *facts.SentValues)
 		}
 		out = append(out, argIntegrity{ptr, level})
 	}
-	if v := facts.ArgsValue(c.Args); v != nil {
-		walk(v, "", false)
+	if args != nil {
+		walk(args, "", false)
 	}
 	return out
 }

@@ -25,12 +25,12 @@ func TestSourceLabelOfPrompts(t *testing.T) {
 	// at the top level of the arguments.
 	call := facts.Call{Tool: "send_money", Args: []byte(`"DE89370400440532013000"`),
 		Flows: []facts.Flow{{Path: "", Match: facts.FlowExact, Source: facts.FlowSource{Kind: facts.UserPrompt}}}}
-	require.Equal(t, []argIntegrity{{"", argTrusted}}, argsIntegrityOf(reg, &call, nil))
+	require.Equal(t, []argIntegrity{{"", argTrusted}}, argsIntegrityOf(reg, &call, facts.ArgsValue(call.Args), nil))
 	// Under a key no schema names (send_money has none), even the user's
 	// value and a boolean are the model's choice: untrusted.
 	call = facts.Call{Tool: "send_money", Args: []byte(`{"to": "DE89370400440532013000", "memo": "x", "ok": true}`),
 		Flows: []facts.Flow{{Path: "/to", Match: facts.FlowExact, Source: facts.FlowSource{Kind: facts.UserPrompt}}}}
-	require.Equal(t, []argIntegrity{{"/memo", argUntrusted}, {"/ok", argUntrusted}, {"/to", argUntrusted}}, argsIntegrityOf(reg, &call, nil))
+	require.Equal(t, []argIntegrity{{"/memo", argUntrusted}, {"/ok", argUntrusted}, {"/to", argUntrusted}}, argsIntegrityOf(reg, &call, facts.ArgsValue(call.Args), nil))
 }
 
 // TestEchoedByItsCall: a tool return vouches for a value its call did not

@@ -341,16 +341,20 @@ func flowsOf(h History, reg *Registry, o Options, d *Dispatch) bool {
 	if d != nil {
 		calls = d.Calls
 	}
-	if f := newFlowFilter(o, calls); f != nil {
-		if trunc, ok := filteredFlowsOf(h, reg, o, d, f); ok {
+	// The calls' arguments, read once for the filter and the matching
+	// (and the matching again when the filter's derivation falls back).
+	vals := argsValues(calls)
+	if f := newFlowFilter(o, calls, vals); f != nil {
+		if trunc, ok := filteredFlowsOf(h, reg, o, d, vals, f); ok {
 			return trunc
 		}
 	}
-	return fullFlowsOf(h, reg, o, d)
+	return fullFlowsOf(h, reg, o, d, vals)
 }
 
-// fullFlowsOf is flowsOf indexing every return.
-func fullFlowsOf(h History, reg *Registry, o Options, d *Dispatch) bool {
+// fullFlowsOf is flowsOf indexing every return; vals are d's calls'
+// arguments (argsValues).
+func fullFlowsOf(h History, reg *Registry, o Options, d *Dispatch, vals []any) bool {
 	x := newFlowIndex(o)
 	r := len(h)
 	if d != nil {
@@ -362,14 +366,14 @@ func fullFlowsOf(h History, reg *Registry, o Options, d *Dispatch) bool {
 	if d == nil {
 		return x.truncated
 	}
-	return dispatchFlows(x, &h[r], r, d.Calls, reg)
+	return dispatchFlows(x, &h[r], r, d.Calls, vals, reg)
 }
 
 // filteredFlowsOf is flowsOf indexing the returns f passes, the others
 // counted against the cap by their skipBound; ok is false when the
 // flows may differ from fullFlowsOf's: the index or the matching did not
 // end complete.
-func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFilter) (trunc, ok bool) {
+func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, vals []any, f *flowFilter) (trunc, ok bool) {
 	x := newFlowIndex(o)
 	r := len(h)
 	if d != nil {
@@ -404,7 +408,7 @@ func filteredFlowsOf(h History, reg *Registry, o Options, d *Dispatch, f *flowFi
 	if d == nil {
 		return false, true
 	}
-	if dispatchFlows(x, &h[r], r, d.Calls, reg) {
+	if dispatchFlows(x, &h[r], r, d.Calls, vals, reg) {
 		return false, false
 	}
 	return false, true

@@ -41,24 +41,24 @@ func TestFlowMatchingIsBounded(t *testing.T) {
 	honest := []byte(`{"to": "acct: the secret value 42, today"}`)
 
 	b := newFlowBudget()
-	flows := callFlows(honest, b, x)
+	flows := callFlows(ArgsValue(honest), b, x)
 	require.Len(t, flows, 1, "a call within its budget finds its flow")
 	assert.False(t, b.exceeded)
 
 	before := b.response
-	callFlows(hostile, b, x)
+	callFlows(ArgsValue(hostile), b, x)
 	assert.True(t, b.exceeded, "20,000 strings under one prefix times 12,500 windows pass the budget")
 	assert.LessOrEqual(t, before-b.response, FlowCallCompareBudget, "one call compares at most its budget")
 
-	flows = callFlows(honest, b, x)
+	flows = callFlows(ArgsValue(honest), b, x)
 	assert.Len(t, flows, 1, "the next call has a budget of its own")
 
 	for range FlowResponseCompareBudget / FlowCallCompareBudget {
-		callFlows(hostile, b, x)
+		callFlows(ArgsValue(hostile), b, x)
 	}
 	assert.GreaterOrEqual(t, b.response, 0, "a response compares at most its budget")
 	assert.Less(t, b.response, len("the secret value 42"), "the response's budget is spent")
-	assert.Empty(t, callFlows(honest, b, x), "past the response's budget nothing more is compared")
+	assert.Empty(t, callFlows(ArgsValue(honest), b, x), "past the response's budget nothing more is compared")
 
 	// Through Flows: the flows of such a response are incomplete.
 	h := History{

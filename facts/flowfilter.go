@@ -220,12 +220,12 @@ func windowMask(w int) uint64 {
 // newFlowFilter builds the filter of the calls' arguments, or returns
 // nil when it cannot be used (a leaf whose IBAN or digit run folds
 // shorter than the window).
-func newFlowFilter(o Options, calls []Call) *flowFilter {
+func newFlowFilter(o Options, calls []Call, vals []any) *flowFilter {
 	minLen := o.flowMinLength()
 	f := &flowFilter{w: min(minLen, filterWindow), tokens: o.FlowTokens}
 	var strs []string
 	for i := range calls {
-		jsonvalue.VisitArgs(ArgsValue(calls[i].Args), func(_, leaf string, num, _ bool) {
+		jsonvalue.VisitArgs(vals[i], func(_, leaf string, num, _ bool) {
 			switch {
 			case num:
 				f.nums = append(f.nums, numberTexts(leaf))

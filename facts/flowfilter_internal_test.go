@@ -62,7 +62,7 @@ func FuzzSkipBound(f *testing.F) {
 func TestFlowFilterSkips(t *testing.T) {
 	args := []byte(`{"note":"please use sk-live-12345678 for this","to":"Ada@Example.com","iban":"DE89 3704 0044 0532 0130 00","url":"https://kelvin.example/x","n":12345.67}`)
 	for _, tokens := range []bool{false, true} {
-		f := newFlowFilter(Options{Flows: true, FlowTokens: tokens}, []Call{{Args: args}})
+		f := newFlowFilter(Options{Flows: true, FlowTokens: tokens}, []Call{{Args: args}}, []any{ArgsValue(args)})
 		require.NotNil(t, f)
 		pass := func(content string) bool { return f.pass([]byte(content)) }
 		require.True(t, pass(`{"key":"sk-live-12345678"}`))

@@ -456,6 +456,16 @@ func (o Options) flowIndexCap() int {
 // null, or not readable exactly one way (Args.Problem).
 func ArgsValue(raw []byte) any { return ReadArgs(raw).Value }
 
+// argsValues is the ArgsValue of each call's arguments: a derivation
+// reads them once, for its filter and its matching.
+func argsValues(calls []Call) []any {
+	vals := make([]any, len(calls))
+	for i := range calls {
+		vals[i] = ArgsValue(calls[i].Args)
+	}
+	return vals
+}
+
 // flowString is one distinct indexed string and its sources (indexes
 // into flowIndex.sources, in history order, without repeats).
 type flowString struct {
@@ -855,12 +865,12 @@ func (x *flowIndex) note(srcs []int32, exact bool, b *flowBudget, hits map[Posit
 // sorted, an array's elements in order), one Flow per return part it
 // matched, those in history order. Never nil. It matches within the
 // budget b gives the call: past it, what is found so far.
-func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
+func callFlows(args any, b *flowBudget, idx ...*flowIndex) []Flow {
 	b.startCall()
 	out := []Flow{}
 	hits := map[Position]*flowHit{}
 	srcOf := map[Position]FlowSource{}
-	jsonvalue.VisitArgs(ArgsValue(args), func(path, leaf string, num, inexact bool) {
+	jsonvalue.VisitArgs(args, func(path, leaf string, num, inexact bool) {
 		if b.full() {
 			// The call has all the flows it may have: nothing more is
 			// looked up (the leaf is not visited, so that a hostile
@@ -914,8 +924,12 @@ func callFlows(args []byte, b *flowBudget, idx ...*flowIndex) []Flow {
 // the index of the history before R, and R's own return parts before
 // each call, and reports whether the flows may be incomplete: the index
 // dropped something, or the matching of a call stopped at a comparison
-// budget.
-func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Registry) bool {
+// budget. vals are the calls' arguments as ArgsValue reads them
+// (argsValues), read here when nil.
+func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, vals []any, reg *Registry) bool {
+	if vals == nil {
+		vals = argsValues(calls)
+	}
 	// What a look-up of the calls found is kept within a response only,
 	// so that a Tracker's response spends the budget as a derivation's.
 	base.calls.ok = false
@@ -928,7 +942,7 @@ func dispatchFlows(base *flowIndex, R *Message, r int, calls []Call, reg *Regist
 			ov.addPart(part, Position{r, p}, reg, nil) // a response holds no prompt
 		}
 		for c < len(calls) && calls[c].Part == p {
-			calls[c].Flows = callFlows(calls[c].Args, b, base, ov)
+			calls[c].Flows = callFlows(vals[c], b, base, ov)
 			c++
 		}
 	}

@@ -253,7 +253,7 @@ func (t *Tracker) FactsWith(o Options) Facts {
 	if o.Flows && t.flows != nil && o.flowMinLength() == t.flows.minLen && o.flowIndexCap() == t.flows.cap && o.FlowTokens == t.flows.tokens {
 		f.FlowIndexTruncated = t.flows.truncated
 		if f.Dispatch != nil {
-			f.FlowIndexTruncated = dispatchFlows(t.flows, t.pending, t.n-1, f.Dispatch.Calls, t.reg)
+			f.FlowIndexTruncated = dispatchFlows(t.flows, t.pending, t.n-1, f.Dispatch.Calls, nil, t.reg)
 		}
 	}
 	return f
