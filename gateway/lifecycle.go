@@ -51,48 +51,71 @@ const verdictAborted = "aborted"
 // sessionFor returns the session of (principal, handle), creating it.
 // ss is the MCP session the handle is the id of, when it is one: the
 // session is dropped when it ends.
+//
+// The caps admit a new session before anything of it is written to the
+// store: a request they refuse leaves nothing behind (a record there
+// lasts the TTL, and a refused principal could add one per request).
+// The admitted key holds its place (opening) while the store opens it,
+// and a second request of the same key waits for the first rather than
+// taking a second place.
 func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss *mcp.ServerSession) (*session, error) {
 	key := p.Name + "\x00" + handle
-	now := time.Now()
 	g.mu.Lock()
-	if s, ok := g.sessions[key]; ok {
+	for {
+		if s, ok := g.sessions[key]; ok {
+			g.mu.Unlock()
+			return s, nil
+		}
+		if _, closing := g.closing[ss]; closing && ss != nil {
+			g.mu.Unlock()
+			return nil, errClosing
+		}
+		wait, ok := g.opening[key]
+		if !ok {
+			break
+		}
 		g.mu.Unlock()
-		return s, nil
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		g.mu.Lock()
 	}
-	if _, closing := g.closing[ss]; closing && ss != nil {
+	now := time.Now()
+	evicted, err := g.makeRoomLocked(p.Name, now)
+	if err != nil {
 		g.mu.Unlock()
-		return nil, errClosing
+		g.forget(ctx, evicted)
+		return nil, err
 	}
+	done := make(chan struct{})
+	g.opening[key] = done
+	g.openingBy[p.Name]++
 	g.mu.Unlock()
+	g.forget(ctx, evicted)
 	// The session's public id is the one the store holds, the same on
 	// every replica.
 	id, err := g.store.Open(ctx, key, newSessionID())
+	g.mu.Lock()
+	delete(g.opening, key)
+	if g.openingBy[p.Name]--; g.openingBy[p.Name] == 0 {
+		delete(g.openingBy, p.Name)
+	}
+	close(done)
 	if err != nil {
+		g.mu.Unlock()
 		g.metrics.storeErrors.Add(1)
 		return nil, errors.New("the gateway's session store cannot be reached")
 	}
-	g.mu.Lock()
-	if s, ok := g.sessions[key]; ok {
-		g.mu.Unlock()
-		return s, nil
-	}
-	if _, closing := g.closing[ss]; closing && ss != nil {
-		g.mu.Unlock()
-		return nil, errClosing
-	}
-	evicted, err := g.makeRoomLocked(p.Name, now)
-	var s *session
-	if err == nil {
-		eng := g.Engine()
-		s = &session{id: id, key: key, principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now, mcp: ss}
-		g.addLocked(s)
-		g.metrics.sessions.Add(1)
-	}
+	// While the key was opening no other request could add its session
+	// or evict it (it was in no table), so its MCP session cannot have
+	// begun closing for it: the place it holds is its own.
+	eng := g.Engine()
+	s := &session{id: id, key: key, principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now, mcp: ss}
+	g.addLocked(s)
+	g.metrics.sessions.Add(1)
 	g.mu.Unlock()
-	g.forget(ctx, evicted)
-	if err != nil {
-		return nil, err
-	}
 	if ss != nil {
 		go func() {
 			// The MCP session ended: the client's DELETE of its
@@ -111,10 +134,11 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss
 // makeRoomLocked makes room for a new session of principal: past
 // MaxSessionsPerPrincipal its least recently used session not in a call
 // is dropped (returned, for forget); then, when the table is full,
-// sessions idle past SessionTTL leave it. g.mu is held.
+// sessions idle past SessionTTL leave it. Sessions being opened
+// (opening) count as held. g.mu is held.
 func (g *Gateway) makeRoomLocked(principal string, now time.Time) ([]*session, error) {
 	var evicted []*session
-	for len(g.byPrincipal[principal]) >= g.cfg.MaxSessionsPerPrincipal {
+	for len(g.byPrincipal[principal])+g.openingBy[principal] >= g.cfg.MaxSessionsPerPrincipal {
 		v := lruLocked(g.byPrincipal[principal])
 		if v == nil {
 			g.metrics.sessionsRefused.Add(1)
@@ -131,7 +155,7 @@ func (g *Gateway) makeRoomLocked(principal string, now time.Time) ([]*session, e
 			"principal", principal, "session", v.id, "max_sessions_per_principal", g.cfg.MaxSessionsPerPrincipal)
 		evicted = append(evicted, v)
 	}
-	if len(g.sessions) >= g.cfg.MaxSessions {
+	if len(g.sessions)+len(g.opening) >= g.cfg.MaxSessions {
 		for _, s := range g.sessions {
 			if s.mu.TryLock() {
 				idle := now.Sub(s.lastUsed) > g.cfg.SessionTTL
@@ -144,7 +168,7 @@ func (g *Gateway) makeRoomLocked(principal string, now time.Time) ([]*session, e
 				s.mu.Unlock()
 			}
 		}
-		if len(g.sessions) >= g.cfg.MaxSessions {
+		if len(g.sessions)+len(g.opening) >= g.cfg.MaxSessions {
 			g.metrics.sessionsRefused.Add(1)
 			return evicted, errTooManySessions
 		}
