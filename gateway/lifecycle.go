@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"net/http"
 	"time"
@@ -283,11 +284,21 @@ func (g *Gateway) serveStateful(h http.Handler, w http.ResponseWriter, r *http.R
 		}
 		defer done()
 		h.ServeHTTP(w, r)
+		if r.Context().Err() != nil {
+			g.abandoned(h, r)
+		}
 		return
 	case r.Method != http.MethodDelete || sid == "":
 		h.ServeHTTP(w, r)
 		return
 	}
+	g.mu.Lock()
+	if m := g.mcpByID[sid]; m != nil && m.principal == name {
+		// Its requests in flight end first: the SDK's close waits
+		// for them (a call waiting for an approval, ten minutes).
+		m.end()
+	}
+	g.mu.Unlock()
 	rec := &heldResponse{header: http.Header{}}
 	h.ServeHTTP(rec, r)
 	if rec.code == http.StatusNoContent {
@@ -304,6 +315,28 @@ func (g *Gateway) serveStateful(h http.Handler, w http.ResponseWriter, r *http.R
 	maps.Copy(w.Header(), rec.header)
 	w.WriteHeader(rec.code)
 	_, _ = w.Write(rec.body.Bytes())
+}
+
+// abandoned cancels the request of r, a POST of a stateful MCP session
+// whose client went away before its answer: the SDK keeps no stream to
+// resume (no event store), so the answer can never be delivered, yet
+// the SDK runs the request on, and a call would hold its session's lease
+// (its next call waits), its upstream call and, at the session's
+// DELETE, the SDK's close until --call-timeout or --approval-timeout.
+// The gateway sends the session the notifications/cancelled the client
+// did not: the SDK reads a session's messages in order, so the request
+// is known to it by then, and cancelling one that ended does nothing.
+func (g *Gateway) abandoned(h http.Handler, r *http.Request) {
+	body, _ := r.Context().Value(bodyKey{}).([]byte)
+	id, method := g.skimHead(body)
+	if id == nil || method == "" {
+		return // a notification, or not a request
+	}
+	msg := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) +
+		`,"reason":"the client's HTTP request ended before its answer"}}`)
+	c := r.Clone(context.WithoutCancel(r.Context()))
+	c.Body, c.ContentLength = io.NopCloser(bytes.NewReader(msg)), int64(len(msg))
+	h.ServeHTTP(&heldResponse{header: http.Header{}}, c)
 }
 
 // principalName is the name of the principal of an HTTP request: its
@@ -340,6 +373,12 @@ type mcpSession struct {
 	// its gateway session, dropped with it.
 	closing bool
 	gw      *session
+	// ended is cancelled when the gateway ends the MCP session (its
+	// client's DELETE, the caps) or it ended: its requests in flight are
+	// cancelled with it (newServer), since the SDK's close waits for
+	// them.
+	ended context.Context
+	end   context.CancelFunc
 }
 
 // newMCPKey is the context key of the mcpSession a POST without
@@ -371,7 +410,8 @@ var errMCPTooMany = errors.New("the gateway holds as many MCP sessions as it may
 // the MCP session ends, or at once when the SDK kept no session.
 func (g *Gateway) serveNewMCP(h http.Handler, w http.ResponseWriter, r *http.Request, principal string) {
 	id, method := g.rpcHead(r)
-	m := &mcpSession{id: rand.Text(), principal: principal, busy: 1, lastUsed: time.Now()}
+	ended, end := context.WithCancel(context.Background())
+	m := &mcpSession{id: rand.Text(), principal: principal, busy: 1, lastUsed: time.Now(), ended: ended, end: end}
 	g.mu.Lock()
 	evicted, err := g.admitMCPLocked(m, method == "initialize")
 	g.mu.Unlock()
@@ -453,8 +493,10 @@ func (g *Gateway) admitMCPLocked(m *mcpSession, evict bool) ([]*mcpSession, erro
 		}
 		g.uncountMCPLocked(v)
 		// Known until its close ends it: its requests meanwhile are
-		// answered 404.
+		// answered 404, and any still running (their client went
+		// away) are cancelled.
 		v.closing = true
+		v.end()
 		// Its gateway session goes with it, as one evicted: no
 		// request of it is in flight.
 		if s := g.sessions[v.principal+"\x00mcp-session-id:"+v.id]; s != nil && s.mu.TryLock() {
@@ -516,6 +558,7 @@ func (g *Gateway) mcpRequest(sid, principal string) (done func(), ok bool) {
 // releaseMCPLocked gives back m's place and forgets it (it ended, or was
 // never created). g.mu is held; calling it again does nothing.
 func (g *Gateway) releaseMCPLocked(m *mcpSession) {
+	m.end()
 	g.uncountMCPLocked(m)
 	if g.mcpByID[m.id] == m {
 		delete(g.mcpByID, m.id)
