@@ -59,8 +59,11 @@
 //     principal's least recently used session is dropped); dropped when
 //     its MCP session ends; stopped when a call exceeds its tool's retry
 //     budget, where the reference aborts the run (spec X8), and ended
-//     --session-ttl after the stop. The same caps bound the stateful MCP
-//     sessions from their initialize, whether or not they ever call.
+//     --session-ttl after the stop. The caps admit a session before the
+//     store records it (a refused request writes nothing). The same caps
+//     bound the stateful MCP sessions from their initialize, whether or
+//     not they ever call; a request whose client went away, and the
+//     requests of an MCP session the gateway ends, are cancelled.
 //   - deciders.go runs decisions on long-lived goroutines, whose stacks
 //     stay grown for Rego's recursion.
 //

@@ -30,3 +30,16 @@ func MCPHeld(g *Gateway) int {
 	defer g.mu.Unlock()
 	return g.mcpHeld
 }
+
+// Relays is the number of forwarded calls in flight on g's upstreams as
+// the relay counts them (upstream.relays): with several, an upstream's
+// log, elicitation and sampling reach no client.
+func Relays(g *Gateway) int {
+	n := 0
+	for _, u := range g.ups {
+		u.mu.Lock()
+		n += len(u.relays)
+		u.mu.Unlock()
+	}
+	return n
+}

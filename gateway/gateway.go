@@ -176,6 +176,11 @@ type Gateway struct {
 	byPrincipal map[string]map[string]*session
 	// closing are the MCP sessions of evicted sessions, until they end.
 	closing map[*mcp.ServerSession]struct{}
+	// opening are the keys of sessions the caps admitted that are being
+	// opened in the store (closed when done), and openingBy their number
+	// by principal: each holds its place under the caps (sessionFor).
+	opening   map[string]chan struct{}
+	openingBy map[string]int
 	// mcpByID are Handler's stateful MCP sessions by Mcp-Session-Id
 	// (closing ones too, until they end); mcpByPrincipal are those the
 	// caps count, by principal, and mcpHeld their number (lifecycle.go).
@@ -211,6 +216,7 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	}
 	g := &Gateway{cfg: cfg, log: cfg.Logger, ups: map[string]*upstream{}, sessions: map[string]*session{}, byID: map[string]*session{},
 		byPrincipal: map[string]map[string]*session{}, closing: map[*mcp.ServerSession]struct{}{},
+		opening: map[string]chan struct{}{}, openingBy: map[string]int{},
 		mcpByID: map[string]*mcpSession{}, mcpByPrincipal: map[string]map[string]*mcpSession{}}
 	g.store = cfg.store
 	if g.store == nil {

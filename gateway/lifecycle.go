@@ -6,6 +6,7 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"errors"
+	"io"
 	"maps"
 	"net/http"
 	"time"
@@ -51,48 +52,71 @@ const verdictAborted = "aborted"
 // sessionFor returns the session of (principal, handle), creating it.
 // ss is the MCP session the handle is the id of, when it is one: the
 // session is dropped when it ends.
+//
+// The caps admit a new session before anything of it is written to the
+// store: a request they refuse leaves nothing behind (a record there
+// lasts the TTL, and a refused principal could add one per request).
+// The admitted key holds its place (opening) while the store opens it,
+// and a second request of the same key waits for the first rather than
+// taking a second place.
 func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss *mcp.ServerSession) (*session, error) {
 	key := p.Name + "\x00" + handle
-	now := time.Now()
 	g.mu.Lock()
-	if s, ok := g.sessions[key]; ok {
+	for {
+		if s, ok := g.sessions[key]; ok {
+			g.mu.Unlock()
+			return s, nil
+		}
+		if _, closing := g.closing[ss]; closing && ss != nil {
+			g.mu.Unlock()
+			return nil, errClosing
+		}
+		wait, ok := g.opening[key]
+		if !ok {
+			break
+		}
 		g.mu.Unlock()
-		return s, nil
+		select {
+		case <-wait:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+		g.mu.Lock()
 	}
-	if _, closing := g.closing[ss]; closing && ss != nil {
+	now := time.Now()
+	evicted, err := g.makeRoomLocked(p.Name, now)
+	if err != nil {
 		g.mu.Unlock()
-		return nil, errClosing
+		g.forget(ctx, evicted)
+		return nil, err
 	}
+	done := make(chan struct{})
+	g.opening[key] = done
+	g.openingBy[p.Name]++
 	g.mu.Unlock()
+	g.forget(ctx, evicted)
 	// The session's public id is the one the store holds, the same on
 	// every replica.
 	id, err := g.store.Open(ctx, key, newSessionID())
+	g.mu.Lock()
+	delete(g.opening, key)
+	if g.openingBy[p.Name]--; g.openingBy[p.Name] == 0 {
+		delete(g.openingBy, p.Name)
+	}
+	close(done)
 	if err != nil {
+		g.mu.Unlock()
 		g.metrics.storeErrors.Add(1)
 		return nil, errors.New("the gateway's session store cannot be reached")
 	}
-	g.mu.Lock()
-	if s, ok := g.sessions[key]; ok {
-		g.mu.Unlock()
-		return s, nil
-	}
-	if _, closing := g.closing[ss]; closing && ss != nil {
-		g.mu.Unlock()
-		return nil, errClosing
-	}
-	evicted, err := g.makeRoomLocked(p.Name, now)
-	var s *session
-	if err == nil {
-		eng := g.Engine()
-		s = &session{id: id, key: key, principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now, mcp: ss}
-		g.addLocked(s)
-		g.metrics.sessions.Add(1)
-	}
+	// While the key was opening no other request could add its session
+	// or evict it (it was in no table), so its MCP session cannot have
+	// begun closing for it: the place it holds is its own.
+	eng := g.Engine()
+	s := &session{id: id, key: key, principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now, mcp: ss}
+	g.addLocked(s)
+	g.metrics.sessions.Add(1)
 	g.mu.Unlock()
-	g.forget(ctx, evicted)
-	if err != nil {
-		return nil, err
-	}
 	if ss != nil {
 		go func() {
 			// The MCP session ended: the client's DELETE of its
@@ -111,10 +135,11 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss
 // makeRoomLocked makes room for a new session of principal: past
 // MaxSessionsPerPrincipal its least recently used session not in a call
 // is dropped (returned, for forget); then, when the table is full,
-// sessions idle past SessionTTL leave it. g.mu is held.
+// sessions idle past SessionTTL leave it. Sessions being opened
+// (opening) count as held. g.mu is held.
 func (g *Gateway) makeRoomLocked(principal string, now time.Time) ([]*session, error) {
 	var evicted []*session
-	for len(g.byPrincipal[principal]) >= g.cfg.MaxSessionsPerPrincipal {
+	for len(g.byPrincipal[principal])+g.openingBy[principal] >= g.cfg.MaxSessionsPerPrincipal {
 		v := lruLocked(g.byPrincipal[principal])
 		if v == nil {
 			g.metrics.sessionsRefused.Add(1)
@@ -131,7 +156,7 @@ func (g *Gateway) makeRoomLocked(principal string, now time.Time) ([]*session, e
 			"principal", principal, "session", v.id, "max_sessions_per_principal", g.cfg.MaxSessionsPerPrincipal)
 		evicted = append(evicted, v)
 	}
-	if len(g.sessions) >= g.cfg.MaxSessions {
+	if len(g.sessions)+len(g.opening) >= g.cfg.MaxSessions {
 		for _, s := range g.sessions {
 			if s.mu.TryLock() {
 				idle := now.Sub(s.lastUsed) > g.cfg.SessionTTL
@@ -144,7 +169,7 @@ func (g *Gateway) makeRoomLocked(principal string, now time.Time) ([]*session, e
 				s.mu.Unlock()
 			}
 		}
-		if len(g.sessions) >= g.cfg.MaxSessions {
+		if len(g.sessions)+len(g.opening) >= g.cfg.MaxSessions {
 			g.metrics.sessionsRefused.Add(1)
 			return evicted, errTooManySessions
 		}
@@ -259,11 +284,21 @@ func (g *Gateway) serveStateful(h http.Handler, w http.ResponseWriter, r *http.R
 		}
 		defer done()
 		h.ServeHTTP(w, r)
+		if r.Context().Err() != nil {
+			g.abandoned(h, r)
+		}
 		return
 	case r.Method != http.MethodDelete || sid == "":
 		h.ServeHTTP(w, r)
 		return
 	}
+	g.mu.Lock()
+	if m := g.mcpByID[sid]; m != nil && m.principal == name {
+		// Its requests in flight end first: the SDK's close waits
+		// for them (a call waiting for an approval, ten minutes).
+		m.end()
+	}
+	g.mu.Unlock()
 	rec := &heldResponse{header: http.Header{}}
 	h.ServeHTTP(rec, r)
 	if rec.code == http.StatusNoContent {
@@ -280,6 +315,28 @@ func (g *Gateway) serveStateful(h http.Handler, w http.ResponseWriter, r *http.R
 	maps.Copy(w.Header(), rec.header)
 	w.WriteHeader(rec.code)
 	_, _ = w.Write(rec.body.Bytes())
+}
+
+// abandoned cancels the request of r, a POST of a stateful MCP session
+// whose client went away before its answer: the SDK keeps no stream to
+// resume (no event store), so the answer can never be delivered, yet
+// the SDK runs the request on, and a call would hold its session's lease
+// (its next call waits), its upstream call and, at the session's
+// DELETE, the SDK's close until --call-timeout or --approval-timeout.
+// The gateway sends the session the notifications/cancelled the client
+// did not: the SDK reads a session's messages in order, so the request
+// is known to it by then, and cancelling one that ended does nothing.
+func (g *Gateway) abandoned(h http.Handler, r *http.Request) {
+	body, _ := r.Context().Value(bodyKey{}).([]byte)
+	id, method := g.skimHead(body)
+	if id == nil || method == "" {
+		return // a notification, or not a request
+	}
+	msg := []byte(`{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":` + string(id) +
+		`,"reason":"the client's HTTP request ended before its answer"}}`)
+	c := r.Clone(context.WithoutCancel(r.Context()))
+	c.Body, c.ContentLength = io.NopCloser(bytes.NewReader(msg)), int64(len(msg))
+	h.ServeHTTP(&heldResponse{header: http.Header{}}, c)
 }
 
 // principalName is the name of the principal of an HTTP request: its
@@ -316,6 +373,12 @@ type mcpSession struct {
 	// its gateway session, dropped with it.
 	closing bool
 	gw      *session
+	// ended is cancelled when the gateway ends the MCP session (its
+	// client's DELETE, the caps) or it ended: its requests in flight are
+	// cancelled with it (newServer), since the SDK's close waits for
+	// them.
+	ended context.Context
+	end   context.CancelFunc
 }
 
 // newMCPKey is the context key of the mcpSession a POST without
@@ -347,7 +410,8 @@ var errMCPTooMany = errors.New("the gateway holds as many MCP sessions as it may
 // the MCP session ends, or at once when the SDK kept no session.
 func (g *Gateway) serveNewMCP(h http.Handler, w http.ResponseWriter, r *http.Request, principal string) {
 	id, method := g.rpcHead(r)
-	m := &mcpSession{id: rand.Text(), principal: principal, busy: 1, lastUsed: time.Now()}
+	ended, end := context.WithCancel(context.Background())
+	m := &mcpSession{id: rand.Text(), principal: principal, busy: 1, lastUsed: time.Now(), ended: ended, end: end}
 	g.mu.Lock()
 	evicted, err := g.admitMCPLocked(m, method == "initialize")
 	g.mu.Unlock()
@@ -429,8 +493,10 @@ func (g *Gateway) admitMCPLocked(m *mcpSession, evict bool) ([]*mcpSession, erro
 		}
 		g.uncountMCPLocked(v)
 		// Known until its close ends it: its requests meanwhile are
-		// answered 404.
+		// answered 404, and any still running (their client went
+		// away) are cancelled.
 		v.closing = true
+		v.end()
 		// Its gateway session goes with it, as one evicted: no
 		// request of it is in flight.
 		if s := g.sessions[v.principal+"\x00mcp-session-id:"+v.id]; s != nil && s.mu.TryLock() {
@@ -492,6 +558,7 @@ func (g *Gateway) mcpRequest(sid, principal string) (done func(), ok bool) {
 // releaseMCPLocked gives back m's place and forgets it (it ended, or was
 // never created). g.mu is held; calling it again does nothing.
 func (g *Gateway) releaseMCPLocked(m *mcpSession) {
+	m.end()
 	g.uncountMCPLocked(m)
 	if g.mcpByID[m.id] == m {
 		delete(g.mcpByID, m.id)

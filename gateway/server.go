@@ -33,17 +33,18 @@ const listChangedProbe = "policycheck_list_changed"
 // session, one per stateless request, one for stdio): tools/list and
 // tools/call are the gateway's; resources, prompts and completions are
 // forwarded to the upstreams when Config.Forward turns them on
-// (forward.go). sessionID, when not empty, is the Mcp-Session-Id of the
-// one stateful session the server serves (the caps count it by that id
-// before the SDK creates it: serveNewMCP).
-func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error), sessionID string) *mcp.Server {
+// (forward.go). m, when not nil, is the one stateful MCP session the
+// server serves (the caps count it by its id before the SDK creates it:
+// serveNewMCP): its requests in flight are cancelled when the gateway
+// ends it (mcpSession.ended).
+func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error), m *mcpSession) *mcp.Server {
 	opts := &mcp.ServerOptions{
 		// Logging: the upstreams' log messages during a call are
 		// relayed to its client (relay.go).
 		Capabilities: &mcp.ServerCapabilities{Tools: &mcp.ToolCapabilities{ListChanged: true}, Logging: &mcp.LoggingCapabilities{}},
 	}
-	if sessionID != "" {
-		opts.GetSessionID = func() string { return sessionID }
+	if m != nil {
+		opts.GetSessionID = func() string { return m.id }
 	}
 	g.serverOptions(opts)
 	srv := mcp.NewServer(&mcp.Implementation{Name: "policycheck-gateway", Version: version}, opts)
@@ -56,6 +57,17 @@ func (g *Gateway) newServer(principalOf func(mcp.Request) (Principal, error), se
 	}
 	srv.AddReceivingMiddleware(func(next mcp.MethodHandler) mcp.MethodHandler {
 		return func(ctx context.Context, method string, req mcp.Request) (mcp.Result, error) {
+			if m != nil {
+				// The SDK's close of an MCP session (a DELETE, the
+				// caps) waits for its requests in flight: a call
+				// waiting for its upstream or for a person's answer
+				// would hold the close, and the session's lease,
+				// until its timeout.
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithCancel(ctx)
+				defer cancel()
+				defer context.AfterFunc(m.ended, cancel)()
+			}
 			switch method {
 			case "tools/list":
 				lr, ok := req.(*mcp.ListToolsRequest)
@@ -160,14 +172,14 @@ func (g *Gateway) ServeStdio(ctx context.Context, t mcp.Transport) error {
 	if t == nil {
 		t = g.stdioTransport()
 	}
-	srv := g.newServer(func(mcp.Request) (Principal, error) { return Principal{Name: stdioPrincipal}, nil }, "")
+	srv := g.newServer(func(mcp.Request) (Principal, error) { return Principal{Name: stdioPrincipal}, nil }, nil)
 	return srv.Run(ctx, t)
 }
 
 // Connect serves one client on transport t as principal p (embedders,
 // tests: mcp.NewInMemoryTransports).
 func (g *Gateway) Connect(ctx context.Context, t mcp.Transport, p Principal) (*mcp.ServerSession, error) {
-	srv := g.newServer(func(mcp.Request) (Principal, error) { return p, nil }, "")
+	srv := g.newServer(func(mcp.Request) (Principal, error) { return p, nil }, nil)
 	return srv.Connect(ctx, t, nil)
 }
 
@@ -181,7 +193,7 @@ func (g *Gateway) Connect(ctx context.Context, t mcp.Transport, p Principal) (*m
 // creates no MCP session that outlives it.
 func (g *Gateway) Handler() http.Handler {
 	principalOf := g.principalHTTP
-	probe := g.newServer(principalOf, "")
+	probe := g.newServer(principalOf, nil)
 	getServer := func(r *http.Request) *mcp.Server {
 		if r.Header.Get("Mcp-Session-Id") != "" {
 			// An existing session keeps its server; this one only
@@ -191,9 +203,9 @@ func (g *Gateway) Handler() http.Handler {
 		if m, ok := r.Context().Value(newMCPKey{}).(*mcpSession); ok {
 			// A stateful session the caps admitted: one server, asked
 			// for twice (the version check, the session).
-			return g.serverOf(m, func() *mcp.Server { return g.newServer(principalOf, m.id) })
+			return g.serverOf(m, func() *mcp.Server { return g.newServer(principalOf, m) })
 		}
-		return g.newServer(principalOf, "")
+		return g.newServer(principalOf, nil)
 	}
 	stateful := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		SessionTimeout:      g.cfg.SessionTTL,
@@ -202,6 +214,10 @@ func (g *Gateway) Handler() http.Handler {
 	stateless := mcp.NewStreamableHTTPHandler(getServer, &mcp.StreamableHTTPOptions{
 		Stateless:           true,
 		MaxRequestBodyBytes: g.cfg.MaxBodyBytes,
+		// A request whose client went away is cancelled: its answer
+		// can no longer be delivered, and its call would hold its
+		// session's lease until --call-timeout.
+		PropagateRequestCancellation: true,
 	})
 	var mcpH http.Handler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if v := r.Header.Get("Mcp-Protocol-Version"); v >= "2026-07-28" {
@@ -353,11 +369,16 @@ func (g *Gateway) guardBody(next http.Handler) http.Handler {
 			writeRPCError(w, -32700, "the body holds data after its JSON value")
 			return
 		}
+		r = r.WithContext(context.WithValue(r.Context(), bodyKey{}, body))
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		r.ContentLength = int64(len(body))
 		next.ServeHTTP(w, r)
 	})
 }
+
+// bodyKey is the context key of a POST's body as guardBody read it
+// (abandoned reads it again).
+type bodyKey struct{}
 
 func writeRPCError(w http.ResponseWriter, code int, msg string) {
 	writeRPCErrorStatus(w, http.StatusBadRequest, nil, code, msg)
@@ -388,6 +409,11 @@ func (g *Gateway) rpcHead(r *http.Request) (id json.RawMessage, method string) {
 	if err != nil {
 		return nil, ""
 	}
+	return g.skimHead(body)
+}
+
+// skimHead is rpcHead of a body read already.
+func (g *Gateway) skimHead(body []byte) (id json.RawMessage, method string) {
 	env, werr := wire.SkimEnvelope(body, wire.EnvelopeSpec{File: "body", Known: []string{"id", "method"}, MaxDepth: g.cfg.MaxDepth})
 	if werr != nil {
 		return nil, ""

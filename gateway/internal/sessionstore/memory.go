@@ -233,3 +233,18 @@ func (m *Memory) Delete(_ context.Context, key string) error {
 
 // Close implements Store.
 func (m *Memory) Close() error { return nil }
+
+// Sessions is the number of sessions m holds that have not expired:
+// what its memory grows with (tests count it).
+func (m *Memory) Sessions() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	now := m.now()
+	n := 0
+	for _, s := range m.sessions {
+		if !now.After(s.expires) {
+			n++
+		}
+	}
+	return n
+}
