@@ -569,6 +569,47 @@ func (in *intake) appended(raw []byte, elems [][]byte, offset int) ([]facts.Mess
 	return msgs, nil
 }
 
+// runSize is what a run's history weighs against the limits of a whole
+// history (loader.Limits): its parts, and its bytes as one compact
+// array of the messages as they were sent ("[m0,...,mk]": each message's
+// bytes and one separator, plus the opening bracket).
+type runSize struct {
+	parts int
+	bytes int64 // the messages' bytes and a separator each; 0 when empty
+}
+
+// grown is the size of a run of size held and offset messages once the
+// messages msgs (elems their bytes) are appended, or a 413 when the
+// whole history would then be over MaxParts or MaxBytes, as /v1/decide
+// answers for that history: a step's batch is under them (appended),
+// but the run holds every step's. Pointers as for MaxMessages, at the
+// first message past the limit.
+func (in *intake) grown(held runSize, elems [][]byte, msgs []facts.Message, offset int) (runSize, *Error) {
+	lim := in.reader.Limits
+	if len(elems) != len(msgs) { // the envelope's elements are the messages decoded: not reached
+		return held, &Error{Status: http.StatusInternalServerError, Code: CodeInternal,
+			Message: "the run's messages were read as " + strconv.Itoa(len(elems)) + " and decoded as " + strconv.Itoa(len(msgs))}
+	}
+	next := held
+	for i := range msgs {
+		next.parts += len(msgs[i].Parts)
+		next.bytes += int64(len(elems[i])) + 1
+		what := ""
+		switch {
+		case lim.MaxParts > 0 && next.parts > lim.MaxParts:
+			what = strconv.Itoa(next.parts) + " parts, over the limit of " + strconv.Itoa(lim.MaxParts)
+		case lim.MaxBytes > 0 && 1+next.bytes > lim.MaxBytes:
+			what = strconv.FormatInt(1+next.bytes, 10) + " bytes, over the limit of " + strconv.FormatInt(lim.MaxBytes, 10)
+		}
+		if what != "" {
+			return held, &Error{Status: http.StatusRequestEntityTooLarge, Code: CodeLimit,
+				Message: "the run would hold " + what + " (its whole history is held to the limits of one)",
+				Pointer: "/messages/" + strconv.Itoa(i), HistoryPointer: "/" + strconv.Itoa(offset+i)}
+		}
+	}
+	return next, nil
+}
+
 // A request body holds a history of a megabyte or more; decoding it with
 // encoding/json before the history decoder reads it again would double
 // the cost of every request. The envelope is read once by wire's skim

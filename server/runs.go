@@ -44,6 +44,10 @@ type run struct {
 	// id, registry and every step's messages as the client sent them,
 	// answered with each step; the next step must send it back.
 	gen string
+	// size is the run's history against the limits of a whole history
+	// (intake.grown): a run grows past them no more than /v1/decide
+	// takes a history over them.
+	size runSize
 }
 
 // runGeneration is the generation of a run after a step that sent
@@ -268,6 +272,10 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 	if herr != nil {
 		return nil, herr
 	}
+	size, herr := s.intake.grown(rn.size, env.Elements["messages"], msgs, offset)
+	if herr != nil {
+		return nil, herr
+	}
 	rn.run.Rebind(eng)
 	approvals, claim := s.claimApprovals(approvals, id)
 	defer claim.release()
@@ -283,6 +291,7 @@ func (s *Server) handleRunDecide(r *http.Request, body []byte) (any, *Error) {
 		return nil, s.decideError(epRun, err)
 	}
 	rn.gen = runGeneration(rn.gen, id, rn.regKey, b.Messages)
+	rn.size = size
 	claim.settle(d)
 	s.observe(r, epRun, id, st, d, ctxDoc, rn.run.Len(), len(body), start)
 	return runAnswer{d, rn.gen}, nil
