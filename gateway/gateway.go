@@ -221,7 +221,8 @@ func New(ctx context.Context, cfg Config) (*Gateway, error) {
 	g.store = cfg.store
 	if g.store == nil {
 		st, err := sessionstore.Open(ctx, cfg.SessionStore, sessionstore.Options{TTL: cfg.SessionTTL, MaxBytes: cfg.MaxSessionBytes,
-			Lease: cfg.SessionLease, LockWait: cfg.ApprovalTimeout + cfg.CallTimeout})
+			Lease: cfg.SessionLease, LockWait: cfg.ApprovalTimeout + cfg.CallTimeout,
+			Warn: func(msg string) { cfg.Logger.Warn(msg) }})
 		if err != nil {
 			return nil, fmt.Errorf("gateway: %w", err)
 		}

@@ -95,9 +95,12 @@ var clusterSchemes = map[string]string{"redis+cluster": "redis", "rediss+cluster
 // NewRedisCluster connects to the Redis Cluster url names
 // (redis+cluster://[user:password@]HOST:PORT[?addr=HOST:PORT&addr=...],
 // rediss+cluster:// for TLS; every address a seed of the cluster) and
-// checks that every seed answers as a node of a cluster whose state is
-// ok. A cluster has database 0 alone: a URL naming another, or an option
-// other than addr, is refused.
+// checks that every seed that answers is a node of a cluster whose state
+// is ok. A seed that does not answer is told to Options.Warn when another
+// does (a cluster is reached through any of its nodes: a gateway starts
+// with one of them down), and refused when none does. A cluster has
+// database 0 alone: a URL naming another, or an option other than addr,
+// is refused.
 func NewRedisCluster(ctx context.Context, url string, o Options) (*Redis, error) {
 	o.defaults()
 	const want = "want redis+cluster://HOST:PORT[?addr=HOST:PORT&addr=...]"
@@ -133,9 +136,22 @@ func NewRedisCluster(ctx context.Context, url string, o Options) (*Redis, error)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	var silent []error // the seeds that do not answer
 	for _, addr := range opt.Addrs {
+		if err := dial(pctx, addr); err != nil {
+			silent = append(silent, err)
+			continue
+		}
 		if err := clusterSeed(pctx, addr, opt); err != nil {
 			return nil, err
+		}
+	}
+	if len(silent) == len(opt.Addrs) {
+		return nil, silent[0]
+	}
+	for _, err := range silent {
+		if o.Warn != nil {
+			o.Warn(err.Error() + "; the cluster is reached through the seeds that do")
 		}
 	}
 	rc := redis.NewClusterClient(opt)
@@ -146,12 +162,9 @@ func NewRedisCluster(ctx context.Context, url string, o Options) (*Redis, error)
 	return &Redis{o: o, rc: rc}, nil
 }
 
-// clusterSeed checks that the seed at addr answers, as a node of a
-// cluster whose state is ok.
+// clusterSeed checks that the seed at addr, which answers, is a node of
+// a cluster whose state is ok.
 func clusterSeed(ctx context.Context, addr string, opt *redis.ClusterOptions) error {
-	if err := dial(ctx, addr); err != nil {
-		return err
-	}
 	c := redis.NewClient(&redis.Options{Addr: addr, Username: opt.Username, Password: opt.Password, TLSConfig: opt.TLSConfig, MaxRetries: -1})
 	defer c.Close()
 	info, err := c.ClusterInfo(ctx).Result()

@@ -99,6 +99,9 @@ type Options struct {
 	Lease time.Duration
 	// LockWait bounds how long Lock waits (default 2m).
 	LockWait time.Duration
+	// Warn, when not nil, is told what the store opened despite: a
+	// Redis Cluster seed that does not answer while another does.
+	Warn func(msg string)
 }
 
 func (o *Options) defaults() {

@@ -423,7 +423,10 @@ func TestLostEndsTTLAfterItsMark(t *testing.T) {
 // a cluster node, or a node whose cluster is not ready, is refused,
 // naming that address; a single server's URL naming a cluster node is
 // refused (it would answer MOVED for most sessions); a cluster's URL
-// whose seeds all answer opens the store, with or without /0.
+// whose seeds all answer opens the store, with or without /0, and so does
+// one with a seed that does not answer beside one that does (a warning
+// names it). A URL none of whose seeds answers is refused
+// (TestOpenRefusesWhatNamesNoServer).
 func TestOpenChecksWhatAnswers(t *testing.T) {
 	ctx := context.Background()
 	c := shared.Get(t)
@@ -452,6 +455,22 @@ func TestOpenChecksWhatAnswers(t *testing.T) {
 			t.Fatalf("%s: %v", spec, err)
 		}
 		_ = st.Close()
+	}
+	// A seed that does not answer (a node down when the gateway starts)
+	// while another does: the store opens, and says which seed it could
+	// not reach.
+	var warned []string
+	warn := func(msg string) { warned = append(warned, msg) }
+	st, err := sessionstore.Open(ctx, "redis+cluster://127.0.0.1:1?addr="+c.Nodes[0].Addr, sessionstore.Options{Warn: warn})
+	if err != nil {
+		t.Fatalf("a seed down, another up: %v", err)
+	}
+	if _, err := st.Open(ctx, "k2", "id2"); err != nil {
+		t.Fatalf("a seed down, another up: %v", err)
+	}
+	_ = st.Close()
+	if len(warned) != 1 || !strings.Contains(warned[0], "127.0.0.1:1: the Redis server does not answer") {
+		t.Errorf("a seed down: warned %q, want the seed named once", warned)
 	}
 }
 
