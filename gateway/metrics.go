@@ -78,7 +78,7 @@ func (g *Gateway) writeMetrics(w io.Writer) {
 	p("policycheck_gateway_decide_errors_total", "Calls and listings that could not be decided (answered closed).", "counter", m.decideErrors.Load())
 	p("policycheck_gateway_upstream_errors_total", "Forwarded calls that failed at their upstream.", "counter", m.upstreamErrors.Load())
 	p("policycheck_gateway_batches_refused_total", "Batched JSON-RPC requests refused.", "counter", m.refusedBatches.Load())
-	p("policycheck_gateway_calls_refused_unread_total", "Calls refused before a decision (arguments not an object, name too long).", "counter", m.refusedBeforeDecision.Load())
+	p("policycheck_gateway_calls_refused_unread_total", "Calls refused before a decision (arguments not an object, name too long, the session's history at --max-session-bytes).", "counter", m.refusedBeforeDecision.Load())
 	p("policycheck_gateway_messages_derived_total", "History messages given to sessions' runs (each once per replica: a call derives only what the replica has not seen).", "counter", m.derived.Load())
 	p("policycheck_gateway_calls_replayed_total", "Calls another replica decided, given to this replica's sessions with the verdicts their writer's decision gave: no policy evaluation.", "counter", m.replayed.Load())
 	p("policycheck_gateway_calls_decided_again_total", "Calls another replica decided that this replica decided again: a call awaiting an approval across requests, or one an older replica stored without its verdicts.", "counter", m.decidedAgain.Load())

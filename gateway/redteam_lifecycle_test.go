@@ -19,10 +19,10 @@ import (
 	"github.com/policycheck/policycheck/internal/testkit/redistest"
 )
 
-// send sends an MCP request without testing.T (for goroutines): its
-// status and Mcp-Session-Id; -1 when it could not be sent.
-func send(method, url, token, sid, body string) (int, string) {
-	req, _ := http.NewRequest(method, url+"/mcp", strings.NewReader(body))
+// mcpHTTPRequest is a raw MCP request to the gateway at url as the
+// bearer of token, in MCP session sid (none: "").
+func mcpHTTPRequest(ctx context.Context, method, url, token, sid, body string) *http.Request {
+	req, _ := http.NewRequestWithContext(ctx, method, url+"/mcp", strings.NewReader(body))
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "application/json, text/event-stream")
 	req.Header.Set("Authorization", "Bearer "+token)
@@ -30,7 +30,13 @@ func send(method, url, token, sid, body string) (int, string) {
 		req.Header.Set("Mcp-Session-Id", sid)
 		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
 	}
-	resp, err := http.DefaultClient.Do(req)
+	return req
+}
+
+// send sends an MCP request without testing.T (for goroutines): its
+// status and Mcp-Session-Id; -1 when it could not be sent.
+func send(method, url, token, sid, body string) (int, string) {
+	resp, err := http.DefaultClient.Do(mcpHTTPRequest(context.Background(), method, url, token, sid, body))
 	if err != nil {
 		return -1, ""
 	}

@@ -175,15 +175,7 @@ func boundedPost(t *testing.T, url, token, sid, body string) (int, string) {
 // streamPost posts body in MCP session sid (none: "") and returns the
 // response unread.
 func streamPost(ctx context.Context, url, token, sid, body string) (*http.Response, error) {
-	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, url+"/mcp", strings.NewReader(body))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "application/json, text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+token)
-	if sid != "" {
-		req.Header.Set("Mcp-Session-Id", sid)
-		req.Header.Set("Mcp-Protocol-Version", "2025-11-25")
-	}
-	return http.DefaultClient.Do(req)
+	return http.DefaultClient.Do(mcpHTTPRequest(ctx, http.MethodPost, url, token, sid, body))
 }
 
 // boundedDelete is deleteSession that fails the test when the DELETE is

@@ -355,8 +355,7 @@ func (g *Gateway) call(ctx context.Context, s *session, name string, rawArgs jso
 		// derives it all again.
 		s.seq--
 		g.metrics.refusedBeforeDecision.Add(1)
-		return toolError(fmt.Sprintf("This call would take this session's history past %d bytes, the most the gateway keeps; it was not run. "+
-			"Call it with smaller arguments, or start a new session.", g.cfg.MaxSessionBytes))
+		return g.historyFull("This call would take this session's history", "Call it with smaller arguments, or start a new session.")
 	}
 	sd, err := s.step(ctx, g, resp)
 	if err != nil {
@@ -678,10 +677,15 @@ func (g *Gateway) shown(ctx context.Context, s *session, res *mcp.CallToolResult
 	g.metrics.storeErrors.Add(1)
 	g.log.Warn("the session store refused a call's answer; the client is not shown it", "session", s.id, "error", err)
 	if errors.Is(err, sessionstore.ErrTooLarge) {
-		return toolError(fmt.Sprintf("The tool ran, but its result would take this session's history past %d bytes, the most the gateway keeps, "+
-			"so it is not shown; start a new session.", g.cfg.MaxSessionBytes))
+		return g.historyFull("The tool ran, but its result would take this session's history", "It is not shown; start a new session.")
 	}
 	return toolError("The tool ran, but the gateway could not keep its result in the session's history, so it is not shown.")
+}
+
+// historyFull is the answer to a call refused, or a result withheld,
+// at --max-session-bytes: what would pass it, then what to do.
+func (g *Gateway) historyFull(what, then string) *mcp.CallToolResult {
+	return toolError(fmt.Sprintf("%s past %d bytes, the most the gateway keeps. %s", what, g.cfg.MaxSessionBytes, then))
 }
 
 // failed records an executed call that did not complete (its upstream

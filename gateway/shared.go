@@ -494,7 +494,7 @@ func (g *Gateway) callShared(ctx context.Context, s *session, name string, rawAr
 	}
 	if s.full {
 		g.metrics.refusedBeforeDecision.Add(1)
-		return toolError(fmt.Sprintf("This session's history has reached %d bytes, the most the gateway keeps; the call was not run. Start a new session.", g.cfg.MaxSessionBytes))
+		return g.historyFull("This call was not run: nothing more is added to this session's history", "Start a new session.")
 	}
 	s.answerDangling()
 	res := g.call(ctx, s, name, rawArgs, env)
