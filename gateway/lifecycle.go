@@ -110,8 +110,9 @@ func (g *Gateway) sessionFor(ctx context.Context, p Principal, handle string, ss
 		return nil, errors.New("the gateway's session store cannot be reached")
 	}
 	// While the key was opening no other request could add its session
-	// or evict it (it was in no table), so its MCP session cannot have
-	// begun closing for it: the place it holds is its own.
+	// or evict it (it was in no table): the place it holds is its own.
+	// Its MCP session may have ended meanwhile; the watch below then
+	// drops the session at once (ss.Wait returns).
 	eng := g.Engine()
 	s := &session{id: id, key: key, principal: p.Name, ctxDoc: p.Context, run: eng.NewRun(), eng: eng, lastUsed: now, mcp: ss}
 	g.addLocked(s)
